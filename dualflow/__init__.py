@@ -1,0 +1,49 @@
+"""dualflow: define-by-run deep learning whose training steps compile to optimized graphs.
+
+This module is the public API only; see README.md for a tour.
+"""
+
+import sys as _sys
+
+from dualflow import errors, ops
+from dualflow._config import (
+    Config,
+    config,
+    enable_grad,
+    is_grad_enabled,
+    no_grad,
+    set_debug,
+    using_config,
+)
+from dualflow.autograd import (
+    backward,
+    grad,
+    gradcheck,
+)
+from dualflow.device import Device, get_array_module
+from dualflow.tensor import Tensor, as_tensor, tensor
+
+# `dualflow.gradcheck` is the public name of the checks that live in the autograd layer.
+_sys.modules[__name__ + ".gradcheck"] = gradcheck
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Config",
+    "Device",
+    "Tensor",
+    "as_tensor",
+    "backward",
+    "config",
+    "enable_grad",
+    "errors",
+    "get_array_module",
+    "grad",
+    "gradcheck",
+    "is_grad_enabled",
+    "no_grad",
+    "ops",
+    "set_debug",
+    "tensor",
+    "using_config",
+]

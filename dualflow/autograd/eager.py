@@ -1,0 +1,163 @@
+"""The eager interpreter: run an op's forward now and, when grad is on, record a tape node.
+
+This is the hot path of define-by-run code, so it does only what is needed: unwrap inputs, run
+forward, wrap outputs, and record edges plus the op's declared ``saves``. Input checks (``infer``)
+run first for primitives; elementwise ops let numpy detect bad input and explain it afterwards.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from dualflow._config import config
+from dualflow.autograd.tape import Node
+from dualflow.device import device_of, get_array_module
+from dualflow.errors import (
+    DeviceError,
+    DTypeError,
+    DualflowError,
+    NumericalError,
+    ShapeError,
+    format_location,
+    user_frame,
+    with_location,
+)
+from dualflow.ops.dispatch import set_default_interpreter
+from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor import Tensor
+
+_SCALARS = (int, float, bool)
+_ndarray = np.ndarray
+
+
+def meta_of(value: Any) -> Meta:
+    """The Meta of an op argument; Python scalars are weak (their dtype is their type).
+
+    Example:
+        >>> meta_of(2.0)
+        Meta(shape=(), dtype=<class 'float'>)
+    """
+    if isinstance(value, Tensor):
+        value = value.array
+    if type(value) in _SCALARS:
+        return Meta((), type(value))
+    return Meta(tuple(value.shape), value.dtype)
+
+
+def check_inputs(op: OpDef, arrays: list, attrs: dict[str, Any]) -> tuple[Meta, ...]:
+    """Run ``op.infer`` on the inputs; typed errors get the user's source line appended."""
+    try:
+        return op.infer(*(meta_of(a) for a in arrays), **attrs)
+    except DualflowError as exc:
+        raise type(exc)(with_location(str(exc), user_frame())) from None
+    except TypeError as exc:  # e.g. an unknown attribute name
+        raise TypeError(with_location(f"{op.name}: {exc}", user_frame())) from None
+
+
+def explain_failure(op: OpDef, arrays: list, attrs: dict[str, Any], exc: Exception) -> Exception:
+    """Turn a raw numpy/cupy exception from forward into a typed error naming op and inputs."""
+    devices = {str(device_of(a)) for a in arrays if type(a) not in _SCALARS}
+    if len(devices) > 1:
+        return DeviceError(
+            with_location(
+                f"{op.name}: inputs on different devices {sorted(devices)}; "
+                "move them with .to_device() first",
+                user_frame(),
+            )
+        )
+    check_inputs(op, arrays, attrs)  # raises the op's own typed error when infer sees it
+    metas = ", ".join(
+        f"{m.shape}:{getattr(m.dtype, '__name__', m.dtype)}" for m in map(meta_of, arrays)
+    )
+    kind = DTypeError if isinstance(exc, TypeError) else ShapeError
+    return kind(with_location(f"{op.name}: {exc} (inputs {metas}, attrs {attrs})", user_frame()))
+
+
+class EagerInterpreter:
+    """Runs ops immediately on arrays; the default interpreter."""
+
+    def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+        arrays = []
+        requires = False
+        xp: ModuleType = np
+        for a in args:
+            if isinstance(a, Tensor):
+                arr = a._array
+                if a.requires_grad:
+                    requires = True
+            elif type(a) in _SCALARS or hasattr(a, "shape"):
+                arr = a
+            else:
+                arr = np.asarray(a)
+            if type(arr) is not _ndarray and type(arr) not in _SCALARS:
+                xp = get_array_module(arr) if xp is np else xp
+            arrays.append(arr)
+        debug = config.debug
+        if op.check_eager or debug:
+            check_inputs(op, arrays, attrs)
+        try:
+            out = op.forward(xp, *arrays, **attrs)
+        except DualflowError:
+            raise
+        except Exception as exc:
+            raise explain_failure(op, arrays, attrs, exc) from exc
+        record = requires and op.differentiable and config.grad_enabled
+        if op.nout == 1:
+            if type(out) is not _ndarray:
+                out = xp.asarray(out)
+            outs = (out,)
+            result = Tensor._wrap(out, None, 0, record)
+            results = (result,)
+        else:
+            outs = tuple(o if type(o) is _ndarray else xp.asarray(o) for o in out)
+            results = tuple(Tensor._wrap(o, None, i, record) for i, o in enumerate(outs))
+            result = results
+        if debug:
+            check_finite(op, outs, "output")
+        if record:
+            node = record_node(op, args, arrays, attrs, outs, debug)
+            for r in results:
+                r._creator = node
+        return result
+
+
+def record_node(
+    op: OpDef, args: tuple, arrays: list, attrs: dict, outs: tuple, debug: bool
+) -> Node:
+    """Build the tape node of one op call (edges, declared saves, input shapes/dtypes)."""
+    edges = tuple(
+        (a if a._creator is None else (a._creator, a._index))
+        if isinstance(a, Tensor) and a.requires_grad
+        else None
+        for a in args
+    )
+    return Node(
+        op,
+        attrs,
+        edges,
+        tuple(args[i] for i in op.save_inputs),
+        tuple(outs[i] for i in op.save_outputs),
+        tuple(getattr(a, "shape", ()) for a in arrays),
+        tuple(getattr(a, "dtype", None) for a in arrays),
+        tuple((o.shape, o.dtype) for o in outs) if op.nout > 1 else None,
+        user_frame() if debug else None,
+    )
+
+
+def check_finite(op: OpDef, arrays: tuple, what: str, loc: Any = None) -> None:
+    """Debug mode: raise NumericalError if a float array holds NaN or Inf."""
+    for array in arrays:
+        if array is None or array.dtype.kind not in "fc":
+            continue
+        xp = get_array_module(array)
+        if not bool(xp.isfinite(array).all()):
+            kind = "NaN" if bool(xp.isnan(array).any()) else "Inf"
+            where = format_location(loc or user_frame())
+            raise NumericalError(f"{op.name}: {what} contains {kind}\n  created at {where}")
+
+
+EAGER = EagerInterpreter()
+set_default_interpreter(EAGER)

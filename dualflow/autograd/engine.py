@@ -1,0 +1,221 @@
+"""The backward engine: ``backward()`` into ``.grad`` and ``grad()`` returning gradients.
+
+Nodes run in reverse creation order (a node is always created after its inputs' creators, so this
+is a reverse topological order), gradients of a value used several times are summed, broadcasting
+is undone once here with ``sum_to``, and each node is released right after its backward ran unless
+``retain_graph`` (Chainer's memory-efficient backprop). With ``create_graph`` the backward's own
+ops are recorded, so gradients can be differentiated again.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from dualflow import ops
+from dualflow._config import config, using_config
+from dualflow.autograd.eager import check_finite
+from dualflow.autograd.tape import GraphReleasedError, Node
+from dualflow.errors import ShapeError, with_location
+from dualflow.tensor import Tensor, as_tensor
+
+
+def _edge_of(t: Tensor) -> Any:
+    return t if t._creator is None else (t._creator, t._index)
+
+
+def _seed_gradient(output: Tensor, gy: Any) -> Tensor:
+    if gy is None:
+        if output.size != 1:
+            raise ShapeError(
+                with_location(
+                    f"backward: a gradient can be created implicitly only for one-element outputs, "
+                    f"got shape {output.shape}; pass gy with that shape"
+                )
+            )
+        return Tensor._wrap(
+            np.ones_like(output.array) if output.device.kind == "cpu" else output.array * 0 + 1,
+            None,
+            0,
+            False,
+        )
+    gy = as_tensor(gy)
+    if gy.shape != output.shape:
+        raise ShapeError(
+            with_location(
+                f"backward: gy has shape {gy.shape} but the output has shape {output.shape}"
+            )
+        )
+    return gy
+
+
+class _Run:
+    """The state of one backward pass."""
+
+    def __init__(self, targets: dict | None, reach: set | None, retain: bool) -> None:
+        self.pending: dict[Node, list] = {}
+        self.heap: list = []
+        self.targets, self.reach, self.retain = targets, reach, retain
+        self.found: dict[Any, Tensor] = {}
+
+    def push(self, edge: Any, gx: Tensor) -> None:
+        if type(edge) is tuple:
+            node, index = edge
+            slot = self.pending.get(node)
+            if slot is None:
+                slot = self.pending[node] = [None] * node.op.nout
+                heapq.heappush(self.heap, (-node.seq, node))
+            old = slot[index]
+            slot[index] = gx if old is None else old + gx
+        elif self.targets is None:  # backward(): accumulate into the leaf's .grad
+            if gx.dtype != edge.dtype:
+                gx = ops.cast(gx, edge.dtype)
+            edge.grad = gx if edge.grad is None else edge.grad + gx
+        elif id(edge) in self.targets:
+            old = self.found.get(id(edge))
+            self.found[id(edge)] = gx if old is None else old + gx
+
+    def needed(self, edge: Any) -> bool:
+        if edge is None:
+            return False
+        if self.targets is None:
+            return True
+        if type(edge) is tuple:
+            return edge[0] in self.reach or edge in self.targets
+        return id(edge) in self.targets
+
+    def run(self) -> None:
+        debug = config.debug
+        while self.heap:
+            node = heapq.heappop(self.heap)[1]
+            gys = self.pending.pop(node)
+            if self.targets is not None:
+                for index, gy in enumerate(gys):
+                    if (node, index) in self.targets and gy is not None:
+                        self.found[(node, index)] = gy
+                if node not in self.reach:
+                    continue
+            self.run_node(node, gys, debug)
+
+    def run_node(self, node: Node, gys: list, debug: bool) -> None:
+        if node.released:
+            raise GraphReleasedError(
+                with_location(
+                    f"backward through {node.op.name} a second time, but its saved values were "
+                    "freed "
+                    "by the first backward; call backward(retain_graph=True) the first time"
+                )
+            )
+        edges = node.edges
+        node.needs_input_grad = tuple(self.needed(e) for e in edges)
+        gxs = node.op.backward(node, *gys)
+        if type(gxs) is not tuple:
+            gxs = (gxs,)
+        if debug:
+            check_finite(
+                node.op, tuple(g.array for g in gxs if g is not None), "gradient", node.loc
+            )
+        for edge, gx, shape, need in zip(edges, gxs, node.in_shapes, node.needs_input_grad):
+            if need and gx is not None:
+                if gx.shape != shape:
+                    gx = ops.sum_to(gx, shape)
+                self.push(edge, gx)
+        if not self.retain:
+            node.release()
+
+
+def backward(
+    outputs: Sequence[Tensor],
+    grad_outputs: Sequence[Any] | None = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+) -> None:
+    """Accumulate gradients of ``outputs`` into ``.grad`` of every leaf that requires grad.
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.tensor(2.0, requires_grad=True)
+        >>> backward([x * x]); x.grad.item()
+        4.0
+    """
+    grad_outputs = grad_outputs or [None] * len(outputs)
+    retain = create_graph if retain_graph is None else retain_graph
+    run = _Run(None, None, retain)
+    with using_config(grad_enabled=create_graph):
+        for out, gy in zip(outputs, grad_outputs):
+            if out.requires_grad:
+                run.push(_edge_of(out), _seed_gradient(out, gy))
+        run.run()
+
+
+def grad(
+    outputs: Tensor | Sequence[Tensor],
+    inputs: Tensor | Sequence[Tensor],
+    grad_outputs: Any = None,
+    create_graph: bool = False,
+    retain_graph: bool | None = None,
+    allow_unused: bool = False,
+) -> tuple[Tensor | None, ...]:
+    """Gradients of ``outputs`` w.r.t. ``inputs``, without touching any ``.grad``.
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.tensor(3.0, requires_grad=True)
+        >>> (g,) = grad(x ** 3, x, create_graph=True)   # 3x^2
+        >>> grad(g, x)[0].item()                        # 6x
+        18.0
+    """
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if grad_outputs is None or isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs] * len(outputs) if grad_outputs is None else [grad_outputs]
+    keys = []
+    for t in inputs:
+        if not t.requires_grad:
+            raise ValueError(with_location("grad: an input does not require grad"))
+        keys.append(id(t) if t._creator is None else (t._creator, t._index))
+    targets = dict.fromkeys(keys)
+    retain = create_graph if retain_graph is None else retain_graph
+    run = _Run(targets, _reaching(outputs, targets), retain)
+    with using_config(grad_enabled=create_graph):
+        for out, gy in zip(outputs, grad_outputs):
+            if out.requires_grad:
+                run.push(_edge_of(out), _seed_gradient(out, gy))
+        run.run()
+    result = tuple(run.found.get(k) for k in keys)
+    if not allow_unused and any(g is None for g in result):
+        raise ValueError(
+            with_location(
+                "grad: an input was not used to compute the outputs; pass allow_unused=True to get "
+                "None for it"
+            )
+        )
+    return result
+
+
+def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
+    """The nodes from which some target can be reached (only those need to run backward)."""
+    nodes: dict[Node, None] = {}
+    stack = [t._creator for t in outputs if t._creator is not None]
+    while stack:
+        node = stack.pop()
+        if node in nodes or node.released:
+            continue
+        nodes[node] = None
+        stack.extend(e[0] for e in node.edges if type(e) is tuple)
+    reach: set[Node] = set()
+    for node in sorted(nodes, key=lambda n: n.seq):
+        for edge in node.edges:
+            if edge is None:
+                continue
+            if type(edge) is tuple:
+                if edge[0] in reach or edge in targets:
+                    reach.add(node)
+                    break
+            elif id(edge) in targets:
+                reach.add(node)
+                break
+    return reach

@@ -1,0 +1,88 @@
+"""The dualflow exception hierarchy (DESIGN §9).
+
+Every error names what failed, the offending shapes/dtypes/devices, where (the user's source line)
+and how to fix it. `user_frame()` finds the first stack frame outside the dualflow package.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+class DualflowError(Exception):
+    """Base class of every error dualflow raises on purpose."""
+
+
+class ShapeError(DualflowError, ValueError):
+    """An op got inputs whose shapes or ranks it cannot work with."""
+
+
+class DTypeError(DualflowError, TypeError):
+    """An op got inputs whose dtypes it cannot work with."""
+
+
+class DeviceError(DualflowError, RuntimeError):
+    """Inputs live on different or unsupported devices."""
+
+
+class TracingError(DualflowError, RuntimeError):
+    """A compiled function did something that cannot be traced safely."""
+
+
+class CompileError(DualflowError, RuntimeError):
+    """Lowering or an optimization pass failed."""
+
+
+class CheckpointError(DualflowError, OSError):
+    """A checkpoint file is missing, truncated or corrupted."""
+
+
+class CommunicatorError(DualflowError, RuntimeError):
+    """A distributed communicator failed or ranks disagree."""
+
+
+class NumericalError(DualflowError, FloatingPointError):
+    """Debug mode found NaN or Inf in an op's output or gradient."""
+
+
+def user_frame(depth: int = 1) -> tuple[str, int] | None:
+    """Return ``(filename, lineno)`` of the innermost frame outside the dualflow package.
+
+    Example:
+        >>> user_frame() is not None
+        True
+    """
+    frame = sys._getframe(depth)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(_PACKAGE_DIR):
+            return filename, frame.f_lineno
+        frame = frame.f_back
+    return None
+
+
+def format_location(loc: tuple[str, int] | None) -> str:
+    """Render a source location as ``file.py:LINE`` (or ``<unknown>``).
+
+    Example:
+        >>> format_location(("/a/b/train.py", 41))
+        '/a/b/train.py:41'
+    """
+    if loc is None:
+        return "<unknown>"
+    return f"{loc[0]}:{loc[1]}"
+
+
+def with_location(message: str, loc: tuple[str, int] | None = None) -> str:
+    """Append ``  at file.py:LINE`` (the user's line) to an error message.
+
+    Example:
+        >>> with_location("bad", ("x.py", 3))
+        'bad\\n  at x.py:3'
+    """
+    if loc is None:
+        loc = user_frame(2)
+    return f"{message}\n  at {format_location(loc)}"

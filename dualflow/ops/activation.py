@@ -1,0 +1,108 @@
+"""Elementwise activation functions (tanh, sigmoid, relu, gelu...), one expression each.
+
+Expressions are chosen to be numerically stable in float32 without warnings: ``sigmoid`` uses
+``0.5 * tanh(0.5 * x) + 0.5`` (no overflow of ``exp(-x)``), ``softplus`` splits off ``max(x, 0)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from dualflow.ops.arithmetic import erf, exp, greater, where
+from dualflow.ops.registry import elementwise, public_function
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+@elementwise("tanh", "tanh(x)", saves=("y",))
+def TANH(ctx, gy):
+    """Hyperbolic tangent."""
+    y = ctx.y
+    return gy * (1 - y * y)
+
+
+@elementwise("sigmoid", "0.5 * tanh(0.5 * x) + 0.5", saves=("y",))
+def SIGMOID(ctx, gy):
+    """Logistic sigmoid ``1 / (1 + exp(-x))``."""
+    y = ctx.y
+    return gy * y * (1 - y)
+
+
+@elementwise("softplus", "maximum(x, 0) + log1p(exp(-abs(x)))", saves=("x0",))
+def SOFTPLUS(ctx, gy):
+    """``log(1 + exp(x))``, stable for large ``|x|``."""
+    return gy * sigmoid(ctx.x0)
+
+
+@elementwise("relu", "where(x > 0, x, 0)", saves=("y",))
+def RELU(ctx, gy):
+    """Rectified linear unit ``max(x, 0)``."""
+    return where(greater(ctx.y, 0), gy, 0)
+
+
+@elementwise("leaky_relu", "where(x > 0, x, x * slope)", attrs=("slope",), saves=("x0",))
+def LEAKY_RELU(ctx, gy):
+    """Leaky ReLU: ``x`` for ``x > 0``, else ``slope * x``."""
+    return where(greater(ctx.x0, 0), gy, gy * ctx.attrs["slope"])
+
+
+@elementwise(
+    "elu", "where(x > 0, x, alpha * expm1(minimum(x, 0)))", attrs=("alpha",), saves=("x0", "y")
+)
+def ELU(ctx, gy):
+    """Exponential linear unit."""
+    return where(greater(ctx.x0, 0), gy, gy * (ctx.y + ctx.attrs["alpha"]))
+
+
+@elementwise("gelu", f"0.5 * x * (1 + erf(x * {_INV_SQRT_2!r}))", saves=("x0",))
+def GELU(ctx, gy):
+    """Gaussian error linear unit, exact (erf) form: ``x * Phi(x)``."""
+    x = ctx.x0
+    cdf = 0.5 * (1 + erf(x * _INV_SQRT_2))
+    pdf = exp(-0.5 * x * x) * _INV_SQRT_2PI
+    return gy * (cdf + x * pdf)
+
+
+@elementwise(
+    "gelu_tanh",
+    f"0.5 * x * (1 + tanh({_SQRT_2_OVER_PI!r} * (x + 0.044715 * x * x * x)))",
+    saves=("x0",),
+)
+def GELU_TANH(ctx, gy):
+    """Gaussian error linear unit, tanh approximation (as in GPT-2)."""
+    x = ctx.x0
+    t = tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+    du = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
+    return gy * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du)
+
+
+@elementwise("silu", "x * (0.5 * tanh(0.5 * x) + 0.5)", saves=("x0",))
+def SILU(ctx, gy):
+    """Sigmoid linear unit (swish) ``x * sigmoid(x)``."""
+    x = ctx.x0
+    s = sigmoid(x)
+    return gy * s * (1 + x * (1 - s))
+
+
+tanh = public_function(TANH)
+sigmoid = public_function(SIGMOID)
+softplus = public_function(SOFTPLUS)
+relu = public_function(RELU)
+leaky_relu = public_function(LEAKY_RELU, {"slope": 0.2})
+elu = public_function(ELU, {"alpha": 1.0})
+_gelu_erf = public_function(GELU)
+gelu_tanh = public_function(GELU_TANH)
+silu = public_function(SILU)
+
+
+def gelu(x: object, approximate: bool = False) -> object:
+    """GELU; ``approximate=True`` uses the tanh form (op ``gelu_tanh``), else the exact erf form.
+
+    Example:
+        >>> from dualflow import ops
+        >>> round(ops.gelu(1.0).item(), 4), round(ops.gelu(1.0, approximate=True).item(), 4)
+        (0.8413, 0.8412)
+    """
+    return gelu_tanh(x) if approximate else _gelu_erf(x)

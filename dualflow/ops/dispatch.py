@@ -1,0 +1,55 @@
+"""THE dispatch point: ``apply(op, *args, **attrs)`` hands every op call to the current interpreter.
+
+The interpreter (eager, or the tracer's) lives in a contextvar. This module sits in ``ops`` rather
+than ``autograd`` so that op functions can call it without importing the autograd layer; the eager
+interpreter installs itself as the default when ``dualflow.autograd`` is imported.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from dualflow.ops.registry import OpDef
+
+
+class Interpreter(Protocol):
+    """Something that can execute one op call."""
+
+    def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any: ...
+
+
+_default: list[Interpreter] = []
+current_interpreter: contextvars.ContextVar[Interpreter | None] = contextvars.ContextVar(
+    "dualflow_interpreter", default=None
+)
+
+
+def set_default_interpreter(interpreter: Interpreter) -> None:
+    """Install the interpreter used when no other is active (the eager one)."""
+    _default[:] = [interpreter]
+
+
+def apply(op: OpDef, *args: Any, **attrs: Any) -> Any:
+    """Run ``op`` on ``args`` (Tensors, arrays, scalars) with keyword ``attrs``.
+
+    Example:
+        >>> import dualflow
+        >>> from dualflow.ops import OPS
+        >>> apply(OPS["add"], 1.0, 2.0).item()
+        3.0
+    """
+    interpreter = current_interpreter.get() or _default[0]
+    return interpreter.apply(op, args, attrs)
+
+
+@contextlib.contextmanager
+def interpreting(interpreter: Interpreter) -> Iterator[None]:
+    """Run the body with ``interpreter`` as the current one (used by the tracer)."""
+    token = current_interpreter.set(interpreter)
+    try:
+        yield
+    finally:
+        current_interpreter.reset(token)

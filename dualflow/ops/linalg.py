@@ -1,0 +1,96 @@
+"""Linear algebra: ``matmul`` (batched, broadcasting, numpy's 1-D rules) and ``linear``.
+
+The backward of matmul is two matmuls; 1-D operands are promoted to matrices for it and the
+engine's ``sum_to`` undoes batch broadcasting.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dualflow.errors import DTypeError, ShapeError
+from dualflow.ops.dispatch import apply
+from dualflow.ops.registry import Meta, primitive
+from dualflow.ops.shape import reshape, sum_to, transpose
+
+
+def _swap_last(x: Any) -> Any:
+    ndim = len(x.shape)
+    return transpose(x, tuple(range(ndim - 2)) + (ndim - 1, ndim - 2))
+
+
+@primitive("matmul", saves=("x0", "x1"))
+class Matmul:
+    """Matrix product with numpy's rules (batched, broadcasting, 1-D promotion)."""
+
+    def infer(a: Meta, b: Meta) -> tuple[Meta]:
+        if len(a.shape) == 0 or len(b.shape) == 0:
+            raise ShapeError(f"matmul: operands must be at least 1-D, got {a.shape} and {b.shape}")
+        sa = (1,) + tuple(a.shape) if len(a.shape) == 1 else tuple(a.shape)
+        sb = tuple(b.shape) + (1,) if len(b.shape) == 1 else tuple(b.shape)
+        if sa[-1] != sb[-2]:
+            raise ShapeError(
+                f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({sa[-1]} != {sb[-2]})"
+            )
+        try:
+            batch = np.broadcast_shapes(sa[:-2], sb[:-2])
+        except ValueError:
+            raise ShapeError(
+                f"matmul: batch dimensions of {a.shape} and {b.shape} do not broadcast"
+            ) from None
+        out = tuple(batch) + (sa[-2],) * (len(a.shape) > 1) + (sb[-1],) * (len(b.shape) > 1)
+        dtypes = [np.dtype(m.dtype) if not isinstance(m.dtype, type) else m.dtype for m in (a, b)]
+        if any(getattr(d, "kind", "f") == "b" for d in dtypes):
+            raise DTypeError(f"matmul: boolean operands are not supported ({dtypes})")
+        return (Meta(out, np.result_type(*dtypes)),)
+
+    def forward(xp, a, b):
+        return xp.matmul(a, b)
+
+    def backward(ctx, gy):
+        a, b = ctx.x0, ctx.x1
+        a2 = reshape(a, (1, a.shape[0])) if a.ndim == 1 else a
+        b2 = reshape(b, (b.shape[0], 1)) if b.ndim == 1 else b
+        gy2 = gy
+        if a.ndim == 1:
+            gy2 = reshape(gy2, gy2.shape[:-1] + (1,) + gy2.shape[-1:] if b.ndim > 1 else (1,))
+        if b.ndim == 1:
+            gy2 = reshape(gy2, gy2.shape + (1,))
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = matmul(gy2, _swap_last(b2))
+            if a.ndim == 1:
+                ga = reshape(sum_to(ga, (1, a.shape[0])), a.shape)
+        if ctx.needs_input_grad[1]:
+            gb = matmul(_swap_last(a2), gy2)
+            if b.ndim == 1:
+                gb = reshape(sum_to(gb, (b.shape[0], 1)), b.shape)
+        return ga, gb
+
+
+def matmul(a: Any, b: Any) -> Any:
+    """Matrix product ``a @ b`` (numpy semantics).
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.matmul([[1.0, 2.0]], [[3.0], [4.0]]).tolist()
+        [[11.0]]
+    """
+    return apply(Matmul, a, b)
+
+
+def linear(x: Any, weight: Any, bias: Any = None) -> Any:
+    """Affine map ``x @ weight.T + bias`` with ``weight`` of shape (out, in) (PyTorch layout).
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.linear([[1.0, 1.0]], [[1.0, 2.0], [3.0, 4.0]], [0.5, 0.5]).tolist()
+        [[3.5, 7.5]]
+    """
+    weight_shape = getattr(weight, "shape", np.shape(weight))
+    if len(weight_shape) != 2:
+        raise ShapeError(f"linear: weight must be 2-D (out, in), got shape {tuple(weight_shape)}")
+    y = matmul(x, transpose(weight))
+    return y if bias is None else y + bias

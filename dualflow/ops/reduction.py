@@ -1,0 +1,241 @@
+"""Reductions: sum, max, min, argmax, argmin (primitives); mean, var, std, logsumexp (composites).
+
+``max``/``min`` send the gradient to the extreme elements; ties share it equally (as in numpy-based
+Chainer), so the gradient of ``max`` of a constant array is uniform.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dualflow.errors import DTypeError
+from dualflow.ops.arithmetic import cast, equal, exp, log, sqrt
+from dualflow.ops.dispatch import apply
+from dualflow.ops.registry import Meta, primitive
+from dualflow.ops.shape import broadcast_to, reshape
+from dualflow.ops.shapes import canonical_axis, normalize_axes, reduced_shape
+
+
+def _reduce_infer(name: str, x: Meta, axis: Any, keepdims: bool) -> tuple[Meta]:
+    axes = normalize_axes(name, axis, len(x.shape))
+    return (Meta(reduced_shape(tuple(x.shape), axes, keepdims), np.dtype(x.dtype)),)
+
+
+def _expand_back(ctx: Any, gy: Any) -> Any:
+    """Reshape a reduced gradient to keepdims form so it broadcasts against the input."""
+    shape = ctx.in_shapes[0]
+    axes = normalize_axes("sum", ctx.attrs["axis"], len(shape))
+    return reshape(gy, reduced_shape(shape, axes, True))
+
+
+@primitive("sum", saves=(), check_eager=False)
+class Sum:
+    """Sum over ``axis`` (all axes when None)."""
+
+    def infer(x: Meta, *, axis: Any, keepdims: bool) -> tuple[Meta]:
+        (out,) = _reduce_infer("sum", x, axis, keepdims)
+        return (Meta(out.shape, np.sum(np.ones(1, dtype=out.dtype)).dtype),)  # numpy's promotion
+
+    def forward(xp, x, *, axis, keepdims):
+        return xp.sum(x, axis=axis, keepdims=keepdims)
+
+    def backward(ctx, gy):
+        return broadcast_to(_expand_back(ctx, gy), ctx.in_shapes[0])
+
+
+def _extreme_backward(ctx: Any, gy: Any) -> Any:
+    x, y = ctx.x0, ctx.y
+    mask = cast(equal(x, _expand_back(ctx, y)), x.dtype)
+    count = apply(Sum, mask, axis=ctx.attrs["axis"], keepdims=True)
+    return _expand_back(ctx, gy) * mask / count
+
+
+@primitive("max", saves=("x0", "y"))
+class Max:
+    """Maximum over ``axis``; ties share the gradient equally."""
+
+    def infer(x: Meta, *, axis: Any, keepdims: bool) -> tuple[Meta]:
+        if 0 in x.shape:
+            raise DTypeError("max: zero-size input has no maximum")
+        return _reduce_infer("max", x, axis, keepdims)
+
+    def forward(xp, x, *, axis, keepdims):
+        return xp.max(x, axis=axis, keepdims=keepdims)
+
+    backward = _extreme_backward
+
+
+@primitive("min", saves=("x0", "y"))
+class Min:
+    """Minimum over ``axis``; ties share the gradient equally."""
+
+    def infer(x: Meta, *, axis: Any, keepdims: bool) -> tuple[Meta]:
+        if 0 in x.shape:
+            raise DTypeError("min: zero-size input has no minimum")
+        return _reduce_infer("min", x, axis, keepdims)
+
+    def forward(xp, x, *, axis, keepdims):
+        return xp.min(x, axis=axis, keepdims=keepdims)
+
+    backward = _extreme_backward
+
+
+def _arg_infer(name: str, x: Meta, axis: int | None, keepdims: bool) -> tuple[Meta]:
+    (out,) = _reduce_infer(name, x, axis, keepdims)
+    return (Meta(out.shape, np.dtype(np.int64)),)
+
+
+@primitive("argmax")
+class Argmax:
+    """Index of the maximum along ``axis`` (flattened when None); no gradient."""
+
+    def infer(x: Meta, *, axis: int | None, keepdims: bool) -> tuple[Meta]:
+        return _arg_infer("argmax", x, axis, keepdims)
+
+    def forward(xp, x, *, axis, keepdims):
+        return xp.argmax(x, axis=axis, keepdims=keepdims).astype(np.int64)
+
+
+@primitive("argmin")
+class Argmin:
+    """Index of the minimum along ``axis`` (flattened when None); no gradient."""
+
+    def infer(x: Meta, *, axis: int | None, keepdims: bool) -> tuple[Meta]:
+        return _arg_infer("argmin", x, axis, keepdims)
+
+    def forward(xp, x, *, axis, keepdims):
+        return xp.argmin(x, axis=axis, keepdims=keepdims).astype(np.int64)
+
+
+def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Sum of elements over ``axis``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.sum([[1.0, 2.0], [3.0, 4.0]], axis=0).tolist()
+        [4.0, 6.0]
+    """
+    return apply(Sum, x, axis=canonical_axis(axis), keepdims=bool(keepdims))
+
+
+def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Maximum over ``axis``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.max([[1.0, 5.0], [3.0, 4.0]], axis=1).tolist()
+        [5.0, 4.0]
+    """
+    return apply(Max, x, axis=canonical_axis(axis), keepdims=bool(keepdims))
+
+
+def min(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Minimum over ``axis``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.min([[1.0, 5.0], [3.0, 4.0]], axis=1).tolist()
+        [1.0, 3.0]
+    """
+    return apply(Min, x, axis=canonical_axis(axis), keepdims=bool(keepdims))
+
+
+def argmax(x: Any, axis: int | None = None, keepdims: bool = False) -> Any:
+    """Indices of the maxima along ``axis``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.argmax([[1.0, 5.0], [3.0, 2.0]], axis=1).tolist()
+        [1, 0]
+    """
+    return apply(Argmax, x, axis=axis, keepdims=bool(keepdims))
+
+
+def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Any:
+    """Indices of the minima along ``axis``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.argmin([[1.0, 5.0], [3.0, 2.0]], axis=1).tolist()
+        [0, 1]
+    """
+    return apply(Argmin, x, axis=axis, keepdims=bool(keepdims))
+
+
+def _count(x: Any, axis: Any) -> int:
+    shape = tuple(np.shape(x) if not hasattr(x, "shape") else x.shape)
+    return int(np.prod([shape[a] for a in normalize_axes("mean", axis, len(shape))]))
+
+
+def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Arithmetic mean over ``axis`` (a sum times ``1/n``).
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.mean([[1.0, 2.0], [3.0, 4.0]], axis=1).tolist()
+        [1.5, 3.5]
+    """
+    return sum(x, axis, keepdims) * (1.0 / _count(x, axis))
+
+
+def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    """Variance over ``axis`` with ``ddof`` delta degrees of freedom (numpy's default 0).
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.var([1.0, 2.0, 3.0, 4.0]).item()
+        1.25
+    """
+    centered = x - mean(x, axis, keepdims=True)
+    return sum(centered * centered, axis, keepdims) * (1.0 / (_count(x, axis) - ddof))
+
+
+def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
+    """Standard deviation over ``axis``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.std([1.0, 3.0]).item()
+        1.0
+    """
+    return sqrt(var(x, axis, keepdims, ddof))
+
+
+def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """``log(sum(exp(x)))`` over ``axis``, stable for large inputs.
+
+    Example:
+        >>> from dualflow import ops
+        >>> round(ops.logsumexp([0.0, 0.0]).item(), 4)
+        0.6931
+    """
+    peak = apply(StopGradient, max(x, axis, keepdims=True))
+    out = log(sum(exp(x - peak), axis, keepdims=True)) + peak
+    if keepdims:
+        return out
+    shape = tuple(np.shape(x) if not hasattr(x, "shape") else x.shape)
+    return reshape(out, reduced_shape(shape, normalize_axes("logsumexp", axis, len(shape)), False))
+
+
+@primitive("stop_gradient", check_eager=False)
+class StopGradient:
+    """Identity whose gradient is zero (``detach`` inside a graph)."""
+
+    def infer(x: Meta) -> tuple[Meta]:
+        return (Meta(tuple(x.shape), x.dtype),)
+
+    def forward(xp, x):
+        return x
+
+
+def stop_gradient(x: Any) -> Any:
+    """The same values, but no gradient flows back through them.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.stop_gradient([1.0]).tolist()
+        [1.0]
+    """
+    return apply(StopGradient, x)

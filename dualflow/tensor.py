@@ -1,0 +1,333 @@
+"""Tensor: an array payload plus its place in the autograd graph; operators dispatch to ops.
+
+A Tensor holds ``array`` (numpy or cupy), ``requires_grad``, ``grad`` and the tape node that
+created it. When traced it also carries its IR ``value``. Users build tensors with ``tensor()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dualflow import ops
+from dualflow.device import Device, device_of, send
+from dualflow.errors import DTypeError
+from dualflow.ops import OPS
+from dualflow.ops.dispatch import apply
+
+_FLOAT_KINDS = "fc"
+
+
+class Tensor:
+    """A multi-dimensional array that records the ops applied to it for autodiff.
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.tensor([1.0, 2.0], requires_grad=True)
+        >>> (x * x).sum().backward(); x.grad.numpy()
+        array([2., 4.], dtype=float32)
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_array",
+        "_creator",
+        "_index",
+        "grad",
+        "name",
+        "requires_grad",
+        "value",
+    )
+    __array_priority__ = 1000  # numpy defers `ndarray * Tensor` to Tensor.__rmul__
+
+    def __init__(self, array: Any, requires_grad: bool = False, name: str | None = None) -> None:
+        if requires_grad and array.dtype.kind not in _FLOAT_KINDS:
+            raise DTypeError(
+                f"only floating-point tensors can require grad, got dtype {array.dtype}; "
+                "cast first, e.g. tensor(data, dtype='float32', requires_grad=True)"
+            )
+        self._array = array
+        self._creator = None
+        self._index = 0
+        self.requires_grad = requires_grad
+        self.grad: Tensor | None = None
+        self.value = None
+        self.name = name
+
+    @classmethod
+    def _wrap(cls, array: Any, creator: Any, index: int, requires_grad: bool) -> Tensor:
+        # The hot-path constructor used by interpreters: no validation.
+        t = cls.__new__(cls)
+        t._array, t._creator, t._index, t.requires_grad = array, creator, index, requires_grad
+        t.grad = t.value = t.name = None
+        return t
+
+    # ----- payload -------------------------------------------------------------------------
+    @property
+    def array(self) -> Any:
+        """The underlying numpy/cupy array (shared, not copied)."""
+        return self._array
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._array.shape
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._array.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self._array.ndim
+
+    @property
+    def size(self) -> int:
+        return self._array.size
+
+    @property
+    def device(self) -> Device:
+        return device_of(self._array)
+
+    @property
+    def creator(self) -> Any:
+        """The tape node that produced this tensor (None for leaves)."""
+        return self._creator
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._creator is None
+
+    def numpy(self) -> np.ndarray:
+        """A numpy array with the values (a copy from the GPU; shared on the CPU)."""
+        return np.asarray(send(self.array, "cpu"))
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number."""
+        if self.size != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return self.array.item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.numpy()
+        return array if dtype is None else array.astype(dtype)
+
+    def __len__(self) -> int:
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iub":
+            raise TypeError(f"only integer tensors can be used as an index, got {self.dtype}")
+        return int(self.item())
+
+    def __repr__(self) -> str:
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        grad = ", requires_grad=True" if self.requires_grad else ""
+        return f"tensor({body}, dtype={self.dtype}{grad})"
+
+    # ----- autograd ------------------------------------------------------------------------
+    def backward(
+        self, gy: Any = None, retain_graph: bool | None = None, create_graph: bool = False
+    ) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``.
+
+        Example:
+            >>> import dualflow
+            >>> x = dualflow.tensor(3.0, requires_grad=True)
+            >>> (x * x).backward(); x.grad.item()
+            6.0
+        """
+        from dualflow.autograd.engine import backward  # noqa: PLC0415 - engine imports tensor
+
+        backward((self,), (gy,), retain_graph=retain_graph, create_graph=create_graph)
+
+    def detach(self) -> Tensor:
+        """A tensor sharing the array, cut from the graph."""
+        return Tensor._wrap(self._array, None, 0, False)
+
+    def requires_grad_(self, flag: bool = True) -> Tensor:
+        """Mark a leaf as requiring grad (in place); returns self."""
+        if flag and self.dtype.kind not in _FLOAT_KINDS:
+            raise DTypeError(f"only floating-point tensors can require grad, got {self.dtype}")
+        self.requires_grad = flag
+        return self
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    # ----- operators (each is one op) ---------------------------------------------------------
+    def __add__(self, other: Any) -> Tensor:
+        return apply(_ADD, self, other)
+
+    def __radd__(self, other: Any) -> Tensor:
+        return apply(_ADD, other, self)
+
+    def __sub__(self, other: Any) -> Tensor:
+        return apply(_SUB, self, other)
+
+    def __rsub__(self, other: Any) -> Tensor:
+        return apply(_SUB, other, self)
+
+    def __mul__(self, other: Any) -> Tensor:
+        return apply(_MUL, self, other)
+
+    def __rmul__(self, other: Any) -> Tensor:
+        return apply(_MUL, other, self)
+
+    def __truediv__(self, other: Any) -> Tensor:
+        return apply(_DIV, self, other)
+
+    def __rtruediv__(self, other: Any) -> Tensor:
+        return apply(_DIV, other, self)
+
+    def __pow__(self, other: Any) -> Tensor:
+        return ops.power(self, other)
+
+    def __rpow__(self, other: Any) -> Tensor:
+        return ops.power(other, self)
+
+    def __neg__(self) -> Tensor:
+        return apply(_NEG, self)
+
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return ops.abs(self)
+
+    def __matmul__(self, other: Any) -> Tensor:
+        return ops.matmul(self, other)
+
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return ops.matmul(other, self)
+
+    def __gt__(self, other: Any) -> Tensor:
+        return ops.greater(self, other)
+
+    def __ge__(self, other: Any) -> Tensor:
+        return ops.greater_equal(self, other)
+
+    def __lt__(self, other: Any) -> Tensor:
+        return ops.less(self, other)
+
+    def __le__(self, other: Any) -> Tensor:
+        return ops.less_equal(self, other)
+
+    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return ops.equal(self, other)
+
+    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+        return ops.not_equal(self, other)
+
+    __hash__ = object.__hash__  # identity hash, as in PyTorch, so tensors can key dicts
+
+    def __getitem__(self, index: Any) -> Tensor:
+        return ops.getitem(self, index)
+
+    # ----- method forms of common ops --------------------------------------------------------
+    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return ops.sum(self, axis, keepdims)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return ops.mean(self, axis, keepdims)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return ops.max(self, axis, keepdims)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
+        return ops.min(self, axis, keepdims)
+
+    def reshape(self, *shape: Any) -> Tensor:
+        return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes: Any) -> Tensor:
+        return ops.transpose(self, (axes[0] if len(axes) == 1 else axes) or None)
+
+    @property
+    def T(self) -> Tensor:
+        return ops.transpose(self)
+
+    def astype(self, dtype: Any) -> Tensor:
+        return ops.cast(self, dtype)
+
+    def exp(self) -> Tensor:
+        return ops.exp(self)
+
+    def log(self) -> Tensor:
+        return ops.log(self)
+
+    def tanh(self) -> Tensor:
+        return ops.tanh(self)
+
+    def sigmoid(self) -> Tensor:
+        return ops.sigmoid(self)
+
+    def relu(self) -> Tensor:
+        return ops.relu(self)
+
+
+_ADD, _SUB, _MUL, _DIV, _NEG = (
+    OPS[n] for n in ("add", "subtract", "multiply", "divide", "negative")
+)
+
+
+def _default_dtype(data: Any) -> Any:
+    # Python floats become float32 (the deep-learning default); numpy data keeps its dtype.
+    if isinstance(data, np.ndarray | np.generic):
+        return None
+    array = np.asarray(data)
+    return np.float32 if array.dtype == np.float64 else None
+
+
+def tensor(
+    data: Any, dtype: Any = None, device: Device | str | None = None, requires_grad: bool = False
+) -> Tensor:
+    """Create a leaf tensor from a list, scalar, numpy/cupy array or Tensor (always a copy).
+
+    Example:
+        >>> tensor([1, 2]).dtype
+        dtype('int64')
+        >>> tensor([1.5]).dtype
+        dtype('float32')
+    """
+    if isinstance(data, Tensor):
+        data = data.array
+    xp = Device(device).xp if device is not None else np
+    if dtype is None:
+        dtype = _default_dtype(data)
+    if device is None and not isinstance(
+        data, np.ndarray | np.generic | list | tuple | float | int
+    ):
+        array = data.copy() if dtype is None else data.astype(dtype)  # e.g. a cupy array
+    else:
+        array = send(np.array(data, dtype=dtype), device or "cpu")
+        array = xp.array(array, dtype=dtype, copy=True)
+    return Tensor(array, requires_grad=requires_grad)
+
+
+def as_tensor(value: Any) -> Tensor:
+    """Return ``value`` if it is a Tensor, else wrap it (no copy) as a constant tensor.
+
+    Example:
+        >>> as_tensor(2.0).shape
+        ()
+    """
+    if isinstance(value, Tensor):
+        return value
+    if not hasattr(value, "dtype") or isinstance(value, np.generic):
+        value = np.asarray(value)
+    return Tensor._wrap(value, None, 0, False)

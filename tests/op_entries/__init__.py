@@ -1,0 +1,1 @@
+"""Op-table entries by op group; each module defines ``ENTRIES: list[OpInfo]``."""
