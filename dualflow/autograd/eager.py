@@ -80,7 +80,9 @@ class EagerInterpreter:
     """Runs ops immediately on arrays; the default interpreter."""
 
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+        # One pass over the inputs collects arrays, the array module and the tape edges.
         arrays = []
+        edges = []
         requires = False
         xp: ModuleType = np
         for a in args:
@@ -88,12 +90,14 @@ class EagerInterpreter:
                 arr = a._array
                 if a.requires_grad:
                     requires = True
-            elif type(a) in _SCALARS or hasattr(a, "shape"):
-                arr = a
+                    edges.append(a if a._creator is None else (a._creator, a._index))
+                else:
+                    edges.append(None)
             else:
-                arr = np.asarray(a)
-            if type(arr) is not _ndarray and type(arr) not in _SCALARS:
-                xp = get_array_module(arr) if xp is np else xp
+                edges.append(None)
+                arr = a if type(a) in _SCALARS or hasattr(a, "shape") else np.asarray(a)
+            if type(arr) is not _ndarray and xp is np and type(arr) not in _SCALARS:
+                xp = get_array_module(arr)
             arrays.append(arr)
         debug = config.debug
         if op.check_eager or debug:
@@ -102,49 +106,54 @@ class EagerInterpreter:
             out = op.forward(xp, *arrays, **attrs)
         except DualflowError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # re-raised as a typed error that names the op and line
             raise explain_failure(op, arrays, attrs, exc) from exc
         record = requires and op.differentiable and config.grad_enabled
-        if op.nout == 1:
-            if type(out) is not _ndarray:
-                out = xp.asarray(out)
-            outs = (out,)
-            result = Tensor._wrap(out, None, 0, record)
-            results = (result,)
-        else:
-            outs = tuple(o if type(o) is _ndarray else xp.asarray(o) for o in out)
-            results = tuple(Tensor._wrap(o, None, i, record) for i, o in enumerate(outs))
-            result = results
+        if op.nout != 1:
+            return _wrap_many(op, args, arrays, attrs, out, edges if record else None, debug)
+        if type(out) is not _ndarray:
+            out = xp.asarray(out)
         if debug:
-            check_finite(op, outs, "output")
+            check_finite(op, (out,), "output")
+        result = Tensor._wrap(out, None, 0, record)
         if record:
-            node = record_node(op, args, arrays, attrs, outs, debug)
-            for r in results:
-                r._creator = node
+            result._creator = Node(
+                op,
+                attrs,
+                tuple(edges),
+                tuple([args[i] for i in op.save_inputs]) if op.save_inputs else (),
+                (out,) if op.save_outputs else (),
+                tuple([getattr(a, "shape", ()) for a in arrays]),
+                None,
+                user_frame() if debug else None,
+            )
         return result
 
 
-def record_node(
-    op: OpDef, args: tuple, arrays: list, attrs: dict, outs: tuple, debug: bool
-) -> Node:
-    """Build the tape node of one op call (edges, declared saves, input shapes/dtypes)."""
-    edges = tuple(
-        (a if a._creator is None else (a._creator, a._index))
-        if isinstance(a, Tensor) and a.requires_grad
-        else None
-        for a in args
-    )
-    return Node(
-        op,
-        attrs,
-        edges,
-        tuple(args[i] for i in op.save_inputs),
-        tuple(outs[i] for i in op.save_outputs),
-        tuple(getattr(a, "shape", ()) for a in arrays),
-        tuple(getattr(a, "dtype", None) for a in arrays),
-        tuple((o.shape, o.dtype) for o in outs) if op.nout > 1 else None,
-        user_frame() if debug else None,
-    )
+def _wrap_many(
+    op: OpDef, args: tuple, arrays: list, attrs: dict, out: Any, edges: list | None, debug: bool
+) -> tuple:
+    """Wrap the outputs of a multi-output op (and record its node when ``edges`` is given)."""
+    xp = get_array_module(*out)
+    outs = tuple(o if type(o) is _ndarray else xp.asarray(o) for o in out)
+    if debug:
+        check_finite(op, outs, "output")
+    record = edges is not None
+    results = tuple(Tensor._wrap(o, None, i, record) for i, o in enumerate(outs))
+    if record:
+        node = Node(
+            op,
+            attrs,
+            tuple(edges),
+            tuple(args[i] for i in op.save_inputs),
+            tuple(outs[i] for i in op.save_outputs),
+            tuple(getattr(a, "shape", ()) for a in arrays),
+            tuple((o.shape, o.dtype) for o in outs),
+            user_frame() if debug else None,
+        )
+        for r in results:
+            r._creator = node
+    return results
 
 
 def check_finite(op: OpDef, arrays: tuple, what: str, loc: Any = None) -> None:

@@ -101,16 +101,16 @@ class _Run:
             self.run_node(node, gys, debug)
 
     def run_node(self, node: Node, gys: list, debug: bool) -> None:
-        if node.released:
+        edges = node.edges
+        if edges is None:
             raise GraphReleasedError(
                 with_location(
                     f"backward through {node.op.name} a second time, but its saved values were "
-                    "freed "
-                    "by the first backward; call backward(retain_graph=True) the first time"
+                    "freed by the first backward; call backward(retain_graph=True) the first time"
                 )
             )
-        edges = node.edges
-        node.needs_input_grad = tuple(self.needed(e) for e in edges)
+        if self.targets is not None:
+            node.needs = tuple([self.needed(e) for e in edges])
         gxs = node.op.backward(node, *gys)
         if type(gxs) is not tuple:
             gxs = (gxs,)
@@ -118,11 +118,22 @@ class _Run:
             check_finite(
                 node.op, tuple(g.array for g in gxs if g is not None), "gradient", node.loc
             )
-        for edge, gx, shape, need in zip(edges, gxs, node.in_shapes, node.needs_input_grad):
-            if need and gx is not None:
-                if gx.shape != shape:
-                    gx = ops.sum_to(gx, shape)
-                self.push(edge, gx)
+        pending, push = self.pending, self.push
+        for edge, gx, shape in zip(edges, gxs, node.in_shapes):
+            if edge is None or gx is None:
+                continue
+            if gx._array.shape != shape:
+                gx = ops.sum_to(gx, shape)
+            if type(edge) is tuple and self.targets is None:  # the common case, inlined
+                creator, index = edge
+                slot = pending.get(creator)
+                if slot is None:
+                    slot = pending[creator] = [None] * creator.op.nout
+                    heapq.heappush(self.heap, (-creator.seq, creator))
+                old = slot[index]
+                slot[index] = gx if old is None else old + gx
+            elif self.needed(edge):
+                push(edge, gx)
         if not self.retain:
             node.release()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
+from dualflow import tensor as _tensor  # the module: tensor.py is fully loaded before use
 from dualflow.ops.registry import OpDef
 
 _sequence = itertools.count()
@@ -26,10 +27,9 @@ class Node:
     __slots__ = (
         "attrs",
         "edges",
-        "in_dtypes",
         "in_shapes",
         "loc",
-        "needs_input_grad",
+        "needs",
         "op",
         "out_metas",
         "saved_inputs",
@@ -45,7 +45,6 @@ class Node:
         saved_inputs: tuple,
         saved_outputs: tuple,
         in_shapes: tuple,
-        in_dtypes: tuple,
         out_metas: tuple,
         loc: Any = None,
     ) -> None:
@@ -55,16 +54,22 @@ class Node:
         self.saved_inputs = saved_inputs
         self.saved_outputs = saved_outputs
         self.in_shapes = in_shapes
-        self.in_dtypes = in_dtypes
         self.out_metas = out_metas
         self.seq = next(_sequence)
         self.loc = loc
-        self.needs_input_grad: tuple[bool, ...] = ()
+        self.needs: tuple[bool, ...] | None = None  # set by grad() when it prunes inputs
 
     def release(self) -> None:
         """Free the saved values (Chainer's memory-efficient backprop)."""
         self.saved_inputs = self.saved_outputs = None
         self.edges = None
+
+    @property
+    def needs_input_grad(self) -> tuple[bool, ...]:
+        """Which inputs backward must return a gradient for (others may be None)."""
+        if self.needs is not None:
+            return self.needs
+        return tuple([e is not None for e in self.edges])
 
     @property
     def released(self) -> bool:
@@ -74,27 +79,26 @@ class Node:
     def input(self, index: int) -> Any:
         """Saved input ``index``: the input Tensor itself (so double backward reaches its graph),
         a Python scalar as given (keeping numpy's weak-scalar dtype rule), or a wrapped array."""
-        from dualflow.tensor import as_tensor  # noqa: PLC0415 - tensor imports autograd
-
         value = self.saved_inputs[self.op.save_inputs.index(index)]
-        return value if isinstance(value, int | float) else as_tensor(value)
+        if isinstance(value, _tensor.Tensor | int | float):
+            return value
+        return _tensor.as_tensor(value)
 
     def output(self, index: int = 0) -> Any:
         """Saved output ``index`` as a Tensor whose creator is this node."""
-        from dualflow.tensor import Tensor  # noqa: PLC0415
-
         position = self.op.save_outputs.index(index)
-        return Tensor._wrap(self.saved_outputs[position], self, index, True)
+        return _tensor.Tensor._wrap(self.saved_outputs[position], self, index, True)
 
-    def __getattr__(self, name: str) -> Any:
-        # ctx.x0 / ctx.x1 / ctx.y / ctx.y1: the declared saves, reconstructed on access.
-        if name[:1] == "x" and name[1:].isdigit():
-            return self.input(int(name[1:]))
-        if name == "y":
-            return self.output(0)
-        if name[:1] == "y" and name[1:].isdigit():
-            return self.output(int(name[1:]))
-        raise AttributeError(name)
+    # ctx.x0 / ctx.x1 / ctx.y ...: the declared saves, as properties (faster than __getattr__).
+    x0 = property(lambda self: self.input(0))
+    x1 = property(lambda self: self.input(1))
+    x2 = property(lambda self: self.input(2))
+    x3 = property(lambda self: self.input(3))
+    x4 = property(lambda self: self.input(4))
+    y = property(lambda self: self.output(0))
+    y0 = property(lambda self: self.output(0))
+    y1 = property(lambda self: self.output(1))
+    y2 = property(lambda self: self.output(2))
 
     def __repr__(self) -> str:
         return f"<node {self.op.name} #{self.seq}>"

@@ -44,6 +44,8 @@ from dualflow.ops.activation import (
     silu,
     softplus,
     tanh,
+    tanh_grad,
+    sigmoid_grad,
 )
 from dualflow.ops.shape import (
     broadcast_to,

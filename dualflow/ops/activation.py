@@ -19,15 +19,32 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 @elementwise("tanh", "tanh(x)", saves=("y",))
 def TANH(ctx, gy):
     """Hyperbolic tangent."""
-    y = ctx.y
-    return gy * (1 - y * y)
+    return tanh_grad(ctx.y, gy)
+
+
+# Dedicated gradient ops: one eager call instead of three for the most common activations.
+@elementwise("tanh_grad", "gy * (1 - y * y)", args=("y", "gy"), saves=("x0", "x1"))
+def TANH_GRAD(ctx, ggx):
+    """Gradient of tanh from its output: ``gy * (1 - y^2)``."""
+    y, gy = ctx.x0, ctx.x1
+    need_y, need_gy = ctx.needs_input_grad
+    return (ggx * gy * -2 * y if need_y else None), (tanh_grad(y, ggx) if need_gy else None)
 
 
 @elementwise("sigmoid", "0.5 * tanh(0.5 * x) + 0.5", saves=("y",))
 def SIGMOID(ctx, gy):
     """Logistic sigmoid ``1 / (1 + exp(-x))``."""
-    y = ctx.y
-    return gy * y * (1 - y)
+    return sigmoid_grad(ctx.y, gy)
+
+
+@elementwise("sigmoid_grad", "gy * y * (1 - y)", args=("y", "gy"), saves=("x0", "x1"))
+def SIGMOID_GRAD(ctx, ggx):
+    """Gradient of sigmoid from its output: ``gy * y * (1 - y)``."""
+    y, gy = ctx.x0, ctx.x1
+    need_y, need_gy = ctx.needs_input_grad
+    return (ggx * gy * (1 - 2 * y) if need_y else None), (
+        sigmoid_grad(y, ggx) if need_gy else None
+    )
 
 
 @elementwise("softplus", "maximum(x, 0) + log1p(exp(-abs(x)))", saves=("x0",))
@@ -87,7 +104,9 @@ def SILU(ctx, gy):
 
 
 tanh = public_function(TANH)
+tanh_grad = public_function(TANH_GRAD)
 sigmoid = public_function(SIGMOID)
+sigmoid_grad = public_function(SIGMOID_GRAD)
 softplus = public_function(SOFTPLUS)
 relu = public_function(RELU)
 leaky_relu = public_function(LEAKY_RELU, {"slope": 0.2})

@@ -26,7 +26,7 @@ def ADD(ctx, gy):
 @elementwise("subtract", "a - b", args=_AB)
 def SUBTRACT(ctx, gy):
     """Difference of two arrays."""
-    return gy, -gy
+    return gy, (-gy if ctx.needs_input_grad[1] else None)
 
 
 @elementwise("multiply", "a * b", args=_AB, saves=("x0", "x1"), commutative=True)
@@ -154,10 +154,10 @@ def WHERE(ctx, gy):
     return None, where(c, gy, 0), where(c, 0, gy)
 
 
-@elementwise("cast", "astype(x, dtype)", attrs=("dtype",))
+@elementwise("cast", "astype(x, dtype)", attrs=("dtype",), saves=("x0",))
 def CAST(ctx, gy):
     """Convert to ``dtype``."""
-    source = ctx.in_dtypes[0]
+    source = ctx.x0.dtype  # saved for its dtype only: casts are rare, nodes stay lean
     return cast(gy, str(source)) if np.dtype(source).kind in "fc" else None
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from dualflow import ops
-from tests.opinfo import OpInfo
+from tests.opinfo import OpInfo, Sample
 from tests.sampling import unary_samples
 
 _erf = np.vectorize(math.erf)
@@ -21,7 +21,17 @@ def _gelu_tanh(x: np.ndarray) -> np.ndarray:
     return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
 
 
+def _grad_samples(low: float, high: float) -> object:
+    def make(rng: np.random.Generator) -> list[Sample]:
+        return [Sample((rng.uniform(low, high, (3, 4)), rng.normal(size=(3, 4))), name="3x4")]
+
+    return make
+
+
 ENTRIES = [
+    OpInfo("tanh_grad", ops.tanh_grad, lambda y, gy: gy * (1 - y * y), _grad_samples(-0.9, 0.9)),
+    OpInfo("sigmoid_grad", ops.sigmoid_grad, lambda y, gy: gy * y * (1 - y),
+           _grad_samples(0.1, 0.9)),
     OpInfo("tanh", ops.tanh, np.tanh, unary_samples()),
     OpInfo("sigmoid", ops.sigmoid, _sigmoid, unary_samples(-4, 4)),
     OpInfo("softplus", ops.softplus, lambda x: np.log1p(np.exp(x)), unary_samples(-4, 4)),
