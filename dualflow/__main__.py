@@ -1,0 +1,32 @@
+"""The ``dualflow`` command line: ``dualflow bench ...`` (more subcommands come with features)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+
+USAGE = "usage: dualflow bench [--quick|--full] [--workloads a,b] [--out DIR]"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Dispatch ``dualflow <subcommand>``.
+
+    Example:
+        >>> main(["--help"])
+        usage: dualflow bench [--quick|--full] [--workloads a,b] [--out DIR]
+        0
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if args else 2
+    if args[0] == "bench":
+        from dualflow.bench.cli import main as bench_main  # noqa: PLC0415 - only when asked
+
+        return bench_main(args[1:])
+    print(f"unknown command {args[0]!r}\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

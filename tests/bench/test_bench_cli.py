@@ -1,0 +1,33 @@
+"""The bench command runs, prints its table and writes JSON (timings are not asserted)."""
+
+from __future__ import annotations
+
+import json
+
+from dualflow.__main__ import main as dualflow_main
+from dualflow.bench.cli import main
+
+
+def test_bench_writes_json_and_table(tmp_path, capsys) -> None:
+    code = main(["--workloads", "tiny-ops,mlp", "--repeats", "3", "--out", str(tmp_path)])
+    assert code == 0
+    table = capsys.readouterr().out
+    assert "tiny-ops" in table and "mlp" in table and "eager" in table
+    data = json.loads((tmp_path / "bench.json").read_text())
+    rows = {(r["workload"], r["mode"]): r for r in data["results"]}
+    assert set(rows) == {("tiny-ops", "eager"), ("mlp", "eager")}
+    assert all(r["ms_median"] > 0 and r["repeats"] == 3 for r in rows.values())
+    assert rows[("mlp", "eager")]["baseline_ms"] > 0
+    assert rows[("mlp", "eager")]["peak_bytes"] > 64 * 1000 * 4  # at least one activation
+
+
+def test_bench_rejects_unknown_workload(capsys) -> None:
+    assert main(["--workloads", "nope", "--no-chart"]) == 2
+    assert "unknown workloads" in capsys.readouterr().err
+
+
+def test_dualflow_command_dispatches_bench(tmp_path) -> None:
+    args = ["bench", "--workloads", "tiny-ops", "--repeats", "3", "--no-chart"]
+    assert dualflow_main([*args, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "bench.json").exists()
+    assert dualflow_main(["frobnicate"]) == 2
