@@ -42,9 +42,7 @@ def SIGMOID_GRAD(ctx, ggx):
     """Gradient of sigmoid from its output: ``gy * y * (1 - y)``."""
     y, gy = ctx.x0, ctx.x1
     need_y, need_gy = ctx.needs_input_grad
-    return (ggx * gy * (1 - 2 * y) if need_y else None), (
-        sigmoid_grad(y, ggx) if need_gy else None
-    )
+    return (ggx * gy * (1 - 2 * y) if need_y else None), (sigmoid_grad(y, ggx) if need_gy else None)
 
 
 @elementwise("softplus", "maximum(x, 0) + log1p(exp(-abs(x)))", saves=("x0",))

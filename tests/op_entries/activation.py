@@ -30,8 +30,9 @@ def _grad_samples(low: float, high: float) -> object:
 
 ENTRIES = [
     OpInfo("tanh_grad", ops.tanh_grad, lambda y, gy: gy * (1 - y * y), _grad_samples(-0.9, 0.9)),
-    OpInfo("sigmoid_grad", ops.sigmoid_grad, lambda y, gy: gy * y * (1 - y),
-           _grad_samples(0.1, 0.9)),
+    OpInfo(
+        "sigmoid_grad", ops.sigmoid_grad, lambda y, gy: gy * y * (1 - y), _grad_samples(0.1, 0.9)
+    ),
     OpInfo("tanh", ops.tanh, np.tanh, unary_samples()),
     OpInfo("sigmoid", ops.sigmoid, _sigmoid, unary_samples(-4, 4)),
     OpInfo("softplus", ops.softplus, lambda x: np.log1p(np.exp(x)), unary_samples(-4, 4)),

@@ -1,0 +1,161 @@
+"""``parse_graph``: read the canonical text format written by ``print_graph`` back into a Graph.
+
+Constant arrays are not part of the text; pass them (by value id) when parsing a saved graph.
+Malformed text raises ``GraphParseError`` naming the line.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+import numpy as np
+
+from dualflow.errors import CompileError
+from dualflow.graph_ir.ir import Graph, Node, Value
+
+_DECL = re.compile(r'%(\d+): (\w+)\[([\d,]*)\](?: "([^"]*)")?')
+_HEADER = re.compile(r"graph (\S+)\((.*)\) \{$")
+_UPDATE = re.compile(r"update %(\d+) <- %(\d+)$")
+
+
+class GraphParseError(CompileError):
+    """The text is not in the canonical graph format."""
+
+
+def parse_literal(text: str) -> Any:
+    """Parse one attribute/literal written by ``format_literal``.
+
+    Example:
+        >>> parse_literal("(1, slice(None, 2, None), ..., -inf)")
+        (1, slice(None, 2, None), Ellipsis, -inf)
+    """
+    return _evaluate(ast.parse(text.strip(), mode="eval").body, {})
+
+
+def _evaluate(node: ast.AST, values: dict[str, Value]) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Tuple):
+        return tuple(_evaluate(e, values) for e in node.elts)
+    if isinstance(node, ast.List):
+        return [_evaluate(e, values) for e in node.elts]
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_evaluate(node.operand, values)
+    if isinstance(node, ast.Name):
+        named = {
+            "inf": float("inf"),
+            "nan": float("nan"),
+            "None": None,
+            "True": True,
+            "False": False,
+        }
+        if node.id in named:
+            return named[node.id]
+        if node.id in values:
+            return values[node.id]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        args = [_evaluate(a, values) for a in node.args]
+        if node.func.id == "slice":
+            return slice(*args)
+        if node.func.id == "array":
+            return np.array(args[0], dtype=args[1])
+    raise ValueError(f"not a literal: {ast.unparse(node)}")
+
+
+def _decls(text: str) -> list[Value]:
+    return [
+        Value(int(i), tuple(int(d) for d in shape.split(",") if d), dtype, name or None)
+        for i, dtype, shape, name in _DECL.findall(text)
+    ]
+
+
+def _split_call(text: str) -> tuple[str, str]:
+    """Split ``op(args) {attrs}`` into the call and the attrs text (without braces)."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == ")" and depth == 0:
+            rest = text[i + 1 :].strip()
+            if rest and not (rest.startswith("{") and rest.endswith("}")):
+                raise ValueError(f"unexpected text after the call: {rest!r}")
+            return text[: i + 1], rest[1:-1]
+    raise ValueError("unbalanced parentheses")
+
+
+def _parse_node(text: str, values: dict[int, Value]) -> Node:
+    body, _, loc = text.partition("  # ")
+    outputs: list[Value] = []
+    if body.startswith("%"):
+        decls, _, body = body.partition(" = ")
+        outputs = _decls(decls)
+    call, attrs_text = _split_call(body)
+    scope = {f"_v{i}": v for i, v in values.items()}
+    tree = ast.parse(re.sub(r"%(\d+)", r"_v\1", call), mode="eval").body
+    if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name):
+        raise ValueError(f"not an op call: {call!r}")
+    inputs = tuple(_evaluate(a, scope) for a in tree.args)
+    attrs: dict[str, Any] = {}
+    if attrs_text:
+        keywords = ast.parse(f"f({attrs_text})", mode="eval").body.keywords
+        attrs = {k.arg: _evaluate(k.value, {}) for k in keywords}
+    return Node(tree.func.id, inputs, tuple(outputs), attrs, loc or None)
+
+
+def parse_graph(text: str, consts: dict[int, np.ndarray] | None = None) -> Graph:
+    """Parse the canonical text; ``consts`` maps constant value ids to their arrays.
+
+    Example:
+        >>> g = parse_graph('graph f(%0: float32[2] "x") {\\n  %1: float32[2] = exp(%0)\\n'
+        ...                 '  return %1\\n}')
+        >>> g.nodes[0].op, g.outputs[0].shape
+        ('exp', (2,))
+    """
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    try:
+        return _parse_lines(lines, consts or {})
+    except (ValueError, KeyError, SyntaxError, IndexError) as exc:
+        raise GraphParseError(f"cannot parse graph text: {exc}") from None
+
+
+def _parse_lines(lines: list[str], consts: dict[int, np.ndarray]) -> Graph:
+    header = _HEADER.match(lines[0])
+    if header is None or lines[-1] != "}":
+        raise ValueError(f"line 1 must be 'graph NAME(...) {{' and the last '}}': {lines[0]!r}")
+    inputs = _decls(header.group(2))
+    values = {v.id: v for v in inputs}
+    state: list[Value] = []
+    const_values: dict[Value, np.ndarray] = {}
+    nodes, outputs, updates = [], [], []
+    for number, line in enumerate(lines[1:-1], start=2):
+        try:
+            if line.startswith("state "):
+                state.extend(_decls(line))
+                values.update({v.id: v for v in state})
+            elif line.startswith("const "):
+                (v,) = _decls(line)
+                values[v.id] = v
+                const_values[v] = consts.get(v.id, np.zeros(v.shape, v.dtype))
+            elif line.startswith("return"):
+                outputs = [values[int(i)] for i in re.findall(r"%(\d+)", line)]
+            elif line.startswith("update "):
+                s, n = _UPDATE.match(line).groups()
+                updates.append((values[int(s)], values[int(n)]))
+            else:
+                node = _parse_node(line, values)
+                nodes.append(node)
+                values.update({v.id: v for v in node.outputs})
+        except (ValueError, KeyError, SyntaxError, AttributeError) as exc:
+            raise ValueError(f"line {number}: {line!r}: {exc}") from None
+    name = header.group(1)
+    return Graph(
+        name,
+        tuple(inputs),
+        tuple(state),
+        const_values,
+        tuple(nodes),
+        tuple(outputs),
+        tuple(updates),
+    )

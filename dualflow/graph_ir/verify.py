@@ -1,0 +1,140 @@
+"""``verify(graph)``: SSA, topological order, ``infer`` agreement, attr types, update rules.
+
+Every failure raises ``GraphVerifyError`` saying which node is wrong and how to fix it. The pass
+manager runs it after every pass under tests, so a pass that breaks the IR is caught at once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dualflow.errors import CompileError, DualflowError
+from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.graph_ir.printer import format_literal, format_node
+from dualflow.ops.registry import OPS, Meta
+
+SYNTHETIC_OPS = ("guard", "fused")
+GUARD_KINDS = ("bool", "int", "float", "item")
+
+
+class GraphVerifyError(CompileError):
+    """The graph breaks an IR invariant."""
+
+
+def _fail(node: Node | None, problem: str, fix: str) -> GraphVerifyError:
+    where = f"\n  node: {format_node(node)}" if node is not None else ""
+    return GraphVerifyError(f"{problem}{where}\n  fix: {fix}")
+
+
+def verify(graph: Graph) -> Graph:
+    """Check every invariant of ``graph``; returns it unchanged so calls can be chained.
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2,), "float32")
+        >>> b.output(*b.node("exp", [x])); verify(b.build()).name
+        'f'
+    """
+    defined: set[Value] = set()
+    ids: set[int] = set()
+
+    def define(value: Value, node: Node | None) -> None:
+        if value in defined or value.id in ids:
+            raise _fail(
+                node,
+                f"%{value.id} is defined twice (SSA violated)",
+                "give every new value a fresh id (use GraphBuilder.value)",
+            )
+        defined.add(value)
+        ids.add(value.id)
+
+    for value in (*graph.inputs, *graph.state, *graph.consts):
+        define(value, None)
+    for node in graph.nodes:
+        for value in node.value_inputs:
+            if value not in defined:
+                raise _fail(
+                    node,
+                    f"%{value.id} is used before it is defined",
+                    "schedule producers before their users",
+                )
+        _check_node(node)
+        for value in node.outputs:
+            define(value, node)
+    _check_outputs_and_updates(graph, defined)
+    return graph
+
+
+def _check_node(node: Node) -> None:
+    for key, value in node.attrs.items():
+        try:
+            format_literal(value)
+        except TypeError as exc:
+            raise _fail(node, f"attribute {key}: {exc}", "store only plain data in attrs") from None
+    if node.op == "guard":
+        if len(node.inputs) != 1 or node.outputs or node.attrs.get("kind") not in GUARD_KINDS:
+            raise _fail(
+                node,
+                f"a guard takes one value, has no outputs and a kind in {GUARD_KINDS}",
+                "build guards with GraphBuilder.guard",
+            )
+        return
+    if node.op == "fused":
+        return  # checked by the fusion pass's own expression checks
+    op = OPS.get(node.op)
+    if op is None:
+        raise _fail(node, f"unknown op {node.op!r}", "register the op in dualflow.ops")
+    metas = [
+        Meta(v.shape, np.dtype(v.dtype)) if isinstance(v, Value) else Meta((), type(v))
+        for v in node.inputs
+    ]
+    try:
+        inferred = op.infer(*metas, **node.attrs)
+    except (DualflowError, TypeError, ValueError) as exc:
+        raise _fail(node, f"infer rejects the inputs: {exc}", "fix the inputs or attrs") from None
+    if len(inferred) != len(node.outputs):
+        raise _fail(
+            node,
+            f"{node.op} has {len(inferred)} outputs, the node {len(node.outputs)}",
+            "declare one output value per op output",
+        )
+    for meta, value in zip(inferred, node.outputs):
+        if tuple(meta.shape) != value.shape or np.dtype(meta.dtype).name != value.dtype:
+            raise _fail(
+                node,
+                f"output %{value.id} is declared {value.dtype}{list(value.shape)} "
+                f"but infer gives {np.dtype(meta.dtype).name}{list(meta.shape)}",
+                "recompute output types with the op's infer",
+            )
+
+
+def _check_outputs_and_updates(graph: Graph, defined: set[Value]) -> None:
+    for value in graph.outputs:
+        if value not in defined:
+            raise _fail(
+                None, f"output %{value.id} is never defined", "return only values the graph defines"
+            )
+    seen: set[Value] = set()
+    for target, new in graph.updates:
+        if target not in graph.state:
+            raise _fail(
+                None,
+                f"update target %{target.id} is not a state value",
+                "updates may only write captured state",
+            )
+        if target in seen:
+            raise _fail(
+                None,
+                f"state %{target.id} is updated twice",
+                "keep only the last write of each state value",
+            )
+        seen.add(target)
+        if new not in defined:
+            raise _fail(None, f"update source %{new.id} is never defined", "define it first")
+        if (new.shape, new.dtype) != (target.shape, target.dtype):
+            raise _fail(
+                None,
+                f"update %{target.id} <- %{new.id} changes type "
+                f"{target.dtype}{list(target.shape)} -> {new.dtype}{list(new.shape)}",
+                "cast/reshape the new value to the state's type",
+            )
