@@ -69,7 +69,35 @@ from dualflow.ops.reduction import (
     var,
 )
 from dualflow.ops.linalg import linear, matmul
+from dualflow.ops.conv import conv2d, conv2d_grad_weight, conv_transpose2d
+from dualflow.ops.pooling import (
+    avg_pool2d,
+    avg_pool2d_grad,
+    global_avg_pool2d,
+    max_pool2d,
+    max_pool2d_gather,
+    max_pool2d_grad,
+)
 from dualflow.ops.state import assign
+from dualflow.ops.join import concat, split, stack
+from dualflow.ops.indexing import getitem, getitem_grad
+from dualflow.ops.slicing import flip
+from dualflow.ops.padding import pad
+from dualflow.ops.softmax import log_softmax, softmax
+from dualflow.ops.loss import (
+    mean_squared_error,
+    one_hot,
+    sigmoid_cross_entropy,
+    softmax_cross_entropy,
+)
+from dualflow.ops.normalization import batch_norm, layer_norm
+from dualflow.ops.random_ops import (
+    dropout,
+    dropout_mask,
+    random_normal,
+    random_uniform,
+)
+from dualflow.ops.embedding import embedding, embedding_grad
 
 # Every public op function imported above (helpers and modules excluded).
 __all__ = sorted(

@@ -1,0 +1,314 @@
+"""2-D convolution ops (NCHW, OIHW weights): conv2d, conv_transpose2d and conv2d_grad_weight.
+
+All three are im2col/col2im plus one batched GEMM per call. They close under differentiation:
+conv2d's input gradient is conv_transpose2d and vice versa, and the weight gradient of both is
+``conv2d_grad_weight``, whose own backward is again conv2d and conv_transpose2d.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dualflow.errors import ShapeError
+from dualflow.ops.dispatch import apply
+from dualflow.ops.im2col import (
+    Pair,
+    check_4d,
+    check_geometry,
+    col2im,
+    im2col,
+    out_size,
+    pair,
+)
+from dualflow.ops.registry import Meta, primitive
+from dualflow.ops.shape import reshape
+
+
+def _check_groups(op: str, groups: int, channels: tuple[int, int], shapes: str) -> None:
+    if groups < 1 or channels[0] % groups or channels[1] % groups:
+        raise ShapeError(
+            f"{op}: groups={groups} must be ≥ 1 and divide both the input ({channels[0]}) and "
+            f"output ({channels[1]}) channel counts; got {shapes}"
+        )
+
+
+def _spatial_out(op: str, hw: tuple, ksize: Pair, attrs: dict, shapes: str) -> Pair:
+    s, p, d = attrs["stride"], attrs["pad"], attrs["dilation"]
+    check_geometry(op, s, p, d)
+    out = tuple(out_size(hw[k], ksize[k], s[k], p[k], d[k]) for k in range(2))
+    if min(out) < 1:
+        raise ShapeError(
+            f"{op}: output size {out} is not positive for {shapes} with stride={s}, pad={p}, "
+            f"dilation={d}; use a smaller kernel or dilation, or more padding"
+        )
+    return out
+
+
+def _transpose_padding(in_hw: tuple, out_hw: tuple, ksize: Pair, attrs: dict) -> Pair:
+    """The output_padding that makes conv_transpose2d give back the input size of a conv2d."""
+    s, p, d = attrs["stride"], attrs["pad"], attrs["dilation"]
+    return tuple(
+        in_hw[k] + 2 * p[k] - d[k] * (ksize[k] - 1) - 1 - s[k] * (out_hw[k] - 1) for k in range(2)
+    )
+
+
+def _geometry(attrs: dict) -> dict:
+    return {k: attrs[k] for k in ("stride", "pad", "dilation", "groups")}
+
+
+@primitive("conv2d", saves=("x0", "x1"))
+class Conv2d:
+    """Cross-correlation of x (N, C, H, W) with w (O, C/groups, kh, kw), no bias."""
+
+    def infer(x: Meta, w: Meta, **attrs: Any) -> tuple[Meta]:
+        check_4d("conv2d", "x", x)
+        check_4d("conv2d", "w", w)
+        shapes = f"x {tuple(x.shape)}, w {tuple(w.shape)}"
+        groups = attrs["groups"]
+        _check_groups("conv2d", groups, (x.shape[1], w.shape[0]), shapes)
+        if w.shape[1] * groups != x.shape[1]:
+            raise ShapeError(
+                f"conv2d: x has {x.shape[1]} channels but w expects in_channels/groups * groups "
+                f"= {w.shape[1]} * {groups} = {w.shape[1] * groups}; got {shapes}"
+            )
+        ho, wo = _spatial_out("conv2d", x.shape[2:], w.shape[2:], attrs, shapes)
+        return (Meta((x.shape[0], w.shape[0], ho, wo), np.result_type(x.dtype, w.dtype)),)
+
+    def forward(xp, x, w, *, stride, pad, dilation, groups):
+        n = x.shape[0]
+        o, cg, kh, kw = w.shape
+        col = im2col(xp, x, (kh, kw), stride, pad, dilation)
+        ho, wo = col.shape[4:]
+        col = col.reshape(n, groups, cg * kh * kw, ho * wo)
+        y = xp.matmul(w.reshape(groups, o // groups, cg * kh * kw), col)
+        return y.reshape(n, o, ho, wo)
+
+    def backward(ctx, gy):
+        x, w = ctx.x0, ctx.x1
+        ksize, geometry = ctx.in_shapes[1][2:], _geometry(ctx.attrs)
+        gx = gw = None
+        if ctx.needs_input_grad[0]:
+            padding = _transpose_padding(ctx.in_shapes[0][2:], gy.shape[2:], ksize, ctx.attrs)
+            gx = apply(ConvTranspose2d, gy, w, output_padding=padding, **geometry)
+        if ctx.needs_input_grad[1]:
+            gw = apply(Conv2dGradWeight, x, gy, ksize=ksize, **geometry)
+        return gx, gw
+
+
+@primitive("conv_transpose2d", saves=("x0", "x1"))
+class ConvTranspose2d:
+    """Transposed convolution of x (N, Cin, H, W) with w (Cin, Cout/groups, kh, kw), no bias."""
+
+    def infer(x: Meta, w: Meta, **attrs: Any) -> tuple[Meta]:
+        check_4d("conv_transpose2d", "x", x)
+        check_4d("conv_transpose2d", "w", w)
+        shapes = f"x {tuple(x.shape)}, w {tuple(w.shape)}"
+        groups = attrs["groups"]
+        cout = w.shape[1] * groups
+        _check_groups("conv_transpose2d", groups, (x.shape[1], cout), shapes)
+        if w.shape[0] != x.shape[1]:
+            raise ShapeError(
+                f"conv_transpose2d: x has {x.shape[1]} channels but w (in_channels, "
+                f"out_channels/groups, kh, kw) has {w.shape[0]} in_channels; got {shapes}"
+            )
+        s, p, d, op = (attrs[k] for k in ("stride", "pad", "dilation", "output_padding"))
+        check_geometry("conv_transpose2d", s, p, d)
+        if min(op) < 0 or op[0] >= s[0] or op[1] >= s[1]:
+            raise ShapeError(
+                f"conv_transpose2d: output_padding {op} must be ≥ 0 and smaller than stride {s}"
+            )
+        out = tuple(
+            (x.shape[2 + k] - 1) * s[k] - 2 * p[k] + d[k] * (w.shape[2 + k] - 1) + op[k] + 1
+            for k in range(2)
+        )
+        if min(out) < 1:
+            raise ShapeError(
+                f"conv_transpose2d: output size {out} is not positive for {shapes} with "
+                f"stride={s}, pad={p}; use less padding"
+            )
+        return (Meta((x.shape[0], cout) + out, np.result_type(x.dtype, w.dtype)),)
+
+    def forward(xp, x, w, *, stride, pad, dilation, groups, output_padding):
+        n, cin, h, wd = x.shape
+        cog, kh, kw = w.shape[1:]
+        # Columns = w^T @ x per group, then col2im scatters every tap back to its output pixel.
+        wt = w.reshape(groups, cin // groups, cog * kh * kw).swapaxes(1, 2)
+        col = xp.matmul(wt, x.reshape(n, groups, cin // groups, h * wd))
+        col = col.reshape(n, groups * cog, kh, kw, h, wd)
+        out = tuple(
+            (x.shape[2 + k] - 1) * stride[k]
+            - 2 * pad[k]
+            + dilation[k] * (w.shape[2 + k] - 1)
+            + output_padding[k]
+            + 1
+            for k in range(2)
+        )
+        return col2im(xp, col, out, stride, pad, dilation)
+
+    def backward(ctx, gy):
+        x, w = ctx.x0, ctx.x1
+        geometry = _geometry(ctx.attrs)
+        gx = gw = None
+        if ctx.needs_input_grad[0]:
+            gx = apply(Conv2d, gy, w, **geometry)
+        if ctx.needs_input_grad[1]:
+            gw = apply(Conv2dGradWeight, gy, x, ksize=ctx.in_shapes[1][2:], **geometry)
+        return gx, gw
+
+
+@primitive("conv2d_grad_weight", saves=("x0", "x1"))
+class Conv2dGradWeight:
+    """Weight gradient of conv2d: correlate x (N, C, H, W) with gy (N, O, Ho, Wo)."""
+
+    def infer(x: Meta, gy: Meta, **attrs: Any) -> tuple[Meta]:
+        op = "conv2d_grad_weight"
+        check_4d(op, "x", x)
+        check_4d(op, "gy", gy)
+        shapes = f"x {tuple(x.shape)}, gy {tuple(gy.shape)}, ksize {attrs['ksize']}"
+        groups = attrs["groups"]
+        _check_groups(op, groups, (x.shape[1], gy.shape[1]), shapes)
+        out = _spatial_out(op, x.shape[2:], attrs["ksize"], attrs, shapes)
+        if gy.shape[0] != x.shape[0] or tuple(gy.shape[2:]) != out:
+            raise ShapeError(
+                f"{op}: gy must have shape (N, O, Ho, Wo) = ({x.shape[0]}, O, {out[0]}, "
+                f"{out[1]}) to match conv2d's output; got {shapes}"
+            )
+        shape = (gy.shape[1], x.shape[1] // groups) + tuple(attrs["ksize"])
+        return (Meta(shape, np.result_type(x.dtype, gy.dtype)),)
+
+    def forward(xp, x, gy, *, ksize, stride, pad, dilation, groups):
+        n, c = x.shape[:2]
+        o, ho, wo = gy.shape[1:]
+        cgk = c // groups * ksize[0] * ksize[1]
+        col = im2col(xp, x, ksize, stride, pad, dilation).reshape(n, groups, cgk, ho * wo)
+        gy2 = gy.reshape(n, groups, o // groups, ho * wo)
+        gw = xp.matmul(gy2, col.swapaxes(2, 3)).sum(axis=0)
+        return gw.reshape((o, c // groups) + tuple(ksize))
+
+    def backward(ctx, ggw):
+        x, gy = ctx.x0, ctx.x1
+        ksize, geometry = tuple(ctx.attrs["ksize"]), _geometry(ctx.attrs)
+        gx = ggy = None
+        if ctx.needs_input_grad[0]:
+            padding = _transpose_padding(ctx.in_shapes[0][2:], gy.shape[2:], ksize, ctx.attrs)
+            gx = apply(ConvTranspose2d, gy, ggw, output_padding=padding, **geometry)
+        if ctx.needs_input_grad[1]:
+            ggy = apply(Conv2d, x, ggw, **geometry)
+        return gx, ggy
+
+
+def _shape(value: Any) -> tuple[int, ...]:
+    return tuple(value.shape) if hasattr(value, "shape") else np.shape(value)
+
+
+def _add_bias(op: str, y: Any, b: Any, channels: int) -> Any:
+    if b is None:
+        return y
+    if _shape(b) != (channels,):
+        raise ShapeError(f"{op}: bias must have shape ({channels},), got {_shape(b)}")
+    return y + reshape(b, (1, channels, 1, 1))
+
+
+def conv2d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: int | Pair = 1,
+    pad: int | Pair = 0,
+    dilation: int | Pair = 1,
+    groups: int = 1,
+) -> Any:
+    """2-D convolution (cross-correlation) of x (N, C, H, W) with w (O, C/groups, kh, kw).
+
+    Output size per spatial axis: ``(H + 2*pad - dilation*(kh-1) - 1) // stride + 1``; ``b`` is
+    an optional bias of shape (O,).
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow import ops
+        >>> x = np.arange(16.0).reshape(1, 1, 4, 4)
+        >>> ops.conv2d(x, np.ones((1, 1, 2, 2)), stride=2).tolist()
+        [[[[10.0, 18.0], [42.0, 50.0]]]]
+    """
+    y = apply(
+        Conv2d,
+        x,
+        w,
+        stride=pair("conv2d", "stride", stride, 1),
+        pad=pair("conv2d", "pad", pad, 0),
+        dilation=pair("conv2d", "dilation", dilation, 1),
+        groups=int(groups),
+    )
+    return _add_bias("conv2d", y, b, y.shape[1])
+
+
+def conv_transpose2d(
+    x: Any,
+    w: Any,
+    b: Any = None,
+    stride: int | Pair = 1,
+    pad: int | Pair = 0,
+    output_padding: int | Pair = 0,
+    groups: int = 1,
+    dilation: int | Pair = 1,
+) -> Any:
+    """Transposed convolution of x (N, Cin, H, W) with w (Cin, Cout/groups, kh, kw) (PyTorch).
+
+    Output size per spatial axis:
+    ``(H - 1)*stride - 2*pad + dilation*(kh - 1) + output_padding + 1``; it is the gradient of
+    conv2d with respect to its input.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow import ops
+        >>> y = ops.conv_transpose2d(np.ones((1, 1, 2, 2)), np.ones((1, 1, 2, 2)), stride=2)
+        >>> y.shape
+        (1, 1, 4, 4)
+        >>> ops.conv_transpose2d(np.ones((1, 1, 2, 2)), np.ones((1, 1, 2, 2))).numpy()[0, 0]
+        array([[1., 2., 1.],
+               [2., 4., 2.],
+               [1., 2., 1.]])
+    """
+    y = apply(
+        ConvTranspose2d,
+        x,
+        w,
+        stride=pair("conv_transpose2d", "stride", stride, 1),
+        pad=pair("conv_transpose2d", "pad", pad, 0),
+        dilation=pair("conv_transpose2d", "dilation", dilation, 1),
+        groups=int(groups),
+        output_padding=pair("conv_transpose2d", "output_padding", output_padding, 0),
+    )
+    return _add_bias("conv_transpose2d", y, b, y.shape[1])
+
+
+def conv2d_grad_weight(
+    x: Any,
+    gy: Any,
+    ksize: int | Pair,
+    stride: int | Pair = 1,
+    pad: int | Pair = 0,
+    dilation: int | Pair = 1,
+    groups: int = 1,
+) -> Any:
+    """Gradient of ``sum(conv2d(x, w, ...) * gy)`` with respect to a w of spatial size ``ksize``.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow import ops
+        >>> ops.conv2d_grad_weight(np.ones((1, 1, 3, 3)), np.ones((1, 2, 2, 2)), 2).shape
+        (2, 1, 2, 2)
+    """
+    name = "conv2d_grad_weight"
+    return apply(
+        Conv2dGradWeight,
+        x,
+        gy,
+        ksize=pair(name, "ksize", ksize, 1),
+        stride=pair(name, "stride", stride, 1),
+        pad=pair(name, "pad", pad, 0),
+        dilation=pair(name, "dilation", dilation, 1),
+        groups=int(groups),
+    )

@@ -1,0 +1,75 @@
+"""Input checks shared by op definitions: dtype kinds, and data-dependent checks in forward.
+
+Each check raises the typed error of DESIGN §9 (``DTypeError``/``ShapeError``) naming the op, what
+it got and how to fix it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
+
+
+def require_float(op: str, meta: Any, what: str = "input") -> np.dtype:
+    """The dtype of ``meta`` if it is floating point, else a DTypeError naming ``op``.
+
+    Example:
+        >>> from dualflow.ops.registry import Meta
+        >>> require_float("softmax", Meta((2,), np.float32))
+        dtype('float32')
+    """
+    dtype = np.dtype(meta.dtype)
+    if dtype.kind != "f":
+        raise DTypeError(
+            f"{op}: {what} must be floating point, got {dtype}; cast it first, "
+            f"e.g. ops.cast(x, 'float32')"
+        )
+    return dtype
+
+
+def require_int(op: str, meta: Any, what: str = "labels") -> np.dtype:
+    """The dtype of ``meta`` if it is an integer dtype, else a DTypeError naming ``op``.
+
+    Example:
+        >>> from dualflow.ops.registry import Meta
+        >>> require_int("embedding", Meta((2,), np.int32), "ids")
+        dtype('int32')
+    """
+    dtype = np.dtype(meta.dtype)
+    if dtype.kind not in "iu":
+        raise DTypeError(
+            f"{op}: {what} must be integers, got {dtype}; cast them, e.g. ops.cast(t, 'int64')"
+        )
+    return dtype
+
+
+def check_index_range(
+    op: str, xp: Any, values: Any, bound: int, what: str, skip: Any = None
+) -> None:
+    """Raise ShapeError if an element of ``values`` lies outside ``[0, bound)``.
+
+    Runs in ``forward`` (the check needs the data); elements equal to ``skip`` are allowed.
+
+    Example:
+        >>> check_index_range("one_hot", np, np.array([0, 2]), 3, "labels")
+        >>> check_index_range("one_hot", np, np.array([0, 3]), 3, "labels")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        dualflow.errors.ShapeError: one_hot: labels must lie in [0, 3), got 3...
+    """
+    if values.size == 0:
+        return
+    bad = (values < 0) | (values >= bound)
+    if skip is not None:
+        bad &= values != skip
+    if bool(bad.any()):
+        first = values[bad].ravel()[:1].item()
+        allowed = f" (or {skip} to ignore)" if skip is not None else ""
+        raise ShapeError(
+            with_location(
+                f"{op}: {what} must lie in [0, {bound}){allowed}, got {first}", user_frame()
+            )
+        )

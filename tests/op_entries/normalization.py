@@ -1,0 +1,84 @@
+"""Op-table entries for batch_norm (training outputs, inference map) and layer_norm."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dualflow import ops
+from dualflow.ops import OPS
+from dualflow.ops.dispatch import apply
+from tests.opinfo import OpInfo, Sample
+
+_EPS = 1e-5
+
+
+def _bn_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple[int, ...]]:
+    axes = (0,) + tuple(range(2, x.ndim))
+    return x.mean(axis=axes), x.var(axis=axes), (1, -1) + (1,) * (x.ndim - 2)
+
+
+def _bn_train_ref(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    mu, var, shape = _bn_stats(x)
+    xhat = (x - mu.reshape(shape)) / np.sqrt(var.reshape(shape) + _EPS)
+    return gamma.reshape(shape) * xhat + beta.reshape(shape)
+
+
+def _bn_all_ref(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> tuple:
+    mu, var, _ = _bn_stats(x)
+    return _bn_train_ref(x, gamma, beta), mu, var
+
+
+def _bn_all(x: object, gamma: object, beta: object) -> tuple:
+    # The primitive itself: its mean and variance outputs get gradients too.
+    return apply(OPS["batch_norm"], x, gamma, beta, eps=_EPS)
+
+
+def _bn_eval_ref(x: np.ndarray, gamma, beta, mean, var) -> np.ndarray:
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    xhat = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + _EPS)
+    return gamma.reshape(shape) * xhat + beta.reshape(shape)
+
+
+def _bn_eval(x: object, gamma: object, beta: object, mean: object, var: object) -> object:
+    return ops.batch_norm(x, gamma, beta, mean, var, train=False)
+
+
+def _bn_samples(rng: np.random.Generator) -> list[Sample]:
+    out = []
+    for shape in [(5, 3), (2, 3, 2, 2)]:
+        c = shape[1]
+        x = rng.normal(1.0, 2.0, shape)
+        out.append(Sample((x, rng.uniform(0.5, 1.5, c), rng.normal(size=c)), name=str(shape)))
+    return out
+
+
+def _bn_eval_samples(rng: np.random.Generator) -> list[Sample]:
+    return [
+        Sample(s.inputs + (rng.normal(size=s.inputs[1].shape), rng.uniform(0.5, 2, 3)), name=s.name)
+        for s in _bn_samples(rng)
+    ]
+
+
+def _ln_ref(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
+    axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    var = ((x - mu) ** 2).mean(axis=axes, keepdims=True)
+    return (x - mu) / np.sqrt(var + _EPS) * gamma + beta
+
+
+def _ln_samples(rng: np.random.Generator) -> list[Sample]:
+    x = rng.normal(size=(2, 3, 4))
+    return [
+        Sample((x, rng.uniform(0.5, 1.5, (4,)), rng.normal(size=(4,))), name="last"),
+        Sample((x, rng.uniform(0.5, 1.5, (3, 4)), rng.normal(size=(3, 4))), name="last-two"),
+    ]
+
+
+_TOL = {"f32_tol": (1e-4, 1e-5), "grad_tol": (1e-4, 1e-6)}
+
+ENTRIES = [
+    OpInfo("batch_norm", ops.batch_norm, _bn_train_ref, _bn_samples, **_TOL),
+    OpInfo("batch_norm_outputs", _bn_all, _bn_all_ref, _bn_samples, ops=("batch_norm",), **_TOL),
+    OpInfo("batch_norm_eval", _bn_eval, _bn_eval_ref, _bn_eval_samples, composite=True, **_TOL),
+    OpInfo("layer_norm", ops.layer_norm, _ln_ref, _ln_samples, composite=True, **_TOL),
+]
