@@ -5,7 +5,7 @@ This module is the public API only; see README.md for a tour.
 
 import sys as _sys
 
-from dualflow import errors, ops
+from dualflow import errors, ops, random
 from dualflow._config import (
     Config,
     config,
@@ -21,6 +21,7 @@ from dualflow.autograd import (
     gradcheck,
 )
 from dualflow.device import Device, get_array_module
+from dualflow.serialization import load, save
 from dualflow.tensor import Tensor, as_tensor, tensor
 
 # `dualflow.gradcheck` is the public name of the checks that live in the autograd layer.
@@ -41,8 +42,11 @@ __all__ = [
     "grad",
     "gradcheck",
     "is_grad_enabled",
+    "load",
     "no_grad",
     "ops",
+    "random",
+    "save",
     "set_debug",
     "tensor",
     "using_config",
