@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.errors import DeviceError
+from dualflow.errors import DeviceError, with_location
 
 
 def _cupy() -> ModuleType | None:
@@ -45,7 +45,9 @@ class Device:
         elif kind in ("cuda", "gpu") and (not index or index.isdigit()):
             self.kind, self.index = "cuda", int(index or 0)
         else:
-            raise DeviceError(f"unknown device {spec!r}; use 'cpu' or 'cuda:N' (e.g. 'cuda:0')")
+            raise DeviceError(
+                with_location(f"unknown device {spec!r}; use 'cpu' or 'cuda:N' (e.g. 'cuda:0')")
+            )
 
     @property
     def xp(self) -> ModuleType:

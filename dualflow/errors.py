@@ -10,6 +10,7 @@ import os
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+GENERATED_PREFIX = "<dualflow "  # file name prefix of code dualflow generates (ops, plans)
 
 
 class DualflowError(Exception):
@@ -58,7 +59,7 @@ def user_frame(depth: int = 1) -> tuple[str, int] | None:
     frame = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(_PACKAGE_DIR):
+        if not filename.startswith((_PACKAGE_DIR, GENERATED_PREFIX)):
             return filename, frame.f_lineno
         frame = frame.f_back
     return None

@@ -11,8 +11,9 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
+from dualflow._config import config
 from dualflow.device import Device, device_of, send
-from dualflow.errors import DTypeError
+from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply
 
@@ -33,8 +34,8 @@ class Tensor:
         "__weakref__",
         "_array",
         "_creator",
+        "_grad",
         "_index",
-        "grad",
         "name",
         "requires_grad",
         "value",
@@ -44,30 +45,53 @@ class Tensor:
     def __init__(self, array: Any, requires_grad: bool = False, name: str | None = None) -> None:
         if requires_grad and array.dtype.kind not in _FLOAT_KINDS:
             raise DTypeError(
-                f"only floating-point tensors can require grad, got dtype {array.dtype}; "
-                "cast first, e.g. tensor(data, dtype='float32', requires_grad=True)"
+                with_location(
+                    f"only floating-point tensors can require grad, got dtype {array.dtype}; "
+                    "cast first, e.g. tensor(data, dtype='float32', requires_grad=True)"
+                )
             )
         self._array = array
         self._creator = None
         self._index = 0
         self.requires_grad = requires_grad
-        self.grad: Tensor | None = None
+        self._grad: Tensor | None = None
         self.value = None
         self.name = name
+        if config.tracer is not None:  # a tensor built inside a compiled function: a constant
+            config.tracer.on_new_tensor(self)
 
     @classmethod
     def _wrap(cls, array: Any, creator: Any, index: int, requires_grad: bool) -> Tensor:
         # The hot-path constructor used by interpreters: no validation.
         t = cls.__new__(cls)
         t._array, t._creator, t._index, t.requires_grad = array, creator, index, requires_grad
-        t.grad = t.value = t.name = None
+        t._grad = t.value = t.name = None
         return t
 
     # ----- payload -------------------------------------------------------------------------
     @property
     def array(self) -> Any:
-        """The underlying numpy/cupy array (shared, not copied)."""
+        """The underlying numpy/cupy array (shared, not copied).
+
+        Inside a compiled function this fails closed with a TracingError: a raw array would be
+        baked into the graph as a constant.
+        """
+        if config.tracer is not None:
+            config.tracer.on_raw_access(self, "reading .array")
         return self._array
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The accumulated gradient (a Tensor) or None."""
+        if config.tracer is not None:
+            return config.tracer.on_grad_read(self, self._grad)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if config.tracer is not None:
+            config.tracer.on_grad_write(self, value)
+        self._grad = value
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -102,11 +126,18 @@ class Tensor:
         """A numpy array with the values (a copy from the GPU; shared on the CPU)."""
         return np.asarray(send(self.array, "cpu"))
 
-    def item(self) -> Any:
-        """The value of a one-element tensor as a Python number."""
+    def _concrete(self, kind: str, convert: Any) -> Any:
+        # A Python value from a tensor; inside a compiled function this adds a guard.
         if self.size != 1:
-            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
-        return self.array.item()
+            raise ValueError(f"{kind}() needs a tensor with one element, got shape {self.shape}")
+        value = convert(self._array.item())
+        if config.tracer is not None:
+            config.tracer.on_concrete(self, kind, value)
+        return value
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python number (a guard when compiled)."""
+        return self._concrete("item", lambda v: v)
 
     def tolist(self) -> Any:
         return self.numpy().tolist()
@@ -121,18 +152,18 @@ class Tensor:
         return self.shape[0]
 
     def __bool__(self) -> bool:
-        return bool(self.item())
+        return self._concrete("bool", bool)
 
     def __float__(self) -> float:
-        return float(self.item())
+        return self._concrete("float", float)
 
     def __int__(self) -> int:
-        return int(self.item())
+        return self._concrete("int", int)
 
     def __index__(self) -> int:
         if self.dtype.kind not in "iub":
             raise TypeError(f"only integer tensors can be used as an index, got {self.dtype}")
-        return int(self.item())
+        return self._concrete("int", int)
 
     def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")

@@ -13,8 +13,6 @@ import heapq
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import numpy as np
-
 from dualflow import ops
 from dualflow._config import config, using_config
 from dualflow.autograd.eager import check_finite
@@ -32,16 +30,11 @@ def _seed_gradient(output: Tensor, gy: Any) -> Tensor:
         if output.size != 1:
             raise ShapeError(
                 with_location(
-                    f"backward: a gradient can be created implicitly only for one-element outputs, "
-                    f"got shape {output.shape}; pass gy with that shape"
+                    "backward: a gradient can be created implicitly only for one-element "
+                    f"outputs, got shape {output.shape}; pass gy with that shape"
                 )
             )
-        return Tensor._wrap(
-            np.ones_like(output.array) if output.device.kind == "cpu" else output.array * 0 + 1,
-            None,
-            0,
-            False,
-        )
+        return ops.ones_like(output)  # an op, so a trace records it instead of a constant
     gy = as_tensor(gy)
     if gy.shape != output.shape:
         raise ShapeError(
@@ -73,7 +66,10 @@ class _Run:
         elif self.targets is None:  # backward(): accumulate into the leaf's .grad
             if gx.dtype != edge.dtype:
                 gx = ops.cast(gx, edge.dtype)
-            edge.grad = gx if edge.grad is None else edge.grad + gx
+            if config.tracer is None:  # skip the .grad property's tracing hook
+                edge._grad = gx if edge._grad is None else edge._grad + gx
+            else:
+                edge.grad = gx if edge.grad is None else edge.grad + gx
         elif id(edge) in self.targets:
             old = self.found.get(id(edge))
             self.found[id(edge)] = gx if old is None else old + gx
@@ -109,9 +105,12 @@ class _Run:
                     "freed by the first backward; call backward(retain_graph=True) the first time"
                 )
             )
-        if self.targets is not None:
-            node.needs = tuple([self.needed(e) for e in edges])
-        gxs = node.op.backward(node, *gys)
+        node.needs = None if self.targets is None else tuple([self.needed(e) for e in edges])
+        if debug:  # check the gradients below, naming this node's op and forward line
+            with using_config(debug=False):
+                gxs = node.op.backward(node, *gys)
+        else:
+            gxs = node.op.backward(node, *gys)
         if type(gxs) is not tuple:
             gxs = (gxs,)
         if debug:
@@ -153,6 +152,13 @@ def backward(
         4.0
     """
     grad_outputs = grad_outputs or [None] * len(outputs)
+    if not any(out.requires_grad for out in outputs):
+        raise RuntimeError(
+            with_location(
+                "backward: the output does not require grad (no input required grad, or it was "
+                "computed under no_grad()); create leaves with requires_grad=True"
+            )
+        )
     retain = create_graph if retain_graph is None else retain_graph
     run = _Run(None, None, retain)
     with using_config(grad_enabled=create_graph):
@@ -196,7 +202,10 @@ def grad(
             if out.requires_grad:
                 run.push(_edge_of(out), _seed_gradient(out, gy))
         run.run()
-    result = tuple(run.found.get(k) for k in keys)
+    result = tuple(
+        g if g is None or g.dtype == t.dtype else ops.cast(g, t.dtype)  # the input's dtype
+        for g, t in zip((run.found.get(k) for k in keys), inputs)
+    )
     if not allow_unused and any(g is None for g in result):
         raise ValueError(
             with_location(
@@ -213,8 +222,15 @@ def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
     stack = [t._creator for t in outputs if t._creator is not None]
     while stack:
         node = stack.pop()
-        if node in nodes or node.released:
+        if node in nodes:
             continue
+        if node.released:
+            raise GraphReleasedError(
+                with_location(
+                    f"grad through {node.op.name}, whose saved values an earlier backward freed; "
+                    "pass retain_graph=True to the first backward/grad call"
+                )
+            )
         nodes[node] = None
         stack.extend(e[0] for e in node.edges if type(e) is tuple)
     reach: set[Node] = set()

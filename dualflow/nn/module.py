@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow._config import config
 from dualflow.device import Device, send
 from dualflow.errors import ShapeError
 from dualflow.nn.parameter import Parameter
@@ -43,6 +44,8 @@ class Module:
     def __setattr__(self, name: str, value: Any) -> None:
         if "_params" not in self.__dict__:
             raise AttributeError(f"call super().__init__() before assigning {name!r}")
+        if config.tracer is not None:  # fails closed: the graph cannot replay Python state
+            config.tracer.on_module_write(self, name, value)
         for table in (self._params, self._buffers, self._modules):
             if name in table and not (table is self._buffers and isinstance(value, Tensor)):
                 del table[name]
@@ -61,6 +64,8 @@ class Module:
         for table in ("_params", "_buffers", "_modules"):
             entries = self.__dict__.get(table)
             if entries is not None and name in entries:
+                if config.tracer is not None:  # the trace depends on this module's structure
+                    config.tracer.on_module_read(self)
                 return entries[name]
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 

@@ -79,6 +79,15 @@ from dualflow.ops.pooling import (
     max_pool2d_grad,
 )
 from dualflow.ops.state import assign
+from dualflow.ops.creation import (
+    arange,
+    full,
+    full_like,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
 from dualflow.ops.join import concat, split, stack
 from dualflow.ops.indexing import getitem, getitem_grad
 from dualflow.ops.slicing import flip

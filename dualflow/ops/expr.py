@@ -130,7 +130,7 @@ def compile_numpy(expr: Expr, args: tuple[str, ...], attrs: tuple[str, ...]) -> 
     params = ", ".join(args) + (", *, " + ", ".join(attrs) if attrs else "")
     source = f"def forward(xp, {params}):\n    return {render_numpy(expr)}\n"
     namespace: dict[str, Any] = {"_erf": erf}
-    exec(compile(source, f"<expr {render_numpy(expr)}>", "exec"), namespace)
+    exec(compile(source, f"<dualflow expr {render_numpy(expr)}>", "exec"), namespace)
     return namespace["forward"]
 
 

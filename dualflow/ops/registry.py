@@ -220,7 +220,7 @@ def public_function(op: OpDef, defaults: dict[str, Any] | None = None) -> Callab
     source = f"def {op.name}({', '.join(params)}):\n    return apply(OP, {call})\n"
     namespace: dict[str, Any] = {"apply": apply, "OP": op}
     namespace.update({f"_default_{a}": defaults.get(a) for a in op.attr_names})
-    exec(compile(source, f"<ops.{op.name}>", "exec"), namespace)
+    exec(compile(source, f"<dualflow ops.{op.name}>", "exec"), namespace)
     function = namespace[op.name]
     function.__module__ = "dualflow.ops"
     function.__doc__ = _docstring(op, defaults)

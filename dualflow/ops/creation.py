@@ -1,0 +1,139 @@
+"""Creation ops: ``full``/``arange`` (no inputs) and ``full_like`` (shape, dtype and device of x).
+
+Creating arrays through ops (rather than numpy calls on the side) keeps them visible to a trace:
+the engine's seed gradient, for instance, is ``ones_like(loss)``, a graph node, not a constant.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dualflow.errors import ShapeError
+from dualflow.ops.dispatch import apply
+from dualflow.ops.registry import Meta, primitive
+
+
+def _dtype_name(dtype: Any, value: Any) -> str:
+    if dtype is not None:
+        return np.dtype(dtype).name
+    return "float32" if isinstance(value, float) else np.asarray(value).dtype.name
+
+
+@primitive("full", check_eager=False)
+class Full:
+    """A new array of ``shape`` filled with ``value`` (on the CPU; ``full_like`` follows x)."""
+
+    def infer(*, shape: tuple, value: Any, dtype: str) -> tuple[Meta]:
+        if any(d < 0 for d in shape):
+            raise ShapeError(f"full: negative dimension in shape {shape}")
+        return (Meta(tuple(shape), np.dtype(dtype)),)
+
+    def forward(xp, *, shape, value, dtype):
+        return xp.full(shape, value, dtype=dtype)
+
+
+@primitive("full_like", check_eager=False)
+class FullLike:
+    """An array shaped like ``x`` (same device) filled with ``value``; no gradient."""
+
+    def infer(x: Meta, *, value: Any, dtype: str | None) -> tuple[Meta]:
+        return (Meta(tuple(x.shape), np.dtype(dtype or x.dtype)),)
+
+    def forward(xp, x, *, value, dtype):
+        return xp.full_like(x, value, dtype=dtype)
+
+
+@primitive("arange", check_eager=False)
+class Arange:
+    """Evenly spaced values in ``[start, stop)`` (numpy's ``arange``)."""
+
+    def infer(*, start: Any, stop: Any, step: Any, dtype: str) -> tuple[Meta]:
+        if step == 0:
+            raise ShapeError("arange: step must not be zero")
+        return (Meta((len(range(0, int(np.ceil((stop - start) / step)))),), np.dtype(dtype)),)
+
+    def forward(xp, *, start, stop, step, dtype):
+        return xp.arange(start, stop, step, dtype=dtype)
+
+
+def full(shape: int | tuple[int, ...], value: Any, dtype: Any = None) -> Any:
+    """A tensor of ``shape`` filled with ``value`` (Python floats give float32).
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.full((2,), 1.5).tolist()
+        [1.5, 1.5]
+    """
+    shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(d) for d in shape)
+    return apply(Full, shape=shape, value=value, dtype=_dtype_name(dtype, value))
+
+
+def zeros(shape: int | tuple[int, ...], dtype: Any = "float32") -> Any:
+    """A tensor of zeros.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.zeros((1, 2)).tolist()
+        [[0.0, 0.0]]
+    """
+    return full(shape, 0, dtype)
+
+
+def ones(shape: int | tuple[int, ...], dtype: Any = "float32") -> Any:
+    """A tensor of ones.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.ones(2, "int64").tolist()
+        [1, 1]
+    """
+    return full(shape, 1, dtype)
+
+
+def full_like(x: Any, value: Any, dtype: Any = None) -> Any:
+    """A tensor like ``x`` (shape, device; dtype unless given) filled with ``value``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.full_like([1.0, 2.0], 7.0).tolist()
+        [7.0, 7.0]
+    """
+    return apply(FullLike, x, value=value, dtype=None if dtype is None else np.dtype(dtype).name)
+
+
+def zeros_like(x: Any, dtype: Any = None) -> Any:
+    """Zeros shaped like ``x``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.zeros_like([[1.0], [2.0]]).shape
+        (2, 1)
+    """
+    return full_like(x, 0, dtype)
+
+
+def ones_like(x: Any, dtype: Any = None) -> Any:
+    """Ones shaped like ``x``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.ones_like([3.0]).tolist()
+        [1.0]
+    """
+    return full_like(x, 1, dtype)
+
+
+def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
+    """Evenly spaced values, like ``numpy.arange``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.arange(3).tolist()
+        [0, 1, 2]
+    """
+    if stop is None:
+        start, stop = 0, start
+    name = np.dtype(dtype).name if dtype is not None else np.arange(start, stop, step).dtype.name
+    return apply(Arange, start=start, stop=stop, step=step, dtype=name)

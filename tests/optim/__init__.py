@@ -1,0 +1,1 @@
+"""Tests of dualflow.optim: update rules, param groups, state dicts, clipping and schedulers."""
