@@ -5,7 +5,7 @@ This module is the public API only; see README.md for a tour.
 
 import sys as _sys
 
-from dualflow import errors, ops, random
+from dualflow import errors, ops, optim, random
 from dualflow._config import (
     Config,
     config,
@@ -23,6 +23,7 @@ from dualflow.autograd import (
 from dualflow.device import Device, get_array_module
 from dualflow.serialization import load, save
 from dualflow.tensor import Tensor, as_tensor, tensor
+from dualflow.tracer import compile, disable_compile
 
 # `dualflow.gradcheck` is the public name of the checks that live in the autograd layer.
 _sys.modules[__name__ + ".gradcheck"] = gradcheck
@@ -35,7 +36,9 @@ __all__ = [
     "Tensor",
     "as_tensor",
     "backward",
+    "compile",
     "config",
+    "disable_compile",
     "enable_grad",
     "errors",
     "get_array_module",
@@ -45,6 +48,7 @@ __all__ = [
     "load",
     "no_grad",
     "ops",
+    "optim",
     "random",
     "save",
     "set_debug",

@@ -1,0 +1,102 @@
+"""Render a graph's schedule as one straight-line Python function (the plan's executor).
+
+Each step becomes one direct call of the op's forward with its attrs as literals, every value a
+local variable, and ``del`` right after a value's last use, so the executor adds almost nothing
+to the kernels' own cost and frees every intermediate as early as possible.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.graph_ir.printer import format_literal
+from dualflow.ops.registry import OPS
+
+
+def _name(value: Value) -> str:
+    return f"v{value.id}"
+
+
+def _operand(value: Value | Any, namespace: dict[str, Any]) -> str:
+    if isinstance(value, Value):
+        return _name(value)
+    return format_literal(value)
+
+
+def _attr(key: str, value: Any, namespace: dict[str, Any]) -> str:
+    try:
+        text = format_literal(value)
+        if "array(" in text or "inf" in text or "nan" in text or "slice(" in text:
+            raise TypeError  # not valid Python source as text: pass the object itself
+    except TypeError:
+        name = f"a{len(namespace)}"
+        namespace[name] = value
+        return f"{key}={name}"
+    return f"{key}={text}"
+
+
+def _kernel(node: Node, index: int, namespace: dict[str, Any], kernels: dict[str, Any]) -> str:
+    name = f"k{index}"
+    if node.op == "fused":
+        namespace[name] = kernels["fused"](node)
+    else:
+        namespace[name] = OPS[node.op].forward
+    return name
+
+
+def render(graph: Graph, kernels: dict[str, Any], profile: bool = False) -> tuple[str, dict]:
+    """Python source of ``run(xp, inputs, state, consts)`` and its namespace.
+
+    The function returns ``(outputs, update_values, None)`` or, when a guard fails,
+    ``(None, None, guard_index)`` before any later step ran.
+    """
+    namespace: dict[str, Any] = {"_guard": kernels["guard"]}
+    lines = ["def run(xp, inputs, state, consts, times=None):"]
+    lines += [
+        f"    {', '.join(map(_name, vs))}, = {src}"
+        for vs, src in (
+            (graph.inputs, "inputs"),
+            (graph.state, "state"),
+            (tuple(graph.consts), "consts"),
+        )
+        if vs
+    ]
+    last_use = graph.last_use
+    defined_at = {v: -1 for v in (*graph.inputs, *graph.state, *graph.consts)}
+    for i, node in enumerate(graph.nodes):
+        args = ", ".join(_operand(v, namespace) for v in node.inputs)
+        if node.op == "guard":
+            namespace[f"g{i}"] = node
+            lines.append(f"    if not _guard(g{i}, {args}): return None, None, {i}")
+        else:
+            kernel = _kernel(node, i, namespace, kernels)
+            attrs = "".join(", " + _attr(k, v, namespace) for k, v in node.attrs.items())
+            # a multi-output op returns a tuple to unpack; a single output is bound directly
+            outs = ", ".join(map(_name, node.outputs)) + (
+                ","
+                if OPS.get(node.op) is not None and OPS[node.op].nout > 1 and len(node.outputs) == 1
+                else ""
+            )
+            call = f"{kernel}(xp{', ' if args else ''}{args}{attrs})"
+            if profile:
+                lines.append("    t0 = _clock()")
+            lines.append(f"    {outs} = {call}")
+            if profile:
+                lines.append(f"    times[{i}] += _clock() - t0")
+            defined_at.update({v: i for v in node.outputs})
+        dead = [v for v in node.value_inputs if last_use.get(v) == i]
+        dead += [v for v in node.outputs if v not in last_use]
+        if dead:
+            lines.append(f"    del {', '.join(sorted({_name(v) for v in dead}))}")
+    outputs = ", ".join(map(_name, graph.outputs))
+    updates = ", ".join(_name(new) for _, new in graph.updates)
+    lines.append(
+        f"    return ({outputs}{',' if graph.outputs else ''}), "
+        f"({updates}{',' if graph.updates else ''}), None"
+    )
+    if profile:
+        import time  # noqa: PLC0415
+
+        namespace["_clock"] = time.perf_counter
+    return "\n".join(lines) + "\n", namespace

@@ -1,0 +1,9 @@
+"""``@dualflow.compile``: concrete tracing with guards, transactional fallback and a trace cache.
+
+See DESIGN §3: the function runs once for real under a tracing interpreter that also records a
+graph; later calls run the graph's plan while the signature, captured state and guards hold.
+"""
+
+from dualflow.tracer.compiled import CompiledFunction, Trace, compile, disable_compile
+
+__all__ = ["CompiledFunction", "Trace", "compile", "disable_compile"]

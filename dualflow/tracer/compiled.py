@@ -1,0 +1,247 @@
+"""``CompiledFunction``: the cache of traces of one function, and the call path through them.
+
+A call looks up the traces for its argument signature, checks each one's captured state, runs
+its plan, and commits state writes only if every guard passed. Otherwise it traces the call
+again (running it eagerly, so the result is always right). After ``max_traces`` it stays eager
+and warns once, naming the reason that keeps failing.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from dualflow._config import config
+from dualflow.errors import TracingError
+from dualflow.graph_ir.ir import Graph
+from dualflow.ops.dispatch import interpreting
+from dualflow.runtime.plan import Plan, lower
+from dualflow.tensor import Tensor
+from dualflow.tracer.outputs import flatten_output
+from dualflow.tracer.signature import Flat, explain_difference, flatten
+from dualflow.tracer.state import StateChecks
+from dualflow.tracer.trace import Tracer
+
+_disabled = [os.environ.get("DUALFLOW_DISABLE_COMPILE", "") not in ("", "0")]
+
+
+def disable_compile(disabled: bool = True) -> None:
+    """Make every compiled function run eagerly (``DUALFLOW_DISABLE_COMPILE=1`` does the same).
+
+    Example:
+        >>> disable_compile(True); disable_compile(False)
+    """
+    _disabled[0] = bool(disabled)
+
+
+@dataclass
+class Trace:
+    """One specialization: the graph, its plan, and what must hold to reuse it."""
+
+    graph: Graph
+    plan: Plan
+    checks: StateChecks
+    update_slots: list[int]
+    grad_owners: list[Tensor]  # outputs after the user's are these tensors' new .grad
+    grads_to_none: list[Tensor]
+    rebuild: Callable[[list[Any]], Any]
+    n_outputs: int
+    described: list[tuple[str, Any]]
+    reason: str
+    compile_seconds: float
+
+
+@dataclass
+class Stats:
+    """Counters of one compiled function (``fn.stats()``)."""
+
+    calls: int = 0
+    traces: int = 0
+    plan_runs: int = 0
+    guard_failures: int = 0
+    eager_fallbacks: int = 0
+    compile_seconds: float = 0.0
+    retrace_reasons: list[str] = field(default_factory=list)
+
+
+class CompiledFunction:
+    """A function compiled by ``@dualflow.compile``; call it like the original."""
+
+    def __init__(
+        self, fn: Callable, max_traces: int = 8, passes: Any = None, fallback: str = "eager"
+    ) -> None:
+        if fallback not in ("eager", "error"):
+            raise ValueError(f"fallback must be 'eager' or 'error', got {fallback!r}")
+        functools.update_wrapper(self, fn)
+        self.fn, self.max_traces, self.passes, self.fallback = fn, max_traces, passes, fallback
+        self.traces: dict[Any, list[Trace]] = {}
+        self.history: list[Trace] = []
+        self._stats = Stats()
+        self._eager_reason: str | None = None
+        try:
+            self._names = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            self._names = []
+
+    def stats(self) -> Stats:
+        """Calls, traces, guard failures, eager fallbacks and compile time so far."""
+        return self._stats
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        # Methods: bind like a function would (each instance shares the trace cache).
+        return self if obj is None else functools.partial(self, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if _disabled[0] or config.tracer is not None:  # nested inside a trace: inline it
+            return self.fn(*args, **kwargs)
+        self._stats.calls += 1
+        if self._eager_reason is not None:
+            self._stats.eager_fallbacks += 1
+            return self.fn(*args, **kwargs)
+        flat = flatten(args, kwargs, self._names)
+        key = (flat.key, config.snapshot())
+        reason = None
+        for trace in self.traces.get(key, ()):
+            reason = trace.checks.mismatch()
+            if reason is None:
+                result = self._run(trace, flat)
+                if result is not _GUARD_FAILED:
+                    return result
+                reason = self._last_guard
+        return self._retrace(args, kwargs, flat, key, reason)
+
+    def _run(self, trace: Trace, flat: Flat) -> Any:
+        inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
+        state = [ref.read() for ref in trace.checks.refs]
+        result = trace.plan.run(inputs, state)
+        self._stats.plan_runs += 1
+        if result.failed_guard is not None:
+            self._stats.guard_failures += 1
+            node = result.failed_guard
+            self._last_guard = (
+                f"guard {node.attrs['kind']}() == {node.attrs['expect']!r} failed at {node.loc}"
+            )
+            return _GUARD_FAILED
+        # Every guard passed: commit all state writes (all or nothing).
+        for slot, new in zip(trace.update_slots, result.updates):
+            state[slot][...] = new
+        outputs = result.outputs
+        n = trace.n_outputs
+        for owner, array in zip(trace.grad_owners, outputs[n:]):
+            owner._grad = Tensor._wrap(array, None, 0, False)
+        for owner in trace.grads_to_none:
+            owner._grad = None
+        return trace.rebuild([Tensor._wrap(a, None, 0, False) for a in outputs[:n]])
+
+    def _retrace(self, args: tuple, kwargs: dict, flat: Flat, key: Any, reason: str | None) -> Any:
+        if reason is None:
+            reason = (
+                "first call"
+                if not self.history
+                else explain_difference(self.history[-1].described, flat.described)
+            )
+        if len(self.history) >= self.max_traces:
+            return self._give_up(args, kwargs, reason)
+        self._stats.retrace_reasons.append(reason)
+        start = time.perf_counter()
+        tracer = Tracer(getattr(self.fn, "__name__", "fn"))
+        for leaf, path in zip(flat.leaves, flat.paths):
+            tracer.bind_input(leaf, path)
+        try:
+            with interpreting(tracer):
+                config.tracer = tracer
+                try:
+                    out = self.fn(*args, **kwargs)
+                finally:
+                    config.tracer = None
+        except TracingError:
+            tracer.rollback()
+            if self.fallback == "error":
+                raise
+            return self._give_up(args, kwargs, "tracing failed (fail closed)", warn_now=True)
+        except BaseException:
+            tracer.rollback()  # bad input must leave state untouched
+            raise
+        trace = _finish(tracer, out, flat, reason)
+        trace.compile_seconds = time.perf_counter() - start
+        self._stats.compile_seconds += trace.compile_seconds
+        self._stats.traces += 1
+        self.traces.setdefault(key, []).insert(0, trace)
+        self.history.append(trace)
+        return out
+
+    def _give_up(self, args: tuple, kwargs: dict, reason: str, warn_now: bool = False) -> Any:
+        self._eager_reason = reason
+        self._stats.eager_fallbacks += 1
+        name = getattr(self.fn, "__qualname__", "function")
+        warnings.warn(
+            f"dualflow.compile: {name} runs eagerly from now on "
+            f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
+            f"that keeps failing: {reason}",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return self.fn(*args, **kwargs)
+
+
+_GUARD_FAILED = object()
+
+
+def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
+    leaves, rebuild = flatten_output(out)
+    builder = tracer.builder
+    builder.output(*(tracer.value_of(t) for t in leaves))
+    grad_owners, to_none = [], []
+    for owner in tracer.grad_written.values():
+        if owner._grad is None:
+            to_none.append(owner)
+        else:
+            grad_owners.append(owner)
+            builder.output(tracer.value_of(owner._grad))
+    graph = builder.build()
+    slots = [builder.state.index(target) for target, _ in graph.updates]
+    return Trace(
+        graph,
+        lower(graph),
+        tracer.checks,
+        slots,
+        grad_owners,
+        to_none,
+        rebuild,
+        len(leaves),
+        flat.described,
+        reason,
+        0.0,
+    )
+
+
+def compile(  # shadows the builtin on purpose: the name users expect (torch.compile)
+    fn: Callable | None = None,
+    *,
+    max_traces: int = 8,
+    passes: Any = None,
+    fallback: str = "eager",
+) -> Any:
+    """Compile ``fn`` (a training step, a model call...) into traced, guarded graphs.
+
+    Usable as ``@compile`` or ``@compile(max_traces=4)``.
+
+    Example:
+        >>> import dualflow
+        >>> @dualflow.compile
+        ... def double(x):
+        ...     return x * 2
+        >>> double(dualflow.tensor([1.0, 2.0])).tolist()
+        [2.0, 4.0]
+        >>> double(dualflow.tensor([3.0, 4.0])).tolist(), double.stats().plan_runs
+        ([6.0, 8.0], 1)
+    """
+    if fn is None:
+        return lambda f: CompiledFunction(f, max_traces, passes, fallback)
+    return CompiledFunction(fn, max_traces, passes, fallback)

@@ -1,0 +1,49 @@
+"""Flatten a traced function's return value into tensor leaves and rebuild it from new arrays.
+
+Non-tensor leaves (Python numbers, strings, None) are kept as they were at trace time; a compiled
+call returns the same structure with the plan's arrays in place of the tensors.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dualflow.tensor import Tensor
+
+
+def flatten_output(obj: Any) -> tuple[list[Tensor], Callable[[list[Any]], Any]]:
+    """Tensor leaves of ``obj`` and a function rebuilding ``obj`` from replacement leaves.
+
+    Example:
+        >>> import dualflow
+        >>> t = dualflow.tensor([1.0])
+        >>> leaves, rebuild = flatten_output({"loss": t, "step": 3})
+        >>> rebuild(["new"])
+        {'loss': 'new', 'step': 3}
+    """
+    leaves: list[Tensor] = []
+
+    def spec(value: Any) -> Any:
+        if isinstance(value, Tensor):
+            leaves.append(value)
+            return ("leaf", len(leaves) - 1)
+        if isinstance(value, tuple | list):
+            return (type(value), [spec(v) for v in value])
+        if isinstance(value, dict):
+            return (dict, [(k, spec(v)) for k, v in value.items()])
+        return ("static", value)
+
+    structure = spec(obj)
+
+    def build(node: Any, new: list[Any]) -> Any:
+        kind, body = node
+        if kind == "leaf":
+            return new[body]
+        if kind == "static":
+            return body
+        if kind is dict:
+            return {k: build(v, new) for k, v in body}
+        return kind(build(v, new) for v in body)
+
+    return leaves, lambda new: build(structure, new)

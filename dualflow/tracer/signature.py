@@ -1,0 +1,115 @@
+"""Argument signatures: flatten call arguments into tensor leaves plus a hashable cache key.
+
+Tensors (and numpy arrays) become graph inputs keyed by shape, dtype, device and requires-grad;
+Python scalars and strings are static and keyed by value; tuples, lists, dicts and dataclasses are
+walked. Each leaf carries a readable path (``x.shape[0]``-style messages in ``explain``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from dualflow.tensor import Tensor
+
+STATIC_TYPES = (int, float, bool, str, bytes, type(None))
+
+
+@dataclasses.dataclass
+class Flat:
+    """Flattened arguments: array leaves with paths, the static key, and the structure."""
+
+    leaves: list[Any]
+    paths: list[str]
+    key: tuple
+    described: list[tuple[str, Any]]  # (path, key part) for every leaf, for retrace reasons
+
+
+def describe_leaf(value: Any) -> Any:
+    """The cache-key part of one leaf.
+
+    Example:
+        >>> describe_leaf(np.zeros((2, 3), np.float32))
+        ('array', (2, 3), 'float32')
+        >>> describe_leaf(3)
+        ('static', 'int', 3)
+    """
+    if isinstance(value, Tensor):
+        return ("tensor", value.shape, value.dtype.name, str(value.device), value.requires_grad)
+    if isinstance(value, np.ndarray):
+        return ("array", value.shape, value.dtype.name)
+    if isinstance(value, STATIC_TYPES):
+        return ("static", type(value).__name__, value)
+    return ("object", type(value).__name__, id(value))
+
+
+def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
+    """Flatten call arguments; ``names`` are the positional parameter names (for paths).
+
+    Example:
+        >>> f = flatten(((np.zeros(2), 3),), {}, ["batch"])
+        >>> f.paths, f.described[1]
+        (['batch[0]'], ('batch[1]', ('static', 'int', 3)))
+    """
+    leaves: list[Any] = []
+    paths: list[str] = []
+    parts: list[Any] = []
+    described: list[tuple[str, Any]] = []
+
+    def walk(value: Any, path: str) -> Any:
+        if isinstance(value, tuple | list):
+            return (
+                type(value).__name__,
+                tuple(walk(v, f"{path}[{i}]") for i, v in enumerate(value)),
+            )
+        if isinstance(value, dict):
+            return ("dict", tuple((k, walk(value[k], f"{path}[{k!r}]")) for k in sorted(value)))
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = [f.name for f in dataclasses.fields(value)]
+            return (
+                type(value).__name__,
+                tuple(walk(getattr(value, n), f"{path}.{n}") for n in fields),
+            )
+        part = describe_leaf(value)
+        described.append((path, part))
+        if part[0] in ("tensor", "array"):
+            leaves.append(value)
+            paths.append(path)
+        return part
+
+    for i, value in enumerate(args):
+        parts.append(walk(value, names[i] if i < len(names) else f"args[{i}]"))
+    for name in sorted(kwargs):
+        parts.append((name, walk(kwargs[name], name)))
+    return Flat(leaves, paths, tuple(parts), described)
+
+
+def explain_difference(old: list[tuple[str, Any]], new: list[tuple[str, Any]]) -> str:
+    """Say which part of the signature changed, e.g. ``x.shape[0]: 32 -> 48``.
+
+    Example:
+        >>> a = [("x", ("array", (32, 4), "float32"))]
+        >>> b = [("x", ("array", (48, 4), "float32"))]
+        >>> explain_difference(a, b)
+        'x.shape[0]: 32 -> 48'
+    """
+    if len(old) != len(new) or [p for p, _ in old] != [p for p, _ in new]:
+        return f"argument structure changed: {[p for p, _ in old]} -> {[p for p, _ in new]}"
+    for (path, a), (_, b) in zip(old, new):
+        if a == b:
+            continue
+        if a[0] != b[0]:
+            return f"{path}: {a[0]} -> {b[0]}"
+        if a[0] == "static":
+            return f"{path}: {a[2]!r} -> {b[2]!r}"
+        if a[1] != b[1]:
+            if len(a[1]) != len(b[1]):
+                return f"{path}.ndim: {len(a[1])} -> {len(b[1])}"
+            dim = next(i for i, (x, y) in enumerate(zip(a[1], b[1])) if x != y)
+            return f"{path}.shape[{dim}]: {a[1][dim]} -> {b[1][dim]}"
+        labels = ("kind", "shape", "dtype", "device", "requires_grad")
+        k = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+        return f"{path}.{labels[k]}: {a[k]} -> {b[k]}"
+    return "signature unchanged"

@@ -1,0 +1,77 @@
+"""Captured state: what a trace reads by reference at every call, and how to check it still fits.
+
+A ``StateRef`` is either a tensor (parameter, buffer, optimizer or RNG state) or the ``.grad``
+slot of a tensor. A trace stays valid while every ref has the shape/dtype it was traced with,
+the ``.grad`` slots it saw empty are still empty, and the Modules it read keep their versions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dualflow.device import device_of
+from dualflow.tensor import Tensor
+
+
+@dataclass
+class StateRef:
+    """One captured input of a trace: ``kind`` is ``"tensor"`` or ``"grad"`` (of ``tensor``)."""
+
+    kind: str
+    tensor: Tensor
+    shape: tuple[int, ...]
+    dtype: Any
+    device: str
+    name: str
+
+    @classmethod
+    def of(cls, kind: str, owner: Tensor, current: Tensor, name: str) -> StateRef:
+        array = current._array
+        return cls(kind, owner, array.shape, array.dtype, str(device_of(array)), name)
+
+    def read(self) -> Any:
+        """The array to feed the plan now."""
+        if self.kind == "tensor":
+            return self.tensor._array
+        return self.tensor._grad._array
+
+    def mismatch(self) -> str | None:
+        """Why this ref no longer fits the trace (None when it does)."""
+        current = self.tensor if self.kind == "tensor" else self.tensor._grad
+        label = self.name + (".grad" if self.kind == "grad" else "")
+        if current is None:
+            return f"{label} was set when traced and is None now"
+        array = current._array
+        if array.shape != self.shape:
+            return f"{label}.shape: {self.shape} -> {array.shape}"
+        if array.dtype != self.dtype:
+            return f"{label}.dtype: {self.dtype} -> {array.dtype}"
+        if str(device_of(array)) != self.device:
+            return f"{label}.device: {self.device} -> {device_of(array)}"
+        return None
+
+
+@dataclass
+class StateChecks:
+    """Everything besides the argument signature that must hold for a trace to be reused."""
+
+    refs: list[StateRef] = field(default_factory=list)
+    empty_grads: list[tuple[Tensor, str]] = field(default_factory=list)
+    modules: list[tuple[Any, int]] = field(default_factory=list)
+
+    def mismatch(self) -> str | None:
+        """The first reason the trace cannot run now, or None."""
+        for module, version in self.modules:
+            if module._version != version:
+                return (
+                    f"{type(module).__name__} was modified (version {version} -> {module._version})"
+                )
+        for owner, name in self.empty_grads:
+            if owner._grad is not None:
+                return f"{name}.grad was None when traced and is set now"
+        for ref in self.refs:
+            reason = ref.mismatch()
+            if reason is not None:
+                return reason
+        return None

@@ -1,0 +1,194 @@
+"""The tracing interpreter: run every op for real *and* append it to a graph (DESIGN §3).
+
+Tensors created outside the function become captured state, read by reference; ``assign`` to
+them becomes a graph update; ``.grad`` reads and writes, ``bool()``/``float()``/``.item()``
+(guards) and Module reads are observed through hooks in Tensor and Module. Writes made while
+tracing are undone by ``rollback()`` if the trace fails, so a failed call leaves state as it was.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from dualflow.autograd.eager import EAGER
+from dualflow.errors import TracingError, user_frame, with_location
+from dualflow.graph_ir.builder import GraphBuilder
+from dualflow.graph_ir.ir import Value
+from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor import Tensor
+from dualflow.tracer.state import StateChecks, StateRef
+
+_LITERALS = (int, float, bool)
+
+
+def _loc() -> str | None:
+    frame = user_frame(3)
+    return None if frame is None else f"{os.path.basename(frame[0])}:{frame[1]}"
+
+
+class Tracer:
+    """One trace in progress; installed as the interpreter and as ``config.tracer``."""
+
+    def __init__(self, name: str) -> None:
+        self.builder = GraphBuilder(name)
+        self.values: set[Value] = set()
+        self.arrays: dict[int, tuple[Value, Any]] = {}  # id(array) -> (value, array kept alive)
+        self.checks = StateChecks()
+        self.slots: dict[int, int] = {}  # id(captured tensor) -> index into builder.state
+        self.grad_seen: dict[int, Tensor] = {}  # owners whose .grad slot this trace touched
+        self.grad_written: dict[int, Tensor] = {}
+        self.modules: dict[int, Any] = {}
+        self.names: dict[int, str] = {}
+        self.backups: dict[int, tuple[Tensor, Any]] = {}
+
+    # ----- values ----------------------------------------------------------------------------
+    def bind(self, tensor: Tensor, value: Value) -> Value:
+        tensor.value = value
+        self.values.add(value)
+        return value
+
+    def bind_input(self, leaf: Any, path: str) -> None:
+        """Make an argument (Tensor or array) a graph input."""
+        array = leaf._array if isinstance(leaf, Tensor) else leaf
+        value = self.builder.input(array.shape, array.dtype, path)
+        self.values.add(value)
+        self.arrays[id(array)] = (value, array)
+        if isinstance(leaf, Tensor):
+            leaf.value = value
+
+    def value_of(self, tensor: Tensor) -> Value:
+        """The Value a tensor has in this trace, capturing it as state if it is new."""
+        value = tensor.value
+        if value is not None and value in self.values:
+            return value
+        known = self.arrays.get(id(tensor._array))
+        if known is not None:
+            return self.bind(tensor, known[0])
+        return self.capture(tensor, "tensor", tensor)
+
+    def capture(self, current: Tensor, kind: str, owner: Tensor) -> Value:
+        name = self.names.get(id(owner)) or owner.name or f"state{len(self.checks.refs)}"
+        array = current._array
+        value = self.builder.add_state(
+            array.shape, array.dtype, name + (".grad" if kind == "grad" else "")
+        )
+        self.checks.refs.append(StateRef.of(kind, owner, current, name))
+        if kind == "tensor":
+            self.slots[id(owner)] = len(self.builder.state) - 1
+        return self.bind(current, value)
+
+    def operand(self, arg: Any) -> Value | int | float | bool:
+        if isinstance(arg, Tensor):
+            return self.value_of(arg)
+        if type(arg) in _LITERALS:
+            return arg
+        array = arg if hasattr(arg, "shape") and not isinstance(arg, np.generic) else None
+        if array is not None and id(array) in self.arrays:
+            return self.arrays[id(array)][0]
+        array = np.asarray(arg) if array is None else array
+        value = self.builder.const(array)  # data created inside the function: a constant
+        self.values.add(value)
+        self.arrays[id(array)] = (value, array)
+        return value
+
+    # ----- the interpreter ---------------------------------------------------------------------
+    def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+        if op.name == "assign":
+            return self.assign(op, args)
+        inputs = [self.operand(a) for a in args]
+        result = EAGER.apply(op, args, attrs)
+        outs = result if isinstance(result, tuple) else (result,)
+        metas = [Meta(o._array.shape, o._array.dtype) for o in outs]
+        values = self.builder.node(op.name, inputs, attrs, _loc(), metas)
+        for tensor, value in zip(outs, values):
+            self.bind(tensor, value)
+        return result
+
+    def assign(self, op: OpDef, args: tuple) -> Any:
+        target, source = args
+        self.value_of(target)
+        new = self.operand(source)
+        new = self._coerce(new, target)
+        slot = self.slots.get(id(target))
+        if slot is not None and id(target) not in self.backups:
+            self.backups[id(target)] = (target, target._array.copy())
+        result = EAGER.apply(op, args, {})
+        if slot is not None:
+            self.builder.update(self.builder.state[slot], new)
+        self.bind(target, new)
+        return result
+
+    def _coerce(self, new: Any, target: Tensor) -> Value:
+        # An update must have exactly the state's type: add the cast/broadcast assign implies.
+        array = target._array
+        dtype = new.dtype if isinstance(new, Value) else None
+        if dtype != array.dtype.name:
+            (new,) = self.builder.node("cast", [new], {"dtype": array.dtype.name}, _loc())
+        if new.shape != array.shape:
+            (new,) = self.builder.node("broadcast_to", [new], {"shape": array.shape}, _loc())
+        self.values.add(new)
+        return new
+
+    # ----- hooks called by Tensor and Module -----------------------------------------------------
+    def on_new_tensor(self, tensor: Tensor) -> None:
+        value = self.builder.const(tensor._array, tensor.name)
+        self.arrays[id(tensor._array)] = (value, tensor._array)
+        self.bind(tensor, value)
+
+    def on_raw_access(self, tensor: Tensor, what: str) -> None:
+        raise TracingError(
+            with_location(
+                f"{what} of a tensor inside a compiled function: its value differs at every call, "
+                "so it cannot be baked into the graph. Compute with dualflow ops instead; for a "
+                "Python decision use bool()/float()/.item() (each adds a guard); pass data that is "
+                "really constant as a static (non-tensor) argument"
+            )
+        )
+
+    def on_concrete(self, tensor: Tensor, kind: str, value: Any) -> None:
+        self.builder.guard(self.value_of(tensor), value, kind, _loc())
+
+    def on_grad_read(self, owner: Tensor, grad: Tensor | None) -> Tensor | None:
+        key = id(owner)
+        if key not in self.grad_seen:
+            self.grad_seen[key] = owner
+            name = self.names.get(key) or owner.name or "tensor"
+            if grad is None:
+                self.checks.empty_grads.append((owner, name))
+            elif not (grad.value is not None and grad.value in self.values):
+                self.capture(grad, "grad", owner)
+        return grad
+
+    def on_grad_write(self, owner: Tensor, grad: Tensor | None) -> None:
+        self.grad_seen.setdefault(id(owner), owner)
+        self.grad_written[id(owner)] = owner
+        if grad is not None:
+            self.value_of(grad)
+
+    def on_module_read(self, module: Any) -> None:
+        if id(module) in self.modules:
+            return
+        self.modules[id(module)] = module
+        self.checks.modules.append((module, module._version))
+        for name, tensor in (*module.named_params(), *module.named_buffers()):
+            self.names.setdefault(id(tensor), name)
+
+    def on_module_write(self, module: Any, name: str, value: Any) -> None:
+        raise TracingError(
+            with_location(
+                f"assigning {type(module).__name__}.{name} inside a compiled function: a compiled "
+                "graph cannot replay Python attribute writes. Update tensor state in place with "
+                "dualflow.ops.assign(module.<tensor>, value), or change the module outside the "
+                "compiled function (it will be retraced)"
+            )
+        )
+
+    # ----- ending --------------------------------------------------------------------------------
+    def rollback(self) -> None:
+        """Undo the in-place state writes made while tracing (the trace failed)."""
+        for tensor, saved in self.backups.values():
+            tensor._array[...] = saved
+        self.backups.clear()
