@@ -15,6 +15,7 @@ from dualflow._config import (
     set_debug,
     using_config,
 )
+from dualflow._memory import tune_malloc as _tune_malloc
 from dualflow.autograd import (
     backward,
     grad,
@@ -24,6 +25,8 @@ from dualflow.device import Device, get_array_module
 from dualflow.serialization import load, save
 from dualflow.tensor import Tensor, as_tensor, tensor
 from dualflow.tracer import compile, disable_compile
+
+_tune_malloc()  # see dualflow/_memory.py: large temporaries reuse heap memory
 
 # `dualflow.gradcheck` is the public name of the checks that live in the autograd layer.
 _sys.modules[__name__ + ".gradcheck"] = gradcheck

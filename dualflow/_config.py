@@ -109,4 +109,5 @@ ENVIRONMENT = {
     "DUALFLOW_DISABLE_COMPILE": "1 runs every @dualflow.compile function eagerly",
     "DUALFLOW_PASSES": "comma-separated pass list for compiled functions (overrides the default)",
     "DUALFLOW_DUMP_IR": "directory where the pass manager dumps every intermediate graph",
+    "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
 }

@@ -172,8 +172,9 @@ class CompiledFunction:
         trace.compile_seconds = time.perf_counter() - start
         self._stats.compile_seconds += trace.compile_seconds
         self._stats.traces += 1
-        self.traces.setdefault(key, []).insert(0, trace)
-        self.history.append(trace)
+        if not tracer.single_use:
+            self.traces.setdefault(key, []).insert(0, trace)
+            self.history.append(trace)
         return out
 
     def _give_up(self, args: tuple, kwargs: dict, reason: str, warn_now: bool = False) -> Any:

@@ -43,6 +43,8 @@ class Tracer:
         self.modules: dict[int, Any] = {}
         self.names: dict[int, str] = {}
         self.backups: dict[int, tuple[Tensor, Any]] = {}
+        self.created: set[int] = set()
+        self.single_use = False
 
     # ----- values ----------------------------------------------------------------------------
     def bind(self, tensor: Tensor, value: Value) -> Value:
@@ -105,6 +107,9 @@ class Tracer:
         values = self.builder.node(op.name, inputs, attrs, _loc(), metas)
         for tensor, value in zip(outs, values):
             self.bind(tensor, value)
+            # backward rebuilds saved outputs as new Tensors around the same array: find them
+            # by array identity (arrays are kept alive here, so ids are not reused meanwhile)
+            self.arrays[id(tensor._array)] = (value, tensor._array)
         return result
 
     def assign(self, op: OpDef, args: tuple) -> Any:
@@ -118,6 +123,12 @@ class Tracer:
         result = EAGER.apply(op, args, {})
         if slot is not None:
             self.builder.update(self.builder.state[slot], new)
+        elif id(target) in self.created:
+            # State born inside this call (e.g. optimizer buffers on the first step): the graph
+            # would bake its first value in, so this trace is used once and the next call,
+            # which finds the state already there, is traced again with it captured.
+            self.single_use = True
+        self.arrays[id(target._array)] = (new, target._array)
         self.bind(target, new)
         return result
 
@@ -136,6 +147,7 @@ class Tracer:
     def on_new_tensor(self, tensor: Tensor) -> None:
         value = self.builder.const(tensor._array, tensor.name)
         self.arrays[id(tensor._array)] = (value, tensor._array)
+        self.created.add(id(tensor))
         self.bind(tensor, value)
 
     def on_raw_access(self, tensor: Tensor, what: str) -> None:
