@@ -23,6 +23,7 @@ from dualflow.graph_ir.ir import Graph
 from dualflow.ops.dispatch import interpreting
 from dualflow.runtime.plan import Plan, lower
 from dualflow.tensor import Tensor
+from dualflow.tracer.autodiff import Backward, connect, trace_backward
 from dualflow.tracer.outputs import flatten_output
 from dualflow.tracer.signature import Flat, explain_difference, flatten
 from dualflow.tracer.state import StateChecks
@@ -55,6 +56,7 @@ class Trace:
     described: list[tuple[str, Any]]
     reason: str
     compile_seconds: float
+    backward: Backward | None = None
 
 
 @dataclass
@@ -132,12 +134,15 @@ class CompiledFunction:
         for slot, new in zip(trace.update_slots, result.updates):
             state[slot][...] = new
         outputs = result.outputs
-        n = trace.n_outputs
-        for owner, array in zip(trace.grad_owners, outputs[n:]):
+        n, n_grads = trace.n_outputs, len(trace.grad_owners)
+        for owner, array in zip(trace.grad_owners, outputs[n : n + n_grads]):
             owner._grad = Tensor._wrap(array, None, 0, False)
         for owner in trace.grads_to_none:
             owner._grad = None
-        return trace.rebuild([Tensor._wrap(a, None, 0, False) for a in outputs[:n]])
+        user = [Tensor._wrap(a, None, 0, False) for a in outputs[:n]]
+        if trace.backward is not None and config.grad_enabled:
+            connect(trace.backward, user, flat.leaves, trace.checks.refs, outputs[n + n_grads :])
+        return trace.rebuild(user)
 
     def _retrace(self, args: tuple, kwargs: dict, flat: Flat, key: Any, reason: str | None) -> Any:
         if reason is None:
@@ -205,11 +210,15 @@ def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
         else:
             grad_owners.append(owner)
             builder.output(tracer.value_of(owner._grad))
+    backward = trace_backward(tracer, leaves, flat.leaves) if config.grad_enabled else None
+    if backward is not None:
+        builder.output(*backward.residuals)  # what the backward graph reads from the forward
     graph = builder.build()
     slots = [builder.state.index(target) for target, _ in graph.updates]
+    plan = lower(graph)
     return Trace(
         graph,
-        lower(graph),
+        plan,
         tracer.checks,
         slots,
         grad_owners,
@@ -219,6 +228,7 @@ def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
         flat.described,
         reason,
         0.0,
+        backward,
     )
 
 

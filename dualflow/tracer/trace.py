@@ -32,8 +32,10 @@ def _loc() -> str | None:
 class Tracer:
     """One trace in progress; installed as the interpreter and as ``config.tracer``."""
 
-    def __init__(self, name: str) -> None:
-        self.builder = GraphBuilder(name)
+    def __init__(self, name: str, parent: Tracer | None = None) -> None:
+        self.parent = parent  # the forward trace, when this one traces its backward
+        self.residuals: list[Value] = []  # forward values this backward graph reads
+        self.builder = GraphBuilder(name, first_id=0 if parent is None else 10**6)
         self.values: set[Value] = set()
         self.arrays: dict[int, tuple[Value, Any]] = {}  # id(array) -> (value, array kept alive)
         self.checks = StateChecks()
@@ -69,7 +71,19 @@ class Tracer:
         known = self.arrays.get(id(tensor._array))
         if known is not None:
             return self.bind(tensor, known[0])
+        if self.parent is not None:  # a backward trace reading a forward value: a residual
+            from_forward = self.parent.arrays.get(id(tensor._array))
+            if from_forward is not None:
+                return self.residual(tensor, from_forward[0])
         return self.capture(tensor, "tensor", tensor)
+
+    def residual(self, tensor: Tensor, forward_value: Value) -> Value:
+        """Make a forward value an input of this (backward) graph."""
+        array = tensor._array
+        value = self.builder.input(array.shape, array.dtype, f"saved%{forward_value.id}")
+        self.arrays[id(array)] = (value, array)
+        self.residuals.append(forward_value)
+        return self.bind(tensor, value)
 
     def capture(self, current: Tensor, kind: str, owner: Tensor) -> Value:
         name = self.names.get(id(owner)) or owner.name or f"state{len(self.checks.refs)}"

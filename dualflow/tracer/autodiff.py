@@ -1,0 +1,126 @@
+"""Backward of a compiled call: a second graph traced from the forward trace's tape.
+
+When a compiled function returns outputs that require grad and did not run backward itself, the
+backward graph is traced right after the forward (the eager engine run under a second tracer):
+forward values it needs ("residuals") become extra forward outputs, and each plan call returns
+tensors whose tape node runs the backward plan. Parameters are read by reference, like state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dualflow._config import config, no_grad
+from dualflow.autograd.engine import grad
+from dualflow.autograd.tape import Node
+from dualflow.errors import CompileError
+from dualflow.graph_ir.ir import Graph, Value
+from dualflow.ops.dispatch import interpreting
+from dualflow.ops.registry import OpDef
+from dualflow.runtime.plan import Plan, lower
+from dualflow.tensor import Tensor
+from dualflow.tracer.state import StateChecks
+from dualflow.tracer.trace import Tracer
+
+
+@dataclass
+class Backward:
+    """The backward of one trace: its plan and where its inputs and outputs go."""
+
+    graph: Graph
+    plan: Plan
+    checks: StateChecks
+    residuals: list[Value]  # forward values appended to the forward graph's outputs
+    input_positions: list[int]  # flat-argument positions of the differentiable inputs
+    state_slots: list[int]  # indices into the forward refs of differentiable captured state
+    grad_outputs: list[int]  # which user outputs take a gradient
+    op: OpDef
+
+
+def trace_backward(forward: Tracer, outputs: list[Tensor], leaves: list[Any]) -> Backward | None:
+    """Trace d(outputs)/d(differentiable inputs and state) while the forward tape is alive."""
+    wanted = [i for i, t in enumerate(outputs) if t.requires_grad and t._creator is not None]
+    positions = [
+        i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor) and leaf.requires_grad
+    ]
+    slots = [
+        i
+        for i, ref in enumerate(forward.checks.refs)
+        if ref.kind == "tensor" and ref.tensor.requires_grad
+    ]
+    sources = [leaves[i] for i in positions] + [forward.checks.refs[i].tensor for i in slots]
+    if not wanted or not sources:
+        return None
+    tracer = Tracer(forward.builder.name + "_backward", parent=forward)
+    gys = []
+    for k in wanted:
+        gy = Tensor._wrap(outputs[k]._array * 0 + 1, None, 0, False)
+        tracer.bind_input(gy, f"grad_output{k}")
+        gys.append(gy)
+    with interpreting(tracer), no_grad():
+        config.tracer = tracer
+        try:
+            grads = grad(
+                [outputs[k] for k in wanted], sources, gys, retain_graph=True, allow_unused=True
+            )
+        finally:
+            config.tracer = None
+    present = [g for g in grads if g is not None]
+    tracer.builder.output(*(tracer.value_of(g) for g in present))
+    graph = tracer.builder.build()
+    mask = [g is not None for g in grads]
+    op = OpDef(
+        f"compiled:{forward.builder.name}",
+        "compiled",
+        None,
+        None,
+        backward=_make_backward(mask),
+        nout=len(outputs),
+    )
+    return Backward(
+        graph, lower(graph), tracer.checks, tracer.residuals, positions, slots, wanted, op
+    )
+
+
+def _make_backward(mask: list[bool]) -> Any:
+    def backward(ctx: Node, *gys: Any) -> tuple:
+        if config.grad_enabled:
+            raise NotImplementedError(
+                "double backward through the outputs of a compiled function is not supported; "
+                "compute the higher-order gradient inside the compiled function instead"
+            )
+        run = ctx.attrs["run"]
+        return run(gys, mask)
+
+    return backward
+
+
+def _edge(tensor: Tensor) -> Any:
+    if not tensor.requires_grad:
+        return None
+    return tensor if tensor._creator is None else (tensor._creator, tensor._index)
+
+
+def connect(
+    bwd: Backward, outputs: list[Tensor], leaves: list[Any], refs: list[Any], residuals: tuple
+) -> None:
+    """Give a plan call's outputs a tape node whose backward runs the backward plan."""
+    sources = [leaves[i] for i in bwd.input_positions]
+    sources += [refs[i].tensor for i in bwd.state_slots]
+
+    def run(gys: tuple, mask: list[bool]) -> tuple:
+        inputs = [
+            gys[k]._array if gys[k] is not None else outputs[k]._array * 0 for k in bwd.grad_outputs
+        ]
+        result = bwd.plan.run(inputs + list(residuals), [r.read() for r in bwd.checks.refs])
+        if result.failed_guard is not None:
+            raise CompileError(f"a guard in the backward graph failed at {result.failed_guard.loc}")
+        arrays = iter(result.outputs)
+        return tuple(Tensor._wrap(next(arrays), None, 0, False) if m else None for m in mask)
+
+    edges = tuple(_edge(t) for t in sources)
+    shapes = tuple(t._array.shape for t in sources)
+    node = Node(bwd.op, {"run": run}, edges, (), (), shapes, None)
+    for k in bwd.grad_outputs:
+        outputs[k]._creator, outputs[k]._index, outputs[k].requires_grad = node, k, True
