@@ -5,7 +5,7 @@ This module is the public API only; see README.md for a tour.
 
 import sys as _sys
 
-from dualflow import errors, ops, optim, random
+from dualflow import errors, nn, ops, optim, random
 from dualflow._config import (
     Config,
     config,
@@ -24,7 +24,7 @@ from dualflow.autograd import (
 from dualflow.device import Device, get_array_module
 from dualflow.serialization import load, save
 from dualflow.tensor import Tensor, as_tensor, tensor
-from dualflow.tracer import compile, disable_compile
+from dualflow.tracer import compile, disable_compile, explain
 
 _tune_malloc()  # see dualflow/_memory.py: large temporaries reuse heap memory
 
@@ -44,11 +44,13 @@ __all__ = [
     "disable_compile",
     "enable_grad",
     "errors",
+    "explain",
     "get_array_module",
     "grad",
     "gradcheck",
     "is_grad_enabled",
     "load",
+    "nn",
     "no_grad",
     "ops",
     "optim",

@@ -1,7 +1,7 @@
 """``dualflow bench``: run the workloads in each mode, print one table, write JSON and a chart.
 
-Only the eager mode exists until ``@dualflow.compile`` lands; the table, JSON and chart already
-carry a mode column so compiled modes slot in beside it.
+For every workload each mode starts from the same seeded state and runs the same number of steps,
+so the last column can say whether the compiled results match eager ones.
 """
 
 from __future__ import annotations
@@ -17,9 +17,8 @@ from typing import Any
 import numpy as np
 
 from dualflow.bench.harness import Measurement, measure
+from dualflow.bench.modes import MODES, compile_report, final_state, max_difference, prepare
 from dualflow.bench.workloads import WORKLOADS
-
-MODES = ("eager",)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -47,18 +46,56 @@ def _progress(items: list, desc: str) -> Any:
     return tqdm(items, desc=desc, file=sys.stderr, leave=False)
 
 
+def _keeping_last(step: Any, last: list[Any]) -> Any:
+    def call() -> None:
+        last[0] = step()
+
+    return call
+
+
 def run(
     names: Sequence[str], repeats_scale: float, seed: int, repeats: int | None = None
 ) -> list[Measurement]:
     """Measure every (workload, mode) pair; returns the table rows."""
     rows = []
     cells = [(name, mode) for name in names for mode in MODES]
+    reference: dict[str, tuple[Measurement, list]] = {}
     for name, mode in _progress(cells, "bench"):
         workload = WORKLOADS[name]
         built = workload.build(np.random.default_rng(seed))
         count = repeats or max(3, int(workload.quick_repeats * repeats_scale))
-        rows.append(measure(name, mode, built["step"], count, built.get("baseline")))
+        step = prepare(mode, built["step"])
+        last: list[Any] = [None]
+        row = measure(name, mode, _keeping_last(step, last), count, built.get("baseline"))
+        state = final_state(built, last[0])
+        row.compile_ms, row.steps = compile_report(step)
+        if mode == "eager":
+            reference[name] = (row, state)
+        elif name in reference:
+            eager, eager_state = reference[name]
+            row.max_diff = max_difference(eager_state, state)
+            row.speedup = eager.ms_median / row.ms_median
+            row.mem_ratio = row.peak_bytes / max(eager.peak_bytes, 1)
+        rows.append(row)
     return rows
+
+
+def _cells(r: Measurement) -> tuple[str, ...]:
+    def opt(value: float | None, fmt: str) -> str:
+        return "-" if value is None else format(value, fmt)
+
+    return (
+        r.workload,
+        r.mode,
+        f"{r.ms_median:.3f} ({r.ms_min:.3f}-{r.ms_max:.3f})",
+        opt(r.speedup, ".2f") + ("x" if r.speedup is not None else ""),
+        f"{r.peak_bytes / 2**20:.2f}",
+        opt(r.mem_ratio, ".2f"),
+        opt(r.compile_ms, ".1f"),
+        opt(r.steps, "d"),
+        opt(r.baseline_ms, ".3f"),
+        "-" if r.max_diff is None else f"{'yes' if r.max_diff < 1e-4 else 'NO'} ({r.max_diff:.1e})",
+    )
 
 
 def format_table(rows: list[Measurement]) -> str:
@@ -67,20 +104,24 @@ def format_table(rows: list[Measurement]) -> str:
     Example:
         >>> print(format_table([Measurement("w", "eager", 1.0, 0.9, 1.2, 10, 2048)]))
         ... # doctest: +NORMALIZE_WHITESPACE
-        workload  mode   ms/step (min-max)    peak MB  baseline ms
-        w         eager  1.000 (0.900-1.200)  0.00     -
+        workload  mode   ms/step (min-max)    speedup  peak MB  mem ratio  compile ms  steps
+          baseline ms  matches eager
+        w         eager  1.000 (0.900-1.200)  -        0.00     -          -           -
+          -            -
     """
-    header = ("workload", "mode", "ms/step (min-max)", "peak MB", "baseline ms")
-    lines = [
-        (
-            r.workload,
-            r.mode,
-            f"{r.ms_median:.3f} ({r.ms_min:.3f}-{r.ms_max:.3f})",
-            f"{r.peak_bytes / 2**20:.2f}",
-            "-" if r.baseline_ms is None else f"{r.baseline_ms:.3f}",
-        )
-        for r in rows
-    ]
+    header = (
+        "workload",
+        "mode",
+        "ms/step (min-max)",
+        "speedup",
+        "peak MB",
+        "mem ratio",
+        "compile ms",
+        "steps",
+        "baseline ms",
+        "matches eager",
+    )
+    lines = [_cells(r) for r in rows]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *lines)]
     return "\n".join(
         "  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip()
@@ -123,7 +164,9 @@ def _chart(rows: list[Measurement], path: str) -> str | None:
             next((r.ms_median for r in rows if r.workload == n and r.mode == mode), 0)
             for n in names
         ]
-        ax.bar(np.arange(len(names)) + 0.8 * k / len(MODES), values, 0.8 / len(MODES), label=mode)
+        width = 0.8 / len(MODES)
+        offset = (k - (len(MODES) - 1) / 2) * width  # groups centred on their tick
+        ax.bar(np.arange(len(names)) + offset, values, width, label=mode)
     ax.set_xticks(np.arange(len(names)), names)
     ax.set_ylabel("ms / step (median)")
     ax.set_yscale("log")

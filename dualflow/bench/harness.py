@@ -27,6 +27,11 @@ class Measurement:
     repeats: int
     peak_bytes: int
     baseline_ms: float | None = None
+    compile_ms: float | None = None  # trace + lower time, compiled modes only
+    steps: int | None = None  # kernels and guards run per call (compiled modes)
+    max_diff: float | None = None  # max |param/output - eager's| after the same steps
+    speedup: float | None = None  # eager ms / this mode's ms
+    mem_ratio: float | None = None  # peak bytes / eager's peak bytes
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -5,5 +5,6 @@ graph; later calls run the graph's plan while the signature, captured state and 
 """
 
 from dualflow.tracer.compiled import CompiledFunction, Trace, compile, disable_compile
+from dualflow.tracer.explain import Explanation, explain
 
-__all__ = ["CompiledFunction", "Trace", "compile", "disable_compile"]
+__all__ = ["CompiledFunction", "Explanation", "Trace", "compile", "disable_compile", "explain"]

@@ -13,7 +13,7 @@ from typing import Any
 
 from dualflow._config import config, no_grad
 from dualflow.autograd.engine import grad
-from dualflow.autograd.tape import Node
+from dualflow.autograd.tape import GraphReleasedError, Node
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.ops.dispatch import interpreting
@@ -40,7 +40,12 @@ class Backward:
 
 def trace_backward(forward: Tracer, outputs: list[Tensor], leaves: list[Any]) -> Backward | None:
     """Trace d(outputs)/d(differentiable inputs and state) while the forward tape is alive."""
-    wanted = [i for i, t in enumerate(outputs) if t.requires_grad and t._creator is not None]
+    # Outputs whose tape a backward inside the function already consumed take no gradient.
+    wanted = [
+        i
+        for i, t in enumerate(outputs)
+        if t.requires_grad and t._creator is not None and not t._creator.released
+    ]
     positions = [
         i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor) and leaf.requires_grad
     ]
@@ -64,6 +69,8 @@ def trace_backward(forward: Tracer, outputs: list[Tensor], leaves: list[Any]) ->
             grads = grad(
                 [outputs[k] for k in wanted], sources, gys, retain_graph=True, allow_unused=True
             )
+        except GraphReleasedError:
+            return None  # part of the tape was consumed by a backward inside the function
         finally:
             config.tracer = None
     present = [g for g in grads if g is not None]

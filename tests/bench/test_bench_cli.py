@@ -15,10 +15,15 @@ def test_bench_writes_json_and_table(tmp_path, capsys) -> None:
     assert "tiny-ops" in table and "mlp" in table and "eager" in table
     data = json.loads((tmp_path / "bench.json").read_text())
     rows = {(r["workload"], r["mode"]): r for r in data["results"]}
-    assert set(rows) == {("tiny-ops", "eager"), ("mlp", "eager")}
+    assert set(rows) == {(w, m) for w in ("tiny-ops", "mlp") for m in ("eager", "compiled")}
     assert all(r["ms_median"] > 0 and r["repeats"] == 3 for r in rows.values())
     assert rows[("mlp", "eager")]["baseline_ms"] > 0
     assert rows[("mlp", "eager")]["peak_bytes"] > 64 * 1000 * 4  # at least one activation
+    for name in ("tiny-ops", "mlp"):
+        compiled = rows[(name, "compiled")]
+        assert compiled["steps"] > 0 and compiled["compile_ms"] > 0 and compiled["speedup"] > 0
+        assert compiled["max_diff"] < 1e-5, "compiled results must match eager ones"
+    assert "matches eager" in table and "yes" in table
 
 
 def test_bench_rejects_unknown_workload(capsys) -> None:

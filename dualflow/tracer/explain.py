@@ -1,0 +1,72 @@
+"""``dualflow.explain``: what a compiled function turned into, and why it retraced.
+
+It reports every trace (why it was made, e.g. ``x.shape[0]: 32 -> 48``), its guards with their
+source lines, captured state and updates, graph sizes and the printed graph, plus the counters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dualflow.graph_ir.printer import print_graph
+from dualflow.tracer.compiled import CompiledFunction, Stats, Trace
+
+
+@dataclass
+class Explanation:
+    """The report ``explain`` returns; ``str()`` renders it for people."""
+
+    name: str
+    traces: list[Trace]
+    stats: Stats
+    eager_reason: str | None
+
+    def __str__(self) -> str:
+        s = self.stats
+        lines = [
+            f"compiled function {self.name}: {s.calls} calls, {s.traces} traces, "
+            f"{s.plan_runs} plan runs, {s.guard_failures} guard failures, "
+            f"{s.eager_fallbacks} eager fallbacks, {s.compile_seconds * 1e3:.1f} ms compiling"
+        ]
+        if self.eager_reason:
+            lines.append(f"runs eagerly now because: {self.eager_reason}")
+        for i, trace in enumerate(self.traces):
+            lines.extend(_describe(i, trace))
+        return "\n".join(lines)
+
+
+def _describe(index: int, trace: Trace) -> list[str]:
+    g = trace.graph
+    lines = [
+        f"\ntrace {index}: {trace.reason}",
+        f"  {len(g.nodes)} nodes, {len(g.inputs)} inputs, {len(g.state)} captured state, "
+        f"{len(g.updates)} updates, {len(trace.grad_owners)} .grad writes",
+    ]
+    for guard in g.guards:
+        lines.append(f"  guard {guard.attrs['kind']}() == {guard.attrs['expect']!r} at {guard.loc}")
+    if trace.backward is not None:
+        lines.append(
+            f"  backward graph: {len(trace.backward.graph.nodes)} nodes, "
+            f"{len(trace.backward.residuals)} saved forward values"
+        )
+    lines.append("  " + print_graph(g).replace("\n", "\n  "))
+    return lines
+
+
+def explain(fn: Any, *args: Any, **kwargs: Any) -> Explanation:
+    """Explain a compiled function; with arguments, first call it once with them (for real).
+
+    Example:
+        >>> import dualflow
+        >>> f = dualflow.compile(lambda x: x * 2)
+        >>> report = explain(f, dualflow.tensor([1.0]))
+        >>> report.stats.traces, "multiply" in str(report)
+        (1, True)
+    """
+    if not isinstance(fn, CompiledFunction):
+        raise TypeError(f"explain needs a function made by dualflow.compile, got {fn!r}")
+    if args or kwargs:
+        fn(*args, **kwargs)
+    name = getattr(fn.fn, "__qualname__", "function")
+    return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason)
