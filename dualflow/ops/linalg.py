@@ -21,6 +21,24 @@ def _swap_last(x: Any) -> Any:
     return transpose(x, tuple(range(ndim - 2)) + (ndim - 1, ndim - 2))
 
 
+def _column_major(x: Any, other: Any, gy: Any) -> bool:
+    """Whether 2-D ``x`` is a transposed (column-major) view, e.g. ``linear``'s ``W.T``.
+
+    Its gradient is then computed transposed, so after the transpose's own backward the
+    parameter's gradient is row-major like the parameter: elementwise updates of the two stay
+    fast instead of mixing memory orders.
+    """
+    array = getattr(x, "_array", None)
+    return (
+        array is not None
+        and array.ndim == 2
+        and len(other.shape) == 2
+        and len(gy.shape) == 2
+        and array.flags.f_contiguous
+        and not array.flags.c_contiguous
+    )
+
+
 @primitive("matmul", saves=("x0", "x1"))
 class Matmul:
     """Matrix product with numpy's rules (batched, broadcasting, 1-D promotion)."""
@@ -60,11 +78,17 @@ class Matmul:
             gy2 = reshape(gy2, gy2.shape + (1,))
         ga = gb = None
         if ctx.needs_input_grad[0]:
-            ga = matmul(gy2, _swap_last(b2))
+            if _column_major(a, b2, gy2):  # (b gy^T)^T: the gradient keeps a's layout
+                ga = transpose(matmul(b2, transpose(gy2)))
+            else:
+                ga = matmul(gy2, _swap_last(b2))
             if a.ndim == 1:
                 ga = reshape(sum_to(ga, (1, a.shape[0])), a.shape)
         if ctx.needs_input_grad[1]:
-            gb = matmul(_swap_last(a2), gy2)
+            if _column_major(b, a2, gy2):  # (gy^T a)^T: the gradient keeps b's layout
+                gb = transpose(matmul(transpose(gy2), a2))
+            else:
+                gb = matmul(_swap_last(a2), gy2)
             if b.ndim == 1:
                 gb = reshape(sum_to(gb, (b.shape[0], 1)), b.shape)
         return ga, gb
