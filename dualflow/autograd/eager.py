@@ -41,7 +41,7 @@ def meta_of(value: Any) -> Meta:
         Meta(shape=(), dtype=<class 'float'>)
     """
     if isinstance(value, Tensor):
-        value = value.array
+        value = value._array
     if type(value) in _SCALARS:
         return Meta((), type(value))
     return Meta(tuple(value.shape), value.dtype)

@@ -115,7 +115,7 @@ class _Run:
             gxs = (gxs,)
         if debug:
             check_finite(
-                node.op, tuple(g.array for g in gxs if g is not None), "gradient", node.loc
+                node.op, tuple(g._array for g in gxs if g is not None), "gradient", node.loc
             )
         pending, push = self.pending, self.push
         for edge, gx, shape in zip(edges, gxs, node.in_shapes):

@@ -143,7 +143,7 @@ class Module:
         """Move every parameter and buffer to ``device`` in place; returns self."""
         for p in self.params():
             p._array = send(p._array, device)
-            p.grad = None if p.grad is None else Tensor(send(p.grad.array, device))
+            p.grad = None if p.grad is None else Tensor(send(p.grad._array, device))
         for _, b in self.named_buffers():
             b._array = send(b._array, device)
         return self
@@ -198,4 +198,4 @@ class Module:
 
 
 def _array_of(value: Any) -> Any:
-    return value.array if isinstance(value, Tensor) else value
+    return value._array if isinstance(value, Tensor) else value
