@@ -46,17 +46,21 @@ class Module:
             raise AttributeError(f"call super().__init__() before assigning {name!r}")
         if config.tracer is not None:  # fails closed: the graph cannot replay Python state
             config.tracer.on_module_write(self, name, value)
-        for table in (self._params, self._buffers, self._modules):
-            if name in table and not (table is self._buffers and isinstance(value, Tensor)):
-                del table[name]
         if isinstance(value, Parameter):
-            self._params[name] = value
+            home = self._params
         elif isinstance(value, Module):
-            self._modules[name] = value
-        elif name in self._buffers:
-            self._buffers[name] = value
+            home = self._modules
+        elif name in self._buffers and (value is None or isinstance(value, Tensor)):
+            home = self._buffers
         else:
+            home = None
+        for table in (self._params, self._buffers, self._modules):
+            if table is not home and name in table:
+                del table[name]
+        if home is None:
             object.__setattr__(self, name, value)
+        else:
+            home[name] = value  # a re-assigned name keeps its place in the order (as PyTorch)
         object.__setattr__(self, "_version", self._version + 1)
 
     def __getattr__(self, name: str) -> Any:

@@ -123,3 +123,10 @@ def test_assignment_before_init_is_a_clear_error() -> None:
 
     with pytest.raises(AttributeError, match="super"):
         Broken()
+
+
+def test_reassigning_keeps_registration_order() -> None:
+    tree = Tree()
+    tree.scale = Parameter(np.zeros(1, np.float32))
+    tree.first = Leaf()
+    assert [n for n, _ in tree.named_params()] == ["scale", "first.weight", "second.weight"]
