@@ -5,7 +5,7 @@ This module is the public API only; see README.md for a tour.
 
 import sys as _sys
 
-from dualflow import errors, nn, ops, optim, random
+from dualflow import errors, nn, ops, optim, random, training
 from dualflow._config import (
     Config,
     config,
@@ -58,5 +58,6 @@ __all__ = [
     "save",
     "set_debug",
     "tensor",
+    "training",
     "using_config",
 ]

@@ -324,7 +324,7 @@ def zeros_like(p: Tensor) -> Tensor:
         >>> zeros_like(Parameter(np.ones(2, np.float32))).array
         array([0., 0.], dtype=float32)
     """
-    return Tensor(get_array_module(p.array).zeros_like(p.array))
+    return Tensor(get_array_module(p._array).zeros_like(p._array))
 
 
 def step_counter(p: Tensor) -> Tensor:
@@ -336,4 +336,4 @@ def step_counter(p: Tensor) -> Tensor:
         >>> step_counter(Parameter(np.ones(2, np.float32))).array
         array(0.)
     """
-    return Tensor(get_array_module(p.array).zeros((), dtype=np.float64))
+    return Tensor(get_array_module(p._array).zeros((), dtype=np.float64))

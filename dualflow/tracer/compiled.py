@@ -49,8 +49,8 @@ class Trace:
     plan: Plan
     checks: StateChecks
     update_slots: list[int]
-    grad_owners: list[Tensor]  # outputs after the user's are these tensors' new .grad
-    grads_to_none: list[Tensor]
+    grad_owners: list[tuple[str, Any]]  # outputs after the user's: new .grad of these slots
+    grads_to_none: list[tuple[str, Any]]  # ("state", tensor) or ("input", flat position)
     rebuild: Callable[[list[Any]], Any]
     n_outputs: int
     described: list[tuple[str, Any]]
@@ -86,6 +86,7 @@ class CompiledFunction:
         self.history: list[Trace] = []
         self._stats = Stats()
         self._eager_reason: str | None = None
+        self._single_use_reason: str | None = None
         try:
             self._names = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -110,7 +111,7 @@ class CompiledFunction:
         key = (flat.key, config.snapshot())
         reason = None
         for trace in self.traces.get(key, ()):
-            reason = trace.checks.mismatch()
+            reason = trace.checks.mismatch(flat.leaves)
             if reason is None:
                 result = self._run(trace, flat)
                 if result is not _GUARD_FAILED:
@@ -135,16 +136,18 @@ class CompiledFunction:
             state[slot][...] = new
         outputs = result.outputs
         n, n_grads = trace.n_outputs, len(trace.grad_owners)
-        for owner, array in zip(trace.grad_owners, outputs[n : n + n_grads]):
-            owner._grad = Tensor._wrap(array, None, 0, False)
-        for owner in trace.grads_to_none:
-            owner._grad = None
+        for slot, array in zip(trace.grad_owners, outputs[n : n + n_grads]):
+            _grad_owner(slot, flat)._grad = Tensor._wrap(array, None, 0, False)
+        for slot in trace.grads_to_none:
+            _grad_owner(slot, flat)._grad = None
         user = [Tensor._wrap(a, None, 0, False) for a in outputs[:n]]
         if trace.backward is not None and config.grad_enabled:
             connect(trace.backward, user, flat.leaves, trace.checks.refs, outputs[n + n_grads :])
         return trace.rebuild(user)
 
     def _retrace(self, args: tuple, kwargs: dict, flat: Flat, key: Any, reason: str | None) -> Any:
+        if reason is None and self._single_use_reason is not None:
+            reason, self._single_use_reason = self._single_use_reason, None
         if reason is None:
             reason = (
                 "first call"
@@ -180,6 +183,8 @@ class CompiledFunction:
         if not tracer.single_use:
             self.traces.setdefault(key, []).insert(0, trace)
             self.history.append(trace)
+        else:
+            self._single_use_reason = "state was created during the previous (single-use) trace"
         return out
 
     def _give_up(self, args: tuple, kwargs: dict, reason: str, warn_now: bool = False) -> Any:
@@ -199,16 +204,22 @@ class CompiledFunction:
 _GUARD_FAILED = object()
 
 
+def _grad_owner(slot: tuple[str, Any], flat: Flat) -> Tensor:
+    kind, where = slot
+    return flat.leaves[where] if kind == "input" else where
+
+
 def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
     leaves, rebuild = flatten_output(out)
     builder = tracer.builder
     builder.output(*(tracer.value_of(t) for t in leaves))
     grad_owners, to_none = [], []
     for owner in tracer.grad_written.values():
+        slot = tracer.grad_slot(owner)
         if owner._grad is None:
-            to_none.append(owner)
+            to_none.append(slot)
         else:
-            grad_owners.append(owner)
+            grad_owners.append(slot)
             builder.output(tracer.value_of(owner._grad))
     backward = trace_backward(tracer, leaves, flat.leaves) if config.grad_enabled else None
     if backward is not None:

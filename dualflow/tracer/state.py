@@ -58,10 +58,14 @@ class StateChecks:
 
     refs: list[StateRef] = field(default_factory=list)
     empty_grads: list[tuple[Tensor, str]] = field(default_factory=list)
+    empty_input_grads: list[int] = field(default_factory=list)  # flat argument positions
     modules: list[tuple[Any, int]] = field(default_factory=list)
 
-    def mismatch(self) -> str | None:
-        """The first reason the trace cannot run now, or None."""
+    def mismatch(self, leaves: list[Any] = ()) -> str | None:
+        """The first reason the trace cannot run now with arguments ``leaves``, or None."""
+        for position in self.empty_input_grads:
+            if leaves[position]._grad is not None:
+                return f"argument {position} arrives with a .grad (it had none when traced)"
         for module, version in self.modules:
             if module._version != version:
                 return (

@@ -42,6 +42,7 @@ class Tracer:
         self.slots: dict[int, int] = {}  # id(captured tensor) -> index into builder.state
         self.grad_seen: dict[int, Tensor] = {}  # owners whose .grad slot this trace touched
         self.grad_written: dict[int, Tensor] = {}
+        self.input_positions: dict[int, int] = {}  # id(argument tensor) -> flat position
         self.modules: dict[int, Any] = {}
         self.names: dict[int, str] = {}
         self.backups: dict[int, tuple[Tensor, Any]] = {}
@@ -62,6 +63,7 @@ class Tracer:
         self.arrays[id(array)] = (value, array)
         if isinstance(leaf, Tensor):
             leaf.value = value
+            self.input_positions[id(leaf)] = len(self.builder.inputs) - 1
 
     def value_of(self, tensor: Tensor) -> Value:
         """The Value a tensor has in this trace, capturing it as state if it is new."""
@@ -177,10 +179,28 @@ class Tracer:
     def on_concrete(self, tensor: Tensor, kind: str, value: Any) -> None:
         self.builder.guard(self.value_of(tensor), value, kind, _loc())
 
+    def grad_slot(self, owner: Tensor) -> tuple[str, Any]:
+        """Where ``owner.grad`` lives across calls: ("input", position), ("state", owner),
+        or ("temporary", None) for a tensor born inside this call (nothing to keep)."""
+        if id(owner) in self.input_positions:
+            return "input", self.input_positions[id(owner)]
+        born_here = owner.value is not None and owner.value in self.values
+        if born_here and id(owner) not in self.slots:
+            return "temporary", None
+        return "state", owner
+
     def on_grad_read(self, owner: Tensor, grad: Tensor | None) -> Tensor | None:
         key = id(owner)
-        if key not in self.grad_seen:
-            self.grad_seen[key] = owner
+        if key in self.grad_seen:
+            return grad
+        self.grad_seen[key] = owner
+        kind, where = self.grad_slot(owner)
+        if kind == "input":
+            if grad is not None:  # an argument arriving with a .grad: not reusable
+                self.single_use = True
+            else:
+                self.checks.empty_input_grads.append(where)
+        elif kind == "state":
             name = self.names.get(key) or owner.name or "tensor"
             if grad is None:
                 self.checks.empty_grads.append((owner, name))
@@ -190,7 +210,8 @@ class Tracer:
 
     def on_grad_write(self, owner: Tensor, grad: Tensor | None) -> None:
         self.grad_seen.setdefault(id(owner), owner)
-        self.grad_written[id(owner)] = owner
+        if self.grad_slot(owner)[0] != "temporary":
+            self.grad_written[id(owner)] = owner
         if grad is not None:
             self.value_of(grad)
 
