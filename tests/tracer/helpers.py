@@ -1,0 +1,94 @@
+"""Shared checks for compiled functions: every trace's graph verifies, round-trips through the
+text format, and the reference interpreter agrees with the plan on the call's own inputs.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+
+import dualflow
+from dualflow import graph_ir
+from dualflow._config import config
+from dualflow.tracer.signature import flatten
+
+
+def arrays_of(value: Any) -> list[np.ndarray]:
+    """Every tensor/array leaf of a (nested) result, as numpy arrays, in order."""
+    if isinstance(value, dualflow.Tensor):
+        return [np.asarray(value._array)]
+    if isinstance(value, tuple | list):
+        return [a for v in value for a in arrays_of(v)]
+    if isinstance(value, dict):
+        return [a for k in sorted(value) for a in arrays_of(value[k])]
+    if value is None:
+        return []
+    return [np.asarray(value)]
+
+
+def assert_same(got: Any, want: Any, rtol: float = 0.0, atol: float = 0.0, msg: str = "") -> None:
+    """Leaf-by-leaf equality of two results (shapes, dtypes and values; NaNs compare equal)."""
+    got_leaves, want_leaves = arrays_of(got), arrays_of(want)
+    assert len(got_leaves) == len(want_leaves), f"{msg}: {len(got_leaves)} vs {len(want_leaves)}"
+    for i, (g, w) in enumerate(zip(got_leaves, want_leaves)):
+        assert g.shape == w.shape, f"{msg}[{i}]: shape {g.shape} != {w.shape}"
+        assert g.dtype == w.dtype, f"{msg}[{i}]: dtype {g.dtype} != {w.dtype}"
+        if rtol == 0 and atol == 0:
+            np.testing.assert_array_equal(g, w, err_msg=f"{msg}[{i}]")
+        else:
+            np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"{msg}[{i}]")
+
+
+def tol(dtype: Any) -> dict[str, float]:
+    """The tolerance of compiled vs eager: float64 to 1e-12, float32 to 1e-6."""
+    if np.dtype(dtype) == np.float64:
+        return {"rtol": 1e-12, "atol": 1e-12}
+    return {"rtol": 1e-6, "atol": 1e-6}
+
+
+def check_graph(graph: graph_ir.Graph) -> None:
+    """``verify`` passes and print -> parse -> print is the identity."""
+    graph_ir.verify(graph)
+    text = graph_ir.print_graph(graph)
+    consts = {v.id: a for v, a in graph.consts.items()}
+    assert graph_ir.print_graph(graph_ir.parse_graph(text, consts)) == text
+
+
+def current_trace(fn: Any, args: tuple, kwargs: dict | None = None) -> tuple[Any, list[Any]]:
+    """The trace a compiled ``fn`` would run for ``args`` now, and its input arrays."""
+    kwargs = kwargs or {}
+    names = list(inspect.signature(fn.fn).parameters)
+    flat = flatten(args, kwargs, names)
+    inputs = [leaf._array if isinstance(leaf, dualflow.Tensor) else leaf for leaf in flat.leaves]
+    for trace in fn.traces.get((flat.key, config.snapshot()), ()):
+        if trace.checks.mismatch() is None:
+            return trace, inputs
+    raise AssertionError("no reusable trace for these arguments")
+
+
+def check_interpret_matches_plan(fn: Any, args: tuple, kwargs: dict | None = None) -> None:
+    """The reference interpreter and the plan agree on the current trace for ``args``."""
+    trace, inputs = current_trace(fn, args, kwargs)
+    graph = trace.graph
+    state = [ref.read() for ref in trace.checks.refs]
+    before = [np.array(s, copy=True) for s in state]
+    expected = graph_ir.interpret(graph, inputs, state)
+    result = trace.plan.run(inputs, state)
+    for s, b in zip(state, before):  # neither may write its inputs
+        np.testing.assert_array_equal(s, b)
+    if expected.failed_guards:
+        assert result.failed_guard is expected.failed_guards[0]
+        return
+    assert result.failed_guard is None
+    assert_same(list(result.outputs), list(expected.outputs), msg="plan vs interpret outputs")
+    new_state = [expected.state[graph.state.index(target)] for target, _ in graph.updates]
+    assert_same(list(result.updates), new_state, msg="plan vs interpret updates")
+
+
+def check_all_traces(fn: Any) -> None:
+    """Every trace recorded by ``fn`` verifies and round-trips."""
+    assert fn.history, "the function was never traced"
+    for trace in fn.history:
+        check_graph(trace.graph)
