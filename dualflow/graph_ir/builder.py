@@ -44,6 +44,8 @@ class GraphBuilder:
 
     def value(self, shape: tuple[int, ...], dtype: Any, name: str | None = None) -> Value:
         """A fresh Value (not yet defined by anything)."""
+        if name is not None:
+            name = name.replace('"', "'")  # names are double-quoted in the text format
         return Value(next(self._ids), tuple(int(d) for d in shape), np.dtype(dtype).name, name)
 
     def input(self, shape: tuple[int, ...], dtype: Any, name: str | None = None) -> Value:

@@ -17,6 +17,7 @@ from dualflow.graph_ir.ir import Graph, Node, Value
 
 _DECL = re.compile(r'%(\d+): (\w+)\[([\d,]*)\](?: "([^"]*)")?')
 _HEADER = re.compile(r"graph (\S+)\((.*)\) \{$")
+_LOC = re.compile(r"  # ([^#'\"{}]+:\d+)$")
 _UPDATE = re.compile(r"update %(\d+) <- %(\d+)$")
 
 
@@ -60,7 +61,8 @@ def _evaluate(node: ast.AST, values: dict[str, Value]) -> Any:
         if node.func.id == "slice":
             return slice(*args)
         if node.func.id == "array":
-            return np.array(args[0], dtype=args[1])
+            array = np.array(args[0], dtype=args[1])
+            return array.reshape(args[2]) if len(args) > 2 else array
     raise ValueError(f"not a literal: {ast.unparse(node)}")
 
 
@@ -86,7 +88,8 @@ def _split_call(text: str) -> tuple[str, str]:
 
 
 def _parse_node(text: str, values: dict[int, Value]) -> Node:
-    body, _, loc = text.partition("  # ")
+    located = _LOC.search(text)  # the location is last: attr strings may hold "  # " too
+    body, loc = (text[: located.start()], located.group(1)) if located else (text, "")
     outputs: list[Value] = []
     if body.startswith("%"):
         decls, _, body = body.partition(" = ")

@@ -48,6 +48,8 @@ def format_literal(value: Any) -> str:
     if value is Ellipsis:
         return "..."
     if isinstance(value, np.ndarray):
+        if value.size == 0:  # an empty list would lose the shape
+            return f"array([], {value.dtype.name!r}, {format_literal(value.shape)})"
         return f"array({format_literal(value.tolist())}, {value.dtype.name!r})"
     if isinstance(value, np.generic):
         return format_literal(value.item())

@@ -70,7 +70,11 @@ def _check_node(node: Node) -> None:
         try:
             format_literal(value)
         except TypeError as exc:
-            raise _fail(node, f"attribute {key}: {exc}", "store only plain data in attrs") from None
+            raise _fail(
+                None,
+                f"{node.op} (at {node.loc}): attribute {key}: {exc}",
+                "store only plain data in attrs",
+            ) from None
     if node.op == "guard":
         if len(node.inputs) != 1 or node.outputs or node.attrs.get("kind") not in GUARD_KINDS:
             raise _fail(

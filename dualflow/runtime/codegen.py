@@ -7,6 +7,7 @@ to the kernels' own cost and frees every intermediate as early as possible.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dualflow.graph_ir.ir import Graph, Node, Value
@@ -21,6 +22,10 @@ def _name(value: Value) -> str:
 def _operand(value: Value | Any, namespace: dict[str, Any]) -> str:
     if isinstance(value, Value):
         return _name(value)
+    if isinstance(value, float) and not math.isfinite(value):  # inf/nan are not Python source
+        name = f"c{len(namespace)}"
+        namespace[name] = value
+        return name
     return format_literal(value)
 
 

@@ -66,11 +66,6 @@ def test_nan_and_arrays_round_trip() -> None:
         assert back.dtype == array.dtype and back.shape == array.shape
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: format_literal drops the shape of an empty array "
-    "attr (array([], 'int64') parses back as shape (0,))",
-)
 def test_empty_array_attr_keeps_its_shape() -> None:
     array = np.zeros((0, 3), np.int64)
     assert parse_literal(format_literal(array)).shape == (0, 3)
@@ -143,11 +138,6 @@ def test_empty_graph_and_graph_without_outputs_round_trip() -> None:
     _round_trip(b.build())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a string attr containing '  # ' is cut at the "
-    "location separator, so the line does not parse",
-)
 def test_string_attr_with_comment_marker() -> None:
     x, y = Value(0, (2,), "float32"), Value(1, (2,), "float32")
     graph = Graph("s", (x,), (), {}, (Node("custom", (x,), (y,), {"note": "a  # b"}),), (y,))

@@ -112,16 +112,7 @@ BREAKS: list = [
     ("output count", _output_count, "outputs"),
     ("infer rejects", _infer_rejects, "infer rejects"),
     ("unknown op", _unknown_op, "unknown op 'frobnicate'"),
-    pytest.param(
-        "callable attr",
-        _callable_attr,
-        "not plain data",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="BUG: verify formats the offending node for its message, and format_node "
-            "raises TypeError on the very attr it reports: no GraphVerifyError",
-        ),
-    ),
+    ("callable attr", _callable_attr, "not plain data"),
     ("bad guard", _bad_guard, "guard"),
     ("undefined output", _undefined_output, "never defined"),
     ("update target", _update_not_state, "not a state value"),

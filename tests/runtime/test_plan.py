@@ -93,11 +93,6 @@ def test_each_guard_kind(kind: str, expect: object, passing: object, failing: ob
     assert plan.run([failing], []).failed_guard.loc == "g.py:1"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a float/int guard on a one-element tensor that is "
-    "not 0-d (shape (1,)) raises TypeError in guard_holds (float(array([x])))",
-)
 def test_guard_on_a_one_element_vector() -> None:
     b = GraphBuilder("g")
     v = b.input((1,), "float64", "v")
@@ -106,11 +101,6 @@ def test_guard_on_a_one_element_vector() -> None:
     assert lower(b.build()).run([np.array([2.0])], []).failed_guard is None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: codegen writes an inf/nan literal input as the bare "
-    "name inf/nan (it only special-cases attrs): NameError when the plan runs",
-)
 @pytest.mark.parametrize("literal", [float("inf"), float("-inf"), float("nan")])
 def test_non_finite_literal_inputs(literal: float) -> None:
     b = GraphBuilder("lit")
