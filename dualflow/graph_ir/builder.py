@@ -35,6 +35,7 @@ class GraphBuilder:
     def __init__(self, name: str, first_id: int = 0) -> None:
         self.name = name
         self._ids = itertools.count(first_id)
+        self.last_id = first_id - 1  # id of the newest value
         self.inputs: list[Value] = []
         self.state: list[Value] = []
         self.consts: dict[Value, np.ndarray] = {}
@@ -46,7 +47,8 @@ class GraphBuilder:
         """A fresh Value (not yet defined by anything)."""
         if name is not None:
             name = name.replace('"', "'")  # names are double-quoted in the text format
-        return Value(next(self._ids), tuple(int(d) for d in shape), np.dtype(dtype).name, name)
+        self.last_id = next(self._ids)
+        return Value(self.last_id, tuple(int(d) for d in shape), np.dtype(dtype).name, name)
 
     def input(self, shape: tuple[int, ...], dtype: Any, name: str | None = None) -> Value:
         """Add a graph input (an argument of the traced function)."""

@@ -131,7 +131,9 @@ class Module:
     def train(self, mode: bool = True) -> Module:
         """Set training mode here and in every submodule (dropout, batch norm read it)."""
         for module in self.modules():
-            object.__setattr__(module, "training", bool(mode))
+            if module.training != bool(mode):  # a compiled caller must retrace
+                object.__setattr__(module, "training", bool(mode))
+                object.__setattr__(module, "_version", module._version + 1)
         return self
 
     def eval(self) -> Module:
@@ -189,6 +191,8 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if config.tracer is not None:  # modules without parameters matter too (Dropout.p)
+            config.tracer.on_module_read(self)
         return self.forward(*args, **kwargs)
 
     def extra_repr(self) -> str:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._config import enable_grad, no_grad
+from dualflow._config import config, enable_grad, no_grad
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
 from dualflow.tensor import Tensor
@@ -46,6 +46,7 @@ class Optimizer:
                 f"got a {type(params).__name__}; wrap it in a list, e.g. SGD([p], lr=0.1)"
             )
         self.defaults = dict(defaults)
+        self._version = 0  # bumped by any change a compiled step must retrace for
         self.param_groups: list[dict[str, Any]] = []
         self.state: dict[Tensor, dict[str, Tensor]] = {}
         self._lr_tensors: list[Tensor] = []
@@ -82,8 +83,9 @@ class Optimizer:
         xp = get_array_module(params[0].array)
         lr = Tensor(xp.asarray(_as_float(new["lr"]), dtype=lr_dtype))
         new["lr"] = lr
-        self.param_groups.append(new)
+        self.param_groups.append(ParamGroup(self, new))
         self._lr_tensors.append(lr)
+        self._version += 1
 
     def _check_params(self, params: list[Any]) -> None:
         if not params:
@@ -121,7 +123,7 @@ class Optimizer:
         if value is not lr:
             with no_grad():
                 ops.assign(lr, value)
-            group["lr"] = lr
+            dict.__setitem__(group, "lr", lr)  # bookkeeping, not a user change: no version bump
         return lr
 
     # ----- stepping ----------------------------------------------------------------------------
@@ -141,6 +143,8 @@ class Optimizer:
             >>> opt.step(closure).item(), p.tolist()
             (9.0, [1.5])
         """
+        if config.tracer is not None:  # a compiled step depends on the hyperparameters
+            config.tracer.on_module_read(self)
         loss = None
         if closure is not None:
             with enable_grad():
@@ -226,6 +230,7 @@ class Optimizer:
             0.5
         """
         saved_groups, plan = self._plan_load(state_dict)
+        self._version += 1  # state tensors may be replaced: compiled steps must retrace
         with no_grad():
             for index, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
                 for key, value in saved.items():
@@ -233,9 +238,9 @@ class Optimizer:
                         continue
                     if key == "lr":
                         ops.assign(self._lr_tensors[index], _as_float(value))
-                        group["lr"] = self._lr_tensors[index]
+                        dict.__setitem__(group, "lr", self._lr_tensors[index])
                     else:
-                        group[key] = value
+                        dict.__setitem__(group, key, value)
             for p, arrays in plan:
                 self._restore_state(p, arrays)
 
@@ -337,3 +342,28 @@ def step_counter(p: Tensor) -> Tensor:
         array(0.)
     """
     return Tensor(get_array_module(p._array).zeros((), dtype=np.float64))
+
+
+class ParamGroup(dict):
+    """A param group dict whose item assignments bump the optimizer's version.
+
+    Hyperparameters are Python values read while tracing, so changing one (``lr`` set to a
+    float, ``momentum``...) must make a compiled step retrace rather than keep the old value.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.nn import Parameter
+        >>> from dualflow.optim import SGD
+        >>> opt = SGD([Parameter(np.zeros(2))], lr=0.1)
+        >>> before = opt._version; opt.param_groups[0]["momentum"] = 0.9
+        >>> opt._version == before + 1
+        True
+    """
+
+    def __init__(self, owner: Any, values: dict[str, Any]) -> None:
+        super().__init__(values)
+        self._owner = owner
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        super().__setitem__(key, value)
+        self._owner._version += 1

@@ -57,6 +57,8 @@ class Trace:
     reason: str
     compile_seconds: float
     backward: Backward | None = None
+    input_updates: list[int] = field(default_factory=list)  # argument positions written
+    const_outputs: list[int] = field(default_factory=list)  # user outputs that are constants
 
 
 @dataclass
@@ -108,7 +110,7 @@ class CompiledFunction:
             self._stats.eager_fallbacks += 1
             return self.fn(*args, **kwargs)
         flat = flatten(args, kwargs, self._names)
-        key = (flat.key, config.snapshot())
+        key = (flat.key, config.snapshot(), flat.aliases)
         reason = None
         for trace in self.traces.get(key, ()):
             reason = trace.checks.mismatch(flat.leaves)
@@ -131,18 +133,9 @@ class CompiledFunction:
                 f"guard {node.attrs['kind']}() == {node.attrs['expect']!r} failed at {node.loc}"
             )
             return _GUARD_FAILED
-        # Every guard passed: commit all state writes (all or nothing).
-        for slot, new in zip(trace.update_slots, result.updates):
-            state[slot][...] = new
-        outputs = result.outputs
-        n, n_grads = trace.n_outputs, len(trace.grad_owners)
-        for slot, array in zip(trace.grad_owners, outputs[n : n + n_grads]):
-            _grad_owner(slot, flat)._grad = Tensor._wrap(array, None, 0, False)
-        for slot in trace.grads_to_none:
-            _grad_owner(slot, flat)._grad = None
-        user = [Tensor._wrap(a, None, 0, False) for a in outputs[:n]]
+        user, residuals = _commit(trace, flat, state, result)
         if trace.backward is not None and config.grad_enabled:
-            connect(trace.backward, user, flat.leaves, trace.checks.refs, outputs[n + n_grads :])
+            connect(trace.backward, user, flat.leaves, trace.checks.refs, residuals)
         return trace.rebuild(user)
 
     def _retrace(self, args: tuple, kwargs: dict, flat: Flat, key: Any, reason: str | None) -> Any:
@@ -152,7 +145,7 @@ class CompiledFunction:
             reason = (
                 "first call"
                 if not self.history
-                else explain_difference(self.history[-1].described, flat.described)
+                else explain_difference(self.history[-1].described, _described(flat))
             )
         if len(self.history) >= self.max_traces:
             return self._give_up(args, kwargs, reason)
@@ -196,12 +189,40 @@ class CompiledFunction:
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
             f"that keeps failing: {reason}",
             RuntimeWarning,
-            stacklevel=3,
+            stacklevel=4,  # the line that called the compiled function
         )
         return self.fn(*args, **kwargs)
 
 
 _GUARD_FAILED = object()
+
+
+def _commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[list, list]:
+    """Every guard passed: write state, arguments and ``.grad`` slots (all or nothing).
+
+    Returns the user's outputs as tensors and the residuals a backward graph reads.
+    """
+    for slot, new in zip(trace.update_slots, result.updates):
+        state[slot][...] = new
+    outputs = iter(result.outputs)
+    user = [Tensor._wrap(next(outputs), None, 0, False) for _ in range(trace.n_outputs)]
+    for index in trace.const_outputs:  # a constant must not be shared with the caller
+        user[index]._array = user[index]._array.copy()
+    for slot in trace.grad_owners:
+        _grad_owner(slot, flat)._grad = Tensor._wrap(next(outputs), None, 0, False)
+    for position in trace.input_updates:
+        flat.leaves[position]._array[...] = next(outputs)
+    for slot in trace.grads_to_none:
+        _grad_owner(slot, flat)._grad = None
+    return user, list(outputs)
+
+
+def _described(flat: Flat) -> list[tuple[str, Any]]:
+    """Every part of the cache key with a readable path, for retrace reasons."""
+    flags = zip(("grad_enabled", "train", "debug"), config.snapshot())
+    extra = [(f"config.{name}", ("static", "bool", value)) for name, value in flags]
+    extra.append(("argument aliasing", ("static", "tuple", flat.aliases)))
+    return flat.described + extra
 
 
 def _grad_owner(slot: tuple[str, Any], flat: Flat) -> Tensor:
@@ -221,13 +242,14 @@ def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
         else:
             grad_owners.append(slot)
             builder.output(tracer.value_of(owner._grad))
+    builder.output(*tracer.input_updates.values())  # new contents of written arguments
     backward = trace_backward(tracer, leaves, flat.leaves) if config.grad_enabled else None
     if backward is not None:
         builder.output(*backward.residuals)  # what the backward graph reads from the forward
     graph = builder.build()
     slots = [builder.state.index(target) for target, _ in graph.updates]
     plan = lower(graph)
-    return Trace(
+    trace = Trace(
         graph,
         plan,
         tracer.checks,
@@ -236,11 +258,16 @@ def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
         to_none,
         rebuild,
         len(leaves),
-        flat.described,
+        _described(flat),
         reason,
         0.0,
         backward,
     )
+    trace.input_updates = list(tracer.input_updates)
+    trace.const_outputs = [
+        i for i, v in enumerate(graph.outputs[: len(leaves)]) if v in graph.consts
+    ]
+    return trace
 
 
 def compile(  # shadows the builtin on purpose: the name users expect (torch.compile)

@@ -6,6 +6,7 @@ call returns the same structure with the plan's arrays in place of the tensors.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -28,10 +29,15 @@ def flatten_output(obj: Any) -> tuple[list[Tensor], Callable[[list[Any]], Any]]:
         if isinstance(value, Tensor):
             leaves.append(value)
             return ("leaf", len(leaves) - 1)
+        if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+            return ("namedtuple", (type(value), [spec(v) for v in value]))
         if isinstance(value, tuple | list):
             return (type(value), [spec(v) for v in value])
         if isinstance(value, dict):
             return (dict, [(k, spec(v)) for k, v in value.items()])
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            fields = [f.name for f in dataclasses.fields(value) if f.init]
+            return ("dataclass", (value, [(n, spec(getattr(value, n))) for n in fields]))
         return ("static", value)
 
     structure = spec(obj)
@@ -44,6 +50,10 @@ def flatten_output(obj: Any) -> tuple[list[Tensor], Callable[[list[Any]], Any]]:
             return body
         if kind is dict:
             return {k: build(v, new) for k, v in body}
+        if kind == "namedtuple":
+            return body[0](*(build(v, new) for v in body[1]))
+        if kind == "dataclass":
+            return dataclasses.replace(body[0], **{n: build(v, new) for n, v in body[1]})
         return kind(build(v, new) for v in body)
 
     return leaves, lambda new: build(structure, new)

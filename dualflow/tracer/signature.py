@@ -25,6 +25,7 @@ class Flat:
     paths: list[str]
     key: tuple
     described: list[tuple[str, Any]]  # (path, key part) for every leaf, for retrace reasons
+    aliases: tuple[int, ...] = ()  # per array leaf: index of the first leaf sharing its array
 
 
 def describe_leaf(value: Any) -> Any:
@@ -83,7 +84,16 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
         parts.append(walk(value, names[i] if i < len(names) else f"args[{i}]"))
     for name in sorted(kwargs):
         parts.append((name, walk(kwargs[name], name)))
-    return Flat(leaves, paths, tuple(parts), described)
+    return Flat(leaves, paths, tuple(parts), described, _alias_pattern(leaves))
+
+
+def _alias_pattern(leaves: list[Any]) -> tuple[int, ...]:
+    # f(x, x) and f(x, y) must not share a trace: the first would read one input twice.
+    first: dict[int, int] = {}
+    return tuple(
+        first.setdefault(id(leaf._array if isinstance(leaf, Tensor) else leaf), i)
+        for i, leaf in enumerate(leaves)
+    )
 
 
 def explain_difference(old: list[tuple[str, Any]], new: list[tuple[str, Any]]) -> str:

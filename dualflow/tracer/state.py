@@ -24,11 +24,13 @@ class StateRef:
     dtype: Any
     device: str
     name: str
+    requires_grad: bool = False
 
     @classmethod
     def of(cls, kind: str, owner: Tensor, current: Tensor, name: str) -> StateRef:
         array = current._array
-        return cls(kind, owner, array.shape, array.dtype, str(device_of(array)), name)
+        device = str(device_of(array))
+        return cls(kind, owner, array.shape, array.dtype, device, name, current.requires_grad)
 
     def read(self) -> Any:
         """The array to feed the plan now."""
@@ -49,6 +51,8 @@ class StateRef:
             return f"{label}.dtype: {self.dtype} -> {array.dtype}"
         if str(device_of(array)) != self.device:
             return f"{label}.device: {self.device} -> {device_of(array)}"
+        if current.requires_grad != self.requires_grad:
+            return f"{label}.requires_grad: {self.requires_grad} -> {current.requires_grad}"
         return None
 
 
@@ -60,6 +64,18 @@ class StateChecks:
     empty_grads: list[tuple[Tensor, str]] = field(default_factory=list)
     empty_input_grads: list[int] = field(default_factory=list)  # flat argument positions
     modules: list[tuple[Any, int]] = field(default_factory=list)
+
+    def _aliasing(self, leaves: list[Any]) -> str | None:
+        # A trace that reads w as captured state cannot serve a call passing w as an argument.
+        # (The converse, a trace made by passing a captured tensor as the argument, cannot be
+        # told apart from a plain argument: documented as a limitation.)
+        arrays = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in leaves]
+        if arrays and self.refs:
+            ids = {id(a) for a in arrays}
+            for ref in self.refs:
+                if id(ref.read()) in ids:
+                    return f"an argument is now the captured tensor {ref.name}"
+        return None
 
     def mismatch(self, leaves: list[Any] = ()) -> str | None:
         """The first reason the trace cannot run now with arguments ``leaves``, or None."""
@@ -78,4 +94,4 @@ class StateChecks:
             reason = ref.mismatch()
             if reason is not None:
                 return reason
-        return None
+        return self._aliasing(leaves)  # last: it reads every ref, which must exist by now

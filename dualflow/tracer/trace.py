@@ -24,6 +24,12 @@ from dualflow.tracer.state import StateChecks, StateRef
 _LITERALS = (int, float, bool)
 
 
+def _root(array: Any) -> Any:
+    while getattr(array, "base", None) is not None:
+        array = array.base
+    return array
+
+
 def _loc() -> str | None:
     frame = user_frame(3)
     return None if frame is None else f"{os.path.basename(frame[0])}:{frame[1]}"
@@ -47,6 +53,10 @@ class Tracer:
         self.names: dict[int, str] = {}
         self.backups: dict[int, tuple[Tensor, Any]] = {}
         self.created: set[int] = set()
+        self.input_updates: dict[int, Value] = {}  # argument position -> its new content
+        # id(base array) -> (last value id when it was assigned, the value written)
+        self.assigned_roots: dict[int, tuple[int, Value]] = {}
+        self.grad_backups: dict[int, tuple[Tensor, Any]] = {}
         self.single_use = False
 
     # ----- values ----------------------------------------------------------------------------
@@ -94,12 +104,14 @@ class Tracer:
             array.shape, array.dtype, name + (".grad" if kind == "grad" else "")
         )
         self.checks.refs.append(StateRef.of(kind, owner, current, name))
-        if kind == "tensor":
-            self.slots[id(owner)] = len(self.builder.state) - 1
+        # an assign to the captured tensor (for a .grad: to the grad tensor) updates this slot
+        self.slots[id(owner if kind == "tensor" else current)] = len(self.builder.state) - 1
         return self.bind(current, value)
 
     def operand(self, arg: Any) -> Value | int | float | bool:
         if isinstance(arg, Tensor):
+            if self.assigned_roots and arg._array.base is not None:
+                self._check_view(arg)
             return self.value_of(arg)
         if type(arg) in _LITERALS:
             return arg
@@ -134,11 +146,15 @@ class Tracer:
         new = self.operand(source)
         new = self._coerce(new, target)
         slot = self.slots.get(id(target))
-        if slot is not None and id(target) not in self.backups:
+        position = self.input_positions.get(id(target))
+        if (slot is not None or position is not None) and id(target) not in self.backups:
             self.backups[id(target)] = (target, target._array.copy())
         result = EAGER.apply(op, args, {})
+        self.assigned_roots[id(_root(target._array))] = (self.builder.last_id, new)
         if slot is not None:
             self.builder.update(self.builder.state[slot], new)
+        elif position is not None:  # writing into an argument: committed like state
+            self.input_updates[position] = new
         elif id(target) in self.created:
             # State born inside this call (e.g. optimizer buffers on the first step): the graph
             # would bake its first value in, so this trace is used once and the next call,
@@ -147,6 +163,19 @@ class Tracer:
         self.arrays[id(target._array)] = (new, target._array)
         self.bind(target, new)
         return result
+
+    def _check_view(self, tensor: Tensor) -> None:
+        # numpy views see later in-place writes; a graph value does not: fail closed.
+        mark, written = self.assigned_roots.get(id(_root(tensor._array)), (None, None))
+        value = tensor.value
+        stale = value is not None and value in self.values and value is not written
+        if mark is not None and stale and value.id <= mark:
+            raise TracingError(
+                with_location(
+                    "a view taken before an assign to its base tensor is read after the assign "
+                    "inside a compiled function; take the view after the assign"
+                )
+            )
 
     def _coerce(self, new: Any, target: Tensor) -> Value:
         # An update must have exactly the state's type: add the cast/broadcast assign implies.
@@ -209,6 +238,7 @@ class Tracer:
         return grad
 
     def on_grad_write(self, owner: Tensor, grad: Tensor | None) -> None:
+        self.grad_backups.setdefault(id(owner), (owner, owner._grad))  # for rollback
         self.grad_seen.setdefault(id(owner), owner)
         if self.grad_slot(owner)[0] != "temporary":
             self.grad_written[id(owner)] = owner
@@ -216,12 +246,14 @@ class Tracer:
             self.value_of(grad)
 
     def on_module_read(self, module: Any) -> None:
+        """Record a versioned object (Module, Optimizer) the trace depends on."""
         if id(module) in self.modules:
             return
         self.modules[id(module)] = module
         self.checks.modules.append((module, module._version))
-        for name, tensor in (*module.named_params(), *module.named_buffers()):
-            self.names.setdefault(id(tensor), name)
+        if hasattr(module, "named_params"):
+            for name, tensor in (*module.named_params(), *module.named_buffers()):
+                self.names.setdefault(id(tensor), name)
 
     def on_module_write(self, module: Any, name: str, value: Any) -> None:
         raise TracingError(
@@ -238,4 +270,7 @@ class Tracer:
         """Undo the in-place state writes made while tracing (the trace failed)."""
         for tensor, saved in self.backups.values():
             tensor._array[...] = saved
+        for owner, grad in self.grad_backups.values():
+            owner._grad = grad
         self.backups.clear()
+        self.grad_backups.clear()

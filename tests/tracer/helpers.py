@@ -62,8 +62,8 @@ def current_trace(fn: Any, args: tuple, kwargs: dict | None = None) -> tuple[Any
     names = list(inspect.signature(fn.fn).parameters)
     flat = flatten(args, kwargs, names)
     inputs = [leaf._array if isinstance(leaf, dualflow.Tensor) else leaf for leaf in flat.leaves]
-    for trace in fn.traces.get((flat.key, config.snapshot()), ()):
-        if trace.checks.mismatch() is None:
+    for trace in fn.traces.get((flat.key, config.snapshot(), flat.aliases), ()):
+        if trace.checks.mismatch(flat.leaves) is None:
             return trace, inputs
     raise AssertionError("no reusable trace for these arguments")
 

@@ -86,14 +86,6 @@ def test_module_attribute_write_raises_naming_module_and_line() -> None:
     assert "ops.assign" in message
 
 
-WRITTEN_GRAD_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: after a TracingError the eager fallback re-runs the function, but .grad written "
-    "by backward() in the failed trace is not rolled back, so gradients are added twice",
-)
-
-
-@WRITTEN_GRAD_BUG
 def test_fallback_after_backward_does_not_double_gradients() -> None:
     w = Parameter(np.array([1.0, 2.0]))
 

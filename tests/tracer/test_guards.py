@@ -63,11 +63,6 @@ def test_train_flag_is_part_of_the_key() -> None:
     assert compiled.stats().traces == 2 and compiled.stats().plan_runs == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a config-flag retrace is reported as 'signature "
-    "unchanged' instead of naming the flag",
-)
 def test_config_retrace_reason_names_the_flag() -> None:
     compiled = dualflow.compile(lambda x: x * 2)
     compiled(_t([1.0]))
@@ -103,14 +98,6 @@ def test_changing_a_captured_module_retraces() -> None:
     assert all("_Net was modified (version" in r for r in stats.retrace_reasons[1:])
 
 
-STALE_MODULE_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Module.training and plain attributes of parameter-free modules are not part of "
-    "the cache key: a compiled step keeps running the stale graph",
-)
-
-
-@STALE_MODULE_BUG
 def test_module_eval_after_compiling_switches_dropout_off() -> None:
     model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
     compiled = dualflow.compile(lambda x: model(x).detach())
@@ -121,7 +108,6 @@ def test_module_eval_after_compiling_switches_dropout_off() -> None:
     assert_same(compiled(x), model(x).detach())
 
 
-@STALE_MODULE_BUG
 def test_changing_dropout_probability_retraces() -> None:
     model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
     compiled = dualflow.compile(lambda x: model(x).detach())
@@ -184,11 +170,6 @@ def test_max_traces_warns_once_and_stays_correct() -> None:
     assert compiled.stats().traces == 2 and compiled.stats().eager_fallbacks == 4
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a float/item guard on NaN never holds (nan != nan): "
-    "every call retraces until max_traces",
-)
 def test_guard_on_nan_holds() -> None:
     compiled = dualflow.compile(lambda x: x * 2 if float(x.sum()) != 0 else x)
     x = _t([np.nan, 1.0])
@@ -237,11 +218,6 @@ def test_disable_compile_environment_variable() -> None:
     assert out.stdout.split() == ["1", "1", "2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: the max_traces warning is attributed to dualflow/tracer/compiled.py, not to the "
-    "user's call (stacklevel counts the wrong frames)",
-)
 def test_max_traces_warning_points_at_the_caller() -> None:
     compiled = dualflow.compile(lambda x: x * x.sum().item(), max_traces=1)
     with warnings.catch_warnings(record=True) as caught:
@@ -272,11 +248,6 @@ def test_debug_mode_checks_plan_runs_too() -> None:
         dualflow.set_debug(False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: requires_grad of captured state is not part of the cache key: freezing a "
-    "parameter after compiling keeps training it",
-)
 def test_freezing_a_parameter_after_compiling_retraces() -> None:
     results = []
     for compiled_side in (False, True):

@@ -73,12 +73,7 @@ def _args(
     return (*tensors, gys)
 
 
-CODEGEN_INF = pytest.mark.xfail(
-    strict=True, reason="BUG: plan codegen writes an inf/nan literal input as the bare name inf"
-)
-PARAMS = [
-    pytest.param(i, id=i.name, marks=[CODEGEN_INF] if i.name == "clip" else []) for i in INFOS
-]
+PARAMS = [pytest.param(i, id=i.name) for i in INFOS]
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])

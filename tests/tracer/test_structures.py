@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pytest
 
 import dualflow
 from dualflow import ops
@@ -74,20 +73,10 @@ def test_result_structures() -> None:
     assert compiled.stats().plan_runs == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a namedtuple result is rebuilt as type(value)(generator): TypeError on the "
-    "first plan run",
-)
 def test_namedtuple_result() -> None:
     _calls(lambda x: Pair(x * 2, x + 1), lambda i: ((_t([float(i)]),), {}))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a dataclass result is treated as a static leaf: plan runs return the first "
-    "call's dataclass (and tensors) again",
-)
 def test_dataclass_result() -> None:
     compiled = dualflow.compile(lambda x: Batch(x * 2, 1.0), fallback="error")
     for i in range(3):
