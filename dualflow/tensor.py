@@ -335,8 +335,9 @@ def tensor(
         >>> tensor([1.5]).dtype
         dtype('float32')
     """
+    source = data
     if isinstance(data, Tensor):
-        data = data.array
+        data = data._array
     xp = Device(device).xp if device is not None else np
     if dtype is None:
         dtype = _default_dtype(data)
@@ -347,7 +348,10 @@ def tensor(
     else:
         array = send(np.array(data, dtype=dtype), device or "cpu")
         array = xp.array(array, dtype=dtype, copy=True)
-    return Tensor(array, requires_grad=requires_grad)
+    result = Tensor(array, requires_grad=requires_grad)
+    if config.tracer is not None:  # a copy of traced data is a graph node, not a constant
+        config.tracer.on_copy(source, result)
+    return result
 
 
 def as_tensor(value: Any) -> Tensor:

@@ -56,7 +56,7 @@ def render(graph: Graph, kernels: dict[str, Any], profile: bool = False) -> tupl
     The function returns ``(outputs, update_values, None)`` or, when a guard fails,
     ``(None, None, guard_index)`` before any later step ran.
     """
-    namespace: dict[str, Any] = {"_guard": kernels["guard"]}
+    namespace: dict[str, Any] = {"_guard": kernels["guard"], "_check": kernels.get("check")}
     lines = ["def run(xp, inputs, state, consts, times=None):"]
     lines += [
         f"    {', '.join(map(_name, vs))}, = {src}"
@@ -89,6 +89,9 @@ def render(graph: Graph, kernels: dict[str, Any], profile: bool = False) -> tupl
             lines.append(f"    {outs} = {call}")
             if profile:
                 lines.append(f"    times[{i}] += _clock() - t0")
+            if kernels.get("check") is not None:  # debug mode: every step's outputs
+                namespace[f"n{i}"] = node
+                lines.append(f"    _check(n{i}, {outs.rstrip(',')})")
             defined_at.update({v: i for v in node.outputs})
         dead = [v for v in node.value_inputs if last_use.get(v) == i]
         dead += [v for v in node.outputs if v not in last_use]

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.device import Device
+from dualflow.errors import NumericalError
 from dualflow.graph_ir.interpret import guard_holds, run_node
 from dualflow.graph_ir.ir import Graph, Node
 from dualflow.runtime.codegen import render
@@ -79,14 +80,27 @@ class Plan:
         return [(n.op, n.loc, float(t)) for n, t in zip(self.graph.nodes, times)]
 
 
-def _compile(graph: Graph, profile: bool = False) -> tuple[str, Any]:
-    kernels = {"guard": guard_holds, "fused": _fused_kernel}
+def _check_finite(node: Node, *arrays: Any) -> None:
+    """Debug plans: raise NumericalError naming the node's op and source line on NaN/Inf."""
+    for array in arrays:
+        kind = getattr(getattr(array, "dtype", None), "kind", "")
+        if kind in "fc" and kind and not bool(np.isfinite(array).all()):
+            what = "NaN" if bool(np.isnan(array).any()) else "Inf"
+            raise NumericalError(f"{node.op}: output contains {what}\n  created at {node.loc}")
+
+
+def _compile(graph: Graph, profile: bool = False, debug: bool = False) -> tuple[str, Any]:
+    kernels = {
+        "guard": guard_holds,
+        "fused": _fused_kernel,
+        "check": _check_finite if debug else None,
+    }
     source, namespace = render(graph, kernels, profile)
     exec(compile(source, f"<dualflow plan {graph.name}>", "exec"), namespace)
     return source, namespace["run"]
 
 
-def lower(graph: Graph, device: Device | str = "cpu") -> Plan:
+def lower(graph: Graph, device: Device | str = "cpu", debug: bool = False) -> Plan:
     """Turn a graph into a Plan for ``device``.
 
     Example:
@@ -95,5 +109,5 @@ def lower(graph: Graph, device: Device | str = "cpu") -> Plan:
         >>> lower(b.build()).steps
         1
     """
-    source, run = _compile(graph)
+    source, run = _compile(graph, debug=debug)
     return Plan(graph, Device(device), source, run)

@@ -89,6 +89,7 @@ class CompiledFunction:
         self._stats = Stats()
         self._eager_reason: str | None = None
         self._single_use_reason: str | None = None
+        self._single_use_keys: set[Any] = set()
         try:
             self._names = list(inspect.signature(fn).parameters)
         except (TypeError, ValueError):
@@ -173,10 +174,13 @@ class CompiledFunction:
         trace.compile_seconds = time.perf_counter() - start
         self._stats.compile_seconds += trace.compile_seconds
         self._stats.traces += 1
-        if not tracer.single_use:
+        # A first single-use trace is dropped (state born in the call is captured next time);
+        # a second one for the same key means the function builds and writes a temporary.
+        if not tracer.single_use or key in self._single_use_keys:
             self.traces.setdefault(key, []).insert(0, trace)
             self.history.append(trace)
         else:
+            self._single_use_keys.add(key)
             self._single_use_reason = "state was created during the previous (single-use) trace"
         return out
 
@@ -248,7 +252,7 @@ def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
         builder.output(*backward.residuals)  # what the backward graph reads from the forward
     graph = builder.build()
     slots = [builder.state.index(target) for target, _ in graph.updates]
-    plan = lower(graph)
+    plan = lower(graph, debug=config.debug)
     trace = Trace(
         graph,
         plan,

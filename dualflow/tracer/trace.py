@@ -195,6 +195,20 @@ class Tracer:
         self.created.add(id(tensor))
         self.bind(tensor, value)
 
+    def on_copy(self, source: Any, copy: Tensor) -> None:
+        """``tensor(source)`` inside the function: traced data stays traced (a ``cast`` node)."""
+        if isinstance(source, Tensor):
+            value = self.value_of(source)
+        elif id(source) in self.arrays and self.arrays[id(source)][1] is source:
+            value = self.arrays[id(source)][0]
+        else:
+            return  # Python data or an outside array: the constant on_new_tensor made stands
+        dtype = copy._array.dtype.name
+        (new,) = self.builder.node("cast", [value], {"dtype": dtype}, _loc())
+        self.created.discard(id(copy))
+        self.arrays[id(copy._array)] = (new, copy._array)
+        self.bind(copy, new)
+
     def on_raw_access(self, tensor: Tensor, what: str) -> None:
         raise TracingError(
             with_location(

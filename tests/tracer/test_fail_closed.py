@@ -98,14 +98,6 @@ def test_fallback_after_backward_does_not_double_gradients() -> None:
     assert w.grad.tolist() == [3.0, 4.0]
 
 
-BAKED_BUG = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: dualflow.tensor(array_argument) inside a compiled function silently bakes the "
-    "first call's data into the graph as a constant",
-)
-
-
-@BAKED_BUG
 def test_tensor_of_an_array_argument_is_not_baked_in() -> None:
     def fn(data: np.ndarray) -> Any:
         return dualflow.tensor(data) * 2

@@ -228,11 +228,6 @@ def test_max_traces_warning_points_at_the_caller() -> None:
     assert warning.filename == __file__
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: debug mode is part of the cache key, but plan runs skip its NaN/Inf checks: "
-    "eager raises NumericalError, the compiled call returns NaN",
-)
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_debug_mode_checks_plan_runs_too() -> None:
     compiled = dualflow.compile(lambda x: ops.log(x))

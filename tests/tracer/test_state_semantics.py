@@ -246,11 +246,6 @@ def test_assign_into_a_grad_is_an_update() -> None:
         assert w.grad.tolist() == [expected, expected]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a temporary tensor created and assigned inside the function makes every trace "
-    "single-use: the function retraces at every call, never runs a plan and never warns",
-)
 def test_local_buffer_written_with_assign_still_compiles() -> None:
     def fn(x: Any) -> Any:
         buf = dualflow.tensor(np.zeros(2))
