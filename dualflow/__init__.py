@@ -1,11 +1,15 @@
 """dualflow: define-by-run deep learning whose training steps compile to optimized graphs.
 
-This module is the public API only; see README.md for a tour.
+This module is the public API only; see README.md for a tour. Names are loaded on first use
+(PEP 562), so ``import dualflow.graph_ir`` loads and runs a saved graph without importing the
+eager machinery (tensor, autograd, tracer), as DESIGN §1 asks.
 """
 
-import sys as _sys
+from __future__ import annotations
 
-from dualflow import errors, nn, ops, optim, random, training
+import importlib
+from typing import Any
+
 from dualflow._config import (
     Config,
     config,
@@ -16,22 +20,42 @@ from dualflow._config import (
     using_config,
 )
 from dualflow._memory import tune_malloc as _tune_malloc
-from dualflow.autograd import (
-    backward,
-    grad,
-    gradcheck,
-)
 from dualflow.device import Device, get_array_module
-from dualflow.serialization import load, save
-from dualflow.tensor import Tensor, as_tensor, tensor
-from dualflow.tracer import compile, disable_compile, explain
 
 _tune_malloc()  # see dualflow/_memory.py: large temporaries reuse heap memory
 
-# `dualflow.gradcheck` is the public name of the checks that live in the autograd layer.
-_sys.modules[__name__ + ".gradcheck"] = gradcheck
-
 __version__ = "0.1.0"
+
+# public name -> the module that defines it (or the submodule itself)
+_LAZY = {
+    "Tensor": "dualflow.tensor",
+    "tensor": "dualflow.tensor",
+    "as_tensor": "dualflow.tensor",
+    "backward": "dualflow.autograd",
+    "grad": "dualflow.autograd",
+    "compile": "dualflow.tracer",
+    "disable_compile": "dualflow.tracer",
+    "explain": "dualflow.tracer",
+    "save": "dualflow.serialization",
+    "load": "dualflow.serialization",
+}
+_SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBMODULES:
+        module = importlib.import_module(f"dualflow.{name}")
+    elif name in _LAZY:
+        module = getattr(importlib.import_module(_LAZY[name]), name)
+    else:
+        raise AttributeError(f"module 'dualflow' has no attribute {name!r}")
+    globals()[name] = module
+    return module
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY) | set(_SUBMODULES))
+
 
 __all__ = [
     "Config",

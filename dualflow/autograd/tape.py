@@ -8,11 +8,14 @@ The node is also the ``ctx`` that an op's backward receives.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 from typing import Any
 
-from dualflow import tensor as _tensor  # the module: tensor.py is fully loaded before use
 from dualflow.ops.registry import OpDef
+
+# The module (not the function dualflow.tensor of the same name); used only at call time.
+_tensor = importlib.import_module("dualflow.tensor")
 
 _sequence = itertools.count()
 

@@ -45,8 +45,6 @@ class GraphBuilder:
 
     def value(self, shape: tuple[int, ...], dtype: Any, name: str | None = None) -> Value:
         """A fresh Value (not yet defined by anything)."""
-        if name is not None:
-            name = name.replace('"', "'")  # names are double-quoted in the text format
         self.last_id = next(self._ids)
         return Value(self.last_id, tuple(int(d) for d in shape), np.dtype(dtype).name, name)
 

@@ -37,7 +37,8 @@ class Value:
 
     def __repr__(self) -> str:
         shape = ",".join(str(d) for d in self.shape)
-        named = f' "{self.name}"' if self.name else ""
+        quoted = self.name.replace("\\", "\\\\").replace('"', '\\"') if self.name else ""
+        named = f' "{quoted}"' if self.name else ""
         return f"%{self.id}: {self.dtype}[{shape}]{named}"
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Node, Value
 
-_DECL = re.compile(r'%(\d+): (\w+)\[([\d,]*)\](?: "([^"]*)")?')
+_DECL = re.compile(r'%(\d+): (\w+)\[([\d,]*)\](?: "((?:[^"\\]|\\.)*)")?')
 _HEADER = re.compile(r"graph (\S+)\((.*)\) \{$")
 _LOC = re.compile(r"  # ([^#'\"{}]+:\d+)$")
 _UPDATE = re.compile(r"update %(\d+) <- %(\d+)$")
@@ -68,9 +68,13 @@ def _evaluate(node: ast.AST, values: dict[str, Value]) -> Any:
 
 def _decls(text: str) -> list[Value]:
     return [
-        Value(int(i), tuple(int(d) for d in shape.split(",") if d), dtype, name or None)
+        Value(int(i), tuple(int(d) for d in shape.split(",") if d), dtype, _unquote(name) or None)
         for i, dtype, shape, name in _DECL.findall(text)
     ]
+
+
+def _unquote(name: str) -> str:
+    return re.sub(r"\\(.)", r"\1", name)
 
 
 def _split_call(text: str) -> tuple[str, str]:

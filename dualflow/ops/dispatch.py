@@ -21,7 +21,15 @@ class Interpreter(Protocol):
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any: ...
 
 
-_default_apply: Any = None  # the eager interpreter's bound ``apply``, set at import
+def _bootstrap_apply(op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+    # The first op call of a process that imported only dualflow.ops: load the eager layer,
+    # which installs its interpreter, then run the call through it.
+    import dualflow.autograd  # noqa: F401, PLC0415
+
+    return _default_apply(op, args, attrs)
+
+
+_default_apply: Any = _bootstrap_apply  # replaced by the eager interpreter's ``apply``
 current_interpreter: contextvars.ContextVar[Interpreter | None] = contextvars.ContextVar(
     "dualflow_interpreter", default=None
 )

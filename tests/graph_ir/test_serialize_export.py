@@ -121,11 +121,6 @@ def test_saved_graph_runs_in_a_fresh_process_from_the_layers_alone(tmp_path: Pat
         assert eager not in modules, modules
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: `import dualflow.graph_ir` runs dualflow/__init__.py, which imports tensor, "
-    "autograd, tracer, nn and optim: loading a graph always drags in the eager machinery",
-)
 def test_saved_graph_runs_in_a_fresh_process_without_the_eager_machinery(tmp_path: Path) -> None:
     _, modules = _run_saved(tmp_path, "")
     assert "dualflow.tensor" not in modules, modules

@@ -144,11 +144,6 @@ def test_string_attr_with_comment_marker() -> None:
     _round_trip(graph)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a value name containing a double quote is printed "
-    "unescaped and parses back truncated",
-)
 def test_value_name_with_a_double_quote() -> None:
     x = Value(0, (2,), "float32", "batch['a\"b']")
     _round_trip(Graph("q", (x,), (), {}, (), (x,)))
