@@ -130,10 +130,8 @@ class Module:
     # ----- modes, grads, devices ---------------------------------------------------------------
     def train(self, mode: bool = True) -> Module:
         """Set training mode here and in every submodule (dropout, batch norm read it)."""
-        for module in self.modules():
-            if module.training != bool(mode):  # a compiled caller must retrace
-                object.__setattr__(module, "training", bool(mode))
-                object.__setattr__(module, "_version", module._version + 1)
+        for module in self.modules():  # compiled callers check the flag with the version
+            object.__setattr__(module, "training", bool(mode))
         return self
 
     def eval(self) -> Module:

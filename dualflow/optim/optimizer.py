@@ -347,8 +347,9 @@ def step_counter(p: Tensor) -> Tensor:
 class ParamGroup(dict):
     """A param group dict whose item assignments bump the optimizer's version.
 
-    Hyperparameters are Python values read while tracing, so changing one (``lr`` set to a
-    float, ``momentum``...) must make a compiled step retrace rather than keep the old value.
+    Hyperparameters are Python values read while tracing, so changing one (``momentum``...)
+    must make a compiled step retrace rather than keep the old value. ``lr`` is different: it
+    is a tensor, and assigning a number to it writes the number into that tensor.
 
     Example:
         >>> import numpy as np
@@ -365,5 +366,10 @@ class ParamGroup(dict):
         self._owner = owner
 
     def __setitem__(self, key: str, value: Any) -> None:
+        current = self.get("lr")
+        if key == "lr" and isinstance(current, Tensor) and not isinstance(value, Tensor):
+            with no_grad():  # lr is state: write it into its tensor, no retrace needed
+                ops.assign(current, _as_float(value))
+            return
         super().__setitem__(key, value)
         self._owner._version += 1

@@ -63,7 +63,7 @@ class StateChecks:
     refs: list[StateRef] = field(default_factory=list)
     empty_grads: list[tuple[Tensor, str]] = field(default_factory=list)
     empty_input_grads: list[int] = field(default_factory=list)  # flat argument positions
-    modules: list[tuple[Any, int]] = field(default_factory=list)
+    modules: list[tuple[Any, int, bool | None]] = field(default_factory=list)  # + training flag
 
     def _aliasing(self, leaves: list[Any]) -> str | None:
         # A trace that reads w as captured state cannot serve a call passing w as an argument.
@@ -82,11 +82,13 @@ class StateChecks:
         for position in self.empty_input_grads:
             if leaves[position]._grad is not None:
                 return f"argument {position} arrives with a .grad (it had none when traced)"
-        for module, version in self.modules:
+        for module, version, training in self.modules:
             if module._version != version:
                 return (
                     f"{type(module).__name__} was modified (version {version} -> {module._version})"
                 )
+            if getattr(module, "training", None) != training:
+                return f"{type(module).__name__}.training: {training} -> {module.training}"
         for owner, name in self.empty_grads:
             if owner._grad is not None:
                 return f"{name}.grad was None when traced and is set now"

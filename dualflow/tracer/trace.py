@@ -264,7 +264,7 @@ class Tracer:
         if id(module) in self.modules:
             return
         self.modules[id(module)] = module
-        self.checks.modules.append((module, module._version))
+        self.checks.modules.append((module, module._version, getattr(module, "training", None)))
         if hasattr(module, "named_params"):
             for name, tensor in (*module.named_params(), *module.named_buffers()):
                 self.names.setdefault(id(tensor), name)

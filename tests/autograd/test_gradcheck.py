@@ -10,10 +10,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dualflow.gradcheck import check_backward, check_double_backward
 
 import dualflow
 from dualflow import ops
+from dualflow.gradcheck import check_backward, check_double_backward
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, OpDef

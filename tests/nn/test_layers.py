@@ -7,11 +7,11 @@ from collections import OrderedDict
 
 import numpy as np
 import pytest
-from dualflow.gradcheck import check_backward
 
 import dualflow
 from dualflow import nn
 from dualflow.errors import ShapeError
+from dualflow.gradcheck import check_backward
 
 
 def rand(*shape: int, seed: int = 0) -> np.ndarray:

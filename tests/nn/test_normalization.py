@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from dualflow.gradcheck import check_backward, check_double_backward
 
 import dualflow
 from dualflow import nn
 from dualflow.errors import ShapeError
+from dualflow.gradcheck import check_backward, check_double_backward
 from tests.nn.functional import as_function
 
 BN_KEYS = ["weight", "bias", "running_mean", "running_var", "num_batches_tracked"]

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
-from dualflow.gradcheck import check_backward, check_double_backward
 
 import dualflow
 from dualflow import nn
 from dualflow.errors import ShapeError
+from dualflow.gradcheck import check_backward, check_double_backward
 from tests.nn.functional import as_function
 
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from dualflow.gradcheck import check_backward, check_double_backward
 
 import dualflow
 from dualflow.autograd.eager import EAGER, meta_of
+from dualflow.gradcheck import check_backward, check_double_backward
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import interpreting
 from tests.opinfo import OP_INFOS, OpInfo, Sample
