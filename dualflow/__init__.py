@@ -43,14 +43,17 @@ _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "t
 
 
 def __getattr__(name: str) -> Any:
-    if name in _SUBMODULES:
-        module = importlib.import_module(f"dualflow.{name}")
-    elif name in _LAZY:
-        module = getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
     else:
-        raise AttributeError(f"module 'dualflow' has no attribute {name!r}")
-    globals()[name] = module
-    return module
+        try:  # any subpackage: dualflow.tracer, dualflow.graph_ir, ...
+            value = importlib.import_module(f"dualflow.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"dualflow.{name}":
+                raise
+            raise AttributeError(f"module 'dualflow' has no attribute {name!r}") from None
+    globals()[name] = value
+    return value
 
 
 def __dir__() -> list[str]:

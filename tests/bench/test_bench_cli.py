@@ -36,3 +36,20 @@ def test_dualflow_command_dispatches_bench(tmp_path) -> None:
     assert dualflow_main([*args, "--out", str(tmp_path)]) == 0
     assert (tmp_path / "bench.json").exists()
     assert dualflow_main(["frobnicate"]) == 2
+
+
+def test_dualflow_bench_runs_in_a_fresh_process(tmp_path) -> None:
+    # `make bench` runs the console script in a new interpreter: nothing may be pre-imported.
+    import subprocess
+    import sys
+
+    code = "from dualflow.__main__ import main; raise SystemExit(main())"
+    args = ["bench", "--workloads", "tiny-ops", "--repeats", "3", "--no-chart", "--out"]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "tiny-ops" in done.stdout and "compiled" in done.stdout
