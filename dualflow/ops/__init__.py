@@ -40,6 +40,7 @@ from dualflow.ops.activation import (
     gelu_tanh,
     leaky_relu,
     relu,
+    relu_grad,
     sigmoid,
     silu,
     softplus,

@@ -51,10 +51,16 @@ def SOFTPLUS(ctx, gy):
     return gy * sigmoid(ctx.x0)
 
 
-@elementwise("relu", "where(x > 0, x, 0)", saves=("y",))
+@elementwise("relu", "maximum(x, 0)", saves=("y",))
 def RELU(ctx, gy):
-    """Rectified linear unit ``max(x, 0)``."""
-    return where(greater(ctx.y, 0), gy, 0)
+    """Rectified linear unit ``max(x, 0)`` (one pass; NaN propagates as in PyTorch)."""
+    return relu_grad(ctx.y, gy)
+
+
+@elementwise("relu_grad", "where(y > 0, gy, 0)", args=("y", "gy"), saves=("x0",))
+def RELU_GRAD(ctx, ggx):
+    """Gradient of relu from its output: ``gy`` where ``y > 0``."""
+    return None, relu_grad(ctx.x0, ggx)
 
 
 @elementwise("leaky_relu", "where(x > 0, x, x * slope)", attrs=("slope",), saves=("x0",))
@@ -107,6 +113,7 @@ sigmoid = public_function(SIGMOID)
 sigmoid_grad = public_function(SIGMOID_GRAD)
 softplus = public_function(SOFTPLUS)
 relu = public_function(RELU)
+relu_grad = public_function(RELU_GRAD)
 leaky_relu = public_function(LEAKY_RELU, {"slope": 0.2})
 elu = public_function(ELU, {"alpha": 1.0})
 _gelu_erf = public_function(GELU)

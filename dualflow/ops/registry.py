@@ -129,7 +129,7 @@ def elementwise(
 
     Example:
         >>> op = OPS["relu"]; op.expr_text
-        'where(x > 0, x, 0)'
+        'maximum(x, 0)'
     """
     tree = parse_expr(expr, args, attrs)
     forward = compile_numpy(tree, args, attrs)

@@ -29,6 +29,21 @@ def _grad_samples(low: float, high: float) -> object:
 
 
 ENTRIES = [
+    OpInfo(
+        "relu_grad",
+        ops.relu_grad,
+        lambda y, gy: np.where(y > 0, gy, 0.0),
+        lambda rng: [
+            Sample(
+                (
+                    np.maximum(rng.normal(size=(3, 4)), 0) + (rng.random((3, 4)) > 0.5) * 0.5,
+                    rng.normal(size=(3, 4)),
+                ),
+                grad=(1,),
+                name="3x4",
+            )
+        ],
+    ),
     OpInfo("tanh_grad", ops.tanh_grad, lambda y, gy: gy * (1 - y * y), _grad_samples(-0.9, 0.9)),
     OpInfo(
         "sigmoid_grad", ops.sigmoid_grad, lambda y, gy: gy * y * (1 - y), _grad_samples(0.1, 0.9)
