@@ -82,7 +82,7 @@ class CompiledFunction:
     ) -> None:
         if fallback not in ("eager", "error"):
             raise ValueError(f"fallback must be 'eager' or 'error', got {fallback!r}")
-        functools.update_wrapper(self, fn)
+        functools.update_wrapper(self, fn, updated=())  # a Module's __dict__ stays its own
         self.fn, self.max_traces, self.passes, self.fallback = fn, max_traces, passes, fallback
         self.traces: dict[Any, list[Trace]] = {}
         self.history: list[Trace] = []
@@ -90,10 +90,7 @@ class CompiledFunction:
         self._eager_reason: str | None = None
         self._single_use_reason: str | None = None
         self._single_use_keys: set[Any] = set()
-        try:
-            self._names = list(inspect.signature(fn).parameters)
-        except (TypeError, ValueError):
-            self._names = []
+        self._names = _positional_names(getattr(fn, "forward", fn))  # a Module: its forward
 
     def stats(self) -> Stats:
         """Calls, traces, guard failures, eager fallbacks and compile time so far."""
@@ -152,7 +149,7 @@ class CompiledFunction:
             return self._give_up(args, kwargs, reason)
         self._stats.retrace_reasons.append(reason)
         start = time.perf_counter()
-        tracer = Tracer(getattr(self.fn, "__name__", "fn"))
+        tracer = Tracer(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         for leaf, path in zip(flat.leaves, flat.paths):
             tracer.bind_input(leaf, path)
         try:
@@ -187,7 +184,7 @@ class CompiledFunction:
     def _give_up(self, args: tuple, kwargs: dict, reason: str, warn_now: bool = False) -> Any:
         self._eager_reason = reason
         self._stats.eager_fallbacks += 1
-        name = getattr(self.fn, "__qualname__", "function")
+        name = _name(self.fn)
         warnings.warn(
             f"dualflow.compile: {name} runs eagerly from now on "
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
@@ -199,6 +196,19 @@ class CompiledFunction:
 
 
 _GUARD_FAILED = object()
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+def _positional_names(fn: Callable) -> list[str]:
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return []
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return [p.name for p in params if p.kind in kinds]
 
 
 def _commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[list, list]:

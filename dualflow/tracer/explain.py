@@ -68,5 +68,5 @@ def explain(fn: Any, *args: Any, **kwargs: Any) -> Explanation:
         raise TypeError(f"explain needs a function made by dualflow.compile, got {fn!r}")
     if args or kwargs:
         fn(*args, **kwargs)
-    name = getattr(fn.fn, "__qualname__", "function")
+    name = getattr(fn.fn, "__qualname__", None) or type(fn.fn).__name__
     return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason)
