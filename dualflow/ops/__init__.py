@@ -108,6 +108,7 @@ from dualflow.ops.random_ops import (
     random_uniform,
 )
 from dualflow.ops.embedding import embedding, embedding_grad
+from dualflow.ops.fused_arith import fma
 
 # Every public op function imported above (helpers and modules excluded).
 __all__ = sorted(

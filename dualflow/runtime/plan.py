@@ -14,9 +14,11 @@ import numpy as np
 
 from dualflow.device import Device
 from dualflow.errors import NumericalError
-from dualflow.graph_ir.interpret import guard_holds, run_node
+from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
 from dualflow.runtime.codegen import render
+from dualflow.runtime.kernels_cpu import cpu_kernel
+from dualflow.runtime.kernels_cuda import cuda_kernel
 
 
 @dataclass
@@ -29,8 +31,23 @@ class RunResult:
 
 
 def _fused_kernel(node: Node) -> Any:
-    # Fused nodes appear once the fusion pass exists; until then the reference evaluator runs.
-    return lambda xp, *args: run_node(node, list(args), xp)[0]
+    # Kernels are built on first call: which one (numba, blocked numpy, CUDA) depends on xp, and
+    # plans that never run should not pay numba's import or compile time.
+    expr, args = node.attrs["expr"], node.attrs["args"]
+    metas = tuple((v.shape, v.dtype) for v in node.inputs)
+    built: dict[str, Any] = {}
+
+    def run(xp: Any, *arrays: Any, **_attrs: Any) -> Any:
+        kernel = built.get(xp.__name__)
+        if kernel is None:
+            if xp.__name__ == "numpy":
+                kernel = cpu_kernel(expr, args, metas)
+            else:
+                kernel = cuda_kernel(expr, args, tuple(d for _, d in metas))
+            built[xp.__name__] = kernel
+        return kernel(xp, *arrays)
+
+    return run
 
 
 @dataclass

@@ -1,0 +1,155 @@
+"""Common-subexpression elimination: merge pure nodes with the same op, inputs (sorted for
+commutative ops) and attrs, and equal constants; uses, outputs and update sources are rewired.
+In the example both constants hold the same bytes (a parsed graph's constants are zeros).
+
+Before::
+
+    graph f(%0: float32[4] "x", %1: float32[4] "y") {
+      const %2: float32[4]
+      const %3: float32[4]
+      %4: float32[4] = multiply(%0, %1)  # m.py:1
+      %5: float32[4] = multiply(%1, %0)  # m.py:2
+      %6: float32[4] = add(%4, %2)  # m.py:3
+      %7: float32[4] = add(%5, %3)  # m.py:4
+      return %6, %7
+    }
+
+After::
+
+    graph f(%0: float32[4] "x", %1: float32[4] "y") {
+      const %2: float32[4]
+      %4: float32[4] = multiply(%0, %1)  # m.py:1
+      %6: float32[4] = add(%4, %2)  # m.py:3
+      return %6, %6
+    }
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.ops.registry import OPS
+from dualflow.passes.dce import is_effectful
+
+
+def attr_key(value: Any) -> Any:
+    """A hashable canonical key of an attribute or literal: equal keys mean equal values.
+
+    Types are part of the key (``1``, ``1.0`` and ``True`` differ); arrays compare by dtype,
+    shape and bytes; floats by ``repr`` so that NaN equals NaN and ``-0.0`` differs from ``0.0``.
+
+    Example:
+        >>> attr_key((1, 2.0)) == attr_key((1, 2.0)), attr_key(1) == attr_key(1.0)
+        (True, False)
+    """
+    if isinstance(value, np.ndarray):
+        return ("ndarray", value.dtype.name, value.shape, value.tobytes())
+    if isinstance(value, np.generic):
+        return attr_key(value.item())
+    if isinstance(value, tuple | list):
+        return (type(value).__name__, tuple(attr_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, attr_key(v)) for k, v in value.items())))
+    if isinstance(value, slice):
+        return ("slice", attr_key(value.start), attr_key(value.stop), attr_key(value.step))
+    if isinstance(value, float):
+        return ("float", repr(value))
+    return (type(value).__name__, repr(value))
+
+
+def _operand_key(value: Value | Any) -> tuple:
+    # Values by identity (their id is unique in a graph); literals by type and repr.
+    return (0, value.id, "") if isinstance(value, Value) else (1, *attr_key(value))
+
+
+def node_key(node: Node) -> tuple:
+    """The key under which two pure nodes compute the same thing.
+
+    Example:
+        >>> x, y = Value(0, (2,), "float32"), Value(1, (2,), "float32")
+        >>> out = (Value(2, (2,), "float32"),)
+        >>> node_key(Node("add", (x, y), out)) == node_key(Node("add", (y, x), out))
+        True
+    """
+    operands = [_operand_key(v) for v in node.inputs]
+    op = OPS.get(node.op)
+    if op is not None and op.commutative:
+        operands.sort()
+    outputs = tuple((v.shape, v.dtype) for v in node.outputs)
+    attrs = tuple(sorted((k, attr_key(v)) for k, v in node.attrs.items()))
+    return (node.op, tuple(operands), attrs, outputs)
+
+
+def _merge_consts(graph: Graph) -> tuple[dict[Value, np.ndarray], dict[Value, Value]]:
+    kept: dict[Value, np.ndarray] = {}
+    first: dict[tuple, Value] = {}
+    subst: dict[Value, Value] = {}
+    for value, array in graph.consts.items():
+        key = attr_key(np.asarray(array))
+        if key in first:
+            subst[value] = first[key]
+        else:
+            first[key] = value
+            kept[value] = array
+    return kept, subst
+
+
+def rewire(node: Node, subst: dict[Value, Value]) -> Node:
+    """``node`` with its inputs replaced through ``subst`` (the same object when none changes).
+
+    Example:
+        >>> x, y = Value(0, (2,), "float32"), Value(1, (2,), "float32")
+        >>> n = Node("exp", (x,), (Value(2, (2,), "float32"),))
+        >>> rewire(n, {x: y}).inputs[0] is y, rewire(n, {}) is n
+        (True, True)
+    """
+    if not any(isinstance(v, Value) and v in subst for v in node.inputs):
+        return node
+    inputs = tuple(subst.get(v, v) if isinstance(v, Value) else v for v in node.inputs)
+    return Node(node.op, inputs, node.outputs, node.attrs, node.loc)
+
+
+def rebuild(graph: Graph, nodes: list[Node], consts: dict, subst: dict[Value, Value]) -> Graph:
+    """A copy of ``graph`` with new nodes/consts and outputs and update sources rewired.
+
+    Example:
+        >>> from dualflow.graph_ir import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2,), "float32"); b.output(x)
+        >>> g = b.build(); y = Value(5, (2,), "float32")
+        >>> rebuild(g, [], {}, {x: y}).outputs[0] is y
+        True
+    """
+    outputs = tuple(subst.get(v, v) for v in graph.outputs)
+    updates = tuple((s, subst.get(n, n)) for s, n in graph.updates)
+    return graph.replace(nodes=tuple(nodes), consts=consts, outputs=outputs, updates=updates)
+
+
+def cse(graph: Graph) -> Graph:
+    """Merge duplicate pure nodes and equal constants; returns ``graph`` when none are found.
+
+    Example:
+        >>> from dualflow.graph_ir import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2,), "float32")
+        >>> (a,), (c,) = b.node("exp", [x]), b.node("exp", [x]); b.output(a, c)
+        >>> g = cse(b.build()); len(g.nodes), g.outputs[0] is g.outputs[1], cse(g) is g
+        (1, True, True)
+    """
+    consts, subst = _merge_consts(graph)
+    seen: dict[tuple, Node] = {}
+    nodes: list[Node] = []
+    for original in graph.nodes:
+        node = rewire(original, subst)
+        if not is_effectful(node):
+            key = node_key(node)
+            twin = seen.get(key)
+            if twin is not None:
+                subst.update(zip(node.outputs, twin.outputs))
+                continue
+            seen[key] = node
+        nodes.append(node)
+    if not subst:
+        return graph
+    return rebuild(graph, nodes, consts, subst)

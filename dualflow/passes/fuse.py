@@ -1,0 +1,185 @@
+"""fuse: regions of elementwise nodes whose intermediates stay inside become one ``fused`` node.
+
+Before: ``%1 = multiply(%0, 0.5)  # m.py:1`` then ``%2 = tanh(%1)  # m.py:2``; after: ``%2 =
+fused(%0) {args=('a0',), dtype='float32', expr=('call', 'tanh', ('call', 'multiply', ('var',
+'a0'), ('const', 0.5))), locs=('m.py:1', 'm.py:2')}  # m.py:1``.
+"""
+
+from __future__ import annotations
+
+import heapq
+
+from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.ops.expr import Expr
+from dualflow.ops.registry import OPS
+
+# Below this many output elements a fused kernel call (numba dispatch ~5-10 µs, the blocked
+# evaluator's setup ~10 µs) costs more than the numpy calls and temporaries it saves.
+MIN_FUSE_SIZE = 4096
+# Shared subexpressions are duplicated in the composed tree; cap its size so diamonds of diamonds
+# cannot grow it exponentially.
+MAX_EXPR_NODES = 400
+
+
+def fusible(node: Node) -> bool:
+    """Whether ``node`` may join a fusion region: a pure, single-output elementwise op.
+
+    Example:
+        >>> from dualflow.graph_ir.ir import Value
+        >>> fusible(Node("exp", (Value(0, (2,), "float32"),), (Value(1, (2,), "float32"),)))
+        True
+    """
+    op = OPS.get(node.op)
+    return (
+        op is not None
+        and op.kind == "elementwise"
+        and not op.impure
+        and op.expr is not None
+        and len(node.outputs) == 1
+    )
+
+
+def _region(
+    graph: Graph, root: int, taken: set[int], escaping: set[Value], index: dict[int, int]
+) -> list[int]:
+    """Grow the maximal region ending at node ``root``: producers are visited in decreasing
+    schedule order, so when one is examined every in-region user it will ever have is known."""
+    region = {root}
+    heap: list[int] = []
+
+    def push_producers(i: int) -> None:
+        for v in graph.nodes[i].value_inputs:
+            producer = graph.producers.get(v)
+            if producer is not None:
+                heapq.heappush(heap, -index[id(producer)])
+
+    push_producers(root)
+    while heap:
+        i = -heapq.heappop(heap)
+        node = graph.nodes[i]
+        if i in region or i in taken or not fusible(node):
+            continue
+        out = node.outputs[0]
+        users = graph.users.get(out, ())
+        # An intermediate needed outside (a user elsewhere, a graph output, an update source)
+        # must stay materialized. This also rules out cycles: only the root's value leaves the
+        # region, and every member is an ancestor of the root.
+        if out in escaping or any(index[id(u)] not in region for u in users):
+            continue
+        region.add(i)
+        push_producers(i)
+    return sorted(region)
+
+
+def _compose(graph: Graph, members: list[int]) -> tuple[Expr, tuple[Value, ...]]:
+    """The root's expression with every member's expression substituted in, over new names."""
+    inside = {graph.nodes[i].outputs[0]: graph.nodes[i] for i in members}
+    inputs: list[Value] = []
+    memo: dict[Value, Expr] = {}
+
+    def operand(v: Value | int | float | bool) -> Expr:
+        if not isinstance(v, Value):
+            return ("const", v)  # a literal input stays a weak Python scalar
+        if v in memo:
+            return memo[v]
+        if v in inside:
+            memo[v] = node_expr(inside[v])
+        else:
+            if v not in inputs:
+                inputs.append(v)
+            memo[v] = ("var", f"a{inputs.index(v)}")
+        return memo[v]
+
+    def node_expr(node: Node) -> Expr:
+        op = OPS[node.op]
+        bound = {name: operand(v) for name, v in zip(op.args, node.inputs)}
+        return substitute(op.expr, bound, node.attrs)
+
+    return node_expr(graph.nodes[members[-1]]), tuple(inputs)
+
+
+def substitute(expr: Expr, bound: dict[str, Expr], attrs: dict) -> Expr:
+    """Replace ``var`` leaves by ``bound`` expressions and ``attr`` leaves by constants.
+
+    Example:
+        >>> substitute(("call", "add", ("var", "x"), ("attr", "k")), {"x": ("var", "a0")}, {"k": 2})
+        ('call', 'add', ('var', 'a0'), ('const', 2))
+    """
+    kind = expr[0]
+    if kind == "var":
+        return bound[expr[1]]
+    if kind == "attr":
+        return ("const", attrs[expr[1]])
+    if kind == "const":
+        return expr
+    return ("call", expr[1], *(substitute(e, bound, attrs) for e in expr[2:]))
+
+
+def expr_size(expr: Expr) -> int:
+    """Number of leaves and calls in an expression tree.
+
+    Example:
+        >>> expr_size(("call", "exp", ("var", "a0")))
+        2
+    """
+    return 1 + sum(expr_size(e) for e in expr[2:]) if expr[0] == "call" else 1
+
+
+def _fused_node(graph: Graph, members: list[int]) -> Node | None:
+    expr, inputs = _compose(graph, members)
+    if expr_size(expr) > MAX_EXPR_NODES:
+        return None
+    nodes = [graph.nodes[i] for i in members]
+    locs = tuple(n.loc for n in nodes if n.loc)
+    root = nodes[-1]
+    attrs = {
+        "expr": expr,
+        "args": tuple(f"a{i}" for i in range(len(inputs))),
+        "dtype": root.outputs[0].dtype,
+        "locs": locs,
+    }
+    return Node("fused", inputs, root.outputs, attrs, locs[0] if locs else None)
+
+
+def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE) -> Graph:
+    """Replace each maximal elementwise region of ≥ 2 nodes (output ≥ ``min_size`` elements)
+    by one ``fused`` node placed at the region's last node; the same graph if none qualifies.
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((8,), "float32")
+        >>> (h,) = b.node("multiply", [x, 0.5]); b.output(*b.node("tanh", [h]))
+        >>> [n.op for n in fuse(b.build(), min_size=0).nodes]
+        ['fused']
+    """
+    escaping = set(graph.outputs) | {new for _, new in graph.updates}
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    taken: set[int] = set()
+    replaced: dict[int, Node | None] = {}  # node index -> its fused node (None: dropped)
+    for root in range(len(graph.nodes) - 1, -1, -1):
+        node = graph.nodes[root]
+        if root in taken or not fusible(node):
+            continue
+        members = _region(graph, root, taken, escaping, index)
+        size = _numel(node.outputs[0])
+        if len(members) < 2 or size < min_size:
+            continue
+        fused = _fused_node(graph, members)
+        if fused is None:
+            continue
+        taken.update(members)
+        replaced.update({i: None for i in members})
+        replaced[root] = fused
+    if not replaced:
+        return graph
+    nodes = tuple(
+        replaced.get(i, n) for i, n in enumerate(graph.nodes) if replaced.get(i, n) is not None
+    )
+    return graph.replace(nodes=nodes)
+
+
+def _numel(value: Value) -> int:
+    size = 1
+    for d in value.shape:
+        size *= d
+    return size

@@ -1,0 +1,136 @@
+"""The pass manager: named passes, explicit pipelines (O0/O1/O2) and ``run_passes`` (DESIGN §5).
+
+It verifies after each pass when asked (always in tests), dumps every intermediate graph's text,
+keeps per-pass stats and names the failing pass (and the ones before it) in a ``CompileError``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from dualflow.errors import CompileError
+from dualflow.graph_ir.ir import Graph, Value
+from dualflow.graph_ir.printer import print_graph
+from dualflow.graph_ir.verify import verify
+from dualflow.passes.cse import cse
+from dualflow.passes.dce import dce
+from dualflow.passes.fold import fold
+from dualflow.passes.fuse import fuse
+
+Pass = Callable[[Graph], Graph]
+
+# Every known pass by name; a pass returns its input object unchanged when it changes nothing.
+PASSES: dict[str, Pass] = {"dce": dce, "cse": cse, "fold": fold, "fuse": fuse}
+
+O0: tuple[str, ...] = ()
+O1: tuple[str, ...] = ("dce", "cse")
+O2: tuple[str, ...] = ("fold", "cse", "dce", "fuse")
+PIPELINES: dict[str, tuple[str, ...]] = {"O0": O0, "O1": O1, "O2": O2}
+
+
+@dataclass(frozen=True)
+class PassStats:
+    """What one pass did: node counts before/after, wall time, bytes of values it removed."""
+
+    name: str
+    nodes_before: int
+    nodes_after: int
+    seconds: float
+    bytes_removed: int
+
+
+def resolve_passes(spec: str | tuple[str, ...] | list[str] | None = None) -> tuple[str, ...]:
+    """Turn a pipeline spec into a tuple of known pass names.
+
+    ``spec`` is "O0"/"O1"/"O2", a comma-separated list ("dce,cse", the ``DUALFLOW_PASSES``
+    format), a sequence of names, or None (``DUALFLOW_PASSES`` when set, else O2).
+
+    Example:
+        >>> resolve_passes("O1"), resolve_passes("cse, dce"), resolve_passes(())
+        (('dce', 'cse'), ('cse', 'dce'), ())
+    """
+    if spec is None:
+        spec = os.environ.get("DUALFLOW_PASSES") or "O2"
+    if isinstance(spec, str):
+        text = spec.strip()
+        spec = PIPELINES[text] if text in PIPELINES else [s.strip() for s in text.split(",")]
+        spec = [s for s in spec if s]
+    names = tuple(spec)
+    unknown = [n for n in names if n not in PASSES]
+    if unknown:
+        raise ValueError(
+            f"unknown pass name(s) {unknown}; known passes: {sorted(PASSES)} "
+            f"(pipelines: {sorted(PIPELINES)})"
+        )
+    return names
+
+
+def _defined(graph: Graph) -> set[Value]:
+    return {v for n in graph.nodes for v in n.outputs} | set(graph.consts)
+
+
+def _dump(directory: Path | None, index: int, name: str, graph: Graph) -> None:
+    if directory is not None:
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / f"{index:02d}-{name}.graph").write_text(print_graph(graph) + "\n")
+
+
+def _run_one(name: str, graph: Graph, done: list[str], check: bool) -> tuple[Graph, float]:
+    where = f"pass {name!r} (after passes {done or 'none'})"
+    start = time.perf_counter()
+    try:
+        result = PASSES[name](graph)
+    except CompileError as exc:
+        raise CompileError(f"{where} failed: {exc}") from exc
+    except Exception as exc:
+        raise CompileError(f"{where} raised {type(exc).__name__}: {exc}") from exc
+    seconds = time.perf_counter() - start  # the pass alone, not its verification
+    if not isinstance(result, Graph):
+        raise CompileError(f"{where} returned {type(result).__name__}, not a Graph")
+    if check:
+        try:
+            verify(result)
+        except CompileError as exc:
+            raise CompileError(f"{where} produced an invalid graph: {exc}") from exc
+    return result, seconds
+
+
+def run_passes(
+    graph: Graph,
+    passes: str | tuple[str, ...] | list[str] | None = None,
+    verify_each: bool = False,
+    dump_dir: str | os.PathLike | None = None,
+) -> tuple[Graph, list[PassStats]]:
+    """Run a pipeline of passes over ``graph``; returns the result and one PassStats per pass.
+
+    Verification after each pass happens when ``verify_each`` or ``DUALFLOW_VERIFY_PASSES=1``;
+    graphs are dumped as ``00-input.graph``, ``01-<pass>.graph``... into ``dump_dir`` or
+    ``DUALFLOW_DUMP_IR`` when either is set.
+
+    Example:
+        >>> from dualflow.graph_ir import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2,), "float32")
+        >>> _ = b.node("exp", [x]); b.output(x)
+        >>> g, stats = run_passes(b.build(), "O1", verify_each=True)
+        >>> len(g.nodes), [(s.name, s.nodes_before, s.nodes_after) for s in stats]
+        (0, [('dce', 1, 0), ('cse', 0, 0)])
+    """
+    names = resolve_passes(passes)
+    check = verify_each or os.environ.get("DUALFLOW_VERIFY_PASSES", "") not in ("", "0")
+    dump = dump_dir if dump_dir is not None else os.environ.get("DUALFLOW_DUMP_IR") or None
+    directory = Path(dump) if dump is not None else None
+    _dump(directory, 0, "input", graph)
+    stats: list[PassStats] = []
+    for index, name in enumerate(names, start=1):
+        result, seconds = _run_one(name, graph, list(names[: index - 1]), check)
+        removed = _defined(graph) - _defined(result) if result is not graph else set()
+        stats.append(
+            PassStats(name, len(graph), len(result), seconds, sum(v.nbytes for v in removed))
+        )
+        _dump(directory, index, name, result)
+        graph = result
+    return graph, stats

@@ -1,0 +1,129 @@
+"""A fused expression lowered to a typed straight-line program, shared by the kernel backends.
+
+Each step is one call with the numpy dtype of its result and the dtype its operands are cast to
+(numpy's loop type), found by running numpy itself on one-element samples, so numpy's promotion
+rules (weak Python scalars included) decide the types, and identical subtrees are computed once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from dualflow.ops.expr import Expr, compile_numpy, erf
+
+Ref = tuple  # ("in", k) | ("const", value) | ("step", j)
+COMPARISONS = ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
+TRANSCENDENTAL = ("exp", "log", "log1p", "expm1", "tanh", "erf", "sin", "cos")
+
+
+@dataclass(frozen=True)
+class Step:
+    """One call: ``fn(*operands)`` computed in ``ctype`` giving ``dtype``."""
+
+    fn: str
+    operands: tuple[Ref, ...]
+    dtype: np.dtype
+    ctype: np.dtype
+
+
+@dataclass(frozen=True)
+class Program:
+    """The steps in evaluation order; the last one is the result."""
+
+    steps: tuple[Step, ...]
+    in_dtypes: tuple[np.dtype, ...]
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The result dtype."""
+        return self.steps[-1].dtype
+
+    @property
+    def transcendental(self) -> bool:
+        """Whether any step calls exp/log/tanh/erf/sin/cos (slow as scalar libm in numba)."""
+        return any(s.fn in TRANSCENDENTAL for s in self.steps)
+
+
+def apply_numpy(fn: str, operands: list[Any], out: Any = None) -> Any:
+    """Evaluate one call like the op's numpy forward, into ``out`` when given.
+
+    Example:
+        >>> apply_numpy("add", [np.float32(1), 0.5]).dtype
+        dtype('float32')
+    """
+    if fn == "astype":
+        x, dtype = operands
+        if out is None:
+            return np.asarray(x).astype(dtype)
+        return np.copyto(out, x, casting="unsafe") or out
+    if fn == "where":
+        if out is None:
+            return np.where(*operands)
+        cond, a, b = operands
+        np.copyto(out, b, casting="unsafe")
+        np.copyto(out, a, casting="unsafe", where=np.asarray(cond, dtype=bool))
+        return out
+    if fn == "erf":
+        result = erf(np, operands[0])
+        return result if out is None else (np.copyto(out, result, casting="unsafe") or out)
+    return getattr(np, fn)(*operands) if out is None else getattr(np, fn)(*operands, out=out)
+
+
+def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) -> Program:
+    """Lower ``expr`` over inputs ``args`` of ``in_dtypes`` to a typed Program.
+
+    Example:
+        >>> e = ("call", "multiply", ("var", "a0"), ("const", 0.5))
+        >>> p = lower_expr(e, ("a0",), ("float32",))
+        >>> p.steps[0].fn, p.dtype
+        ('multiply', dtype('float32'))
+    """
+    dtypes = tuple(np.dtype(d) for d in in_dtypes)
+    steps: list[Step] = []
+    samples: list[Any] = []
+    memo: dict[Expr, Ref] = {}
+
+    def sample(ref: Ref) -> Any:
+        if ref[0] == "in":
+            return np.ones(1, dtypes[ref[1]])
+        return ref[1] if ref[0] == "const" else samples[ref[1]]
+
+    def visit(node: Expr) -> Ref:
+        if node in memo:
+            return memo[node]
+        if node[0] == "var":
+            ref: Ref = ("in", args.index(node[1]))
+        elif node[0] == "const":
+            ref = ("const", node[1])
+        elif not _has_var(node):  # numpy makes a constant call's result a strong scalar
+            ref = ("const", compile_numpy(node, (), ())(np))
+        else:
+            operands = tuple(visit(e) for e in node[2:])
+            with np.errstate(all="ignore"):
+                result = apply_numpy(node[1], [sample(r) for r in operands])
+            ctype = _compute_type(node[1], [sample(r) for r in operands], result.dtype)
+            steps.append(Step(node[1], operands, result.dtype, ctype))
+            samples.append(result)
+            ref = ("step", len(steps) - 1)
+        memo[node] = ref
+        return ref
+
+    visit(expr)
+    return Program(tuple(steps), dtypes)
+
+
+def _has_var(expr: Expr) -> bool:
+    return expr[0] == "var" or (expr[0] == "call" and any(_has_var(e) for e in expr[2:]))
+
+
+def _compute_type(fn: str, operands: list[Any], result: np.dtype) -> np.dtype:
+    if fn in COMPARISONS:
+        return np.result_type(*operands)
+    if fn == "where":
+        return result
+    if fn == "astype":
+        return np.asarray(operands[0]).dtype
+    return result

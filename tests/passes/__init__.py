@@ -1,0 +1,1 @@
+"""Tests of the optimization passes and the pass manager."""

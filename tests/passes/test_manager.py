@@ -1,0 +1,107 @@
+"""The pass manager: pipelines, stats, dumps, verification and error reporting."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from dualflow.errors import CompileError
+from dualflow.graph_ir import Graph, parse_graph, print_graph
+from dualflow.passes import O0, O1, O2, PASSES, resolve_passes, run_passes
+from dualflow.passes import manager as manager_module
+from tests.passes.programs import mlp_step
+
+
+def test_pipelines_are_explicit_tuples() -> None:
+    assert O0 == () and O1 == ("dce", "cse")
+    assert O2[:3] == ("fold", "cse", "dce")
+    assert resolve_passes("O0") == () and resolve_passes(("cse",)) == ("cse",)
+    assert resolve_passes(" fold , dce ") == ("fold", "dce")
+
+
+def test_unknown_pass_names_are_rejected_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match=r"unknown pass.*'nope'.*known passes: \['cse', 'dce'"):
+        resolve_passes("dce,nope")
+    with pytest.raises(ValueError, match="O3"):
+        run_passes(mlp_step(), "O3")
+
+
+def test_env_passes_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUALFLOW_PASSES", "cse,dce")
+    assert resolve_passes(None) == ("cse", "dce")
+    _, stats = run_passes(mlp_step(), None, verify_each=True)
+    assert [s.name for s in stats] == ["cse", "dce"]
+    monkeypatch.delenv("DUALFLOW_PASSES")
+    assert resolve_passes(None) == O2
+
+
+def test_stats_are_recorded() -> None:
+    graph = mlp_step()
+    out, stats = run_passes(graph, "O2", verify_each=True)
+    assert [s.name for s in stats] == list(O2)
+    assert stats[0].nodes_before == len(graph) and stats[-1].nodes_after == len(out)
+    for before, after in itertools.pairwise(stats):
+        assert after.nodes_before == before.nodes_after
+    assert all(s.seconds >= 0 for s in stats)
+    # fold drops the multiply-by-one (float32[4,5]); cse and dce each drop a float32[4,2]
+    assert [s.bytes_removed for s in stats][:3] == [80, 32, 32]
+    assert run_passes(graph, "O0")[0] is graph
+
+
+def test_dump_directory(tmp_path) -> None:
+    graph = mlp_step()
+    out, _ = run_passes(graph, "O2", verify_each=True, dump_dir=tmp_path)
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["00-input.graph"] + [f"{i:02d}-{n}.graph" for i, n in enumerate(O2, 1)]
+    assert (tmp_path / "00-input.graph").read_text() == print_graph(graph) + "\n"
+    assert (
+        parse_graph((tmp_path / f"{len(O2):02d}-{O2[-1]}.graph").read_text()).nodes[-1].op
+        == out.nodes[-1].op
+    )
+
+
+def test_dump_directory_from_env(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DUALFLOW_DUMP_IR", str(tmp_path / "ir"))
+    run_passes(mlp_step(), "O1")
+    assert sorted(p.name for p in (tmp_path / "ir").iterdir()) == [
+        "00-input.graph",
+        "01-dce.graph",
+        "02-cse.graph",
+    ]
+
+
+def _drop_first_node(graph: Graph) -> Graph:
+    return graph.replace(nodes=graph.nodes[1:])  # its outputs are used later: invalid IR
+
+
+def _explode(graph: Graph) -> Graph:
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("broken, message", [(_drop_first_node, "invalid"), (_explode, "boom")])
+def test_a_broken_pass_is_named(monkeypatch: pytest.MonkeyPatch, broken, message: str) -> None:
+    monkeypatch.setitem(PASSES, "broken", broken)
+    with pytest.raises(CompileError) as info:
+        run_passes(mlp_step(), ("dce", "cse", "broken"), verify_each=True)
+    text = str(info.value)
+    assert "'broken'" in text and "['dce', 'cse']" in text and message in text
+
+
+def test_verification_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PASSES, "broken", _drop_first_node)
+    run_passes(mlp_step(), ("broken",))  # not verified: no error
+    monkeypatch.setenv("DUALFLOW_VERIFY_PASSES", "1")
+    with pytest.raises(CompileError, match="broken"):
+        run_passes(mlp_step(), ("broken",))
+
+
+def test_a_pass_returning_a_non_graph_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PASSES, "broken", lambda g: list(g.nodes))
+    with pytest.raises(CompileError, match=r"'broken'.*not a Graph"):
+        run_passes(mlp_step(), ("broken",))
+
+
+def test_every_pass_is_registered() -> None:
+    assert set(manager_module.PASSES) >= {"dce", "cse", "fold"}
+    assert set(O1) | set(O2) <= set(PASSES)

@@ -1,0 +1,196 @@
+"""Fused kernels: the blocked evaluator is bit-identical to eager numpy, numba kernels are exact on
+arithmetic chains (no reassociation, float32 stays float32) and load from the disk cache in a
+second process, and the rendered CUDA C compiles with ``nvcc --ptx``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dualflow.graph_ir import Graph, GraphBuilder, interpret
+from dualflow.passes.fuse import fuse
+from dualflow.runtime import kernels_cpu as kc
+from dualflow.runtime import lower
+from dualflow.runtime.kernels_cuda import render_cuda, wrap_global
+from dualflow.runtime.kernels_typing import lower_expr
+
+
+@pytest.fixture(autouse=True)
+def _cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
+    return tmp_path
+
+
+def _tanh_chain(shape: tuple[int, ...], bshape: tuple[int, ...] | None = None) -> Graph:
+    """``tanh(x*0.5+1)*sigmoid(x) - x**2`` (+ y when ``bshape`` is given)."""
+    b = GraphBuilder("tanh_chain")
+    x = b.input(shape, "float32", "x")
+    (h,) = b.node("multiply", [x, 0.5])
+    (h,) = b.node("add", [h, 1])
+    (t,) = b.node("tanh", [h])
+    (s,) = b.node("sigmoid", [x])
+    (p,) = b.node("multiply", [t, s])
+    (q,) = b.node("power", [x, 2])
+    (r,) = b.node("subtract", [p, q])
+    if bshape is not None:
+        (r,) = b.node("add", [r, b.input(bshape, "float32", "y")])
+    b.output(r)
+    return b.build()
+
+
+def _arith_chain(shape: tuple[int, ...], dtype: str, bshape: tuple[int, ...] | None) -> Graph:
+    """``max((x*0.5+1)*(x*x-3)/(x*x+1) - x*0.25, 0)`` (+ y): arithmetic only."""
+    b = GraphBuilder("arith_chain")
+    x = b.input(shape, dtype, "x")
+    (a,) = b.node("multiply", [x, 0.5])
+    (a,) = b.node("add", [a, 1])
+    (sq,) = b.node("multiply", [x, x])
+    (n,) = b.node("subtract", [sq, 3.0])
+    (d,) = b.node("add", [sq, 1.0])
+    (a,) = b.node("multiply", [a, n])
+    (a,) = b.node("divide", [a, d])
+    (c,) = b.node("multiply", [x, 0.25])
+    (a,) = b.node("subtract", [a, c])
+    (a,) = b.node("maximum", [a, 0])
+    if bshape is not None:
+        (a,) = b.node("where", [*b.node("greater", [a, 0.1]), a, b.input(bshape, dtype, "y")])
+    b.output(a)
+    return b.build()
+
+
+def _run_both(graph: Graph, inputs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    fused = fuse(graph, min_size=0)
+    assert [n.op for n in fused.nodes] == ["fused"]
+    got = lower(fused).run(inputs, []).outputs[0]
+    want = interpret(graph, inputs).outputs[0]
+    assert got.dtype == want.dtype and got.shape == want.shape
+    return got, want
+
+
+@pytest.mark.parametrize(
+    ("shape", "bshape"), [((200_003,), None), ((3,), None), ((300, 701), (701,))]
+)
+def test_blocked_evaluator_bit_identical(shape: tuple, bshape: tuple | None) -> None:
+    rng = np.random.default_rng(1)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in (shape, bshape) if s]
+    got, want = _run_both(_tanh_chain(shape, bshape), inputs)
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize(("shape", "bshape"), [((100_000,), None), ((64, 33), (1, 33))])
+def test_numba_arithmetic_chain_exact(dtype: str, shape: tuple, bshape: tuple | None) -> None:
+    """No fastmath: each step rounds in the numpy dtype, so results are exactly eager's."""
+    rng = np.random.default_rng(2)
+    inputs = [rng.standard_normal(s).astype(dtype) for s in (shape, bshape) if s]
+    inputs[0].reshape(-1)[:3] = [np.nan, 0.0, -np.inf]
+    with np.errstate(all="ignore"):
+        got, want = _run_both(_arith_chain(shape, dtype, bshape), inputs)
+    np.testing.assert_array_equal(got, want)
+    assert list(Path(os.environ["DUALFLOW_CACHE_DIR"], "kernels").glob("k_*.py"))
+
+
+def test_numba_power_within_one_ulp() -> None:
+    """``power`` is numba's powf against numpy's: the one step allowed to differ, by ≤ 1 ulp."""
+    expr = ("call", "add", ("call", "power", ("var", "a0"), ("const", 1.5)), ("const", 1.0))
+    x = np.random.default_rng(3).uniform(0, 4, 10_000).astype(np.float32)
+    got = kc.cpu_kernel(expr, ("a0",), (((10_000,), "float32"),))(np, x)
+    assert got.dtype == np.float32
+    np.testing.assert_array_max_ulp(got, np.add(np.power(x, 1.5), 1.0), maxulp=1)
+
+
+def test_numba_missing_falls_back_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dualflow.runtime
+
+    monkeypatch.setitem(sys.modules, "dualflow.runtime.kernels_numba", None)  # import fails
+    monkeypatch.delattr(dualflow.runtime, "kernels_numba", raising=False)
+    monkeypatch.setattr(kc, "_CACHE", {})
+    monkeypatch.setattr(kc, "_warned_no_numba", False)
+    expr = ("call", "add", ("call", "multiply", ("var", "a0"), ("const", 2)), ("const", 1))
+    with pytest.warns(RuntimeWarning, match="numba is not installed"):
+        kernel = kc.cpu_kernel(expr, ("a0",), (((4,), "int64"),))
+    assert kernel(np, np.arange(4)).tolist() == [1, 3, 5, 7]
+
+
+_SECOND_PROCESS = """
+import time, numpy as np
+from dualflow.runtime.kernels_cpu import cpu_kernel
+expr = ("call", "subtract", ("call", "multiply", ("var", "a0"), ("const", 0.75)),
+        ("call", "multiply", ("var", "a0"), ("var", "a0")))
+t0 = time.perf_counter()
+kernel = cpu_kernel(expr, ("a0",), (((5000,), "float32"),))
+out = kernel(np, np.ones(5000, np.float32))
+elapsed = time.perf_counter() - t0
+from dualflow.runtime import kernels_numba
+(module,) = kernels_numba._MODULES.values()
+stats = module.kernel.stats
+print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()), elapsed, out[0])
+"""
+
+
+def test_numba_disk_cache_reused_by_second_process(tmp_path: Path) -> None:
+    env = {**os.environ, "DUALFLOW_CACHE_DIR": str(tmp_path)}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(_SECOND_PROCESS)],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        for _ in range(2)
+    ]
+    (first_hits, first_misses, _, value), (hits, misses, elapsed, value2) = runs
+    assert (first_hits, first_misses) == ("0", "1")  # compiled, then saved
+    assert (hits, misses) == ("1", "0")  # loaded from disk: nothing compiled
+    assert float(elapsed) < 0.2 and value == value2 == "-0.25"
+    assert len(list((tmp_path / "kernels").glob("k_*.py"))) == 1
+
+
+def _fused_programs() -> list:
+    graphs = [
+        (_tanh_chain((8,)), None),
+        (_tanh_chain((4, 8), (8,)), None),
+        (_arith_chain((4, 8), "float64", (1, 8)), None),
+    ]
+    b = GraphBuilder("mixed")
+    x, i = b.input((8,), "float32"), b.input((8,), "int32")
+    (c,) = b.node("cast", [i], {"dtype": "float32"})
+    (e,) = b.node("gelu", [x])
+    (e,) = b.node("elu", [e], {"alpha": 1.0})
+    (e,) = b.node("clip", [e], {"lo": -1.0, "hi": float("inf")})
+    b.output(*b.node("add", [*b.node("multiply", [e, c]), *b.node("softplus", [x])]))
+    graphs.append((b.build(), None))
+    programs = []
+    for graph, _ in graphs:
+        for node in fuse(graph, min_size=0).nodes:
+            dtypes = tuple(v.dtype for v in node.inputs)
+            programs.append(lower_expr(node.attrs["expr"], node.attrs["args"], dtypes))
+    return programs
+
+
+def test_cuda_source_compiles_with_nvcc(tmp_path: Path) -> None:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not installed")
+    programs = _fused_programs()
+    assert programs[0].dtype == np.float32
+    assert "tanhf(" in render_cuda(programs[0]).operation
+    source = "\n".join(wrap_global(render_cuda(p, f"k{i}")) for i, p in enumerate(programs))
+    path = tmp_path / "fused.cu"
+    path.write_text(source)
+    done = subprocess.run(
+        [nvcc, "--ptx", str(path), "-o", str(tmp_path / "fused.ptx")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr + source
+    assert (tmp_path / "fused.ptx").read_text().count(".entry") == len(programs)
