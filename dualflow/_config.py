@@ -109,5 +109,7 @@ ENVIRONMENT = {
     "DUALFLOW_DISABLE_COMPILE": "1 runs every @dualflow.compile function eagerly",
     "DUALFLOW_PASSES": "comma-separated pass list for compiled functions (overrides the default)",
     "DUALFLOW_DUMP_IR": "directory where the pass manager dumps every intermediate graph",
+    "DUALFLOW_VERIFY_PASSES": "1 verifies the graph after every pass (the test suite sets it)",
+    "DUALFLOW_CACHE_DIR": "where generated kernels are cached (default ~/.cache/dualflow)",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
 }

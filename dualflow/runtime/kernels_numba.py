@@ -107,13 +107,13 @@ def render_source(program: Program, flat: tuple[bool, ...] | None, ndim: int) ->
     in_types = program.in_dtypes
     names = [f"in{k}" for k in range(len(in_types))]
     if flat is not None:
-        loops, index = ["for i in numba.prange(out.shape[0]):"], "i"
+        loops, index = ["for i in range(out.shape[0]):"], "i"
         loads = [
             f"x{k} = {n}[{'i' if full else 0}]" for k, (n, full) in enumerate(zip(names, flat))
         ]
     else:
         loops = [
-            f"for i{d} in {'numba.prange' if d == 0 else 'range'}(out.shape[{d}]):"
+            f"for i{d} in range(out.shape[{d}]):"
             for d in range(ndim)
         ]
         index = ", ".join(f"i{d}" for d in range(ndim)) or "()"
@@ -128,7 +128,7 @@ def render_source(program: Program, flat: tuple[bool, ...] | None, ndim: int) ->
     body.append(f"out[{index}] = t{len(program.steps) - 1}")
     lines = ["import math", "import numba", "import numpy as np", ""]
     lines += [f"_c{i} = {c}" for i, c in enumerate(consts)]
-    lines += ["", "", '@numba.njit(parallel=True, cache=True, error_model="numpy")']
+    lines += ["", "", '@numba.njit(parallel=False, cache=True, error_model="numpy")']
     lines.append(f"def kernel(out, {', '.join(names)}):")
     for depth, loop in enumerate(loops):
         lines.append("    " * (depth + 1) + loop)

@@ -18,6 +18,7 @@ from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.ops.dispatch import interpreting
 from dualflow.ops.registry import OpDef
+from dualflow.passes.manager import run_passes
 from dualflow.runtime.plan import Plan, lower
 from dualflow.tensor import Tensor
 from dualflow.tracer.state import StateChecks
@@ -38,7 +39,9 @@ class Backward:
     op: OpDef
 
 
-def trace_backward(forward: Tracer, outputs: list[Tensor], leaves: list[Any]) -> Backward | None:
+def trace_backward(
+    forward: Tracer, outputs: list[Tensor], leaves: list[Any], passes: Any = ()
+) -> Backward | None:
     """Trace d(outputs)/d(differentiable inputs and state) while the forward tape is alive."""
     # Outputs whose tape a backward inside the function already consumed take no gradient.
     wanted = [
@@ -75,7 +78,7 @@ def trace_backward(forward: Tracer, outputs: list[Tensor], leaves: list[Any]) ->
             config.tracer = None
     present = [g for g in grads if g is not None]
     tracer.builder.output(*(tracer.value_of(g) for g in present))
-    graph = tracer.builder.build()
+    graph, _ = run_passes(tracer.builder.build(), passes)
     mask = [g is not None for g in grads]
     op = OpDef(
         f"compiled:{forward.builder.name}",

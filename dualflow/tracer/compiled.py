@@ -21,6 +21,7 @@ from dualflow._config import config
 from dualflow.errors import TracingError
 from dualflow.graph_ir.ir import Graph
 from dualflow.ops.dispatch import interpreting
+from dualflow.passes.manager import PassStats, resolve_passes, run_passes
 from dualflow.runtime.plan import Plan, lower
 from dualflow.tensor import Tensor
 from dualflow.tracer.autodiff import Backward, connect, trace_backward
@@ -59,6 +60,7 @@ class Trace:
     backward: Backward | None = None
     input_updates: list[int] = field(default_factory=list)  # argument positions written
     const_outputs: list[int] = field(default_factory=list)  # user outputs that are constants
+    pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
 
 
 @dataclass
@@ -83,7 +85,9 @@ class CompiledFunction:
         if fallback not in ("eager", "error"):
             raise ValueError(f"fallback must be 'eager' or 'error', got {fallback!r}")
         functools.update_wrapper(self, fn, updated=())  # a Module's __dict__ stays its own
-        self.fn, self.max_traces, self.passes, self.fallback = fn, max_traces, passes, fallback
+        # None: DUALFLOW_PASSES or the default pipeline (O2); resolved now so typos fail early
+        self.passes = resolve_passes(passes)
+        self.fn, self.max_traces, self.fallback = fn, max_traces, fallback
         self.traces: dict[Any, list[Trace]] = {}
         self.history: list[Trace] = []
         self._stats = Stats()
@@ -167,7 +171,7 @@ class CompiledFunction:
         except BaseException:
             tracer.rollback()  # bad input must leave state untouched
             raise
-        trace = _finish(tracer, out, flat, reason)
+        trace = _finish(tracer, out, flat, reason, self.passes)
         trace.compile_seconds = time.perf_counter() - start
         self._stats.compile_seconds += trace.compile_seconds
         self._stats.traces += 1
@@ -244,7 +248,7 @@ def _grad_owner(slot: tuple[str, Any], flat: Flat) -> Tensor:
     return flat.leaves[where] if kind == "input" else where
 
 
-def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
+def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str, passes: Any) -> Trace:
     leaves, rebuild = flatten_output(out)
     builder = tracer.builder
     builder.output(*(tracer.value_of(t) for t in leaves))
@@ -257,11 +261,11 @@ def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
             grad_owners.append(slot)
             builder.output(tracer.value_of(owner._grad))
     builder.output(*tracer.input_updates.values())  # new contents of written arguments
-    backward = trace_backward(tracer, leaves, flat.leaves) if config.grad_enabled else None
+    backward = trace_backward(tracer, leaves, flat.leaves, passes) if config.grad_enabled else None
     if backward is not None:
         builder.output(*backward.residuals)  # what the backward graph reads from the forward
-    graph = builder.build()
-    slots = [builder.state.index(target) for target, _ in graph.updates]
+    graph, pass_stats = run_passes(builder.build(), passes)
+    slots = [graph.state.index(target) for target, _ in graph.updates]
     plan = lower(graph, debug=config.debug)
     trace = Trace(
         graph,
@@ -278,6 +282,7 @@ def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str) -> Trace:
         backward,
     )
     trace.input_updates = list(tracer.input_updates)
+    trace.pass_stats = pass_stats
     trace.const_outputs = [
         i for i, v in enumerate(graph.outputs[: len(leaves)]) if v in graph.consts
     ]

@@ -45,6 +45,11 @@ def _describe(index: int, trace: Trace) -> list[str]:
     ]
     for guard in g.guards:
         lines.append(f"  guard {guard.attrs['kind']}() == {guard.attrs['expect']!r} at {guard.loc}")
+    for st in trace.pass_stats:
+        lines.append(
+            f"  pass {st.name}: {st.nodes_before} -> {st.nodes_after} nodes, "
+            f"{st.seconds * 1e3:.2f} ms, {st.bytes_removed} bytes of values removed"
+        )
     if trace.backward is not None:
         lines.append(
             f"  backward graph: {len(trace.backward.graph.nodes)} nodes, "

@@ -90,6 +90,7 @@ def test_a_broken_pass_is_named(monkeypatch: pytest.MonkeyPatch, broken, message
 
 def test_verification_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(PASSES, "broken", _drop_first_node)
+    monkeypatch.delenv("DUALFLOW_VERIFY_PASSES", raising=False)  # tests/conftest.py sets it
     run_passes(mlp_step(), ("broken",))  # not verified: no error
     monkeypatch.setenv("DUALFLOW_VERIFY_PASSES", "1")
     with pytest.raises(CompileError, match="broken"):

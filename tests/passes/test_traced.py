@@ -30,7 +30,7 @@ def traced():
         opt.step()
         return loss.detach()
 
-    fn = dualflow.compile(step, fallback="error")
+    fn = dualflow.compile(step, fallback="error", passes="O0")  # the raw traced graph
     for _ in range(3):
         x = rng.normal(size=(6, 4)).astype(np.float32)
         fn(dualflow.tensor(x), dualflow.tensor(rng.integers(0, 3, size=6)))
