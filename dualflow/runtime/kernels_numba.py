@@ -112,10 +112,7 @@ def render_source(program: Program, flat: tuple[bool, ...] | None, ndim: int) ->
             f"x{k} = {n}[{'i' if full else 0}]" for k, (n, full) in enumerate(zip(names, flat))
         ]
     else:
-        loops = [
-            f"for i{d} in range(out.shape[{d}]):"
-            for d in range(ndim)
-        ]
+        loops = [f"for i{d} in range(out.shape[{d}]):" for d in range(ndim)]
         index = ", ".join(f"i{d}" for d in range(ndim)) or "()"
         loads = [f"x{k} = {n}[{index}]" for k, n in enumerate(names)]
     body = list(loads)
