@@ -8,6 +8,7 @@ tensors whose tape node runs the backward plan. Parameters are read by reference
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,13 +96,9 @@ def trace_backward(
 
 def _make_backward(mask: list[bool]) -> Any:
     def backward(ctx: Node, *gys: Any) -> tuple:
-        if config.grad_enabled:
-            raise NotImplementedError(
-                "double backward through the outputs of a compiled function is not supported; "
-                "compute the higher-order gradient inside the compiled function instead"
-            )
-        run = ctx.attrs["run"]
-        return run(gys, mask)
+        if config.grad_enabled:  # create_graph: gradients must be differentiable again
+            return ctx.attrs["differentiable"](gys)
+        return ctx.attrs["run"](gys, mask)
 
     return backward
 
@@ -113,11 +110,32 @@ def _edge(tensor: Tensor) -> Any:
 
 
 def connect(
-    bwd: Backward, outputs: list[Tensor], leaves: list[Any], refs: list[Any], residuals: tuple
+    bwd: Backward,
+    outputs: list[Tensor],
+    leaves: list[Any],
+    refs: list[Any],
+    residuals: tuple,
+    replay: Callable[[], list[Tensor]],
 ) -> None:
-    """Give a plan call's outputs a tape node whose backward runs the backward plan."""
+    """Give a plan call's outputs a tape node whose backward runs the backward plan.
+
+    With ``create_graph`` the backward instead differentiates ``replay()``, an eager re-run of
+    the call (state restored to its values before the call), so higher orders work too.
+    """
     sources = [leaves[i] for i in bwd.input_positions]
     sources += [refs[i].tensor for i in bwd.state_slots]
+
+    def differentiable(gys: tuple) -> tuple:
+        again = replay()
+        wanted = [k for k in bwd.grad_outputs if gys[k] is not None]
+        grads = grad(
+            [again[k] for k in wanted],
+            sources,
+            [gys[k] for k in wanted],
+            create_graph=True,
+            allow_unused=True,
+        )
+        return tuple(grads)
 
     def run(gys: tuple, mask: list[bool]) -> tuple:
         inputs = [
@@ -131,6 +149,7 @@ def connect(
 
     edges = tuple(_edge(t) for t in sources)
     shapes = tuple(t._array.shape for t in sources)
-    node = Node(bwd.op, {"run": run}, edges, (), (), shapes, None)
+    attrs = {"run": run, "differentiable": differentiable}
+    node = Node(bwd.op, attrs, edges, (), (), shapes, None)
     for k in bwd.grad_outputs:
         outputs[k]._creator, outputs[k]._index, outputs[k].requires_grad = node, k, True

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow._config import config
+from dualflow._config import config, enable_grad
 from dualflow.errors import TracingError
 from dualflow.graph_ir.ir import Graph
 from dualflow.ops.dispatch import interpreting
@@ -117,13 +117,13 @@ class CompiledFunction:
         for trace in self.traces.get(key, ()):
             reason = trace.checks.mismatch(flat.leaves)
             if reason is None:
-                result = self._run(trace, flat)
+                result = self._run(trace, flat, args, kwargs)
                 if result is not _GUARD_FAILED:
                     return result
                 reason = self._last_guard
         return self._retrace(args, kwargs, flat, key, reason)
 
-    def _run(self, trace: Trace, flat: Flat) -> Any:
+    def _run(self, trace: Trace, flat: Flat, args: tuple, kwargs: dict) -> Any:
         inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
         state = [ref.read() for ref in trace.checks.refs]
         result = trace.plan.run(inputs, state)
@@ -135,10 +135,30 @@ class CompiledFunction:
                 f"guard {node.attrs['kind']}() == {node.attrs['expect']!r} failed at {node.loc}"
             )
             return _GUARD_FAILED
+        connected = trace.backward is not None and config.grad_enabled
+        before = [state[slot].copy() for slot in trace.update_slots] if connected else []
         user, residuals = _commit(trace, flat, state, result)
-        if trace.backward is not None and config.grad_enabled:
-            connect(trace.backward, user, flat.leaves, trace.checks.refs, residuals)
+        if connected:
+            replay = self._replay(args, kwargs, trace, state, before)
+            connect(trace.backward, user, flat.leaves, trace.checks.refs, residuals, replay)
         return trace.rebuild(user)
+
+    def _replay(self, args: tuple, kwargs: dict, trace: Trace, state: list, before: list) -> Any:
+        """An eager re-run of this call with its state writes undone: for create_graph."""
+
+        def replay() -> list[Tensor]:
+            after = [state[slot].copy() for slot in trace.update_slots]
+            for slot, old in zip(trace.update_slots, before):
+                state[slot][...] = old
+            try:
+                with enable_grad():
+                    out = self.fn(*args, **kwargs)
+            finally:
+                for slot, new in zip(trace.update_slots, after):
+                    state[slot][...] = new
+            return flatten_output(out)[0]
+
+        return replay
 
     def _retrace(self, args: tuple, kwargs: dict, flat: Flat, key: Any, reason: str | None) -> Any:
         if reason is None and self._single_use_reason is not None:
