@@ -13,7 +13,7 @@ import numpy as np
 
 import dualflow
 
-MODES = ("eager", "compiled")
+MODES = ("eager", "compiled-O0", "compiled")
 
 
 def prepare(mode: str, step: Callable[[], Any]) -> Callable[[], Any]:
@@ -25,6 +25,8 @@ def prepare(mode: str, step: Callable[[], Any]) -> Callable[[], Any]:
     """
     if mode == "eager":
         return step
+    if mode == "compiled-O0":
+        return dualflow.compile(step, passes="O0")
     if mode == "compiled":
         return dualflow.compile(step)
     raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")

@@ -41,23 +41,55 @@ def _attr(key: str, value: Any, namespace: dict[str, Any]) -> str:
     return f"{key}={text}"
 
 
-def _kernel(node: Node, index: int, namespace: dict[str, Any], kernels: dict[str, Any]) -> str:
+def _kernel(
+    node: Node, index: int, namespace: dict[str, Any], kernels: dict[str, Any], planned: bool
+) -> str:
     name = f"k{index}"
-    if node.op == "fused":
+    if planned:
+        namespace[name] = kernels["out"](node)
+    elif node.op == "fused":
         namespace[name] = kernels["fused"](node)
     else:
         namespace[name] = OPS[node.op].forward
     return name
 
 
-def render(graph: Graph, kernels: dict[str, Any], profile: bool = False) -> tuple[str, dict]:
-    """Python source of ``run(xp, inputs, state, consts)`` and its namespace.
+def _call_lines(
+    node: Node, i: int, namespace: dict, kernels: dict, into: Value | None, profile: bool
+) -> list[str]:
+    """The source lines of one kernel step (``into``: the planned output it writes ``out=``)."""
+    args = ", ".join(_operand(v, namespace) for v in node.inputs)
+    kernel = _kernel(node, i, namespace, kernels, into is not None)
+    attrs = "".join(", " + _attr(k, v, namespace) for k, v in node.attrs.items())
+    attrs += f", out=o{into.id}" if into is not None else ""
+    # a multi-output op returns a tuple to unpack; a single output is bound directly
+    outs = ", ".join(map(_name, node.outputs)) + (
+        ","
+        if OPS.get(node.op) is not None and OPS[node.op].nout > 1 and len(node.outputs) == 1
+        else ""
+    )
+    lines = ["    t0 = _clock()"] if profile else []
+    lines.append(f"    {outs} = {kernel}(xp{', ' if args else ''}{args}{attrs})")
+    if profile:
+        lines.append(f"    times[{i}] += _clock() - t0")
+    if kernels.get("check") is not None:  # debug mode: every step's outputs
+        namespace[f"n{i}"] = node
+        lines.append(f"    _check(n{i}, {outs.rstrip(',')})")
+    return lines
+
+
+def render(
+    graph: Graph, kernels: dict[str, Any], profile: bool = False, planned: tuple[Value, ...] = ()
+) -> tuple[str, dict]:
+    """Python source of ``run(xp, inputs, state, consts, bufs)`` and its namespace.
 
     The function returns ``(outputs, update_values, None)`` or, when a guard fails,
-    ``(None, None, guard_index)`` before any later step ran.
+    ``(None, None, guard_index)`` before any later step ran. The steps defining ``planned``
+    values write into ``bufs`` (one preallocated array per planned value, same order) with
+    ``kernels["out"](node)``.
     """
     namespace: dict[str, Any] = {"_guard": kernels["guard"], "_check": kernels.get("check")}
-    lines = ["def run(xp, inputs, state, consts, times=None):"]
+    lines = ["def run(xp, inputs, state, consts, bufs=(), times=None):"]
     lines += [
         f"    {', '.join(map(_name, vs))}, = {src}"
         for vs, src in (
@@ -67,32 +99,18 @@ def render(graph: Graph, kernels: dict[str, Any], profile: bool = False) -> tupl
         )
         if vs
     ]
+    if planned:
+        lines.append(f"    {', '.join(f'o{v.id}' for v in planned)}, = bufs")
+    planned_set = set(planned)
     last_use = graph.last_use
-    defined_at = {v: -1 for v in (*graph.inputs, *graph.state, *graph.consts)}
     for i, node in enumerate(graph.nodes):
-        args = ", ".join(_operand(v, namespace) for v in node.inputs)
         if node.op == "guard":
+            args = ", ".join(_operand(v, namespace) for v in node.inputs)
             namespace[f"g{i}"] = node
             lines.append(f"    if not _guard(g{i}, {args}): return None, None, {i}")
         else:
-            kernel = _kernel(node, i, namespace, kernels)
-            attrs = "".join(", " + _attr(k, v, namespace) for k, v in node.attrs.items())
-            # a multi-output op returns a tuple to unpack; a single output is bound directly
-            outs = ", ".join(map(_name, node.outputs)) + (
-                ","
-                if OPS.get(node.op) is not None and OPS[node.op].nout > 1 and len(node.outputs) == 1
-                else ""
-            )
-            call = f"{kernel}(xp{', ' if args else ''}{args}{attrs})"
-            if profile:
-                lines.append("    t0 = _clock()")
-            lines.append(f"    {outs} = {call}")
-            if profile:
-                lines.append(f"    times[{i}] += _clock() - t0")
-            if kernels.get("check") is not None:  # debug mode: every step's outputs
-                namespace[f"n{i}"] = node
-                lines.append(f"    _check(n{i}, {outs.rstrip(',')})")
-            defined_at.update({v: i for v in node.outputs})
+            into = node.outputs[0] if node.outputs and node.outputs[0] in planned_set else None
+            lines += _call_lines(node, i, namespace, kernels, into, profile)
         dead = [v for v in node.value_inputs if last_use.get(v) == i]
         dead += [v for v in node.outputs if v not in last_use]
         if dead:

@@ -7,19 +7,27 @@ Arithmetic-only expressions go to a numba kernel (``kernels_numba``), transcende
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
-from dualflow.runtime.kernels_typing import Program, Ref, apply_numpy, lower_expr
+from dualflow.runtime.kernels_typing import Program, Step, apply_numpy, is_two, lower_expr
 
-# Elements per chunk, measured on 4M float32: 4K blocks 29 ms, 16K 13 ms, 64K 9.6 ms, 128K 9.1 ms,
-# one block 13.8 ms (the per-ufunc-call cost ~2 µs dominates small blocks; big ones leave L2).
-BLOCK = 65536
+# Elements per chunk, measured on 4M float32 (tanh chain, temporaries reused by liveness), one
+# thread: 32K 8.6 ms, 64K 7.9, 128K 7.2, 256K 6.9, 512K 6.8; two threads: 32K 11 ms (the ~1.5 µs
+# per ufunc call contends for the GIL), 64K 7.1, 128K 5.0, 256K 4.2, 512K 3.9.
+BLOCK = 262144
+# Outputs at least this big are split over ``THREADS`` threads (numpy ufuncs release the GIL);
+# chunks are independent, so results stay bit-identical.
+THREAD_MIN = 1 << 20
+THREADS = min(2, os.cpu_count() or 1)
 
 _CACHE: dict[tuple, Callable] = {}
+_POOL: list[ThreadPoolExecutor] = []
 _warned_no_numba = False
 
 
@@ -33,56 +41,114 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
     """
     shape = tuple(shape)
     inner = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
+    plan = _schedule(program)
 
     def run(xp: Any, *arrays: Any, **_attrs: Any) -> Any:
         arrays = tuple(np.asarray(a) for a in arrays)
         out = np.empty(shape, program.dtype)
         if out.size <= block or not shape:
-            _evaluate(program, arrays, out, _temps(program, shape))
-        elif all(_flat_ok(a, shape) for a in arrays):
-            flat_in = [a.reshape(-1) for a in arrays]
-            flat_out, temps = out.reshape(-1), _temps(program, (block,))
-            for start in range(0, out.size, block):
-                stop = min(start + block, out.size)
-                chunk = [a if a.size == 1 else a[start:stop] for a in flat_in]
-                _evaluate(program, chunk, flat_out[start:stop], temps, stop - start)
+            _evaluate(plan, arrays, out, _temps(plan, shape))
+            return out
+        if all(_flat_ok(a, shape) for a in arrays):
+            ins = [a.reshape(-1) for a in arrays]
+            target, step, chunk_shape = out.reshape(-1), block, (block,)
         else:
-            views = [np.broadcast_to(a, shape) for a in arrays]
-            rows = max(1, block // max(inner, 1))
-            temps = _temps(program, (rows, *shape[1:]))
-            for start in range(0, shape[0], rows):
-                stop = min(start + rows, shape[0])
-                chunk = [v[start:stop] for v in views]
-                _evaluate(program, chunk, out[start:stop], temps, stop - start)
+            ins = [np.broadcast_to(a, shape) for a in arrays]
+            step = max(1, block // max(inner, 1))
+            target, chunk_shape = out, (step, *shape[1:])
+        starts = range(0, target.shape[0], step)
+        parts = THREADS if out.size >= THREAD_MIN and len(starts) > 1 else 1
+        jobs = [(plan, ins, target, starts[k::parts], step, chunk_shape) for k in range(parts)]
+        if parts == 1:
+            _run_chunks(*jobs[0])
+        else:
+            list(_pool().map(lambda job: _run_chunks(*job), jobs))
         return out
 
     return run
+
+
+def _pool() -> ThreadPoolExecutor:
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(THREADS, thread_name_prefix="dualflow-blocked"))
+    return _POOL[0]
+
+
+def _run_chunks(plan: tuple, ins: list, out: np.ndarray, starts: range, step: int, shape) -> None:
+    temps = _temps(plan, shape)
+    with np.errstate(all="ignore"):  # eager numpy warns per op; a fused region stays quiet
+        for start in starts:
+            stop = min(start + step, out.shape[0])
+            slots = temps if stop - start == step else [t[: stop - start] for t in temps]
+            chunk = [a if a.size == 1 else a[start:stop] for a in ins]
+            for fn, refs, slot in plan[0]:
+                args = [chunk[v] if k == 0 else (v if k == 1 else slots[v]) for k, v in refs]
+                fn(*args, out=out[start:stop] if slot == -1 else slots[slot])
 
 
 def _flat_ok(array: np.ndarray, shape: tuple[int, ...]) -> bool:
     return array.size == 1 or (array.shape == shape and array.flags.c_contiguous)
 
 
-def _temps(program: Program, shape: tuple[int, ...]) -> list[np.ndarray]:
-    # the last step writes into the output itself
-    return [np.empty(shape, s.dtype) for s in program.steps[:-1]]
+def _schedule(program: Program) -> tuple[list, list[np.dtype]]:
+    """Steps as (fn, operand refs, slot) with temporaries reused once their value is dead.
+
+    A plain ufunc may write over an operand that dies at that step (exact aliasing is safe);
+    the last step writes into the output (slot -1).
+    """
+    last_use = {}
+    for j, step in enumerate(program.steps):
+        for ref in step.operands:
+            if ref[0] == "step":
+                last_use[ref[1]] = j
+    slot_of: dict[int, int] = {}
+    dtypes: list[np.dtype] = []
+    free: list[int] = []
+    ops = []
+    for j, step in enumerate(program.steps):
+        dying = [slot_of[r[1]] for r in step.operands if r[0] == "step" and last_use[r[1]] == j]
+        in_place = step.fn not in ("where", "astype", "erf")
+        if in_place:
+            free += dying
+        slot = -1 if j == len(program.steps) - 1 else _take(free, dtypes, step.dtype)
+        if not in_place:
+            free += dying
+        kinds = {"in": 0, "const": 1}
+        refs = tuple(
+            (2, slot_of[r[1]]) if r[0] == "step" else (kinds[r[0]], r[1]) for r in step.operands
+        )
+        ops.append((_ufunc(step), refs, slot))
+        slot_of[j] = slot
+    return ops, dtypes
 
 
-def _evaluate(
-    program: Program, inputs: list, out: np.ndarray, temps: list, rows: int | None = None
-) -> None:
-    values: list[Any] = []
+def _ufunc(step: Step) -> Callable:
+    """The numpy callable ``f(*operands, out=)`` of a step (``apply_numpy`` for special ones)."""
+    fn, (*_, last) = step.fn, step.operands
+    if fn == "power" and step.dtype.kind == "f" and last[0] == "const" and is_two(last[1]):
+        return lambda x, _two, out: np.square(x, out=out)  # eager's ``x ** 2`` fast path
+    if fn in ("where", "astype", "erf"):
+        return lambda *operands, out: apply_numpy(fn, list(operands), out=out)
+    return getattr(np, fn)
 
-    def get(ref: Ref) -> Any:
-        if ref[0] == "in":
-            return inputs[ref[1]]
-        return ref[1] if ref[0] == "const" else values[ref[1]]
 
-    last = len(program.steps) - 1
-    with np.errstate(all="ignore"):  # eager numpy warns per op; a fused region stays quiet
-        for i, step in enumerate(program.steps):
-            target = out if i == last else (temps[i] if rows is None else temps[i][:rows])
-            values.append(apply_numpy(step.fn, [get(r) for r in step.operands], out=target))
+def _take(free: list[int], dtypes: list[np.dtype], dtype: np.dtype) -> int:
+    for k, slot in enumerate(free):
+        if dtypes[slot] == dtype:
+            return free.pop(k)
+    dtypes.append(dtype)
+    return len(dtypes) - 1
+
+
+def _temps(plan: tuple, shape: tuple[int, ...]) -> list[np.ndarray]:
+    return [np.empty(shape, dtype) for dtype in plan[1]]
+
+
+def _evaluate(plan: tuple, inputs: list, out: np.ndarray, temps: list) -> None:
+    with np.errstate(all="ignore"):
+        for fn, refs, slot in plan[0]:
+            args = [inputs[v] if k == 0 else (v if k == 1 else temps[v]) for k, v in refs]
+            fn(*args, out=out if slot == -1 else temps[slot])
 
 
 def cpu_kernel(

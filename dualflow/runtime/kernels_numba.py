@@ -19,7 +19,7 @@ from typing import Any
 import numba  # noqa: F401 - fail at import when numba is missing (the caller falls back)
 import numpy as np
 
-from dualflow.runtime.kernels_typing import Program, Ref, Step
+from dualflow.runtime.kernels_typing import Program, Ref, Step, is_two
 
 _MODULES: dict[str, Any] = {}
 _COMPARE = {
@@ -67,10 +67,16 @@ def _operand(ref: Ref, ctype: np.dtype, consts: list[str], in_types: tuple) -> s
     return name if source == ctype else f"{_scalar_type(ctype)}({name})"
 
 
+def _const_two(ref: Ref) -> bool:
+    return ref[0] == "const" and is_two(ref[1])
+
+
 def _statement(step: Step, ops: list[str]) -> str:
     """The numba expression of one step (operands already cast to the step's compute type)."""
     fn = step.fn
-    if fn in _BINARY:
+    if fn == "power" and step.dtype.kind == "f" and _const_two(step.operands[1]):
+        body = f"{ops[0]} * {ops[0]}"  # eager's ``x ** 2`` is numpy's square: exactly x * x
+    elif fn in _BINARY:
         body = f"{ops[0]} {_BINARY[fn]} {ops[1]}"
     elif fn in _COMPARE:
         return f"{ops[0]} {_COMPARE[fn]} {ops[1]}"

@@ -69,7 +69,19 @@ def apply_numpy(fn: str, operands: list[Any], out: Any = None) -> Any:
     if fn == "erf":
         result = erf(np, operands[0])
         return result if out is None else (np.copyto(out, result, casting="unsafe") or out)
+    if fn == "power" and is_two(operands[1]) and np.asarray(operands[0]).dtype.kind == "f":
+        fn, operands = "square", operands[:1]  # what eager's ``x ** 2`` runs (numpy's fast path)
     return getattr(np, fn)(*operands) if out is None else getattr(np, fn)(*operands, out=out)
+
+
+def is_two(value: Any) -> bool:
+    """Whether a constant is the Python number 2 (``x ** 2`` is ``square`` in eager numpy).
+
+    Example:
+        >>> is_two(2), is_two(2.0), is_two(True)
+        (True, True, False)
+    """
+    return isinstance(value, int | float) and not isinstance(value, bool) and value == 2
 
 
 def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) -> Program:

@@ -2,7 +2,8 @@
 
 ``Plan.run`` evaluates guards in schedule order and stops at the first failing one, returning no
 updates, so the caller can commit state writes only when every guard passed (all or nothing).
-``profile=True`` records per-node times.
+``profile=True`` records per-node times. With memory planning, steps that can write ``out=``
+use buffers allocated at the first run and kept by the plan (so one plan runs one call at a time).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from dualflow.graph_ir.ir import Graph, Node
 from dualflow.runtime.codegen import render
 from dualflow.runtime.kernels_cpu import cpu_kernel
 from dualflow.runtime.kernels_cuda import cuda_kernel
+from dualflow.runtime.memory import MemoryPlan
+from dualflow.runtime.memory import plan_memory as _plan_memory
+from dualflow.runtime.out_forward import out_kernel
 
 
 @dataclass
@@ -59,11 +63,29 @@ class Plan:
     source: str
     _run: Any = field(repr=False)
     _profiled_run: Any = field(default=None, repr=False)
+    memory: MemoryPlan | None = None
+    _buffers: list | None = field(default=None, repr=False)
 
     @property
     def steps(self) -> int:
         """Kernels and guards executed per call."""
         return len(self.graph.nodes)
+
+    @property
+    def predicted_peak(self) -> int | None:
+        """Bytes of intermediates and outputs a run allocates at most, None when unplanned."""
+        return None if self.memory is None else self.memory.predicted_peak
+
+    def memory_table(self) -> str:
+        """The memory plan as printable text (one row per planned value, then the peak).
+
+        Example:
+            >>> from dualflow.graph_ir.builder import GraphBuilder
+            >>> b = GraphBuilder("f"); b.output(b.input((2,), "float32"))
+            >>> lower(b.build(), plan_memory=False).memory_table()
+            'memory planning off'
+        """
+        return "memory planning off" if self.memory is None else self.memory.table()
 
     def run(self, inputs: list[Any], state: list[Any], profile: bool = False) -> RunResult:
         """Execute the plan; ``inputs``/``state`` are arrays in graph order (not modified).
@@ -77,18 +99,22 @@ class Plan:
         """
         xp = self.device.xp
         consts = list(self.graph.consts.values())
+        if self._buffers is None:
+            self._buffers = [] if self.memory is None else self.memory.allocate(xp)
         if profile:
             times = self.profile_times = np.zeros(len(self.graph.nodes))
-            outputs, updates, failed = self._profiled()(xp, inputs, state, consts, times)
+            run = self._profiled()
+            outputs, updates, failed = run(xp, inputs, state, consts, self._buffers, times)
         else:
-            outputs, updates, failed = self._run(xp, inputs, state, consts)
+            outputs, updates, failed = self._run(xp, inputs, state, consts, self._buffers)
         if failed is not None:
             return RunResult(None, None, self.graph.nodes[failed])
         return RunResult(tuple(xp.asarray(o) for o in outputs), updates)
 
     def _profiled(self) -> Any:
         if self._profiled_run is None:
-            self._profiled_run = _compile(self.graph, profile=True)[1]
+            planned = () if self.memory is None else self.memory.planned
+            self._profiled_run = _compile(self.graph, profile=True, planned=planned)[1]
         return self._profiled_run
 
     def profile_table(self) -> list[tuple[str, str | None, float]]:
@@ -106,19 +132,24 @@ def _check_finite(node: Node, *arrays: Any) -> None:
             raise NumericalError(f"{node.op}: output contains {what}\n  created at {node.loc}")
 
 
-def _compile(graph: Graph, profile: bool = False, debug: bool = False) -> tuple[str, Any]:
+def _compile(
+    graph: Graph, profile: bool = False, debug: bool = False, planned: tuple = ()
+) -> tuple[str, Any]:
     kernels = {
         "guard": guard_holds,
         "fused": _fused_kernel,
+        "out": out_kernel,
         "check": _check_finite if debug else None,
     }
-    source, namespace = render(graph, kernels, profile)
+    source, namespace = render(graph, kernels, profile, planned)
     exec(compile(source, f"<dualflow plan {graph.name}>", "exec"), namespace)
     return source, namespace["run"]
 
 
-def lower(graph: Graph, device: Device | str = "cpu", debug: bool = False) -> Plan:
-    """Turn a graph into a Plan for ``device``.
+def lower(
+    graph: Graph, device: Device | str = "cpu", debug: bool = False, plan_memory: bool = True
+) -> Plan:
+    """Turn a graph into a Plan for ``device``; ``plan_memory`` preallocates ``out=`` buffers.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -126,5 +157,7 @@ def lower(graph: Graph, device: Device | str = "cpu", debug: bool = False) -> Pl
         >>> lower(b.build()).steps
         1
     """
-    source, run = _compile(graph, debug=debug)
-    return Plan(graph, Device(device), source, run)
+    memory = _plan_memory(graph) if plan_memory else None
+    planned = () if memory is None else memory.planned
+    source, run = _compile(graph, debug=debug, planned=planned)
+    return Plan(graph, Device(device), source, run, memory=memory)

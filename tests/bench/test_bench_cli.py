@@ -6,6 +6,7 @@ import json
 
 from dualflow.__main__ import main as dualflow_main
 from dualflow.bench.cli import main
+from dualflow.bench.modes import MODES
 
 
 def test_bench_writes_json_and_table(tmp_path, capsys) -> None:
@@ -15,15 +16,27 @@ def test_bench_writes_json_and_table(tmp_path, capsys) -> None:
     assert "tiny-ops" in table and "mlp" in table and "eager" in table
     data = json.loads((tmp_path / "bench.json").read_text())
     rows = {(r["workload"], r["mode"]): r for r in data["results"]}
-    assert set(rows) == {(w, m) for w in ("tiny-ops", "mlp") for m in ("eager", "compiled")}
+    assert set(rows) == {(w, m) for w in ("tiny-ops", "mlp") for m in MODES}
+    assert MODES == ("eager", "compiled-O0", "compiled")
     assert all(r["ms_median"] > 0 and r["repeats"] == 3 for r in rows.values())
     assert rows[("mlp", "eager")]["baseline_ms"] > 0
     assert rows[("mlp", "eager")]["peak_bytes"] > 64 * 1000 * 4  # at least one activation
-    for name in ("tiny-ops", "mlp"):
-        compiled = rows[(name, "compiled")]
+    for name, mode in [(w, m) for w in ("tiny-ops", "mlp") for m in MODES[1:]]:
+        compiled = rows[(name, mode)]
         assert compiled["steps"] > 0 and compiled["compile_ms"] > 0 and compiled["speedup"] > 0
         assert compiled["max_diff"] < 1e-5, "compiled results must match eager ones"
     assert "matches eager" in table and "yes" in table
+
+
+def test_large_workloads_compile_and_match_eager(tmp_path, capsys) -> None:
+    names = "elementwise,arith-chain,inference-mlp,cnn"
+    assert main(["--workloads", names, "--repeats", "3", "--no-chart", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "bench.json").read_text())["results"]
+    assert {r["workload"] for r in rows} == set(names.split(","))
+    for row in rows:
+        assert row["mode"] == "eager" or row["max_diff"] < 1e-5, row
+    fused = [r for r in rows if r["mode"] == "compiled" and r["workload"] != "cnn"]
+    assert all(r["steps"] == 1 for r in fused[:2]), "each 4M chain fuses into one kernel"
 
 
 def test_bench_rejects_unknown_workload(capsys) -> None:

@@ -194,3 +194,62 @@ def test_cuda_source_compiles_with_nvcc(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr + source
     assert (tmp_path / "fused.ptx").read_text().count(".entry") == len(programs)
+
+
+def _special_values(n: int, seed: int) -> np.ndarray:
+    """Normals, huge and tiny magnitudes, random bit patterns, NaN, ±inf and ±0 (float32)."""
+    rng = np.random.default_rng(seed)
+    bits = rng.integers(0, 2**32, n // 4, dtype=np.uint32).view(np.float32)
+    special = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-45, 3e-39, 1.9e19], np.float32)
+    normal = rng.standard_normal(n - bits.size - special.size).astype(np.float32)
+    return rng.permutation(np.concatenate([normal * 10, bits, special]))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize(("shape", "bshape"), [((40_000,), None), ((400, 101), (101,))])
+def test_blocked_chunks_and_threads_bit_identical(
+    monkeypatch: pytest.MonkeyPatch, threads: int, shape: tuple, bshape: tuple | None
+) -> None:
+    """Many chunks (a short last one), split over threads, NaN/inf inputs: still eager's bits."""
+    monkeypatch.setattr(kc, "BLOCK", 4096)
+    monkeypatch.setattr(kc, "THREAD_MIN", 1000)
+    monkeypatch.setattr(kc, "THREADS", threads)
+    monkeypatch.setattr(kc, "_CACHE", {})
+    sizes = [int(np.prod(s)) for s in (shape, bshape) if s]
+    shapes = [s for s in (shape, bshape) if s]
+    inputs = [_special_values(n, k).reshape(s) for k, (n, s) in enumerate(zip(sizes, shapes))]
+    with np.errstate(all="ignore"):
+        graph = _tanh_chain(shape, bshape)
+        fused = fuse(graph, min_size=0)
+        program = lower_expr(
+            fused.nodes[0].attrs["expr"], fused.nodes[0].attrs["args"], ("float32",) * len(inputs)
+        )
+        got = kc.blocked_kernel(program, shape, 4096)(np, *inputs)
+        want = interpret(graph, inputs).outputs[0]
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_blocked_schedule_reuses_temporaries() -> None:
+    """Ten steps of the tanh chain need two chunk temporaries, the last writes the output."""
+    node = fuse(_tanh_chain((8,)), min_size=0).nodes[0]
+    program = lower_expr(node.attrs["expr"], node.attrs["args"], ("float32",))
+    steps, dtypes = kc._schedule(program)
+    assert len(program.steps) == 10 and len(dtypes) == 2
+    assert steps[-1][2] == -1
+
+
+@pytest.mark.parametrize("exponent", [2, 2.0])
+@pytest.mark.parametrize("transcendental", [False, True])
+def test_square_power_exact(exponent: float, transcendental: bool) -> None:
+    """``x ** 2`` is numpy's ``square`` in eager mode; both fused backends give the same bits."""
+    x = _special_values(50_000, 7)
+    body = ("call", "power", ("var", "a0"), ("const", exponent))
+    if transcendental:
+        body = ("call", "add", body, ("call", "exp", ("var", "a0")))
+    expr = ("call", "subtract", body, ("const", 1.0))
+    got = kc.cpu_kernel(expr, ("a0",), (((x.size,), "float32"),))(np, x)
+    with np.errstate(all="ignore"):
+        want = x**exponent + np.exp(x) if transcendental else x**exponent
+        want = want - 1.0
+    np.testing.assert_array_equal(got, want.astype(np.float32))

@@ -1,0 +1,92 @@
+"""Forwards that write into a caller's buffer (``out=``), for steps the memory planner assigns.
+
+Elementwise ops whose expression ends in a numpy ufunc get a rendered ``forward_out`` passing
+``out=out`` to that last call; ``matmul`` uses ``xp.matmul(a, b, out=out)``. Other ops allocate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dualflow.graph_ir.ir import Node
+from dualflow.ops.expr import erf, render_numpy
+from dualflow.ops.registry import OPS, OpDef
+
+# Expression functions that are ufuncs in numpy and cupy (``where``, ``astype``, ``erf`` are not).
+UFUNCS = frozenset(
+    {
+        "add",
+        "subtract",
+        "multiply",
+        "divide",
+        "power",
+        "negative",
+        "maximum",
+        "minimum",
+        "greater",
+        "greater_equal",
+        "less",
+        "less_equal",
+        "equal",
+        "not_equal",
+        "exp",
+        "log",
+        "log1p",
+        "expm1",
+        "sqrt",
+        "abs",
+        "sin",
+        "cos",
+        "tanh",
+    }
+)
+
+_CACHE: dict[str, Callable | None] = {}
+
+
+def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
+    return xp.matmul(a, b, out=out)
+
+
+def elementwise_out(op: OpDef) -> Callable | None:
+    """``forward_out(xp, *args, out, **attrs)`` of an elementwise op, or None if not a ufunc.
+
+    Example:
+        >>> import numpy as np
+        >>> buf = np.empty(2)
+        >>> elementwise_out(OPS["relu"])(np, np.array([-1.0, 2.0]), out=buf) is buf
+        True
+    """
+    if op.name in _CACHE:
+        return _CACHE[op.name]
+    expr, function = op.expr, None
+    if op.kind == "elementwise" and expr is not None and expr[0] == "call" and expr[1] in UFUNCS:
+        operands = ", ".join(render_numpy(e) for e in expr[2:])
+        attrs = "".join(f", {a}" for a in op.attr_names)
+        source = (
+            f"def forward_out(xp, {', '.join(op.args)}, *, out{attrs}):\n"
+            f"    return xp.{expr[1]}({operands}, out=out)\n"
+        )
+        namespace: dict[str, Any] = {"_erf": erf}
+        exec(compile(source, f"<dualflow out {op.name}>", "exec"), namespace)
+        function = namespace["forward_out"]
+    _CACHE[op.name] = function
+    return function
+
+
+def out_kernel(node: Node) -> Callable | None:
+    """The ``out=`` forward of a single-output node, or None when its op always allocates.
+
+    Example:
+        >>> from dualflow.graph_ir.ir import Value
+        >>> x = Value(0, (2, 2), "float32")
+        >>> out_kernel(Node("matmul", (x, x), (Value(1, (2, 2), "float32"),))).__name__
+        '_matmul_out'
+    """
+    if len(node.outputs) != 1 or not node.outputs[0].shape:
+        return None  # 0-d results: ufuncs with out= return arrays where eager returns scalars
+    if node.op == "matmul":
+        return _matmul_out
+    op = OPS.get(node.op)
+    return elementwise_out(op) if op is not None else None

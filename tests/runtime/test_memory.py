@@ -1,0 +1,196 @@
+"""The memory planner: no two live values share storage (random graphs), in-place reuse on
+elementwise chains but never of inputs/state/outputs, views extend lifetimes, plans reuse buffers
+safely across runs, and tracemalloc's measured peak matches the predicted one.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dualflow.graph_ir import Graph, GraphBuilder, interpret, verify
+from dualflow.runtime import lower
+from dualflow.runtime.memory import alias_roots, plan_memory
+
+_UNARY = ("exp", "tanh", "negative", "relu", "sqrt", "abs", "sigmoid", "leaky_relu")
+_BINARY = ("add", "subtract", "multiply", "maximum")
+
+
+def _same(got: object, want: object) -> None:
+    for g, w in zip(list(got), list(want), strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_array_equal(g, w)
+
+
+def _step(b: GraphBuilder, pool: list, choice: int, pick: int, pick2: int) -> None:
+    """Append one node reading values of ``pool`` (all of shape (n, n) float64)."""
+    x, y = pool[pick % len(pool)], pool[pick2 % len(pool)]
+    kind = choice % 7
+    if kind == 0:
+        op = _UNARY[pick2 % len(_UNARY)]
+        attrs = {"slope": 0.1} if op == "leaky_relu" else {}
+        (out,) = b.node(op, [b.node("abs", [x])[0]] if op == "sqrt" else [x], attrs)
+    elif kind == 1:
+        (out,) = b.node(_BINARY[pick % len(_BINARY)], [x, y])
+    elif kind == 2:
+        (out,) = b.node("transpose", [x], {"axes": (1, 0)})
+    elif kind == 3:
+        (flat,) = b.node("reshape", [x], {"shape": (x.shape[0] * x.shape[1],)})
+        (out,) = b.node("reshape", [flat], {"shape": x.shape})
+    elif kind == 4:
+        (out,) = b.node("matmul", [x, y])
+    elif kind == 5:
+        (s,) = b.node("sum", [x], {"axis": 0, "keepdims": True})
+        (out,) = b.node("multiply", [y, s])  # broadcast: never in place of s
+    else:
+        (out,) = b.node("add", [x, 1.5])
+    pool.append(out)
+
+
+@st.composite
+def _graphs(draw: st.DrawFn) -> Graph:
+    b = GraphBuilder("random")
+    n = draw(st.sampled_from([2, 3, 5]))
+    pool = [b.input((n, n), "float64", "x"), b.add_state((n, n), "float64", "w")]
+    pool.append(b.const(np.linspace(-1, 1, n * n).reshape(n, n), "c"))
+    steps = draw(st.lists(st.tuples(*(st.integers(0, 50),) * 3), min_size=1, max_size=25))
+    for choice, pick, pick2 in steps:
+        _step(b, pool, choice, pick, pick2)
+    outs = draw(st.lists(st.integers(0, len(pool) - 1), min_size=1, max_size=3, unique=True))
+    b.output(*(pool[i] for i in outs))
+    if draw(st.booleans()):
+        b.update(pool[1], pool[-1])
+    return verify(b.build())
+
+
+@settings(max_examples=150, deadline=None)
+@given(_graphs(), st.integers(0, 2**31))
+def test_live_values_never_share_storage_and_runs_match_the_interpreter(
+    graph: Graph, seed: int
+) -> None:
+    plan = lower(graph)
+    rows = plan.memory.rows
+    escaping = {v.id for v in (*graph.inputs, *graph.state, *graph.consts, *graph.outputs)}
+    assert not escaping & {r.value for r in rows}
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            if a.buffer == b.buffer:  # b starts only after a's last reader (or takes it in place)
+                assert b.first > a.last or (b.first == a.last and b.how == "inplace")
+    rng = np.random.default_rng(seed)
+    inputs, state = (
+        [rng.normal(size=graph.inputs[0].shape)],
+        [rng.normal(size=graph.state[0].shape)],
+    )
+    before = [a.copy() for a in (*inputs, *state)]
+    want = interpret(graph, inputs, state)
+    first = plan.run(inputs, state)
+    kept = [np.array(o, copy=True) for o in first.outputs]
+    second = plan.run(inputs, state)
+    for result in (first, second):
+        _same(result.outputs, want.outputs)
+        _same(result.updates, want.state[: len(result.updates)])
+    _same(first.outputs, kept)  # the second run did not write into returned arrays
+    _same([*inputs, *state], before)
+
+
+def _chain(n: int = 64) -> Graph:
+    b = GraphBuilder("chain")
+    x = b.input((n, n), "float32", "x")
+    (h,) = b.node("exp", [x])
+    for op in ("tanh", "negative", "relu", "sigmoid", "abs"):
+        (h,) = b.node(op, [h])
+    b.output(*b.node("sum", [h], {"axis": None, "keepdims": False}))
+    return verify(b.build())
+
+
+def test_elementwise_chain_runs_in_place_in_one_buffer() -> None:
+    plan = lower(_chain())
+    rows = plan.memory.rows
+    assert len(rows) == 6 and len(plan.memory.buffer_sizes) == 1
+    assert [r.how for r in rows] == ["new"] + ["inplace"] * 5
+    assert "%" in plan.memory_table() and "predicted peak" in plan.memory_table()
+    x = np.random.default_rng(0).normal(size=(64, 64)).astype(np.float32)
+    kept = x.copy()
+    _same(plan.run([x], []).outputs, interpret(plan.graph, [x]).outputs)
+    _same([x], [kept])  # the input was never the in-place target
+
+
+def test_inputs_state_and_outputs_are_never_planned_or_overwritten() -> None:
+    b = GraphBuilder("f")
+    x, w = b.input((8,), "float64", "x"), b.add_state((8,), "float64", "w")
+    (a,) = b.node("exp", [x])  # x dies here: still never written
+    (new_w,) = b.node("add", [w, a])  # w dies here: still never written
+    (out,) = b.node("tanh", [new_w])
+    (r,) = b.node("reshape", [out], {"shape": (2, 4)})  # an output aliasing `out`
+    b.update(w, new_w)
+    b.output(r)
+    graph = verify(b.build())
+    assert [r.value for r in plan_memory(graph).rows] == [a.id]
+    xs, ws = np.linspace(0, 1, 8), np.linspace(1, 2, 8)
+    result = lower(graph).run([xs], [ws])
+    _same(result.outputs, interpret(graph, [xs], [ws]).outputs)
+    assert np.array_equal(xs, np.linspace(0, 1, 8)) and np.array_equal(ws, np.linspace(1, 2, 8))
+
+
+def test_a_view_keeps_its_base_buffer_alive() -> None:
+    """``t`` is a view of ``a``; reusing a's buffer once ``a`` itself is dead would corrupt t."""
+    b = GraphBuilder("views")
+    x = b.input((4, 4), "float64", "x")
+    (a,) = b.node("exp", [x])
+    (t,) = b.node("transpose", [a], {"axes": (1, 0)})
+    (c,) = b.node("tanh", [x])  # a is dead as a name here, alive through t
+    (d,) = b.node("negative", [c])  # would take a's buffer if views did not count
+    (e,) = b.node("add", [t, d])
+    b.output(*b.node("sum", [e], {"axis": None, "keepdims": False}))
+    graph = verify(b.build())
+    assert alias_roots(graph)[t] == {a}
+    rows = {r.value: r for r in plan_memory(graph).rows}
+    assert rows[a.id].last == 4  # released after t's last reader, not a's
+    assert rows[d.id].buffer != rows[a.id].buffer
+    xs = np.arange(16.0).reshape(4, 4) / 16
+    _same(lower(graph).run([xs], []).outputs, interpret(graph, [xs]).outputs)
+
+
+def _mlp(layers: int = 8, batch: int = 256, width: int = 512) -> tuple[Graph, list, list]:
+    rng = np.random.default_rng(0)
+    b = GraphBuilder("mlp")
+    h = b.input((batch, width), "float32", "x")
+    for i in range(layers):
+        w = b.const(rng.normal(size=(width, width)).astype(np.float32) / width**0.5, f"w{i}")
+        bias = b.const(rng.normal(size=(width,)).astype(np.float32), f"b{i}")
+        (m,) = b.node("matmul", [h, w])
+        (s,) = b.node("add", [m, bias])
+        (h,) = b.node("relu", [s])
+    b.output(h)
+    return verify(b.build()), [rng.normal(size=(batch, width)).astype(np.float32)], []
+
+
+def _traced_peak(run: object) -> int:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        start, _ = tracemalloc.get_traced_memory()
+        run()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    return peak - start
+
+
+def test_measured_peak_matches_the_prediction_on_an_mlp() -> None:
+    graph, inputs, state = _mlp()
+    plan = lower(graph)
+    act = 256 * 512 * 4
+    # matmul and add+relu in place: two buffers ping-pong; only the final relu is unplanned
+    assert len(plan.memory.buffer_sizes) == 2 and plan.memory.dynamic_peak == act
+    cold = _traced_peak(lambda: plan.run(inputs, state))  # allocates the buffers too
+    assert abs(cold - plan.predicted_peak) <= 0.1 * plan.predicted_peak, (cold, plan.predicted_peak)
+    warm = _traced_peak(lambda: plan.run(inputs, state))  # buffers exist: only unplanned values
+    assert abs(warm - plan.memory.dynamic_peak) <= 0.1 * plan.memory.dynamic_peak, warm
+    unplanned = lower(graph, plan_memory=False)
+    assert unplanned.predicted_peak is None
+    _same(plan.run(inputs, state).outputs, unplanned.run(inputs, state).outputs)
