@@ -76,9 +76,10 @@ def _args(
 PARAMS = [pytest.param(i, id=i.name) for i in INFOS]
 
 
+@pytest.mark.parametrize("passes", ["O2", "O0"])  # optimized (the default) and unoptimized
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize("info", PARAMS)
-def test_compiled_equals_eager(info: OpInfo, dtype: Any) -> None:
+def test_compiled_equals_eager(info: OpInfo, dtype: Any, passes: str) -> None:
     rng = np.random.default_rng(1)
     for sample in info.samples(np.random.default_rng(0)):
         step, arrays, wrt = _make(info, sample, dtype)
@@ -90,7 +91,7 @@ def test_compiled_equals_eager(info: OpInfo, dtype: Any) -> None:
             else None
             for o in probe
         ]
-        compiled = dualflow.compile(step, fallback="error")
+        compiled = dualflow.compile(step, fallback="error", passes=passes)
         for call, scale in enumerate((1.0, 1.0, 1.01)):
             args = _args(sample, arrays, wrt, dtype, scale, gys)
             got = compiled(*args)
