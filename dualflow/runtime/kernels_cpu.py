@@ -32,7 +32,12 @@ _warned_no_numba = False
 
 
 def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK) -> Callable:
-    """``f(xp, *arrays)`` evaluating ``program`` to an array of ``shape`` chunk by chunk.
+    """``f(xp, *arrays, out=None)`` evaluating ``program`` to an array of ``shape`` chunk by chunk
+    (into ``out``, a C-contiguous array of that shape and the result dtype, when given).
+
+    Only the last step writes ``out``, chunk by chunk after reading that chunk's inputs, so
+    ``out`` may be an input of exactly the output's shape unless the last step is ``where``,
+    ``astype`` or ``erf`` (``inplace_safe``).
 
     Example:
         >>> p = lower_expr(("call", "tanh", ("var", "a0")), ("a0",), ("float64",))
@@ -43,9 +48,10 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
     inner = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
     plan = _schedule(program)
 
-    def run(xp: Any, *arrays: Any, **_attrs: Any) -> Any:
+    def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         arrays = tuple(np.asarray(a) for a in arrays)
-        out = np.empty(shape, program.dtype)
+        if out is None:
+            out = np.empty(shape, program.dtype)
         if out.size <= block or not shape:
             _evaluate(plan, arrays, out, _temps(plan, shape))
             return out

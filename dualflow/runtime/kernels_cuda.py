@@ -149,8 +149,8 @@ def wrap_global(source: CudaSource) -> str:
 
 
 def cuda_kernel(expr: tuple, args: tuple[str, ...], in_dtypes: tuple[str, ...]) -> Callable:
-    """``f(cupy, *arrays)`` running the expression as a ``cupy.ElementwiseKernel`` (which
-    broadcasts its inputs); the kernel is built once per rendered source.
+    """``f(cupy, *arrays, out=None)`` running the expression as a ``cupy.ElementwiseKernel`` (which
+    broadcasts its inputs; ``out`` is its output argument); built once per rendered source.
 
     Example:
         >>> callable(cuda_kernel(("call", "exp", ("var", "a0")), ("a0",), ("float32",)))
@@ -158,13 +158,13 @@ def cuda_kernel(expr: tuple, args: tuple[str, ...], in_dtypes: tuple[str, ...]) 
     """
     source = render_cuda(lower_expr(expr, args, in_dtypes))
 
-    def run(xp: Any, *arrays: Any, **_attrs: Any) -> Any:
+    def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         kernel = _KERNELS.get(source.name)
         if kernel is None:
             import cupy  # noqa: PLC0415 - only on GPU
 
             kernel = cupy.ElementwiseKernel(*source)
             _KERNELS[source.name] = kernel
-        return kernel(*arrays)
+        return kernel(*arrays) if out is None else kernel(*arrays, out)
 
     return run

@@ -166,7 +166,11 @@ def load_module(source: str) -> Any:
 
 
 def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Callable:
-    """``f(xp, *arrays)`` running the program's numba kernel over an output of ``shape``.
+    """``f(xp, *arrays, out=None)`` running the program's numba kernel over an output of ``shape``
+    (into ``out``, a C-contiguous array of that shape and the result dtype, when given).
+
+    Each index reads all its inputs before writing ``out``, so ``out`` may be an input of exactly
+    the output's shape (never a broadcast one).
 
     Example:
         >>> from dualflow.runtime.kernels_typing import lower_expr
@@ -181,8 +185,9 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
     module = load_module(render_source(program, flat, len(shape)))
     kernel, dtype = module.kernel, program.dtype
 
-    def run(xp: Any, *arrays: Any, **_attrs: Any) -> Any:
-        out = np.empty(shape, dtype)
+    def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
+        if out is None:
+            out = np.empty(shape, dtype)
         if flat is not None:
             ins = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
             kernel(out.reshape(size), *ins)

@@ -14,7 +14,7 @@ import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS
-from dualflow.runtime.out_forward import out_kernel
+from dualflow.runtime.out_forward import inplace_safe, writes_out
 
 # Ops whose numpy forward returns a view of (or the very array of) an input: no new memory, and
 # the input's memory lives as long as the view does.
@@ -147,8 +147,8 @@ def _inplace_source(
     node: Node, out: Value, step: int, planned: set, roots: dict, release: dict
 ) -> Value | None:
     """A planned input of an elementwise step dying here whose buffer ``out`` can take over."""
-    if node.op == "matmul":
-        return None  # BLAS must not write over its operands
+    if not inplace_safe(node):
+        return None  # e.g. BLAS must not write over its operands
     for v in node.value_inputs:
         if v in planned and release[v] == step and (v.shape, v.dtype) == (out.shape, out.dtype):
             others = [w for w in node.value_inputs if w is not v and v in roots.get(w, ())]
@@ -219,11 +219,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
     roots = alias_roots(graph)
     escaping = set().union(*(roots.get(v, ()) for v in graph.outputs))
     escaping |= set().union(*(roots.get(new, ()) for _, new in graph.updates))
-    planned = {
-        n.outputs[0]
-        for n in graph.nodes
-        if out_kernel(n) is not None and n.outputs[0] not in escaping
-    }
+    planned = {n.outputs[0] for n in graph.nodes if writes_out(n) and n.outputs[0] not in escaping}
     release = _release(graph, roots)
     buffer_of, how, sizes = _assign(graph, planned, roots, release)
     order = tuple(v for n in graph.nodes for v in n.outputs if v in planned)

@@ -1,7 +1,8 @@
 """Forwards that write into a caller's buffer (``out=``), for steps the memory planner assigns.
 
 Elementwise ops whose expression ends in a numpy ufunc get a rendered ``forward_out`` passing
-``out=out`` to that last call; ``matmul`` uses ``xp.matmul(a, b, out=out)``. Other ops allocate.
+``out=out`` to that last call; ``matmul`` uses ``xp.matmul(a, b, out=out)``; ``fused`` nodes'
+kernels take ``out=`` themselves (``runtime.plan``). Other ops allocate.
 """
 
 from __future__ import annotations
@@ -90,3 +91,37 @@ def out_kernel(node: Node) -> Callable | None:
         return _matmul_out
     op = OPS.get(node.op)
     return elementwise_out(op) if op is not None else None
+
+
+def writes_out(node: Node) -> bool:
+    """Whether the step of ``node`` can write its (single, non-0-d) output into ``out=``.
+
+    Example:
+        >>> from dualflow.graph_ir.ir import Value
+        >>> x = Value(0, (2,), "float32")
+        >>> writes_out(Node("fused", (x,), (Value(1, (2,), "float32"),), {"expr": None}))
+        True
+    """
+    if node.op == "fused":
+        return len(node.outputs) == 1 and bool(node.outputs[0].shape)
+    return out_kernel(node) is not None
+
+
+def inplace_safe(node: Node) -> bool:
+    """Whether ``out=`` may be one of the node's inputs of exactly the output's shape and dtype.
+
+    Per-index elementwise kernels read an index's inputs before writing it; matmul (BLAS) does
+    not, and the blocked evaluator's ``where``/``astype``/``erf`` write ``out`` in several passes.
+
+    Example:
+        >>> from dualflow.graph_ir.ir import Value
+        >>> x = Value(0, (2, 2), "float32")
+        >>> inplace_safe(Node("matmul", (x, x), (Value(1, (2, 2), "float32"),)))
+        False
+    """
+    if node.op == "matmul":
+        return False
+    if node.op == "fused":
+        expr = node.attrs["expr"]
+        return expr[0] == "call" and expr[1] not in ("where", "astype", "erf")
+    return True

@@ -41,7 +41,7 @@ def _fused_kernel(node: Node) -> Any:
     metas = tuple((v.shape, v.dtype) for v in node.inputs)
     built: dict[str, Any] = {}
 
-    def run(xp: Any, *arrays: Any, **_attrs: Any) -> Any:
+    def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         kernel = built.get(xp.__name__)
         if kernel is None:
             if xp.__name__ == "numpy":
@@ -49,9 +49,14 @@ def _fused_kernel(node: Node) -> Any:
             else:
                 kernel = cuda_kernel(expr, args, tuple(d for _, d in metas))
             built[xp.__name__] = kernel
-        return kernel(xp, *arrays)
+        return kernel(xp, *arrays, out=out)
 
     return run
+
+
+def _out_kernel(node: Node) -> Any:
+    """The ``out=`` kernel of a planned step: the fused kernel or the op's ``forward_out``."""
+    return _fused_kernel(node) if node.op == "fused" else out_kernel(node)
 
 
 @dataclass
@@ -138,7 +143,7 @@ def _compile(
     kernels = {
         "guard": guard_holds,
         "fused": _fused_kernel,
-        "out": out_kernel,
+        "out": _out_kernel,
         "check": _check_finite if debug else None,
     }
     source, namespace = render(graph, kernels, profile, planned)

@@ -1,7 +1,8 @@
 """``dualflow.explain``: what a compiled function turned into, and why it retraced.
 
 It reports every trace (why it was made, e.g. ``x.shape[0]: 32 -> 48``), its guards with their
-source lines, captured state and updates, graph sizes and the printed graph, plus the counters.
+source lines, captured state and updates, graph sizes, the printed graph and its memory plan
+(one row per planned buffer value, then the predicted peak), plus the counters.
 """
 
 from __future__ import annotations
@@ -56,6 +57,11 @@ def _describe(index: int, trace: Trace) -> list[str]:
             f"{len(trace.backward.residuals)} saved forward values"
         )
     lines.append("  " + print_graph(g).replace("\n", "\n  "))
+    lines.append("  memory plan:")
+    lines.append("    " + trace.plan.memory_table().replace("\n", "\n    "))
+    peak = trace.plan.predicted_peak
+    if peak is not None:
+        lines.append(f"  predicted peak: {peak} B ({peak / 2**20:.2f} MiB)")
     return lines
 
 

@@ -253,3 +253,29 @@ def test_square_power_exact(exponent: float, transcendental: bool) -> None:
         want = x**exponent + np.exp(x) if transcendental else x**exponent
         want = want - 1.0
     np.testing.assert_array_equal(got, want.astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", ["blocked", "numba"])
+@pytest.mark.parametrize(("shape", "bshape"), [((40_000,), None), ((400, 101), (101,))])
+def test_fused_kernels_write_into_out_even_over_their_input(
+    monkeypatch: pytest.MonkeyPatch, kind: str, shape: tuple, bshape: tuple | None
+) -> None:
+    """``out=`` a fresh buffer, or the same-shape input itself (in place): eager's bits."""
+    monkeypatch.setattr(kc, "BLOCK", 4096)  # many chunks, a short last one
+    monkeypatch.setattr(kc, "THREAD_MIN", 1000)
+    monkeypatch.setattr(kc, "_CACHE", {})
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in (shape, bshape) if s]
+    build = _tanh_chain if kind == "blocked" else (lambda s, b: _arith_chain(s, "float32", b))
+    graph = build(shape, bshape)
+    node = fuse(graph, min_size=0).nodes[0]
+    metas = tuple((a.shape, "float32") for a in inputs)
+    kernel = kc.cpu_kernel(node.attrs["expr"], node.attrs["args"], metas)
+    with np.errstate(all="ignore"):
+        want = interpret(graph, inputs).outputs[0]
+        fresh = np.empty(shape, np.float32)
+        assert kernel(np, *inputs, out=fresh) is fresh
+        alias = inputs[0].copy()
+        kernel(np, alias, *inputs[1:], out=alias)
+    np.testing.assert_array_equal(fresh, want)
+    np.testing.assert_array_equal(alias, want)

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dualflow.graph_ir import Graph, GraphBuilder, interpret, verify
+from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
 from dualflow.runtime.memory import alias_roots, plan_memory
 
@@ -194,3 +195,27 @@ def test_measured_peak_matches_the_prediction_on_an_mlp() -> None:
     unplanned = lower(graph, plan_memory=False)
     assert unplanned.predicted_peak is None
     _same(plan.run(inputs, state).outputs, unplanned.run(inputs, state).outputs)
+
+
+def test_fused_steps_are_planned_in_place_but_never_over_a_broadcast_input() -> None:
+    """A fused region takes its dying same-shape input's buffer; a ``where`` one does not."""
+    b = GraphBuilder("fused")
+    x, y = b.input((64, 33), "float32", "x"), b.input((33,), "float32", "y")
+    (a,) = b.node("matmul", [x, b.input((33, 33), "float32", "z")])
+    (h,) = b.node("multiply", [a, 0.5])
+    (h,) = b.node("tanh", [*b.node("add", [h, y])])  # y broadcasts
+    (g,) = b.node("matmul", [h, *b.node("transpose", [h], {"axes": (1, 0)})])
+    (w,) = b.node("where", [*b.node("greater", [g, 0.0]), g, 1.0])
+    b.output(*b.node("sum", [w], {"axis": None, "keepdims": False}))
+    graph = fuse(verify(b.build()), min_size=0)
+    assert [n.op for n in graph.nodes].count("fused") == 2
+    rows = {r.value: r for r in plan_memory(graph).rows}
+    assert rows[h.id].how == "inplace" and rows[h.id].buffer == rows[a.id].buffer
+    assert rows[w.id].how != "inplace"  # `where` writes its output in two passes
+    rng = np.random.default_rng(3)
+    inputs = [rng.normal(size=s).astype(np.float32) for s in ((64, 33), (33,), (33, 33))]
+    kept = [i.copy() for i in inputs]
+    plan = lower(graph)
+    for _ in range(2):
+        _same(plan.run(inputs, []).outputs, interpret(graph, inputs).outputs)
+    _same(inputs, kept)
