@@ -19,16 +19,23 @@ from dualflow.graph_ir.verify import verify
 from dualflow.passes.cse import cse
 from dualflow.passes.dce import dce
 from dualflow.passes.fold import fold
+from dualflow.passes.fold_bn import fold_bn
 from dualflow.passes.fuse import fuse
 
 Pass = Callable[[Graph], Graph]
 
 # Every known pass by name; a pass returns its input object unchanged when it changes nothing.
-PASSES: dict[str, Pass] = {"dce": dce, "cse": cse, "fold": fold, "fuse": fuse}
+PASSES: dict[str, Pass] = {
+    "dce": dce,
+    "cse": cse,
+    "fold": fold,
+    "fold_bn": fold_bn,
+    "fuse": fuse,
+}
 
 O0: tuple[str, ...] = ()
 O1: tuple[str, ...] = ("dce", "cse")
-O2: tuple[str, ...] = ("fold", "cse", "dce", "fuse")
+O2: tuple[str, ...] = ("fold_bn", "fold", "cse", "dce", "fuse")
 PIPELINES: dict[str, tuple[str, ...]] = {"O0": O0, "O1": O1, "O2": O2}
 
 
