@@ -186,7 +186,8 @@ def cpu_kernel(
 
 def _numba_or_none(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Callable | None:
     global _warned_no_numba
-    if program.transcendental:
+    types = {*program.in_dtypes, *(t for st in program.steps for t in (st.dtype, st.ctype))}
+    if program.transcendental or np.dtype(np.float16) in types:  # numba has no float16
         return None
     try:
         from dualflow.runtime import kernels_numba  # noqa: PLC0415 - imports numba (~0.3 s)

@@ -279,3 +279,16 @@ def test_fused_kernels_write_into_out_even_over_their_input(
         kernel(np, alias, *inputs[1:], out=alias)
     np.testing.assert_array_equal(fresh, want)
     np.testing.assert_array_equal(alias, want)
+
+
+def test_float16_regions_use_the_blocked_evaluator() -> None:
+    # numba has no float16: a fused cast/scale region with float16 must still run, exactly
+    expr = (
+        "call",
+        "multiply",
+        ("call", "astype", ("var", "a0"), ("const", "float32")),
+        ("const", 0.5),
+    )
+    x = np.linspace(-3, 3, 5000).astype(np.float16)
+    kernel = kc.cpu_kernel(expr, ("a0",), (((5000,), "float16"),))
+    np.testing.assert_array_equal(kernel(np, x), x.astype(np.float32) * 0.5)

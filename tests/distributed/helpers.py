@@ -1,0 +1,71 @@
+"""Shared pieces of the distributed tests: a tiny MLP, its data and a data-parallel run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import dualflow
+from dualflow import ops, optim
+from dualflow.distributed import create_multi_node_optimizer
+from dualflow.nn import Parameter
+
+SHAPES = [(8, 4), (8,), (3, 8), (3,)]
+
+
+def make_params(dtype: Any = np.float32) -> list[Parameter]:
+    """The same initial parameters on every call (so ranks start equal without a bcast)."""
+    rng = np.random.default_rng(0)
+    return [Parameter((rng.normal(size=s) * 0.5).astype(dtype)) for s in SHAPES]
+
+
+def batches(steps: int, per_rank: int, size: int, dtype: Any = np.float32) -> list[tuple]:
+    """``steps`` global batches of ``per_rank * size`` rows (rank r takes rows r*per_rank...)."""
+    rng = np.random.default_rng(42)
+    n = per_rank * size
+    return [
+        (rng.normal(size=(n, 4)).astype(dtype), rng.integers(0, 3, size=n)) for _ in range(steps)
+    ]
+
+
+def loss_of(params: list[Parameter], x: Any, t: Any) -> Any:
+    w1, b1, w2, b2 = params
+    return ops.softmax_cross_entropy(ops.linear(ops.relu(ops.linear(x, w1, b1)), w2, b2), t)
+
+
+def make_step(params: list[Parameter], opt: Any) -> Callable[[Any, Any], Any]:
+    """A whole training step: zero_grad, forward, backward, (averaged) update."""
+
+    def step(x: Any, t: Any) -> Any:
+        opt.zero_grad()
+        loss = loss_of(params, x, t)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return step
+
+
+def data_parallel(
+    comm: Any, data: list, per_rank: int, compile: bool = False, **kwargs: Any
+) -> tuple[list[np.ndarray], Any]:
+    """Train on this rank's rows of each batch; returns the final parameters and the step."""
+    params = make_params(data[0][0].dtype)
+    opt = create_multi_node_optimizer(optim.SGD(params, lr=0.5), comm, **kwargs)
+    step = make_step(params, opt)
+    fn = dualflow.compile(step, fallback="error") if compile else step
+    lo, hi = comm.rank * per_rank, (comm.rank + 1) * per_rank
+    for x, t in data:
+        fn(dualflow.tensor(x[lo:hi]), dualflow.tensor(t[lo:hi]))
+    return [p.numpy() for p in params], fn
+
+
+def single_process(data: list) -> list[np.ndarray]:
+    """The reference: one process, SGD on the whole batch (the mean loss over every row)."""
+    params = make_params(data[0][0].dtype)
+    step = make_step(params, optim.SGD(params, lr=0.5))
+    for x, t in data:
+        step(dualflow.tensor(x), dualflow.tensor(t))
+    return [p.numpy() for p in params]
