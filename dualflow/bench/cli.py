@@ -56,9 +56,10 @@ def _keeping_last(step: Any, last: list[Any]) -> Any:
 def run(
     names: Sequence[str], repeats_scale: float, seed: int, repeats: int | None = None
 ) -> list[Measurement]:
-    """Measure every (workload, mode) pair; returns the table rows."""
+    """Measure every (workload, mode) pair; returns the table rows (in ``names`` order)."""
     rows = []
-    cells = [(name, mode) for name in names for mode in MODES]
+    own = [name for name in names if WORKLOADS[name].rows is not None]
+    cells = [(name, mode) for name in names if name not in own for mode in MODES]
     reference: dict[str, tuple[Measurement, list]] = {}
     for name, mode in _progress(cells, "bench"):
         workload = WORKLOADS[name]
@@ -77,13 +78,19 @@ def run(
             row.speedup = eager.ms_median / row.ms_median
             row.mem_ratio = row.peak_bytes / max(eager.peak_bytes, 1)
         rows.append(row)
-    return rows
+    for name in own:  # a workload that reports its own rows, e.g. from MPI ranks
+        workload = WORKLOADS[name]
+        rows += workload.rows(repeats or max(3, int(workload.quick_repeats * repeats_scale)), seed)
+    order = {name: i for i, name in enumerate(names)}
+    return sorted(rows, key=lambda r: order[r.workload])  # stable: modes keep their order
 
 
 def _cells(r: Measurement) -> tuple[str, ...]:
     def opt(value: float | None, fmt: str) -> str:
         return "-" if value is None else format(value, fmt)
 
+    if not r.repeats:  # a note-only row (skipped or failed workload)
+        return (r.workload, r.mode, *("-" * 8))
     return (
         r.workload,
         r.mode,
@@ -99,7 +106,7 @@ def _cells(r: Measurement) -> tuple[str, ...]:
 
 
 def format_table(rows: list[Measurement]) -> str:
-    """Render the rows as a fixed-width text table.
+    """Render the rows as a fixed-width text table (a ``note`` column when a row has one).
 
     Example:
         >>> print(format_table([Measurement("w", "eager", 1.0, 0.9, 1.2, 10, 2048)]))
@@ -122,6 +129,9 @@ def format_table(rows: list[Measurement]) -> str:
         "matches eager",
     )
     lines = [_cells(r) for r in rows]
+    if any(r.note for r in rows):
+        header += ("note",)
+        lines = [(*line, r.note or "") for line, r in zip(lines, rows)]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *lines)]
     return "\n".join(
         "  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip()

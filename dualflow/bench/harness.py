@@ -32,6 +32,7 @@ class Measurement:
     max_diff: float | None = None  # max |param/output - eager's| after the same steps
     speedup: float | None = None  # eager ms / this mode's ms
     mem_ratio: float | None = None  # peak bytes / eager's peak bytes
+    note: str | None = None  # what the numbers cannot say (ranks, skipped, failed)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -16,17 +16,24 @@ import numpy as np
 import dualflow
 import dualflow.data
 from dualflow import ops
+from dualflow.bench.distributed import distributed_rows
+from dualflow.bench.harness import Measurement
 
 
 @dataclass
 class Workload:
-    """A named benchmark: ``build(rng)`` returns the ``step`` callable (and optional extras)."""
+    """A named benchmark: ``build(rng)`` returns the ``step`` callable (and optional extras).
+
+    A workload that measures itself (e.g. in other processes) has ``rows(repeats, seed)``
+    instead, returning its table rows; ``build`` is then None.
+    """
 
     name: str
     description: str
-    build: Callable[[np.random.Generator], dict[str, Any]]
+    build: Callable[[np.random.Generator], dict[str, Any]] | None
     quick_repeats: int = 200
     tags: tuple[str, ...] = field(default_factory=tuple)
+    rows: Callable[[int, int], list[Measurement]] | None = None
 
 
 def _tiny_chain(x: Any, w: Any) -> Any:
@@ -223,5 +230,12 @@ WORKLOADS: dict[str, Workload] = {
         Workload("arith-chain", "12 arithmetic ops with a maximum, 4M f32", build_arith_chain, 10),
         Workload("inference-mlp", "20x512 MLP forward, batch 64", build_inference_mlp, 50),
         Workload("cnn", "digits CNN train step, batch 64", build_cnn, 20),
+        Workload(
+            "distributed",
+            "digits CNN data-parallel step, 2 MPI ranks x batch 64",
+            None,
+            20,
+            rows=distributed_rows,
+        ),
     ]
 }

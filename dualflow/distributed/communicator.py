@@ -39,6 +39,14 @@ class Communicator:
         """A new array: the element-wise sum of ``array`` over the ranks."""
         raise NotImplementedError
 
+    def _allreduce_sum_into(self, array: Any, out: Any) -> bool:
+        """Sum ``array`` over the ranks straight into ``out``; False if this case is not handled.
+
+        The default handles nothing (the caller then copies a new array into ``out``); MPI
+        overrides it so ``allreduce(x, out=y)`` costs what a raw ``Allreduce`` does.
+        """
+        return False
+
     def _bcast_obj(self, obj: Any, root: int) -> Any:
         raise NotImplementedError
 
@@ -99,10 +107,14 @@ class Communicator:
             if out is not None:
                 raise ValueError("allreduce: out= takes arrays, not Tensors; use ops.assign")
             return ops.allreduce(array, self, op)
-        result = self.allreduce_array(get_array_module(array).ascontiguousarray(array), op)
+        source = get_array_module(array).ascontiguousarray(array)
         if out is None:
-            return result
-        out[...] = result
+            return self.allreduce_array(source, op)
+        if op in REDUCTIONS and self._allreduce_sum_into(source, out):
+            if op == "mean":
+                out /= out.dtype.type(self.size)
+        else:
+            out[...] = self.allreduce_array(source, op)
         return out
 
     def bcast(self, obj: Any, root: int = 0) -> Any:

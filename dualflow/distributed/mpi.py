@@ -59,6 +59,24 @@ class MpiCommunicator(Communicator):
         self.mpi_comm.Allreduce(array, out, op=self.MPI.SUM)
         return out
 
+    def _allreduce_sum_into(self, array: Any, out: Any) -> bool:
+        direct = (
+            isinstance(out, np.ndarray)
+            and out.flags.c_contiguous
+            and out.shape == array.shape
+            and out.dtype == array.dtype
+            and array.dtype.name in _MPI_SUM_DTYPES
+        )
+        if not direct:
+            return False
+        if out is array or (out.ctypes.data == array.ctypes.data and out.strides == array.strides):
+            self.mpi_comm.Allreduce(self.MPI.IN_PLACE, out, op=self.MPI.SUM)
+        elif np.may_share_memory(array, out):
+            return False  # a partial overlap: MPI may not read and write it at once
+        else:
+            self.mpi_comm.Allreduce(array, out, op=self.MPI.SUM)
+        return True
+
     def _allreduce_by_gather(self, array: Any) -> Any:
         gathered = np.empty((self.size, *array.shape), array.dtype)
         self.mpi_comm.Allgather(array.view(np.uint8), gathered.view(np.uint8))

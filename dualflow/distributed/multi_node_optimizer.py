@@ -1,14 +1,16 @@
 """``create_multi_node_optimizer``: average gradients over the ranks, then run the wrapped update.
 
-Gradients are packed into flat buckets in **parameter order across the param groups** (the order
-every rank gets from building the same model), each bucket at most ``bucket_mb`` megabytes, with
-one ``allreduce`` op per bucket. Everything is dualflow ops, so a compiled step traces it.
+Gradients are packed into flat buckets **sorted by dotted parameter name** when a model (or a
+name -> parameter mapping) is given, so every rank builds identical buckets whatever its
+param-group order; otherwise in param-group order. Each bucket holds at most ``bucket_mb`` MiB and
+is one ``allreduce`` op; everything is dualflow ops, so a compiled step traces it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -22,7 +24,7 @@ _TRANSFER_DTYPES = (None, "float16", "float32", "float64")
 
 
 class Bucket(NamedTuple):
-    """One all-reduce: parameter positions (param-group order), transfer dtype and its bytes."""
+    """One all-reduce: parameter positions (packing order), transfer dtype and its bytes."""
 
     positions: tuple[int, ...]
     dtype: str
@@ -66,10 +68,16 @@ class MultiNodeOptimizer:
     A parameter without a gradient on this rank contributes zeros, so every rank issues the
     same all-reduces; after ``step()`` every parameter has the averaged gradient (zeros where
     no rank had one). Other attributes (``state``, ``lr_tensor``...) are the wrapped one's.
+    ``names`` (name -> parameter) switches the packing order from param-group order to names.
     """
 
     def __init__(
-        self, optimizer: Any, comm: Communicator, bucket_mb: float, grad_dtype: str | None
+        self,
+        optimizer: Any,
+        comm: Communicator,
+        bucket_mb: float,
+        grad_dtype: str | None,
+        names: Mapping[str, Any] | None = None,
     ) -> None:
         if grad_dtype is not None:
             grad_dtype = np.dtype(grad_dtype).name
@@ -79,6 +87,9 @@ class MultiNodeOptimizer:
             raise ValueError(f"bucket_mb must be > 0, got {bucket_mb}")
         self.optimizer, self.comm, self.grad_dtype = optimizer, comm, grad_dtype
         self.bucket_bytes = int(bucket_mb * 2**20)
+        # Keep the parameters themselves (not only ids) so an id is never reused while mapped.
+        self._named = dict(names) if names is not None else None
+        self._name_of = {id(p): n for n, p in (self._named or {}).items()}
         self._plan_key: tuple = ()
         self._buckets: list[Bucket] = []
 
@@ -105,19 +116,64 @@ class MultiNodeOptimizer:
         return getattr(self.optimizer, name)
 
     # ----- stepping ----------------------------------------------------------------------------
+    def named_params(self) -> list[tuple[str, Any]]:
+        """Every optimized parameter with its name, in packing order (sorted by name if named).
+
+        Without a model the names are ``param_groups[g][i]`` and the order is param-group order.
+
+        Raises:
+            ValueError: a model was given and an optimized parameter is not one of its.
+
+        Example:
+            >>> from dualflow import nn, optim
+            >>> from dualflow.distributed import create_communicator
+            >>> model = nn.Linear(2, 3)
+            >>> sgd = optim.SGD(list(model.params())[::-1], lr=0.1)  # bias first
+            >>> comm = create_communicator("loopback")
+            >>> [n for n, _ in create_multi_node_optimizer(sgd, comm, model=model).named_params()]
+            ['bias', 'weight']
+            >>> [n for n, _ in create_multi_node_optimizer(sgd, comm).named_params()]
+            ['param_groups[0][0]', 'param_groups[0][1]']
+        """
+        pairs = []
+        for g, group in enumerate(self.optimizer.param_groups):
+            for i, p in enumerate(group["params"]):
+                if self._named is None:
+                    pairs.append((f"param_groups[{g}][{i}]", p))
+                elif id(p) in self._name_of:
+                    pairs.append((self._name_of[id(p)], p))
+                else:
+                    raise ValueError(
+                        f"multi-node optimizer: parameter #{i} of param group {g} (shape "
+                        f"{tuple(p.shape)}) is not among the model's named parameters; pass the "
+                        "model that owns every optimized parameter"
+                    )
+        if self._named is not None:
+            pairs.sort(key=lambda pair: pair[0])  # the same order on every rank
+        return pairs
+
     def params(self) -> list[Any]:
-        """Every parameter, in param-group order (the packing order)."""
-        return [p for group in self.optimizer.param_groups for p in group["params"]]
+        """Every optimized parameter, in packing order (see ``named_params``)."""
+        return [p for _, p in self.named_params()]
 
     @property
     def buckets(self) -> list[Bucket]:
-        """The bucket plan for the current parameters (checked against every rank once)."""
-        params = self.params()
-        key = tuple((id(p), tuple(p.shape), str(p.dtype)) for p in params)
-        if key != self._plan_key:
-            specs = [(tuple(p.shape), str(p.dtype)) for p in params]
+        """The bucket plan for the current parameters, agreed by every rank (a collective).
+
+        Every call all-gathers a checksum of the (name, shape, dtype) list, so all ranks take
+        the same branch even when only one rank's parameter set changed; any difference
+        all-gathers the full lists and raises naming the first mismatch. Gradients are not part
+        of the layout (a missing one is zero-filled), so they never change it.
+        """
+        named = self.named_params()
+        specs = [(name, tuple(p.shape), str(p.dtype)) for name, p in named]
+        checksums = self.comm.allgather(zlib.crc32(repr(specs).encode()))
+        if len(set(checksums)) > 1:
             _check_same_everywhere(self.comm, specs)
-            self._buckets = plan_buckets(specs, self.bucket_bytes, self.grad_dtype)
+        key = tuple((id(p), *spec) for (_, p), spec in zip(named, specs))
+        if key != self._plan_key:
+            shapes = [(shape, dtype) for _, shape, dtype in specs]
+            self._buckets = plan_buckets(shapes, self.bucket_bytes, self.grad_dtype)
             self._plan_key = key
         return self._buckets
 
@@ -135,9 +191,10 @@ class MultiNodeOptimizer:
             >>> opt.allreduce_grads(); p.grad.tolist()  # no gradient anywhere: zeros
             [0.0, 0.0]
         """
+        buckets = self.buckets  # first: it raises before any collective if the ranks differ
         params = self.params()
         with no_grad():
-            for bucket in self.buckets:
+            for bucket in buckets:
                 self._reduce_bucket([params[i] for i in bucket.positions])
 
     def _reduce_bucket(self, members: list[Any]) -> None:
@@ -194,18 +251,39 @@ def _grad_or_zeros(p: Any) -> Any:
 
 
 def _check_same_everywhere(comm: Communicator, specs: list[tuple]) -> None:
+    """Raise CommunicatorError naming the first (name, shape, dtype) where a rank differs."""
     everyone = comm.allgather(specs)
+    ref = everyone[0]
     for rank, theirs in enumerate(everyone):
-        if theirs != everyone[0]:
-            first = next(
-                (i for i, (a, b) in enumerate(zip(everyone[0], theirs)) if a != b),
-                min(len(theirs), len(everyone[0])),
-            )
-            raise CommunicatorError(
-                f"multi-node optimizer: rank {rank}'s parameters differ from rank 0's at "
-                f"position {first} (rank 0: {len(everyone[0])} parameters, rank {rank}: "
-                f"{len(theirs)}); every rank must optimize the same model"
-            )
+        if theirs == ref:
+            continue
+        first = next(
+            (i for i, (a, b) in enumerate(zip(ref, theirs)) if a != b), min(len(ref), len(theirs))
+        )
+        raise CommunicatorError(
+            f"multi-node optimizer: rank {rank}'s parameters differ from rank 0's at parameter "
+            f"#{first}: rank 0 has {_describe(ref, first)}, rank {rank} has "
+            f"{_describe(theirs, first)} ({len(ref)} vs {len(theirs)} parameters); every rank "
+            "must optimize the same model (pass model= to pack by name)"
+        )
+
+
+def _describe(specs: list[tuple], index: int) -> str:
+    if index >= len(specs):
+        return "nothing"
+    name, shape, dtype = specs[index]
+    return f"{name!r} {shape} {dtype}"
+
+
+def _name_map(model: Any, named_params: Any) -> dict[str, Any] | None:
+    if model is not None and named_params is not None:
+        raise ValueError("pass model= or named_params=, not both")
+    if model is not None:
+        return dict(model.named_params())
+    if named_params is None:
+        return None
+    pairs = named_params.items() if isinstance(named_params, Mapping) else named_params
+    return dict(pairs)
 
 
 def create_multi_node_optimizer(
@@ -213,8 +291,16 @@ def create_multi_node_optimizer(
     comm: Communicator,
     bucket_mb: float = 25,
     grad_dtype: str | None = None,
+    *,
+    model: Any = None,
+    named_params: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
 ) -> MultiNodeOptimizer:
     """Wrap ``optimizer`` so each ``step()`` uses gradients averaged over ``comm``'s ranks.
+
+    Gradients travel in flat buckets. With ``model`` (or ``named_params``) they are packed
+    sorted by dotted parameter name, so the buckets agree across ranks whatever order each
+    rank's optimizer lists its parameters in; without, they are packed in param-group order,
+    which every rank must then share. The layout is checked across ranks when it changes.
 
     Args:
         optimizer: any ``dualflow.optim.Optimizer``.
@@ -222,6 +308,11 @@ def create_multi_node_optimizer(
         bucket_mb: cap of one flat all-reduce bucket, in MiB.
         grad_dtype: transfer dtype (e.g. ``"float16"`` halves traffic); cast back to each
             parameter's dtype after the reduction. None sends the gradients' own dtype.
+        model: the module owning the optimized parameters (its ``named_params()`` names them).
+        named_params: instead of ``model``: a name -> parameter mapping (or pairs).
+
+    Raises:
+        ValueError: both ``model`` and ``named_params``, or a bad ``grad_dtype``/``bucket_mb``.
 
     Example:
         >>> import numpy as np
@@ -232,4 +323,5 @@ def create_multi_node_optimizer(
         >>> create_multi_node_optimizer(opt, create_communicator("loopback")).buckets
         [Bucket(positions=(0,), dtype='float32', nbytes=8)]
     """
-    return MultiNodeOptimizer(optimizer, comm, bucket_mb, grad_dtype)
+    names = _name_map(model, named_params)
+    return MultiNodeOptimizer(optimizer, comm, bucket_mb, grad_dtype, names)

@@ -16,6 +16,7 @@ from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.graph_ir.printer import print_graph
 from dualflow.graph_ir.verify import verify
+from dualflow.passes.bucket_allreduce import bucket_allreduce
 from dualflow.passes.cse import cse
 from dualflow.passes.dce import dce
 from dualflow.passes.fold import fold
@@ -31,11 +32,12 @@ PASSES: dict[str, Pass] = {
     "fold": fold,
     "fold_bn": fold_bn,
     "fuse": fuse,
+    "bucket_allreduce": bucket_allreduce,
 }
 
 O0: tuple[str, ...] = ()
 O1: tuple[str, ...] = ("dce", "cse")
-O2: tuple[str, ...] = ("fold_bn", "fold", "cse", "dce", "fuse")
+O2: tuple[str, ...] = ("fold_bn", "fold", "cse", "dce", "fuse", "bucket_allreduce")
 PIPELINES: dict[str, tuple[str, ...]] = {"O0": O0, "O1": O1, "O2": O2}
 
 

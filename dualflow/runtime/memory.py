@@ -23,6 +23,10 @@ VIEW_OPS = frozenset(
 )
 # Ops known to return a new array that shares nothing with their inputs.
 FRESH_OPS = frozenset({"fused", "matmul", "sum", "max", "min", "argmax", "argmin", "concat"})
+# The split all-reduce: a start returns a new 0-d key, a wait the request's own receive buffer
+# (never ``x``); neither can write ``out=``. The start's input must outlive the request, which
+# holds because the wait reads it as its second operand.
+ASYNC_OPS = frozenset({"allreduce_start", "allreduce_wait"})
 
 
 @dataclass(frozen=True)
@@ -101,8 +105,10 @@ class MemoryPlan:
 
 def _kind(node: Node) -> str:
     op = OPS.get(node.op)
-    if node.op in FRESH_OPS or (
-        op is not None and op.kind == "elementwise" and op.expr[0] == "call"
+    if (
+        node.op in FRESH_OPS
+        or node.op in ASYNC_OPS
+        or (op is not None and op.kind == "elementwise" and op.expr[0] == "call")
     ):
         return "fresh"
     return "view" if node.op in VIEW_OPS else "unknown"

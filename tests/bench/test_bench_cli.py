@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+
+import pytest
 
 from dualflow.__main__ import main as dualflow_main
+from dualflow.bench import distributed
 from dualflow.bench.cli import main
 from dualflow.bench.modes import MODES
 
@@ -66,3 +72,40 @@ def test_dualflow_bench_runs_in_a_fresh_process(tmp_path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "tiny-ops" in done.stdout and "compiled" in done.stdout
+
+
+needs_mpiexec = pytest.mark.skipif(
+    not os.path.exists(distributed.mpiexec_path()), reason="no mpiexec next to sys.executable"
+)
+
+
+@needs_mpiexec
+def test_distributed_workload_reports_its_own_rows(tmp_path, capsys) -> None:
+    args = ["--workloads", "cnn,distributed", "--repeats", "3", "--no-chart"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "bench.json").read_text())["results"]
+    mine = {r["mode"]: r for r in rows if r["workload"] == "distributed"}
+    assert list(mine) == ["eager", "compiled"]  # compiled-O0 is not run for it
+    assert mine["compiled"]["max_diff"] < 1e-5 and mine["compiled"]["steps"] > 0
+    assert "ranks agree" in mine["eager"]["note"]
+    assert "allreduces/step 1 eager / 1 compiled" in mine["compiled"]["note"]
+    table = capsys.readouterr().out
+    assert "note" in table.splitlines()[0] and "distributed  compiled" in table
+
+
+def test_without_mpiexec_the_workload_is_a_note_row(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(distributed, "mpiexec_path", lambda: str(tmp_path / "no-mpiexec"))
+    args = ["--workloads", "distributed", "--no-chart", "--out", str(tmp_path)]
+    assert main(args) == 0
+    (row,) = json.loads((tmp_path / "bench.json").read_text())["results"]
+    assert row["repeats"] == 0 and row["note"].startswith("skipped: no mpiexec")
+    assert "skipped: no mpiexec" in capsys.readouterr().out
+
+
+@needs_mpiexec
+def test_allreduce_script_measures_and_counts() -> None:
+    command = [sys.executable, "-m", "dualflow.bench.allreduce", "--elements", "1000"]
+    done = subprocess.run([*command, "--repeats", "2"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "mpi4py Allreduce (raw)" in done.stdout and "x raw)" in done.stdout
+    assert "10 parameters -> 1 all-reduce call(s) eager, 1 in the compiled graph" in done.stdout

@@ -13,6 +13,7 @@ from dualflow.distributed import create_multi_node_optimizer
 from dualflow.nn import Parameter
 
 SHAPES = [(8, 4), (8,), (3, 8), (3,)]
+NAMES = ["fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"]
 
 
 def make_params(dtype: Any = np.float32) -> list[Parameter]:
@@ -49,11 +50,20 @@ def make_step(params: list[Parameter], opt: Any) -> Callable[[Any, Any], Any]:
 
 
 def data_parallel(
-    comm: Any, data: list, per_rank: int, compile: bool = False, **kwargs: Any
+    comm: Any,
+    data: list,
+    per_rank: int,
+    compile: bool = False,
+    order: list[int] | None = None,
+    **kwargs: Any,
 ) -> tuple[list[np.ndarray], Any]:
-    """Train on this rank's rows of each batch; returns the final parameters and the step."""
+    """Train on this rank's rows of each batch; returns the final parameters and the step.
+
+    ``order`` lists the parameters to the optimizer in that order (default: as created).
+    """
     params = make_params(data[0][0].dtype)
-    opt = create_multi_node_optimizer(optim.SGD(params, lr=0.5), comm, **kwargs)
+    listed = [params[i] for i in (order or range(len(params)))]
+    opt = create_multi_node_optimizer(optim.SGD(listed, lr=0.5), comm, **kwargs)
     step = make_step(params, opt)
     fn = dualflow.compile(step, fallback="error") if compile else step
     lo, hi = comm.rank * per_rank, (comm.rank + 1) * per_rank

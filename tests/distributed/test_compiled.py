@@ -35,7 +35,8 @@ def test_the_graph_has_one_allreduce_per_bucket() -> None:
     )
     for _, fn in results:
         graph = fn.history[-1].graph
-        nodes = [n for n in graph.nodes if n.op == "allreduce"]
+        # O2's bucket_allreduce splits each into a start (holding the attrs) and a wait.
+        nodes = [n for n in graph.nodes if n.op in ("allreduce", "allreduce_start")]
         assert len(nodes) == 3
         assert {n.attrs["reduction"] for n in nodes} == {"mean"}
         assert "allreduce" in dualflow.graph_ir.print_graph(graph)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,6 +32,7 @@ comm = create_communicator("mpi")
 x = np.arange(5, dtype=np.float32) * (comm.rank + 1)
 summed = comm.allreduce(x)
 half = comm.allreduce(x.astype(np.float16), op="mean")
+into = comm.allreduce(x, op="mean", out=np.empty_like(x))  # straight into out, no copy
 big = np.ones(10_000_000, np.float32)
 comm.barrier()
 start = time.perf_counter()
@@ -42,7 +44,8 @@ params = [p.tolist() for p in data_parallel(comm, data, 4, compile=True)[0]]
 # One file per rank: two ranks printing at once can interleave on a shared stdout.
 with open(f"{sys.argv[1]}/rank{comm.rank}.json", "w") as f:
     json.dump({"rank": comm.rank, "sum": summed.tolist(), "half": half.tolist(),
-                  "big": float(big[0]), "seconds": seconds, "params": params}, f)
+               "into": into.tolist(), "big": float(big[0]), "seconds": seconds,
+               "params": params}, f)
 """
 
 RAISE_SCRIPT = """
@@ -78,7 +81,7 @@ def test_allreduce_and_a_compiled_data_parallel_step(tmp_path: Path) -> None:
     assert [r["rank"] for r in results] == [0, 1]
     for r in results:
         assert r["sum"] == [0.0, 3.0, 6.0, 9.0, 12.0]
-        assert r["half"] == [0.0, 1.5, 3.0, 4.5, 6.0]
+        assert r["half"] == r["into"] == [0.0, 1.5, 3.0, 4.5, 6.0]
         assert r["big"] == 8.0  # three in-place sums over two ranks: 1 -> 2 -> 4 -> 8
     assert results[0]["params"] == results[1]["params"]
     print(f"10M float32 allreduce, 2 ranks: {results[0]['seconds'] * 1e3:.1f} ms")
@@ -103,6 +106,9 @@ def test_the_distributed_example_trains(mode: tuple[str, ...]) -> None:
         env=env,
     )
     assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("digits CNN, 2 ranks (mpi, ")
     assert "parameters identical on all 2 ranks" in proc.stdout
+    for rank in (0, 1):
+        assert float(re.search(rf"rank {rank}: (\S+) images/s", proc.stdout).group(1)) > 0
     accuracy = float(proc.stdout.split("test accuracy: ")[1].split()[0])
     assert 0.5 < accuracy <= 1.0

@@ -14,7 +14,14 @@ from dualflow.distributed import create_multi_node_optimizer, run_loopback, scat
 from dualflow.distributed.multi_node_optimizer import plan_buckets
 from dualflow.errors import CommunicatorError
 from dualflow.nn import Parameter
-from tests.distributed.helpers import batches, data_parallel, make_params, single_process
+from tests.distributed.helpers import (
+    NAMES,
+    batches,
+    data_parallel,
+    make_params,
+    make_step,
+    single_process,
+)
 
 PER_RANK = 4
 
@@ -105,6 +112,82 @@ def test_ranks_with_different_models_fail_clearly() -> None:
         opt.step()
 
     with pytest.raises(CommunicatorError, match="rank 1's parameters differ from rank 0's"):
+        run_loopback(body, 2)
+
+
+def _reversed_on_rank_1(comm) -> dict:
+    return {"order": [3, 2, 1, 0] if comm.rank == 1 else None}
+
+
+@pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
+@pytest.mark.parametrize("bucket_mb", [25, 100 / 2**20])
+def test_packing_by_name_ignores_param_group_order(compile: bool, bucket_mb: float) -> None:
+    data = batches(3, PER_RANK, 2, np.float64)
+
+    def body(comm):
+        order = [3, 2, 1, 0] if comm.rank == 1 else None
+        params = make_params(np.float64)
+        listed = [params[i] for i in (order or range(4))]
+        opt = create_multi_node_optimizer(
+            optim.SGD(listed, lr=0.5), comm, bucket_mb, named_params=zip(NAMES, params)
+        )
+        step = make_step(params, opt)
+        fn = dualflow.compile(step, fallback="error") if compile else step
+        lo = comm.rank * PER_RANK
+        for x, t in data:
+            fn(dualflow.tensor(x[lo : lo + PER_RANK]), dualflow.tensor(t[lo : lo + PER_RANK]))
+        return [n for n, _ in opt.named_params()], [p.numpy() for p in params]
+
+    (names0, ranks0), (names1, ranks1) = run_loopback(body, 2)
+    assert names0 == names1 == sorted(NAMES)
+    for a, b, want in zip(ranks0, ranks1, single_process(data)):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, want, rtol=1e-12, atol=1e-14)
+
+
+def test_a_model_names_its_parameters() -> None:
+    model = dualflow.nn.Sequential(dualflow.nn.Linear(3, 2), dualflow.nn.Linear(2, 1))
+    sgd = optim.SGD(list(model.params())[::-1], lr=0.1)
+    comm = dualflow.distributed.create_communicator("loopback")
+    opt = create_multi_node_optimizer(sgd, comm, model=model)
+    assert [n for n, _ in opt.named_params()] == ["0.bias", "0.weight", "1.bias", "1.weight"]
+    with pytest.raises(ValueError, match="not both"):
+        create_multi_node_optimizer(sgd, comm, model=model, named_params={})
+    stranger = optim.SGD([Parameter(np.ones((4, 4), np.float32))], lr=0.1)
+    with pytest.raises(ValueError, match=r"parameter #0 of param group 0 \(shape \(4, 4\)\)"):
+        create_multi_node_optimizer(stranger, comm, model=model).step()
+
+
+def test_without_names_a_different_order_fails_clearly() -> None:
+    data = batches(1, PER_RANK, 2)
+    with pytest.raises(
+        CommunicatorError,
+        match=r"parameter #0: rank 0 has 'param_groups\[0\]\[0\]' \(8, 4\) float32, rank 1 "
+        r"has 'param_groups\[0\]\[0\]' \(3,\) float32",
+    ):
+        run_loopback(lambda c: data_parallel(c, data, PER_RANK, **_reversed_on_rank_1(c)), 2)
+
+
+def test_a_parameter_set_change_on_one_rank_is_caught_by_name() -> None:
+    def body(comm):
+        params = make_params()
+        named = dict(zip(NAMES, params))
+        opt = create_multi_node_optimizer(optim.SGD(params[:3], lr=0.1), comm, named_params=named)
+        for i in range(3):  # a gradient appears and disappears: zero-filled, same layout
+            opt.zero_grad()
+            params[i].grad = dualflow.tensor(np.ones(params[i].shape, np.float32))
+            opt.step()
+        plan = opt.buckets
+        if comm.rank == 1:  # now only rank 1's parameter set changes: every rank must notice
+            opt.add_param_group({"params": [params[3]]})
+        opt.step()
+        return plan
+
+    with pytest.raises(
+        CommunicatorError,
+        match=r"rank 1's parameters differ from rank 0's at parameter #2: rank 0 has "
+        r"'fc2.weight' \(3, 8\) float32, rank 1 has 'fc2.bias' \(3,\) float32 \(3 vs 4",
+    ):
         run_loopback(body, 2)
 
 

@@ -59,6 +59,15 @@ def test_mlp_example_checkpoints_and_resumes(tmp_path: Path) -> None:
         assert re.search(pattern, resumed).group() == re.search(pattern, full).group()
 
 
+def test_distributed_example_runs_as_one_loopback_rank(tmp_path: Path) -> None:
+    # The mpiexec runs live in tests/distributed/test_mpi.py; this one needs no MPI.
+    out = run_example("train_digits_distributed.py", "--communicator", "loopback", cwd=tmp_path)
+    assert out.startswith("digits CNN, 1 ranks (loopback, eager)")
+    assert float(re.search(r"rank 0: (\S+) images/s", out).group(1)) > 0
+    assert "parameters identical on all 1 ranks" in out
+    assert 0.5 < float(re.search(r"test accuracy: (\S+)", out).group(1)) <= 1.0
+
+
 def test_gradient_penalty_agrees_eager_and_compiled(tmp_path: Path) -> None:
     out = run_example("gradient_penalty.py", "--compile", cwd=tmp_path)
     assert "gradient penalty" in out

@@ -1,13 +1,14 @@
-"""Op-table entry for ``allreduce``: on a one-rank loopback communicator it is the identity.
+"""Op-table entries for ``allreduce`` and its split form: on one loopback rank, the identity.
 
-Its backward is an all-reduce of the gradient, hence the identity too, so gradcheck and
-double-backward apply unchanged.
+The all-reduce's backward is an all-reduce of the gradient, hence the identity too, so gradcheck
+and double-backward apply; ``allreduce_start``/``allreduce_wait`` only appear after autodiff.
 """
 
 from __future__ import annotations
 
 from dualflow import ops
 from dualflow.distributed import create_communicator
+from dualflow.ops.collective import allreduce_start, allreduce_wait
 from tests.opinfo import OpInfo, Sample
 
 _SOLO = create_communicator("loopback")
@@ -21,5 +22,17 @@ ENTRIES = [
             Sample((rng.normal(size=(2, 3)),), name="sum"),
             Sample((rng.normal(size=(4,)),), {"reduction": "mean"}, name="mean"),
         ],
+    ),
+    OpInfo(
+        "allreduce_start+wait",
+        lambda x, reduction="sum": allreduce_wait(allreduce_start(x, _SOLO, reduction), x, _SOLO),
+        lambda x, reduction="sum": x,
+        lambda rng: [
+            Sample((rng.normal(size=(2, 3)),), name="sum"),
+            Sample((rng.normal(size=(4,)),), {"reduction": "mean"}, name="mean"),
+            Sample((rng.normal(size=(3, 2)).T,), name="non-contiguous"),
+        ],
+        ops=("allreduce_start", "allreduce_wait"),
+        differentiable=False,
     ),
 ]

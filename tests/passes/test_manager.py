@@ -21,7 +21,9 @@ def test_pipelines_are_explicit_tuples() -> None:
 
 
 def test_unknown_pass_names_are_rejected_with_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown pass.*'nope'.*known passes: \['cse', 'dce'"):
+    with pytest.raises(
+        ValueError, match=r"unknown pass.*'nope'.*known passes: \['bucket_allreduce', 'cse', 'dce'"
+    ):
         resolve_passes("dce,nope")
     with pytest.raises(ValueError, match="O3"):
         run_passes(mlp_step(), "O3")

@@ -1,0 +1,160 @@
+"""Overlap all-reduces with other work: each ``allreduce`` becomes an ``allreduce_start`` issued as
+soon as its input can exist and an ``allreduce_wait`` just before the first reader of its result.
+
+Starts keep their relative order, and so do waits (every rank issues collectives in one order);
+effectful nodes (guards, state writes, RNG) are barriers nothing moves across.
+
+Before::
+
+    graph step(%0: float32[4] "x") {
+      %1: float32[4] = exp(%0)  # s.py:1
+      %2: float32[4] = tanh(%0)  # s.py:2
+      %3: float32[4] = multiply(%1, %2)  # s.py:3
+      %4: float32[4] = negative(%3)  # s.py:4
+      %5: float32[8] = concat(%1, %2) {axis=0}  # s.py:5
+      %6: float32[8] = allreduce(%5) {comm=1, reduction='mean'}  # s.py:6
+      %7: float32[4] = allreduce(%3) {comm=1, reduction='sum'}  # s.py:7
+      %8: float32[4] = add(%4, %4)  # s.py:8
+      %9: float32[4] = add(%7, %8)  # s.py:9
+      return %6, %9
+    }
+
+After::
+
+    graph step(%0: float32[4] "x") {
+      %1: float32[4] = exp(%0)  # s.py:1
+      %2: float32[4] = tanh(%0)  # s.py:2
+      %5: float32[8] = concat(%1, %2) {axis=0}  # s.py:5
+      %10: int64[] = allreduce_start(%5) {comm=1, reduction='mean'}  # s.py:6
+      %3: float32[4] = multiply(%1, %2)  # s.py:3
+      %11: int64[] = allreduce_start(%3) {comm=1, reduction='sum'}  # s.py:7
+      %4: float32[4] = negative(%3)  # s.py:4
+      %8: float32[4] = add(%4, %4)  # s.py:8
+      %6: float32[8] = allreduce_wait(%10, %5) {comm=1}  # s.py:6
+      %7: float32[4] = allreduce_wait(%11, %3) {comm=1}  # s.py:7
+      %9: float32[4] = add(%7, %8)  # s.py:9
+      return %6, %9
+    }
+
+The pure nodes an all-reduce's input needs (the packing ``reshape``/``concat`` the optimizer
+traces after the whole backward) move up with its start. The wait reads the start's input too,
+so liveness keeps that buffer (which MPI reads while the request is in flight) until the wait.
+"""
+
+from __future__ import annotations
+
+from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.passes.dce import is_effectful
+
+
+def _split(reduce: Node, value_id: int) -> tuple[Node, Node]:
+    """The start and wait replacing one ``allreduce`` node (the wait defines its old output)."""
+    (x,), (y,) = reduce.inputs, reduce.outputs
+    handle = Value(value_id, (), "int64")
+    start = Node("allreduce_start", (x,), (handle,), dict(reduce.attrs), reduce.loc)
+    wait = Node("allreduce_wait", (handle, x), (y,), {"comm": reduce.attrs["comm"]}, reduce.loc)
+    return start, wait
+
+
+def _start_slots(graph: Graph) -> dict[Node, int]:
+    """Allreduce node -> index of the original node after which its start can be issued.
+
+    A value is ready after its latest effectful ancestor (-1: at entry); pure nodes can be
+    recomputed anywhere after that, but never above an effectful node that preceded them.
+    Slots never decrease from one all-reduce to the next, which keeps the starts in order.
+    """
+    ready: dict[Value, int] = {}
+    slots: dict[Node, int] = {}
+    barrier, previous = -1, -1
+    for index, node in enumerate(graph.nodes):
+        earliest = max((ready.get(v, -1) for v in node.value_inputs), default=-1)
+        if node.op == "allreduce":
+            previous = slots[node] = max(earliest, barrier, previous)
+            ready[node.outputs[0]] = previous
+        elif is_effectful(node):
+            barrier = index
+            ready.update((v, index) for v in node.outputs)
+        else:
+            ready.update((v, max(earliest, barrier)) for v in node.outputs)
+    return slots
+
+
+class _Schedule:
+    """Builds the new node order: original order, cones hoisted to their start, waits on demand."""
+
+    def __init__(self, graph: Graph, pairs: dict[Node, tuple[Node, Node]]) -> None:
+        self.graph, self.pairs = graph, pairs
+        self.position = {node: i for i, node in enumerate(graph.nodes)}
+        self.waits = [wait for _, wait in pairs.values()]  # in original (= issue) order
+        self.wait_of = {wait.outputs[0]: i for i, wait in enumerate(self.waits)}
+        self.started = self.waited = 0
+        self.order: list[Node] = []
+        self.emitted: set[Node] = set()
+
+    def flush(self, upto: int) -> None:
+        """Emit every wait up to number ``upto`` not emitted yet (waits stay in order)."""
+        while self.waited <= min(upto, self.started - 1):
+            self.order.append(self.waits[self.waited])
+            self.waited += 1
+
+    def emit(self, node: Node) -> None:
+        """Append ``node`` after the waits of any all-reduce result it reads."""
+        for v in node.value_inputs:
+            if v in self.wait_of:
+                self.flush(self.wait_of[v])
+        self.order.append(node)
+        self.emitted.add(node)
+
+    def hoist(self, reduce: Node) -> None:
+        """Emit the not-yet-emitted pure nodes ``reduce``'s input needs, then its start."""
+        cone: set[Node] = set()
+        stack = [reduce.inputs[0]]
+        while stack:
+            node = self.graph.producers.get(stack.pop())
+            if node is None or node in cone or node in self.emitted or node.op == "allreduce":
+                continue
+            cone.add(node)
+            stack.extend(node.value_inputs)
+        for node in sorted(cone, key=self.position.__getitem__):
+            self.emit(node)
+        self.emit(self.pairs[reduce][0])
+        self.started += 1
+
+    def run(self, slots: dict[Node, int]) -> list[Node]:
+        """The whole schedule: walk the original order, hoisting each start into its slot."""
+        pending = list(slots)  # all-reduces in original order, slots non-decreasing
+        while pending and slots[pending[0]] < 0:
+            self.hoist(pending.pop(0))
+        for index, node in enumerate(self.graph.nodes):
+            if node.op != "allreduce" and node not in self.emitted:
+                if is_effectful(node):
+                    self.flush(len(self.waits))  # nothing in flight crosses a barrier
+                self.emit(node)
+            while pending and slots[pending[0]] == index:
+                self.hoist(pending.pop(0))
+        self.flush(len(self.waits))
+        return self.order
+
+
+def bucket_allreduce(graph: Graph) -> Graph:
+    """Split every ``allreduce`` into an early start and a late wait; ``graph`` itself if none.
+
+    Example:
+        >>> from dualflow.graph_ir import GraphBuilder
+        >>> from dualflow.distributed import create_communicator
+        >>> comm = create_communicator("loopback")
+        >>> b = GraphBuilder("f"); x = b.input((2,), "float32")
+        >>> (g,) = b.node("exp", [x]); (t,) = b.node("tanh", [x])
+        >>> (r,) = b.node("allreduce", [g], {"comm": comm.comm_id, "reduction": "sum"})
+        >>> b.output(*b.node("add", [r, t]))
+        >>> [n.op for n in bucket_allreduce(b.build()).nodes]
+        ['exp', 'allreduce_start', 'tanh', 'allreduce_wait', 'add']
+    """
+    reduces = [n for n in graph.nodes if n.op == "allreduce"]
+    if not reduces:
+        return graph
+    values = [*graph.inputs, *graph.state, *graph.consts]
+    next_id = max((v.id for v in values + [v for n in graph.nodes for v in n.outputs]), default=-1)
+    pairs = {node: _split(node, next_id + 1 + i) for i, node in enumerate(reduces)}
+    order = _Schedule(graph, pairs).run(_start_slots(graph))
+    return graph.replace(nodes=tuple(order))
