@@ -14,23 +14,12 @@ import dualflow
 from dualflow import nn, ops, optim
 from dualflow.data import DataLoader, TensorDataset, load_digits
 from dualflow.training import fit
+from dualflow.vision.models.digits_cnn import digits_cnn
 
 
 def build_model(dropout: float = 0.25) -> nn.Module:
     """Two conv blocks (8×8 -> 4×4 -> 2×2) and a linear classifier over 10 digits."""
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1),
-        nn.BatchNorm2d(16),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.BatchNorm2d(32),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Dropout(dropout),
-        nn.Linear(32 * 2 * 2, 10),
-    )
+    return digits_cnn(dropout)
 
 
 class PrintEpoch:

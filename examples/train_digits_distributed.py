@@ -17,6 +17,7 @@ import dualflow
 from dualflow import nn, ops, optim
 from dualflow.data import DataLoader, TensorDataset, load_digits
 from dualflow.distributed import create_communicator, create_multi_node_optimizer, scatter_dataset
+from dualflow.vision.models.digits_cnn import digits_cnn
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,18 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def build_model() -> nn.Module:
     """The digits CNN: two conv blocks (8×8 -> 4×4 -> 2×2) and a linear classifier."""
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1),
-        nn.BatchNorm2d(16),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.BatchNorm2d(32),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(32 * 2 * 2, 10),
-    )
+    return digits_cnn()
 
 
 def accuracy(model: nn.Module, loader: DataLoader) -> float:

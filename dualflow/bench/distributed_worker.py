@@ -20,6 +20,7 @@ from dualflow.bench.harness import Measurement, peak_memory, time_calls
 from dualflow.bench.modes import compile_report, max_difference
 from dualflow.data import load_digits
 from dualflow.distributed import Communicator, create_communicator, create_multi_node_optimizer
+from dualflow.vision.models.digits_cnn import digits_cnn
 
 BATCH = 64  # per rank: each rank does the single-process ``cnn`` workload's work
 ALLREDUCE_OPS = ("allreduce", "allreduce_start")  # a bucketing pass may split the op in two
@@ -32,18 +33,7 @@ def build_model() -> nn.Module:
         >>> len(list(build_model().params()))
         10
     """
-    return nn.Sequential(
-        nn.Conv2d(1, 16, 3, padding=1),
-        nn.BatchNorm2d(16),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.BatchNorm2d(32),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(32 * 2 * 2, 10),
-    )
+    return digits_cnn()
 
 
 def data_parallel_step(

@@ -3,6 +3,7 @@ torchvision state dict loads by name), a ``cifar_stem`` option for 32×32 inputs
 multiplier, and ChainerCV's ``model.predict(images)`` returning class probabilities.
 """
 
+from dualflow.vision.models.digits_cnn import digits_cnn
 from dualflow.vision.models.layers import ReLU6, init_weights
 from dualflow.vision.models.mobilenet import InvertedResidual, MobileNetV2, mobilenet_v2
 from dualflow.vision.models.predict import ImageClassifier, topk
@@ -27,6 +28,7 @@ __all__ = [
     "MobileNetV2",
     "ReLU6",
     "ResNet",
+    "digits_cnn",
     "init_weights",
     "mobilenet_v2",
     "resnet18",
