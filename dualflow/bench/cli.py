@@ -19,6 +19,7 @@ import numpy as np
 from dualflow.bench.harness import Measurement, measure
 from dualflow.bench.modes import MODES, compile_report, final_state, max_difference, prepare
 from dualflow.bench.workloads import WORKLOADS
+from dualflow.passes.manager import resolve_passes
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per cell")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
+    parser.add_argument("--compare-to", default=None, help="an earlier bench.json to compare to")
+    parser.add_argument("--passes", default=None, help="also run mode compiled[a,b] (pass list)")
     return parser
 
 
@@ -54,12 +57,16 @@ def _keeping_last(step: Any, last: list[Any]) -> Any:
 
 
 def run(
-    names: Sequence[str], repeats_scale: float, seed: int, repeats: int | None = None
+    names: Sequence[str],
+    repeats_scale: float,
+    seed: int,
+    repeats: int | None = None,
+    modes: Sequence[str] = MODES,
 ) -> list[Measurement]:
     """Measure every (workload, mode) pair; returns the table rows (in ``names`` order)."""
     rows = []
     own = [name for name in names if WORKLOADS[name].rows is not None]
-    cells = [(name, mode) for name in names if name not in own for mode in MODES]
+    cells = [(name, mode) for name in names if name not in own for mode in modes]
     reference: dict[str, tuple[Measurement, list]] = {}
     for name, mode in _progress(cells, "bench"):
         workload = WORKLOADS[name]
@@ -187,6 +194,26 @@ def _chart(rows: list[Measurement], path: str) -> str | None:
     return path
 
 
+def compare_to(rows: list[Measurement], path: str) -> str:
+    """Lines giving each (workload, mode)'s ms_median as a ratio to an earlier ``bench.json``.
+
+    Example:
+        >>> compare_to([], os.devnull + "-missing")
+        'compare-to: cannot read /dev/null-missing'
+    """
+    try:
+        with open(path) as f:
+            old = {(r["workload"], r["mode"]): r for r in json.load(f)["results"]}
+    except (OSError, ValueError, KeyError):
+        return f"compare-to: cannot read {path}"
+    lines = [f"ratio to {path} (ms/step now / then):"]
+    for r in rows:
+        before = old.get((r.workload, r.mode), {}).get("ms_median")
+        ratio = f"{r.ms_median / before:.2f}x" if before and r.repeats else "-"
+        lines.append(f"  {r.workload:<16} {r.mode:<24} {ratio}")
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``dualflow bench``."""
     args = _parser().parse_args(argv)
@@ -195,8 +222,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         print(f"unknown workloads {unknown}; choose from {list(WORKLOADS)}", file=sys.stderr)
         return 2
-    rows = run(names, 10.0 if args.full else 1.0, args.seed, args.repeats)
+    modes = MODES
+    if args.passes is not None:
+        try:
+            extra = f"compiled[{','.join(resolve_passes(args.passes))}]"
+        except ValueError as exc:
+            print(exc, file=sys.stderr)
+            return 2
+        modes = (*MODES, extra)
+    rows = run(names, 10.0 if args.full else 1.0, args.seed, args.repeats, modes)
     print(format_table(rows))
+    if args.compare_to:
+        print(compare_to(rows, args.compare_to))
     for path in write_outputs(rows, args.out, not args.no_chart):
         print(f"wrote {path}")
     return 0

@@ -29,6 +29,8 @@ def prepare(mode: str, step: Callable[[], Any]) -> Callable[[], Any]:
         return dualflow.compile(step, passes="O0")
     if mode == "compiled":
         return dualflow.compile(step)
+    if mode.startswith("compiled[") and mode.endswith("]"):  # --passes a,b
+        return dualflow.compile(step, passes=mode[len("compiled[") : -1])
     raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
 
 

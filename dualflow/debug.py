@@ -1,0 +1,225 @@
+"""Mode-differential checker: run a function eagerly in float64 and compiled, compare the results.
+
+On a mismatch every pass of the pipeline is disabled in turn to name the culprit pass, and the
+forward graphs with and without it are interpreted side by side to name the first differing node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import dualflow
+from dualflow.graph_ir.interpret import guard_holds, run_node
+from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.passes.manager import resolve_passes, run_passes
+from dualflow.tensor import Tensor
+from dualflow.tracer.signature import flatten
+
+TOLERANCES = {"float32": (1e-4, 1e-5), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-3)}
+
+
+@dataclass
+class Report:
+    """The outcome of ``compare_modes``: differences, and who is to blame when they are too big."""
+
+    ok: bool
+    max_abs: float
+    max_rel: float
+    worst: str = ""  # which quantity differs most, e.g. "order 1, grad of argument 0"
+    culprit_pass: str | None = None
+    culprit_node: str | None = None
+    passes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        head = "modes match" if self.ok else "MISMATCH"
+        lines = [
+            f"{head}: max abs {self.max_abs:.3g}, max rel {self.max_rel:.3g}"
+            + (f" ({self.worst})" if self.worst else ""),
+            f"passes: {', '.join(self.passes) or '(none)'}",
+        ]
+        if not self.ok:
+            lines.append(f"culprit pass: {self.culprit_pass or 'not found'}")
+            lines.append(f"culprit node: {self.culprit_node or 'not found'}")
+        return "\n".join(lines)
+
+
+def _is_float(arg: Any) -> bool:
+    array = arg._array if isinstance(arg, Tensor) else arg
+    return isinstance(array, np.ndarray) and array.dtype.kind == "f"
+
+
+def _leaves(args: tuple, dtype: Any | None) -> tuple[list[Any], list[Tensor]]:
+    """Fresh copies of the arguments (float ones as grad-requiring tensors, cast to ``dtype``)."""
+    out, wrt = [], []
+    for arg in args:
+        if not _is_float(arg):
+            out.append(arg)
+            continue
+        array = np.array(arg.numpy() if isinstance(arg, Tensor) else arg, dtype=dtype, copy=True)
+        t = dualflow.tensor(array, requires_grad=True)
+        out.append(t)
+        wrt.append(t)
+    return out, wrt
+
+
+def _flat_outputs(result: Any) -> list[Tensor]:
+    if isinstance(result, Tensor):
+        return [result]
+    if isinstance(result, dict):
+        return [t for v in result.values() for t in _flat_outputs(v)]
+    if isinstance(result, (list, tuple)):
+        return [t for v in result for t in _flat_outputs(v)]
+    return []
+
+
+def _total(terms: list[Tensor]) -> Tensor:
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return total
+
+
+def _evaluate(fn: Callable, args: tuple, kwargs: dict, dtype: Any, orders: Sequence[int]) -> dict:
+    """Named float64 arrays: outputs (order 0), first and second order gradients."""
+    leaves, wrt = _leaves(args, dtype)
+    with dualflow.enable_grad():
+        outs = _flat_outputs(fn(*leaves, **kwargs))
+        found: dict[str, np.ndarray] = {
+            f"order 0, output {i}": o.numpy().astype(np.float64) for i, o in enumerate(outs)
+        }
+        if not wrt or not any(o.requires_grad for o in outs) or max(orders) < 1:
+            return found
+        total = _total([o.sum() for o in outs if o.requires_grad])
+        grads = dualflow.grad(total, wrt, create_graph=2 in orders, allow_unused=True)
+        if 1 in orders:
+            for i, g in enumerate(grads):
+                if g is not None:
+                    found[f"order 1, grad of argument {i}"] = g.numpy().astype(np.float64)
+        used = [g for g in grads if g is not None and g.requires_grad]
+        if 2 in orders and used:
+            penalty = _total([(g * g).sum() for g in used])
+            second = dualflow.grad(penalty, wrt, allow_unused=True)
+            for i, g in enumerate(second):
+                if g is not None:
+                    found[f"order 2, grad of argument {i}"] = g.numpy().astype(np.float64)
+    return found
+
+
+def _difference(ref: dict, got: dict, rtol: float, atol: float) -> tuple[bool, float, float, str]:
+    ok, max_abs, max_rel, worst = set(ref) == set(got), 0.0, 0.0, ""
+    for key in ref.keys() & got.keys():
+        a, b = ref[key], got[key]
+        if a.shape != b.shape:
+            return False, float("inf"), float("inf"), f"{key}: shape {b.shape} != {a.shape}"
+        diff = np.abs(a - b)
+        abs_err = float(diff.max(initial=0.0))
+        rel = float((diff / np.maximum(np.abs(a), np.finfo(np.float64).tiny)).max(initial=0.0))
+        ok = ok and bool(np.all(diff <= atol + rtol * np.abs(a))) and bool(np.isfinite(abs_err))
+        if abs_err >= max_abs:
+            max_abs, worst = abs_err, key
+        max_rel = max(max_rel, rel)
+    return ok, max_abs, max_rel, worst
+
+
+def _tolerance(args: tuple) -> tuple[float, float]:
+    dtypes = [str((a._array if isinstance(a, Tensor) else a).dtype) for a in args if _is_float(a)]
+    return max((TOLERANCES.get(d, (1e-4, 1e-5)) for d in dtypes), default=(1e-10, 1e-10))
+
+
+def _run_compiled(fn: Callable, args: tuple, kwargs: dict, passes: tuple, orders: Sequence[int]):
+    compiled = dualflow.compile(fn, passes=passes, fallback="error")
+    _evaluate(compiled, args, kwargs, None, orders)  # the first call traces (and runs eagerly)
+    return compiled, _evaluate(compiled, args, kwargs, None, orders)
+
+
+def _environment(graph: Graph, inputs: list[Any], state: list[Any]) -> dict[Value, Any]:
+    """Every value the graph computes, node by node (as ``interpret`` does, keeping them all)."""
+    env: dict[Value, Any] = dict(zip(graph.inputs, inputs))
+    env.update(zip(graph.state, state))
+    env.update(graph.consts)
+    for node in graph.nodes:
+        args = [env[v] if isinstance(v, Value) else v for v in node.inputs]
+        if node.op == "guard":
+            guard_holds(node, args[0])
+            continue
+        env.update(zip(node.outputs, run_node(node, args)))
+    return env
+
+
+def describe_node(node: Node) -> str:
+    """One line naming a node: its op, output values and source line(s).
+
+    Example:
+        >>> print(describe_node(Node("exp", (Value(0, (2,), "float32"),), (Value(1, (2,), "float32"),), loc="m.py:3")))
+        exp -> %1 at m.py:3
+    """  # noqa: E501
+    outs = ", ".join(f"%{v.id}" for v in node.outputs)
+    text = f"{node.op} -> {outs} at {node.loc or '?'}"
+    locs = node.attrs.get("locs") if node.op == "fused" else None
+    return text + (f" (fuses {', '.join(locs)})" if locs else "")
+
+
+def _culprit_node(
+    fn: Callable, args: tuple, kwargs: dict, pipeline: tuple[str, ...], culprit: str
+) -> str | None:
+    """The first node of the forward graph (after ``pipeline``) whose output differs from the
+    same value computed by the pipeline without ``culprit``."""
+    raw = dualflow.compile(fn, passes=(), fallback="error")
+    leaves, _ = _leaves(args, None)
+    with dualflow.enable_grad():
+        raw(*leaves, **kwargs)
+    if not raw.history:
+        return None
+    trace = raw.history[-1]
+    flat = flatten(tuple(leaves), kwargs, raw._names)
+    inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
+    state = [ref.read() for ref in trace.checks.refs]
+    bad, _ = run_passes(trace.graph, pipeline)
+    good, _ = run_passes(trace.graph, tuple(p for p in pipeline if p != culprit))
+    bad_env, good_env = _environment(bad, inputs, state), _environment(good, inputs, state)
+    rtol, atol = _tolerance(args)
+    for node in bad.nodes:
+        for v in node.outputs:
+            if v in good_env and not np.allclose(bad_env[v], good_env[v], rtol, atol, True):
+                return describe_node(node)
+    return None
+
+
+def compare_modes(
+    fn: Callable,
+    *args: Any,
+    orders: Sequence[int] = (0, 1),
+    passes: str | Sequence[str] | None = None,
+    **kwargs: Any,
+) -> Report:
+    """Compare ``fn`` run compiled against an eager float64 reference; blame a pass on mismatch.
+
+    Float arguments (tensors or arrays) are copied as grad-requiring tensors; order 0 compares
+    outputs, order 1 the gradients of ``sum(outputs)``, order 2 those of the sum of squared
+    first-order gradients.
+
+    Example:
+        >>> x = np.linspace(-1.0, 1.0, 8, dtype=np.float32)
+        >>> compare_modes(lambda t: (t * 2.0).tanh(), x).ok
+        True
+    """
+    pipeline = resolve_passes(passes if passes is None or isinstance(passes, str) else list(passes))
+    rtol, atol = _tolerance(args)
+    reference = _evaluate(fn, args, kwargs, np.float64, orders)
+    _, got = _run_compiled(fn, args, kwargs, pipeline, orders)
+    ok, max_abs, max_rel, worst = _difference(reference, got, rtol, atol)
+    report = Report(ok, max_abs, max_rel, worst, passes=pipeline)
+    if ok:
+        return report
+    for name in pipeline:
+        without = tuple(p for p in pipeline if p != name)
+        _, retry = _run_compiled(fn, args, kwargs, without, orders)
+        if _difference(reference, retry, rtol, atol)[0]:
+            report.culprit_pass = name
+            report.culprit_node = _culprit_node(fn, args, kwargs, pipeline, name)
+            break
+    return report

@@ -1,0 +1,60 @@
+"""compare_modes: a small MLP step matches; an injected wrong fusion is blamed on ``fuse``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dualflow import ops
+from dualflow.debug import Report, compare_modes
+from dualflow.graph_ir.ir import Graph
+from dualflow.passes import manager
+
+
+def _mlp(x, w1, b1, w2, b2):
+    h = ops.relu(ops.linear(x, w1, b1))  # 64 x 64 = 4096 elements: large enough to fuse
+    h = (h * 0.5 + 1.0).tanh()
+    return ops.linear(h, w2, b2)
+
+
+def _args() -> tuple:
+    rng = np.random.default_rng(0)
+    shapes = [(64, 16), (64, 16), (64,), (4, 64), (4,)]
+    return tuple((rng.normal(size=s) * 0.3).astype(np.float32) for s in shapes)
+
+
+def _swap_add(expr):
+    if expr[0] != "call":
+        return expr
+    name = "subtract" if expr[1] == "add" else expr[1]
+    return ("call", name, *(_swap_add(e) for e in expr[2:]))
+
+
+def test_mlp_step_matches() -> None:
+    report = compare_modes(_mlp, *_args(), orders=(0, 1))
+    assert isinstance(report, Report) and report.ok, str(report)
+    assert report.culprit_pass is None and "modes match" in str(report)
+
+
+def test_injected_wrong_fusion_is_blamed_on_fuse(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = manager.PASSES["fuse"]
+
+    def broken(graph: Graph) -> Graph:
+        fused = real(graph)
+        nodes = tuple(
+            n.__class__(
+                n.op, n.inputs, n.outputs, {**n.attrs, "expr": _swap_add(n.attrs["expr"])}, n.loc
+            )
+            if n.op == "fused"
+            else n
+            for n in fused.nodes
+        )
+        return fused.replace(nodes=nodes)
+
+    monkeypatch.setitem(manager.PASSES, "fuse", broken)
+    report = compare_modes(_mlp, *_args(), orders=(0,))
+    assert not report.ok and report.max_abs > 1e-3
+    assert report.culprit_pass == "fuse", str(report)
+    assert report.culprit_node is not None and report.culprit_node.startswith("fused"), str(report)
+    assert "test_debug.py" in report.culprit_node
+    assert "culprit pass: fuse" in str(report)
