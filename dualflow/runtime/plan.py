@@ -134,7 +134,10 @@ def _check_finite(node: Node, *arrays: Any) -> None:
         kind = getattr(getattr(array, "dtype", None), "kind", "")
         if kind in "fc" and kind and not bool(np.isfinite(array).all()):
             what = "NaN" if bool(np.isnan(array).any()) else "Inf"
-            raise NumericalError(f"{node.op}: output contains {what}\n  created at {node.loc}")
+            # a fused step reports every user line folded into it
+            lines = dict.fromkeys(node.attrs.get("locs") or (node.loc,))
+            where = "\n  ".join(f"created at {loc}" for loc in lines)
+            raise NumericalError(f"{node.op}: output contains {what}\n  {where}")
 
 
 def _compile(
