@@ -15,8 +15,13 @@ from dualflow._config import no_grad
 from dualflow.tensor import Tensor
 
 
-def _host(value: Any) -> np.ndarray:
-    """A numpy copy of a Tensor, an array (numpy or cupy) or a nested list."""
+def to_host(value: Any) -> np.ndarray:
+    """A numpy array of a Tensor, an array (numpy or cupy) or a nested list.
+
+    Example:
+        >>> to_host([[1, 2]]).shape
+        (1, 2)
+    """
     if isinstance(value, Tensor):
         return value.numpy()
     if hasattr(value, "get"):  # a cupy array
@@ -36,7 +41,7 @@ def count_correct(logits: Any, labels: Any) -> int | None:
         >>> count_correct([[0.5], [0.2]], [0.5, 0.2]) is None   # regression targets
         True
     """
-    scores, targets = _host(logits), _host(labels)
+    scores, targets = to_host(logits), to_host(labels)
     if targets.dtype.kind not in "iu" or scores.ndim != targets.ndim + 1:
         return None
     if scores.shape[:-1] != targets.shape:
@@ -65,9 +70,9 @@ def accuracy(logits: Any, labels: Any) -> float:
     if correct is None:
         raise ValueError(
             f"accuracy: expected logits (..., C) and integer labels (...), got shapes "
-            f"{_host(logits).shape} and {_host(labels).shape} ({_host(labels).dtype} labels)"
+            f"{to_host(logits).shape} and {to_host(labels).shape} ({to_host(labels).dtype} labels)"
         )
-    total = _host(labels).size
+    total = to_host(labels).size
     return correct / total if total else 0.0
 
 

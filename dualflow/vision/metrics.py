@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import no_grad
-from dualflow.training.metrics import _host, batch_size_of
+from dualflow.training.metrics import batch_size_of, to_host
 from dualflow.training.progress import progress_bar
 
 
@@ -34,7 +34,7 @@ def topk_correct(logits: Any, labels: Any, k: int = 1) -> int:
         >>> topk_correct([[0.1, 0.5, 0.4], [0.6, 0.3, 0.1]], [2, 2], k=2)
         1
     """
-    scores, targets = _host(logits), _host(labels)
+    scores, targets = to_host(logits), to_host(labels)
     _check_pair(scores, targets, "topk_accuracy")
     if k < 1:
         raise ValueError(f"topk_accuracy: k must be >= 1, got {k}")
@@ -61,12 +61,12 @@ def topk_accuracy(logits: Any, labels: Any, k: int = 1) -> float:
         >>> topk_accuracy(logits, [2, 0], k=1), topk_accuracy(logits, [2, 0], k=2)
         (0.5, 1.0)
     """
-    n = _host(labels).shape[0] if np.ndim(_host(labels)) else 0
+    n = to_host(labels).shape[0] if np.ndim(to_host(labels)) else 0
     return topk_correct(logits, labels, k) / n if n else 0.0
 
 
 def _as_classes(pred: Any) -> np.ndarray:
-    values = _host(pred)
+    values = to_host(pred)
     return values.argmax(axis=-1) if values.ndim == 2 else values
 
 
@@ -90,7 +90,7 @@ def confusion_matrix(pred: Any, labels: Any, num_classes: int) -> np.ndarray:
                [0, 1, 0],
                [0, 1, 1]])
     """
-    p, t = _as_classes(pred).astype(np.int64).ravel(), _host(labels).astype(np.int64).ravel()
+    p, t = _as_classes(pred).astype(np.int64).ravel(), to_host(labels).astype(np.int64).ravel()
     if p.shape != t.shape:
         raise ValueError(f"confusion_matrix: {p.size} predictions but {t.size} labels")
     for name, values in (("prediction", p), ("label", t)):

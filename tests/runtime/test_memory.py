@@ -5,12 +5,11 @@ safely across runs, and tracemalloc's measured peak matches the predicted one.
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dualflow.bench.harness import peak_memory
 from dualflow.graph_ir import Graph, GraphBuilder, interpret, verify
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
@@ -170,27 +169,15 @@ def _mlp(layers: int = 8, batch: int = 256, width: int = 512) -> tuple[Graph, li
     return verify(b.build()), [rng.normal(size=(batch, width)).astype(np.float32)], []
 
 
-def _traced_peak(run: object) -> int:
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        start, _ = tracemalloc.get_traced_memory()
-        run()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak - start
-
-
 def test_measured_peak_matches_the_prediction_on_an_mlp() -> None:
     graph, inputs, state = _mlp()
     plan = lower(graph)
     act = 256 * 512 * 4
     # matmul and add+relu in place: two buffers ping-pong; only the final relu is unplanned
     assert len(plan.memory.buffer_sizes) == 2 and plan.memory.dynamic_peak == act
-    cold = _traced_peak(lambda: plan.run(inputs, state))  # allocates the buffers too
+    cold = peak_memory(lambda: plan.run(inputs, state))  # allocates the buffers too
     assert abs(cold - plan.predicted_peak) <= 0.1 * plan.predicted_peak, (cold, plan.predicted_peak)
-    warm = _traced_peak(lambda: plan.run(inputs, state))  # buffers exist: only unplanned values
+    warm = peak_memory(lambda: plan.run(inputs, state))  # buffers exist: only unplanned values
     assert abs(warm - plan.memory.dynamic_peak) <= 0.1 * plan.memory.dynamic_peak, warm
     unplanned = lower(graph, plan_memory=False)
     assert unplanned.predicted_peak is None

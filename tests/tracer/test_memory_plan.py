@@ -11,12 +11,11 @@ counted.
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 
 import dualflow
 from dualflow import ops
+from dualflow.bench.harness import peak_memory
 
 
 def _mlp(layers: int = 8, batch: int = 128, width: int = 256) -> tuple:
@@ -49,18 +48,6 @@ def test_explain_prints_the_memory_table_and_predicted_peak() -> None:
     assert plan.memory_table() in text.replace("\n    ", "\n")
 
 
-def _traced_peak(run: object) -> int:
-    tracemalloc.start()
-    try:
-        tracemalloc.reset_peak()
-        start, _ = tracemalloc.get_traced_memory()
-        run()
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    return peak - start
-
-
 def test_warm_plan_call_of_a_forward_mlp_allocates_what_the_plan_predicts() -> None:
     forward, x = _mlp()
     with dualflow.no_grad():
@@ -75,7 +62,7 @@ def test_warm_plan_call_of_a_forward_mlp_allocates_what_the_plan_predicts() -> N
     assert memory.buffer_bytes == 2 * act and memory.dynamic_peak == act
     assert memory.predicted_peak == memory.buffer_bytes + memory.dynamic_peak
     inputs, result = [x.numpy()], []
-    warm = _traced_peak(lambda: result.append(plan.run(inputs, state)))
+    warm = peak_memory(lambda: result.append(plan.run(inputs, state)))
     assert abs(warm - memory.dynamic_peak) <= 0.1 * memory.dynamic_peak, (warm, memory.table())
     held = warm + memory.buffer_bytes
     assert abs(held - plan.predicted_peak) <= 0.1 * plan.predicted_peak
