@@ -70,6 +70,8 @@ class Plan:
     _profiled_run: Any = field(default=None, repr=False)
     memory: MemoryPlan | None = None
     _buffers: list | None = field(default=None, repr=False)
+    _xp: Any = field(default=None, repr=False)
+    _consts: list = field(default_factory=list, repr=False)
 
     @property
     def steps(self) -> int:
@@ -102,10 +104,11 @@ class Plan:
             >>> lower(b.build()).run([np.array([1.0, 2.0])], []).outputs[0].tolist()
             [2.0, 4.0]
         """
-        xp = self.device.xp
-        consts = list(self.graph.consts.values())
-        if self._buffers is None:
-            self._buffers = [] if self.memory is None else self.memory.allocate(xp)
+        if self._buffers is None:  # first run: resolve once what every later run reuses
+            self._xp = self.device.xp
+            self._consts = list(self.graph.consts.values())
+            self._buffers = [] if self.memory is None else self.memory.allocate(self._xp)
+        xp, consts = self._xp, self._consts
         if profile:
             times = self.profile_times = np.zeros(len(self.graph.nodes))
             run = self._profiled()
