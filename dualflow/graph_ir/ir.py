@@ -7,6 +7,7 @@ new value), committed by the runtime only after every guard passed.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -33,7 +34,7 @@ class Value:
     @property
     def nbytes(self) -> int:
         """Bytes of the array this value holds (``prod(shape) * itemsize``)."""
-        return int(np.prod(self.shape, dtype=np.int64)) * np.dtype(self.dtype).itemsize
+        return math.prod(self.shape) * np.dtype(self.dtype).itemsize  # math.prod: 20x np.prod
 
     def __repr__(self) -> str:
         shape = ",".join(str(d) for d in self.shape)

@@ -35,7 +35,7 @@ def parse_literal(text: str) -> Any:
     return _evaluate(ast.parse(text.strip(), mode="eval").body, {})
 
 
-def _evaluate(node: ast.AST, values: dict[str, Value]) -> Any:
+def _evaluate(node: ast.AST, values: Any) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
     if isinstance(node, ast.Tuple):
@@ -91,6 +91,19 @@ def _split_call(text: str) -> tuple[str, str]:
     raise ValueError("unbalanced parentheses")
 
 
+class _ValueScope:
+    """``_v12`` -> values[12]: a view, since a dict per node made parsing quadratic."""
+
+    def __init__(self, values: dict[int, Value]) -> None:
+        self.values = values
+
+    def __contains__(self, name: str) -> bool:
+        return name[:2] == "_v" and name[2:].isdigit() and int(name[2:]) in self.values
+
+    def __getitem__(self, name: str) -> Value:
+        return self.values[int(name[2:])]
+
+
 def _parse_node(text: str, values: dict[int, Value]) -> Node:
     located = _LOC.search(text)  # the location is last: attr strings may hold "  # " too
     body, loc = (text[: located.start()], located.group(1)) if located else (text, "")
@@ -99,7 +112,7 @@ def _parse_node(text: str, values: dict[int, Value]) -> Node:
         decls, _, body = body.partition(" = ")
         outputs = _decls(decls)
     call, attrs_text = _split_call(body)
-    scope = {f"_v{i}": v for i, v in values.items()}
+    scope = _ValueScope(values)
     tree = ast.parse(re.sub(r"%(\d+)", r"_v\1", call), mode="eval").body
     if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name):
         raise ValueError(f"not an op call: {call!r}")

@@ -230,6 +230,9 @@ def plan_memory(graph: Graph) -> MemoryPlan:
     buffer_of, how, sizes = _assign(graph, planned, roots, release)
     order = tuple(v for n in graph.nodes for v in n.outputs if v in planned)
     defined = {v: i for i, n in enumerate(graph.nodes) for v in n.outputs}
+    sharing: dict[int, list[Value]] = {}  # buffer -> its values (a scan per row was quadratic)
+    for v in order:
+        sharing.setdefault(buffer_of[v], []).append(v)
     rows = tuple(
         MemoryRow(
             v.id,
@@ -237,7 +240,7 @@ def plan_memory(graph: Graph) -> MemoryPlan:
             v.nbytes,
             defined[v],
             release[v],
-            tuple(w.id for w in order if w is not v and buffer_of[w] == buffer_of[v]),
+            tuple(w.id for w in sharing[buffer_of[v]] if w is not v),
             how[v],
         )
         for v in order

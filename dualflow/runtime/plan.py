@@ -17,6 +17,7 @@ from dualflow.device import Device
 from dualflow.errors import NumericalError
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
+from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.kernels_cpu import cpu_kernel
 from dualflow.runtime.kernels_cuda import cuda_kernel
@@ -153,7 +154,7 @@ def _compile(
         "check": _check_finite if debug else None,
     }
     source, namespace = render(graph, kernels, profile, planned)
-    exec(compile(source, f"<dualflow plan {graph.name}>", "exec"), namespace)
+    exec(compile_plan(source, f"<dualflow plan {graph.name}>"), namespace)
     return source, namespace["run"]
 
 

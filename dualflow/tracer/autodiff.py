@@ -38,6 +38,7 @@ class Backward:
     state_slots: list[int]  # indices into the forward refs of differentiable captured state
     grad_outputs: list[int]  # which user outputs take a gradient
     op: OpDef
+    mask: list[bool]  # per source: whether it receives a gradient
 
 
 def trace_backward(
@@ -81,16 +82,16 @@ def trace_backward(
     tracer.builder.output(*(tracer.value_of(g) for g in present))
     graph, _ = run_passes(tracer.builder.build(), passes)
     mask = [g is not None for g in grads]
-    op = OpDef(
-        f"compiled:{forward.builder.name}",
-        "compiled",
-        None,
-        None,
-        backward=_make_backward(mask),
-        nout=len(outputs),
-    )
+    op = backward_op(forward.builder.name, mask, len(outputs))
     return Backward(
-        graph, lower(graph), tracer.checks, tracer.residuals, positions, slots, wanted, op
+        graph, lower(graph), tracer.checks, tracer.residuals, positions, slots, wanted, op, mask
+    )
+
+
+def backward_op(name: str, mask: list[bool], n_outputs: int) -> OpDef:
+    """The tape op of a compiled call's outputs; ``mask`` marks sources that get a gradient."""
+    return OpDef(
+        f"compiled:{name}", "compiled", None, None, backward=_make_backward(mask), nout=n_outputs
     )
 
 

@@ -19,15 +19,17 @@ from typing import Any
 
 from dualflow._config import config, enable_grad
 from dualflow.errors import TracingError
-from dualflow.graph_ir.ir import Graph
 from dualflow.ops.dispatch import interpreting
-from dualflow.passes.manager import PassStats, resolve_passes, run_passes
-from dualflow.runtime.plan import Plan, lower
+from dualflow.passes.manager import resolve_passes, run_passes
+from dualflow.runtime.plan import lower
 from dualflow.tensor import Tensor
-from dualflow.tracer.autodiff import Backward, connect, trace_backward
+from dualflow.tracer.autodiff import connect, trace_backward
 from dualflow.tracer.outputs import flatten_output
+from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
+from dualflow.tracer.plan_load import load_trace
+from dualflow.tracer.record import Trace
 from dualflow.tracer.signature import Flat, explain_difference, flatten
-from dualflow.tracer.state import StateChecks
+from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.trace import Tracer
 
 _disabled = [os.environ.get("DUALFLOW_DISABLE_COMPILE", "") not in ("", "0")]
@@ -43,27 +45,6 @@ def disable_compile(disabled: bool = True) -> None:
 
 
 @dataclass
-class Trace:
-    """One specialization: the graph, its plan, and what must hold to reuse it."""
-
-    graph: Graph
-    plan: Plan
-    checks: StateChecks
-    update_slots: list[int]
-    grad_owners: list[tuple[str, Any]]  # outputs after the user's: new .grad of these slots
-    grads_to_none: list[tuple[str, Any]]  # ("state", tensor) or ("input", flat position)
-    rebuild: Callable[[list[Any]], Any]
-    n_outputs: int
-    described: list[tuple[str, Any]]
-    reason: str
-    compile_seconds: float
-    backward: Backward | None = None
-    input_updates: list[int] = field(default_factory=list)  # argument positions written
-    const_outputs: list[int] = field(default_factory=list)  # user outputs that are constants
-    pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
-
-
-@dataclass
 class Stats:
     """Counters of one compiled function (``fn.stats()``)."""
 
@@ -73,6 +54,9 @@ class Stats:
     guard_failures: int = 0
     eager_fallbacks: int = 0
     compile_seconds: float = 0.0
+    cache_loads: int = 0  # traces loaded from the plan cache on disk instead of traced
+    cache_stores: int = 0
+    load_seconds: float = 0.0
     retrace_reasons: list[str] = field(default_factory=list)
 
 
@@ -80,7 +64,12 @@ class CompiledFunction:
     """A function compiled by ``@dualflow.compile``; call it like the original."""
 
     def __init__(
-        self, fn: Callable, max_traces: int = 8, passes: Any = None, fallback: str = "eager"
+        self,
+        fn: Callable,
+        max_traces: int = 8,
+        passes: Any = None,
+        fallback: str = "eager",
+        cache_dir: Any = None,
     ) -> None:
         if fallback not in ("eager", "error"):
             raise ValueError(f"fallback must be 'eager' or 'error', got {fallback!r}")
@@ -88,6 +77,8 @@ class CompiledFunction:
         # None: DUALFLOW_PASSES or the default pipeline (O2); resolved now so typos fail early
         self.passes = resolve_passes(passes)
         self.fn, self.max_traces, self.fallback = fn, max_traces, fallback
+        self.cache_dir = plan_cache_dir(cache_dir)
+        self._disk_entries: set[Any] = set()  # entries this function stored or loaded already
         self.traces: dict[Any, list[Trace]] = {}
         self.history: list[Trace] = []
         self._stats = Stats()
@@ -171,6 +162,10 @@ class CompiledFunction:
             )
         if len(self.history) >= self.max_traces:
             return self._give_up(args, kwargs, reason)
+        if self.cache_dir is not None:
+            loaded = self._from_disk(args, kwargs, flat, key)
+            if loaded is not _MISS:
+                return loaded
         self._stats.retrace_reasons.append(reason)
         start = time.perf_counter()
         tracer = Tracer(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
@@ -200,10 +195,51 @@ class CompiledFunction:
         if not tracer.single_use or key in self._single_use_keys:
             self.traces.setdefault(key, []).insert(0, trace)
             self.history.append(trace)
+            if self.cache_dir is not None and not tracer.single_use:
+                self._to_disk(trace, tracer.files, flat, args, kwargs)
         else:
             self._single_use_keys.add(key)
             self._single_use_reason = "state was created during the previous (single-use) trace"
         return out
+
+    def _from_disk(self, args: tuple, kwargs: dict, flat: Flat, key: Any) -> Any:
+        """Run the call with a stored plan whose state binds to this process's objects."""
+        start = time.perf_counter()
+        disk_key = cache_key(self.fn, flat, config.snapshot(), self.passes)
+        roots = function_roots(self.fn, args, kwargs)
+        for entry, meta, forward, backward in entries(self.cache_dir, disk_key, self._disk_entries):
+            try:
+                trace = load_trace(meta, forward, backward, roots, _described(flat), config.debug)
+            except UnreachableState:
+                continue  # e.g. optimizer state not created yet in this process
+            if trace.checks.mismatch(flat.leaves) is not None:
+                continue
+            seconds = time.perf_counter() - start
+            trace.cache_note = (
+                f"loaded from {entry} in {seconds * 1e3:.1f} ms (tracing and passes took "
+                f"{meta['compile_seconds'] * 1e3:.1f} ms when it was stored)"
+            )
+            self._stats.cache_loads += 1
+            self._disk_entries.add(entry)
+            self._stats.load_seconds += seconds
+            self.traces.setdefault(key, []).insert(0, trace)
+            self.history.append(trace)
+            result = self._run(trace, flat, args, kwargs)
+            if result is not _GUARD_FAILED:
+                return result
+        return _MISS
+
+    def _to_disk(self, trace: Trace, files: set, flat: Flat, args: tuple, kwargs: dict) -> None:
+        try:
+            disk_key = cache_key(self.fn, flat, config.snapshot(), self.passes)
+            roots = function_roots(self.fn, args, kwargs)
+            entry = store(self.cache_dir, disk_key, trace, roots, files)
+        except (NotCacheable, OSError) as exc:
+            trace.cache_note = f"not stored in the plan cache: {exc}"
+            return
+        trace.cache_note = f"stored in the plan cache: {entry}"
+        self._disk_entries.add(entry)
+        self._stats.cache_stores += 1
 
     def _give_up(self, args: tuple, kwargs: dict, reason: str, warn_now: bool = False) -> Any:
         self._eager_reason = reason
@@ -220,6 +256,7 @@ class CompiledFunction:
 
 
 _GUARD_FAILED = object()
+_MISS = object()
 
 
 def _name(fn: Any) -> str:
@@ -315,10 +352,14 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
     max_traces: int = 8,
     passes: Any = None,
     fallback: str = "eager",
+    cache_dir: Any = None,
 ) -> Any:
     """Compile ``fn`` (a training step, a model call...) into traced, guarded graphs.
 
-    Usable as ``@compile`` or ``@compile(max_traces=4)``.
+    Usable as ``@compile`` or ``@compile(max_traces=4)``. ``cache_dir`` (or the environment
+    variable ``DUALFLOW_PLAN_CACHE``) stores optimized plans on disk, so another process calling
+    the same step with the same signature loads them instead of tracing (``True``: the default
+    folder ``~/.cache/dualflow/plans``).
 
     Example:
         >>> import dualflow
@@ -331,5 +372,5 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
         ([6.0, 8.0], 1)
     """
     if fn is None:
-        return lambda f: CompiledFunction(f, max_traces, passes, fallback)
-    return CompiledFunction(fn, max_traces, passes, fallback)
+        return lambda f: CompiledFunction(f, max_traces, passes, fallback, cache_dir)
+    return CompiledFunction(fn, max_traces, passes, fallback, cache_dir)

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dualflow.graph_ir.printer import print_graph
-from dualflow.tracer.compiled import CompiledFunction, Stats, Trace
+from dualflow.tracer.compiled import CompiledFunction, Stats
+from dualflow.tracer.record import Trace
 
 
 @dataclass
@@ -30,6 +31,11 @@ class Explanation:
             f"{s.plan_runs} plan runs, {s.guard_failures} guard failures, "
             f"{s.eager_fallbacks} eager fallbacks, {s.compile_seconds * 1e3:.1f} ms compiling"
         ]
+        if s.cache_loads or s.cache_stores:
+            lines.append(
+                f"plan cache: {s.cache_loads} traces loaded ({s.load_seconds * 1e3:.1f} ms), "
+                f"{s.cache_stores} stored"
+            )
         if self.eager_reason:
             lines.append(f"runs eagerly now because: {self.eager_reason}")
         for i, trace in enumerate(self.traces):
@@ -44,6 +50,8 @@ def _describe(index: int, trace: Trace) -> list[str]:
         f"  {len(g.nodes)} nodes, {len(g.inputs)} inputs, {len(g.state)} captured state, "
         f"{len(g.updates)} updates, {len(trace.grad_owners)} .grad writes",
     ]
+    if trace.cache_note:
+        lines.append(f"  {trace.cache_note}")
     for guard in g.guards:
         lines.append(f"  guard {guard.attrs['kind']}() == {guard.attrs['expect']!r} at {guard.loc}")
     for st in trace.pass_stats:

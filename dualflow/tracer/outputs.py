@@ -40,20 +40,34 @@ def flatten_output(obj: Any) -> tuple[list[Tensor], Callable[[list[Any]], Any]]:
             return ("dataclass", (value, [(n, spec(getattr(value, n))) for n in fields]))
         return ("static", value)
 
-    structure = spec(obj)
+    return leaves, rebuilder(spec(obj))
 
-    def build(node: Any, new: list[Any]) -> Any:
-        kind, body = node
-        if kind == "leaf":
-            return new[body]
-        if kind == "static":
-            return body
-        if kind is dict:
-            return {k: build(v, new) for k, v in body}
-        if kind == "namedtuple":
-            return body[0](*(build(v, new) for v in body[1]))
-        if kind == "dataclass":
-            return dataclasses.replace(body[0], **{n: build(v, new) for n, v in body[1]})
-        return kind(build(v, new) for v in body)
 
-    return leaves, lambda new: build(structure, new)
+def rebuilder(structure: Any) -> Callable[[list[Any]], Any]:
+    """The function rebuilding an output of this ``structure`` (kept as ``.structure``).
+
+    Example:
+        >>> rebuilder((list, [("leaf", 0), ("static", None)]))(["a"])
+        ['a', None]
+    """
+
+    def rebuild(new: list[Any]) -> Any:
+        return _build(structure, new)
+
+    rebuild.structure = structure  # type: ignore[attr-defined]  # the plan cache stores it
+    return rebuild
+
+
+def _build(node: Any, new: list[Any]) -> Any:
+    kind, body = node
+    if kind == "leaf":
+        return new[body]
+    if kind == "static":
+        return body
+    if kind is dict:
+        return {k: _build(v, new) for k, v in body}
+    if kind == "namedtuple":
+        return body[0](*(_build(v, new) for v in body[1]))
+    if kind == "dataclass":
+        return dataclasses.replace(body[0], **{n: _build(v, new) for n, v in body[1]})
+    return kind(_build(v, new) for v in body)

@@ -30,9 +30,12 @@ def _root(array: Any) -> Any:
     return array
 
 
-def _loc() -> str | None:
+def _loc(tracer: Tracer) -> str | None:
     frame = user_frame(3)
-    return None if frame is None else f"{os.path.basename(frame[0])}:{frame[1]}"
+    if frame is None:
+        return None
+    tracer.files.add(frame[0])  # user source the graph depends on (plan-cache validity)
+    return f"{os.path.basename(frame[0])}:{frame[1]}"
 
 
 class Tracer:
@@ -58,6 +61,7 @@ class Tracer:
         self.assigned_roots: dict[int, tuple[int, Value]] = {}
         self.grad_backups: dict[int, tuple[Tensor, Any]] = {}
         self.single_use = False
+        self.files: set[str] = set()  # user source files that issued traced ops
 
     # ----- values ----------------------------------------------------------------------------
     def bind(self, tensor: Tensor, value: Value) -> Value:
@@ -132,7 +136,7 @@ class Tracer:
         result = EAGER.apply(op, args, attrs)
         outs = result if isinstance(result, tuple) else (result,)
         metas = [Meta(o._array.shape, o._array.dtype) for o in outs]
-        values = self.builder.node(op.name, inputs, attrs, _loc(), metas)
+        values = self.builder.node(op.name, inputs, attrs, _loc(self), metas)
         for tensor, value in zip(outs, values):
             self.bind(tensor, value)
             # backward rebuilds saved outputs as new Tensors around the same array: find them
@@ -182,9 +186,9 @@ class Tracer:
         array = target._array
         dtype = new.dtype if isinstance(new, Value) else None
         if dtype != array.dtype.name:
-            (new,) = self.builder.node("cast", [new], {"dtype": array.dtype.name}, _loc())
+            (new,) = self.builder.node("cast", [new], {"dtype": array.dtype.name}, _loc(self))
         if new.shape != array.shape:
-            (new,) = self.builder.node("broadcast_to", [new], {"shape": array.shape}, _loc())
+            (new,) = self.builder.node("broadcast_to", [new], {"shape": array.shape}, _loc(self))
         self.values.add(new)
         return new
 
@@ -204,7 +208,7 @@ class Tracer:
         else:
             return  # Python data or an outside array: the constant on_new_tensor made stands
         dtype = copy._array.dtype.name
-        (new,) = self.builder.node("cast", [value], {"dtype": dtype}, _loc())
+        (new,) = self.builder.node("cast", [value], {"dtype": dtype}, _loc(self))
         self.created.discard(id(copy))
         self.arrays[id(copy._array)] = (new, copy._array)
         self.bind(copy, new)
@@ -220,7 +224,7 @@ class Tracer:
         )
 
     def on_concrete(self, tensor: Tensor, kind: str, value: Any) -> None:
-        self.builder.guard(self.value_of(tensor), value, kind, _loc())
+        self.builder.guard(self.value_of(tensor), value, kind, _loc(self))
 
     def grad_slot(self, owner: Tensor) -> tuple[str, Any]:
         """Where ``owner.grad`` lives across calls: ("input", position), ("state", owner),

@@ -1,0 +1,114 @@
+"""Rebuild a ``Trace`` from a stored plan-cache entry, bound to this process's objects.
+
+Every stored access path is followed from the call's roots (``state_paths``); the caller then
+runs the usual state checks, so an entry is used only when each captured tensor is found with
+the stored shape, dtype, device and requires-grad.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from dualflow.graph_ir.ir import Graph
+from dualflow.passes.manager import PassStats
+from dualflow.runtime.plan import lower
+from dualflow.tensor import Tensor
+from dualflow.tracer.autodiff import Backward, backward_op
+from dualflow.tracer.outputs import rebuilder
+from dualflow.tracer.plan_cache import decode_structure
+from dualflow.tracer.record import Trace
+from dualflow.tracer.state import StateChecks, StateRef
+from dualflow.tracer.state_paths import UnreachableState, format_path, resolve
+
+
+def _tensor(roots: dict, path: list) -> Tensor:
+    found = resolve(roots, path)
+    if not isinstance(found, Tensor):
+        raise UnreachableState(f"{format_path(path)} is a {type(found).__name__}, not a Tensor")
+    return found
+
+
+def _ref(record: dict[str, Any], roots: dict) -> StateRef:
+    return StateRef(
+        record["kind"],
+        _tensor(roots, record["path"]),
+        tuple(record["shape"]),
+        np.dtype(record["dtype"]),
+        record["device"],
+        record["name"],
+        record["requires_grad"],
+    )
+
+
+def _checks(meta: dict[str, Any], roots: dict) -> StateChecks:
+    modules = []
+    for path, training in meta["modules"]:
+        module = resolve(roots, path)
+        if not hasattr(module, "_version"):
+            raise UnreachableState(f"{format_path(path)} is not a Module or Optimizer now")
+        modules.append((module, module._version, training))
+    return StateChecks(
+        refs=[_ref(r, roots) for r in meta["refs"]],
+        empty_grads=[(_tensor(roots, path), name) for path, name in meta["empty_grads"]],
+        empty_input_grads=list(meta["empty_input_grads"]),
+        modules=modules,
+    )
+
+
+def _slot(record: list[Any], roots: dict) -> tuple[str, Any]:
+    kind, where = record
+    return (kind, where if kind == "input" else _tensor(roots, where))
+
+
+def _backward(meta: dict[str, Any], forward: Graph, graph: Graph, roots: dict) -> Backward:
+    record = meta["backward"]
+    n = record["n_residuals"]
+    residuals = list(forward.outputs[len(forward.outputs) - n :]) if n else []
+    return Backward(
+        graph,
+        lower(graph),
+        StateChecks(refs=[_ref(r, roots) for r in record["refs"]]),
+        residuals,
+        list(record["input_positions"]),
+        list(record["state_slots"]),
+        list(record["grad_outputs"]),
+        backward_op(forward.name, record["mask"], meta["n_outputs"]),
+        list(record["mask"]),
+    )
+
+
+def load_trace(
+    meta: dict[str, Any],
+    forward: Graph,
+    backward: Graph | None,
+    roots: dict,
+    described: list[tuple[str, Any]],
+    debug: bool = False,
+) -> Trace:
+    """A ready-to-run Trace from a stored entry; raises ``UnreachableState`` if unbound.
+
+    The memory plan and kernels are lowered again from the stored graph (fused kernels come
+    from the kernel cache on disk), which is what makes loading cheap next to tracing + passes.
+    """
+    checks = _checks(meta, roots)
+    bwd = None if backward is None else _backward(meta, forward, backward, roots)
+    trace = Trace(
+        forward,
+        lower(forward, debug=debug),
+        checks,
+        list(meta["update_slots"]),
+        [_slot(s, roots) for s in meta["grad_owners"]],
+        [_slot(s, roots) for s in meta["grads_to_none"]],
+        rebuilder(decode_structure(meta["structure"])),
+        meta["n_outputs"],
+        described,
+        "loaded from the plan cache",
+        0.0,
+        bwd,
+    )
+    trace.input_updates = list(meta["input_updates"])
+    trace.const_outputs = list(meta["const_outputs"])
+    trace.pass_stats = [PassStats(*values) for values in meta["pass_stats"]]
+    return trace
