@@ -94,11 +94,15 @@ def _evaluate(fn: Callable, args: tuple, kwargs: dict, dtype: Any, orders: Seque
         if not wrt or not any(o.requires_grad for o in outs) or max(orders) < 1:
             return found
         total = _total([o.sum() for o in outs if o.requires_grad])
-        grads = dualflow.grad(total, wrt, create_graph=2 in orders, allow_unused=True)
+        # Order 1 without create_graph: that is what runs a compiled call's backward plan
+        # (create_graph differentiates an eager replay instead, which would hide its bugs).
+        grads = dualflow.grad(total, wrt, retain_graph=2 in orders, allow_unused=True)
         if 1 in orders:
             for i, g in enumerate(grads):
                 if g is not None:
                     found[f"order 1, grad of argument {i}"] = g.numpy().astype(np.float64)
+        if 2 in orders:
+            grads = dualflow.grad(total, wrt, create_graph=True, allow_unused=True)
         used = [g for g in grads if g is not None and g.requires_grad]
         if 2 in orders and used:
             penalty = _total([(g * g).sum() for g in used])

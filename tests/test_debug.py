@@ -1,6 +1,9 @@
-"""compare_modes: a small MLP step matches; an injected wrong fusion is blamed on ``fuse``."""
+"""compare_modes: a small MLP step matches; an injected wrong fusion is blamed on ``fuse``; a
+wrong backward graph is caught at every order setting."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -58,3 +61,30 @@ def test_injected_wrong_fusion_is_blamed_on_fuse(monkeypatch: pytest.MonkeyPatch
     assert report.culprit_node is not None and report.culprit_node.startswith("fused"), str(report)
     assert "test_debug.py" in report.culprit_node
     assert "culprit pass: fuse" in str(report)
+
+
+def test_a_wrong_backward_graph_is_caught_with_second_order_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # orders (0, 1, 2) once took order 1 from an eager replay (create_graph), so a compiled
+    # backward plan was never compared
+    def break_backward(graph):
+        if not graph.name.endswith("_backward"):
+            return graph
+        nodes = tuple(
+            replace(n, op="multiply", attrs={}) if n.op == "tanh_grad" else n for n in graph.nodes
+        )
+        return graph.replace(nodes=nodes)
+
+    monkeypatch.setitem(manager.PASSES, "break_backward", break_backward)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(8, 4)).astype(np.float32)
+    w = rng.normal(size=(4, 3)).astype(np.float32)
+
+    def f(x, w):
+        return ops.matmul(x, w).tanh()
+
+    for orders in ((0, 1), (0, 1, 2)):
+        report = compare_modes(f, x, w, orders=orders, passes=("break_backward",))
+        assert not report.ok and report.worst.startswith("order 1"), (orders, report)
+    assert compare_modes(f, x, w, orders=(0, 1, 2)).ok
