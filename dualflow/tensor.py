@@ -128,6 +128,21 @@ class Tensor:
         """A numpy array with the values (a copy from the GPU; shared on the CPU)."""
         return np.asarray(send(self.array, "cpu"))
 
+    def to_device(self, device: Device | str) -> Tensor:
+        """This tensor on ``device``: itself when already there (zero-copy), else a copy that
+        gradients flow back through (see ``dualflow.transfer.to_device``)."""
+        from dualflow.transfer import to_device  # noqa: PLC0415 - transfer imports this module
+
+        return to_device(self, device)
+
+    def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
+        """The array as a DLPack capsule (zero-copy); ``dualflow.from_dlpack`` reads it back."""
+        return self.array.__dlpack__(stream=stream, **kwargs)
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """``(DLPack device type, index)`` of the array: ``(1, 0)`` on the CPU, 2 for CUDA."""
+        return self._array.__dlpack_device__()
+
     def _concrete(self, kind: str, convert: Any) -> Any:
         # A Python value from a tensor; inside a compiled function this adds a guard.
         if self.size != 1:
@@ -319,8 +334,8 @@ _ADD, _SUB, _MUL, _DIV, _NEG = (
 
 
 def _default_dtype(data: Any) -> Any:
-    # Python floats become float32 (the deep-learning default); numpy data keeps its dtype.
-    if isinstance(data, np.ndarray | np.generic):
+    # Python floats become float32 (the deep-learning default); arrays (numpy, cupy) keep theirs.
+    if hasattr(data, "dtype"):
         return None
     array = np.asarray(data)
     return np.float32 if array.dtype == np.float64 else None
@@ -340,16 +355,14 @@ def tensor(
     source = data
     if isinstance(data, Tensor):
         data = data._array
-    xp = Device(device).xp if device is not None else np
     if dtype is None:
         dtype = _default_dtype(data)
-    if device is None and not isinstance(
-        data, np.ndarray | np.generic | list | tuple | float | int
-    ):
-        array = data.copy() if dtype is None else data.astype(dtype)  # e.g. a cupy array
-    else:
-        array = send(np.array(data, dtype=dtype), device or "cpu")
-        array = xp.array(array, dtype=dtype, copy=True)
+    target = device_of(data) if device is None else Device(device)
+    if isinstance(data, np.ndarray) or type(data).__module__.startswith("cupy"):
+        moved = send(data, target)  # a copy when it changes device (never through the host)
+        array = moved.astype(dtype or moved.dtype, copy=moved is data)
+    else:  # lists, scalars, other libraries' arrays
+        array = send(np.array(data, dtype=dtype), target)
     result = Tensor(array, requires_grad=requires_grad)
     if config.tracer is not None:  # a copy of traced data is a graph node, not a constant
         config.tracer.on_copy(source, result)

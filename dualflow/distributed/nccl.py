@@ -12,6 +12,9 @@ from dualflow.distributed.mpi import MpiCommunicator
 from dualflow.errors import CommunicatorError
 
 NEEDS_CUPY = "nccl needs cupy and a CUDA GPU: pip install 'dualflow[cuda12]'"
+NEEDS_LIBNCCL = (
+    "nccl: cupy cannot load the NCCL library (libnccl.so.2): pip install nvidia-nccl-cu12"
+)
 _NCCL_DTYPES = ("float16", "float32", "float64", "int32", "int64", "uint8", "int8")
 
 
@@ -30,6 +33,9 @@ def import_nccl() -> tuple[Any, Any]:
             raise RuntimeError("no CUDA device")
     except Exception:  # ImportError, CUDA driver errors: all mean "no GPU here"
         raise CommunicatorError(NEEDS_CUPY) from None
+    # cupy imports its nccl module even when libnccl is missing, as a stub without the API
+    if not getattr(nccl, "available", True) or not hasattr(nccl, "NcclCommunicator"):
+        raise CommunicatorError(NEEDS_LIBNCCL)
     return cupy, nccl
 
 

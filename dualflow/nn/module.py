@@ -14,7 +14,7 @@ import numpy as np
 
 from dualflow._config import config
 from dualflow.device import Device, send
-from dualflow.errors import ShapeError
+from dualflow.errors import ShapeError, TracingError, with_location
 from dualflow.nn.parameter import Parameter
 from dualflow.tensor import Tensor
 
@@ -144,12 +144,32 @@ class Module:
             p.grad = None
 
     def to_device(self, device: Device | str) -> Module:
-        """Move every parameter and buffer to ``device`` in place; returns self."""
-        for p in self.params():
-            p._array = send(p._array, device)
-            p.grad = None if p.grad is None else Tensor(send(p.grad._array, device))
-        for _, b in self.named_buffers():
-            b._array = send(b._array, device)
+        """Move every parameter (with its ``.grad``) and buffer to ``device`` in place.
+
+        Tensors already there are not copied; all are moved, or none when a copy fails.
+        Optimizer state is not moved: build the optimizer after moving the model.
+
+        Example:
+            >>> from dualflow import nn
+            >>> layer = nn.Linear(2, 3); w = layer.weight.array
+            >>> layer.to_device("cpu") is layer, layer.weight.array is w
+            (True, True)
+        """
+        device = Device(device)
+        if config.tracer is not None:  # a graph cannot replay a move of captured state
+            raise TracingError(
+                with_location(
+                    f"Module.to_device({str(device)!r}) inside a compiled function; move the "
+                    "model once before calling it"
+                )
+            )
+        tensors = [*self.params(), *(b for _, b in self.named_buffers())]
+        arrays = [send(t._array, device) for t in tensors]  # every copy before any write
+        grads = [None if t._grad is None else send(t._grad._array, device) for t in tensors]
+        for t, array, grad in zip(tensors, arrays, grads):
+            t._array = array
+            if grad is not None and grad is not t._grad._array:
+                t._grad = Tensor._wrap(grad, None, 0, False)
         return self
 
     # ----- state ---------------------------------------------------------------------------------

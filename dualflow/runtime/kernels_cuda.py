@@ -40,6 +40,9 @@ _COMPARE = {
     "not_equal": "!=",
 }
 _KERNELS: dict[str, Any] = {}
+# No a*b+c contraction into fma: every step rounds on its own, as the eager cupy ops (one kernel
+# each) do, so a fused kernel gives eager's results instead of ones 1 ulp away.
+COMPILE_OPTIONS = ("--fmad=false",)
 
 
 class CudaSource(NamedTuple):
@@ -163,7 +166,7 @@ def cuda_kernel(expr: tuple, args: tuple[str, ...], in_dtypes: tuple[str, ...]) 
         if kernel is None:
             import cupy  # noqa: PLC0415 - only on GPU
 
-            kernel = cupy.ElementwiseKernel(*source)
+            kernel = cupy.ElementwiseKernel(*source, options=COMPILE_OPTIONS)
             _KERNELS[source.name] = kernel
         return kernel(*arrays) if out is None else kernel(*arrays, out)
 

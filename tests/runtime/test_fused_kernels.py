@@ -1,6 +1,7 @@
 """Fused kernels: the blocked evaluator is bit-identical to eager numpy, numba kernels are exact on
 arithmetic chains (no reassociation, float32 stays float32) and load from the disk cache in a
-second process, and the rendered CUDA C compiles with ``nvcc --ptx``.
+second process, and the rendered CUDA C of every fused pattern compiles with ``nvcc --ptx`` (and,
+on a GPU, matches numpy when cupy runs it).
 """
 
 from __future__ import annotations
@@ -16,11 +17,13 @@ import numpy as np
 import pytest
 
 from dualflow.graph_ir import Graph, GraphBuilder, interpret
+from dualflow.ops.expr import FUNCTIONS, compile_numpy
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import kernels_cpu as kc
 from dualflow.runtime import lower
-from dualflow.runtime.kernels_cuda import render_cuda, wrap_global
+from dualflow.runtime.kernels_cuda import COMPILE_OPTIONS, cuda_kernel, render_cuda, wrap_global
 from dualflow.runtime.kernels_typing import lower_expr
+from tests.runtime.fused_programs import Fused, all_fused, elementwise_ops, fused_nodes
 
 
 @pytest.fixture(autouse=True)
@@ -29,10 +32,12 @@ def _cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def _tanh_chain(shape: tuple[int, ...], bshape: tuple[int, ...] | None = None) -> Graph:
+def _tanh_chain(
+    shape: tuple[int, ...], bshape: tuple[int, ...] | None = None, dtype: str = "float32"
+) -> Graph:
     """``tanh(x*0.5+1)*sigmoid(x) - x**2`` (+ y when ``bshape`` is given)."""
     b = GraphBuilder("tanh_chain")
-    x = b.input(shape, "float32", "x")
+    x = b.input(shape, dtype, "x")
     (h,) = b.node("multiply", [x, 0.5])
     (h,) = b.node("add", [h, 1])
     (t,) = b.node("tanh", [h])
@@ -41,7 +46,7 @@ def _tanh_chain(shape: tuple[int, ...], bshape: tuple[int, ...] | None = None) -
     (q,) = b.node("power", [x, 2])
     (r,) = b.node("subtract", [p, q])
     if bshape is not None:
-        (r,) = b.node("add", [r, b.input(bshape, "float32", "y")])
+        (r,) = b.node("add", [r, b.input(bshape, dtype, "y")])
     b.output(r)
     return b.build()
 
@@ -155,45 +160,97 @@ def test_numba_disk_cache_reused_by_second_process(tmp_path: Path) -> None:
     assert len(list((tmp_path / "kernels").glob("k_*.py"))) == 1
 
 
-def _fused_programs() -> list:
-    graphs = [
-        (_tanh_chain((8,)), None),
-        (_tanh_chain((4, 8), (8,)), None),
-        (_arith_chain((4, 8), "float64", (1, 8)), None),
-    ]
+def _test_graph_programs(dtype: str) -> list[Fused]:
+    """The fused nodes of this module's own test graphs, float inputs in ``dtype``."""
     b = GraphBuilder("mixed")
-    x, i = b.input((8,), "float32"), b.input((8,), "int32")
-    (c,) = b.node("cast", [i], {"dtype": "float32"})
+    x, i = b.input((8,), dtype), b.input((8,), "int32")
+    (c,) = b.node("cast", [i], {"dtype": dtype})
     (e,) = b.node("gelu", [x])
     (e,) = b.node("elu", [e], {"alpha": 1.0})
     (e,) = b.node("clip", [e], {"lo": -1.0, "hi": float("inf")})
     b.output(*b.node("add", [*b.node("multiply", [e, c]), *b.node("softplus", [x])]))
-    graphs.append((b.build(), None))
-    programs = []
-    for graph, _ in graphs:
-        for node in fuse(graph, min_size=0).nodes:
-            dtypes = tuple(v.dtype for v in node.inputs)
-            programs.append(lower_expr(node.attrs["expr"], node.attrs["args"], dtypes))
-    return programs
+    graphs = [
+        _tanh_chain((8,), dtype=dtype),
+        _tanh_chain((4, 8), (8,), dtype=dtype),
+        _arith_chain((4, 8), dtype, (1, 8)),
+        b.build(),
+    ]
+    return [f for graph in graphs for f in fused_nodes(graph)]
 
 
-def test_cuda_source_compiles_with_nvcc(tmp_path: Path) -> None:
+@pytest.fixture(scope="module", params=["float32", "float64"])
+def fused_by_origin(request: pytest.FixtureRequest) -> tuple[str, dict[str, list[Fused]]]:
+    """(dtype, fused nodes by origin): the test graphs, one region per elementwise op, and the
+    regions of every op-table entry's traced forward and gradient."""
+    found = {"tests:graphs": _test_graph_programs(request.param), **all_fused(request.param)}
+    return request.param, found
+
+
+def test_fused_patterns_cover_every_elementwise_op(
+    fused_by_origin: tuple[str, dict[str, list[Fused]]],
+) -> None:
+    dtype, found = fused_by_origin
+    missing = [name for name in elementwise_ops() if not found[f"op:{name}"]]
+    assert not missing, f"no fused region made for {missing}"
+    steps = {s.fn for nodes in found.values() for f in nodes for s in f.program().steps}
+    assert set(FUNCTIONS) <= steps, f"expression functions never rendered: {set(FUNCTIONS) - steps}"
+    floats = {d for nodes in found.values() for f in nodes for d in f.dtypes if d.startswith("f")}
+    assert dtype in floats and len([k for k in found if k.startswith("table:")]) >= 20
+
+
+def test_cuda_source_compiles_with_nvcc(
+    tmp_path: Path, fused_by_origin: tuple[str, dict[str, list[Fused]]]
+) -> None:
+    """One .cu file per dtype holding every distinct rendered kernel; ``nvcc --ptx`` takes it."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc is not installed")
-    programs = _fused_programs()
-    assert programs[0].dtype == np.float32
-    assert "tanhf(" in render_cuda(programs[0]).operation
-    source = "\n".join(wrap_global(render_cuda(p, f"k{i}")) for i, p in enumerate(programs))
-    path = tmp_path / "fused.cu"
-    path.write_text(source)
+    dtype, found = fused_by_origin
+    kernels: dict[str, str] = {}
+    for nodes in found.values():
+        for fused in nodes:
+            source = render_cuda(fused.program())
+            kernels[source.name] = wrap_global(source)
+    if dtype == "float32":
+        assert "tanhf(" in render_cuda(found["op:tanh"][0].program()).operation
+    path = tmp_path / f"fused_{dtype}.cu"
+    path.write_text("\n".join(kernels.values()))
     done = subprocess.run(
-        [nvcc, "--ptx", str(path), "-o", str(tmp_path / "fused.ptx")],
+        [nvcc, "--ptx", *COMPILE_OPTIONS, str(path), "-o", str(tmp_path / "fused.ptx")],
         capture_output=True,
         text=True,
     )
-    assert done.returncode == 0, done.stderr + source
-    assert (tmp_path / "fused.ptx").read_text().count(".entry") == len(programs)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "fused.ptx").read_text().count(".entry") == len(kernels)
+
+
+@pytest.mark.gpu
+def test_cuda_kernels_match_numpy_on_gpu(
+    fused_by_origin: tuple[str, dict[str, list[Fused]]],
+) -> None:
+    """Every rendered kernel run by ``cupy.ElementwiseKernel`` against the numpy expression."""
+    import cupy
+
+    dtype, found = fused_by_origin
+    rng = np.random.default_rng(11)
+    rtol, atol = (2e-5, 1e-6) if dtype == "float32" else (1e-12, 1e-14)
+    for origin, nodes in found.items():
+        for fused in nodes:
+            inputs = [_sample_input(rng, d, s) for d, s in zip(fused.dtypes, fused.shapes)]
+            want = np.asarray(compile_numpy(fused.expr, fused.args, ())(np, *inputs))
+            kernel = cuda_kernel(fused.expr, fused.args, fused.dtypes)
+            got = kernel(cupy, *(cupy.asarray(a) for a in inputs)).get()
+            assert got.dtype == want.dtype and got.shape == want.shape, origin
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=origin)
+
+
+def _sample_input(rng: np.random.Generator, dtype: str, shape: tuple) -> np.ndarray:
+    # positive floats keep log/sqrt/power inside their domain, as the op table's samples do
+    if dtype == "bool":
+        return rng.random(shape) > 0.5
+    if np.dtype(dtype).kind in "iu":
+        return rng.integers(0, 4, shape).astype(dtype)
+    return rng.uniform(0.1, 2.0, shape).astype(dtype)
 
 
 def _special_values(n: int, seed: int) -> np.ndarray:

@@ -1,0 +1,128 @@
+"""The fused programs the CUDA checks render: one fusion region per elementwise op of the registry,
+and every region the fusion pass makes of the op table's forward-and-gradient programs (traced).
+
+``nvcc --ptx`` compiles them (tests/runtime/test_fused_kernels.py) and, on a GPU, cupy runs them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import dualflow
+from dualflow.graph_ir import Graph, GraphBuilder
+from dualflow.ops import OPS
+from dualflow.passes.fuse import fuse
+from dualflow.runtime.kernels_typing import Program, lower_expr
+from tests.opinfo import OP_INFOS, OpInfo
+
+# Attribute values for the elementwise ops that take attributes (``cast`` gets the other float).
+ATTRS = {"lo": -1.0, "hi": 1.0, "slope": 0.01, "alpha": 1.0}
+FLOATS = ("float32", "float64")
+
+
+def elementwise_ops() -> list[str]:
+    """Names of the registered elementwise ops (those defined by a scalar expression)."""
+    return sorted(name for name, op in OPS.items() if op.kind == "elementwise" and op.expr)
+
+
+def op_graph(name: str, dtype: str, shape: tuple[int, ...] = (4, 8)) -> Graph:
+    """``name(0.5 * a, 0.5 * b, ...)``: a region of at least two nodes that contains the op
+    (``where`` gets its condition from ``a > 0``)."""
+    op = OPS[name]
+    b = GraphBuilder(f"op_{name}")
+    operands = []
+    for i, arg in enumerate(op.args):
+        x = b.input(shape, dtype, arg)
+        first = "greater" if name == "where" and i == 0 else "multiply"
+        (x,) = b.node(first, [x, 0.0 if first == "greater" else 0.5])
+        operands.append(x)
+    attrs: dict[str, Any] = {k: ATTRS[k] for k in op.attr_names if k in ATTRS}
+    if "dtype" in op.attr_names:
+        attrs["dtype"] = FLOATS[1 - FLOATS.index(dtype)]
+    b.output(*b.node(name, operands, attrs))
+    return b.build()
+
+
+class Fused(NamedTuple):
+    """One fused node's expression over inputs ``args`` with their dtypes and shapes."""
+
+    expr: tuple
+    args: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    shapes: tuple[tuple[int, ...], ...]
+
+    def program(self) -> Program:
+        """The typed straight-line program the kernel renderers take."""
+        return lower_expr(self.expr, self.args, self.dtypes)
+
+
+def fused_nodes(graph: Graph) -> list[Fused]:
+    """Every ``fused`` node of ``fuse(graph, min_size=0)``."""
+    return [
+        Fused(
+            n.attrs["expr"],
+            n.attrs["args"],
+            tuple(v.dtype for v in n.inputs),
+            tuple(tuple(v.shape) for v in n.inputs),
+        )
+        for n in fuse(graph, min_size=0).nodes
+        if n.op == "fused"
+    ]
+
+
+def _step(info: OpInfo, fixed: list[Any], positions: tuple[int, ...], kwargs: dict) -> Any:
+    """The entry's forward and, when differentiable, the gradient of ``sum(out ** 2)``."""
+
+    def step(*xs: dualflow.Tensor) -> tuple:
+        args = list(fixed)
+        for p, x in zip(positions, xs):
+            args[p] = x
+        out = info.fn(*args, **kwargs)
+        outs = list(out) if isinstance(out, tuple | list) else [out]
+        live = [o for o in outs if isinstance(o, dualflow.Tensor) and o.requires_grad]
+        if live:
+            loss = sum((o * o).sum() for o in live)
+            outs += [g for g in dualflow.grad(loss, list(xs), allow_unused=True) if g is not None]
+        return tuple(outs)
+
+    return step
+
+
+def traced_graphs(info: OpInfo, dtype: str) -> list[Graph]:
+    """The graphs ``dualflow.compile`` traces for the entry's first sample in ``dtype`` (folded,
+    deduplicated, not fused); none when the entry cannot be traced (data-dependent shapes)."""
+    sample = info.samples(np.random.default_rng(0))[0]
+    fixed = [
+        np.asarray(v, dtype) if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v
+        for v in sample.inputs
+    ]
+    positions: tuple[int, ...] = ()
+    if info.differentiable:
+        floats = [
+            i for i, v in enumerate(fixed) if isinstance(v, np.ndarray) and v.dtype.kind == "f"
+        ]
+        positions = tuple(floats) if sample.grad is None else sample.grad
+    step = _step(info, fixed, positions, sample.kwargs)
+    compiled = dualflow.compile(step, fallback="error", passes=("fold", "cse", "dce"))
+    leaves = [dualflow.tensor(fixed[p], requires_grad=True) for p in positions]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled(*leaves)
+    except dualflow.errors.TracingError:
+        return []
+    return [trace.graph for trace in compiled.history]
+
+
+def all_fused(dtype: str) -> dict[str, list[Fused]]:
+    """Fused nodes by origin (``op:<name>`` per elementwise op, ``table:<entry>`` per traced
+    op-table entry that fused anything), float inputs in ``dtype``."""
+    found = {f"op:{name}": fused_nodes(op_graph(name, dtype)) for name in elementwise_ops()}
+    for info in OP_INFOS:
+        nodes = [f for g in traced_graphs(info, dtype) for f in fused_nodes(g)]
+        if nodes:
+            found[f"table:{info.name}"] = nodes
+    return found
