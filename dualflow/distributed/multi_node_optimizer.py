@@ -247,7 +247,7 @@ class MultiNodeOptimizer:
 
 def _grad_or_zeros(p: Any) -> Any:
     grad = p.grad
-    return ops.zeros(tuple(p.shape), dtype=str(p.dtype)) if grad is None else grad
+    return ops.zeros_like(p) if grad is None else grad  # on p's device (GPU params too)
 
 
 def _check_same_everywhere(comm: Communicator, specs: list[tuple]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.device import CPU, send
 from dualflow.graph_ir.ir import Graph, Literal, Node, Value
 from dualflow.ops.registry import OPS, Meta
 
@@ -61,8 +62,12 @@ class GraphBuilder:
         return v
 
     def const(self, array: Any, name: str | None = None) -> Value:
-        """Add a constant array (baked into the graph and saved with it)."""
-        array = np.asarray(array)
+        """Add a constant array (baked into the graph and saved with it).
+
+        Constants are kept on the host whatever device made them: graphs are device-neutral
+        (passes fold on numpy, files store numpy); a plan sends them to its device once.
+        """
+        array = np.asarray(send(array, CPU))
         v = self.value(array.shape, array.dtype, name)
         self.consts[v] = array
         return v

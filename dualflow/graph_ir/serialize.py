@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.device import CPU, send
 from dualflow.errors import CheckpointError
 from dualflow.graph_ir.ir import Graph
 from dualflow.graph_ir.parser import GraphParseError, parse_graph
@@ -43,7 +44,7 @@ def save(graph: Graph, path: str, state: list[Any] | None = None) -> tuple[str, 
     """
     arrays = {f"const_{v.id}": np.asarray(a) for v, a in graph.consts.items()}
     for value, array in zip(graph.state, state or []):
-        arrays[f"state_{value.id}"] = np.asarray(array)
+        arrays[f"state_{value.id}"] = np.asarray(send(array, CPU))
     text = print_graph(graph).encode()
     _atomic_write(path + ".npz", lambda f: np.savez(f, **arrays))
     _atomic_write(path + ".graph", lambda f: f.write(text))

@@ -201,8 +201,9 @@ class Module:
             raise ShapeError("load_state_dict: " + " | ".join(problems))
         for key, target in own.items():
             if key in state:
-                xp_value = send(np.asarray(_array_of(state[key])), target.device)
-                target._array[...] = xp_value  # checked above: all-or-nothing
+                value = _array_of(state[key])  # numpy or cupy: sent where the target lives
+                value = value if hasattr(value, "shape") else np.asarray(value)
+                target._array[...] = send(value, target.device)  # checked above: all-or-nothing
 
     # ----- calling -----------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:

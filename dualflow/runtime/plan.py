@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.device import Device
+from dualflow.device import Device, send
 from dualflow.errors import NumericalError
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
@@ -107,7 +107,7 @@ class Plan:
         """
         if self._buffers is None:  # first run: resolve once what every later run reuses
             self._xp = self.device.xp
-            self._consts = list(self.graph.consts.values())
+            self._consts = [send(c, self.device) for c in self.graph.consts.values()]
             self._buffers = [] if self.memory is None else self.memory.allocate(self._xp)
         xp, consts = self._xp, self._consts
         if profile:

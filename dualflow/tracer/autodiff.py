@@ -15,6 +15,7 @@ from typing import Any
 from dualflow._config import config, no_grad
 from dualflow.autograd.engine import grad
 from dualflow.autograd.tape import GraphReleasedError, Node
+from dualflow.device import Device
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.ops.dispatch import interpreting
@@ -42,7 +43,11 @@ class Backward:
 
 
 def trace_backward(
-    forward: Tracer, outputs: list[Tensor], leaves: list[Any], passes: Any = ()
+    forward: Tracer,
+    outputs: list[Tensor],
+    leaves: list[Any],
+    passes: Any = (),
+    device: Device | str = "cpu",
 ) -> Backward | None:
     """Trace d(outputs)/d(differentiable inputs and state) while the forward tape is alive."""
     # Outputs whose tape a backward inside the function already consumed take no gradient.
@@ -84,7 +89,15 @@ def trace_backward(
     mask = [g is not None for g in grads]
     op = backward_op(forward.builder.name, mask, len(outputs))
     return Backward(
-        graph, lower(graph), tracer.checks, tracer.residuals, positions, slots, wanted, op, mask
+        graph,
+        lower(graph, device),
+        tracer.checks,
+        tracer.residuals,
+        positions,
+        slots,
+        wanted,
+        op,
+        mask,
     )
 
 

@@ -29,6 +29,7 @@ from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_ca
 from dualflow.tracer.plan_load import load_trace
 from dualflow.tracer.record import Trace
 from dualflow.tracer.signature import Flat, explain_difference, flatten
+from dualflow.tracer.state import plan_device
 from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.trace import Tracer
 
@@ -158,7 +159,7 @@ class CompiledFunction:
             reason = (
                 "first call"
                 if not self.history
-                else explain_difference(self.history[-1].described, _described(flat))
+                else explain_difference(_closest(self.history, flat), _described(flat))
             )
         if len(self.history) >= self.max_traces:
             return self._give_up(args, kwargs, reason)
@@ -178,15 +179,19 @@ class CompiledFunction:
                     out = self.fn(*args, **kwargs)
                 finally:
                     config.tracer = None
-        except TracingError:
+        except TracingError as exc:
             tracer.rollback()
             if self.fallback == "error":
                 raise
-            return self._give_up(args, kwargs, "tracing failed (fail closed)", warn_now=True)
+            return self._give_up(args, kwargs, f"tracing failed (fail closed): {exc}")
         except BaseException:
             tracer.rollback()  # bad input must leave state untouched
             raise
-        trace = _finish(tracer, out, flat, reason, self.passes)
+        try:
+            trace = _finish(tracer, out, flat, reason, self.passes)
+        except BaseException:
+            tracer.rollback()  # a pass or lowering failed: the call must not half-happen
+            raise
         trace.compile_seconds = time.perf_counter() - start
         self._stats.compile_seconds += trace.compile_seconds
         self._stats.traces += 1
@@ -209,7 +214,9 @@ class CompiledFunction:
         roots = function_roots(self.fn, args, kwargs)
         for entry, meta, forward, backward in entries(self.cache_dir, disk_key, self._disk_entries):
             try:
-                trace = load_trace(meta, forward, backward, roots, _described(flat), config.debug)
+                trace = load_trace(
+                    meta, forward, backward, roots, flat.leaves, _described(flat), config.debug
+                )
             except UnreachableState:
                 continue  # e.g. optimizer state not created yet in this process
             if trace.checks.mismatch(flat.leaves) is not None:
@@ -241,7 +248,7 @@ class CompiledFunction:
         self._disk_entries.add(entry)
         self._stats.cache_stores += 1
 
-    def _give_up(self, args: tuple, kwargs: dict, reason: str, warn_now: bool = False) -> Any:
+    def _give_up(self, args: tuple, kwargs: dict, reason: str) -> Any:
         self._eager_reason = reason
         self._stats.eager_fallbacks += 1
         name = _name(self.fn)
@@ -257,6 +264,19 @@ class CompiledFunction:
 
 _GUARD_FAILED = object()
 _MISS = object()
+
+
+def _closest(history: list[Trace], flat: Flat) -> list[tuple[str, Any]]:
+    """The described signature of the trace this call differs from least (for its reason)."""
+    new = _described(flat)
+
+    def distance(trace: Trace) -> int:
+        old = trace.described
+        if [p for p, _ in old] != [p for p, _ in new]:
+            return len(new) + 1
+        return sum(a != b for (_, a), (_, b) in zip(old, new))
+
+    return min(reversed(history), key=distance).described
 
 
 def _name(fn: Any) -> str:
@@ -318,12 +338,15 @@ def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str, passes: Any) -> T
             grad_owners.append(slot)
             builder.output(tracer.value_of(owner._grad))
     builder.output(*tracer.input_updates.values())  # new contents of written arguments
-    backward = trace_backward(tracer, leaves, flat.leaves, passes) if config.grad_enabled else None
+    device = plan_device(flat.leaves, tracer.checks.refs)
+    backward = None
+    if config.grad_enabled:
+        backward = trace_backward(tracer, leaves, flat.leaves, passes, device)
     if backward is not None:
         builder.output(*backward.residuals)  # what the backward graph reads from the forward
     graph, pass_stats = run_passes(builder.build(), passes)
     slots = [graph.state.index(target) for target, _ in graph.updates]
-    plan = lower(graph, debug=config.debug)
+    plan = lower(graph, device, debug=config.debug)
     trace = Trace(
         graph,
         plan,

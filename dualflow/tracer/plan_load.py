@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.device import Device
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
 from dualflow.runtime.plan import lower
@@ -19,7 +20,7 @@ from dualflow.tracer.autodiff import Backward, backward_op
 from dualflow.tracer.outputs import rebuilder
 from dualflow.tracer.plan_cache import decode_structure
 from dualflow.tracer.record import Trace
-from dualflow.tracer.state import StateChecks, StateRef
+from dualflow.tracer.state import StateChecks, StateRef, plan_device
 from dualflow.tracer.state_paths import UnreachableState, format_path, resolve
 
 
@@ -62,13 +63,15 @@ def _slot(record: list[Any], roots: dict) -> tuple[str, Any]:
     return (kind, where if kind == "input" else _tensor(roots, where))
 
 
-def _backward(meta: dict[str, Any], forward: Graph, graph: Graph, roots: dict) -> Backward:
+def _backward(
+    meta: dict[str, Any], forward: Graph, graph: Graph, roots: dict, device: Device
+) -> Backward:
     record = meta["backward"]
     n = record["n_residuals"]
     residuals = list(forward.outputs[len(forward.outputs) - n :]) if n else []
     return Backward(
         graph,
-        lower(graph),
+        lower(graph, device),
         StateChecks(refs=[_ref(r, roots) for r in record["refs"]]),
         residuals,
         list(record["input_positions"]),
@@ -84,6 +87,7 @@ def load_trace(
     forward: Graph,
     backward: Graph | None,
     roots: dict,
+    leaves: list[Any],
     described: list[tuple[str, Any]],
     debug: bool = False,
 ) -> Trace:
@@ -93,10 +97,11 @@ def load_trace(
     from the kernel cache on disk), which is what makes loading cheap next to tracing + passes.
     """
     checks = _checks(meta, roots)
-    bwd = None if backward is None else _backward(meta, forward, backward, roots)
+    device = plan_device(leaves, checks.refs)
+    bwd = None if backward is None else _backward(meta, forward, backward, roots, device)
     trace = Trace(
         forward,
-        lower(forward, debug=debug),
+        lower(forward, device, debug=debug),
         checks,
         list(meta["update_slots"]),
         [_slot(s, roots) for s in meta["grad_owners"]],

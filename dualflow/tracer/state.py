@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow.device import device_of
+from dualflow.device import Device, device_of
 from dualflow.tensor import Tensor
 
 
@@ -97,3 +97,21 @@ class StateChecks:
             if reason is not None:
                 return reason
         return self._aliasing(leaves)  # last: it reads every ref, which must exist by now
+
+
+def plan_device(leaves: list[Any], refs: list[StateRef]) -> Device:
+    """The device a trace's plan runs on: where its arguments and captured state live.
+
+    Example:
+        >>> import numpy as np
+        >>> plan_device([np.zeros(2)], [])
+        Device('cpu')
+    """
+    for leaf in leaves:
+        device = device_of(leaf._array if isinstance(leaf, Tensor) else leaf)
+        if device.kind != "cpu":
+            return device
+    for ref in refs:
+        if ref.device != "cpu":
+            return Device(ref.device)
+    return Device("cpu")

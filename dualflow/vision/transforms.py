@@ -184,7 +184,7 @@ def to_chw(img: Any, dtype: Any = np.float32) -> Any:
     chw = img[None] if img.ndim == 2 else xp.moveaxis(img, -1, 0)
     out = xp.ascontiguousarray(chw).astype(dtype)
     if img.dtype == np.uint8:
-        out /= np.asarray(255, dtype=out.dtype)
+        out /= out.dtype.type(255)  # a scalar: cupy refuses numpy arrays as operands
     return out
 
 

@@ -55,7 +55,8 @@ def test_raw_reads_raise_with_the_user_line(fn: Callable) -> None:
 @pytest.mark.parametrize("fn", READERS, ids=["array", "numpy", "asarray"])
 def test_raw_reads_fall_back_to_eager_with_a_warning(fn: Callable) -> None:
     compiled = dualflow.compile(fn)
-    with pytest.warns(RuntimeWarning, match="fail closed"):
+    # the warning carries the TracingError: what was read and the user's line
+    with pytest.warns(RuntimeWarning, match=rf"(?s)fail closed\): .*{FILE}:\d+"):
         got = compiled(dualflow.tensor([1.0, 2.0]))
     assert got.tolist() == [3.0, 6.0]
     with warnings.catch_warnings():
@@ -160,3 +161,31 @@ def test_error_after_the_optimizer_step_leaves_optimizer_state(make_opt: Callabl
         compiled(dualflow.tensor(np.ones(2)), True)
     after = [w.numpy()] + [t.numpy() for _, t in sorted(opt.state[w].items())]
     assert_same(after, saved)
+
+
+def test_a_failing_pass_leaves_state_untouched(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dualflow.errors import CompileError
+    from dualflow.passes import manager
+
+    def broken(graph):
+        raise CompileError("broken pass: refuses every graph")
+
+    monkeypatch.setitem(manager.PASSES, "broken", broken)
+    w = Parameter(np.array([1.0, 2.0], np.float32))
+
+    @dualflow.compile(passes=("broken",))
+    def step(x):
+        ops.assign(w, w * x)
+        return w.sum()
+
+    with pytest.raises(CompileError, match="broken pass"):
+        step(dualflow.tensor([3.0, 3.0]))
+    assert w.tolist() == [1.0, 2.0]
+
+
+def test_a_retrace_is_explained_against_the_closest_trace() -> None:
+    f = dualflow.compile(lambda x, scale: x * scale)
+    f(dualflow.tensor(np.ones(3, np.float32)), 2.0)
+    f(dualflow.tensor(np.ones(2, np.float32)), 2.0)  # x.shape[0]: 3 -> 2
+    f(dualflow.tensor(np.ones(2, np.float32)), 5.0)  # only scale differs from the second
+    assert f.stats().retrace_reasons[1:] == ["x.shape[0]: 3 -> 2", "scale: 2.0 -> 5.0"]
