@@ -16,9 +16,20 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.bench.devices import describe, resolve_device
 from dualflow.bench.harness import Measurement, measure
-from dualflow.bench.modes import MODES, compile_report, final_state, max_difference, prepare
-from dualflow.bench.workloads import WORKLOADS
+from dualflow.bench.modes import (
+    MATCH_ABS,
+    MODES,
+    compare,
+    compile_report,
+    count_eager_ops,
+    final_state,
+    prepare,
+)
+from dualflow.bench.workloads import ALIASES, GPU_SCALE, WORKLOADS, default_workloads, resolve_names
+from dualflow.device import CPU, Device
+from dualflow.errors import DeviceError
 from dualflow.passes.manager import resolve_passes
 
 
@@ -27,11 +38,15 @@ def _parser() -> argparse.ArgumentParser:
     speed = parser.add_mutually_exclusive_group()
     speed.add_argument("--quick", action="store_true", help="few repeats (the default)")
     speed.add_argument("--full", action="store_true", help="10x more repeats")
+    gpu_scale = [n for n, w in WORKLOADS.items() if GPU_SCALE in w.tags]
+    aliases = ", ".join(f"{a} = {n}" for a, n in ALIASES.items())
     parser.add_argument(
         "--workloads",
-        default=",".join(WORKLOADS),
-        help=f"comma-separated subset of: {', '.join(WORKLOADS)}",
+        default=None,
+        help=f"comma-separated subset of: {', '.join(WORKLOADS)} (aliases: {aliases}); "
+        f"default: all, except {', '.join(gpu_scale)} unless --device is a GPU",
     )
+    parser.add_argument("--device", default="cpu", help="cpu (default) or cuda:N (needs cupy)")
     parser.add_argument("--out", default="bench-out", help="directory for bench.json/bench.png")
     parser.add_argument("--repeats", type=int, default=None, help="timed calls per cell")
     parser.add_argument("--seed", type=int, default=0)
@@ -49,11 +64,45 @@ def _progress(items: list, desc: str) -> Any:
     return tqdm(items, desc=desc, file=sys.stderr, leave=False)
 
 
-def _keeping_last(step: Any, last: list[Any]) -> Any:
-    def call() -> None:
-        last[0] = step()
+class _Recorder:
+    # The callable the harness times: keeps the step's last output (compared across modes)
+    # and, in eager mode, counts the ops of the first (untimed warm-up) call.
+    def __init__(self, step: Any, count_ops: bool) -> None:
+        self.step, self.count_ops = step, count_ops
+        self.last: Any = None
+        self.ops: int | None = None
 
-    return call
+    def __call__(self) -> None:
+        if self.count_ops:
+            self.count_ops = False
+            self.last, self.ops = count_eager_ops(self.step)
+        else:
+            self.last = self.step()
+
+
+def _measure_cell(
+    name: str, mode: str, seed: int, count: int, device: Device
+) -> tuple[Measurement, list]:
+    workload = WORKLOADS[name]
+    built = workload.build(np.random.default_rng(seed), device)
+    step = prepare(mode, built["step"])
+    recorder = _Recorder(step, count_ops=mode == "eager")
+    baseline = built.get("baseline")
+    row = measure(name, mode, recorder, count, baseline, workload.warmup, device)
+    row.compile_ms, row.steps = compile_report(step)
+    if mode == "eager":
+        row.steps = recorder.ops
+    if built.get("bytes"):
+        row.gbps = built["bytes"] / (row.ms_median * 1e-3) / 1e9
+    return row, final_state(built, recorder.last)
+
+
+def _own_rows(name: str, count: int, seed: int, device: Device) -> list[Measurement]:
+    # A workload that reports its own rows (MPI ranks) runs on the CPU only.
+    if device.kind != "cpu":
+        note = f"skipped on {device}: runs MPI ranks on the CPU (use --device cpu)"
+        return [Measurement(name, "-", 0.0, 0.0, 0.0, 0, 0, note=note)]
+    return WORKLOADS[name].rows(count, seed)
 
 
 def run(
@@ -62,80 +111,86 @@ def run(
     seed: int,
     repeats: int | None = None,
     modes: Sequence[str] = MODES,
+    device: Device = CPU,
 ) -> list[Measurement]:
-    """Measure every (workload, mode) pair; returns the table rows (in ``names`` order)."""
+    """Measure every (workload, mode) pair; returns the table rows (in ``names`` order).
+
+    Example:
+        >>> [r.mode for r in run(["tiny-ops"], 1.0, 0, repeats=3)]
+        ['eager', 'compiled-O0', 'compiled']
+    """
+
+    def count(name: str) -> int:
+        return repeats or max(3, int(WORKLOADS[name].quick_repeats * repeats_scale))
+
     rows = []
     own = [name for name in names if WORKLOADS[name].rows is not None]
     cells = [(name, mode) for name in names if name not in own for mode in modes]
     reference: dict[str, tuple[Measurement, list]] = {}
     for name, mode in _progress(cells, "bench"):
-        workload = WORKLOADS[name]
-        built = workload.build(np.random.default_rng(seed))
-        count = repeats or max(3, int(workload.quick_repeats * repeats_scale))
-        step = prepare(mode, built["step"])
-        last: list[Any] = [None]
-        row = measure(name, mode, _keeping_last(step, last), count, built.get("baseline"))
-        state = final_state(built, last[0])
-        row.compile_ms, row.steps = compile_report(step)
+        try:
+            row, state = _measure_cell(name, mode, seed, count(name), device)
+        except Exception as exc:  # one broken cell must not hide the others' numbers
+            message = str(exc).splitlines()[0] if str(exc) else ""
+            note = f"failed: {type(exc).__name__}: {message}"
+            rows.append(Measurement(name, mode, 0.0, 0.0, 0.0, 0, 0, note=note))
+            continue
         if mode == "eager":
             reference[name] = (row, state)
         elif name in reference:
-            eager, eager_state = reference[name]
-            row.max_diff = max_difference(eager_state, state)
-            row.speedup = eager.ms_median / row.ms_median
-            row.mem_ratio = row.peak_bytes / max(eager.peak_bytes, 1)
+            compare(row, reference[name][0], reference[name][1], state)
         rows.append(row)
-    for name in own:  # a workload that reports its own rows, e.g. from MPI ranks
-        workload = WORKLOADS[name]
-        rows += workload.rows(repeats or max(3, int(workload.quick_repeats * repeats_scale)), seed)
+    for name in own:
+        rows += _own_rows(name, count(name), seed, device)
     order = {name: i for i, name in enumerate(names)}
     return sorted(rows, key=lambda r: order[r.workload])  # stable: modes keep their order
 
 
-def _cells(r: Measurement) -> tuple[str, ...]:
-    def opt(value: float | None, fmt: str) -> str:
-        return "-" if value is None else format(value, fmt)
+def _opt(value: float | None, fmt: str, suffix: str = "") -> str:
+    return "-" if value is None else format(value, fmt) + suffix
 
-    if not r.repeats:  # a note-only row (skipped or failed workload)
-        return (r.workload, r.mode, *("-" * 8))
-    return (
-        r.workload,
-        r.mode,
-        f"{r.ms_median:.3f} ({r.ms_min:.3f}-{r.ms_max:.3f})",
-        opt(r.speedup, ".2f") + ("x" if r.speedup is not None else ""),
-        f"{r.peak_bytes / 2**20:.2f}",
-        opt(r.mem_ratio, ".2f"),
-        opt(r.compile_ms, ".1f"),
-        opt(r.steps, "d"),
-        opt(r.baseline_ms, ".3f"),
-        "-" if r.max_diff is None else f"{'yes' if r.max_diff < 1e-4 else 'NO'} ({r.max_diff:.1e})",
-    )
+
+def _match(r: Measurement) -> str:
+    if r.max_diff is None:
+        return "-"
+    ok = r.matches if r.matches is not None else r.max_diff <= MATCH_ABS
+    rel = "" if r.max_rel_diff is None else f", rel {r.max_rel_diff:.1e}"
+    return f"{'yes' if ok else 'NO'} (abs {r.max_diff:.1e}{rel})"
+
+
+_COLUMNS = (
+    ("ms/step (min-max)", lambda r: f"{r.ms_median:.3f} ({r.ms_min:.3f}-{r.ms_max:.3f})"),
+    ("speedup", lambda r: _opt(r.speedup, ".2f", "x")),
+    ("peak MB", lambda r: f"{r.peak_bytes / 2**20:.2f}"),
+    ("mem ratio", lambda r: _opt(r.mem_ratio, ".2f")),
+    ("compile ms", lambda r: _opt(r.compile_ms, ".1f")),
+    ("steps/call", lambda r: _opt(r.steps, "d")),
+    ("baseline ms", lambda r: _opt(r.baseline_ms, ".3f")),
+    ("GB/s", lambda r: _opt(r.gbps, ".1f")),
+    ("matches eager", _match),
+)
 
 
 def format_table(rows: list[Measurement]) -> str:
-    """Render the rows as a fixed-width text table (a ``note`` column when a row has one).
+    """Render the rows as a fixed-width text table (``GB/s`` and ``note`` when a row has one).
+
+    ``steps/call`` is the kernels and guards a compiled plan runs per call, and the ops (one
+    kernel each) an eager call dispatches.
 
     Example:
         >>> print(format_table([Measurement("w", "eager", 1.0, 0.9, 1.2, 10, 2048)]))
         ... # doctest: +NORMALIZE_WHITESPACE
-        workload  mode   ms/step (min-max)    speedup  peak MB  mem ratio  compile ms  steps
+        workload  mode   ms/step (min-max)    speedup  peak MB  mem ratio  compile ms  steps/call
           baseline ms  matches eager
         w         eager  1.000 (0.900-1.200)  -        0.00     -          -           -
           -            -
     """
-    header = (
-        "workload",
-        "mode",
-        "ms/step (min-max)",
-        "speedup",
-        "peak MB",
-        "mem ratio",
-        "compile ms",
-        "steps",
-        "baseline ms",
-        "matches eager",
-    )
-    lines = [_cells(r) for r in rows]
+    columns = [c for c in _COLUMNS if c[0] != "GB/s" or any(r.gbps for r in rows)]
+    header = ("workload", "mode", *(title for title, _ in columns))
+    lines = [
+        (r.workload, r.mode, *(cell(r) if r.repeats else "-" for _, cell in columns))
+        for r in rows  # a row without repeats is a note-only row (skipped or failed)
+    ]
     if any(r.note for r in rows):
         header += ("note",)
         lines = [(*line, r.note or "") for line, r in zip(lines, rows)]
@@ -146,14 +201,23 @@ def format_table(rows: list[Measurement]) -> str:
     )
 
 
-def write_outputs(rows: list[Measurement], out: str, chart: bool) -> list[str]:
-    """Write ``bench.json`` (and ``bench.png`` when matplotlib is present); returns paths."""
+def write_outputs(
+    rows: list[Measurement], out: str, chart: bool, device: Device = CPU
+) -> list[str]:
+    """Write ``bench.json`` (and ``bench.png`` when matplotlib is present); returns paths.
+
+    Example:
+        >>> import tempfile
+        >>> [os.path.basename(p) for p in write_outputs([], tempfile.mkdtemp(), chart=False)]
+        ['bench.json']
+    """
     os.makedirs(out, exist_ok=True)
     meta = {
         "python": platform.python_version(),
         "numpy": np.__version__,
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
+        "device": describe(device),
     }
     path = os.path.join(out, "bench.json")
     with open(path, "w") as f:
@@ -214,26 +278,42 @@ def compare_to(rows: list[Measurement], path: str) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``dualflow bench``."""
-    args = _parser().parse_args(argv)
-    names = [n.strip() for n in args.workloads.split(",") if n.strip()]
-    unknown = [n for n in names if n not in WORKLOADS]
+def _names(spec: str | None, device: Device) -> list[str]:
+    if spec is None:
+        return default_workloads(device)
+    names, unknown = resolve_names(spec)
     if unknown:
-        print(f"unknown workloads {unknown}; choose from {list(WORKLOADS)}", file=sys.stderr)
+        known = [*WORKLOADS, *ALIASES]
+        raise ValueError(f"unknown workloads {unknown}; choose from {known}")
+    return names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``dualflow bench``; returns the exit status.
+
+    0 when every cell ran, 1 when some failed (their rows say why), 2 for a bad argument.
+
+    Example:
+        >>> main(["--workloads", "nope", "--no-chart"])  # the message goes to stderr
+        2
+    """
+    args = _parser().parse_args(argv)
+    try:
+        device = resolve_device(args.device)
+        names = _names(args.workloads, device)
+        modes = MODES
+        if args.passes is not None:
+            modes = (*MODES, f"compiled[{','.join(resolve_passes(args.passes))}]")
+    except (DeviceError, ValueError) as exc:
+        print(f"dualflow bench: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    modes = MODES
-    if args.passes is not None:
-        try:
-            extra = f"compiled[{','.join(resolve_passes(args.passes))}]"
-        except ValueError as exc:
-            print(exc, file=sys.stderr)
-            return 2
-        modes = (*MODES, extra)
-    rows = run(names, 10.0 if args.full else 1.0, args.seed, args.repeats, modes)
+    rows = run(names, 10.0 if args.full else 1.0, args.seed, args.repeats, modes, device)
     print(format_table(rows))
     if args.compare_to:
         print(compare_to(rows, args.compare_to))
-    for path in write_outputs(rows, args.out, not args.no_chart):
+    for path in write_outputs(rows, args.out, not args.no_chart, device):
         print(f"wrote {path}")
-    return 0
+    failed = [f"{r.workload} {r.mode}" for r in rows if (r.note or "").startswith("failed")]
+    if failed:
+        print(f"dualflow bench: failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0

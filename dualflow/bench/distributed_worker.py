@@ -17,7 +17,7 @@ import numpy as np
 import dualflow
 from dualflow import nn, ops, optim
 from dualflow.bench.harness import Measurement, peak_memory, time_calls
-from dualflow.bench.modes import compile_report, max_difference
+from dualflow.bench.modes import compare, compile_report, max_difference
 from dualflow.data import load_digits
 from dualflow.distributed import Communicator, create_communicator, create_multi_node_optimizer
 from dualflow.vision.models.digits_cnn import digits_cnn
@@ -124,9 +124,7 @@ def run(comm: Communicator, repeats: int, seed: int) -> dict[str, Any]:
     eager = measure_mode(comm, "eager", repeats, seed)
     compiled = measure_mode(comm, "compiled", repeats, seed)
     row, ref = compiled["row"], eager["row"]
-    row.max_diff = max_difference(eager["state"], compiled["state"])
-    row.speedup = ref.ms_median / row.ms_median
-    row.mem_ratio = row.peak_bytes / max(ref.peak_bytes, 1)
+    compare(row, ref, eager["state"], compiled["state"])
     # The parameters every rank ended with must be identical (data parallelism's invariant).
     states = comm.allgather([s for s in compiled["state"][:-1]])
     rank_diff = max(max_difference(states[0], other) for other in states)

@@ -1,7 +1,8 @@
 """Timing and memory measurement of one workload in one mode: medians over repeats, peak bytes.
 
-Peak memory is measured with tracemalloc (numpy reports its allocations to it) during one step
-after warm-up, separately from the timed runs so that tracing overhead never inflates times.
+Peak memory is measured during one step after warm-up, separately from the timed runs so that
+tracing overhead never inflates times: with tracemalloc on the CPU (numpy reports its allocations
+to it), with a high-water hook on cupy's memory pool on a GPU (``dualflow.bench.devices``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
+
+from dualflow.device import CPU, Device
 
 
 @dataclass
@@ -33,35 +36,56 @@ class Measurement:
     speedup: float | None = None  # eager ms / this mode's ms
     mem_ratio: float | None = None  # peak bytes / eager's peak bytes
     note: str | None = None  # what the numbers cannot say (ranks, skipped, failed)
+    max_rel_diff: float | None = None  # max_diff relative to the largest eager magnitude
+    matches: bool | None = None  # max_diff or max_rel_diff within tolerance (modes.compare)
+    gbps: float | None = None  # bytes the fused kernel must read + write, per second
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def time_calls(fn: Callable[[], Any], repeats: int, warmup: int = 5) -> np.ndarray:
+def time_calls(
+    fn: Callable[[], Any],
+    repeats: int,
+    warmup: int = 5,
+    sync: Callable[[], Any] | None = None,
+) -> np.ndarray:
     """Wall-clock seconds of ``repeats`` calls of ``fn`` after ``warmup`` untimed ones.
+
+    ``sync`` (a GPU's synchronize) runs before each clock read: kernels launch asynchronously,
+    so without it the clock would time the launches, not the work.
 
     Example:
         >>> len(time_calls(lambda: None, 3, warmup=1))
         3
     """
+    wait = sync or (lambda: None)
     for _ in range(warmup):
         fn()
     times = np.empty(repeats)
     for i in range(repeats):
+        wait()
         start = time.perf_counter()
         fn()
+        wait()
         times[i] = time.perf_counter() - start
     return times
 
 
-def peak_memory(fn: Callable[[], Any]) -> int:
-    """Peak bytes allocated (tracemalloc) while running ``fn`` once, above what was live before.
+def peak_memory(fn: Callable[[], Any], device: Device = CPU) -> int:
+    """Peak bytes allocated while running ``fn`` once, above what was live before.
+
+    On the CPU this is tracemalloc's peak; on a CUDA device the high-water mark of bytes taken
+    from cupy's memory pool (see ``dualflow.bench.devices.gpu_peak_memory``).
 
     Example:
         >>> peak_memory(lambda: np.ones(1_000_000)) >= 8_000_000
         True
     """
+    if device.kind != "cpu":
+        from dualflow.bench.devices import gpu_peak_memory  # noqa: PLC0415 - needs cupy
+
+        return gpu_peak_memory(fn, device)
     tracemalloc.start()
     try:
         tracemalloc.reset_peak()
@@ -78,10 +102,25 @@ def measure(
     step: Callable[[], Any],
     repeats: int,
     baseline: Callable[[], Any] | None = None,
+    warmup: int = 5,
+    device: Device = CPU,
 ) -> Measurement:
-    """Time ``step`` and measure its peak memory (and the optional baseline's time)."""
-    times = time_calls(step, repeats) * 1e3
-    base = float(np.median(time_calls(baseline, repeats) * 1e3)) if baseline else None
+    """Time ``step`` and measure its peak memory (and the optional baseline's time).
+
+    Example:
+        >>> row = measure("noop", "eager", lambda: None, 3, warmup=1)
+        >>> (row.workload, row.repeats, row.ms_min <= row.ms_median <= row.ms_max)
+        ('noop', 3, True)
+    """
+    sync = None
+    if device.kind != "cpu":
+        from dualflow.bench.devices import synchronizer  # noqa: PLC0415 - needs cupy
+
+        sync = synchronizer(device)
+    times = time_calls(step, repeats, warmup, sync) * 1e3
+    base = None
+    if baseline is not None:
+        base = float(np.median(time_calls(baseline, repeats, warmup, sync) * 1e3))
     return Measurement(
         workload,
         mode,
@@ -89,6 +128,6 @@ def measure(
         float(times.min()),
         float(times.max()),
         repeats,
-        peak_memory(step),
+        peak_memory(step, device),
         base,
     )

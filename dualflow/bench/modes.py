@@ -12,8 +12,16 @@ from typing import Any
 import numpy as np
 
 import dualflow
+from dualflow.autograd.eager import EAGER
+from dualflow.bench.harness import Measurement
+from dualflow.ops.dispatch import interpreting
+from dualflow.ops.registry import OpDef
 
 MODES = ("eager", "compiled-O0", "compiled")
+# Results "match" when either bound holds: float32 reassociation in fused kernels gives errors
+# that scale with the values' magnitude, so large outputs need the relative one.
+MATCH_ABS = 1e-4
+MATCH_REL = 1e-4
 
 
 def prepare(mode: str, step: Callable[[], Any]) -> Callable[[], Any]:
@@ -42,6 +50,31 @@ def compile_report(fn: Callable[[], Any]) -> tuple[float | None, int | None]:
     return fn.stats().compile_seconds * 1e3, trace.plan.steps
 
 
+class _CountingInterpreter:
+    # Forwards every op to the eager interpreter, counting them: eager runs one kernel per op
+    # (forward, backward and update alike), which is what a compiled plan's steps replace.
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+        self.calls += 1
+        return EAGER.apply(op, args, attrs)
+
+
+def count_eager_ops(step: Callable[[], Any]) -> tuple[Any, int]:
+    """Run an eager ``step`` once; returns its result and how many ops it dispatched.
+
+    Example:
+        >>> x = dualflow.tensor([1.0, 2.0])
+        >>> count_eager_ops(lambda: (x * 2 + 1).sum())[1]
+        3
+    """
+    counter = _CountingInterpreter()
+    with interpreting(counter):
+        result = step()
+    return result, counter.calls
+
+
 def final_state(built: dict[str, Any], last_output: Any) -> list[np.ndarray]:
     """The arrays that must agree across modes: every parameter, then the last output."""
     arrays = [p.numpy().astype(np.float64) for p in built.get("params", [])]
@@ -58,3 +91,42 @@ def max_difference(a: list[np.ndarray], b: list[np.ndarray]) -> float:
         0.5
     """
     return max((float(np.max(np.abs(x - y))) for x, y in zip(a, b) if x.size), default=0.0)
+
+
+def relative_difference(a: list[np.ndarray], b: list[np.ndarray]) -> float:
+    """Largest ``max|x - y| / max|x|`` over the pairs of arrays (``a`` is the reference).
+
+    Each array is scaled by its own largest magnitude, not elementwise, so values near zero do
+    not turn rounding noise into huge ratios.
+
+    Example:
+        >>> relative_difference([np.array([2.0, 4.0])], [np.array([2.0, 5.0])])
+        0.25
+    """
+    return max(
+        (
+            float(np.max(np.abs(x - y)) / max(float(np.max(np.abs(x))), 1e-30))
+            for x, y in zip(a, b)
+            if x.size
+        ),
+        default=0.0,
+    )
+
+
+def compare(
+    row: Measurement, eager: Measurement, eager_state: list[np.ndarray], state: list[np.ndarray]
+) -> None:
+    """Fill ``row``'s differences, match verdict, speedup and memory ratio against eager's.
+
+    Example:
+        >>> eager = Measurement("w", "eager", 2.0, 2.0, 2.0, 1, 100)
+        >>> row = Measurement("w", "compiled", 1.0, 1.0, 1.0, 1, 50)
+        >>> compare(row, eager, [np.ones(2)], [np.ones(2)])
+        >>> (row.matches, row.speedup, row.mem_ratio)
+        (True, 2.0, 0.5)
+    """
+    row.max_diff = max_difference(eager_state, state)
+    row.max_rel_diff = relative_difference(eager_state, state)
+    row.matches = row.max_diff <= MATCH_ABS or row.max_rel_diff <= MATCH_REL
+    row.speedup = eager.ms_median / row.ms_median
+    row.mem_ratio = row.peak_bytes / max(eager.peak_bytes, 1)

@@ -2,6 +2,7 @@
 
 A workload is written with public dualflow APIs only, exactly as a user would write it, so the
 numbers measure what users get. ``baseline`` (optional) times the irreducible part (e.g. the GEMMs).
+Every builder takes ``(rng, device)`` and puts its tensors and modules on that device.
 """
 
 from __future__ import annotations
@@ -14,26 +15,32 @@ from typing import Any
 import numpy as np
 
 import dualflow
-import dualflow.data
-from dualflow import ops
+from dualflow import nn, ops, optim
 from dualflow.bench.distributed import distributed_rows
 from dualflow.bench.harness import Measurement
+from dualflow.bench.vision_workloads import build_cnn, build_resnet18, build_resnet50
+from dualflow.device import CPU, Device
+
+GPU_SCALE = "gpu-scale"  # tag: too big for the CPU default set; runs by name or on a GPU
 
 
 @dataclass
 class Workload:
-    """A named benchmark: ``build(rng)`` returns the ``step`` callable (and optional extras).
+    """A named benchmark: ``build(rng, device)`` returns the ``step`` callable and extras.
 
-    A workload that measures itself (e.g. in other processes) has ``rows(repeats, seed)``
-    instead, returning its table rows; ``build`` is then None.
+    The extras: ``params`` (compared across modes), ``baseline`` (a callable timed alongside)
+    and ``bytes`` (what a fused kernel must read and write per step, for GB/s). A workload that
+    measures itself (e.g. in other processes) has ``rows(repeats, seed)`` instead, returning
+    its table rows; ``build`` is then None.
     """
 
     name: str
     description: str
-    build: Callable[[np.random.Generator], dict[str, Any]] | None
+    build: Callable[[np.random.Generator, Device], dict[str, Any]] | None
     quick_repeats: int = 200
     tags: tuple[str, ...] = field(default_factory=tuple)
     rows: Callable[[int, int], list[Measurement]] | None = None
+    warmup: int = 5  # untimed calls first: a compiled step traces (and may retrace) in these
 
 
 def _tiny_chain(x: Any, w: Any) -> Any:
@@ -54,10 +61,19 @@ def _tiny_chain(x: Any, w: Any) -> Any:
     return h.sum()
 
 
-def build_tiny_ops(rng: np.random.Generator) -> dict[str, Any]:
-    """50 elementwise ops on 16x16 float32, forward + backward."""
-    x = dualflow.tensor(rng.normal(size=(16, 16)).astype(np.float32), requires_grad=True)
-    w = dualflow.tensor(rng.normal(size=(16, 16)).astype(np.float32), requires_grad=True)
+def _randn(rng: np.random.Generator, shape: Any, device: Device, grad: bool = False) -> Any:
+    value = rng.normal(size=shape).astype(np.float32)
+    return dualflow.tensor(value, device=device, requires_grad=grad)
+
+
+def build_tiny_ops(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
+    """50 elementwise ops on 16x16 float32, forward + backward.
+
+    Example:
+        >>> build_tiny_ops(np.random.default_rng(0))["step"]().shape
+        ()
+    """
+    x, w = _randn(rng, (16, 16), device, True), _randn(rng, (16, 16), device, True)
 
     def step() -> Any:
         x.grad = w.grad = None
@@ -68,10 +84,14 @@ def build_tiny_ops(rng: np.random.Generator) -> dict[str, Any]:
     return {"step": step, "params": [x, w]}
 
 
-def build_tiny_ops_forward(rng: np.random.Generator) -> dict[str, Any]:
-    """The same 50-op chain, forward only under no_grad."""
-    x = dualflow.tensor(rng.normal(size=(16, 16)).astype(np.float32))
-    w = dualflow.tensor(rng.normal(size=(16, 16)).astype(np.float32))
+def build_tiny_ops_forward(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
+    """The same 50-op chain, forward only under no_grad.
+
+    Example:
+        >>> build_tiny_ops_forward(np.random.default_rng(0))["step"]().shape
+        ()
+    """
+    x, w = _randn(rng, (16, 16), device), _randn(rng, (16, 16), device)
 
     def step() -> Any:
         with dualflow.no_grad():
@@ -80,25 +100,26 @@ def build_tiny_ops_forward(rng: np.random.Generator) -> dict[str, Any]:
     return {"step": step, "params": []}
 
 
-def _mlp_params(rng: np.random.Generator, sizes: tuple[int, ...]) -> list[Any]:
+def _mlp_params(rng: np.random.Generator, sizes: tuple[int, ...], device: Device) -> list[Any]:
     params = []
     for fan_in, fan_out in itertools.pairwise(sizes):
         bound = 1.0 / np.sqrt(fan_in)  # PyTorch's Linear default range
         w = rng.uniform(-bound, bound, (fan_out, fan_in)).astype(np.float32)
         b = rng.uniform(-bound, bound, (fan_out,)).astype(np.float32)
-        params += [dualflow.tensor(w, requires_grad=True), dualflow.tensor(b, requires_grad=True)]
+        params += [dualflow.tensor(v, device=device, requires_grad=True) for v in (w, b)]
     return params
 
 
-def _cross_entropy(logits: Any, labels: np.ndarray) -> Any:
-    return ops.softmax_cross_entropy(logits, labels)
+def build_mlp(rng: np.random.Generator, device: Device = CPU, batch: int = 64) -> dict[str, Any]:
+    """MLP 784-1000-1000-10 training step (forward, backward, SGD update) at ``batch``.
 
-
-def build_mlp(rng: np.random.Generator, batch: int = 64) -> dict[str, Any]:
-    """MLP 784-1000-1000-10 training step (forward, backward, SGD update) at ``batch``."""
-    params = _mlp_params(rng, (784, 1000, 1000, 10))
-    x = dualflow.tensor(rng.normal(size=(batch, 784)).astype(np.float32))
-    labels = rng.integers(0, 10, size=batch)
+    Example:
+        >>> build_mlp(np.random.default_rng(0), batch=2)["step"]().shape
+        ()
+    """
+    params = _mlp_params(rng, (784, 1000, 1000, 10), device)
+    x = _randn(rng, (batch, 784), device)
+    labels = dualflow.tensor(rng.integers(0, 10, size=batch), device=device)
 
     def step() -> Any:
         h = x
@@ -106,7 +127,7 @@ def build_mlp(rng: np.random.Generator, batch: int = 64) -> dict[str, Any]:
             h = ops.linear(h, params[i], params[i + 1])
             if i + 2 < len(params):
                 h = ops.relu(h)
-        loss = _cross_entropy(h, labels)
+        loss = ops.softmax_cross_entropy(h, labels)
         for p in params:
             p.grad = None
         loss.backward()
@@ -131,22 +152,55 @@ def build_mlp(rng: np.random.Generator, batch: int = 64) -> dict[str, Any]:
 
 
 BIG = 4 * 1024 * 1024  # elements of the large elementwise workloads (4M float32, 16 MiB)
+HUGE = 64 * 1024 * 1024  # elements of the GPU-scale elementwise workload (64M float32, 256 MiB)
 
 
-def build_elementwise(rng: np.random.Generator) -> dict[str, Any]:
-    """``tanh(x*0.5+1)*sigmoid(x) - x**2`` on 4M float32, forward only under no_grad."""
-    x = dualflow.tensor(rng.normal(size=BIG).astype(np.float32))
+def _copy_of(x: Any) -> Callable[[], None]:
+    def copy_only() -> None:
+        # the memory-bandwidth floor: one read and one write of x
+        x.array.copy()
+
+    return copy_only
+
+
+def build_elementwise(
+    rng: np.random.Generator, device: Device = CPU, size: int = BIG
+) -> dict[str, Any]:
+    """``tanh(x*0.5+1)*sigmoid(x) - x**2`` on ``size`` float32, forward only under no_grad.
+
+    ``bytes`` is what the fused kernel must move: read ``x`` once, write the result once.
+
+    Example:
+        >>> build_elementwise(np.random.default_rng(0), size=8)["bytes"]
+        64
+    """
+    x = dualflow.tensor(rng.standard_normal(size, dtype=np.float32), device=device)
 
     def step() -> Any:
         with dualflow.no_grad():
             return ops.tanh(x * 0.5 + 1) * ops.sigmoid(x) - x**2
 
-    return {"step": step, "params": []}
+    return {"step": step, "params": [], "baseline": _copy_of(x), "bytes": 2 * x.array.nbytes}
 
 
-def build_arith_chain(rng: np.random.Generator) -> dict[str, Any]:
-    """An arithmetic-only 12-op chain (with a ``maximum``) on 4M float32, forward only."""
-    x = dualflow.tensor(rng.normal(size=BIG).astype(np.float32))
+def build_elementwise_64m(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
+    """The ``elementwise`` chain on 64M float32 (256 MiB read, 256 MiB written per step).
+
+    Example:
+        >>> build_elementwise_64m(np.random.default_rng(0))["bytes"] // 2**20  # MiB per step
+        512
+    """
+    return build_elementwise(rng, device, HUGE)
+
+
+def build_arith_chain(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
+    """An arithmetic-only 12-op chain (with a ``maximum``) on 4M float32, forward only.
+
+    Example:
+        >>> sorted(build_arith_chain(np.random.default_rng(0)))
+        ['baseline', 'bytes', 'params', 'step']
+    """
+    x = _randn(rng, BIG, device)
 
     def step() -> Any:
         with dualflow.no_grad():
@@ -154,17 +208,18 @@ def build_arith_chain(rng: np.random.Generator) -> dict[str, Any]:
             h = ops.maximum(h * 0.75 - x * 0.25, 0.0)
             return h * h + x * 0.125
 
-    def copy_only() -> None:
-        # the memory-bandwidth floor: one read and one write of 16 MiB
-        np.copy(x.array)
-
-    return {"step": step, "params": [], "baseline": copy_only}
+    return {"step": step, "params": [], "baseline": _copy_of(x), "bytes": 2 * x.array.nbytes}
 
 
-def build_inference_mlp(rng: np.random.Generator) -> dict[str, Any]:
-    """A 20-layer MLP of width 512, batch 64, forward only under no_grad."""
-    params = _mlp_params(rng, (512,) * 21)
-    x = dualflow.tensor(rng.normal(size=(64, 512)).astype(np.float32))
+def build_inference(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
+    """A 20-layer MLP of width 512, batch 64, forward only under no_grad.
+
+    Example:
+        >>> build_inference(np.random.default_rng(0))["step"]().shape
+        (64, 512)
+    """
+    params = _mlp_params(rng, (512,) * 21, device)
+    x = _randn(rng, (64, 512), device)
 
     def step() -> Any:
         with dualflow.no_grad():
@@ -176,48 +231,41 @@ def build_inference_mlp(rng: np.random.Generator) -> dict[str, Any]:
     return {"step": step, "params": params}
 
 
-def _cnn_params(rng: np.random.Generator) -> list[Any]:
-    def tensor(shape: tuple[int, ...], scale: float = 0.0, fill: float = 0.0) -> Any:
-        value = rng.normal(0, scale, shape) if scale else np.full(shape, fill)
-        return dualflow.tensor(value.astype(np.float32), requires_grad=True)
-
-    return [
-        tensor((16, 1, 3, 3), (2 / 9) ** 0.5),
-        tensor((16,)),
-        tensor((16,), fill=1.0),
-        tensor((16,)),
-        tensor((32, 16, 3, 3), (2 / 144) ** 0.5),
-        tensor((32,)),
-        tensor((32,), fill=1.0),
-        tensor((32,)),
-        tensor((10, 32 * 2 * 2), (1 / 128) ** 0.5),
-        tensor((10,)),
-    ]
+PENALTY_WEIGHT = 10.0  # WGAN-GP's lambda
 
 
-def build_cnn(rng: np.random.Generator, batch: int = 64) -> dict[str, Any]:
-    """Digits CNN train step: (conv3x3 + batch_norm + relu + max_pool) x2 + linear, SGD."""
-    images, labels = dualflow.data.load_digits("train")
-    pick = rng.choice(len(labels), batch, replace=False)
-    x, y = dualflow.tensor(images[pick]), labels[pick]
-    params = _cnn_params(rng)
+def build_gradient_penalty(
+    rng: np.random.Generator, device: Device = CPU, batch: int = 64, features: int = 128
+) -> dict[str, Any]:
+    """A WGAN-GP critic step: the penalty ``(||d critic / d x|| - 1)^2`` needs double backward.
+
+    Example:
+        >>> build_gradient_penalty(np.random.default_rng(0), batch=4, features=8)["step"]().shape
+        ()
+    """
+    dualflow.random.seed(int(rng.integers(2**31)))  # the same critic in every mode
+    critic = nn.Sequential(
+        nn.Linear(features, 256), nn.Tanh(), nn.Linear(256, 256), nn.Tanh(), nn.Linear(256, 1)
+    ).to_device(device)
+    opt = optim.Adam(list(critic.params()), lr=1e-4, betas=(0.5, 0.9))
+    real = dualflow.tensor(
+        rng.normal(1.0, 1.0, (batch, features)).astype(np.float32), device=device
+    )
+    fake = _randn(rng, (batch, features), device)
+    eps = dualflow.tensor(rng.uniform(size=(batch, 1)).astype(np.float32), device=device)
 
     def step() -> Any:
-        h = x
-        for i in (0, 4):
-            w, b, gamma, beta = params[i : i + 4]
-            h = ops.conv2d(h, w, b, pad=1)
-            h = ops.max_pool2d(ops.relu(ops.batch_norm(h, gamma, beta)), 2)
-        loss = _cross_entropy(ops.linear(ops.flatten(h), params[8], params[9]), y)
-        for p in params:
-            p.grad = None
-        loss.backward()
-        with dualflow.no_grad():
-            for p in params:
-                ops.assign(p, p - 0.05 * p.grad)
+        opt.zero_grad()
+        mixed = (eps * real + (1 - eps) * fake).requires_grad_()
+        (grad_x,) = dualflow.grad(critic(mixed).sum(), [mixed], create_graph=True)
+        norm = ops.sqrt((grad_x * grad_x).sum(axis=1) + 1e-12)
+        penalty = ((norm - 1.0) ** 2).mean()
+        loss = critic(fake).mean() - critic(real).mean() + PENALTY_WEIGHT * penalty
+        loss.backward()  # second order: through grad_x into the critic's weights
+        opt.step()
         return loss
 
-    return {"step": step, "params": params}
+    return {"step": step, "params": list(critic.params())}
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -228,8 +276,12 @@ WORKLOADS: dict[str, Workload] = {
         Workload("mlp", "MLP 784-1000-1000-10 train step, batch 64", build_mlp, 30),
         Workload("elementwise", "tanh(x*0.5+1)*sigmoid(x)-x**2, 4M f32", build_elementwise, 10),
         Workload("arith-chain", "12 arithmetic ops with a maximum, 4M f32", build_arith_chain, 10),
-        Workload("inference-mlp", "20x512 MLP forward, batch 64", build_inference_mlp, 50),
+        Workload("inference", "20x512 MLP forward (no grad), batch 64", build_inference, 50),
         Workload("cnn", "digits CNN train step, batch 64", build_cnn, 20),
+        # full-width ResNet-18 takes ~1 s a step on 2 cores: few repeats; a compiled step
+        # traces on call 1 and retraces on call 2 (momentum buffers appear), so warm up twice
+        Workload("resnet18", "ResNet-18 CIFAR train step, batch 16", build_resnet18, 3, warmup=2),
+        Workload("gradient-penalty", "WGAN-GP critic step, 64x128", build_gradient_penalty, 20),
         Workload(
             "distributed",
             "digits CNN data-parallel step, 2 MPI ranks x batch 64",
@@ -237,5 +289,44 @@ WORKLOADS: dict[str, Workload] = {
             20,
             rows=distributed_rows,
         ),
+        Workload(
+            "elementwise-64m",
+            "the elementwise chain on 64M f32, with GB/s",
+            build_elementwise_64m,
+            10,
+            tags=(GPU_SCALE,),
+        ),
+        Workload(
+            "resnet50",
+            "ResNet-50 train step, batch 64 x 3x224x224",
+            build_resnet50,
+            3,
+            tags=(GPU_SCALE,),
+            warmup=2,
+        ),
     ]
 }
+
+ALIASES = {"inference-mlp": "inference"}  # the workload's name before it was renamed
+
+
+def default_workloads(device: Device = CPU) -> list[str]:
+    """The workloads run without ``--workloads``: all on a GPU, the CPU-sized ones on the CPU.
+
+    Example:
+        >>> "resnet50" in default_workloads(), "resnet50" in default_workloads(Device("cuda:0"))
+        (False, True)
+    """
+    return [n for n, w in WORKLOADS.items() if device.kind != "cpu" or GPU_SCALE not in w.tags]
+
+
+def resolve_names(text: str) -> tuple[list[str], list[str]]:
+    """``(known, unknown)`` workload names of a comma-separated list, aliases resolved.
+
+    Example:
+        >>> resolve_names("mlp, inference-mlp,nope")
+        (['mlp', 'inference'], ['nope'])
+    """
+    names = [ALIASES.get(n.strip(), n.strip()) for n in text.split(",") if n.strip()]
+    known = list(dict.fromkeys(n for n in names if n in WORKLOADS))
+    return known, [n for n in names if n not in WORKLOADS]

@@ -1,0 +1,129 @@
+"""The bench's image-model training workloads: the digits CNN, ResNet-18 (CIFAR) and ResNet-50.
+
+Each builder returns the same ``{"step", "params"}`` dict as ``dualflow.bench.workloads`` and
+builds its tensors and modules on the requested device; the modes compile the whole step
+(forward, backward and optimizer update) as one function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import dualflow
+import dualflow.data
+from dualflow import nn, ops, optim
+from dualflow.device import CPU, Device
+from dualflow.vision.models import resnet18, resnet50
+
+
+def _cnn_params(rng: np.random.Generator, device: Device) -> list[Any]:
+    def tensor(shape: tuple[int, ...], scale: float = 0.0, fill: float = 0.0) -> Any:
+        value = rng.normal(0, scale, shape) if scale else np.full(shape, fill)
+        return dualflow.tensor(value.astype(np.float32), device=device, requires_grad=True)
+
+    return [
+        tensor((16, 1, 3, 3), (2 / 9) ** 0.5),
+        tensor((16,)),
+        tensor((16,), fill=1.0),
+        tensor((16,)),
+        tensor((32, 16, 3, 3), (2 / 144) ** 0.5),
+        tensor((32,)),
+        tensor((32,), fill=1.0),
+        tensor((32,)),
+        tensor((10, 32 * 2 * 2), (1 / 128) ** 0.5),
+        tensor((10,)),
+    ]
+
+
+def build_cnn(rng: np.random.Generator, device: Device = CPU, batch: int = 64) -> dict[str, Any]:
+    """Digits CNN train step: (conv3x3 + batch_norm + relu + max_pool) x2 + linear, SGD.
+
+    Example:
+        >>> built = build_cnn(np.random.default_rng(0), batch=4)
+        >>> built["step"]().shape
+        ()
+    """
+    images, labels = dualflow.data.load_digits("train")
+    pick = rng.choice(len(labels), batch, replace=False)
+    x = dualflow.tensor(images[pick], device=device)
+    y = dualflow.tensor(labels[pick], device=device)
+    params = _cnn_params(rng, device)
+
+    def step() -> Any:
+        h = x
+        for i in (0, 4):
+            w, b, gamma, beta = params[i : i + 4]
+            h = ops.conv2d(h, w, b, pad=1)
+            h = ops.max_pool2d(ops.relu(ops.batch_norm(h, gamma, beta)), 2)
+        loss = ops.softmax_cross_entropy(ops.linear(ops.flatten(h), params[8], params[9]), y)
+        for p in params:
+            p.grad = None
+        loss.backward()
+        with dualflow.no_grad():
+            for p in params:
+                ops.assign(p, p - 0.05 * p.grad)
+        return loss
+
+    return {"step": step, "params": params}
+
+
+def _classifier_step(
+    model: nn.Module, rng: np.random.Generator, device: Device, shape: tuple[int, ...]
+) -> dict[str, Any]:
+    # Random images and labels: the step's cost does not depend on the pixel values.
+    x = dualflow.tensor(rng.standard_normal(shape, dtype=np.float32), device=device)
+    classes = model.fc.out_features
+    labels = dualflow.tensor(rng.integers(0, classes, shape[0]), device=device)
+    params = list(model.params())
+    opt = optim.SGD(params, lr=0.01, momentum=0.9)
+
+    def step() -> Any:
+        opt.zero_grad()
+        loss = ops.softmax_cross_entropy(model(x), labels)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return {"step": step, "params": params}
+
+
+def _seeded(rng: np.random.Generator, factory: Callable[[], nn.Module], device: Device) -> Any:
+    # Module init draws from dualflow's generator: seed it from the bench's rng so every mode
+    # starts from the same weights.
+    dualflow.random.seed(int(rng.integers(2**31)))
+    return factory().to_device(device)
+
+
+def build_resnet18(
+    rng: np.random.Generator, device: Device = CPU, batch: int = 16, width: float = 1.0
+) -> dict[str, Any]:
+    """ResNet-18 (CIFAR stem, 10 classes) train step on ``batch`` 3x32x32 images, SGD momentum.
+
+    Example:
+        >>> built = build_resnet18(np.random.default_rng(0), batch=2, width=0.125)
+        >>> built["step"]().shape
+        ()
+    """
+    model = _seeded(rng, lambda: resnet18(num_classes=10, cifar_stem=True, width=width), device)
+    return _classifier_step(model, rng, device, (batch, 3, 32, 32))
+
+
+def build_resnet50(
+    rng: np.random.Generator,
+    device: Device = CPU,
+    batch: int = 64,
+    size: int = 224,
+    width: float = 1.0,
+) -> dict[str, Any]:
+    """ResNet-50 (1000 classes) train step on ``batch`` 3x``size``x``size`` images, SGD momentum.
+
+    Example:
+        >>> built = build_resnet50(np.random.default_rng(0), batch=2, size=32, width=0.125)
+        >>> built["step"]().shape
+        ()
+    """
+    model = _seeded(rng, lambda: resnet50(num_classes=1000, width=width), device)
+    return _classifier_step(model, rng, device, (batch, 3, size, size))

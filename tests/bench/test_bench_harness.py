@@ -1,0 +1,52 @@
+"""The harness's device hooks: clock reads wait for the device; the GPU high-water arithmetic."""
+
+from __future__ import annotations
+
+import types
+
+from dualflow.bench.harness import peak_memory, time_calls
+from dualflow.device import Device
+
+ACTIVE: list = []  # the hooks a fake cupy pool would call, innermost last
+
+
+class _FakeHook:
+    # cupy.cuda.MemoryHook's part the bench relies on: entering registers the hook
+    def __enter__(self):
+        ACTIVE.append(self)
+        return self
+
+    def __exit__(self, *_):
+        ACTIVE.remove(self)
+
+
+def _fake_cupy(synced: list) -> types.SimpleNamespace:
+    gpu = types.SimpleNamespace(synchronize=lambda: synced.append(1))
+    return types.SimpleNamespace(
+        cuda=types.SimpleNamespace(MemoryHook=_FakeHook, Device=lambda i: gpu)
+    )
+
+
+def test_time_calls_synchronizes_around_every_timed_call() -> None:
+    events: list[str] = []
+    times = time_calls(lambda: events.append("call"), 3, warmup=2, sync=lambda: events.append("s"))
+    assert len(times) == 3
+    assert events == ["call"] * 2 + ["s", "call", "s"] * 3
+
+
+def test_gpu_peak_is_the_high_water_mark_of_pool_blocks_held(monkeypatch) -> None:
+    synced: list = []
+    monkeypatch.setattr(Device, "xp", property(lambda self: _fake_cupy(synced)))
+
+    def step() -> None:
+        hook = ACTIVE[-1]
+        hook.free_postprocess(mem_size=64)  # a block allocated before the measurement
+        hook.malloc_postprocess(mem_size=100, mem_ptr=1)
+        hook.malloc_postprocess(mem_size=50, mem_ptr=2)
+        hook.malloc_postprocess(mem_size=1000, mem_ptr=0)  # a failed allocation holds nothing
+        hook.free_postprocess(mem_size=100)
+        hook.malloc_postprocess(mem_size=20, mem_ptr=3)
+
+    # like tracemalloc's peak above the start: 64 freed, then 150 held at most -> 86 above it
+    assert peak_memory(step, Device("cuda:0")) == 150 - 64
+    assert len(synced) == 2 and not ACTIVE  # waited before and after; the hook is removed
