@@ -1,4 +1,5 @@
-"""``verify(graph)``: SSA, topological order, ``infer`` agreement, attr types, update rules.
+"""``verify(graph)``: SSA, topological order, ``infer`` agreement, attr types, update rules and
+effect ordering (every non-blocking all-reduce started is waited on exactly once, after it).
 
 Every failure raises ``GraphVerifyError`` saying which node is wrong and how to fix it. The pass
 manager runs it after every pass under tests, so a pass that breaks the IR is caught at once.
@@ -62,7 +63,39 @@ def verify(graph: Graph) -> Graph:
         for value in node.outputs:
             define(value, node)
     _check_outputs_and_updates(graph, defined)
+    _check_collectives(graph)
     return graph
+
+
+def _check_collectives(graph: Graph) -> None:
+    # Ranks must post and finish the same all-reduces: a start nobody waits for leaves a
+    # request in flight (the next step deadlocks or reads a stale buffer), a second wait fails.
+    started: dict[Value, Node] = {}
+    waited: set[Value] = set()
+    for node in graph.nodes:
+        if node.op == "allreduce_start":
+            started[node.outputs[0]] = node
+        elif node.op == "allreduce_wait":
+            handle, x = node.inputs[0], node.inputs[1]
+            start = started.get(handle)
+            if start is None:
+                raise _fail(
+                    node,
+                    "allreduce_wait's handle is not the output of an earlier allreduce_start",
+                    "wait on the handle allreduce_start returned",
+                )
+            if handle in waited:
+                raise _fail(node, f"all-reduce %{handle.id} is waited twice", "wait once")
+            if x is not start.inputs[0] or node.attrs.get("comm") != start.attrs.get("comm"):
+                raise _fail(
+                    node,
+                    "allreduce_wait must name the same array and communicator as its start",
+                    f"pass %{start.inputs[0].id} and comm={start.attrs.get('comm')}",
+                )
+            waited.add(handle)
+    for handle, start in started.items():
+        if handle not in waited:
+            raise _fail(start, f"all-reduce %{handle.id} is started but never waited", "wait it")
 
 
 def _check_node(node: Node) -> None:

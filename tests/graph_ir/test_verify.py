@@ -1,5 +1,5 @@
 """``verify`` catches every IR invariant it promises (SSA, order, infer agreement, known ops,
-plain attrs, guards, outputs, updates) with a message that says how to fix it.
+plain attrs, guards, outputs, updates, collective ordering) with a message that says how to fix it.
 """
 
 from __future__ import annotations
@@ -142,3 +142,49 @@ def test_each_broken_invariant_is_reported_with_a_fix(
 def test_errors_show_the_offending_node() -> None:
     with pytest.raises(GraphVerifyError, match=r"node: %5: float32\[2\] = sum\(%0\)"):
         verify(_infer_dtype(_graph()))
+
+
+def _collective_graph(waits: int = 1, swap_x: bool = False) -> Graph:
+    from dualflow.distributed import create_communicator
+    from dualflow.graph_ir import GraphBuilder
+
+    comm = create_communicator("loopback").comm_id
+    b = GraphBuilder("collectives")
+    x, y = b.input((3,), "float32", "x"), b.input((3,), "float32", "y")
+    (handle,) = b.node("allreduce_start", [x], {"comm": comm, "reduction": "sum"})
+    outs = [
+        b.node("allreduce_wait", [handle, y if swap_x else x], {"comm": comm})[0]
+        for _ in range(waits)
+    ]
+    b.output(*(outs or [x]))
+    return b.build()
+
+
+def test_collectives_waited_once_after_their_start_are_valid() -> None:
+    verify(_collective_graph())
+
+
+@pytest.mark.parametrize(
+    "waits,swap_x,problem",
+    [
+        (0, False, "started but never waited"),
+        (2, False, "waited twice"),
+        (1, True, "same array and communicator"),
+    ],
+)
+def test_broken_collective_ordering_is_reported(waits: int, swap_x: bool, problem: str) -> None:
+    with pytest.raises(GraphVerifyError, match=problem) as info:
+        verify(_collective_graph(waits, swap_x))
+    assert "\n  fix: " in str(info.value)
+
+
+def test_a_wait_on_a_foreign_handle_is_reported() -> None:
+    g = _collective_graph()
+    start, wait = g.nodes
+    fake = Value(900, (), "int64")  # an int64[] input posing as a handle
+    g2 = g.replace(
+        inputs=(*g.inputs, fake),
+        nodes=(start, Node(wait.op, (fake, wait.inputs[1]), wait.outputs, wait.attrs, None)),
+    )
+    with pytest.raises(GraphVerifyError, match="not the output of an earlier allreduce_start"):
+        verify(g2)
