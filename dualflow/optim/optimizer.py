@@ -82,6 +82,8 @@ class Optimizer:
         lr_dtype = np.float64 if any(p.dtype == np.float64 for p in params) else np.float32
         xp = get_array_module(params[0].array)
         lr = Tensor(xp.asarray(_as_float(new["lr"]), dtype=lr_dtype))
+        suffix = f"[{len(self.param_groups)}]" if self.param_groups else ""
+        lr.name = f"{type(self).__name__.lower()}.lr{suffix}"
         new["lr"] = lr
         self.param_groups.append(ParamGroup(self, new))
         self._lr_tensors.append(lr)
@@ -152,10 +154,20 @@ class Optimizer:
         with no_grad():
             for index, group in enumerate(self.param_groups):
                 lr = self.lr_tensor(index)
-                for p in group["params"]:
+                for position, p in enumerate(group["params"]):
                     if p.grad is not None:
-                        self._update(p, p.grad, self.state.setdefault(p, {}), group, lr)
+                        state = self.state.setdefault(p, {})
+                        fresh = not state
+                        self._update(p, p.grad, state, group, lr)
+                        if fresh:  # graphs and explain show "sgd.momentum_buffer[3]", not "state7"
+                            self._name_state(state, index, position)
         return loss
+
+    def _name_state(self, state: dict[str, Tensor], group: int, position: int) -> None:
+        prefix = type(self).__name__.lower() + (f".group{group}" if group else "")
+        for key, tensor in state.items():
+            if tensor.name is None:
+                tensor.name = f"{prefix}.{key}[{position}]"
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor

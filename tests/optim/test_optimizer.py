@@ -154,3 +154,25 @@ def test_bad_params_raise() -> None:
 def test_repr_lists_groups() -> None:
     text = repr(SGD([Parameter(np.zeros(1))], lr=0.5))
     assert text.startswith("SGD (") and "lr: 0.5" in text
+
+
+def test_optimizer_state_is_named_in_compiled_graphs() -> None:
+    import dualflow
+    from dualflow import nn, ops
+
+    model = nn.Linear(3, 2)
+    opt = dualflow.optim.Adam(model.params(), lr=0.1)
+
+    @dualflow.compile
+    def step(x):
+        opt.zero_grad()
+        loss = ops.sum(model(x) ** 2)
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = dualflow.tensor(np.ones((4, 3), np.float32))
+    for _ in range(2):
+        step(x)
+    names = {v.name for v in step.history[-1].graph.state}
+    assert {"adam.lr", "adam.exp_avg[0]", "adam.exp_avg_sq[1]", "adam.step[0]"} <= names, names
