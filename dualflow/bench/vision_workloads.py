@@ -19,6 +19,17 @@ from dualflow.device import CPU, Device
 from dualflow.vision.models import resnet18, resnet50
 
 
+def sgd_step(loss: Any, params: list[Any], lr: float) -> Any:
+    """Backward of ``loss`` into fresh ``.grad``s, then a plain SGD update; returns ``loss``."""
+    for p in params:
+        p.grad = None
+    loss.backward()
+    with dualflow.no_grad():
+        for p in params:
+            ops.assign(p, p - lr * p.grad)
+    return loss
+
+
 def _cnn_params(rng: np.random.Generator, device: Device) -> list[Any]:
     def tensor(shape: tuple[int, ...], scale: float = 0.0, fill: float = 0.0) -> Any:
         value = rng.normal(0, scale, shape) if scale else np.full(shape, fill)
@@ -58,14 +69,8 @@ def build_cnn(rng: np.random.Generator, device: Device = CPU, batch: int = 64) -
             w, b, gamma, beta = params[i : i + 4]
             h = ops.conv2d(h, w, b, pad=1)
             h = ops.max_pool2d(ops.relu(ops.batch_norm(h, gamma, beta)), 2)
-        loss = ops.softmax_cross_entropy(ops.linear(ops.flatten(h), params[8], params[9]), y)
-        for p in params:
-            p.grad = None
-        loss.backward()
-        with dualflow.no_grad():
-            for p in params:
-                ops.assign(p, p - 0.05 * p.grad)
-        return loss
+        logits = ops.linear(ops.flatten(h), params[8], params[9])
+        return sgd_step(ops.softmax_cross_entropy(logits, y), params, 0.05)
 
     return {"step": step, "params": params}
 

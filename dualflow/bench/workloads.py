@@ -18,7 +18,7 @@ import dualflow
 from dualflow import nn, ops, optim
 from dualflow.bench.distributed import distributed_rows
 from dualflow.bench.harness import Measurement
-from dualflow.bench.vision_workloads import build_cnn, build_resnet18, build_resnet50
+from dualflow.bench.vision_workloads import build_cnn, build_resnet18, build_resnet50, sgd_step
 from dualflow.device import CPU, Device
 
 GPU_SCALE = "gpu-scale"  # tag: too big for the CPU default set; runs by name or on a GPU
@@ -127,14 +127,7 @@ def build_mlp(rng: np.random.Generator, device: Device = CPU, batch: int = 64) -
             h = ops.linear(h, params[i], params[i + 1])
             if i + 2 < len(params):
                 h = ops.relu(h)
-        loss = ops.softmax_cross_entropy(h, labels)
-        for p in params:
-            p.grad = None
-        loss.backward()
-        with dualflow.no_grad():
-            for p in params:
-                ops.assign(p, p - 0.01 * p.grad)
-        return loss
+        return sgd_step(ops.softmax_cross_entropy(h, labels), params, 0.01)
 
     def gemms_only() -> None:
         # The 8 GEMMs of the step (3 forward, 5 backward: no gradient for the input).
