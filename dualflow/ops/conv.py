@@ -1,8 +1,9 @@
 """2-D convolution ops (NCHW, OIHW weights): conv2d, conv_transpose2d and conv2d_grad_weight.
 
-All three are im2col/col2im plus one batched GEMM per call. They close under differentiation:
-conv2d's input gradient is conv_transpose2d and vice versa, and the weight gradient of both is
-``conv2d_grad_weight``, whose own backward is again conv2d and conv_transpose2d.
+All three are im2col/col2im plus one batched GEMM per call, or cuDNN on cupy arrays when it runs
+the case (``ops.cudnn``). They close under differentiation: conv2d's input gradient is
+conv_transpose2d and vice versa, and the weight gradient of both is ``conv2d_grad_weight``, whose
+own backward is again conv2d and conv_transpose2d.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.ops import cudnn
 from dualflow.ops.dispatch import apply
 from dualflow.ops.im2col import (
     Pair,
@@ -77,6 +79,10 @@ class Conv2d:
         return (Meta((x.shape[0], w.shape[0], ho, wo), np.result_type(x.dtype, w.dtype)),)
 
     def forward(xp, x, w, *, stride, pad, dilation, groups):
+        if xp is not np and cudnn.conv_usable(x, w):
+            y = cudnn.conv2d(x, w, stride, pad, dilation, groups)
+            if y is not None:  # else cuDNN refused the case: im2col below
+                return y
         n = x.shape[0]
         o, cg, kh, kw = w.shape
         col = im2col(xp, x, (kh, kw), stride, pad, dilation)
@@ -133,10 +139,6 @@ class ConvTranspose2d:
     def forward(xp, x, w, *, stride, pad, dilation, groups, output_padding):
         n, cin, h, wd = x.shape
         cog, kh, kw = w.shape[1:]
-        # Columns = w^T @ x per group, then col2im scatters every tap back to its output pixel.
-        wt = w.reshape(groups, cin // groups, cog * kh * kw).swapaxes(1, 2)
-        col = xp.matmul(wt, x.reshape(n, groups, cin // groups, h * wd))
-        col = col.reshape(n, groups * cog, kh, kw, h, wd)
         out = tuple(
             (x.shape[2 + k] - 1) * stride[k]
             - 2 * pad[k]
@@ -145,6 +147,15 @@ class ConvTranspose2d:
             + 1
             for k in range(2)
         )
+        if xp is not np and cudnn.conv_usable(x, w):  # conv2d's data gradient in cuDNN
+            geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
+            y = cudnn.conv_transpose2d(x, w, geometry, out)
+            if y is not None:
+                return y
+        # Columns = w^T @ x per group, then col2im scatters every tap back to its output pixel.
+        wt = w.reshape(groups, cin // groups, cog * kh * kw).swapaxes(1, 2)
+        col = xp.matmul(wt, x.reshape(n, groups, cin // groups, h * wd))
+        col = col.reshape(n, groups * cog, kh, kw, h, wd)
         return col2im(xp, col, out, stride, pad, dilation)
 
     def backward(ctx, gy):
@@ -179,6 +190,11 @@ class Conv2dGradWeight:
         return (Meta(shape, np.result_type(x.dtype, gy.dtype)),)
 
     def forward(xp, x, gy, *, ksize, stride, pad, dilation, groups):
+        if xp is not np and cudnn.conv_usable(x, gy):
+            attrs = {"ksize": ksize, "stride": stride, "pad": pad, "dilation": dilation}
+            gw = cudnn.conv2d_grad_weight(x, gy, {**attrs, "groups": groups})
+            if gw is not None:
+                return gw
         n, c = x.shape[:2]
         o, ho, wo = gy.shape[1:]
         cgk = c // groups * ksize[0] * ksize[1]

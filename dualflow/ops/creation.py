@@ -2,6 +2,7 @@
 
 Creating arrays through ops (rather than numpy calls on the side) keeps them visible to a trace:
 the engine's seed gradient, for instance, is ``ones_like(loss)``, a graph node, not a constant.
+The public functions take ``device=``, which places the result without being an op attribute.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.device import Device
 from dualflow.errors import ShapeError
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
@@ -58,19 +60,46 @@ class Arange:
         return xp.arange(start, stop, step, dtype=dtype)
 
 
-def full(shape: int | tuple[int, ...], value: Any, dtype: Any = None) -> Any:
-    """A tensor of ``shape`` filled with ``value`` (Python floats give float32).
+def _place(tensor: Any, device: Device | None) -> Any:
+    """``tensor`` moved to ``device`` (None: left where the op created it).
+
+    The device is deliberately not an op attribute, so ``full`` is the same IR node in eager
+    mode, in traces and in saved graphs: a compiled plan runs on one device and creates its
+    arrays there. An eager op with no array input creates on the host, so a device request costs
+    one copy; inside a compiled function the move fails closed (``TracingError``), as every
+    ``to_device`` does.
+    """
+    return tensor if device is None else tensor.to_device(device)
+
+
+def _device(device: Device | str | None) -> Device | None:
+    return None if device is None else Device(device)  # a bad spec fails before any work
+
+
+def full(
+    shape: int | tuple[int, ...],
+    value: Any,
+    dtype: Any = None,
+    device: Device | str | None = None,
+) -> Any:
+    """A tensor of ``shape`` filled with ``value`` (Python floats give float32) on ``device``
+    (default: the host).
 
     Example:
         >>> from dualflow import ops
         >>> ops.full((2,), 1.5).tolist()
         [1.5, 1.5]
+        >>> ops.full(1, 0, device="cpu").device
+        Device('cpu')
     """
+    target = _device(device)
     shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(d) for d in shape)
-    return apply(Full, shape=shape, value=value, dtype=_dtype_name(dtype, value))
+    return _place(apply(Full, shape=shape, value=value, dtype=_dtype_name(dtype, value)), target)
 
 
-def zeros(shape: int | tuple[int, ...], dtype: Any = "float32") -> Any:
+def zeros(
+    shape: int | tuple[int, ...], dtype: Any = "float32", device: Device | str | None = None
+) -> Any:
     """A tensor of zeros.
 
     Example:
@@ -78,10 +107,12 @@ def zeros(shape: int | tuple[int, ...], dtype: Any = "float32") -> Any:
         >>> ops.zeros((1, 2)).tolist()
         [[0.0, 0.0]]
     """
-    return full(shape, 0, dtype)
+    return full(shape, 0, dtype, device)
 
 
-def ones(shape: int | tuple[int, ...], dtype: Any = "float32") -> Any:
+def ones(
+    shape: int | tuple[int, ...], dtype: Any = "float32", device: Device | str | None = None
+) -> Any:
     """A tensor of ones.
 
     Example:
@@ -89,21 +120,23 @@ def ones(shape: int | tuple[int, ...], dtype: Any = "float32") -> Any:
         >>> ops.ones(2, "int64").tolist()
         [1, 1]
     """
-    return full(shape, 1, dtype)
+    return full(shape, 1, dtype, device)
 
 
-def full_like(x: Any, value: Any, dtype: Any = None) -> Any:
-    """A tensor like ``x`` (shape, device; dtype unless given) filled with ``value``.
+def full_like(x: Any, value: Any, dtype: Any = None, device: Device | str | None = None) -> Any:
+    """A tensor like ``x`` (shape; dtype and device unless given) filled with ``value``.
 
     Example:
         >>> from dualflow import ops
         >>> ops.full_like([1.0, 2.0], 7.0).tolist()
         [7.0, 7.0]
     """
-    return apply(FullLike, x, value=value, dtype=None if dtype is None else np.dtype(dtype).name)
+    target = _device(device)
+    name = None if dtype is None else np.dtype(dtype).name
+    return _place(apply(FullLike, x, value=value, dtype=name), target)
 
 
-def zeros_like(x: Any, dtype: Any = None) -> Any:
+def zeros_like(x: Any, dtype: Any = None, device: Device | str | None = None) -> Any:
     """Zeros shaped like ``x``.
 
     Example:
@@ -111,10 +144,10 @@ def zeros_like(x: Any, dtype: Any = None) -> Any:
         >>> ops.zeros_like([[1.0], [2.0]]).shape
         (2, 1)
     """
-    return full_like(x, 0, dtype)
+    return full_like(x, 0, dtype, device)
 
 
-def ones_like(x: Any, dtype: Any = None) -> Any:
+def ones_like(x: Any, dtype: Any = None, device: Device | str | None = None) -> Any:
     """Ones shaped like ``x``.
 
     Example:
@@ -122,18 +155,25 @@ def ones_like(x: Any, dtype: Any = None) -> Any:
         >>> ops.ones_like([3.0]).tolist()
         [1.0]
     """
-    return full_like(x, 1, dtype)
+    return full_like(x, 1, dtype, device)
 
 
-def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None) -> Any:
-    """Evenly spaced values, like ``numpy.arange``.
+def arange(
+    start: Any,
+    stop: Any = None,
+    step: Any = 1,
+    dtype: Any = None,
+    device: Device | str | None = None,
+) -> Any:
+    """Evenly spaced values, like ``numpy.arange``, on ``device`` (default: the host).
 
     Example:
         >>> from dualflow import ops
         >>> ops.arange(3).tolist()
         [0, 1, 2]
     """
+    target = _device(device)
     if stop is None:
         start, stop = 0, start
     name = np.dtype(dtype).name if dtype is not None else np.arange(start, stop, step).dtype.name
-    return apply(Arange, start=start, stop=stop, step=step, dtype=name)
+    return _place(apply(Arange, start=start, stop=stop, step=step, dtype=name), target)

@@ -12,6 +12,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 # Python operators of the expression language and the function each one means.
 _BINARY = {
     ast.Add: "add",
@@ -118,8 +120,13 @@ def render_numpy(expr: Expr) -> str:
     return f"xp.{name}({', '.join(operands)})"
 
 
-def compile_numpy(expr: Expr, args: tuple[str, ...], attrs: tuple[str, ...]) -> Callable:
+def compile_numpy(
+    expr: Expr, args: tuple[str, ...], attrs: tuple[str, ...], device: Callable | None = None
+) -> Callable:
     """Build ``forward(xp, *args, **attrs)`` from an expression (once, at op registration).
+
+    With ``device``, any ``xp`` other than numpy goes to ``device(xp, args, attrs)`` (the eager
+    CUDA kernels); the numpy path pays one identity check for it.
 
     Example:
         >>> import numpy as np
@@ -128,8 +135,13 @@ def compile_numpy(expr: Expr, args: tuple[str, ...], attrs: tuple[str, ...]) -> 
         3.0
     """
     params = ", ".join(args) + (", *, " + ", ".join(attrs) if attrs else "")
-    source = f"def forward(xp, {params}):\n    return {render_numpy(expr)}\n"
-    namespace: dict[str, Any] = {"_erf": erf}
+    branch = ""
+    if device is not None:
+        arrays = "".join(f"{a}, " for a in args)
+        values = ", ".join(f"{a!r}: {a}" for a in attrs)
+        branch = f"    if xp is not _np:\n        return _device(xp, ({arrays}), {{{values}}})\n"
+    source = f"def forward(xp, {params}):\n{branch}    return {render_numpy(expr)}\n"
+    namespace: dict[str, Any] = {"_erf": erf, "_np": np, "_device": device}
     exec(compile(source, f"<dualflow expr {render_numpy(expr)}>", "exec"), namespace)
     return namespace["forward"]
 
@@ -162,8 +174,6 @@ def _build_erf_ufunc() -> Any:
     try:
         import numba  # noqa: PLC0415 - heavy import, only when erf is used
     except ImportError:
-        import numpy as np  # noqa: PLC0415
-
         return np.frompyfunc(math.erf, 1, 1)
 
     @numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)

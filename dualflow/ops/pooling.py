@@ -4,6 +4,7 @@ Pairs of ops are each other's adjoints, so any order of derivative closes over t
 ``max_pool2d_grad`` scatters gy to each window's argmax and ``max_pool2d_gather`` reads values
 back from those positions; ``avg_pool2d_grad`` spreads gy evenly and ``avg_pool2d`` averages.
 The argmax is recomputed from the saved input, so no integer index array travels with the graph.
+On cupy arrays the pooling forwards and avg_pool2d_grad run in cuDNN when it can (``ops.cudnn``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.ops import cudnn
 from dualflow.ops.dispatch import apply
 from dualflow.ops.im2col import Pair, check_4d, check_geometry, offsets, out_size, pad_hw, pair
 from dualflow.ops.reduction import mean
@@ -89,6 +91,10 @@ class MaxPool2d:
         return (Meta(tuple(x.shape[:2]) + out, x.dtype),)
 
     def forward(xp, x, *, ksize, stride, pad):
+        if xp is not np and cudnn.usable(x):
+            y = cudnn.pool2d(x, "max", ksize, stride, pad)
+            if y is not None:  # else cuDNN refused the case: the window loop below
+                return y
         out = tuple(out_size(x.shape[2 + k], ksize[k], stride[k], pad[k]) for k in range(2))
         padded = pad_hw(xp, x, pad, -np.inf)
         y = None
@@ -111,6 +117,9 @@ class MaxPool2dGrad:
         return (Meta(tuple(x.shape), gy.dtype),)
 
     def forward(xp, x, gy, *, ksize, stride, pad):
+        # No cuDNN here: cudnnPoolingBackward does not document which of several equal maxima
+        # (common after relu) gets the gradient, and max_pool2d_gather, this op's adjoint, must
+        # pick the same one (the first) for double backward to be exact.
         index = _argmax(xp, x, ksize, stride, pad)
         return _scatter(xp, gy, index, x.shape[2:], ksize, stride, pad)
 
@@ -149,6 +158,10 @@ class AvgPool2d:
         return (Meta(tuple(x.shape[:2]) + out, x.dtype),)
 
     def forward(xp, x, *, ksize, stride, pad):
+        if xp is not np and cudnn.usable(x):
+            y = cudnn.pool2d(x, "avg", ksize, stride, pad)
+            if y is not None:
+                return y
         out = tuple(out_size(x.shape[2 + k], ksize[k], stride[k], pad[k]) for k in range(2))
         padded = pad_hw(xp, x, pad)
         y = None
@@ -173,6 +186,10 @@ class AvgPool2dGrad:
         return (x,)
 
     def forward(xp, gy, *, shape, ksize, stride, pad):
+        if xp is not np and cudnn.usable(gy):
+            gx = cudnn.avg_pool2d_grad(gy, shape, ksize, stride, pad)
+            if gx is not None:
+                return gx
         scaled = gy * gy.dtype.type(1.0 / (ksize[0] * ksize[1]))
         return _scatter(xp, scaled, None, shape, ksize, stride, pad)
 

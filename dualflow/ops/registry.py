@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
+from dualflow.ops.cuda_elementwise import device_forward
 from dualflow.ops.expr import Expr, compile_numpy, parse_expr
 
 
@@ -132,7 +133,9 @@ def elementwise(
         'maximum(x, 0)'
     """
     tree = parse_expr(expr, args, attrs)
-    forward = compile_numpy(tree, args, attrs)
+    plain = compile_numpy(tree, args, attrs)  # numpy, and device cases CUDA C cannot type
+    # cupy arrays run one cached ElementwiseKernel of the whole expression, not a ufunc per call
+    forward = compile_numpy(tree, args, attrs, device_forward(name, tree, args, plain))
     dtype_cache: dict[tuple, Any] = {}
 
     def infer(*metas: Meta, **attr_values: Any) -> tuple[Meta]:

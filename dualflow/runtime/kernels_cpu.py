@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.runtime.kernels_typing import Program, Step, apply_numpy, is_two, lower_expr
+from dualflow.ops.expr_typing import Program, Step, apply_numpy, is_two, lower_expr
 
 # Elements per chunk, measured on 4M float32 (tanh chain, temporaries reused by liveness), one
 # thread: 32K 8.6 ms, 64K 7.9, 128K 7.2, 256K 6.9, 512K 6.8; two threads: 32K 11 ms (the ~1.5 µs

@@ -19,17 +19,9 @@ from typing import Any
 import numba  # noqa: F401 - fail at import when numba is missing (the caller falls back)
 import numpy as np
 
-from dualflow.runtime.kernels_typing import Program, Ref, Step, is_two
+from dualflow.ops.expr_typing import COMPARISON_SYMBOLS, Program, Ref, Step, is_two
 
 _MODULES: dict[str, Any] = {}
-_COMPARE = {
-    "greater": ">",
-    "greater_equal": ">=",
-    "less": "<",
-    "less_equal": "<=",
-    "equal": "==",
-    "not_equal": "!=",
-}
 _BINARY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "power": "**"}
 
 
@@ -78,8 +70,8 @@ def _statement(step: Step, ops: list[str]) -> str:
         body = f"{ops[0]} * {ops[0]}"  # eager's ``x ** 2`` is numpy's square: exactly x * x
     elif fn in _BINARY:
         body = f"{ops[0]} {_BINARY[fn]} {ops[1]}"
-    elif fn in _COMPARE:
-        return f"{ops[0]} {_COMPARE[fn]} {ops[1]}"
+    elif fn in COMPARISON_SYMBOLS:
+        return f"{ops[0]} {COMPARISON_SYMBOLS[fn]} {ops[1]}"
     elif fn in ("maximum", "minimum"):
         # numpy's rule: the first operand wins ties and NaN in either operand propagates
         cmp = ">=" if fn == "maximum" else "<="
@@ -104,7 +96,7 @@ def render_source(program: Program, flat: tuple[bool, ...] | None, ndim: int) ->
     one-element array) or an ``ndim`` loop nest over broadcast views.
 
     Example:
-        >>> from dualflow.runtime.kernels_typing import lower_expr
+        >>> from dualflow.ops.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1.0)), ("a0",), ("float32",))
         >>> "np.float32(1.0)" in render_source(p, (True,), 1)
         True
@@ -173,7 +165,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
     the output's shape (never a broadcast one).
 
     Example:
-        >>> from dualflow.runtime.kernels_typing import lower_expr
+        >>> from dualflow.ops.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1)), ("a0",), ("int64",))
         >>> numba_kernel(p, ((3,),), (3,))(np, np.arange(3)).tolist()
         [1, 2, 3]

@@ -14,8 +14,8 @@ import numpy as np
 import dualflow
 from dualflow.graph_ir import Graph, GraphBuilder
 from dualflow.ops import OPS
+from dualflow.ops.expr_typing import Program, lower_expr
 from dualflow.passes.fuse import fuse
-from dualflow.runtime.kernels_typing import Program, lower_expr
 from tests.opinfo import OP_INFOS, OpInfo
 
 # Attribute values for the elementwise ops that take attributes (``cast`` gets the other float).

@@ -18,11 +18,11 @@ import pytest
 
 from dualflow.graph_ir import Graph, GraphBuilder, interpret
 from dualflow.ops.expr import FUNCTIONS, compile_numpy
+from dualflow.ops.expr_typing import lower_expr
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import kernels_cpu as kc
 from dualflow.runtime import lower
 from dualflow.runtime.kernels_cuda import COMPILE_OPTIONS, cuda_kernel, render_cuda, wrap_global
-from dualflow.runtime.kernels_typing import lower_expr
 from tests.runtime.fused_programs import Fused, all_fused, elementwise_ops, fused_nodes
 
 

@@ -1,8 +1,9 @@
-"""A fused expression lowered to a typed straight-line program, shared by the kernel backends.
+"""An elementwise expression lowered to a typed straight-line program shared by kernel backends.
 
 Each step is one call with the numpy dtype of its result and the dtype its operands are cast to
 (numpy's loop type), found by running numpy itself on one-element samples, so numpy's promotion
 rules (weak Python scalars included) decide the types, and identical subtrees are computed once.
+It lives in ``ops`` so the eager CUDA kernels and the runtime's fused kernels share one lowering.
 """
 
 from __future__ import annotations
@@ -15,8 +16,20 @@ import numpy as np
 from dualflow.ops.expr import Expr, compile_numpy, erf
 
 Ref = tuple  # ("in", k) | ("const", value) | ("step", j)
-COMPARISONS = ("greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
+# C and Python spell the comparisons alike: both kernel renderers use this table
+COMPARISON_SYMBOLS = {
+    "greater": ">",
+    "greater_equal": ">=",
+    "less": "<",
+    "less_equal": "<=",
+    "equal": "==",
+    "not_equal": "!=",
+}
+COMPARISONS = tuple(COMPARISON_SYMBOLS)
 TRANSCENDENTAL = ("exp", "log", "log1p", "expm1", "tanh", "erf", "sin", "cos")
+# A weak Python-scalar input (given as its type) is passed to a kernel as this C-side dtype: wide
+# enough to hold the value exactly; each step then casts it to its loop type as numpy does.
+WEAK_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64)}
 
 
 @dataclass(frozen=True)
@@ -87,20 +100,25 @@ def is_two(value: Any) -> bool:
 def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) -> Program:
     """Lower ``expr`` over inputs ``args`` of ``in_dtypes`` to a typed Program.
 
+    An input dtype may be the Python type ``bool``, ``int`` or ``float``: a weak scalar, typed
+    the way numpy types a Python scalar operand (``float32_array * 2.0`` stays float32).
+
     Example:
-        >>> e = ("call", "multiply", ("var", "a0"), ("const", 0.5))
-        >>> p = lower_expr(e, ("a0",), ("float32",))
-        >>> p.steps[0].fn, p.dtype
-        ('multiply', dtype('float32'))
+        >>> e = ("call", "multiply", ("var", "a0"), ("var", "a1"))
+        >>> p = lower_expr(e, ("a0", "a1"), ("float32", float))
+        >>> p.steps[0].fn, p.dtype, p.in_dtypes[1]
+        ('multiply', dtype('float32'), dtype('float64'))
     """
-    dtypes = tuple(np.dtype(d) for d in in_dtypes)
+    weak = tuple(d if d in WEAK_DTYPES else None for d in in_dtypes)
+    dtypes = tuple(WEAK_DTYPES[w] if w else np.dtype(d) for w, d in zip(weak, in_dtypes))
     steps: list[Step] = []
     samples: list[Any] = []
     memo: dict[Expr, Ref] = {}
 
     def sample(ref: Ref) -> Any:
         if ref[0] == "in":
-            return np.ones(1, dtypes[ref[1]])
+            kind = weak[ref[1]]
+            return kind(1) if kind else np.ones(1, dtypes[ref[1]])
         return ref[1] if ref[0] == "const" else samples[ref[1]]
 
     def visit(node: Expr) -> Ref:
@@ -115,7 +133,7 @@ def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) ->
         else:
             operands = tuple(visit(e) for e in node[2:])
             with np.errstate(all="ignore"):
-                result = apply_numpy(node[1], [sample(r) for r in operands])
+                result = np.asarray(apply_numpy(node[1], [sample(r) for r in operands]))
             ctype = _compute_type(node[1], [sample(r) for r in operands], result.dtype)
             steps.append(Step(node[1], operands, result.dtype, ctype))
             samples.append(result)
