@@ -100,7 +100,8 @@ def test_device_script_runs_the_requested_stages() -> None:
     for needed in (
         'OUT="${OUT:-./gpu-out}"',
         "summary.txt",
-        'pip install -e ".[dev,cuda12]"',
+        '-e ".[dev,cuda12]"',
+        'python3 -c "import $needed"',  # the offline device image: no install at all
         "nvidia-smi",
         "-m gpu tests/gpu tests/runtime",
         'bench --device cuda:0 --quick --out "$OUT/bench"',
@@ -111,4 +112,4 @@ def test_device_script_runs_the_requested_stages() -> None:
     stages = [line.split()[1] for line in text.splitlines() if line.startswith("stage ")]
     assert stages == ["install", "cuda-libs", "device-info", "pytest-gpu", "bench", "bench-gpu"]
     limits = [int(line.split()[2]) for line in text.splitlines() if line.startswith("stage ")]
-    assert max(limits) <= 200 and "GPU_RUN_SECONDS:-470" in text  # a deadline under 8 minutes
+    assert max(limits) <= 250 and "GPU_RUN_SECONDS:-470" in text  # a deadline under 8 minutes
