@@ -167,30 +167,46 @@ def describe_node(node: Node) -> str:
     return text + (f" (fuses {', '.join(locs)})" if locs else "")
 
 
+def _first_difference(
+    graph: Graph, inputs: list, state: list, pipeline: tuple, culprit: str, tol: tuple
+) -> str | None:
+    """The first node of ``graph`` after ``pipeline`` whose output differs from the same value
+    computed by the pipeline without ``culprit``."""
+    bad, _ = run_passes(graph, pipeline)
+    good, _ = run_passes(graph, tuple(p for p in pipeline if p != culprit))
+    bad_env, good_env = _environment(bad, inputs, state), _environment(good, inputs, state)
+    for node in bad.nodes:
+        for v in node.outputs:
+            if v in good_env and not np.allclose(bad_env[v], good_env[v], *tol, True):
+                return describe_node(node)
+    return None
+
+
 def _culprit_node(
     fn: Callable, args: tuple, kwargs: dict, pipeline: tuple[str, ...], culprit: str
 ) -> str | None:
-    """The first node of the forward graph (after ``pipeline``) whose output differs from the
-    same value computed by the pipeline without ``culprit``."""
+    """The first node that ``culprit`` made wrong: searched in the forward graph, then in the
+    backward graph (fed the forward's saved values and gradients of ones, as order 1 is)."""
     raw = dualflow.compile(fn, passes=(), fallback="error")
     leaves, _ = _leaves(args, None)
     with dualflow.enable_grad():
         raw(*leaves, **kwargs)
     if not raw.history:
         return None
-    trace = raw.history[-1]
+    trace, tol = raw.history[-1], _tolerance(args)
     flat = flatten(tuple(leaves), kwargs, raw._names)
     inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
     state = [ref.read() for ref in trace.checks.refs]
-    bad, _ = run_passes(trace.graph, pipeline)
-    good, _ = run_passes(trace.graph, tuple(p for p in pipeline if p != culprit))
-    bad_env, good_env = _environment(bad, inputs, state), _environment(good, inputs, state)
-    rtol, atol = _tolerance(args)
-    for node in bad.nodes:
-        for v in node.outputs:
-            if v in good_env and not np.allclose(bad_env[v], good_env[v], rtol, atol, True):
-                return describe_node(node)
-    return None
+    found = _first_difference(trace.graph, inputs, state, pipeline, culprit, tol)
+    bwd = trace.backward
+    if found is not None or bwd is None:
+        return found
+    env = _environment(trace.graph, inputs, state)
+    gys = [np.ones_like(env[trace.graph.outputs[k]]) for k in bwd.grad_outputs]
+    bwd_inputs = gys + [env[v] for v in bwd.residuals]
+    bwd_state = [ref.read() for ref in bwd.checks.refs]
+    found = _first_difference(bwd.graph, bwd_inputs, bwd_state, pipeline, culprit, tol)
+    return None if found is None else f"{found} (backward graph)"
 
 
 def compare_modes(

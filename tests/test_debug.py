@@ -87,4 +87,8 @@ def test_a_wrong_backward_graph_is_caught_with_second_order_on(
     for orders in ((0, 1), (0, 1, 2)):
         report = compare_modes(f, x, w, orders=orders, passes=("break_backward",))
         assert not report.ok and report.worst.startswith("order 1"), (orders, report)
+        assert report.culprit_pass == "break_backward"
+        node = report.culprit_node or ""
+        assert node.startswith("multiply -> ") and node.endswith("(backward graph)"), node
+        assert "test_debug.py:" in node  # the user line of the tanh the gradient belongs to
     assert compare_modes(f, x, w, orders=(0, 1, 2)).ok
