@@ -22,6 +22,7 @@ from dualflow.tensor import Tensor
 from dualflow.tracer.state import StateChecks, StateRef
 
 _LITERALS = (int, float, bool)
+_COLLECTIVES = ("allreduce", "allreduce_start", "allreduce_wait")
 
 
 def _root(array: Any) -> Any:
@@ -62,6 +63,7 @@ class Tracer:
         self.grad_backups: dict[int, tuple[Tensor, Any]] = {}
         self.single_use = False
         self.files: set[str] = set()  # user source files that issued traced ops
+        self.collective_at: str | None = None  # where the first all-reduce was traced
 
     # ----- values ----------------------------------------------------------------------------
     def bind(self, tensor: Tensor, value: Value) -> Value:
@@ -136,7 +138,10 @@ class Tracer:
         result = EAGER.apply(op, args, attrs)
         outs = result if isinstance(result, tuple) else (result,)
         metas = [Meta(o._array.shape, o._array.dtype) for o in outs]
-        values = self.builder.node(op.name, inputs, attrs, _loc(self), metas)
+        loc = _loc(self)
+        values = self.builder.node(op.name, inputs, attrs, loc, metas)
+        if op.name in _COLLECTIVES and self.collective_at is None:
+            self.collective_at = loc
         for tensor, value in zip(outs, values):
             self.bind(tensor, value)
             # backward rebuilds saved outputs as new Tensors around the same array: find them
@@ -224,6 +229,16 @@ class Tracer:
         )
 
     def on_concrete(self, tensor: Tensor, kind: str, value: Any) -> None:
+        if self.collective_at is not None:
+            raise TracingError(
+                with_location(
+                    f"{kind}() of a tensor after the all-reduce at {self.collective_at} inside a "
+                    "compiled function: it would become a guard checked after the all-reduce, and "
+                    "a rank whose guard failed would redo the all-reduce eagerly while the others "
+                    "do not (a deadlock). Decide before the all-reduce, or outside the compiled "
+                    "function"
+                )
+            )
         self.builder.guard(self.value_of(tensor), value, kind, _loc(self))
 
     def grad_slot(self, owner: Tensor) -> tuple[str, Any]:

@@ -40,3 +40,28 @@ def test_the_graph_has_one_allreduce_per_bucket() -> None:
         assert len(nodes) == 3
         assert {n.attrs["reduction"] for n in nodes} == {"mean"}
         assert "allreduce" in dualflow.graph_ir.print_graph(graph)
+
+
+@pytest.mark.filterwarnings("ignore:dualflow.compile:RuntimeWarning")  # checked via the reason
+def test_a_python_decision_after_an_allreduce_fails_closed() -> None:
+    # A guard checked after an all-reduce could fail on one rank only, which would then redo the
+    # all-reduce eagerly alone: tracing refuses, naming both lines, and every rank runs eagerly.
+    from dualflow import ops
+    from dualflow.errors import TracingError
+
+    def body(comm):
+        def step(x):
+            total = ops.allreduce(x, comm)
+            return total * 2 if float(total.sum()) > 0 else total  # a guard after the all-reduce
+
+        strict = dualflow.compile(step, fallback="error")
+        x = dualflow.tensor([1.0, float(comm.rank)])
+        with pytest.raises(TracingError, match=r"(?s)float\(\) of a tensor after the all-reduce"):
+            strict(x)
+        relaxed = dualflow.compile(step)  # the default: warn (once) and run eagerly from now on
+        first = relaxed(x).tolist()
+        return first, relaxed(x).tolist(), relaxed.stats().traces, relaxed._eager_reason
+
+    for first, second, traces, reason in run_loopback(body, 2):
+        assert first == second == [4.0, 2.0] and traces == 0
+        assert "deadlock" in reason and "test_compiled.py:" in reason
