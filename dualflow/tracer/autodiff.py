@@ -68,21 +68,9 @@ def trace_backward(
     if not wanted or not sources:
         return None
     tracer = Tracer(forward.builder.name + "_backward", parent=forward)
-    gys = []
-    for k in wanted:
-        gy = Tensor._wrap(outputs[k]._array * 0 + 1, None, 0, False)
-        tracer.bind_input(gy, f"grad_output{k}")
-        gys.append(gy)
-    with interpreting(tracer), no_grad():
-        config.tracer = tracer
-        try:
-            grads = grad(
-                [outputs[k] for k in wanted], sources, gys, retain_graph=True, allow_unused=True
-            )
-        except GraphReleasedError:
-            return None  # part of the tape was consumed by a backward inside the function
-        finally:
-            config.tracer = None
+    grads = _traced_grads(tracer, [outputs[k] for k in wanted], wanted, sources)
+    if grads is None:
+        return None
     present = [g for g in grads if g is not None]
     tracer.builder.output(*(tracer.value_of(g) for g in present))
     graph, _ = run_passes(tracer.builder.build(), passes)
@@ -99,6 +87,26 @@ def trace_backward(
         op,
         mask,
     )
+
+
+def _traced_grads(
+    tracer: Tracer, outputs: list[Tensor], indices: list[int], sources: list[Tensor]
+) -> list | None:
+    """Gradients of ``outputs`` (each seeded by a graph input) w.r.t. ``sources``, traced; None
+    when part of the tape was already consumed by a backward inside the function."""
+    gys = []
+    for k, out in zip(indices, outputs):
+        gy = Tensor._wrap(out._array * 0 + 1, None, 0, False)
+        tracer.bind_input(gy, f"grad_output{k}")
+        gys.append(gy)
+    with interpreting(tracer), no_grad():
+        config.tracer = tracer
+        try:
+            return grad(outputs, sources, gys, retain_graph=True, allow_unused=True)
+        except GraphReleasedError:
+            return None
+        finally:
+            config.tracer = None
 
 
 def backward_op(name: str, mask: list[bool], n_outputs: int) -> OpDef:

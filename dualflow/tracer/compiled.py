@@ -20,16 +20,14 @@ from typing import Any
 from dualflow._config import config, enable_grad
 from dualflow.errors import TracingError
 from dualflow.ops.dispatch import interpreting
-from dualflow.passes.manager import resolve_passes, run_passes
-from dualflow.runtime.plan import lower
+from dualflow.passes.manager import resolve_passes
 from dualflow.tensor import Tensor
-from dualflow.tracer.autodiff import connect, trace_backward
+from dualflow.tracer.autodiff import connect
 from dualflow.tracer.outputs import flatten_output
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
-from dualflow.tracer.record import Trace
+from dualflow.tracer.record import Trace, finish_trace
 from dualflow.tracer.signature import Flat, explain_difference, flatten
-from dualflow.tracer.state import plan_device
 from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.trace import Tracer
 
@@ -170,25 +168,14 @@ class CompiledFunction:
         self._stats.retrace_reasons.append(reason)
         start = time.perf_counter()
         tracer = Tracer(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
-        for leaf, path in zip(flat.leaves, flat.paths):
-            tracer.bind_input(leaf, path)
         try:
-            with interpreting(tracer):
-                config.tracer = tracer
-                try:
-                    out = self.fn(*args, **kwargs)
-                finally:
-                    config.tracer = None
+            out = self._trace(tracer, args, kwargs, flat)
         except TracingError as exc:
-            tracer.rollback()
             if self.fallback == "error":
                 raise
             return self._give_up(args, kwargs, f"tracing failed (fail closed): {exc}")
-        except BaseException:
-            tracer.rollback()  # bad input must leave state untouched
-            raise
         try:
-            trace = _finish(tracer, out, flat, reason, self.passes)
+            trace = finish_trace(tracer, out, flat, _described(flat), reason, self.passes)
         except BaseException:
             tracer.rollback()  # a pass or lowering failed: the call must not half-happen
             raise
@@ -206,6 +193,21 @@ class CompiledFunction:
             self._single_use_keys.add(key)
             self._single_use_reason = "state was created during the previous (single-use) trace"
         return out
+
+    def _trace(self, tracer: Tracer, args: tuple, kwargs: dict, flat: Flat) -> Any:
+        """Run the function for real under ``tracer``; any error rolls its state writes back."""
+        for leaf, path in zip(flat.leaves, flat.paths):
+            tracer.bind_input(leaf, path)
+        try:
+            with interpreting(tracer):
+                config.tracer = tracer
+                try:
+                    return self.fn(*args, **kwargs)
+                finally:
+                    config.tracer = None
+        except BaseException:
+            tracer.rollback()  # bad input must leave state untouched
+            raise
 
     def _from_disk(self, args: tuple, kwargs: dict, flat: Flat, key: Any) -> Any:
         """Run the call with a stored plan whose state binds to this process's objects."""
@@ -323,50 +325,6 @@ def _described(flat: Flat) -> list[tuple[str, Any]]:
 def _grad_owner(slot: tuple[str, Any], flat: Flat) -> Tensor:
     kind, where = slot
     return flat.leaves[where] if kind == "input" else where
-
-
-def _finish(tracer: Tracer, out: Any, flat: Flat, reason: str, passes: Any) -> Trace:
-    leaves, rebuild = flatten_output(out)
-    builder = tracer.builder
-    builder.output(*(tracer.value_of(t) for t in leaves))
-    grad_owners, to_none = [], []
-    for owner in tracer.grad_written.values():
-        slot = tracer.grad_slot(owner)
-        if owner._grad is None:
-            to_none.append(slot)
-        else:
-            grad_owners.append(slot)
-            builder.output(tracer.value_of(owner._grad))
-    builder.output(*tracer.input_updates.values())  # new contents of written arguments
-    device = plan_device(flat.leaves, tracer.checks.refs)
-    backward = None
-    if config.grad_enabled:
-        backward = trace_backward(tracer, leaves, flat.leaves, passes, device)
-    if backward is not None:
-        builder.output(*backward.residuals)  # what the backward graph reads from the forward
-    graph, pass_stats = run_passes(builder.build(), passes)
-    slots = [graph.state.index(target) for target, _ in graph.updates]
-    plan = lower(graph, device, debug=config.debug)
-    trace = Trace(
-        graph,
-        plan,
-        tracer.checks,
-        slots,
-        grad_owners,
-        to_none,
-        rebuild,
-        len(leaves),
-        _described(flat),
-        reason,
-        0.0,
-        backward,
-    )
-    trace.input_updates = list(tracer.input_updates)
-    trace.pass_stats = pass_stats
-    trace.const_outputs = [
-        i for i, v in enumerate(graph.outputs[: len(leaves)]) if v in graph.consts
-    ]
-    return trace
 
 
 def compile(  # shadows the builtin on purpose: the name users expect (torch.compile)

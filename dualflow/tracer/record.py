@@ -1,7 +1,7 @@
 """``Trace``: one specialization of a compiled function, as the call path and explain see it.
 
-It is its own module because two producers make traces: tracing a call (``compiled``) and
-loading a stored plan from disk (``plan_cache``).
+It is its own module because two producers make traces: tracing a call (``finish_trace`` here,
+called by ``compiled``) and loading a stored plan from disk (``plan_load``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from dualflow._config import config
 from dualflow.graph_ir.ir import Graph
-from dualflow.passes.manager import PassStats
-from dualflow.runtime.plan import Plan
-from dualflow.tracer.autodiff import Backward
-from dualflow.tracer.state import StateChecks
+from dualflow.passes.manager import PassStats, run_passes
+from dualflow.runtime.plan import Plan, lower
+from dualflow.tracer.autodiff import Backward, trace_backward
+from dualflow.tracer.outputs import flatten_output
+from dualflow.tracer.signature import Flat
+from dualflow.tracer.state import StateChecks, plan_device
+from dualflow.tracer.trace import Tracer
 
 
 @dataclass
@@ -37,3 +41,56 @@ class Trace:
     const_outputs: list[int] = field(default_factory=list)  # user outputs that are constants
     pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
     cache_note: str = ""  # what the plan cache did with it (stored, loaded, or why not)
+
+
+def finish_trace(
+    tracer: Tracer,
+    out: Any,
+    flat: Flat,
+    described: list[tuple[str, Any]],
+    reason: str,
+    passes: Any,
+) -> Trace:
+    """Turn a finished tracing run into a Trace: outputs, .grad writes, backward graph, passes,
+    the plan on the call's device."""
+    leaves, rebuild = flatten_output(out)
+    builder = tracer.builder
+    builder.output(*(tracer.value_of(t) for t in leaves))
+    grad_owners, to_none = [], []
+    for owner in tracer.grad_written.values():
+        slot = tracer.grad_slot(owner)
+        if owner._grad is None:
+            to_none.append(slot)
+        else:
+            grad_owners.append(slot)
+            builder.output(tracer.value_of(owner._grad))
+    builder.output(*tracer.input_updates.values())  # new contents of written arguments
+    device = plan_device(flat.leaves, tracer.checks.refs)
+    backward = None
+    if config.grad_enabled:
+        backward = trace_backward(tracer, leaves, flat.leaves, passes, device)
+    if backward is not None:
+        builder.output(*backward.residuals)  # what the backward graph reads from the forward
+    graph, pass_stats = run_passes(builder.build(), passes)
+    slots = [graph.state.index(target) for target, _ in graph.updates]
+    plan = lower(graph, device, debug=config.debug)
+    trace = Trace(
+        graph,
+        plan,
+        tracer.checks,
+        slots,
+        grad_owners,
+        to_none,
+        rebuild,
+        len(leaves),
+        described,
+        reason,
+        0.0,
+        backward,
+    )
+    trace.input_updates = list(tracer.input_updates)
+    trace.pass_stats = pass_stats
+    trace.const_outputs = [
+        i for i, v in enumerate(graph.outputs[: len(leaves)]) if v in graph.consts
+    ]
+    return trace
