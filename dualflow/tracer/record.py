@@ -51,8 +51,7 @@ def finish_trace(
     reason: str,
     passes: Any,
 ) -> Trace:
-    """Turn a finished tracing run into a Trace: outputs, .grad writes, backward graph, passes,
-    the plan on the call's device."""
+    """A finished tracing run as a Trace: outputs, .grad writes, backward, passes and plan."""
     leaves, rebuild = flatten_output(out)
     builder = tracer.builder
     builder.output(*(tracer.value_of(t) for t in leaves))
