@@ -204,6 +204,32 @@ def build_arith_chain(rng: np.random.Generator, device: Device = CPU) -> dict[st
     return {"step": step, "params": [], "baseline": _copy_of(x), "bytes": 2 * x.array.nbytes}
 
 
+def build_sum_of_squares(
+    rng: np.random.Generator, device: Device = CPU, size: int = BIG
+) -> dict[str, Any]:
+    """``((x - y) ** 2).sum()`` on ``size`` float32, forward only: one fused sum when compiled.
+
+    ``bytes`` is what the fused kernel must move: read ``x`` and ``y`` once (eager also writes
+    and reads back two ``size`` temporaries).
+
+    Example:
+        >>> build_sum_of_squares(np.random.default_rng(0), size=8)["bytes"]
+        64
+    """
+    x, y = _randn(rng, size, device), _randn(rng, size, device)
+
+    def step() -> Any:
+        with dualflow.no_grad():
+            return ((x - y) ** 2).sum()
+
+    def read_only() -> None:
+        # near the memory-bandwidth floor: BLAS dot products read each input once
+        x.array.dot(x.array)
+        y.array.dot(y.array)
+
+    return {"step": step, "params": [], "baseline": read_only, "bytes": 2 * x.array.nbytes}
+
+
 def build_inference(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
     """A 20-layer MLP of width 512, batch 64, forward only under no_grad.
 
@@ -269,6 +295,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload("mlp", "MLP 784-1000-1000-10 train step, batch 64", build_mlp, 30),
         Workload("elementwise", "tanh(x*0.5+1)*sigmoid(x)-x**2, 4M f32", build_elementwise, 10),
         Workload("arith-chain", "12 arithmetic ops with a maximum, 4M f32", build_arith_chain, 10),
+        Workload("sum-of-squares", "((x - y) ** 2).sum(), 4M f32", build_sum_of_squares, 10),
         Workload("inference", "20x512 MLP forward (no grad), batch 64", build_inference, 50),
         Workload("cnn", "digits CNN train step, batch 64", build_cnn, 20),
         # full-width ResNet-18 takes ~1 s a step on 2 cores: few repeats; a compiled step

@@ -45,7 +45,11 @@ def run_node(node: Node, args: list[Any], xp: Any = np) -> tuple[Any, ...]:
         from dualflow.ops.expr import compile_numpy  # noqa: PLC0415 - only fused graphs need it
 
         forward = compile_numpy(node.attrs["expr"], node.attrs["args"], ())
-        return (xp.asarray(forward(xp, *args)),)
+        value = forward(xp, *args)
+        reduce = node.attrs.get("reduce")
+        if reduce is not None:  # the reduction op itself: exactly what the unfused graph ran
+            value = OPS[reduce].forward(xp, value, axis=None, keepdims=node.attrs["keepdims"])
+        return (xp.asarray(value),)
     op = OPS[node.op]
     out = op.forward(xp, *args, **node.attrs)
     outs = tuple(out) if op.nout > 1 else (out,)

@@ -12,9 +12,12 @@ import numpy as np
 from dualflow.errors import CompileError, DualflowError
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.printer import format_literal, format_node
+from dualflow.ops.expr_typing import lower_expr, sum_dtypes
 from dualflow.ops.registry import OPS, Meta
 
 SYNTHETIC_OPS = ("guard", "fused")
+# Reductions a fused node may end in (``reduce`` attr), each over all axes.
+FUSED_REDUCTIONS = ("sum",)
 GUARD_KINDS = ("bool", "int", "float", "item")
 
 
@@ -117,7 +120,8 @@ def _check_node(node: Node) -> None:
             )
         return
     if node.op == "fused":
-        return  # checked by the fusion pass's own expression checks
+        _check_fused(node)  # the expression itself is the fusion pass's to check
+        return
     op = OPS.get(node.op)
     if op is None:
         raise _fail(node, f"unknown op {node.op!r}", "register the op in dualflow.ops")
@@ -143,6 +147,31 @@ def _check_node(node: Node) -> None:
                 f"but infer gives {np.dtype(meta.dtype).name}{list(meta.shape)}",
                 "recompute output types with the op's infer",
             )
+
+
+def _check_fused(node: Node) -> None:
+    """A reducing fused node: a known reduction, a bool ``keepdims``, and the output the sum op
+    would give for the broadcast of its inputs (numpy's sum dtype of the element dtype)."""
+    reduce = node.attrs.get("reduce")
+    if reduce is None:
+        return
+    if reduce not in FUSED_REDUCTIONS or not isinstance(node.attrs.get("keepdims"), bool):
+        raise _fail(
+            node,
+            f"a fused reduction needs reduce in {FUSED_REDUCTIONS} and a bool keepdims",
+            "build fused reductions with passes.fuse",
+        )
+    shapes = [v.shape for v in node.value_inputs]
+    ndim = len(np.broadcast_shapes(*shapes)) if shapes else 0
+    element = lower_expr(node.attrs["expr"], node.attrs["args"], [v.dtype for v in node.inputs])
+    shape = (1,) * ndim if node.attrs["keepdims"] else ()
+    dtype = sum_dtypes(element.dtype)[1].name
+    if len(node.outputs) != 1 or (node.outputs[0].shape, node.outputs[0].dtype) != (shape, dtype):
+        raise _fail(
+            node,
+            f"a fused {reduce} of {element.dtype.name} elements gives {dtype}{list(shape)}",
+            "declare the output the reduction op's infer gives",
+        )
 
 
 def _check_outputs_and_updates(graph: Graph, defined: set[Value]) -> None:

@@ -97,6 +97,19 @@ def is_two(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value == 2
 
 
+def sum_dtypes(dtype: Any) -> tuple[np.dtype, np.dtype]:
+    """(accumulator, result) dtypes of a fused sum of ``dtype`` elements: the result follows
+    numpy's ``sum`` (int32 and bool give int64, float32 stays float32); floats are added in
+    float64, integers in the result type (wrapping as numpy's do).
+
+    Example:
+        >>> [d.name for d in sum_dtypes("float32") + sum_dtypes("bool")]
+        ['float64', 'float32', 'int64', 'int64']
+    """
+    result = np.add.reduce(np.ones(1, dtype)).dtype
+    return (np.dtype(np.float64) if result.kind == "f" else result), result
+
+
 def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) -> Program:
     """Lower ``expr`` over inputs ``args`` of ``in_dtypes`` to a typed Program.
 

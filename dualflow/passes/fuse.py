@@ -2,7 +2,8 @@
 
 Before: ``%1 = multiply(%0, 0.5)  # m.py:1`` then ``%2 = tanh(%1)  # m.py:2``; after: ``%2 =
 fused(%0) {args=('a0',), dtype='float32', expr=('call', 'tanh', ('call', 'multiply', ('var',
-'a0'), ('const', 0.5))), locs=('m.py:1', 'm.py:2')}  # m.py:1``.
+'a0'), ('const', 0.5))), locs=('m.py:1', 'm.py:2')}  # m.py:1``. A full ``sum`` reading a region
+joins it: the fused node gets ``reduce='sum'`` and ``keepdims`` and outputs the sum's value.
 """
 
 from __future__ import annotations
@@ -10,12 +11,16 @@ from __future__ import annotations
 import heapq
 
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.graph_ir.verify import FUSED_REDUCTIONS
 from dualflow.ops.expr import Expr
 from dualflow.ops.registry import OPS
 
 # Below this many output elements a fused kernel call (numba dispatch ~5-10 µs, the blocked
 # evaluator's setup ~10 µs) costs more than the numpy calls and temporaries it saves.
 MIN_FUSE_SIZE = 4096
+# Reductions a region may end in (over all axes only): the kernels accumulate the elements as they
+# are computed, so the elementwise intermediate is never materialized.
+REDUCTIONS = FUSED_REDUCTIONS
 # Shared subexpressions are duplicated in the composed tree; cap its size so diamonds of diamonds
 # cannot grow it exponentially.
 MAX_EXPR_NODES = 400
@@ -125,11 +130,12 @@ def expr_size(expr: Expr) -> int:
     return 1 + sum(expr_size(e) for e in expr[2:]) if expr[0] == "call" else 1
 
 
-def _fused_node(graph: Graph, members: list[int]) -> Node | None:
+def _fused_node(graph: Graph, members: list[int], reduction: Node | None = None) -> Node | None:
+    """The ``fused`` node of a region, ending in ``reduction`` (a full ``sum``) when given."""
     expr, inputs = _compose(graph, members)
     if expr_size(expr) > MAX_EXPR_NODES:
         return None
-    nodes = [graph.nodes[i] for i in members]
+    nodes = [graph.nodes[i] for i in members] + ([reduction] if reduction is not None else [])
     locs = tuple(n.loc for n in nodes if n.loc)
     root = nodes[-1]
     attrs = {
@@ -138,12 +144,33 @@ def _fused_node(graph: Graph, members: list[int]) -> Node | None:
         "dtype": root.outputs[0].dtype,
         "locs": locs,
     }
+    if reduction is not None:
+        attrs.update(reduce=reduction.op, keepdims=bool(reduction.attrs["keepdims"]))
     return Node("fused", inputs, root.outputs, attrs, locs[0] if locs else None)
+
+
+def _reduced_producer(
+    graph: Graph, node: Node, escaping: set[Value], index: dict[int, int]
+) -> int | None:
+    """The index of the fusible node whose value only ``node``, a full reduction, reads."""
+    if node.op not in REDUCTIONS or node.attrs.get("axis") is not None:
+        return None
+    (x,) = node.inputs
+    producer = graph.producers.get(x) if isinstance(x, Value) else None
+    if producer is None or not fusible(producer) or x in escaping:
+        return None
+    # read by the reduction alone: otherwise the elementwise value must exist anyway
+    if any(u is not node for u in graph.users.get(x, ())):
+        return None
+    return index[id(producer)]
 
 
 def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE) -> Graph:
     """Replace each maximal elementwise region of ≥ 2 nodes (output ≥ ``min_size`` elements)
     by one ``fused`` node placed at the region's last node; the same graph if none qualifies.
+
+    A full ``sum`` (``axis=None``) whose input only it reads, made by a region of ≥ 1 node of
+    ≥ ``min_size`` elements, joins that region: the fused node replaces the sum.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -158,16 +185,22 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE) -> Graph:
     replaced: dict[int, Node | None] = {}  # node index -> its fused node (None: dropped)
     for root in range(len(graph.nodes) - 1, -1, -1):
         node = graph.nodes[root]
-        if root in taken or not fusible(node):
+        if root in taken:
             continue
-        members = _region(graph, root, taken, escaping, index)
-        size = _numel(node.outputs[0])
-        if len(members) < 2 or size < min_size:
+        producer = _reduced_producer(graph, node, escaping, index)
+        if producer is not None and producer not in taken:
+            # one elementwise node is enough here: fusing saves the temporary it writes
+            members = _region(graph, producer, taken, escaping, index)
+            reduction, enough = node, _numel(graph.nodes[producer].outputs[0]) >= min_size
+        elif fusible(node):
+            members, reduction = _region(graph, root, taken, escaping, index), None
+            enough = len(members) >= 2 and _numel(node.outputs[0]) >= min_size
+        else:
             continue
-        fused = _fused_node(graph, members)
+        fused = _fused_node(graph, members, reduction) if enough else None
         if fused is None:
             continue
-        taken.update(members)
+        taken.update(members + [root])
         replaced.update({i: None for i in members})
         replaced[root] = fused
     if not replaced:

@@ -184,7 +184,11 @@ def cpu_kernel(
     return kernel
 
 
-def _numba_or_none(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Callable | None:
+def _numba_or_none(
+    program: Program, shapes: tuple, shape: tuple[int, ...], sum_layout: tuple | None = None
+) -> Callable | None:
+    """numba's kernel, elementwise or (``sum_layout``: dims, views and the output's shape) a
+    sum; None when the program is for the blocked evaluator or numba is missing."""
     global _warned_no_numba
     types = {*program.in_dtypes, *(t for st in program.steps for t in (st.dtype, st.ctype))}
     if program.transcendental or np.dtype(np.float16) in types:  # numba has no float16
@@ -200,4 +204,6 @@ def _numba_or_none(program: Program, shapes: tuple, shape: tuple[int, ...]) -> C
             )
             _warned_no_numba = True
         return None
+    if sum_layout is not None:
+        return kernels_numba.numba_sum_kernel(program, *sum_layout)
     return kernels_numba.numba_kernel(program, shapes, shape)

@@ -112,6 +112,7 @@ def inplace_safe(node: Node) -> bool:
 
     Per-index elementwise kernels read an index's inputs before writing it; matmul (BLAS) does
     not, and the blocked evaluator's ``where``/``astype``/``erf`` write ``out`` in several passes.
+    A fused sum is never in place (its keepdims output could only alias a one-element input).
 
     Example:
         >>> from dualflow.graph_ir.ir import Value
@@ -123,5 +124,7 @@ def inplace_safe(node: Node) -> bool:
         return False
     if node.op == "fused":
         expr = node.attrs["expr"]
+        if node.attrs.get("reduce") is not None:
+            return False  # a sum's output is not an element of its input: never share a buffer
         return expr[0] == "call" and expr[1] not in ("where", "astype", "erf")
     return True

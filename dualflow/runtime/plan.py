@@ -21,6 +21,7 @@ from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.kernels_cpu import cpu_kernel
 from dualflow.runtime.kernels_cuda import cuda_kernel
+from dualflow.runtime.kernels_sum import cpu_sum_kernel
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
 from dualflow.runtime.out_forward import out_kernel
@@ -37,18 +38,23 @@ class RunResult:
 
 def _fused_kernel(node: Node) -> Any:
     # Kernels are built on first call: which one (numba, blocked numpy, CUDA) depends on xp, and
-    # plans that never run should not pay numba's import or compile time.
+    # plans that never run should not pay numba's import or compile time. A node with ``reduce``
+    # sums its elements (``kernels_sum`` on CPU, a ReductionKernel on GPU).
     expr, args = node.attrs["expr"], node.attrs["args"]
+    reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))
     metas = tuple((v.shape, v.dtype) for v in node.inputs)
     built: dict[str, Any] = {}
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         kernel = built.get(xp.__name__)
         if kernel is None:
-            if xp.__name__ == "numpy":
+            if xp.__name__ == "numpy" and reduce is not None:
+                kernel = cpu_sum_kernel(expr, args, metas, keepdims)
+            elif xp.__name__ == "numpy":
                 kernel = cpu_kernel(expr, args, metas)
             else:
-                kernel = cuda_kernel(expr, args, tuple(d for _, d in metas))
+                dtypes = tuple(d for _, d in metas)
+                kernel = cuda_kernel(expr, args, dtypes, reduce=reduce, keepdims=keepdims)
             built[xp.__name__] = kernel
         return kernel(xp, *arrays, out=out)
 

@@ -164,3 +164,14 @@ def test_a_failing_cell_is_a_note_row_and_exit_status_1(tmp_path, monkeypatch, c
     assert all(r["note"] == "failed: RuntimeError: no such kernel" for r in broken)
     assert all(rows[("tiny-ops", m)]["repeats"] == 2 for m in MODES)
     assert "failed: broken eager" in capsys.readouterr().err
+
+
+def test_sum_of_squares_compiles_to_one_fused_sum_without_temporaries(tmp_path) -> None:
+    args = ["--workloads", "sum-of-squares", "--repeats", "2", "--no-chart"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    rows = _rows(tmp_path / "bench.json")
+    eager, compiled = rows[("sum-of-squares", "eager")], rows[("sum-of-squares", "compiled")]
+    assert eager["steps"] == 3 and compiled["steps"] == 1  # subtract, power, sum -> one kernel
+    assert compiled["matches"] is True and compiled["max_rel_diff"] <= 1e-5
+    assert compiled["peak_bytes"] < eager["peak_bytes"] // 4  # no 16 MiB temporaries
+    assert "sum-of-squares" in default_workloads()

@@ -53,6 +53,7 @@ class Fused(NamedTuple):
     args: tuple[str, ...]
     dtypes: tuple[str, ...]
     shapes: tuple[tuple[int, ...], ...]
+    reduce: str | None = None  # "sum": the node adds up the expression's elements
 
     def program(self) -> Program:
         """The typed straight-line program the kernel renderers take."""
@@ -67,6 +68,7 @@ def fused_nodes(graph: Graph) -> list[Fused]:
             n.attrs["args"],
             tuple(v.dtype for v in n.inputs),
             tuple(tuple(v.shape) for v in n.inputs),
+            n.attrs.get("reduce"),
         )
         for n in fuse(graph, min_size=0).nodes
         if n.op == "fused"

@@ -22,7 +22,14 @@ from dualflow.ops.expr_typing import lower_expr
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import kernels_cpu as kc
 from dualflow.runtime import lower
-from dualflow.runtime.kernels_cuda import COMPILE_OPTIONS, cuda_kernel, render_cuda, wrap_global
+from dualflow.runtime.kernels_cuda import (
+    COMPILE_OPTIONS,
+    cuda_kernel,
+    render_cuda,
+    render_cuda_sum,
+    wrap_global,
+    wrap_sum_global,
+)
 from tests.runtime.fused_programs import Fused, all_fused, elementwise_ops, fused_nodes
 
 
@@ -211,6 +218,10 @@ def test_cuda_source_compiles_with_nvcc(
         for fused in nodes:
             source = render_cuda(fused.program())
             kernels[source.name] = wrap_global(source)
+            if fused.reduce is not None:  # the fused sum's map function and reduction too
+                reduction = render_cuda_sum(fused.program())
+                kernels[reduction.name] = wrap_sum_global(reduction)
+    assert any(f.reduce == "sum" for nodes in found.values() for f in nodes)
     if dtype == "float32":
         assert "tanhf(" in render_cuda(found["op:tanh"][0].program()).operation
     path = tmp_path / f"fused_{dtype}.cu"
@@ -228,7 +239,8 @@ def test_cuda_source_compiles_with_nvcc(
 def test_cuda_kernels_match_numpy_on_gpu(
     fused_by_origin: tuple[str, dict[str, list[Fused]]],
 ) -> None:
-    """Every rendered kernel run by ``cupy.ElementwiseKernel`` against the numpy expression."""
+    """Every rendered kernel run by ``cupy.ElementwiseKernel`` (``ReductionKernel`` for a fused
+    sum) against the numpy expression."""
     import cupy
 
     dtype, found = fused_by_origin
@@ -238,8 +250,10 @@ def test_cuda_kernels_match_numpy_on_gpu(
         for fused in nodes:
             inputs = [_sample_input(rng, d, s) for d, s in zip(fused.dtypes, fused.shapes)]
             want = np.asarray(compile_numpy(fused.expr, fused.args, ())(np, *inputs))
-            kernel = cuda_kernel(fused.expr, fused.args, fused.dtypes)
+            kernel = cuda_kernel(fused.expr, fused.args, fused.dtypes, reduce=fused.reduce)
             got = kernel(cupy, *(cupy.asarray(a) for a in inputs)).get()
+            if fused.reduce is not None:
+                want = np.sum(want)
             assert got.dtype == want.dtype and got.shape == want.shape, origin
             np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=origin)
 
@@ -349,3 +363,18 @@ def test_float16_regions_use_the_blocked_evaluator() -> None:
     x = np.linspace(-3, 3, 5000).astype(np.float16)
     kernel = kc.cpu_kernel(expr, ("a0",), (((5000,), "float16"),))
     np.testing.assert_array_equal(kernel(np, x), x.astype(np.float32) * 0.5)
+
+
+@pytest.mark.parametrize("reduce", [None, "sum"])
+def test_cuda_kernel_without_a_c_type_runs_through_xp(reduce: str | None) -> None:
+    # float16 has no CUDA C type here: the plan must still run (one xp call per step). The
+    # runner takes any array module, so numpy stands in for cupy.
+    expr = ("call", "multiply", ("var", "a0"), ("call", "tanh", ("var", "a0")))
+    x = np.linspace(-2, 2, 9).astype(np.float16)
+    run = cuda_kernel(expr, ("a0",), ("float16",), reduce=reduce, keepdims=True)
+    want = x * np.tanh(x)
+    want = want.sum(keepdims=True) if reduce else want
+    got = run(np, x)
+    assert got.dtype == np.float16 and np.array_equal(got, want)
+    out = np.empty_like(want)
+    assert run(np, x, out=out) is out and np.array_equal(out, want)

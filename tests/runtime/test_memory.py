@@ -193,7 +193,8 @@ def test_fused_steps_are_planned_in_place_but_never_over_a_broadcast_input() -> 
     (h,) = b.node("tanh", [*b.node("add", [h, y])])  # y broadcasts
     (g,) = b.node("matmul", [h, *b.node("transpose", [h], {"axes": (1, 0)})])
     (w,) = b.node("where", [*b.node("greater", [g, 0.0]), g, 1.0])
-    b.output(*b.node("sum", [w], {"axis": None, "keepdims": False}))
+    # a sum over one axis: a full one would join the region and `w` would never exist
+    b.output(*b.node("sum", [w], {"axis": 0, "keepdims": False}))
     graph = fuse(verify(b.build()), min_size=0)
     assert [n.op for n in graph.nodes].count("fused") == 2
     rows = {r.value: r for r in plan_memory(graph).rows}
