@@ -25,6 +25,7 @@ from dualflow.bench.modes import (
     compile_report,
     count_eager_ops,
     final_state,
+    held_bytes,
     prepare,
 )
 from dualflow.bench.workloads import ALIASES, GPU_SCALE, WORKLOADS, default_workloads, resolve_names
@@ -90,6 +91,7 @@ def _measure_cell(
     baseline = built.get("baseline")
     row = measure(name, mode, recorder, count, baseline, workload.warmup, device)
     row.compile_ms, row.steps = compile_report(step)
+    row.peak_bytes += held_bytes(step)  # buffers allocated at the first call count too
     if mode == "eager":
         row.steps = recorder.ops
     if built.get("bytes"):

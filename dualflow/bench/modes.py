@@ -50,6 +50,15 @@ def compile_report(fn: Callable[[], Any]) -> tuple[float | None, int | None]:
     return fn.stats().compile_seconds * 1e3, trace.plan.steps
 
 
+def held_bytes(fn: Callable[[], Any]) -> int:
+    """Bytes a compiled step's plans keep between calls (their planned buffers, forward and
+    backward); a step's measured peak only sees what it allocates, so these are added to it."""
+    if not isinstance(fn, dualflow.tracer.CompiledFunction):
+        return 0
+    plans = [t.plan for t in fn.history] + [t.backward.plan for t in fn.history if t.backward]
+    return sum(plan.held_bytes for plan in plans)
+
+
 class _CountingInterpreter:
     # Forwards every op to the eager interpreter, counting them: eager runs one kernel per op
     # (forward, backward and update alike), which is what a compiled plan's steps replace.

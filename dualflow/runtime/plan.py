@@ -126,6 +126,21 @@ class Plan:
             return RunResult(None, None, self.graph.nodes[failed])
         return RunResult(tuple(xp.asarray(o) for o in outputs), updates)
 
+    @property
+    def held_bytes(self) -> int:
+        """Bytes of the planned buffers this plan keeps between runs (0 before its first run).
+
+        Example:
+            >>> from dualflow.graph_ir.builder import GraphBuilder
+            >>> b = GraphBuilder("f"); x = b.input((256,), "float32")
+            >>> (y,) = b.node("exp", [x]); b.output(*b.node("sum", [y], {"axis": None, "keepdims": False}))
+            >>> plan = lower(b.build()); _ = plan.run([np.ones(256, np.float32)], []); plan.held_bytes
+            1024
+        """  # noqa: E501
+        if self._buffers is None or self.memory is None:
+            return 0
+        return int(sum(self.memory.buffer_sizes))  # the raw buffers, not their per-value views
+
     def _profiled(self) -> Any:
         if self._profiled_run is None:
             planned = () if self.memory is None else self.memory.planned
