@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import types
 
+import numpy as np
+
 from dualflow.bench.harness import peak_memory, time_calls
 from dualflow.device import Device
 
@@ -50,3 +52,18 @@ def test_gpu_peak_is_the_high_water_mark_of_pool_blocks_held(monkeypatch) -> Non
     # like tracemalloc's peak above the start: 64 freed, then 150 held at most -> 86 above it
     assert peak_memory(step, Device("cuda:0")) == 150 - 64
     assert len(synced) == 2 and not ACTIVE  # waited before and after; the hook is removed
+
+
+def test_held_bytes_counts_a_compiled_steps_plan_buffers_once() -> None:
+    import dualflow
+    from dualflow.bench.modes import held_bytes
+
+    x = dualflow.tensor(np.ones(4096, np.float32))
+    step = dualflow.compile(lambda: ((x * 2).exp() + 1).tanh(), passes="O0")
+    step()  # traced (and run eagerly): the plan has not allocated yet
+    assert held_bytes(step) == 0 and held_bytes(lambda: None) == 0
+    step()
+    plan = step.history[-1].plan
+    # three chained 16 KiB values share buffers: what is held is the raw buffers, not the views
+    assert held_bytes(step) == sum(plan.memory.buffer_sizes) == plan.held_bytes > 0
+    assert held_bytes(step) < 3 * 4096 * 4
