@@ -17,7 +17,7 @@ import numpy as np
 import dualflow
 from dualflow import nn, ops, optim
 from dualflow.bench.harness import Measurement, peak_memory, time_calls
-from dualflow.bench.modes import compare, compile_report, max_difference
+from dualflow.bench.modes import compare, compile_report, held_bytes, max_difference
 from dualflow.data import load_digits
 from dualflow.distributed import Communicator, create_communicator, create_multi_node_optimizer
 from dualflow.vision.models.digits_cnn import digits_cnn
@@ -105,7 +105,7 @@ def measure_mode(comm: Communicator, mode: str, repeats: int, seed: int) -> dict
         last[0] = step()
 
     times = time_calls(call, repeats) * 1e3
-    peak = peak_memory(call)
+    peak = peak_memory(call) + held_bytes(step)  # as for the single-process rows
     compile_ms, steps = compile_report(step)
     row = Measurement(
         "distributed", mode, *_stats(times), repeats, peak, compile_ms=compile_ms, steps=steps
