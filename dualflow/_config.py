@@ -110,7 +110,7 @@ ENVIRONMENT = {
     "DUALFLOW_PASSES": "comma-separated pass list for compiled functions (overrides the default)",
     "DUALFLOW_DUMP_IR": "directory where the pass manager dumps every intermediate graph",
     "DUALFLOW_VERIFY_PASSES": "1 verifies the graph after every pass (the test suite sets it)",
-    "DUALFLOW_CACHE_DIR": "where generated kernels are cached (default ~/.cache/dualflow)",
+    "DUALFLOW_CACHE_DIR": "where kernels and plan bytecode are cached (default ~/.cache/dualflow)",
     "DUALFLOW_PLAN_CACHE": "folder (or 1: ~/.cache/dualflow/plans) where compiled plans persist",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
 }
