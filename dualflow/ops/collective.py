@@ -155,7 +155,9 @@ class AllReduceStart:
         pending = _post(lookup_communicator(comm), xp.ascontiguousarray(x), reduction)
         key = next(_KEYS.setdefault(comm, itertools.count()))
         _PENDING.setdefault(comm, {})[key] = pending
-        return xp.asarray(key, dtype=xp.int64)
+        # the key stays on the host even on a GPU: the wait reads it with int(), which on a
+        # device array would synchronize the stream in the middle of the step
+        return np.asarray(key, dtype=np.int64)
 
 
 @primitive("allreduce_wait", impure=True)

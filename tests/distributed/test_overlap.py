@@ -57,3 +57,21 @@ def test_some_backward_work_runs_while_a_bucket_is_in_flight() -> None:
     first_wait = next(i for i, n in enumerate(graph.nodes) if n.op == "allreduce_wait")
     between = graph.nodes[first_start + 1 : first_wait]
     assert any(n.op == "matmul" for n in between)  # a weight gradient computed meanwhile
+
+
+def test_allreduce_handles_live_on_the_host_whatever_the_array_module() -> None:
+    # A device-array handle would make allreduce_wait's int() synchronize a GPU stream.
+    import types
+
+    from dualflow.distributed import create_communicator
+    from dualflow.ops.collective import AllReduceStart, AllReduceWait
+
+    comm = create_communicator("loopback")
+    no_device_arrays = types.SimpleNamespace(
+        ascontiguousarray=np.ascontiguousarray,
+        asarray=lambda *a, **k: pytest.fail("the handle must not become a device array"),
+    )
+    x = np.arange(3.0)
+    handle = AllReduceStart.forward(no_device_arrays, x, comm=comm.comm_id, reduction="sum")
+    assert type(handle) is np.ndarray and handle.dtype == np.int64 and handle.shape == ()
+    assert AllReduceWait.forward(np, handle, x, comm=comm.comm_id).tolist() == [0.0, 1.0, 2.0]
