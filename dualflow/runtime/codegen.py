@@ -55,13 +55,13 @@ def _kernel(
 
 
 def _call_lines(
-    node: Node, i: int, namespace: dict, kernels: dict, into: Value | None, profile: bool
+    node: Node, i: int, namespace: dict, kernels: dict, into: str | None, profile: bool
 ) -> list[str]:
-    """The source lines of one kernel step (``into``: the planned output it writes ``out=``)."""
+    """The source lines of one kernel step (``into``: the array variable it writes ``out=``)."""
     args = ", ".join(_operand(v, namespace) for v in node.inputs)
     kernel = _kernel(node, i, namespace, kernels, into is not None)
     attrs = "".join(", " + _attr(k, v, namespace) for k, v in node.attrs.items())
-    attrs += f", out=o{into.id}" if into is not None else ""
+    attrs += f", out={into}" if into is not None else ""
     # a multi-output op returns a tuple to unpack; a single output is bound directly
     outs = ", ".join(map(_name, node.outputs)) + (
         ","
@@ -78,16 +78,32 @@ def _call_lines(
     return lines
 
 
+def _into(node: Node, planned: set[Value], donated: dict[Value, Value]) -> str | None:
+    """The variable a step writes ``out=``: its planned buffer, its donated state, or none."""
+    out = node.outputs[0] if node.outputs else None
+    if out in planned:
+        return f"o{out.id}"
+    if out in donated:
+        return _name(donated[out])
+    return None
+
+
 def render(
-    graph: Graph, kernels: dict[str, Any], profile: bool = False, planned: tuple[Value, ...] = ()
+    graph: Graph,
+    kernels: dict[str, Any],
+    profile: bool = False,
+    planned: tuple[Value, ...] = (),
+    donated: dict[Value, Value] | None = None,
 ) -> tuple[str, dict]:
     """Python source of ``run(xp, inputs, state, consts, bufs)`` and its namespace.
 
     The function returns ``(outputs, update_values, None)`` or, when a guard fails,
     ``(None, None, guard_index)`` before any later step ran. The steps defining ``planned``
     values write into ``bufs`` (one preallocated array per planned value, same order) with
-    ``kernels["out"](node)``.
+    ``kernels["out"](node)``; those defining ``donated`` update values write into their state's
+    own array (the update value returned is then that array).
     """
+    donated = donated or {}
     namespace: dict[str, Any] = {"_guard": kernels["guard"], "_check": kernels.get("check")}
     lines = ["def run(xp, inputs, state, consts, bufs=(), times=None):"]
     lines += [
@@ -102,6 +118,7 @@ def render(
     if planned:
         lines.append(f"    {', '.join(f'o{v.id}' for v in planned)}, = bufs")
     planned_set = set(planned)
+    kept = set(donated.values())
     last_use = graph.last_use
     for i, node in enumerate(graph.nodes):
         if node.op == "guard":
@@ -109,9 +126,11 @@ def render(
             namespace[f"g{i}"] = node
             lines.append(f"    if not _guard(g{i}, {args}): return None, None, {i}")
         else:
-            into = node.outputs[0] if node.outputs and node.outputs[0] in planned_set else None
-            lines += _call_lines(node, i, namespace, kernels, into, profile)
-        dead = [v for v in node.value_inputs if last_use.get(v) == i]
+            lines += _call_lines(
+                node, i, namespace, kernels, _into(node, planned_set, donated), profile
+            )
+        # a donated state's array is written after its last read: keep its name bound
+        dead = [v for v in node.value_inputs if last_use.get(v) == i and v not in kept]
         dead += [v for v in node.outputs if v not in last_use]
         if dead:
             lines.append(f"    del {', '.join(sorted({_name(v) for v in dead}))}")

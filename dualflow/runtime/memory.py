@@ -103,7 +103,8 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def _kind(node: Node) -> str:
+def output_kind(node: Node) -> str:
+    """``"fresh"`` (new memory), ``"view"`` (an input's memory) or ``"unknown"`` (maybe both)."""
     op = OPS.get(node.op)
     if (
         node.op in FRESH_OPS
@@ -128,7 +129,7 @@ def alias_roots(graph: Graph) -> dict[Value, frozenset[Value]]:
     """
     roots: dict[Value, frozenset[Value]] = {}
     for node in graph.nodes:
-        kind = _kind(node)
+        kind = output_kind(node)
         inherited = frozenset().union(*(roots.get(v, frozenset()) for v in node.value_inputs))
         for out in node.outputs:
             if kind == "fresh":

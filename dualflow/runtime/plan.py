@@ -19,6 +19,7 @@ from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
+from dualflow.runtime.donation import donations
 from dualflow.runtime.kernels_cpu import cpu_kernel
 from dualflow.runtime.kernels_cuda import cuda_kernel
 from dualflow.runtime.kernels_sum import cpu_sum_kernel
@@ -79,6 +80,8 @@ class Plan:
     _buffers: list | None = field(default=None, repr=False)
     _xp: Any = field(default=None, repr=False)
     _consts: list = field(default_factory=list, repr=False)
+    donated_slots: tuple[int, ...] = ()  # state arrays its updates are written into directly
+    _undonated_run: Any = field(default=None, repr=False)
 
     @property
     def steps(self) -> int:
@@ -102,7 +105,8 @@ class Plan:
         return "memory planning off" if self.memory is None else self.memory.table()
 
     def run(self, inputs: list[Any], state: list[Any], profile: bool = False) -> RunResult:
-        """Execute the plan; ``inputs``/``state`` are arrays in graph order (not modified).
+        """Execute the plan; ``inputs``/``state`` are arrays in graph order (not modified, except
+        the state arrays of donated updates when lowered with ``donate=True``).
 
         Example:
             >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -121,7 +125,8 @@ class Plan:
             run = self._profiled()
             outputs, updates, failed = run(xp, inputs, state, consts, self._buffers, times)
         else:
-            outputs, updates, failed = self._run(xp, inputs, state, consts, self._buffers)
+            run = self._run if _writable(state, self.donated_slots) else self._undonated()
+            outputs, updates, failed = run(xp, inputs, state, consts, self._buffers)
         if failed is not None:
             return RunResult(None, None, self.graph.nodes[failed])
         return RunResult(tuple(xp.asarray(o) for o in outputs), updates)
@@ -140,6 +145,13 @@ class Plan:
         if self._buffers is None or self.memory is None:
             return 0
         return int(sum(self.memory.buffer_sizes))  # the raw buffers, not their per-value views
+
+    def _undonated(self) -> Any:
+        # a state array a kernel cannot write out= into (a strided view): commit at the end
+        if self._undonated_run is None:
+            planned = () if self.memory is None else self.memory.planned
+            self._undonated_run = _compile(self.graph, planned=planned)[1]
+        return self._undonated_run
 
     def _profiled(self) -> Any:
         if self._profiled_run is None:
@@ -165,8 +177,21 @@ def _check_finite(node: Node, *arrays: Any) -> None:
             raise NumericalError(f"{node.op}: output contains {what}\n  {where}")
 
 
+def _writable(state: list[Any], slots: tuple[int, ...]) -> bool:
+    """Whether every donated state array can take ``out=`` writes (contiguous, writeable)."""
+    for k in slots:
+        flags = state[k].flags
+        if not flags.c_contiguous or not getattr(flags, "writeable", True):
+            return False
+    return True
+
+
 def _compile(
-    graph: Graph, profile: bool = False, debug: bool = False, planned: tuple = ()
+    graph: Graph,
+    profile: bool = False,
+    debug: bool = False,
+    planned: tuple = (),
+    donated: dict | None = None,
 ) -> tuple[str, Any]:
     kernels = {
         "guard": guard_holds,
@@ -174,15 +199,23 @@ def _compile(
         "out": _out_kernel,
         "check": _check_finite if debug else None,
     }
-    source, namespace = render(graph, kernels, profile, planned)
+    source, namespace = render(graph, kernels, profile, planned, donated)
     exec(compile_plan(source, f"<dualflow plan {graph.name}>"), namespace)
     return source, namespace["run"]
 
 
 def lower(
-    graph: Graph, device: Device | str = "cpu", debug: bool = False, plan_memory: bool = True
+    graph: Graph,
+    device: Device | str = "cpu",
+    debug: bool = False,
+    plan_memory: bool = True,
+    donate: bool = False,
 ) -> Plan:
     """Turn a graph into a Plan for ``device``; ``plan_memory`` preallocates ``out=`` buffers.
+
+    ``donate`` lets updates that no later step or guard depends on be written straight into
+    their state arrays during the run (``runtime/donation.py``); compiled functions use it.
+    Without it a run never modifies its inputs or state.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -192,5 +225,8 @@ def lower(
     """
     memory = _plan_memory(graph) if plan_memory else None
     planned = () if memory is None else memory.planned
-    source, run = _compile(graph, debug=debug, planned=planned)
-    return Plan(graph, Device(device), source, run, memory=memory)
+    # debug mode checks every step and may raise mid-plan: updates must then be untouched
+    donated = donations(graph) if donate and not debug and memory is not None else {}
+    source, run = _compile(graph, debug=debug, planned=planned, donated=donated)
+    slots = tuple(graph.state.index(s) for s in donated.values())
+    return Plan(graph, Device(device), source, run, memory=memory, donated_slots=slots)

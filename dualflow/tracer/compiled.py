@@ -116,6 +116,10 @@ class CompiledFunction:
     def _run(self, trace: Trace, flat: Flat, args: tuple, kwargs: dict) -> Any:
         inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
         state = [ref.read() for ref in trace.checks.refs]
+        connected = trace.backward is not None and config.grad_enabled
+        # the state before the call, for create_graph's replay (taken first: the plan may
+        # write donated updates into the state arrays while it runs)
+        before = [state[slot].copy() for slot in trace.update_slots] if connected else []
         result = trace.plan.run(inputs, state)
         self._stats.plan_runs += 1
         if result.failed_guard is not None:
@@ -125,8 +129,6 @@ class CompiledFunction:
                 f"guard {node.attrs['kind']}() == {node.attrs['expect']!r} failed at {node.loc}"
             )
             return _GUARD_FAILED
-        connected = trace.backward is not None and config.grad_enabled
-        before = [state[slot].copy() for slot in trace.update_slots] if connected else []
         user, residuals = _commit(trace, flat, state, result)
         if connected:
             replay = self._replay(args, kwargs, trace, state, before)
@@ -300,7 +302,8 @@ def _commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[li
     Returns the user's outputs as tensors and the residuals a backward graph reads.
     """
     for slot, new in zip(trace.update_slots, result.updates):
-        state[slot][...] = new
+        if new is not state[slot]:  # a donated update was written in place by the plan
+            state[slot][...] = new
     outputs = iter(result.outputs)
     user = [Tensor._wrap(next(outputs), None, 0, False) for _ in range(trace.n_outputs)]
     for index in trace.const_outputs:  # a constant must not be shared with the caller

@@ -101,7 +101,7 @@ def load_trace(
     bwd = None if backward is None else _backward(meta, forward, backward, roots, device)
     trace = Trace(
         forward,
-        lower(forward, device, debug=debug),
+        lower(forward, device, debug=debug, donate=True),
         checks,
         list(meta["update_slots"]),
         [_slot(s, roots) for s in meta["grad_owners"]],

@@ -72,7 +72,7 @@ def finish_trace(
         builder.output(*backward.residuals)  # what the backward graph reads from the forward
     graph, pass_stats = run_passes(builder.build(), passes)
     slots = [graph.state.index(target) for target, _ in graph.updates]
-    plan = lower(graph, device, debug=config.debug)
+    plan = lower(graph, device, debug=config.debug, donate=True)
     trace = Trace(
         graph,
         plan,

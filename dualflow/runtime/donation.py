@@ -1,0 +1,60 @@
+"""Donation: which state updates a plan may write straight into the state's own array.
+
+A compiled call commits its updates at the end (all or nothing), so every new parameter and
+optimizer value would be alive at once. An update whose step comes after the last guard, whose
+old value nothing reads later, and whose step can write ``out=`` is written in place instead.
+"""
+
+from __future__ import annotations
+
+from dualflow.graph_ir.ir import Graph, Value
+from dualflow.runtime.memory import output_kind
+from dualflow.runtime.out_forward import inplace_safe, writes_out
+
+
+def _state_aliases(graph: Graph) -> dict[Value, frozenset[Value]]:
+    """Value -> the state values whose memory it may share (a state value: itself)."""
+    aliases: dict[Value, frozenset[Value]] = {s: frozenset({s}) for s in graph.state}
+    for node in graph.nodes:
+        fresh = output_kind(node) == "fresh"
+        inherited = frozenset().union(*(aliases.get(v, frozenset()) for v in node.value_inputs))
+        for out in node.outputs:
+            aliases[out] = frozenset() if fresh else inherited
+    return aliases
+
+
+def donations(graph: Graph) -> dict[Value, Value]:
+    """Update value -> the state value its step may write into directly.
+
+    Only after the last guard (a failing guard must leave state untouched), never for a value
+    the call also returns, and only when no later step reads the old state (or a view of it).
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("sgd"); g = b.input((4,), "float32"); w = b.add_state((4,), "float32")
+        >>> (new,) = b.node("subtract", [w, g]); b.update(w, new)
+        >>> donations(b.build()) == {new: w}
+        True
+    """
+    last_guard = max((i for i, n in enumerate(graph.nodes) if n.op == "guard"), default=-1)
+    aliases = _state_aliases(graph)
+    last_read: dict[Value, int] = {}
+    for i, node in enumerate(graph.nodes):
+        for v in node.value_inputs:
+            for s in aliases.get(v, ()):
+                last_read[s] = i
+    index = {id(n): i for i, n in enumerate(graph.nodes)}
+    returned = set(graph.outputs)
+    found: dict[Value, Value] = {}
+    for state, new in graph.updates:
+        producer = graph.producers.get(new)
+        if producer is None or new in returned or new in found or producer.outputs != (new,):
+            continue
+        step = index[id(producer)]
+        if step <= last_guard or last_read.get(state, -1) > step or not writes_out(producer):
+            continue
+        readers = [v for v in producer.value_inputs if state in aliases.get(v, ())]
+        if readers and (not inplace_safe(producer) or any(v is not state for v in readers)):
+            continue  # only a per-index kernel reading the state itself may overwrite it
+        found[new] = state
+    return found
