@@ -298,9 +298,10 @@ WORKLOADS: dict[str, Workload] = {
         Workload("sum-of-squares", "((x - y) ** 2).sum(), 4M f32", build_sum_of_squares, 10),
         Workload("inference", "20x512 MLP forward (no grad), batch 64", build_inference, 50),
         Workload("cnn", "digits CNN train step, batch 64", build_cnn, 20),
-        # full-width ResNet-18 takes ~1 s a step on 2 cores: few repeats; a compiled step
-        # traces on call 1 and retraces on call 2 (momentum buffers appear), so warm up twice
-        Workload("resnet18", "ResNet-18 CIFAR train step, batch 16", build_resnet18, 3, warmup=2),
+        # full-width ResNet-18 takes ~1 s a step on 2 cores: 5 repeats (with 3 the median was
+        # noise); a compiled step traces on call 1 and retraces on call 2 (momentum buffers
+        # appear), so warm up twice
+        Workload("resnet18", "ResNet-18 CIFAR train step, batch 16", build_resnet18, 5, warmup=2),
         Workload("gradient-penalty", "WGAN-GP critic step, 64x128", build_gradient_penalty, 20),
         Workload(
             "distributed",
