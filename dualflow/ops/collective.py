@@ -71,7 +71,7 @@ def _check(x: Meta, comm: int, reduction: str) -> None:
     lookup_communicator(comm)
 
 
-@primitive("allreduce", impure=True)
+@primitive("allreduce", impure=True, collective=True)
 class AllReduce:
     """Sum (or mean) of ``x`` over every rank of communicator ``comm``; every rank gets it."""
 
@@ -143,7 +143,7 @@ def _post(comm: Any, array: Any, reduction: str) -> _Pending:
     return _Pending(None, result, None, comm.size, reduction)
 
 
-@primitive("allreduce_start", impure=True)
+@primitive("allreduce_start", impure=True, collective=True)
 class AllReduceStart:
     """Start a non-blocking all-reduce of ``x``; the output is the request's 0-d int64 key."""
 
@@ -160,7 +160,7 @@ class AllReduceStart:
         return np.asarray(key, dtype=np.int64)
 
 
-@primitive("allreduce_wait", impure=True)
+@primitive("allreduce_wait", impure=True, collective=True)
 class AllReduceWait:
     """Finish the all-reduce started as ``handle``; ``x`` (its input) gives the result's type."""
 

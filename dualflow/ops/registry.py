@@ -36,6 +36,7 @@ class OpDef:
         "attr_names",
         "backward",
         "check_eager",
+        "collective",
         "commutative",
         "differentiable",
         "doc",
@@ -66,6 +67,8 @@ class OpDef:
         self.args: tuple[str, ...] = tuple(facts.get("args", ()))
         self.attr_names: tuple[str, ...] = tuple(facts.get("attr_names", ()))
         self.impure: bool = facts.get("impure", False)
+        # talks to other ranks: every rank must run it the same number of times, in order
+        self.collective: bool = facts.get("collective", False)
         self.commutative: bool = facts.get("commutative", False)
         self.inplace: tuple[tuple[int, int], ...] = tuple(facts.get("inplace", ()))
         self.differentiable: bool = self.backward is not None

@@ -22,7 +22,6 @@ from dualflow.tensor import Tensor
 from dualflow.tracer.state import StateChecks, StateRef
 
 _LITERALS = (int, float, bool)
-_COLLECTIVES = ("allreduce", "allreduce_start", "allreduce_wait")
 
 
 def _root(array: Any) -> Any:
@@ -140,7 +139,7 @@ class Tracer:
         metas = [Meta(o._array.shape, o._array.dtype) for o in outs]
         loc = _loc(self)
         values = self.builder.node(op.name, inputs, attrs, loc, metas)
-        if op.name in _COLLECTIVES and self.collective_at is None:
+        if op.collective and self.collective_at is None:
             self.collective_at = loc
         for tensor, value in zip(outs, values):
             self.bind(tensor, value)
