@@ -8,19 +8,8 @@ old value nothing reads later, and whose step can write ``out=`` is written in p
 from __future__ import annotations
 
 from dualflow.graph_ir.ir import Graph, Value
-from dualflow.runtime.memory import output_kind
+from dualflow.runtime.memory import alias_roots
 from dualflow.runtime.out_forward import inplace_safe, writes_out
-
-
-def _state_aliases(graph: Graph) -> dict[Value, frozenset[Value]]:
-    """Value -> the state values whose memory it may share (a state value: itself)."""
-    aliases: dict[Value, frozenset[Value]] = {s: frozenset({s}) for s in graph.state}
-    for node in graph.nodes:
-        fresh = output_kind(node) == "fresh"
-        inherited = frozenset().union(*(aliases.get(v, frozenset()) for v in node.value_inputs))
-        for out in node.outputs:
-            aliases[out] = frozenset() if fresh else inherited
-    return aliases
 
 
 def donations(graph: Graph) -> dict[Value, Value]:
@@ -37,7 +26,7 @@ def donations(graph: Graph) -> dict[Value, Value]:
         True
     """
     last_guard = max((i for i, n in enumerate(graph.nodes) if n.op == "guard"), default=-1)
-    aliases = _state_aliases(graph)
+    aliases = alias_roots(graph, with_state=True)  # state values: the owners of interest
     last_read: dict[Value, int] = {}
     for i, node in enumerate(graph.nodes):
         for v in node.value_inputs:

@@ -103,8 +103,7 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def output_kind(node: Node) -> str:
-    """``"fresh"`` (new memory), ``"view"`` (an input's memory) or ``"unknown"`` (maybe both)."""
+def _kind(node: Node) -> str:
     op = OPS.get(node.op)
     if (
         node.op in FRESH_OPS
@@ -115,10 +114,12 @@ def output_kind(node: Node) -> str:
     return "view" if node.op in VIEW_OPS else "unknown"
 
 
-def alias_roots(graph: Graph) -> dict[Value, frozenset[Value]]:
+def alias_roots(graph: Graph, with_state: bool = False) -> dict[Value, frozenset[Value]]:
     """Node output -> the node outputs owning memory it may share (itself if it owns some).
 
     Ops of unknown behaviour are assumed to both allocate and alias their inputs (safe side).
+    ``with_state`` also counts each state value as the owner of its own memory (donation asks
+    which values may be views of a state array).
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -127,9 +128,11 @@ def alias_roots(graph: Graph) -> dict[Value, frozenset[Value]]:
         >>> alias_roots(b.build())[t] == {y}
         True
     """
-    roots: dict[Value, frozenset[Value]] = {}
+    roots: dict[Value, frozenset[Value]] = (
+        {s: frozenset({s}) for s in graph.state} if with_state else {}
+    )
     for node in graph.nodes:
-        kind = output_kind(node)
+        kind = _kind(node)
         inherited = frozenset().union(*(roots.get(v, frozenset()) for v in node.value_inputs))
         for out in node.outputs:
             if kind == "fresh":
