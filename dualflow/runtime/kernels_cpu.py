@@ -112,7 +112,13 @@ def _schedule(program: Program) -> tuple[list, list[np.dtype]]:
     free: list[int] = []
     ops = []
     for j, step in enumerate(program.steps):
-        dying = [slot_of[r[1]] for r in step.operands if r[0] == "step" and last_use[r[1]] == j]
+        # one slot per dying value, even when the step reads it twice (``s + s``): releasing it
+        # twice would hand the same scratch buffer to two live values later
+        dying = list(
+            dict.fromkeys(
+                slot_of[r[1]] for r in step.operands if r[0] == "step" and last_use[r[1]] == j
+            )
+        )
         in_place = step.fn not in ("where", "astype", "erf")
         if in_place:
             free += dying

@@ -378,3 +378,16 @@ def test_cuda_kernel_without_a_c_type_runs_through_xp(reduce: str | None) -> Non
     assert got.dtype == np.float16 and np.array_equal(got, want)
     out = np.empty_like(want)
     assert run(np, x, out=out) is out and np.array_equal(out, want)
+
+
+def test_blocked_schedule_value_read_twice_keeps_its_own_slot() -> None:
+    """``s + s`` releases s's scratch slot once: two later live values never share it (a reused
+    slot once made a training step's gradient 8.49 where eager gives 0.0036)."""
+    s = ("call", "sin", ("var", "a0"))
+    h = ("call", "tanh", ("var", "a0"))
+    expr = ("call", "add", ("call", "add", s, s), ("call", "multiply", h, ("call", "cos", h)))
+    program = lower_expr(expr, ("a0",), ("float32",))
+    x = np.linspace(-3, 3, 3 * 4096 + 5, dtype=np.float32)
+    got = kc.blocked_kernel(program, x.shape, 4096)(np, x)
+    sx, hx = np.sin(x), np.tanh(x)
+    np.testing.assert_array_equal(got, (sx + sx) + hx * np.cos(hx))
