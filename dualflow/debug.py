@@ -15,6 +15,7 @@ import numpy as np
 import dualflow
 from dualflow.graph_ir.interpret import guard_holds, run_node
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.ops.host_print import debug_print
 from dualflow.passes.manager import resolve_passes, run_passes
 from dualflow.tensor import Tensor
 from dualflow.tracer.signature import flatten
@@ -243,3 +244,10 @@ def compare_modes(
             report.culprit_node = _culprit_node(fn, args, kwargs, pipeline, name)
             break
     return report
+
+
+def __getattr__(name: str) -> Any:
+    # ``dualflow.debug.print`` without shadowing the builtin print inside this module
+    if name == "print":
+        return debug_print
+    raise AttributeError(f"module 'dualflow.debug' has no attribute {name!r}")

@@ -352,7 +352,7 @@ def tensor(
         >>> tensor([1.5]).dtype
         dtype('float32')
     """
-    source = data
+    source = data = data if config.tracer is None else config.tracer.unwrap(data)
     if isinstance(data, Tensor):
         data = data._array
     if dtype is None:
@@ -378,6 +378,8 @@ def as_tensor(value: Any) -> Tensor:
     """
     if isinstance(value, Tensor):
         return value
+    if config.tracer is not None:  # a numpy-array argument of a traced call: its input
+        value = config.tracer.unwrap(value)
     if not hasattr(value, "dtype") or isinstance(value, np.generic):
         value = np.asarray(value)
     return Tensor._wrap(value, None, 0, False)

@@ -85,9 +85,13 @@ class _Run:
 
     def run(self) -> None:
         debug = config.debug
+        tracer = config.tracer
+        older = -1 if tracer is None else tracer.first_seq  # tape made before the traced call
         while self.heap:
             node = heapq.heappop(self.heap)[1]
             gys = self.pending.pop(node)
+            if node.seq < older:  # backward into an argument's history (tracer/history.py)
+                tracer.on_outside_node(node)
             if self.targets is not None:
                 for index, gy in enumerate(gys):
                     if (node, index) in self.targets and gy is not None:

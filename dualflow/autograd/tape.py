@@ -20,6 +20,11 @@ _tensor = importlib.import_module("dualflow.tensor")
 _sequence = itertools.count()
 
 
+def next_seq() -> int:
+    """A number above every tape node made so far (the tracer tells older nodes apart)."""
+    return next(_sequence)
+
+
 class GraphReleasedError(RuntimeError):
     """Backward reached a node whose saved values were already freed by an earlier backward."""
 

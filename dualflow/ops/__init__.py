@@ -110,6 +110,7 @@ from dualflow.ops.random_ops import (
 from dualflow.ops.embedding import embedding, embedding_grad
 from dualflow.ops.fused_arith import fma
 from dualflow.ops.collective import allreduce
+from dualflow.ops.host_print import debug_print
 
 # Every public op function imported above (helpers and modules excluded).
 __all__ = sorted(

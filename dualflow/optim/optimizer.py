@@ -16,7 +16,10 @@ from dualflow import ops
 from dualflow._config import config, enable_grad, no_grad
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
+from dualflow.optim.state_tensors import step_counter, zeros_like
 from dualflow.tensor import Tensor
+
+__all__ = ["Optimizer", "ParamGroup", "step_counter", "zeros_like"]  # helpers re-exported
 
 
 class Optimizer:
@@ -162,6 +165,29 @@ class Optimizer:
                         if fresh:  # graphs and explain show "sgd.momentum_buffer[3]", not "state7"
                             self._name_state(state, index, position)
         return loss
+
+    def _rollback_point(self) -> Callable[[], None]:
+        """A function putting the Python side of this optimizer back as it is now.
+
+        A compiled call whose tracing run fails rolls back tensor writes itself; state *born*
+        in the call (a first step's moment buffers, its step count) lives in these dicts.
+        """
+        entries = [(p, inner, dict(inner)) for p, inner in self.state.items()]
+        groups = [(group, dict(group)) for group in self.param_groups]
+        version = self._version
+
+        def restore() -> None:
+            self.state.clear()
+            for p, inner, saved in entries:
+                inner.clear()
+                inner.update(saved)
+                self.state[p] = inner
+            for group, saved in groups:
+                dict.clear(group)
+                dict.update(group, saved)
+            self._version = version
+
+        return restore
 
     def _name_state(self, state: dict[str, Tensor], group: int, position: int) -> None:
         prefix = type(self).__name__.lower() + (f".group{group}" if group else "")
@@ -330,30 +356,6 @@ def _checked_array(p: Tensor, key: str, value: Any) -> Any:
             f"shape {tuple(p.shape)}"
         )
     return array
-
-
-def zeros_like(p: Tensor) -> Tensor:
-    """A new zero state tensor with ``p``'s shape, dtype and device.
-
-    Example:
-        >>> import numpy as np
-        >>> from dualflow.nn import Parameter
-        >>> zeros_like(Parameter(np.ones(2, np.float32))).array
-        array([0., 0.], dtype=float32)
-    """
-    return Tensor(get_array_module(p._array).zeros_like(p._array))
-
-
-def step_counter(p: Tensor) -> Tensor:
-    """A new 0-d float64 step count on ``p``'s device (exact up to 2**53 steps).
-
-    Example:
-        >>> import numpy as np
-        >>> from dualflow.nn import Parameter
-        >>> step_counter(Parameter(np.ones(2, np.float32))).array
-        array(0.)
-    """
-    return Tensor(get_array_module(p._array).zeros((), dtype=np.float64))
 
 
 class ParamGroup(dict):

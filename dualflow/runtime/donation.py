@@ -7,15 +7,26 @@ old value nothing reads later, and whose step can write ``out=`` is written in p
 
 from __future__ import annotations
 
-from dualflow.graph_ir.ir import Graph, Value
+import numpy as np
+
+from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.runtime.memory import alias_roots
 from dualflow.runtime.out_forward import inplace_safe, writes_out
+
+
+def _may_stop(node: Node) -> bool:
+    """Whether the run may end at this step without committing: a guard, or a step whose
+    forward can raise on the values it reads (an out-of-range label or index)."""
+    if node.op == "guard":
+        return True
+    return any(np.dtype(v.dtype).kind in "iu" for v in node.value_inputs)
 
 
 def donations(graph: Graph) -> dict[Value, Value]:
     """Update value -> the state value its step may write into directly.
 
-    Only after the last guard (a failing guard must leave state untouched), never for a value
+    Only after the last guard (a failing guard must leave state untouched) and the last step
+    that may raise on its data (any step reading integers: labels, indices), never for a value
     the call also returns, and only when no later step reads the old state (or a view of it).
 
     Example:
@@ -25,7 +36,7 @@ def donations(graph: Graph) -> dict[Value, Value]:
         >>> donations(b.build()) == {new: w}
         True
     """
-    last_guard = max((i for i, n in enumerate(graph.nodes) if n.op == "guard"), default=-1)
+    last_guard = max((i for i, n in enumerate(graph.nodes) if _may_stop(n)), default=-1)
     aliases = alias_roots(graph, with_state=True)  # state values: the owners of interest
     last_read: dict[Value, int] = {}
     for i, node in enumerate(graph.nodes):

@@ -8,6 +8,7 @@ use buffers allocated at the first run and kept by the plan (so one plan runs on
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from dualflow.device import Device, send
 from dualflow.errors import NumericalError
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
+from dualflow.ops.host_print import held_messages
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
@@ -81,6 +83,7 @@ class Plan:
     _xp: Any = field(default=None, repr=False)
     _consts: list = field(default_factory=list, repr=False)
     donated_slots: tuple[int, ...] = ()  # state arrays its updates are written into directly
+    prints: bool = False  # has debug_print steps (their messages wait for the guards)
     _undonated_run: Any = field(default=None, repr=False)
 
     @property
@@ -124,6 +127,12 @@ class Plan:
             times = self.profile_times = np.zeros(len(self.graph.nodes))
             run = self._profiled()
             outputs, updates, failed = run(xp, inputs, state, consts, self._buffers, times)
+        elif self.prints:  # debug_print messages appear only once every guard passed
+            run = self._run if _writable(state, self.donated_slots) else self._undonated()
+            with held_messages() as messages:
+                outputs, updates, failed = run(xp, inputs, state, consts, self._buffers)
+            if failed is None and messages:
+                sys.stdout.write("".join(m + "\n" for m in messages))
         else:
             run = self._run if _writable(state, self.donated_slots) else self._undonated()
             outputs, updates, failed = run(xp, inputs, state, consts, self._buffers)
@@ -229,4 +238,7 @@ def lower(
     donated = donations(graph) if donate and not debug and memory is not None else {}
     source, run = _compile(graph, debug=debug, planned=planned, donated=donated)
     slots = tuple(graph.state.index(s) for s in donated.values())
-    return Plan(graph, Device(device), source, run, memory=memory, donated_slots=slots)
+    prints = any(n.op == "debug_print" for n in graph.nodes)
+    return Plan(
+        graph, Device(device), source, run, memory=memory, donated_slots=slots, prints=prints
+    )

@@ -116,6 +116,17 @@ def backward_op(name: str, mask: list[bool], n_outputs: int) -> OpDef:
     )
 
 
+_RELEASED: list[OpDef] = []
+
+
+def released_op() -> OpDef:
+    """The tape op of a compiled output whose tape the call consumed (``loss`` after its own
+    ``backward()``): it requires grad, as in eager mode, and a backward through it raises."""
+    if not _RELEASED:
+        _RELEASED.append(OpDef("compiled:released", "compiled", None, None, backward=None))
+    return _RELEASED[0]
+
+
 def _make_backward(mask: list[bool]) -> Any:
     def backward(ctx: Node, *gys: Any) -> tuple:
         if config.grad_enabled:  # create_graph: gradients must be differentiable again

@@ -11,25 +11,26 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import threading
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow._config import config, enable_grad
+from dualflow._config import config
 from dualflow.errors import TracingError
-from dualflow.ops.dispatch import interpreting
 from dualflow.passes.manager import resolve_passes
-from dualflow.tensor import Tensor
-from dualflow.tracer.autodiff import connect
-from dualflow.tracer.outputs import flatten_output
+from dualflow.tracer.call import GuardFailed, run_trace
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
 from dualflow.tracer.record import Trace, finish_trace
 from dualflow.tracer.signature import Flat, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.trace import Tracer
+from dualflow.tracer.tracing_run import trace_call
+
+_MISS: Any = object()
 
 _disabled = [os.environ.get("DUALFLOW_DISABLE_COMPILE", "") not in ("", "0")]
 
@@ -85,6 +86,7 @@ class CompiledFunction:
         self._single_use_reason: str | None = None
         self._single_use_keys: set[Any] = set()
         self._names = _positional_names(getattr(fn, "forward", fn))  # a Module: its forward
+        self._lock = threading.RLock()
 
     def stats(self) -> Stats:
         """Calls, traces, guard failures, eager fallbacks and compile time so far."""
@@ -97,60 +99,41 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _disabled[0] or config.tracer is not None:  # nested inside a trace: inline it
             return self.fn(*args, **kwargs)
-        self._stats.calls += 1
-        if self._eager_reason is not None:
-            self._stats.eager_fallbacks += 1
-            return self.fn(*args, **kwargs)
+        with self._lock:  # one call at a time: a plan's buffers serve one call
+            self._stats.calls += 1
+            eager = self._eager_reason is not None
+            if eager:
+                self._stats.eager_fallbacks += 1
+            else:
+                return self._call(args, kwargs)
+        return self.fn(*args, **kwargs)
+
+    def _call(self, args: tuple, kwargs: dict) -> Any:
         flat = flatten(args, kwargs, self._names)
         key = (flat.key, config.snapshot(), flat.aliases)
-        reason = None
+        reason = None  # why the newest trace of this signature did not serve the call
         for trace in self.traces.get(key, ()):
-            reason = trace.checks.mismatch(flat.leaves)
-            if reason is None:
-                result = self._run(trace, flat, args, kwargs)
-                if result is not _GUARD_FAILED:
+            mismatch, history = trace.checks.mismatch(flat.leaves), ((), ())
+            if mismatch is None and trace.history is not None:
+                arrays, nodes, mismatch = trace.history.collect(flat.leaves)
+                history = (arrays, nodes)
+            if mismatch is None:
+                result = self._run(trace, flat, args, kwargs, history)
+                if type(result) is not GuardFailed:
                     return result
-                reason = self._last_guard
+                mismatch = self._guard_reason(result.node)
+            reason = reason or mismatch
         return self._retrace(args, kwargs, flat, key, reason)
 
-    def _run(self, trace: Trace, flat: Flat, args: tuple, kwargs: dict) -> Any:
-        inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
-        state = [ref.read() for ref in trace.checks.refs]
-        connected = trace.backward is not None and config.grad_enabled
-        # the state before the call, for create_graph's replay (taken first: the plan may
-        # write donated updates into the state arrays while it runs)
-        before = [state[slot].copy() for slot in trace.update_slots] if connected else []
-        result = trace.plan.run(inputs, state)
+    def _run(self, trace: Trace, flat: Flat, args: tuple, kwargs: dict, history=((), ())) -> Any:
         self._stats.plan_runs += 1
-        if result.failed_guard is not None:
+        result = run_trace(trace, flat, args, kwargs, self.fn, history)
+        if type(result) is GuardFailed:
             self._stats.guard_failures += 1
-            node = result.failed_guard
-            self._last_guard = (
-                f"guard {node.attrs['kind']}() == {node.attrs['expect']!r} failed at {node.loc}"
-            )
-            return _GUARD_FAILED
-        user, residuals = _commit(trace, flat, state, result)
-        if connected:
-            replay = self._replay(args, kwargs, trace, state, before)
-            connect(trace.backward, user, flat.leaves, trace.checks.refs, residuals, replay)
-        return trace.rebuild(user)
+        return result
 
-    def _replay(self, args: tuple, kwargs: dict, trace: Trace, state: list, before: list) -> Any:
-        """An eager re-run of this call with its state writes undone: for create_graph."""
-
-        def replay() -> list[Tensor]:
-            after = [state[slot].copy() for slot in trace.update_slots]
-            for slot, old in zip(trace.update_slots, before):
-                state[slot][...] = old
-            try:
-                with enable_grad():
-                    out = self.fn(*args, **kwargs)
-            finally:
-                for slot, new in zip(trace.update_slots, after):
-                    state[slot][...] = new
-            return flatten_output(out)[0]
-
-        return replay
+    def _guard_reason(self, node: Any) -> str:
+        return f"guard {node.attrs['kind']}() == {node.attrs['expect']!r} failed at {node.loc}"
 
     def _retrace(self, args: tuple, kwargs: dict, flat: Flat, key: Any, reason: str | None) -> Any:
         if reason is None and self._single_use_reason is not None:
@@ -170,18 +153,24 @@ class CompiledFunction:
         self._stats.retrace_reasons.append(reason)
         start = time.perf_counter()
         tracer = Tracer(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
-        try:
-            out = self._trace(tracer, args, kwargs, flat)
-        except TracingError as exc:
-            if self.fallback == "error":
-                raise
-            return self._give_up(args, kwargs, f"tracing failed (fail closed): {exc}")
+        tracer.strict = self.fallback == "error"
+        out = trace_call(tracer, self.fn, args, kwargs, flat)
         try:
             trace = finish_trace(tracer, out, flat, _described(flat), reason, self.passes)
         except BaseException:
             tracer.rollback()  # a pass or lowering failed: the call must not half-happen
             raise
+        if trace is None:  # the run was correct (it ran eagerly) but cannot become a plan
+            if tracer.strict:
+                tracer.rollback()
+                raise TracingError(tracer.failure)
+            why = f"tracing failed (fail closed): {tracer.failure}"
+            return self._give_up(args, kwargs, why, out)
         trace.compile_seconds = time.perf_counter() - start
+        self._keep(trace, tracer, key, flat, args, kwargs)
+        return out
+
+    def _keep(self, trace: Trace, tracer: Tracer, key: Any, flat: Flat, args: tuple, kwargs: dict):
         self._stats.compile_seconds += trace.compile_seconds
         self._stats.traces += 1
         # A first single-use trace is dropped (state born in the call is captured next time);
@@ -194,22 +183,6 @@ class CompiledFunction:
         else:
             self._single_use_keys.add(key)
             self._single_use_reason = "state was created during the previous (single-use) trace"
-        return out
-
-    def _trace(self, tracer: Tracer, args: tuple, kwargs: dict, flat: Flat) -> Any:
-        """Run the function for real under ``tracer``; any error rolls its state writes back."""
-        for leaf, path in zip(flat.leaves, flat.paths):
-            tracer.bind_input(leaf, path)
-        try:
-            with interpreting(tracer):
-                config.tracer = tracer
-                try:
-                    return self.fn(*args, **kwargs)
-                finally:
-                    config.tracer = None
-        except BaseException:
-            tracer.rollback()  # bad input must leave state untouched
-            raise
 
     def _from_disk(self, args: tuple, kwargs: dict, flat: Flat, key: Any) -> Any:
         """Run the call with a stored plan whose state binds to this process's objects."""
@@ -219,7 +192,15 @@ class CompiledFunction:
         for entry, meta, forward, backward in entries(self.cache_dir, disk_key, self._disk_entries):
             try:
                 trace = load_trace(
-                    meta, forward, backward, roots, flat.leaves, _described(flat), config.debug
+                    meta,
+                    forward,
+                    backward,
+                    roots,
+                    flat.leaves,
+                    _described(flat),
+                    config.debug,
+                    self.fn,
+                    {path: obj for obj, path in flat.objects},
                 )
             except UnreachableState:
                 continue  # e.g. optimizer state not created yet in this process
@@ -236,7 +217,7 @@ class CompiledFunction:
             self.traces.setdefault(key, []).insert(0, trace)
             self.history.append(trace)
             result = self._run(trace, flat, args, kwargs)
-            if result is not _GUARD_FAILED:
+            if type(result) is not GuardFailed:
                 return result
         return _MISS
 
@@ -252,7 +233,8 @@ class CompiledFunction:
         self._disk_entries.add(entry)
         self._stats.cache_stores += 1
 
-    def _give_up(self, args: tuple, kwargs: dict, reason: str) -> Any:
+    def _give_up(self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS) -> Any:
+        """Run eagerly from now on; ``result`` is this call's, when it already ran eagerly."""
         self._eager_reason = reason
         self._stats.eager_fallbacks += 1
         name = _name(self.fn)
@@ -261,13 +243,9 @@ class CompiledFunction:
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
             f"that keeps failing: {reason}",
             RuntimeWarning,
-            stacklevel=4,  # the line that called the compiled function
+            stacklevel=5,  # the line that called the compiled function
         )
-        return self.fn(*args, **kwargs)
-
-
-_GUARD_FAILED = object()
-_MISS = object()
+        return self.fn(*args, **kwargs) if result is _MISS else result
 
 
 def _closest(history: list[Trace], flat: Flat) -> list[tuple[str, Any]]:
@@ -296,38 +274,12 @@ def _positional_names(fn: Callable) -> list[str]:
     return [p.name for p in params if p.kind in kinds]
 
 
-def _commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[list, list]:
-    """Every guard passed: write state, arguments and ``.grad`` slots (all or nothing).
-
-    Returns the user's outputs as tensors and the residuals a backward graph reads.
-    """
-    for slot, new in zip(trace.update_slots, result.updates):
-        if new is not state[slot]:  # a donated update was written in place by the plan
-            state[slot][...] = new
-    outputs = iter(result.outputs)
-    user = [Tensor._wrap(next(outputs), None, 0, False) for _ in range(trace.n_outputs)]
-    for index in trace.const_outputs:  # a constant must not be shared with the caller
-        user[index]._array = user[index]._array.copy()
-    for slot in trace.grad_owners:
-        _grad_owner(slot, flat)._grad = Tensor._wrap(next(outputs), None, 0, False)
-    for position in trace.input_updates:
-        flat.leaves[position]._array[...] = next(outputs)
-    for slot in trace.grads_to_none:
-        _grad_owner(slot, flat)._grad = None
-    return user, list(outputs)
-
-
 def _described(flat: Flat) -> list[tuple[str, Any]]:
     """Every part of the cache key with a readable path, for retrace reasons."""
     flags = zip(("grad_enabled", "train", "debug"), config.snapshot())
     extra = [(f"config.{name}", ("static", "bool", value)) for name, value in flags]
     extra.append(("argument aliasing", ("static", "tuple", flat.aliases)))
     return flat.described + extra
-
-
-def _grad_owner(slot: tuple[str, Any], flat: Flat) -> Tensor:
-    kind, where = slot
-    return flat.leaves[where] if kind == "input" else where
 
 
 def compile(  # shadows the builtin on purpose: the name users expect (torch.compile)

@@ -12,6 +12,7 @@ from typing import Any
 
 from dualflow.graph_ir.printer import print_graph
 from dualflow.tracer.compiled import CompiledFunction, Stats
+from dualflow.tracer.env_guards import is_value
 from dualflow.tracer.record import Trace
 
 
@@ -54,6 +55,7 @@ def _describe(index: int, trace: Trace) -> list[str]:
         lines.append(f"  {trace.cache_note}")
     for guard in g.guards:
         lines.append(f"  guard {guard.attrs['kind']}() == {guard.attrs['expect']!r} at {guard.loc}")
+    lines.extend(_environment(trace))
     for st in trace.pass_stats:
         lines.append(
             f"  pass {st.name}: {st.nodes_before} -> {st.nodes_after} nodes, "
@@ -71,6 +73,33 @@ def _describe(index: int, trace: Trace) -> list[str]:
     if peak is not None:
         lines.append(f"  predicted peak: {peak} B ({peak / 2**20:.2f} MiB)")
     return lines
+
+
+def _environment(trace: Trace) -> list[str]:
+    """The Python side: environment guards (place and how it is compared), side effects."""
+    env = trace.checks.env.entries
+    lines = [f"  environment guards ({len(env)}; checked at every call):"] if env else []
+    for guard in env:
+        if guard.kind == "content":
+            how = f"holds the same {len(guard.expect)} items"
+        elif is_value(guard.expect):
+            how = f"== {guard.expect!r}"
+        else:
+            how = f"is the same {_type(guard.expect)}"
+        lines.append(f"    {guard.label} {how}")
+    lines += [f"  replayed after each plan run: {what}" for what in trace.replay.describe()]
+    if trace.history is not None:
+        lines.append(
+            f"  reads the autograd history of arguments {trace.history.positions} "
+            f"({trace.history.inputs} saved arrays as inputs)"
+        )
+    return lines
+
+
+def _type(value: Any) -> str:
+    name = getattr(value, "__qualname__", None) or getattr(value, "__name__", None)
+    kind = type(value).__name__
+    return f"{kind} {name}" if isinstance(name, str) else kind
 
 
 def explain(fn: Any, *args: Any, **kwargs: Any) -> Explanation:

@@ -25,11 +25,12 @@ import dualflow
 from dualflow.graph_ir.ir import Graph
 from dualflow.graph_ir.json_format import graph_from_data, graph_to_data
 from dualflow.graph_ir.printer import print_graph
+from dualflow.tracer.env_cache import NotStorable, encode_guards, fingerprint
 from dualflow.tracer.record import Trace
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state_paths import UnreachableState, find_paths
 
-FORMAT = 1  # bump when the entry layout changes
+FORMAT = 2  # bump when the entry layout changes
 
 
 class NotCacheable(Exception):
@@ -186,7 +187,31 @@ def _objects(trace: Trace) -> list[Any]:
     return objects
 
 
+def _environment(trace: Trace) -> dict[str, Any]:
+    """The Python-environment part of an entry: guards and fingerprints (env_cache)."""
+    checks = trace.checks
+    if trace.replay:
+        raise NotCacheable(f"it has Python side effects ({', '.join(trace.replay.describe())})")
+    if trace.history is not None:
+        raise NotCacheable("its backward continues into an argument's autograd history")
+    if checks.same_as_state or any(ref.kind == "array" for ref in checks.refs):
+        raise NotCacheable("it reads a numpy array or an argument aliasing state")
+    try:
+        guards = encode_guards(checks.env)
+        prints = [fingerprint(m) for m, _, _ in checks.modules]
+    except NotStorable as exc:
+        raise NotCacheable(str(exc)) from None
+    return {
+        "env": guards,
+        "fingerprints": prints,
+        "leaf_index": trace.leaf_index,
+        "released_outputs": trace.released_outputs,
+        "commits": trace.commits,
+    }
+
+
 def _meta(trace: Trace, roots: dict, files: set[str]) -> dict[str, Any]:
+    environment = _environment(trace)
     try:
         objects = _objects(trace)
         found = find_paths(roots, objects)
@@ -210,6 +235,7 @@ def _meta(trace: Trace, roots: dict, files: set[str]) -> dict[str, Any]:
         "compile_seconds": trace.compile_seconds,
         "files": {path: _file_hash(path) for path in sorted(files)},
         "backward": None,
+        **environment,
     }
     if bwd is not None:
         meta["backward"] = {

@@ -17,6 +17,7 @@ from dualflow.passes.manager import PassStats
 from dualflow.runtime.plan import lower
 from dualflow.tensor import Tensor
 from dualflow.tracer.autodiff import Backward, backward_op
+from dualflow.tracer.env_cache import canonical, decode_guards, fingerprint
 from dualflow.tracer.outputs import rebuilder
 from dualflow.tracer.plan_cache import decode_structure
 from dualflow.tracer.record import Trace
@@ -43,18 +44,21 @@ def _ref(record: dict[str, Any], roots: dict) -> StateRef:
     )
 
 
-def _checks(meta: dict[str, Any], roots: dict) -> StateChecks:
+def _checks(meta: dict[str, Any], roots: dict, fn: Any, objects: dict[str, Any]) -> StateChecks:
     modules = []
-    for path, training in meta["modules"]:
+    for (path, training), stored in zip(meta["modules"], meta["fingerprints"]):
         module = resolve(roots, path)
         if not hasattr(module, "_version"):
             raise UnreachableState(f"{format_path(path)} is not a Module or Optimizer now")
+        if canonical(fingerprint(module)) != canonical(stored):  # other layers or settings
+            raise UnreachableState(f"{format_path(path)} is configured differently now")
         modules.append((module, module._version, training))
     return StateChecks(
         refs=[_ref(r, roots) for r in meta["refs"]],
         empty_grads=[(_tensor(roots, path), name) for path, name in meta["empty_grads"]],
         empty_input_grads=list(meta["empty_input_grads"]),
         modules=modules,
+        env=decode_guards(meta["env"], fn, objects),
     )
 
 
@@ -90,13 +94,15 @@ def load_trace(
     leaves: list[Any],
     described: list[tuple[str, Any]],
     debug: bool = False,
+    fn: Any = None,
+    objects: dict[str, Any] | None = None,
 ) -> Trace:
     """A ready-to-run Trace from a stored entry; raises ``UnreachableState`` if unbound.
 
     The memory plan and kernels are lowered again from the stored graph (fused kernels come
     from the kernel cache on disk), which is what makes loading cheap next to tracing + passes.
     """
-    checks = _checks(meta, roots)
+    checks = _checks(meta, roots, fn, objects or {})
     device = plan_device(leaves, checks.refs)
     bwd = None if backward is None else _backward(meta, forward, backward, roots, device)
     trace = Trace(
@@ -116,4 +122,7 @@ def load_trace(
     trace.input_updates = list(meta["input_updates"])
     trace.const_outputs = list(meta["const_outputs"])
     trace.pass_stats = [PassStats(*values) for values in meta["pass_stats"]]
+    trace.leaf_index = list(meta["leaf_index"])
+    trace.released_outputs = list(meta["released_outputs"])
+    trace.commits = bool(meta["commits"])
     return trace

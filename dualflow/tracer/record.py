@@ -14,8 +14,12 @@ from dualflow._config import config
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats, run_passes
 from dualflow.runtime.plan import Plan, lower
+from dualflow.tensor import Tensor
 from dualflow.tracer.autodiff import Backward, trace_backward
+from dualflow.tracer.environment import finish_environment
+from dualflow.tracer.history import HistorySpec
 from dualflow.tracer.outputs import flatten_output
+from dualflow.tracer.side_effects import Replay
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state import StateChecks, plan_device
 from dualflow.tracer.trace import Tracer
@@ -39,8 +43,24 @@ class Trace:
     backward: Backward | None = None
     input_updates: list[int] = field(default_factory=list)  # argument positions written
     const_outputs: list[int] = field(default_factory=list)  # user outputs that are constants
+    leaf_index: list[int] = field(default_factory=list)  # user output leaf -> output position
+    released_outputs: list[int] = field(default_factory=list)  # require grad, tape consumed
+    replay: Replay = field(default_factory=Replay)  # Python side effects redone each call
+    commits: bool = False  # writes state, .grad, arguments or Python objects (atomic commit)
+    history: HistorySpec | None = None  # arguments' autograd history the graph continues into
     pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
     cache_note: str = ""  # what the plan cache did with it (stored, loaded, or why not)
+
+
+def _unique(leaves: list[Tensor]) -> tuple[list[Tensor], list[int]]:
+    # ``return loss, loss`` gives the caller one tensor twice, as eager does
+    index: dict[int, int] = {}
+    unique: list[Tensor] = []
+    for t in leaves:
+        if id(t) not in index:
+            index[id(t)] = len(unique)
+            unique.append(t)
+    return unique, [index[id(t)] for t in leaves]
 
 
 def finish_trace(
@@ -50,9 +70,17 @@ def finish_trace(
     described: list[tuple[str, Any]],
     reason: str,
     passes: Any,
-) -> Trace:
-    """A finished tracing run as a Trace: outputs, .grad writes, backward, passes and plan."""
+) -> Trace | None:
+    """A finished tracing run as a Trace: outputs, .grad writes, backward, passes and plan.
+
+    None when the run turned out unusable (``tracer.failure`` says why): a side effect that
+    cannot be replayed, an environment array changed in place, a fail-closed event.
+    """
     leaves, rebuild = flatten_output(out)
+    leaves, leaf_index = _unique(leaves)
+    replay = finish_environment(tracer, leaves, flat.leaves)  # may append side-effect tensors
+    if tracer.failure is not None:
+        return None
     builder = tracer.builder
     builder.output(*(tracer.value_of(t) for t in leaves))
     grad_owners, to_none = [], []
@@ -89,6 +117,14 @@ def finish_trace(
     )
     trace.input_updates = list(tracer.input_updates)
     trace.pass_stats = pass_stats
+    trace.leaf_index, trace.replay = leaf_index, replay
+    trace.history = tracer.history.finish()
+    trace.released_outputs = [
+        i
+        for i, t in enumerate(leaves)
+        if t.requires_grad and t._creator is not None and t._creator.released
+    ]
+    trace.commits = bool(graph.updates or grad_owners or to_none or trace.input_updates or replay)
     trace.const_outputs = [
         i for i, v in enumerate(graph.outputs[: len(leaves)]) if v in graph.consts
     ]

@@ -26,6 +26,7 @@ class Flat:
     key: tuple
     described: list[tuple[str, Any]]  # (path, key part) for every leaf, for retrace reasons
     aliases: tuple[int, ...] = ()  # per array leaf: index of the first leaf sharing its array
+    objects: list[tuple[Any, str]] = dataclasses.field(default_factory=list)  # (object, path)
 
 
 def describe_leaf(value: Any) -> Any:
@@ -58,6 +59,7 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
     paths: list[str] = []
     parts: list[Any] = []
     described: list[tuple[str, Any]] = []
+    objects: list[tuple[Any, str]] = []
 
     def walk(value: Any, path: str) -> Any:
         if isinstance(value, tuple | list):
@@ -78,13 +80,15 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
         if part[0] in ("tensor", "array"):
             leaves.append(value)
             paths.append(path)
+        elif part[0] == "object":  # reads through it are guarded (env_probe roots)
+            objects.append((value, path))
         return part
 
     for i, value in enumerate(args):
         parts.append(walk(value, names[i] if i < len(names) else f"args[{i}]"))
     for name in sorted(kwargs):
         parts.append((name, walk(kwargs[name], name)))
-    return Flat(leaves, paths, tuple(parts), described, _alias_pattern(leaves))
+    return Flat(leaves, paths, tuple(parts), described, _alias_pattern(leaves), objects)
 
 
 def _alias_pattern(leaves: list[Any]) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ from typing import Any
 
 from dualflow.device import Device, device_of
 from dualflow.tensor import Tensor
+from dualflow.tracer.env_guards import EnvGuards
 
 
 @dataclass
@@ -32,14 +33,27 @@ class StateRef:
         device = str(device_of(array))
         return cls(kind, owner, array.shape, array.dtype, device, name, current.requires_grad)
 
+    @classmethod
+    def of_array(cls, array: Any, name: str) -> StateRef:
+        """A numpy array of the Python environment, read by reference (``kind="array"``)."""
+        return cls("array", array, array.shape, array.dtype, "cpu", name)
+
     def read(self) -> Any:
         """The array to feed the plan now."""
         if self.kind == "tensor":
             return self.tensor._array
+        if self.kind == "array":
+            return self.tensor
         return self.tensor._grad._array
 
     def mismatch(self) -> str | None:
         """Why this ref no longer fits the trace (None when it does)."""
+        if self.kind == "array":
+            array = self.tensor
+            if array.shape != self.shape or array.dtype != self.dtype:
+                was, now = f"{self.shape}/{self.dtype}", f"{array.shape}/{array.dtype}"
+                return f"{self.name}: shape/dtype {was} -> {now}"
+            return None
         current = self.tensor if self.kind == "tensor" else self.tensor._grad
         label = self.name + (".grad" if self.kind == "grad" else "")
         if current is None:
@@ -64,6 +78,10 @@ class StateChecks:
     empty_grads: list[tuple[Tensor, str]] = field(default_factory=list)
     empty_input_grads: list[int] = field(default_factory=list)  # flat argument positions
     modules: list[tuple[Any, int, bool | None]] = field(default_factory=list)  # + training flag
+    env: EnvGuards = field(default_factory=EnvGuards)  # the Python environment the trace read
+    # (flat position, tensor, name): an argument that *was* a captured/environment tensor when
+    # traced; the trace read both as one value, so it serves only calls passing that tensor
+    same_as_state: list[tuple[int, Any, str]] = field(default_factory=list)
 
     def _aliasing(self, leaves: list[Any]) -> str | None:
         # A trace that reads w as captured state cannot serve a call passing w as an argument.
@@ -79,6 +97,16 @@ class StateChecks:
 
     def mismatch(self, leaves: list[Any] = ()) -> str | None:
         """The first reason the trace cannot run now with arguments ``leaves``, or None."""
+        if self.env.entries:
+            reason = self.env.mismatch()
+            if reason is not None:
+                return reason
+        for position, tensor, name in self.same_as_state:
+            if leaves[position] is not tensor:
+                return (
+                    f"argument {position} was the captured tensor {name} when traced (the trace "
+                    "read both as one value); now it is another tensor"
+                )
         for position in self.empty_input_grads:
             if leaves[position]._grad is not None:
                 return f"argument {position} arrives with a .grad (it had none when traced)"

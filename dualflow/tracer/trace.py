@@ -14,11 +14,15 @@ from typing import Any
 import numpy as np
 
 from dualflow.autograd.eager import EAGER
+from dualflow.autograd.tape import next_seq
 from dualflow.errors import TracingError, user_frame, with_location
 from dualflow.graph_ir.builder import GraphBuilder
 from dualflow.graph_ir.ir import Value
 from dualflow.ops.registry import Meta, OpDef
 from dualflow.tensor import Tensor
+from dualflow.tracer.array_argument import ArrayArgument, unwrap
+from dualflow.tracer.env_record import EnvRecorder
+from dualflow.tracer.history import ArgumentHistory
 from dualflow.tracer.state import StateChecks, StateRef
 
 _LITERALS = (int, float, bool)
@@ -63,6 +67,14 @@ class Tracer:
         self.single_use = False
         self.files: set[str] = set()  # user source files that issued traced ops
         self.collective_at: str | None = None  # where the first all-reduce was traced
+        self.env = EnvRecorder(self.on_module_read)  # what the run read/wrote of Python
+        self.failure: str | None = None  # the first fail-closed event: the trace is unusable
+        self.strict = False  # fallback="error": raise the TracingError at once
+        self.restores: list[Any] = []  # undo Python-side state of versioned objects (rollback)
+        # tape nodes numbered below first_seq were made before the call (arguments' history)
+        self.first_seq = 0 if parent is not None else next_seq()
+        self.history = ArgumentHistory(self, self.first_seq)
+        self.leaves: list[Any] = []  # the call's argument leaves, in flat order
 
     # ----- values ----------------------------------------------------------------------------
     def bind(self, tensor: Tensor, value: Value) -> Value:
@@ -79,6 +91,18 @@ class Tracer:
         if isinstance(leaf, Tensor):
             leaf.value = value
             self.input_positions[id(leaf)] = len(self.builder.inputs) - 1
+            self.history.add_argument(leaf, len(self.builder.inputs) - 1)
+        self.leaves.append(leaf)
+
+    def bind_saved(self, array: Any, name: str) -> None:
+        """A saved array of an argument's tape: one more graph input (``history.py``)."""
+        value = self.builder.input(array.shape, array.dtype, name)
+        self.values.add(value)
+        self.arrays[id(array)] = (value, array)
+
+    def on_outside_node(self, node: Any) -> None:
+        """The engine is about to run the backward of a tape node made before this call."""
+        self.history.enter(node, self.leaves)
 
     def value_of(self, tensor: Tensor) -> Value:
         """The Value a tensor has in this trace, capturing it as state if it is new."""
@@ -113,6 +137,16 @@ class Tracer:
         self.slots[id(owner if kind == "tensor" else current)] = len(self.builder.state) - 1
         return self.bind(current, value)
 
+    def capture_array(self, array: Any) -> Value:
+        """A numpy array of the Python environment (a global, an attribute): captured state
+        read by reference at every call, never a constant (it may change in place)."""
+        label = self.env.known[id(array)].label
+        value = self.builder.add_state(array.shape, array.dtype, label)
+        self.checks.refs.append(StateRef.of_array(array, label))
+        self.arrays[id(array)] = (value, array)
+        self.values.add(value)
+        return value
+
     def operand(self, arg: Any) -> Value | int | float | bool:
         if isinstance(arg, Tensor):
             if self.assigned_roots and arg._array.base is not None:
@@ -120,9 +154,12 @@ class Tracer:
             return self.value_of(arg)
         if type(arg) in _LITERALS:
             return arg
+        arg = unwrap(arg)
         array = arg if hasattr(arg, "shape") and not isinstance(arg, np.generic) else None
         if array is not None and id(array) in self.arrays:
             return self.arrays[id(array)][0]
+        if array is not None and id(array) in self.env.arrays:
+            return self.capture_array(array)  # read from the environment: by reference
         array = np.asarray(arg) if array is None else array
         value = self.builder.const(array)  # data created inside the function: a constant
         self.values.add(value)
@@ -134,6 +171,8 @@ class Tracer:
         if op.name == "assign":
             return self.assign(op, args)
         inputs = [self.operand(a) for a in args]
+        if any(type(a) is ArrayArgument for a in args):
+            args = tuple(unwrap(a) for a in args)
         result = EAGER.apply(op, args, attrs)
         outs = result if isinstance(result, tuple) else (result,)
         metas = [Meta(o._array.shape, o._array.dtype) for o in outs]
@@ -163,10 +202,11 @@ class Tracer:
             self.builder.update(self.builder.state[slot], new)
         elif position is not None:  # writing into an argument: committed like state
             self.input_updates[position] = new
-        elif id(target) in self.created:
-            # State born inside this call (e.g. optimizer buffers on the first step): the graph
-            # would bake its first value in, so this trace is used once and the next call,
-            # which finds the state already there, is traced again with it captured.
+        elif id(target) in self.created or self.made_here(target):
+            # State born inside this call (optimizer buffers on the first step, made with
+            # Tensor() or with ops such as zeros_like): the graph would bake its first value in,
+            # so this trace is used once and the next call, which finds the state already
+            # there, is traced again with it captured.
             self.single_use = True
         self.arrays[id(target._array)] = (new, target._array)
         self.bind(target, new)
@@ -178,11 +218,9 @@ class Tracer:
         value = tensor.value
         stale = value is not None and value in self.values and value is not written
         if mark is not None and stale and value.id <= mark:
-            raise TracingError(
-                with_location(
-                    "a view taken before an assign to its base tensor is read after the assign "
-                    "inside a compiled function; take the view after the assign"
-                )
+            self.fail_closed(
+                "a view taken before an assign to its base tensor is read after the assign "
+                "inside a compiled function; take the view after the assign"
             )
 
     def _coerce(self, new: Any, target: Tensor) -> Value:
@@ -203,12 +241,19 @@ class Tracer:
         self.created.add(id(tensor))
         self.bind(tensor, value)
 
+    def unwrap(self, data: Any) -> Any:
+        """The array behind a numpy-array argument (``dualflow.tensor(x)`` reads the input)."""
+        return unwrap(data)
+
     def on_copy(self, source: Any, copy: Tensor) -> None:
         """``tensor(source)`` inside the function: traced data stays traced (a ``cast`` node)."""
+        source = unwrap(source)
         if isinstance(source, Tensor):
             value = self.value_of(source)
         elif id(source) in self.arrays and self.arrays[id(source)][1] is source:
             value = self.arrays[id(source)][0]
+        elif id(source) in self.env.arrays:
+            value = self.capture_array(source)
         else:
             return  # Python data or an outside array: the constant on_new_tensor made stands
         dtype = copy._array.dtype.name
@@ -218,26 +263,24 @@ class Tracer:
         self.bind(copy, new)
 
     def on_raw_access(self, tensor: Tensor, what: str) -> None:
-        raise TracingError(
-            with_location(
-                f"{what} of a tensor inside a compiled function: its value differs at every call, "
-                "so it cannot be baked into the graph. Compute with dualflow ops instead; for a "
-                "Python decision use bool()/float()/.item() (each adds a guard); pass data that is "
-                "really constant as a static (non-tensor) argument"
-            )
+        self.fail_closed(
+            f"{what} of a tensor inside a compiled function: its value differs at every call, "
+            "so it cannot be baked into the graph. Compute with dualflow ops instead; for a "
+            "Python decision use bool()/float()/.item() (each adds a guard); to look at values "
+            "use dualflow.debug.print(...), which prints on every call; pass data that is "
+            "really constant as a static (non-tensor) argument"
         )
 
     def on_concrete(self, tensor: Tensor, kind: str, value: Any) -> None:
         if self.collective_at is not None:
-            raise TracingError(
-                with_location(
-                    f"{kind}() of a tensor after the all-reduce at {self.collective_at} inside a "
-                    "compiled function: it would become a guard checked after the all-reduce, and "
-                    "a rank whose guard failed would redo the all-reduce eagerly while the others "
-                    "do not (a deadlock). Decide before the all-reduce, or outside the compiled "
-                    "function"
-                )
+            self.fail_closed(
+                f"{kind}() of a tensor after the all-reduce at {self.collective_at} inside a "
+                "compiled function: it would become a guard checked after the all-reduce, and "
+                "a rank whose guard failed would redo the all-reduce eagerly while the others "
+                "do not (a deadlock). Decide before the all-reduce, or outside the compiled "
+                "function"
             )
+            return
         self.builder.guard(self.value_of(tensor), value, kind, _loc(self))
 
     def grad_slot(self, owner: Tensor) -> tuple[str, Any]:
@@ -283,26 +326,49 @@ class Tracer:
             return
         self.modules[id(module)] = module
         self.checks.modules.append((module, module._version, getattr(module, "training", None)))
-        if hasattr(module, "named_params"):
+        snapshot = getattr(module, "_rollback_point", None)
+        if snapshot is not None:  # an optimizer: its state dicts change in Python, not tensors
+            self.restores.append(snapshot())
+        if hasattr(module, "named_params") and hasattr(module, "named_buffers"):
             for name, tensor in (*module.named_params(), *module.named_buffers()):
                 self.names.setdefault(id(tensor), name)
 
     def on_module_write(self, module: Any, name: str, value: Any) -> None:
-        raise TracingError(
-            with_location(
-                f"assigning {type(module).__name__}.{name} inside a compiled function: a compiled "
-                "graph cannot replay Python attribute writes. Update tensor state in place with "
-                "dualflow.ops.assign(module.<tensor>, value), or change the module outside the "
-                "compiled function (it will be retraced)"
-            )
+        self.fail_closed(
+            f"assigning {type(module).__name__}.{name} inside a compiled function: a compiled "
+            "graph cannot replay Python attribute writes. Update tensor state in place with "
+            "dualflow.ops.assign(module.<tensor>, value), or change the module outside the "
+            "compiled function (it will be retraced)"
         )
 
     # ----- ending --------------------------------------------------------------------------------
+    def fail_closed(self, message: str, line: str | None = None) -> None:
+        """Record that this trace cannot be used (the run itself goes on, correct, eagerly).
+
+        The first event is kept, so a TracingError the user's code catches and swallows still
+        invalidates the trace; with ``fallback="error"`` the TracingError is raised at once.
+        """
+        text = f"{message}\n  at {line}" if line is not None else with_location(message)
+        if self.failure is None:
+            self.failure = text
+        if self.strict:
+            raise TracingError(text)
+
+    def made_here(self, tensor: Tensor) -> bool:
+        """Whether ``tensor`` was computed or created by this traced call (not state/input)."""
+        value = tensor.value
+        if value is None or value not in self.values:
+            return False
+        return id(tensor) not in self.slots and id(tensor) not in self.input_positions
+
     def rollback(self) -> None:
         """Undo the in-place state writes made while tracing (the trace failed)."""
         for tensor, saved in self.backups.values():
             tensor._array[...] = saved
         for owner, grad in self.grad_backups.values():
             owner._grad = grad
+        for restore in reversed(self.restores):  # optimizer state dicts, param groups
+            restore()
         self.backups.clear()
         self.grad_backups.clear()
+        self.restores.clear()

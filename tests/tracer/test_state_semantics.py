@@ -7,7 +7,6 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pytest
 
 import dualflow
 from dualflow import ops, optim
@@ -143,13 +142,6 @@ def _backward_and_return(w: Parameter, x: Any) -> Any:
     return loss
 
 
-ALIAS_LIMITATION = pytest.mark.xfail(
-    strict=True,
-    reason="LIMITATION (docs/design-notes.md): a trace made by passing a captured tensor as the "
-    "argument cannot tell the two apart, so it is reused when a different tensor is passed",
-)
-
-
 def test_same_tensor_passed_twice_then_distinct_tensors() -> None:
     compiled = dualflow.compile(lambda a, b: a * 2 + b)
     x, y = _t([1.0, 2.0]), _t([10.0, 20.0])
@@ -165,12 +157,14 @@ def test_captured_tensor_passed_as_argument_after_other_arguments() -> None:
     assert compiled.stats().traces == 2
 
 
-@ALIAS_LIMITATION
 def test_argument_that_is_also_captured_state() -> None:
+    """A trace made by passing the captured tensor itself serves only calls passing it."""
     w = _t([1.0, 1.0])
-    compiled = dualflow.compile(lambda a: a + w)
-    assert compiled(w).tolist() == [2.0, 2.0]
-    assert compiled(_t([10.0, 20.0])).tolist() == [11.0, 21.0]
+    compiled = dualflow.compile(lambda a: a * 10 + w)
+    assert compiled(w).tolist() == [11.0, 11.0]
+    assert compiled(w).tolist() == [11.0, 11.0]
+    assert compiled(_t([10.0, 20.0])).tolist() == [101.0, 201.0]
+    assert compiled.stats().traces == 2 and "captured tensor" in compiled.stats().retrace_reasons[1]
 
 
 def test_results_do_not_alias_graph_constants() -> None:

@@ -1,0 +1,200 @@
+"""numpy-array arguments seen by a traced function: graph inputs that stay numpy-compatible.
+
+While tracing, each numpy array passed in is replaced by an ``ArrayArgument``. Handing it to
+dualflow (ops, ``dualflow.tensor``, layers) reads the graph input, so every call computes with its
+own array. Any numpy computation on it (``x / 255.0``, ``np.log(x)``, ``x[0]``, ``x.astype``)
+still runs for real — the call stays correct — but makes the trace fail closed, because its
+result would be baked into the graph. ``isinstance(x, np.ndarray)`` stays true.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+
+class ArrayArgument:
+    """A traced numpy-array argument (see the module docstring)."""
+
+    __slots__ = ("_array", "_fail", "_path")
+
+    def __init__(self, array: np.ndarray, path: str, fail: Callable[[str], None]) -> None:
+        self._array, self._path, self._fail = array, path, fail
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(x, np.ndarray) holds, as in eager mode
+        return np.ndarray
+
+    # metadata is part of the signature (cache key): reading it bakes nothing
+    shape = property(lambda self: self._array.shape)
+    dtype = property(lambda self: self._array.dtype)
+    ndim = property(lambda self: self._array.ndim)
+    size = property(lambda self: self._array.size)
+
+    def __len__(self) -> int:
+        return len(self._array)
+
+    def raw(self, what: str) -> np.ndarray:
+        """The array itself, after recording that numpy computed with it (fail closed)."""
+        self._fail(
+            f"numpy computation ({what}) on the numpy-array argument {self._path} inside a "
+            "compiled function: its result would be baked into the graph. Convert it first "
+            "with dualflow.tensor(x) and compute with dualflow ops"
+        )
+        return self._array
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        array = self.raw("np.asarray")
+        return array if dtype is None else array.astype(dtype)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        self.raw(f"np.{ufunc.__name__}")
+        inputs = tuple(unwrap(x) for x in inputs)
+        if "out" in kwargs:
+            kwargs["out"] = tuple(unwrap(x) for x in kwargs["out"])
+        return getattr(ufunc, method)(*inputs, **kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: tuple, kwargs: dict) -> Any:
+        self.raw(f"np.{func.__name__}")
+        return func(*_unwrap_all(args), **{k: _unwrap_all(v) for k, v in kwargs.items()})
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw(f".{name}"), name)
+
+    def __getitem__(self, index: Any) -> Any:
+        return self.raw("indexing")[index]
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self.raw("an in-place write")[index] = unwrap(value)
+
+    def __iter__(self) -> Any:
+        return iter(self.raw("iteration"))
+
+    def __bool__(self) -> bool:
+        return bool(self.raw("bool()"))
+
+    def __float__(self) -> float:
+        return float(self.raw("float()"))
+
+    def __int__(self) -> int:
+        return int(self.raw("int()"))
+
+    def __index__(self) -> int:
+        return operator.index(self.raw("an index"))
+
+    def __repr__(self) -> str:
+        return repr(self.raw("repr()"))
+
+    def __str__(self) -> str:
+        return str(self.raw("str()"))
+
+    def __format__(self, spec: str) -> str:
+        return format(self.raw("format()"), spec)
+
+
+_OPERATORS = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "truediv": operator.truediv,
+    "floordiv": operator.floordiv,
+    "mod": operator.mod,
+    "pow": operator.pow,
+    "matmul": operator.matmul,
+    "and": operator.and_,
+    "or": operator.or_,
+}
+_COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def _binary(function: Callable, name: str, reflected: bool) -> Callable:
+    def method(self: ArrayArgument, other: Any) -> Any:
+        array = self.raw(f"the operator {name}")
+        return function(unwrap(other), array) if reflected else function(array, unwrap(other))
+
+    return method
+
+
+for _name, _function in _OPERATORS.items():
+    setattr(ArrayArgument, f"__{_name}__", _binary(_function, _name, False))
+    setattr(ArrayArgument, f"__r{_name}__", _binary(_function, _name, True))
+for _name in _COMPARISONS:
+    setattr(ArrayArgument, f"__{_name}__", _binary(getattr(operator, _name), _name, False))
+for _name, _function in (("neg", operator.neg), ("pos", operator.pos), ("abs", abs)):
+    setattr(ArrayArgument, f"__{_name}__", lambda self, f=_function, n=_name: f(self.raw(n)))
+ArrayArgument.__hash__ = None  # type: ignore[assignment]  # like ndarray
+
+
+def unwrap(value: Any) -> Any:
+    """The numpy array behind an ``ArrayArgument`` (anything else unchanged).
+
+    Example:
+        >>> a = np.zeros(2); unwrap(ArrayArgument(a, "x", print)) is a, unwrap(3)
+        (True, 3)
+    """
+    return value._array if type(value) is ArrayArgument else value
+
+
+def _unwrap_all(value: Any) -> Any:
+    if type(value) in (tuple, list):
+        return type(value)(_unwrap_all(v) for v in value)
+    return unwrap(value)
+
+
+def wrap_arguments(
+    args: tuple, kwargs: dict, paths: dict[int, str], fail: Callable[[str], None]
+) -> tuple[tuple, dict, Callable[[], None]]:
+    """Replace numpy arrays (``paths``: id -> argument path) by ArrayArguments for one trace.
+
+    Lists, dicts and dataclass fields are changed in place (the function sees the caller's own
+    containers) and put back by the returned ``restore()``; tuples are rebuilt.
+    """
+    undo: list[Callable[[], None]] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, np.ndarray) and id(value) in paths:
+            return ArrayArgument(value, paths[id(value)], fail)
+        if type(value) is tuple:
+            return tuple(walk(v) for v in value)
+        if type(value) is list:
+            _swap(value, range(len(value)), walk, undo)
+        elif type(value) is dict:
+            _swap(value, list(value), walk, undo)
+        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+            for f in dataclasses.fields(value):
+                new = walk(getattr(value, f.name))
+                if new is not getattr(value, f.name):
+                    old = getattr(value, f.name)
+                    object.__setattr__(value, f.name, new)
+                    undo.append(lambda v=value, n=f.name, o=old: object.__setattr__(v, n, o))
+        return value
+
+    new_args = tuple(walk(a) for a in args)
+    new_kwargs = {k: walk(v) for k, v in kwargs.items()}
+
+    def restore() -> None:
+        for step in reversed(undo):
+            step()
+
+    return new_args, new_kwargs, restore
+
+
+def _swap(container: Any, keys: Any, walk: Callable, undo: list) -> None:
+    for key in keys:
+        old = container[key]
+        new = walk(old)
+        if new is not old:
+            container[key] = new
+            undo.append(lambda c=container, n=new, o=old: _put_back(c, n, o))
+
+
+def _put_back(container: Any, proxy: Any, array: Any) -> None:
+    # by identity: the function may have appended to or reordered the container meanwhile
+    keys = range(len(container)) if isinstance(container, list) else list(container)
+    for key in keys:
+        if container[key] is proxy:
+            container[key] = array

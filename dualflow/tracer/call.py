@@ -1,0 +1,134 @@
+"""One call served by a stored trace: run its plan, then commit everything at once.
+
+``run_trace`` feeds the plan the call's arrays and the captured state, and — only when every
+guard passed — writes the state updates, ``.grad`` slots and assigned arguments, replays the
+Python side effects and wires outputs to the backward plan. Interrupts (Ctrl-C) that arrive
+while a call commits are held until it has committed, so a call leaves all old or all new state.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import Any
+
+from dualflow._config import config, enable_grad
+from dualflow.autograd.tape import Node
+from dualflow.tensor import Tensor
+from dualflow.tracer.autodiff import connect, released_op
+from dualflow.tracer.outputs import flatten_output
+from dualflow.tracer.record import Trace
+from dualflow.tracer.signature import Flat
+
+_MAIN = threading.main_thread()
+
+
+class GuardFailed:
+    """``run_trace``'s answer when a guard failed: nothing was written; ``node`` says which."""
+
+    def __init__(self, node: Any) -> None:
+        self.node = node
+
+
+def run_trace(
+    trace: Trace, flat: Flat, args: tuple, kwargs: dict, fn: Any, history: tuple = ((), ())
+) -> Any:
+    """The call's result from ``trace``'s plan, or ``GuardFailed`` (nothing written then).
+
+    ``history``: the saved arrays of the arguments' tapes the graph reads, and those tape nodes.
+    """
+    inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
+    inputs += history[0]
+    state = [ref.read() for ref in trace.checks.refs]
+    connected = trace.backward is not None and config.grad_enabled
+    # the state before the call, for create_graph's replay (taken first: the plan may
+    # write donated updates into the state arrays while it runs)
+    before = [state[slot].copy() for slot in trace.update_slots] if connected else []
+    held = _hold_interrupts() if trace.commits else None
+    try:
+        result = trace.plan.run(inputs, state)
+        if result.failed_guard is not None:
+            return GuardFailed(result.failed_guard)
+        outputs, residuals = commit(trace, flat, state, result)
+        if trace.history is not None and trace.history.release:
+            for node in history[1]:  # as the eager backward did: the tape is used up
+                node.release()
+        if trace.replay:
+            trace.replay.apply(outputs, flat.leaves)
+    finally:
+        if held is not None:
+            _release_interrupts(held)
+    if connected:
+        replay = _rerun(fn, args, kwargs, trace, state, before)
+        connect(trace.backward, outputs, flat.leaves, trace.checks.refs, residuals, replay)
+    return trace.rebuild([outputs[k] for k in trace.leaf_index])
+
+
+def commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[list, list]:
+    """Every guard passed: write state, arguments and ``.grad`` slots (all or nothing).
+
+    Returns the trace's outputs as tensors (user outputs first, then tensors its side effects
+    store) and the residuals a backward graph reads.
+    """
+    for slot, new in zip(trace.update_slots, result.updates):
+        if new is not state[slot]:  # a donated update was written in place by the plan
+            state[slot][...] = new
+    arrays = iter(result.outputs)
+    outputs = [Tensor._wrap(next(arrays), None, 0, False) for _ in range(trace.n_outputs)]
+    for index in trace.const_outputs:  # a constant must not be shared with the caller
+        outputs[index]._array = outputs[index]._array.copy()
+    for index in trace.released_outputs:  # eager: requires grad, its tape consumed inside
+        outputs[index]._creator = Node(released_op(), {}, None, (), (), (), None)
+        outputs[index].requires_grad = True
+    for slot in trace.grad_owners:
+        _grad_owner(slot, flat)._grad = Tensor._wrap(next(arrays), None, 0, False)
+    for position in trace.input_updates:
+        flat.leaves[position]._array[...] = next(arrays)
+    for slot in trace.grads_to_none:
+        _grad_owner(slot, flat)._grad = None
+    return outputs, list(arrays)
+
+
+def _grad_owner(slot: tuple[str, Any], flat: Flat) -> Tensor:
+    kind, where = slot
+    return flat.leaves[where] if kind == "input" else where
+
+
+def _rerun(fn: Any, args: tuple, kwargs: dict, trace: Trace, state: list, before: list) -> Any:
+    """An eager re-run of this call with its state writes undone: for create_graph."""
+
+    def replay() -> list[Tensor]:
+        after = [state[slot].copy() for slot in trace.update_slots]
+        for slot, old in zip(trace.update_slots, before):
+            state[slot][...] = old
+        try:
+            with enable_grad():
+                out = fn(*args, **kwargs)
+        finally:
+            for slot, new in zip(trace.update_slots, after):
+                state[slot][...] = new
+        return flatten_output(out)[0]
+
+    return replay
+
+
+def _hold_interrupts() -> Any:
+    """Defer SIGINT until ``_release_interrupts`` (main thread only: signals land there)."""
+    if threading.current_thread() is not _MAIN:
+        return None
+    pending: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda number, frame: pending.append(number))
+    except ValueError:  # not the main interpreter
+        return None
+    return previous, pending
+
+
+def _release_interrupts(held: Any) -> None:
+    previous, pending = held
+    signal.signal(signal.SIGINT, previous)
+    if pending:  # the interrupt arrives now, after the call committed everything
+        if callable(previous):
+            previous(signal.SIGINT, None)
+        else:
+            raise KeyboardInterrupt

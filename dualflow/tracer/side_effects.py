@@ -1,0 +1,181 @@
+"""Python side effects of a trace: replayed after every plan run with that call's values.
+
+The probe reports each place of the environment the tracing run changed. A change that only
+adds (``losses.append(loss)``, ``history["loss"] = loss``, ``self.last = out``, ``global G``)
+is replayed on every call, with the call's own tensors in place of the traced ones. A change
+that depends on what the place held before (``counter.n += 1``, sorting, removing), that deletes,
+or that stores an object the call built and a plan cannot rebuild, fails closed instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from dualflow.tensor import Tensor
+from dualflow.tracer.env_guards import ATTR, CELL, CONTENT, GLOBAL, ITEM, MISSING, is_value, same
+from dualflow.tracer.env_record import Change, EnvRecorder
+
+Template = tuple  # ("same", obj) | ("output", k) | ("input", position) | (type, [templates])
+
+
+class NotReplayable(Exception):
+    """A change a plan cannot replay; the message says which and where."""
+
+
+@dataclass
+class Replay:
+    """What to do after each plan run: ``(kind, holder, key, template)`` in trace order."""
+
+    actions: list[tuple[str, Any, Any, Any]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.actions)
+
+    def apply(self, outputs: list[Tensor], leaves: list[Any]) -> None:
+        """Redo every side effect with this call's ``outputs`` and argument ``leaves``."""
+        for kind, holder, key, template in self.actions:
+            if kind == "extend":
+                holder.extend(_build(t, outputs, leaves) for t in template)
+            elif kind == "setitems":
+                for k, t in template:
+                    holder[k] = _build(t, outputs, leaves)
+            elif kind == "setadd":
+                holder.update(_build(t, outputs, leaves) for t in template)
+            elif kind == ATTR:
+                setattr(holder, key, _build(template, outputs, leaves))
+            elif kind == GLOBAL:
+                holder[key] = _build(template, outputs, leaves)
+            else:  # CELL
+                holder.cell_contents = _build(template, outputs, leaves)
+
+    def describe(self) -> list[str]:
+        """One line per replayed side effect, for explain."""
+        names = {"extend": "append to", "setitems": "set items of", "setadd": "add to"}
+        return [f"{names.get(k, 'set')} {_label(h, key)}" for k, h, key, _ in self.actions]
+
+
+def _label(holder: Any, key: Any) -> str:
+    name = getattr(holder, "__name__", None) or type(holder).__name__
+    return f"{name}.{key}" if key is not None else name
+
+
+def _build(template: Template, outputs: list[Tensor], leaves: list[Any]) -> Any:
+    kind, body = template
+    if kind == "same":
+        return body
+    if kind == "output":
+        return outputs[body]
+    if kind == "input":
+        return leaves[body]
+    if kind is dict:
+        return {k: _build(t, outputs, leaves) for k, t in body}
+    return kind(_build(t, outputs, leaves) for t in body)
+
+
+class ReplayBuilder:
+    """Turns the recorder's changes into a Replay; tensors made by the call become outputs."""
+
+    def __init__(self, recorder: EnvRecorder, tracer: Any, outputs: list[Tensor]) -> None:
+        self.recorder, self.tracer = recorder, tracer
+        self.outputs = outputs  # the trace's output tensors; new ones are appended
+        self._index = {id(t): k for k, t in enumerate(outputs)}
+
+    def build(self, changes: list[Change]) -> Replay:
+        replay = Replay()
+        for change in changes:
+            try:
+                self._check_not_read(change)
+                replay.actions.append(self._action(change))
+            except NotReplayable as exc:  # say where: the line that made the change
+                raise NotReplayable(exc.args[0], change.line) from None
+        return replay
+
+    def _check_not_read(self, change: Change) -> None:
+        guarded = self.recorder.guarded_places()
+        holder = id(change.holder)
+        places = {(change.kind, holder, _kid(change.key))}
+        if change.kind == CONTENT:
+            places |= {p for p in guarded if p[1] == holder and p[0] in (ITEM, CONTENT)}
+        if places & guarded:
+            raise NotReplayable(
+                f"the compiled function reads {change.label} and then changes it "
+                f"({_short(change.old)} -> {_short(change.new)}); a graph cannot replay Python "
+                "computation on a value's own previous state. Keep it outside the compiled "
+                "function, or make it a tensor updated with dualflow.ops.assign"
+            )
+
+    def _action(self, change: Change) -> tuple:
+        if change.new is MISSING:
+            raise NotReplayable(f"the compiled function deletes {change.label}")
+        if change.kind != CONTENT:
+            kind = ATTR if change.kind == ATTR else change.kind
+            return (kind, change.holder, change.key, self.template(change.new))
+        holder, old, new = change.holder, change.old, change.new
+        if isinstance(holder, list):
+            if len(new) < len(old) or not all(same(a, b) for a, b in zip(old, new)):
+                raise NotReplayable(
+                    f"the compiled function changes {change.label} other than by appending"
+                )
+            return ("extend", holder, None, [self.template(v) for v in new[len(old) :]])
+        if isinstance(holder, dict):
+            before = dict(old)
+            if any(k not in dict(new) for k in before):
+                raise NotReplayable(f"the compiled function removes keys of {change.label}")
+            pairs = [(k, self.template(v)) for k, v in new if not same(before.get(k, MISSING), v)]
+            return ("setitems", holder, None, pairs)
+        if not set(map(id, old)) <= set(map(id, new)):
+            raise NotReplayable(f"the compiled function removes elements of {change.label}")
+        added = [v for v in new if all(v is not o for o in old)]
+        return ("setadd", holder, None, [self.template(v) for v in added])
+
+    def template(self, value: Any, depth: int = 0) -> Template:
+        """How to rebuild ``value`` at a later call."""
+        if is_value(value) or self.recorder.label_of(value) is not None:
+            return ("same", value)
+        if isinstance(value, Tensor):
+            return self._tensor(value)
+        if type(value) in (list, tuple, dict) and depth < 8:
+            if type(value) is dict:
+                return (dict, [(k, self.template(v, depth + 1)) for k, v in value.items()])
+            return (type(value), [self.template(v, depth + 1) for v in value])
+        if callable(value) or isinstance(value, type):
+            return ("same", value)  # functions and classes: the same object is stored each call
+        raise NotReplayable(
+            f"the compiled function stores a new {type(value).__name__} object in the "
+            "environment; a plan cannot rebuild it. Store tensors, numbers or lists/dicts of them"
+        )
+
+    def _tensor(self, tensor: Tensor) -> Template:
+        position = self.tracer.input_positions.get(id(tensor))
+        if position is not None:
+            return ("input", position)
+        if not self.tracer.made_here(tensor):
+            return ("same", tensor)  # a parameter or other captured tensor: the same object
+        k = self._index.get(id(tensor))
+        if k is None:
+            k = self._index[id(tensor)] = len(self.outputs)
+            self.outputs.append(tensor)
+        return ("output", k)
+
+
+def _kid(key: Any) -> Any:
+    try:
+        hash(key)
+    except TypeError:
+        return id(key)
+    return (type(key), key)
+
+
+def _short(value: Any) -> str:
+    if value is MISSING:
+        return "absent"
+    if is_value(value):
+        text = repr(value)
+        return text if len(text) < 40 else text[:37] + "..."
+    if isinstance(value, tuple):  # a contents snapshot
+        return f"{len(value)} entries"
+    return type(value).__name__
+
+
+__all__ = ["CELL", "NotReplayable", "Replay", "ReplayBuilder"]

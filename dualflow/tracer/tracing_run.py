@@ -1,0 +1,62 @@
+"""The tracing run: call the function for real under the tracer and the environment probe.
+
+Arguments become graph inputs (numpy arrays are handed in as ``ArrayArgument``s), object
+arguments and the function's own ``self`` become roots of the environment, and any error rolls
+back every state write the run made, so bad input leaves state untouched.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+from dualflow._config import config
+from dualflow.ops.dispatch import interpreting
+from dualflow.tensor import Tensor
+from dualflow.tracer.array_argument import wrap_arguments
+from dualflow.tracer.env_probe import EnvProbe
+from dualflow.tracer.signature import Flat
+from dualflow.tracer.trace import Tracer
+
+
+def trace_call(tracer: Tracer, fn: Any, args: tuple, kwargs: dict, flat: Flat) -> Any:
+    """Run ``fn(*args, **kwargs)`` once, recording it into ``tracer``; returns its result."""
+    for leaf, path in zip(flat.leaves, flat.paths):
+        tracer.bind_input(leaf, path)
+    _add_roots(tracer, fn, flat)
+    arrays = {id(leaf): path for leaf, path in zip(flat.leaves, flat.paths)}
+    arrays = {k: p for k, p in arrays.items() if not _is_tensor_id(flat, k)}
+    restore = _nothing
+    if arrays:
+        args, kwargs, restore = wrap_arguments(args, kwargs, arrays, tracer.fail_closed)
+    try:
+        with interpreting(tracer), EnvProbe(tracer.env, tracer.fail_closed, fn):
+            config.tracer = tracer
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                config.tracer = None
+    except BaseException:
+        tracer.rollback()  # bad input must leave state untouched
+        raise
+    finally:
+        restore()
+
+
+def _nothing() -> None:
+    return None
+
+
+def _is_tensor_id(flat: Flat, key: int) -> bool:
+    return any(id(leaf) == key and isinstance(leaf, Tensor) for leaf in flat.leaves)
+
+
+def _add_roots(tracer: Tracer, fn: Any, flat: Flat) -> None:
+    """Objects reads start from besides globals and closures: ``self`` and object arguments."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        tracer.env.add_root(owner, "self", (("self",),))
+    elif not isinstance(fn, types.FunctionType):  # a Module or another callable object
+        tracer.env.add_root(fn, "self", (("self",),))
+    for obj, path in flat.objects:
+        tracer.env.add_root(obj, path, (("arg", path),))
