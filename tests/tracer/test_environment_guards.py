@@ -45,7 +45,7 @@ def test_module_global_change_retraces() -> None:
 def test_name_read_through_another_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "dfcfg_mod.py").write_text("SCALE = 3.0\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    import dfcfg_mod as cfg  # noqa: PLC0415 - the module is written by this test
+    import dfcfg_mod as cfg
 
     try:
         compiled = dualflow.compile(lambda x: x * cfg.SCALE)
