@@ -63,6 +63,8 @@ class ArrayArgument:
         return func(*_unwrap_all(args), **{k: _unwrap_all(v) for k, v in kwargs.items()})
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") and not name.startswith("__array"):
+            return getattr(self._array, name)  # probes such as hasattr(x, "_version")
         return getattr(self.raw(f".{name}"), name)
 
     def __getitem__(self, index: Any) -> Any:

@@ -8,6 +8,7 @@ tensors whose tape node runs the backward plan. Parameters are read by reference
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -149,6 +150,7 @@ def connect(
     refs: list[Any],
     residuals: tuple,
     replay: Callable[[], list[Tensor]],
+    lock: Any = None,
 ) -> None:
     """Give a plan call's outputs a tape node whose backward runs the backward plan.
 
@@ -174,7 +176,8 @@ def connect(
         inputs = [
             gys[k]._array if gys[k] is not None else outputs[k]._array * 0 for k in bwd.grad_outputs
         ]
-        result = bwd.plan.run(inputs + list(residuals), [r.read() for r in bwd.checks.refs])
+        with lock or contextlib.nullcontext():  # the backward plan's buffers: one run at once
+            result = bwd.plan.run(inputs + list(residuals), [r.read() for r in bwd.checks.refs])
         if result.failed_guard is not None:
             raise CompileError(f"a guard in the backward graph failed at {result.failed_guard.loc}")
         arrays = iter(result.outputs)

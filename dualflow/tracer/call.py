@@ -31,7 +31,13 @@ class GuardFailed:
 
 
 def run_trace(
-    trace: Trace, flat: Flat, args: tuple, kwargs: dict, fn: Any, history: tuple = ((), ())
+    trace: Trace,
+    flat: Flat,
+    args: tuple,
+    kwargs: dict,
+    fn: Any,
+    history: tuple = ((), ()),
+    lock: Any = None,
 ) -> Any:
     """The call's result from ``trace``'s plan, or ``GuardFailed`` (nothing written then).
 
@@ -60,7 +66,8 @@ def run_trace(
             _release_interrupts(held)
     if connected:
         replay = _rerun(fn, args, kwargs, trace, state, before)
-        connect(trace.backward, outputs, flat.leaves, trace.checks.refs, residuals, replay)
+        refs = trace.checks.refs
+        connect(trace.backward, outputs, flat.leaves, refs, residuals, replay, lock)
     return trace.rebuild([outputs[k] for k in trace.leaf_index])
 
 

@@ -189,6 +189,7 @@ def _meaning(probe: Any, callee: Any, bound: Any, args: list[Any], line: str) ->
             iterated(probe, args[0], line)
         return UNKNOWN
     if isinstance(callee, types.FunctionType | types.MethodType):
+        recorder.add_defaults(callee)
         return AWAIT
     try:
         reads_all = callee in CONTENT_READERS
@@ -234,6 +235,7 @@ def _method(probe: Any, method: Method, args: list[Any], line: str) -> Any:
         if why is not None:
             _refuse(probe, why, line)
         if isinstance(target, types.FunctionType):
+            recorder.add_defaults(target)
             return AWAIT
         for value in args:
             recorder.read_contents(value)

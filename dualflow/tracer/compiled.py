@@ -127,7 +127,7 @@ class CompiledFunction:
 
     def _run(self, trace: Trace, flat: Flat, args: tuple, kwargs: dict, history=((), ())) -> Any:
         self._stats.plan_runs += 1
-        result = run_trace(trace, flat, args, kwargs, self.fn, history)
+        result = run_trace(trace, flat, args, kwargs, self.fn, history, self._lock)
         if type(result) is GuardFailed:
             self._stats.guard_failures += 1
         return result

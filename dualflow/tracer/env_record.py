@@ -92,6 +92,16 @@ class EnvRecorder:
         """An object argument of the compiled call: reads through it are guarded."""
         self._observe(obj, label, path)
 
+    def add_defaults(self, function: Any) -> None:
+        """A Python function about to run: its default argument values are of the environment
+        (``def step(x, model=model)`` reads ``model`` through the default)."""
+        target = getattr(function, "__func__", function)
+        defaults = list(getattr(target, "__defaults__", None) or ())
+        defaults += list((getattr(target, "__kwdefaults__", None) or {}).values())
+        name = getattr(target, "__qualname__", "function")
+        for value in defaults:
+            self._observe(value, f"a default argument of {name}", ())
+
     def label_of(self, obj: Any) -> Known | None:
         """The known object ``obj`` (None when the trace did not reach it from the outside)."""
         known = self.known.get(id(obj))

@@ -60,3 +60,4 @@ def _add_roots(tracer: Tracer, fn: Any, flat: Flat) -> None:
         tracer.env.add_root(fn, "self", (("self",),))
     for obj, path in flat.objects:
         tracer.env.add_root(obj, path, (("arg", path),))
+    tracer.env.add_defaults(getattr(fn, "forward", fn))

@@ -1,0 +1,93 @@
+"""A plan loaded from the on-disk cache is checked against the same guards as a traced one:
+module classes and settings, optimizer hyperparameters and every Python value the trace read
+(issue 13, hole 11). Each test stores a plan with one setting and loads it with another, in a
+second compiled function (a fresh process sees exactly what a fresh function sees)."""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import dualflow
+from dualflow import nn, ops, optim
+
+SETTINGS = types.SimpleNamespace(use_bias_shift=False, table={"scale": 1.0})
+
+
+def _batch():
+    rng = np.random.default_rng(0)
+    return dualflow.tensor(rng.normal(size=(8, 4)).astype(np.float32)), dualflow.tensor(
+        rng.integers(0, 3, 8)
+    )
+
+
+def _make(cache: Path, activation: nn.Module, momentum: float = 0.0):
+    dualflow.random.seed(0)
+    model = nn.Sequential(nn.Linear(4, 6), activation, nn.Linear(6, 3))
+    opt = optim.SGD(list(model.params()), lr=0.1, momentum=momentum)
+
+    def step(x, t):
+        opt.zero_grad()
+        out = model(x) * SETTINGS.table["scale"]
+        if SETTINGS.use_bias_shift:
+            out = out + 1.0
+        loss = ops.softmax_cross_entropy(out, t)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return dualflow.compile(step, cache_dir=cache), step
+
+
+def _losses(fn, n: int = 3) -> list[float]:
+    x, t = _batch()
+    return [fn(x, t).item() for _ in range(n)]
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        (lambda: nn.ReLU(), lambda: nn.Tanh()),
+        (lambda: nn.LeakyReLU(0.1), lambda: nn.LeakyReLU(0.3)),
+    ],
+    ids=["relu-vs-tanh", "leaky-slope"],
+)
+def test_a_different_layer_with_the_same_parameters_is_not_loaded(tmp_path, first, second):
+    stored, _ = _make(tmp_path, first())
+    _losses(stored)
+    assert stored.stats().cache_stores == 1
+    loaded, _ = _make(tmp_path, second())
+    got = _losses(loaded)
+    _, fresh = _make(tmp_path / "unused", second())
+    assert got == _losses(fresh) and loaded.stats().cache_loads == 0
+
+
+def test_a_different_momentum_is_not_loaded(tmp_path: Path) -> None:
+    stored, _ = _make(tmp_path, nn.Tanh(), momentum=0.0)
+    _losses(stored, 4)
+    loaded, _ = _make(tmp_path, nn.Tanh(), momentum=0.9)
+    _, fresh = _make(tmp_path / "unused", nn.Tanh(), momentum=0.9)
+    assert _losses(loaded, 4) == _losses(fresh, 4)
+
+
+def test_python_values_the_trace_read_are_checked_on_load(tmp_path: Path) -> None:
+    try:
+        stored, _ = _make(tmp_path, nn.Tanh())
+        _losses(stored)
+        for change in (
+            lambda: setattr(SETTINGS, "use_bias_shift", True),  # a flag that issues no op
+            lambda: SETTINGS.table.update(scale=2.0),  # a dict config value
+        ):
+            change()
+            loaded, _ = _make(tmp_path, nn.Tanh())
+            _, fresh = _make(tmp_path / "unused", nn.Tanh())
+            assert _losses(loaded) == _losses(fresh)
+        SETTINGS.use_bias_shift, SETTINGS.table["scale"] = False, 1.0
+        loaded, _ = _make(tmp_path, nn.Tanh())
+        _losses(loaded)
+        assert loaded.stats().cache_loads == 1  # unchanged settings: the stored plan is used
+    finally:
+        SETTINGS.use_bias_shift, SETTINGS.table["scale"] = False, 1.0
