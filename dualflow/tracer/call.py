@@ -8,19 +8,16 @@ while a call commits are held until it has committed, so a call leaves all old o
 
 from __future__ import annotations
 
-import signal
-import threading
 from typing import Any
 
 from dualflow._config import config, enable_grad
 from dualflow.autograd.tape import Node
 from dualflow.tensor import Tensor
+from dualflow.tracer import interrupts
 from dualflow.tracer.autodiff import connect, released_op
 from dualflow.tracer.outputs import flatten_output
 from dualflow.tracer.record import Trace
 from dualflow.tracer.signature import Flat
-
-_MAIN = threading.main_thread()
 
 
 class GuardFailed:
@@ -50,7 +47,7 @@ def run_trace(
     # the state before the call, for create_graph's replay (taken first: the plan may
     # write donated updates into the state arrays while it runs)
     before = [state[slot].copy() for slot in trace.update_slots] if connected else []
-    held = _hold_interrupts() if trace.commits else None
+    held = trace.commits and interrupts.hold()
     try:
         result = trace.plan.run(inputs, state)
         if result.failed_guard is not None:
@@ -62,8 +59,8 @@ def run_trace(
         if trace.replay:
             trace.replay.apply(outputs, flat.leaves)
     finally:
-        if held is not None:
-            _release_interrupts(held)
+        if held:
+            interrupts.release()
     if connected:
         replay = _rerun(fn, args, kwargs, trace, state, before)
         refs = trace.checks.refs
@@ -117,25 +114,3 @@ def _rerun(fn: Any, args: tuple, kwargs: dict, trace: Trace, state: list, before
         return flatten_output(out)[0]
 
     return replay
-
-
-def _hold_interrupts() -> Any:
-    """Defer SIGINT until ``_release_interrupts`` (main thread only: signals land there)."""
-    if threading.current_thread() is not _MAIN:
-        return None
-    pending: list[int] = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda number, frame: pending.append(number))
-    except ValueError:  # not the main interpreter
-        return None
-    return previous, pending
-
-
-def _release_interrupts(held: Any) -> None:
-    previous, pending = held
-    signal.signal(signal.SIGINT, previous)
-    if pending:  # the interrupt arrives now, after the call committed everything
-        if callable(previous):
-            previous(signal.SIGINT, None)
-        else:
-            raise KeyboardInterrupt

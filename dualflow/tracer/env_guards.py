@@ -225,6 +225,7 @@ class EnvGuards:
     """Every environment guard of one trace, in the order the trace made them."""
 
     entries: list[EnvGuard] = field(default_factory=list)
+    _check: Any = field(default=None, repr=False)
 
     def mismatch(self) -> str | None:
         """The first guard that no longer holds, described; None when all hold.
@@ -235,10 +236,65 @@ class EnvGuards:
             >>> g.mismatch() is None, box.update(a=2), g.mismatch()
             (True, None, "box['a']: 1 -> 2")
         """
-        for guard in self.entries:
-            if not guard.holds():
-                return guard.describe()
-        return None
+        if self._check is None:
+            self._check = compile_checks(self.entries)
+        failed = self._check()
+        return None if failed < 0 else self.entries[failed].describe()
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def _safe_read(kind: str, holder: Any, key: Any, extra: Any) -> Any:
+    try:
+        return read_place(kind, holder, key, extra)
+    except Dynamic:
+        return MISSING
+
+
+def _read_line(i: int, guard: EnvGuard, names: dict[str, Any]) -> list[str]:
+    """Source lines binding ``v`` to the guard's current value (fast paths where they hold)."""
+    names[f"H{i}"], names[f"K{i}"], names[f"X{i}"] = guard.holder, guard.key, guard.extra
+    names[f"T{i}"] = guard.kind
+    slow = f"v = _read(T{i}, H{i}, K{i}, X{i})"
+    holder = guard.holder
+    if guard.kind == GLOBAL:
+        return [f"v = H{i}.get(K{i}, M)", f"if v is M: v = X{i}.get(K{i}, M)"]
+    if guard.kind == ITEM and type(holder) is dict:
+        return [f"v = H{i}.get(K{i}, M)"]
+    if guard.kind == CELL:
+        return ["try:", f"    v = H{i}.cell_contents", "except ValueError:", "    v = M"]
+    instance = getattr(holder, "__dict__", None)
+    direct = isinstance(holder, types.ModuleType) or (
+        type(instance) is dict and guard.key in instance and not isinstance(holder, type)
+    )
+    if guard.kind == ATTR and direct and not hasattr(type(_mro_lookup(type(holder), guard.key)),
+                                                      "__set__"):  # fmt: skip
+        names[f"D{i}"] = instance
+        return [f"v = D{i}.get(K{i}, M)", f"if v is M: {slow}"]
+    return [slow]
+
+
+def compile_checks(entries: list[EnvGuard]) -> Any:
+    """One straight-line function checking every guard: returns the first failing index or -1.
+
+    Only indices appear in the generated source; every holder, key and expected value is passed
+    in its namespace (nothing the user named is written into code).
+    """
+    names: dict[str, Any] = {"M": MISSING, "_same": same, "_read": _safe_read}
+    names["_contents"], names["_same_contents"] = contents, same_contents
+    lines = ["def check():"]
+    for i, guard in enumerate(entries):
+        names[f"E{i}"] = guard.expect
+        if guard.kind == CONTENT:
+            lines.append(f"    if not _same_contents(E{i}, _contents(H{i})): return {i}")
+            names[f"H{i}"] = guard.holder
+            continue
+        lines += ["    " + line for line in _read_line(i, guard, names)]
+        if is_value(guard.expect):
+            lines.append(f"    if v is not E{i} and not _same(v, E{i}): return {i}")
+        else:
+            lines.append(f"    if v is not E{i}: return {i}")
+    lines.append("    return -1")
+    exec(compile("\n".join(lines) + "\n", "<dualflow environment guards>", "exec"), names)
+    return names["check"]
