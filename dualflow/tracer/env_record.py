@@ -80,6 +80,7 @@ class EnvRecorder:
         self.on_versioned = on_versioned  # the tracer's Module/Optimizer hook (versions, rollback)
         self.guards: list[EnvGuard] = []
         self._guarded: set[tuple] = set()
+        self._written: set[tuple] = set()  # places this call stored into (reads after: its own)
         self.known: dict[int, Known] = {}
         self.writes: dict[tuple, tuple[Any, str | None]] = {}  # place -> (old value, line)
         self.write_lines: dict[tuple, str] = {}  # (id(holder), key or None) -> first line
@@ -113,8 +114,8 @@ class EnvRecorder:
     ) -> None:
         """Guard one read place (the first read of it, unless this call wrote it before)."""
         place = (kind, id(holder), _key_id(key))
-        if place in self.writes or place in self._guarded:
-            return
+        if place in self._written or place in self._guarded:
+            return  # the call's own write, or read before: the first read is what matters
         self._guarded.add(place)
         self.guards.append(EnvGuard(kind, holder, key, value, label, extra, path))
         self._observe(value, label, path)
@@ -187,6 +188,8 @@ class EnvRecorder:
         self.write_lines.setdefault((id(holder), None), line or "?")
         direct = kind in (GLOBAL, CELL) or isinstance(holder, types.ModuleType)
         place = (kind, id(holder), _key_id(key))
+        if kind != CONTENT:  # a later read of the place sees this call's own value, but a
+            self._written.add(place)  # container read after appending still depends on before
         if direct and place not in self.writes:
             try:
                 old = read_place(kind, holder, key, {})

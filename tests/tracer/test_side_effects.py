@@ -164,3 +164,18 @@ def test_side_effect_on_a_container_made_inside_is_the_calls_own() -> None:
     for v in (1.0, 2.0, 3.0):
         assert compiled(dualflow.tensor([v])).tolist() == step(dualflow.tensor([v])).tolist()
     assert compiled.stats().plan_runs == 2
+
+
+def test_reading_a_list_after_appending_to_it_fails_closed() -> None:
+    history: list = []
+
+    def step(x):
+        history.append(x.sum())
+        return x * len(history)  # depends on what the list held before the call
+
+    compiled = dualflow.compile(step)
+    for v in (1.0, 2.0, 3.0):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = compiled(dualflow.tensor([v]))
+        assert got.item() == v * len(history)
