@@ -90,8 +90,10 @@ class _Run:
         while self.heap:
             node = heapq.heappop(self.heap)[1]
             gys = self.pending.pop(node)
-            if node.seq < older:  # backward into an argument's history (tracer/history.py)
-                tracer.on_outside_node(node)
+            if tracer is not None:  # the ops of this backward belong to the node's forward op
+                tracer.differentiating = node
+                if node.seq < older:  # backward into an argument's history (tracer/history.py)
+                    tracer.on_outside_node(node)
             if self.targets is not None:
                 for index, gy in enumerate(gys):
                     if (node, index) in self.targets and gy is not None:
@@ -99,6 +101,8 @@ class _Run:
                 if node not in self.reach:
                     continue
             self.run_node(node, gys, debug)
+        if tracer is not None:
+            tracer.differentiating = None
 
     def run_node(self, node: Node, gys: list, debug: bool) -> None:
         edges = node.edges

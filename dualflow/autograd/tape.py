@@ -68,9 +68,11 @@ class Node:
         self.needs: tuple[bool, ...] | None = None  # set by grad() when it prunes inputs
 
     def release(self) -> None:
-        """Free the saved values (Chainer's memory-efficient backprop)."""
+        """Free the saved values (Chainer's memory-efficient backprop); attrs too: a compiled
+        call's node keeps its residuals there."""
         self.saved_inputs = self.saved_outputs = None
         self.edges = None
+        self.attrs = {}
 
     @property
     def needs_input_grad(self) -> tuple[bool, ...]:

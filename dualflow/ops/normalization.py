@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import config, no_grad
-from dualflow.errors import ShapeError
+from dualflow.errors import ShapeError, with_location
 from dualflow.ops import cudnn
 from dualflow.ops.arithmetic import add, multiply, rsqrt, subtract
 from dualflow.ops.dispatch import apply
@@ -182,11 +182,15 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Any:
     require_float("layer_norm", x_meta, "x")
     if k == 0 or x_meta.shape[len(x_meta.shape) - k :] != g_meta.shape or k > len(x_meta.shape):
         raise ShapeError(
-            f"layer_norm: gamma of shape {g_meta.shape} must equal the trailing dimensions of x "
-            f"of shape {x_meta.shape}"
+            with_location(
+                f"layer_norm: gamma of shape {g_meta.shape} must equal the trailing dimensions "
+                f"of x of shape {x_meta.shape}"
+            )
         )
     if b_meta.shape != g_meta.shape:
-        raise ShapeError(f"layer_norm: beta of shape {b_meta.shape} != gamma {g_meta.shape}")
+        raise ShapeError(
+            with_location(f"layer_norm: beta of shape {b_meta.shape} != gamma {g_meta.shape}")
+        )
     if not hasattr(x, "shape"):
         x = np.asarray(x)
     axes = tuple(range(len(x_meta.shape) - k, len(x_meta.shape)))

@@ -74,7 +74,7 @@ def _call_lines(
         lines.append(f"    times[{i}] += _clock() - t0")
     if kernels.get("check") is not None:  # debug mode: every step's outputs
         namespace[f"n{i}"] = node
-        lines.append(f"    _check(n{i}, {outs.rstrip(',')})")
+        lines.append(f"    _check(n{i}, ({args}{',' if args else ''}), {outs.rstrip(',')})")
     return lines
 
 

@@ -8,6 +8,7 @@ use buffers allocated at the first run and kept by the plan (so one plan runs on
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from dualflow.device import Device, send
-from dualflow.errors import NumericalError
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
 from dualflow.ops.host_print import held_messages
@@ -28,6 +28,7 @@ from dualflow.runtime.kernels_sum import cpu_sum_kernel
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
 from dualflow.runtime.out_forward import out_kernel
+from dualflow.runtime.step_errors import check_finite, relocated, step_lines, step_of
 
 
 @dataclass
@@ -135,10 +136,20 @@ class Plan:
                 sys.stdout.write("".join(m + "\n" for m in messages))
         else:
             run = self._run if _writable(state, self.donated_slots) else self._undonated()
-            outputs, updates, failed = run(xp, inputs, state, consts, self._buffers)
+            try:
+                outputs, updates, failed = run(xp, inputs, state, consts, self._buffers)
+            except Exception as exc:  # name the step's op and line, not the caller's
+                located = self._located(exc)
+                if located is None:
+                    raise
+                raise located from exc
         if failed is not None:
             return RunResult(None, None, self.graph.nodes[failed])
         return RunResult(tuple(xp.asarray(o) for o in outputs), updates)
+
+    def _located(self, exc: Exception) -> BaseException | None:
+        step = step_of(exc, f"<dualflow plan {self.graph.name}>", step_lines(self.source))
+        return None if step is None else relocated(exc, self.graph.nodes[step])
 
     @property
     def held_bytes(self) -> int:
@@ -174,18 +185,6 @@ class Plan:
         return [(n.op, n.loc, float(t)) for n, t in zip(self.graph.nodes, times)]
 
 
-def _check_finite(node: Node, *arrays: Any) -> None:
-    """Debug plans: raise NumericalError naming the node's op and source line on NaN/Inf."""
-    for array in arrays:
-        kind = getattr(getattr(array, "dtype", None), "kind", "")
-        if kind in "fc" and kind and not bool(np.isfinite(array).all()):
-            what = "NaN" if bool(np.isnan(array).any()) else "Inf"
-            # a fused step reports every user line folded into it
-            lines = dict.fromkeys(node.attrs.get("locs") or (node.loc,))
-            where = "\n  ".join(f"created at {loc}" for loc in lines)
-            raise NumericalError(f"{node.op}: output contains {what}\n  {where}")
-
-
 def _writable(state: list[Any], slots: tuple[int, ...]) -> bool:
     """Whether every donated state array can take ``out=`` writes (contiguous, writeable)."""
     for k in slots:
@@ -201,12 +200,13 @@ def _compile(
     debug: bool = False,
     planned: tuple = (),
     donated: dict | None = None,
+    unfused: Graph | None = None,
 ) -> tuple[str, Any]:
     kernels = {
         "guard": guard_holds,
         "fused": _fused_kernel,
         "out": _out_kernel,
-        "check": _check_finite if debug else None,
+        "check": functools.partial(check_finite, unfused=unfused) if debug else None,
     }
     source, namespace = render(graph, kernels, profile, planned, donated)
     exec(compile_plan(source, f"<dualflow plan {graph.name}>"), namespace)
@@ -219,12 +219,14 @@ def lower(
     debug: bool = False,
     plan_memory: bool = True,
     donate: bool = False,
+    unfused: Graph | None = None,
 ) -> Plan:
     """Turn a graph into a Plan for ``device``; ``plan_memory`` preallocates ``out=`` buffers.
 
     ``donate`` lets updates that no later step or guard depends on be written straight into
     their state arrays during the run (``runtime/donation.py``); compiled functions use it.
-    Without it a run never modifies its inputs or state.
+    Without it a run never modifies its inputs or state. ``unfused`` (debug plans): the graph
+    before fusion, to name the op inside a fused step that made NaN/Inf.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -236,7 +238,7 @@ def lower(
     planned = () if memory is None else memory.planned
     # debug mode checks every step and may raise mid-plan: updates must then be untouched
     donated = donations(graph) if donate and not debug and memory is not None else {}
-    source, run = _compile(graph, debug=debug, planned=planned, donated=donated)
+    source, run = _compile(graph, debug=debug, planned=planned, donated=donated, unfused=unfused)
     slots = tuple(graph.state.index(s) for s in donated.values())
     prints = any(n.op == "debug_print" for n in graph.nodes)
     return Plan(

@@ -16,14 +16,14 @@ from typing import Any
 from dualflow._config import config, no_grad
 from dualflow.autograd.engine import grad
 from dualflow.autograd.tape import GraphReleasedError, Node
-from dualflow.device import Device
+from dualflow.device import Device, get_array_module
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.ops.dispatch import interpreting
 from dualflow.ops.registry import OpDef
-from dualflow.passes.manager import run_passes
-from dualflow.runtime.plan import Plan, lower
+from dualflow.runtime.plan import Plan
 from dualflow.tensor import Tensor
+from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.state import StateChecks
 from dualflow.tracer.trace import Tracer
 
@@ -74,12 +74,12 @@ def trace_backward(
         return None
     present = [g for g in grads if g is not None]
     tracer.builder.output(*(tracer.value_of(g) for g in present))
-    graph, _ = run_passes(tracer.builder.build(), passes)
+    graph, plan, _ = build_plan(tracer.builder.build(), passes, device, debug=config.debug)
     mask = [g is not None for g in grads]
     op = backward_op(forward.builder.name, mask, len(outputs))
     return Backward(
         graph,
-        lower(graph, device),
+        plan,
         tracer.checks,
         tracer.residuals,
         positions,
@@ -172,9 +172,14 @@ def connect(
         )
         return tuple(grads)
 
+    # what a missing output gradient is filled with; the outputs themselves are not kept (a
+    # reference from their own tape node would be a cycle holding the residuals alive)
+    zeros = {k: (outputs[k]._array.shape, outputs[k]._array.dtype) for k in bwd.grad_outputs}
+    xp = get_array_module(outputs[bwd.grad_outputs[0]]._array) if bwd.grad_outputs else None
+
     def run(gys: tuple, mask: list[bool]) -> tuple:
         inputs = [
-            gys[k]._array if gys[k] is not None else outputs[k]._array * 0 for k in bwd.grad_outputs
+            gys[k]._array if gys[k] is not None else xp.zeros(*zeros[k]) for k in bwd.grad_outputs
         ]
         with lock or contextlib.nullcontext():  # the backward plan's buffers: one run at once
             result = bwd.plan.run(inputs + list(residuals), [r.read() for r in bwd.checks.refs])

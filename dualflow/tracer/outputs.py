@@ -40,7 +40,9 @@ def flatten_output(obj: Any) -> tuple[list[Tensor], Callable[[list[Any]], Any]]:
             return ("dataclass", (value, [(n, spec(getattr(value, n))) for n in fields]))
         return ("static", value)
 
-    return leaves, rebuilder(spec(obj))
+    structure = spec(obj)
+    spec = None  # a recursive closure is a reference cycle: break it (garbage per call otherwise)
+    return leaves, rebuilder(structure)
 
 
 def rebuilder(structure: Any) -> Callable[[list[Any]], Any]:

@@ -14,11 +14,11 @@ import numpy as np
 from dualflow.device import Device
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
-from dualflow.runtime.plan import lower
 from dualflow.tensor import Tensor
 from dualflow.tracer.autodiff import Backward, backward_op
 from dualflow.tracer.env_cache import canonical, decode_guards, fingerprint
 from dualflow.tracer.outputs import rebuilder
+from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.plan_cache import decode_structure
 from dualflow.tracer.record import Trace
 from dualflow.tracer.state import StateChecks, StateRef, plan_device
@@ -68,14 +68,14 @@ def _slot(record: list[Any], roots: dict) -> tuple[str, Any]:
 
 
 def _backward(
-    meta: dict[str, Any], forward: Graph, graph: Graph, roots: dict, device: Device
+    meta: dict[str, Any], forward: Graph, graph: Graph, roots: dict, device: Device, debug: bool
 ) -> Backward:
     record = meta["backward"]
     n = record["n_residuals"]
     residuals = list(forward.outputs[len(forward.outputs) - n :]) if n else []
     return Backward(
         graph,
-        lower(graph, device),
+        build_plan(graph, (), device, debug=debug)[1],
         StateChecks(refs=[_ref(r, roots) for r in record["refs"]]),
         residuals,
         list(record["input_positions"]),
@@ -104,10 +104,10 @@ def load_trace(
     """
     checks = _checks(meta, roots, fn, objects or {})
     device = plan_device(leaves, checks.refs)
-    bwd = None if backward is None else _backward(meta, forward, backward, roots, device)
+    bwd = None if backward is None else _backward(meta, forward, backward, roots, device, debug)
     trace = Trace(
         forward,
-        lower(forward, device, debug=debug, donate=True),
+        build_plan(forward, (), device, debug=debug, donate=True)[1],
         checks,
         list(meta["update_slots"]),
         [_slot(s, roots) for s in meta["grad_owners"]],

@@ -12,13 +12,14 @@ from typing import Any
 
 from dualflow._config import config
 from dualflow.graph_ir.ir import Graph
-from dualflow.passes.manager import PassStats, run_passes
-from dualflow.runtime.plan import Plan, lower
+from dualflow.passes.manager import PassStats
+from dualflow.runtime.plan import Plan
 from dualflow.tensor import Tensor
 from dualflow.tracer.autodiff import Backward, trace_backward
 from dualflow.tracer.environment import finish_environment
 from dualflow.tracer.history import HistorySpec
 from dualflow.tracer.outputs import flatten_output
+from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.side_effects import Replay
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state import StateChecks, plan_device
@@ -98,9 +99,9 @@ def finish_trace(
         backward = trace_backward(tracer, leaves, flat.leaves, passes, device)
     if backward is not None:
         builder.output(*backward.residuals)  # what the backward graph reads from the forward
-    graph, pass_stats = run_passes(builder.build(), passes)
+    debug = config.debug or tracer.debug_seen
+    graph, plan, pass_stats = build_plan(builder.build(), passes, device, debug=debug, donate=True)
     slots = [graph.state.index(target) for target, _ in graph.updates]
-    plan = lower(graph, device, debug=config.debug, donate=True)
     trace = Trace(
         graph,
         plan,

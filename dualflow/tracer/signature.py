@@ -88,6 +88,7 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
         parts.append(walk(value, names[i] if i < len(names) else f"args[{i}]"))
     for name in sorted(kwargs):
         parts.append((name, walk(kwargs[name], name)))
+    walk = None  # a recursive closure is a reference cycle: break it (garbage per call otherwise)
     return Flat(leaves, paths, tuple(parts), described, _alias_pattern(leaves), objects)
 
 

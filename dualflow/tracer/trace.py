@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow._config import config
 from dualflow.autograd.eager import EAGER
 from dualflow.autograd.tape import next_seq
 from dualflow.errors import TracingError, user_frame, with_location
@@ -35,6 +36,13 @@ def _root(array: Any) -> Any:
 
 
 def _loc(tracer: Tracer) -> str | None:
+    """The user's line of the op being recorded; for an op of a backward, the forward op's
+    line (``sqrt (backward) at train.py:27``), as eager debug mode reports gradients."""
+    node = tracer.differentiating
+    if node is not None:
+        origin = tracer.forward_loc(node)
+        if origin is not None:
+            return f"{node.op.name} (backward) at {origin}"
     frame = user_frame(3)
     if frame is None:
         return None
@@ -75,6 +83,9 @@ class Tracer:
         self.first_seq = 0 if parent is not None else next_seq()
         self.history = ArgumentHistory(self, self.first_seq)
         self.leaves: list[Any] = []  # the call's argument leaves, in flat order
+        self.debug_seen = False  # debug mode was on for some op: the plan checks every step
+        self.differentiating: Any = None  # the tape node whose backward the engine runs
+        self.tape_locs: dict[int, tuple[Any, str]] = {}  # id(tape node) -> (node, its line)
 
     # ----- values ----------------------------------------------------------------------------
     def bind(self, tensor: Tensor, value: Value) -> Value:
@@ -99,6 +110,16 @@ class Tracer:
         value = self.builder.input(array.shape, array.dtype, name)
         self.values.add(value)
         self.arrays[id(array)] = (value, array)
+
+    def forward_loc(self, node: Any) -> str | None:
+        """The line of the forward op that made tape ``node`` (this trace's or its parent's)."""
+        tracer: Tracer | None = self
+        while tracer is not None:
+            found = tracer.tape_locs.get(id(node))
+            if found is not None and found[0] is node:
+                return found[1]
+            tracer = tracer.parent
+        return None
 
     def on_outside_node(self, node: Any) -> None:
         """The engine is about to run the backward of a tape node made before this call."""
@@ -171,6 +192,7 @@ class Tracer:
         if op.name == "assign":
             return self.assign(op, args)
         inputs = [self.operand(a) for a in args]
+        self.debug_seen = self.debug_seen or config.debug  # using_config(debug=True) inside
         if any(type(a) is ArrayArgument for a in args):
             args = tuple(unwrap(a) for a in args)
         result = EAGER.apply(op, args, attrs)
@@ -180,6 +202,9 @@ class Tracer:
         values = self.builder.node(op.name, inputs, attrs, loc, metas)
         if op.collective and self.collective_at is None:
             self.collective_at = loc
+        creator = outs[0]._creator if outs else None
+        if creator is not None and loc is not None:
+            self.tape_locs[id(creator)] = (creator, loc)  # kept alive: ids stay unique
         for tensor, value in zip(outs, values):
             self.bind(tensor, value)
             # backward rebuilds saved outputs as new Tensors around the same array: find them
@@ -191,12 +216,12 @@ class Tracer:
         target, source = args
         self.value_of(target)
         new = self.operand(source)
-        new = self._coerce(new, target)
         slot = self.slots.get(id(target))
         position = self.input_positions.get(id(target))
         if (slot is not None or position is not None) and id(target) not in self.backups:
             self.backups[id(target)] = (target, target._array.copy())
-        result = EAGER.apply(op, args, {})
+        result = EAGER.apply(op, args, {})  # first: a misfit value is assign's error, located
+        new = self._coerce(new, target)
         self.assigned_roots[id(_root(target._array))] = (self.builder.last_id, new)
         if slot is not None:
             self.builder.update(self.builder.state[slot], new)

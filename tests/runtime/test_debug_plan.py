@@ -1,4 +1,5 @@
-"""Debug mode in compiled code: a NaN from a fused step names every user line folded into it."""
+"""Debug mode in compiled code: a NaN from a fused step is traced to the exact op and line, by
+re-running the fused step's ops one by one on the same inputs (as eager debug mode names it)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import dualflow
 from dualflow import ops
 
 
-def test_nan_in_a_fused_step_names_all_its_lines() -> None:
+def test_nan_in_a_fused_step_names_the_exact_op_and_line() -> None:
     def fn(x):
         a = x * 2.0
         b = ops.log(a - 100.0)  # NaN for small x
@@ -27,8 +28,6 @@ def test_nan_in_a_fused_step_names_all_its_lines() -> None:
     finally:
         dualflow.set_debug(False)
     message = str(info.value)
-    assert "fused: output contains NaN" in message
-    # the three lines of fn's body, all folded into one fused step
-    lines = {int(loc.rsplit(":", 1)[1]) for loc in message.split("created at ")[1:]}
-    start = fn.__code__.co_firstlineno
-    assert lines == {start + 1, start + 2, start + 3}
+    line = fn.__code__.co_firstlineno + 2  # the log's line, inside the fused step
+    assert message.startswith("log: output contains NaN"), message
+    assert message.endswith(f"created at test_debug_plan.py:{line}"), message
