@@ -1,8 +1,11 @@
 """Forwards that write into a caller's buffer (``out=``), for steps the memory planner assigns.
 
 Elementwise ops whose expression ends in a numpy ufunc get a rendered ``forward_out`` passing
-``out=out`` to that last call; ``matmul`` uses ``xp.matmul(a, b, out=out)``; ``fused`` nodes'
-kernels take ``out=`` themselves (``runtime.plan``). Other ops allocate.
+``out=out`` to that last call, but only when every operand is C-contiguous: numpy allocates a
+ufunc's result in the operands' memory order (``order='K'``), and a C-ordered buffer in place of
+eager's F-ordered result would change the summation order of every later reduction (see
+docs/memory-planner.md, "Same layout as eager"). ``matmul`` (always C-ordered) uses
+``xp.matmul(a, b, out=out)``; ``fused`` nodes' kernels take ``out=`` themselves. Others allocate.
 """
 
 from __future__ import annotations
@@ -50,8 +53,24 @@ def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
     return xp.matmul(a, b, out=out)
 
 
+def c_ordered(value: Any) -> bool:
+    """Whether ``value`` is a Python scalar or a C-contiguous array (numpy or cupy).
+
+    Example:
+        >>> import numpy as np
+        >>> c_ordered(2.0), c_ordered(np.ones((2, 3))), c_ordered(np.ones((2, 3)).T)
+        (True, True, False)
+    """
+    flags = getattr(value, "flags", None)
+    return flags is None or bool(flags.c_contiguous)
+
+
 def elementwise_out(op: OpDef) -> Callable | None:
     """``forward_out(xp, *args, out, **attrs)`` of an elementwise op, or None if not a ufunc.
+
+    It writes ``out`` only when every operand is C-contiguous, so that the result has the layout
+    eager's allocating call gives it (numpy's ``order='K'``: C exactly when the operands are);
+    otherwise it returns eager's own result and leaves ``out`` unused.
 
     Example:
         >>> import numpy as np
@@ -65,11 +84,14 @@ def elementwise_out(op: OpDef) -> Callable | None:
     if op.kind == "elementwise" and expr is not None and expr[0] == "call" and expr[1] in UFUNCS:
         operands = ", ".join(render_numpy(e) for e in expr[2:])
         attrs = "".join(f", {a}" for a in op.attr_names)
+        ordered = " and ".join(f"_c({a})" for a in op.args) or "True"
         source = (
             f"def forward_out(xp, {', '.join(op.args)}, *, out{attrs}):\n"
+            f"    if not ({ordered}):\n"
+            f"        return {render_numpy(expr)}\n"
             f"    return xp.{expr[1]}({operands}, out=out)\n"
         )
-        namespace: dict[str, Any] = {"_erf": erf}
+        namespace: dict[str, Any] = {"_erf": erf, "_c": c_ordered}
         exec(compile(source, f"<dualflow out {op.name}>", "exec"), namespace)
         function = namespace["forward_out"]
     _CACHE[op.name] = function

@@ -96,7 +96,8 @@ def test_compiled_equals_eager(info: OpInfo, dtype: Any, passes: str) -> None:
             args = _args(sample, arrays, wrt, dtype, scale, gys)
             got = compiled(*args)
             want = step(*_args(sample, arrays, wrt, dtype, scale, gys))
-            assert_same(got, want, **tol(dtype), msg=f"{info.name}/{sample.name} call {call}")
+            tols = {} if passes == "O0" else tol(dtype)
+            assert_same(got, want, **tols, msg=f"{info.name}/{sample.name} call {call}")
         stats = compiled.stats()
         assert stats.plan_runs >= 2, f"{sample.name}: {stats}"
         check_all_traces(compiled)
