@@ -17,6 +17,7 @@ from dualflow.device import Device, send
 from dualflow.errors import NumericalError
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
+from dualflow.ops.expr import compile_numpy
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
@@ -25,7 +26,7 @@ from dualflow.runtime.kernels_cuda import cuda_kernel
 from dualflow.runtime.kernels_sum import cpu_sum_kernel
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
-from dualflow.runtime.out_forward import out_kernel
+from dualflow.runtime.out_forward import c_ordered, out_kernel
 
 
 @dataclass
@@ -45,8 +46,13 @@ def _fused_kernel(node: Node) -> Any:
     reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))
     metas = tuple((v.shape, v.dtype) for v in node.inputs)
     built: dict[str, Any] = {}
+    eager = compile_numpy(expr, args, ())
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
+        if reduce is None and not all(map(c_ordered, arrays)):
+            # eager would give an F-ordered (or otherwise non-C) result, the kernels a C one:
+            # run eager's own ufuncs so that later reductions see eager's layout
+            return eager(xp, *arrays)
         kernel = built.get(xp.__name__)
         if kernel is None:
             if xp.__name__ == "numpy" and reduce is not None:
