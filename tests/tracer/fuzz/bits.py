@@ -6,26 +6,9 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.rule_check import same_bits
 
-def same_bits(a: Any, b: Any) -> bool:
-    """Whether two arrays have the same shape, dtype and bits (any NaN equals any NaN).
-
-    Example:
-        >>> same_bits(np.float32([1, np.nan]), np.float32([1, np.nan]))
-        True
-        >>> same_bits(np.float32([0.0]), np.float32([-0.0]))
-        False
-    """
-    a, b = np.asarray(a), np.asarray(b)
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if a.dtype.kind not in "fc":
-        return bool(np.array_equal(a, b))
-    nan_a, nan_b = np.isnan(a), np.isnan(b)
-    if not np.array_equal(nan_a, nan_b):
-        return False
-    keep_a, keep_b = np.ascontiguousarray(a[~nan_a]), np.ascontiguousarray(b[~nan_b])
-    return keep_a.tobytes() == keep_b.tobytes()
+__all__ = ["assert_same_bits", "first_difference", "same_bits"]
 
 
 def first_difference(a: Any, b: Any) -> str:
