@@ -47,7 +47,8 @@ RULES: dict[str, Rule] = {
     "fold_bn": Rule(
         "fold_bn",
         ("fold_bn",),
-        "(conv2d|matmul)(x, w) [+ b]) * s + t is computed as (conv2d|matmul)(x, w * s) + (b s + t)",
+        "((conv2d|matmul)(x, w) [+ b]) * s + t is computed as "
+        "(conv2d|matmul)(x, w * s) + (b s + t)",
         "|folded - unfolded| <= 2 g(K + 3, u) (|s| sum_k |x_k w_k| + |b s| + |t|), K products "
         "per output",
     ),

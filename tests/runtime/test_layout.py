@@ -18,6 +18,7 @@ from dualflow.nn import Parameter
 from dualflow.ops.registry import OPS
 from dualflow.runtime import lower
 from dualflow.runtime.out_forward import elementwise_out
+from dualflow.runtime.plan import _fused_kernel
 from tests.tracer.fuzz.bits import assert_same_bits
 
 
@@ -103,3 +104,24 @@ def test_the_issue_step_is_bit_identical_at_o0() -> None:
         results.append((losses, state()))
     for got, want in zip(results[1][0] + results[1][1], results[0][0] + results[0][1]):
         assert_same_bits(got, want)
+
+
+def _fused_transposed(x: dualflow.Tensor) -> dualflow.Tensor:
+    t = ops.transpose(x)  # 4096 F-ordered elements into a two-node fused region
+    return ops.sum(ops.tanh(t) * 2.0 - t, axis=1)
+
+
+def test_a_fused_region_on_a_transposed_view_returns_eager_layout_and_bits() -> None:
+    x = dualflow.tensor(np.random.default_rng(3).normal(size=(64, 64)).astype(np.float32))
+    compiled = dualflow.compile(_fused_transposed, passes="exact", fallback="error")
+    for _ in range(3):
+        assert_same_bits(compiled(x).numpy(), _fused_transposed(x).numpy())
+    assert any(n.op == "fused" for n in compiled.history[0].graph.nodes)
+    (fused,) = [n for n in compiled.history[0].graph.nodes if n.op == "fused"]
+    kernel = _fused_kernel(fused)
+    t = x.numpy().T
+    eager = OPS["tanh"].forward(np, t) * 2.0 - t
+    got = kernel(np, t)
+    assert got.strides == eager.strides and not got.flags.c_contiguous
+    assert_same_bits(got, eager)
+    assert kernel(np, np.ascontiguousarray(t)).flags.c_contiguous  # C operands: the kernel runs

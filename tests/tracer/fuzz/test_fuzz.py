@@ -9,12 +9,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+import dualflow
 import dualflow.runtime.out_forward as out_forward
-from tests.tracer.fuzz.compare import differences, rule_violations
+from dualflow import ops
+from tests.tracer.fuzz import fragments
+from tests.tracer.fuzz.build import OPTIMIZERS
+from tests.tracer.fuzz.compare import differences, rule_violations, run
+from tests.tracer.fuzz.fragments import Fragment, Statement
 from tests.tracer.fuzz.generator import FAST, SLOW, Profile, specs
+from tests.tracer.fuzz.scope import Scope
 from tests.tracer.fuzz.spec import Piece, Spec
 
 
@@ -116,3 +123,56 @@ def test_rule_checks_see_both_rules_and_hold() -> None:
     violations, rules = rule_violations(spec)
     assert rules == {"fold_bn", "fused_sum"} and violations == []
     assert differences(spec, "exact") == []
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_bn_dropout_assign_and_double_backward_with_every_optimizer(optimizer: str) -> None:
+    spec = Spec(
+        11,
+        width=16,
+        batches=(8, 8, 8, 8, 6),
+        body=(
+            _piece("dropout", ratio=0.3),
+            _piece("batchnorm"),
+            _piece("assign", kind="write_then_read", shape="row"),
+            _piece("transpose_pair", kind="center"),
+            _piece("unary", kind="tanh"),
+        ),
+        optimizer=optimizer,
+        loss="xent",
+        penalty=0.1,
+    )
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes) == [], (optimizer, passes)
+
+
+def test_a_registered_fragment_with_extra_state_and_a_hook_is_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The extension points: a fragment's own state to compare and a between-calls mutation
+    (here a buffer rewritten outside the step, which a compiled step reads by reference)."""
+
+    def make(scope: Scope, piece: Piece) -> Statement:
+        buf = scope.buffer((scope.width,))
+
+        def hook(call: int) -> None:
+            with dualflow.no_grad():
+                ops.assign(buf, np.full(scope.width, 0.1 * call, scope.dtype))
+
+        scope.between_calls(hook)
+        scope.track("scale", lambda: float(buf.numpy()[0]))
+        return lambda h, env: h * (1.0 + buf)
+
+    monkeypatch.setattr(fragments, "_REGISTRY", dict(fragments.registry()))
+    fragments.register(Fragment("rescaled", lambda draw, ctx: {}, make, weight=50))
+    drawn = []
+
+    def check(spec: Spec) -> None:
+        drawn.append("rescaled" in spec.fragments())
+        assert differences(spec, "O0") == []
+
+    _fuzz(FAST, 10, check)
+    assert any(drawn)
+    spec = Spec(5, body=(_piece("rescaled"),))
+    eager = run(spec)
+    assert [r.state["extra.scale"] for r in eager.records] == pytest.approx([0.0, 0.1, 0.2, 0.3])
