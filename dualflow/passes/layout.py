@@ -72,9 +72,10 @@ def _node_layout(node: Node, known: dict[Value, str]) -> str:
     return ANY
 
 
-def layouts(graph: Graph) -> dict[Value, str]:
-    """The layout class of every value of ``graph`` (constants from their arrays; inputs and
-    state are unknown: callers may pass any strides).
+def layouts(graph: Graph, arguments: str = ANY) -> dict[Value, str]:
+    """The layout class of every value of ``graph``: constants from their arrays, inputs and
+    state as ``arguments`` says (unknown by default: callers may pass any strides; a plan that
+    checked its arguments at run time may assume ``C``).
 
     Example:
         >>> from dualflow.graph_ir import GraphBuilder
@@ -84,7 +85,7 @@ def layouts(graph: Graph) -> dict[Value, str]:
         >>> [layouts(b.build())[v] for v in (x, y, t, z)]
         ['any', 'dense', 'dense', 'C']
     """
-    known: dict[Value, str] = {v: ANY for v in (*graph.inputs, *graph.state)}
+    known: dict[Value, str] = {v: arguments for v in (*graph.inputs, *graph.state)}
     known.update((v, array_layout(np.asarray(a))) for v, a in graph.consts.items())
     for node in graph.nodes:
         layout = _node_layout(node, known)

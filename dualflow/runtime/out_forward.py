@@ -46,7 +46,7 @@ UFUNCS = frozenset(
     }
 )
 
-_CACHE: dict[str, Callable | None] = {}
+_CACHE: dict[tuple[str, bool], Callable | None] = {}
 
 
 def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
@@ -65,12 +65,13 @@ def c_ordered(value: Any) -> bool:
     return flags is None or bool(flags.c_contiguous)
 
 
-def elementwise_out(op: OpDef) -> Callable | None:
+def elementwise_out(op: OpDef, checked: bool = True) -> Callable | None:
     """``forward_out(xp, *args, out, **attrs)`` of an elementwise op, or None if not a ufunc.
 
-    It writes ``out`` only when every operand is C-contiguous, so that the result has the layout
-    eager's allocating call gives it (numpy's ``order='K'``: C exactly when the operands are);
-    otherwise it returns eager's own result and leaves ``out`` unused.
+    ``checked``: it writes ``out`` only when every operand is C-contiguous, so that the result
+    has the layout eager's allocating call gives it (numpy's ``order='K'``: C exactly when the
+    operands are); otherwise it returns eager's own result and leaves ``out`` unused. Unchecked,
+    for a plan that proved its operands C-ordered, it always writes ``out``.
 
     Example:
         >>> import numpy as np
@@ -78,28 +79,30 @@ def elementwise_out(op: OpDef) -> Callable | None:
         >>> elementwise_out(OPS["relu"])(np, np.array([-1.0, 2.0]), out=buf) is buf
         True
     """
-    if op.name in _CACHE:
-        return _CACHE[op.name]
+    key = (op.name, checked)
+    if key in _CACHE:
+        return _CACHE[key]
     expr, function = op.expr, None
     if op.kind == "elementwise" and expr is not None and expr[0] == "call" and expr[1] in UFUNCS:
         operands = ", ".join(render_numpy(e) for e in expr[2:])
         attrs = "".join(f", {a}" for a in op.attr_names)
         ordered = " and ".join(f"_c({a})" for a in op.args) or "True"
+        check = f"    if not ({ordered}):\n        return {render_numpy(expr)}\n"
         source = (
             f"def forward_out(xp, {', '.join(op.args)}, *, out{attrs}):\n"
-            f"    if not ({ordered}):\n"
-            f"        return {render_numpy(expr)}\n"
-            f"    return xp.{expr[1]}({operands}, out=out)\n"
+            + (check if checked else "")
+            + f"    return xp.{expr[1]}({operands}, out=out)\n"
         )
         namespace: dict[str, Any] = {"_erf": erf, "_c": c_ordered}
         exec(compile(source, f"<dualflow out {op.name}>", "exec"), namespace)
         function = namespace["forward_out"]
-    _CACHE[op.name] = function
+    _CACHE[key] = function
     return function
 
 
-def out_kernel(node: Node) -> Callable | None:
-    """The ``out=`` forward of a single-output node, or None when its op always allocates.
+def out_kernel(node: Node, checked: bool = True) -> Callable | None:
+    """The ``out=`` forward of a single-output node, or None when its op always allocates
+    (``checked``: see ``elementwise_out``; matmul's result is C-ordered whatever its operands).
 
     Example:
         >>> from dualflow.graph_ir.ir import Value
@@ -112,7 +115,7 @@ def out_kernel(node: Node) -> Callable | None:
     if node.op == "matmul":
         return _matmul_out
     op = OPS.get(node.op)
-    return elementwise_out(op) if op is not None else None
+    return elementwise_out(op, checked) if op is not None else None
 
 
 def writes_out(node: Node) -> bool:

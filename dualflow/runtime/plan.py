@@ -18,6 +18,7 @@ from dualflow.errors import NumericalError
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
 from dualflow.ops.expr import compile_numpy
+from dualflow.passes.layout import C, layouts
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
@@ -38,10 +39,11 @@ class RunResult:
     failed_guard: Node | None = None
 
 
-def _fused_kernel(node: Node) -> Any:
+def _fused_kernel(node: Node, checked: bool = True) -> Any:
     # Kernels are built on first call: which one (numba, blocked numpy, CUDA) depends on xp, and
     # plans that never run should not pay numba's import or compile time. A node with ``reduce``
-    # sums its elements (``kernels_sum`` on CPU, a ReductionKernel on GPU).
+    # sums its elements (``kernels_sum`` on CPU, a ReductionKernel on GPU). ``checked``: see
+    # out_forward.elementwise_out (unchecked when the plan proved its operands C-ordered).
     expr, args = node.attrs["expr"], node.attrs["args"]
     reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))
     metas = tuple((v.shape, v.dtype) for v in node.inputs)
@@ -49,7 +51,7 @@ def _fused_kernel(node: Node) -> Any:
     eager = compile_numpy(expr, args, ())
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
-        if reduce is None and not all(map(c_ordered, arrays)):
+        if checked and reduce is None and not all(map(c_ordered, arrays)):
             # eager would give an F-ordered (or otherwise non-C) result, the kernels a C one:
             # run eager's own ufuncs so that later reductions see eager's layout
             return eager(xp, *arrays)
@@ -68,9 +70,25 @@ def _fused_kernel(node: Node) -> Any:
     return run
 
 
-def _out_kernel(node: Node) -> Any:
+def _out_kernel(node: Node, checked: bool = True) -> Any:
     """The ``out=`` kernel of a planned step: the fused kernel or the op's ``forward_out``."""
-    return _fused_kernel(node) if node.op == "fused" else out_kernel(node)
+    return _fused_kernel(node, checked) if node.op == "fused" else out_kernel(node, checked)
+
+
+def proven_c_ordered(graph: Graph) -> frozenset[int]:
+    """Ids of the nodes whose array operands are C-ordered whenever the plan's inputs and state
+    are (``passes/layout.py``): their steps may write ``out=`` without a run-time check.
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2, 3), "float32")
+        >>> (y,) = b.node("exp", [x]); (t,) = b.node("transpose", [y], {"axes": (1, 0)})
+        >>> (z,) = b.node("exp", [t]); b.output(z)
+        >>> g = b.build(); [id(n) in proven_c_ordered(g) for n in g.nodes]
+        [True, True, False]
+    """
+    static = layouts(graph, arguments=C)
+    return frozenset(id(n) for n in graph.nodes if all(static.get(v) == C for v in n.value_inputs))
 
 
 @dataclass
@@ -88,6 +106,9 @@ class Plan:
     _consts: list = field(default_factory=list, repr=False)
     donated_slots: tuple[int, ...] = ()  # state arrays its updates are written into directly
     _undonated_run: Any = field(default=None, repr=False)
+    proven: frozenset[int] = frozenset()  # nodes writing out= unchecked when arguments are C
+    debug: bool = False
+    _checked_run: Any = field(default=None, repr=False)
 
     @property
     def steps(self) -> int:
@@ -131,7 +152,12 @@ class Plan:
             run = self._profiled()
             outputs, updates, failed = run(xp, inputs, state, consts, self._buffers, times)
         else:
-            run = self._run if _writable(state, self.donated_slots) else self._undonated()
+            if not (_c_ordered(inputs) and _c_ordered(state)):
+                run = self._checked()  # a strided argument: every step checks its operands
+            elif _writable(state, self.donated_slots):
+                run = self._run
+            else:
+                run = self._undonated()
             outputs, updates, failed = run(xp, inputs, state, consts, self._buffers)
         if failed is not None:
             return RunResult(None, None, self.graph.nodes[failed])
@@ -153,11 +179,20 @@ class Plan:
         return int(sum(self.memory.buffer_sizes))  # the raw buffers, not their per-value views
 
     def _undonated(self) -> Any:
-        # a state array a kernel cannot write out= into (a strided view): commit at the end
+        # a state array a kernel cannot write out= into (read-only): commit at the end
         if self._undonated_run is None:
             planned = () if self.memory is None else self.memory.planned
-            self._undonated_run = _compile(self.graph, planned=planned)[1]
+            self._undonated_run = _compile(
+                self.graph, debug=self.debug, planned=planned, proven=self.proven
+            )[1]
         return self._undonated_run
+
+    def _checked(self) -> Any:
+        # an argument that is not C-ordered: no step's operands are proven C, and no donation
+        if self._checked_run is None:
+            planned = () if self.memory is None else self.memory.planned
+            self._checked_run = _compile(self.graph, debug=self.debug, planned=planned)[1]
+        return self._checked_run
 
     def _profiled(self) -> Any:
         if self._profiled_run is None:
@@ -183,6 +218,15 @@ def _check_finite(node: Node, *arrays: Any) -> None:
             raise NumericalError(f"{node.op}: output contains {what}\n  {where}")
 
 
+def _c_ordered(arrays: list[Any]) -> bool:
+    """Whether every array is C-contiguous (what ``proven`` steps assume of the arguments)."""
+    for array in arrays:
+        flags = getattr(array, "flags", None)
+        if flags is not None and not flags.c_contiguous:
+            return False
+    return True
+
+
 def _writable(state: list[Any], slots: tuple[int, ...]) -> bool:
     """Whether every donated state array can take ``out=`` writes (contiguous, writeable)."""
     for k in slots:
@@ -198,11 +242,12 @@ def _compile(
     debug: bool = False,
     planned: tuple = (),
     donated: dict | None = None,
+    proven: frozenset[int] = frozenset(),
 ) -> tuple[str, Any]:
     kernels = {
         "guard": guard_holds,
-        "fused": _fused_kernel,
-        "out": _out_kernel,
+        "fused": lambda node: _fused_kernel(node, id(node) not in proven),
+        "out": lambda node: _out_kernel(node, id(node) not in proven),
         "check": _check_finite if debug else None,
     }
     source, namespace = render(graph, kernels, profile, planned, donated)
@@ -233,6 +278,16 @@ def lower(
     planned = () if memory is None else memory.planned
     # debug mode checks every step and may raise mid-plan: updates must then be untouched
     donated = donations(graph) if donate and not debug and memory is not None else {}
-    source, run = _compile(graph, debug=debug, planned=planned, donated=donated)
+    proven = proven_c_ordered(graph)
+    source, run = _compile(graph, debug=debug, planned=planned, donated=donated, proven=proven)
     slots = tuple(graph.state.index(s) for s in donated.values())
-    return Plan(graph, Device(device), source, run, memory=memory, donated_slots=slots)
+    return Plan(
+        graph,
+        Device(device),
+        source,
+        run,
+        memory=memory,
+        donated_slots=slots,
+        proven=proven,
+        debug=debug,
+    )

@@ -125,3 +125,22 @@ def test_a_fused_region_on_a_transposed_view_returns_eager_layout_and_bits() -> 
     assert got.strides == eager.strides and not got.flags.c_contiguous
     assert_same_bits(got, eager)
     assert kernel(np, np.ascontiguousarray(t)).flags.c_contiguous  # C operands: the kernel runs
+
+
+def _scaled_column_sums(x: dualflow.Tensor) -> dualflow.Tensor:
+    return ops.sum(ops.elu(x * 1.5), axis=0)  # the product is planned, elu keeps its layout
+
+
+def test_a_plan_traced_with_c_arguments_checks_strided_ones_at_run_time() -> None:
+    """Steps proven C-ordered for C arguments skip the run-time check; an F-ordered argument
+    later switches the plan to its checked variant, which gives eager's layout again."""
+    rng = np.random.default_rng(4)
+    c = dualflow.tensor(rng.normal(size=(64, 128)).astype(np.float32))
+    f = dualflow.tensor(np.asfortranarray(rng.normal(size=(64, 128)).astype(np.float32)))
+    compiled = dualflow.compile(_scaled_column_sums, passes="O0", fallback="error")
+    for x in (c, c, f, c, f):
+        assert_same_bits(compiled(x).numpy(), _scaled_column_sums(x).numpy())
+    plan = compiled.history[0].plan
+    (product,) = [n for n in plan.graph.nodes if n.op == "multiply"]
+    assert id(product) in plan.proven and plan._checked_run is not None
+    assert compiled.stats().traces == 1
