@@ -1,11 +1,13 @@
 """Forwards that write into a caller's buffer (``out=``), for steps the memory planner assigns.
 
 Elementwise ops whose expression ends in a numpy ufunc get a rendered ``forward_out`` passing
-``out=out`` to that last call, but only when every operand is C-contiguous: numpy allocates a
-ufunc's result in the operands' memory order (``order='K'``), and a C-ordered buffer in place of
-eager's F-ordered result would change the summation order of every later reduction (see
-docs/memory-planner.md, "Same layout as eager"). ``matmul`` (always C-ordered) uses
-``xp.matmul(a, b, out=out)``; ``fused`` nodes' kernels take ``out=`` themselves. Others allocate.
+``out=out`` to that last call. numpy allocates a ufunc's result in its operands' memory order
+(``order='K'``), and a C-ordered buffer in place of eager's F-ordered result would change the
+summation order of every later reduction (docs/memory-planner.md, "Same layout as eager"), so
+the checked variant writes ``out`` only when every operand is C-contiguous and otherwise returns
+eager's own result; a plan uses the unchecked one where its operands are proven C-ordered.
+``matmul`` (always C-ordered) uses ``xp.matmul(a, b, out=out)``; ``fused`` nodes' kernels take
+``out=`` themselves. Other ops allocate.
 """
 
 from __future__ import annotations
