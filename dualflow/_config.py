@@ -107,7 +107,7 @@ def is_grad_enabled() -> bool:
 ENVIRONMENT = {
     "DUALFLOW_DEBUG": "1 turns on debug mode (NaN/Inf checks with source lines) at import",
     "DUALFLOW_DISABLE_COMPILE": "1 runs every @dualflow.compile function eagerly",
-    "DUALFLOW_PASSES": "comma-separated pass list for compiled functions (overrides the default)",
+    "DUALFLOW_PASSES": "O0/O1/O2/exact or a comma-separated pass list for compiled functions",
     "DUALFLOW_DUMP_IR": "directory where the pass manager dumps every intermediate graph",
     "DUALFLOW_VERIFY_PASSES": "1 verifies the graph after every pass (the test suite sets it)",
     "DUALFLOW_CACHE_DIR": "where kernels and plan bytecode are cached (default ~/.cache/dualflow)",

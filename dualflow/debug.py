@@ -2,6 +2,9 @@
 
 On a mismatch every pass of the pipeline is disabled in turn to name the culprit pass, and the
 forward graphs with and without it are interpreted side by side to name the first differing node.
+``check_rules`` tells rounding from bugs: every node a pass rewrote, computed as the plan does,
+must equal eager's value bit for bit unless a documented rule (``passes/rules.py``) applies to it,
+and then lie within that rule's bound; ``compare_modes`` reports it for a mismatch.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ from typing import Any
 import numpy as np
 
 import dualflow
-from dualflow.graph_ir.interpret import guard_holds, run_node
-from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.graph_ir.ir import Graph
 from dualflow.ops.host_print import debug_print
 from dualflow.passes.manager import resolve_passes, run_passes
+from dualflow.rule_check import RuleCheck, check_rules, describe_node, environment, same_bits
 from dualflow.tensor import Tensor
 from dualflow.tracer.signature import flatten
+
+__all__ = ["Report", "RuleCheck", "check_rules", "compare_modes", "describe_node", "same_bits"]
 
 TOLERANCES = {"float32": (1e-4, 1e-5), "float64": (1e-10, 1e-10), "float16": (1e-2, 1e-3)}
 
@@ -34,6 +39,20 @@ class Report:
     culprit_pass: str | None = None
     culprit_node: str | None = None
     passes: tuple[str, ...] = ()
+    rules: tuple[RuleCheck, ...] = ()  # on a mismatch: check_rules on the call's graphs
+
+    @property
+    def culprit_rules(self) -> tuple[RuleCheck, ...]:
+        """The rule checks of the culprit node (empty: no rule covers it, or no culprit)."""
+        if self.culprit_node is None:
+            return ()
+        return tuple(c for c in self.rules if self.culprit_node.startswith(c.node))
+
+    @property
+    def within_rules(self) -> bool | None:
+        """On a mismatch: True when every node the passes changed is within its rule's bound
+        (the difference is rounding), False when one is not (a bug), None when none changed."""
+        return all(c.within for c in self.rules) if self.rules else None
 
     def __str__(self) -> str:
         head = "modes match" if self.ok else "MISMATCH"
@@ -45,7 +64,17 @@ class Report:
         if not self.ok:
             lines.append(f"culprit pass: {self.culprit_pass or 'not found'}")
             lines.append(f"culprit node: {self.culprit_node or 'not found'}")
+            lines += [f"rule check: {c}" for c in self.rules]
+            lines.append(_verdict(self))
         return "\n".join(lines)
+
+
+def _verdict(report: Report) -> str:
+    if report.within_rules is None:
+        return "verdict: no pass changed a value (compare O0 with eager in the same dtype)"
+    if not report.within_rules:
+        return "verdict: a difference no documented rule explains: a bug, not rounding"
+    return "verdict: every difference is a documented rule within its bound (rounding)"
 
 
 def _is_float(arg: Any) -> bool:
@@ -141,33 +170,6 @@ def _run_compiled(fn: Callable, args: tuple, kwargs: dict, passes: tuple, orders
     return compiled, _evaluate(compiled, args, kwargs, None, orders)
 
 
-def _environment(graph: Graph, inputs: list[Any], state: list[Any]) -> dict[Value, Any]:
-    """Every value the graph computes, node by node (as ``interpret`` does, keeping them all)."""
-    env: dict[Value, Any] = dict(zip(graph.inputs, inputs))
-    env.update(zip(graph.state, state))
-    env.update(graph.consts)
-    for node in graph.nodes:
-        args = [env[v] if isinstance(v, Value) else v for v in node.inputs]
-        if node.op == "guard":
-            guard_holds(node, args[0])
-            continue
-        env.update(zip(node.outputs, run_node(node, args)))
-    return env
-
-
-def describe_node(node: Node) -> str:
-    """One line naming a node: its op, output values and source line(s).
-
-    Example:
-        >>> print(describe_node(Node("exp", (Value(0, (2,), "float32"),), (Value(1, (2,), "float32"),), loc="m.py:3")))
-        exp -> %1 at m.py:3
-    """  # noqa: E501
-    outs = ", ".join(f"%{v.id}" for v in node.outputs)
-    text = f"{node.op} -> {outs} at {node.loc or '?'}"
-    locs = node.attrs.get("locs") if node.op == "fused" else None
-    return text + (f" (fuses {', '.join(locs)})" if locs else "")
-
-
 def _first_difference(
     graph: Graph, inputs: list, state: list, pipeline: tuple, culprit: str, tol: tuple
 ) -> str | None:
@@ -175,7 +177,7 @@ def _first_difference(
     computed by the pipeline without ``culprit``."""
     bad, _ = run_passes(graph, pipeline)
     good, _ = run_passes(graph, tuple(p for p in pipeline if p != culprit))
-    bad_env, good_env = _environment(bad, inputs, state), _environment(good, inputs, state)
+    bad_env, good_env = environment(bad, inputs, state), environment(good, inputs, state)
     for node in bad.nodes:
         for v in node.outputs:
             if v in good_env and not np.allclose(bad_env[v], good_env[v], *tol, True):
@@ -183,31 +185,46 @@ def _first_difference(
     return None
 
 
-def _culprit_node(
-    fn: Callable, args: tuple, kwargs: dict, pipeline: tuple[str, ...], culprit: str
-) -> str | None:
-    """The first node that ``culprit`` made wrong: searched in the forward graph, then in the
-    backward graph (fed the forward's saved values and gradients of ones, as order 1 is)."""
+def _raw_graphs(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[Graph, list, list, str]]:
+    """The call's graphs as traced (no passes), each with its inputs, state and a suffix naming
+    it: the forward graph, then the backward graph fed the forward's saved values and gradients
+    of ones (as order 1 is)."""
     raw = dualflow.compile(fn, passes=(), fallback="error")
     leaves, _ = _leaves(args, None)
     with dualflow.enable_grad():
         raw(*leaves, **kwargs)
     if not raw.history:
-        return None
-    trace, tol = raw.history[-1], _tolerance(args)
+        return []
+    trace = raw.history[-1]
     flat = flatten(tuple(leaves), kwargs, raw._names)
     inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
     state = [ref.read() for ref in trace.checks.refs]
-    found = _first_difference(trace.graph, inputs, state, pipeline, culprit, tol)
+    graphs = [(trace.graph, inputs, state, "")]
     bwd = trace.backward
-    if found is not None or bwd is None:
-        return found
-    env = _environment(trace.graph, inputs, state)
-    gys = [np.ones_like(env[trace.graph.outputs[k]]) for k in bwd.grad_outputs]
-    bwd_inputs = gys + [env[v] for v in bwd.residuals]
-    bwd_state = [ref.read() for ref in bwd.checks.refs]
-    found = _first_difference(bwd.graph, bwd_inputs, bwd_state, pipeline, culprit, tol)
-    return None if found is None else f"{found} (backward graph)"
+    if bwd is not None:
+        env = environment(trace.graph, inputs, state)
+        gys = [np.ones_like(env[trace.graph.outputs[k]]) for k in bwd.grad_outputs]
+        bwd_inputs = gys + [env[v] for v in bwd.residuals]
+        bwd_state = [ref.read() for ref in bwd.checks.refs]
+        graphs.append((bwd.graph, bwd_inputs, bwd_state, " (backward graph)"))
+    return graphs
+
+
+def _culprit_node(graphs: list, pipeline: tuple[str, ...], culprit: str, tol: tuple) -> str | None:
+    """The first node that ``culprit`` made wrong: in the forward graph, then the backward."""
+    for graph, inputs, state, suffix in graphs:
+        found = _first_difference(graph, inputs, state, pipeline, culprit, tol)
+        if found is not None:
+            return found + suffix
+    return None
+
+
+def _rule_checks(graphs: list, pipeline: tuple[str, ...]) -> tuple[RuleCheck, ...]:
+    found = []
+    for graph, inputs, state, suffix in graphs:
+        for check in check_rules(graph, inputs, state, pipeline):
+            found.append(RuleCheck(**{**check.__dict__, "node": check.node + suffix}))
+    return tuple(found)
 
 
 def compare_modes(
@@ -221,7 +238,9 @@ def compare_modes(
 
     Float arguments (tensors or arrays) are copied as grad-requiring tensors; order 0 compares
     outputs, order 1 the gradients of ``sum(outputs)``, order 2 those of the sum of squared
-    first-order gradients.
+    first-order gradients. On a mismatch the report also names the culprit pass and node, and
+    ``rules`` holds ``check_rules`` of the call's forward and backward graphs: which documented
+    rules apply to which nodes, and whether each difference is within its bound.
 
     Example:
         >>> x = np.linspace(-1.0, 1.0, 8, dtype=np.float32)
@@ -236,13 +255,15 @@ def compare_modes(
     report = Report(ok, max_abs, max_rel, worst, passes=pipeline)
     if ok:
         return report
+    graphs = _raw_graphs(fn, args, kwargs)
     for name in pipeline:
         without = tuple(p for p in pipeline if p != name)
         _, retry = _run_compiled(fn, args, kwargs, without, orders)
         if _difference(reference, retry, rtol, atol)[0]:
             report.culprit_pass = name
-            report.culprit_node = _culprit_node(fn, args, kwargs, pipeline, name)
+            report.culprit_node = _culprit_node(graphs, pipeline, name, _tolerance(args))
             break
+    report.rules = _rule_checks(graphs, pipeline)
     return report
 
 

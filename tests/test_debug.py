@@ -1,4 +1,5 @@
-"""compare_modes: a small MLP step matches; an injected wrong fusion is blamed on ``fuse``; a
+"""compare_modes: a small MLP step matches; an injected wrong fusion is blamed on ``fuse`` and
+reported outside every rule's bound; a fused sum's difference is a rule within its bound; a
 wrong backward graph is caught at every order setting."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from dualflow import ops
+from dualflow import debug, ops
 from dualflow.debug import Report, compare_modes
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes import manager
@@ -61,6 +62,25 @@ def test_injected_wrong_fusion_is_blamed_on_fuse(monkeypatch: pytest.MonkeyPatch
     assert report.culprit_node is not None and report.culprit_node.startswith("fused"), str(report)
     assert "test_debug.py" in report.culprit_node
     assert "culprit pass: fuse" in str(report)
+    # no documented rule explains the fused node's difference: a bug, not rounding
+    assert report.within_rules is False
+    (culprit,) = report.culprit_rules
+    assert culprit.rules == () and not culprit.within and culprit.stage == "fuse"
+    assert "a bug, not rounding" in str(report)
+
+
+def test_a_fused_sum_difference_is_a_rule_within_its_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(debug.TOLERANCES, "float32", (1e-12, 1e-12))  # any rounding mismatches
+    x = np.random.default_rng(0).normal(size=(256, 256)).astype(np.float32)
+
+    def energy(t):
+        return ((t * 0.5 + 1.0) * t).sum()  # one fused node adding in float64 at O2
+
+    report = compare_modes(energy, x, orders=(0,))
+    assert not report.ok
+    assert [c.rules for c in report.rules] == [("fused_sum",)] and report.within_rules
+    assert 0 < report.rules[0].max_abs <= report.rules[0].bound
+    assert "within its bound (rounding)" in str(report) and "fused_sum" in str(report)
 
 
 def test_a_wrong_backward_graph_is_caught_with_second_order_on(

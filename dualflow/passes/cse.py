@@ -1,5 +1,8 @@
 """Common-subexpression elimination: merge pure nodes with the same op, inputs (sorted for
-commutative ops) and attrs, and equal constants; uses, outputs and update sources are rewired.
+``add`` and ``multiply``, whose IEEE results do not depend on the operand order) and attrs, and
+equal constants (same bytes and memory layout); uses, outputs and update sources are rewired.
+Every merge preserves bits: ``maximum``/``minimum`` are commutative ops but keep their operand
+order here, since numpy's ``maximum(0.0, -0.0)`` is ``-0.0`` and ``maximum(-0.0, 0.0)`` is ``0.0``.
 In the example both constants hold the same bytes (a parsed graph's constants are zeros).
 
 Before::
@@ -60,6 +63,10 @@ def attr_key(value: Any) -> Any:
     return (type(value).__name__, repr(value))
 
 
+# Commutative ops whose result has the same bits in either operand order (NaN payloads aside).
+BITWISE_COMMUTATIVE = frozenset({"add", "multiply"})
+
+
 def _operand_key(value: Value | Any) -> tuple:
     # Values by identity (their id is unique in a graph); literals by type and repr.
     return (0, value.id, "") if isinstance(value, Value) else (1, *attr_key(value))
@@ -76,7 +83,7 @@ def node_key(node: Node) -> tuple:
     """
     operands = [_operand_key(v) for v in node.inputs]
     op = OPS.get(node.op)
-    if op is not None and op.commutative:
+    if op is not None and op.commutative and op.name in BITWISE_COMMUTATIVE:
         operands.sort()
     outputs = tuple((v.shape, v.dtype) for v in node.outputs)
     attrs = tuple(sorted((k, attr_key(v)) for k, v in node.attrs.items()))
@@ -88,7 +95,8 @@ def _merge_consts(graph: Graph) -> tuple[dict[Value, np.ndarray], dict[Value, Va
     first: dict[tuple, Value] = {}
     subst: dict[Value, Value] = {}
     for value, array in graph.consts.items():
-        key = attr_key(np.asarray(array))
+        array = np.asarray(array)  # a C and an F constant differ: later reductions see the order
+        key = (attr_key(array), array.strides)
         if key in first:
             subst[value] = first[key]
         else:

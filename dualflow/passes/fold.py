@@ -1,27 +1,33 @@
 """Folding: constant folding, algebraic identities and multiply+add -> ``fma`` (operation folding).
 
-Each rule applies only when the replacement has exactly the replaced value's shape and dtype:
-``multiply(x, 1) => x``, ``multiply(1, x) => x``, ``add(x, 0) => x``, ``add(0, x) => x``,
-``subtract(x, 0) => x``, ``divide(x, 1) => x``, ``negative(negative(x)) => x``,
-``transpose(transpose(x, p), q) => x`` if ``p[q] == identity`` else ``transpose(x, p[q])``,
-``transpose(x, identity) => x``, ``reshape(reshape(x, s), t) => reshape(x, t)``,
-``reshape(x) => x`` (same shape), ``cast(x, x.dtype) => x``, ``stop_gradient(x) => x``
-(gradients are already traced), ``add(multiply(a, b), c) => fma(a, b, c)`` and
-``add(c, multiply(a, b)) => fma(a, b, c)`` when the multiply has no other use.
-Pure nodes whose inputs are all constants or literals become constants (up to 1 MiB). Replaced
+Each rule applies only when the replacement has exactly the replaced value's shape and dtype, and
+its bits and memory layout (so later reductions sum in eager's order): ``multiply(x, 1) => x``,
+``multiply(1, x) => x``, ``divide(x, 1) => x``, ``negative(negative(x)) => x`` and
+``cast(x, x.dtype) => x`` when ``x`` is dense (numpy's copy would have its strides);
+``add(x, -0.0) => x``, ``add(-0.0, x) => x``, ``subtract(x, 0) => x`` (``x + 0.0`` turns ``-0.0``
+into ``0.0``; integers fold any zero); ``transpose(transpose(x, p), q) => x`` if ``p[q]`` is the
+identity else ``transpose(x, p[q])``, ``transpose(x, identity) => x``, ``reshape(x) => x`` (same
+shape), ``reshape(reshape(x, s), t) => reshape(x, t)`` when ``x`` is C-ordered, ``stop_gradient(x)
+=> x`` (gradients are already traced), ``add(multiply(a, b), c) => fma(a, b, c)`` and
+``add(c, multiply(a, b)) => fma(a, b, c)`` when the multiply has no other use (``fma`` rounds
+twice, as the unfused ops do). Pure nodes whose inputs are all constants or literals become
+constants (up to 1 MiB) when numpy's result is C-ordered. Every rule preserves bits; replaced
 values' uses, graph outputs and update sources are rewired; nodes left unused are for dce.
+
+In the example ``%5`` multiplies a dense ``tanh`` result by one.
 
 Before::
 
     graph f(%0: float32[2,3] "x", %1: float32[2,3] "y") {
       const %2: float32[3]
       %3: float32[3] = multiply(%2, 2.0)  # m.py:1
-      %4: float32[2,3] = multiply(%0, 1.0)  # m.py:2
-      %5: float32[3,2] = transpose(%4) {axes=(1, 0)}  # m.py:3
-      %6: float32[2,3] = transpose(%5) {axes=(1, 0)}  # m.py:4
-      %7: float32[2,3] = multiply(%6, %3)  # m.py:5
-      %8: float32[2,3] = add(%7, %1)  # m.py:6
-      return %8
+      %4: float32[2,3] = tanh(%0)  # m.py:2
+      %5: float32[2,3] = multiply(%4, 1.0)  # m.py:3
+      %6: float32[3,2] = transpose(%5) {axes=(1, 0)}  # m.py:4
+      %7: float32[2,3] = transpose(%6) {axes=(1, 0)}  # m.py:5
+      %8: float32[2,3] = multiply(%7, %3)  # m.py:6
+      %9: float32[2,3] = add(%8, %1)  # m.py:7
+      return %9
     }
 
 After::
@@ -29,10 +35,11 @@ After::
     graph f(%0: float32[2,3] "x", %1: float32[2,3] "y") {
       const %2: float32[3]
       const %3: float32[3]
-      %5: float32[3,2] = transpose(%0) {axes=(1, 0)}  # m.py:3
-      %7: float32[2,3] = multiply(%0, %3)  # m.py:5
-      %8: float32[2,3] = fma(%0, %3, %1)  # m.py:6
-      return %8
+      %4: float32[2,3] = tanh(%0)  # m.py:2
+      %6: float32[3,2] = transpose(%4) {axes=(1, 0)}  # m.py:4
+      %8: float32[2,3] = multiply(%4, %3)  # m.py:6
+      %9: float32[2,3] = fma(%4, %3, %1)  # m.py:7
+      return %9
     }
 """
 
@@ -48,6 +55,7 @@ from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS, Meta
 from dualflow.passes.cse import rebuild, rewire
 from dualflow.passes.dce import is_effectful
+from dualflow.passes.layout import ANY, C, exact_in_any_layout, layouts
 
 MAX_FOLD_BYTES = 1 << 20  # larger constants would bloat saved graphs more than they save
 
@@ -61,6 +69,7 @@ class _Rewrite:
         self.producers: dict[Value, Node] = {}
         self.nodes: list[Node] = []
         self.changed = False
+        self.layout = layouts(graph)  # rewrites keep values (and so their layouts) unchanged
 
     def emit(self, node: Node) -> None:
         self.nodes.append(node)
@@ -71,12 +80,42 @@ class _Rewrite:
         node = self.producers.get(value) if isinstance(value, Value) else None
         return node if node is not None and node.op == op else None
 
-    def equals(self, value: Any, number: float) -> bool:
-        """Whether ``value`` is a literal or a constant array whose every element is ``number``."""
+    def equals(self, value: Any, number: float, sign: bool | None = None) -> bool:
+        """Whether ``value`` is a literal or a constant array whose every element is ``number``
+        (with that sign bit, when ``sign`` is given: ``-0.0`` and ``0.0`` differ in bits)."""
         if isinstance(value, Value):
             array = self.consts.get(value)
-            return array is not None and array.size > 0 and bool(np.all(array == number))
-        return isinstance(value, int | float) and value == number
+            return (
+                array is not None
+                and array.size > 0
+                and bool(np.all(array == number))
+                and (sign is None or bool(np.all(np.signbit(array) == sign)))
+            )
+        if not isinstance(value, int | float) or value != number:
+            return False
+        return sign is None or bool(np.signbit(value)) == sign
+
+    def neutral(self, value: Any, other: Any, number: float, sign: bool | None = None) -> bool:
+        """Whether ``op(other, value)`` equals ``other`` bit for bit *and* in layout: ``value``
+        is ``number`` and either a scalar (a literal or one element, which does not steer
+        numpy's output order) or a C constant next to a C ``other``; ``other`` is dense, so
+        numpy's result would have its strides."""
+        if not isinstance(other, Value) or not self.equals(value, number, sign):
+            return False
+        if exact_in_any_layout(other):
+            return True
+        if self.layout.get(other, ANY) == ANY:
+            return False
+        if not isinstance(value, Value) or self.consts[value].size == 1:
+            return True
+        return self.layout.get(value) == C and self.layout.get(other) == C
+
+    def dense(self, value: Any) -> bool:
+        """Whether numpy's copy of ``value`` would have its strides (or the layout cannot
+        change any result)."""
+        return isinstance(value, Value) and (
+            exact_in_any_layout(value) or self.layout.get(value, ANY) != ANY
+        )
 
 
 def _same_type(a: Any, b: Value) -> bool:
@@ -95,10 +134,13 @@ def _try_constant(node: Node, state: _Rewrite) -> bool:
             results = run_node(node, args)
     except Exception:  # a failing op is left for the runtime to report
         return False
+    if not all(np.asarray(r).flags.c_contiguous for r in results):
+        return False  # a stored constant is C-ordered: it would not have eager's layout
     arrays = [np.array(r, dtype=v.dtype) for r, v in zip(results, node.outputs)]
     if any(a.shape != v.shape for a, v in zip(arrays, node.outputs)):
         return False
     state.consts.update(zip(node.outputs, arrays))
+    state.layout.update((v, C) for v in node.outputs)
     return True
 
 
@@ -108,22 +150,35 @@ def _perm(axes: tuple | None, ndim: int) -> tuple[int, ...]:
     return tuple(int(a) % max(ndim, 1) for a in axes)
 
 
+def _zero_sign(value: Any) -> bool | None:
+    """The sign bit a zero must have to be neutral in ``x + zero`` (None: any zero, integers)."""
+    dtype = value.dtype if isinstance(value, Value) else None
+    return None if dtype is not None and np.dtype(dtype).kind in "biu" else True
+
+
 def _identity(node: Node, state: _Rewrite) -> Any:
-    """The operand that ``node`` is an identity on, if any (may not be type-checked yet)."""
+    """The operand that ``node`` is a bitwise identity on, if any (may not be type-checked yet)."""
     op, ins = node.op, node.inputs
     if op == "multiply":
-        return ins[0] if state.equals(ins[1], 1) else ins[1] if state.equals(ins[0], 1) else None
-    if op == "add":
-        return ins[0] if state.equals(ins[1], 0) else ins[1] if state.equals(ins[0], 0) else None
-    if (op == "subtract" and state.equals(ins[1], 0)) or (
-        op == "divide" and state.equals(ins[1], 1)
-    ):
-        return ins[0]
-    if op == "negative":
-        inner = state.producer(ins[0], "negative")
-        return inner.inputs[0] if inner is not None else None
-    if op in ("stop_gradient", "reshape", "cast"):
-        return ins[0]  # reshape/cast are identities exactly when the type is unchanged
+        for k in (0, 1):
+            if state.neutral(ins[1 - k], ins[k], 1):
+                return ins[k]
+        return None
+    if op == "add":  # x + 0.0 is 0.0 for x = -0.0: only -0.0 is neutral for floats
+        for k in (0, 1):
+            if state.neutral(ins[1 - k], ins[k], 0, _zero_sign(ins[k])):
+                return ins[k]
+        return None
+    if op == "subtract":  # x - 0.0 keeps -0.0; x - (-0.0) does not
+        sign = None if _zero_sign(ins[0]) is None else False
+        return ins[0] if state.neutral(ins[1], ins[0], 0, sign) else None
+    if op == "divide":
+        return ins[0] if state.neutral(ins[1], ins[0], 1) else None
+    if op in ("negative", "cast"):  # both allocate numpy's dense copy of their operand
+        inner = state.producer(ins[0], "negative") if op == "negative" else node
+        return inner.inputs[0] if inner is not None and state.dense(inner.inputs[0]) else None
+    if op in ("stop_gradient", "reshape"):
+        return ins[0]  # views with the operand's own strides (reshape: when the type is unchanged)
     return None
 
 
@@ -146,8 +201,10 @@ def _transpose(node: Node, state: _Rewrite) -> Value | Node | None:
 
 def _reshape(node: Node, state: _Rewrite) -> Node | None:
     inner = state.producer(node.inputs[0], "reshape")
-    if inner is None:
-        return None
+    if inner is None or not (
+        state.layout.get(inner.inputs[0]) == C or exact_in_any_layout(inner.inputs[0])
+    ):
+        return None  # a non-C array may be copied by one reshape and viewed by the other
     return Node("reshape", (inner.inputs[0],), node.outputs, node.attrs, node.loc)
 
 
@@ -230,10 +287,10 @@ def fold(graph: Graph) -> Graph:
 
     Example:
         >>> from dualflow.graph_ir import GraphBuilder
-        >>> b = GraphBuilder("f"); x = b.input((2,), "float32")
-        >>> (y,) = b.node("multiply", [x, 1]); (z,) = b.node("negative", [y]); b.output(z)
+        >>> b = GraphBuilder("f"); x = b.input((2,), "float32"); (e,) = b.node("exp", [x])
+        >>> (y,) = b.node("multiply", [e, 1]); (z,) = b.node("negative", [y]); b.output(z)
         >>> g = fold(b.build()); [n.inputs for n in g.nodes], fold(g) is g
-        ([(%0: float32[2],)], True)
+        ([(%0: float32[2],), (%1: float32[2],)], True)
     """
     state = _Rewrite(graph)
     for original in graph.nodes:

@@ -224,8 +224,10 @@ def fold_bn(graph: Graph) -> Graph:
     Returns ``graph`` itself when nothing matches; chained maps fold in one run (idempotent).
     Folding reassociates, so results change by rounding only: with ``K`` products per output
     (``C_in / groups * kh * kw``, or the matmul's inner size) and unit roundoff ``u`` (2^-24 for
-    float32, 2^-53 for float64), ``|folded - unfolded| <= (K + 3) u (|s| sum_k |x_k w_k| +
-    |b s| + |t|)`` to first order, and typically about ``sqrt(K) u`` times that.
+    float32, 2^-53 for float64), each of the two is within ``g(K + 3) M`` of the exact value,
+    ``g(k) = k u / (1 - k u)``, ``M = |s| sum_k |x_k w_k| + |b s| + |t|``, so ``|folded -
+    unfolded| <= 2 g(K + 3) M`` (the ``fold_bn`` rule of ``passes/rules.py``); typically about
+    ``sqrt(K) u M``.
 
     Example:
         >>> from dualflow.graph_ir import GraphBuilder
@@ -237,16 +239,41 @@ def fold_bn(graph: Graph) -> Graph:
         >>> g = fold_bn(b.build()); [n.op for n in g.nodes], fold_bn(g) is g
         (['multiply', 'matmul', 'add'], True)
     """
+    nodes, dropped, _ = _fold(graph)
+    if not dropped:
+        return graph
+    return graph.replace(nodes=tuple(n for n in nodes if id(n) not in dropped))
+
+
+def folds(graph: Graph) -> list[_Match]:
+    """The chains ``fold_bn`` folds in ``graph``, in schedule order (``passes/rules.py`` bounds
+    the difference each one makes).
+
+    Example:
+        >>> from dualflow.graph_ir import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2, 3), "float64")
+        >>> w = b.add_state((3, 4), "float64")
+        >>> s, t = b.add_state((4,), "float64"), b.add_state((4,), "float64")
+        >>> (h,) = b.node("matmul", [x, w]); (y,) = b.node("multiply", [h, s])
+        >>> (z,) = b.node("add", [y, t]); b.output(z)
+        >>> [(m.core.op, m.tail.outputs[0] is z) for m in folds(b.build())]
+        [('matmul', True)]
+    """
+    return _fold(graph)[2]
+
+
+def _fold(graph: Graph) -> tuple[list[Node], set[int], list[_Match]]:
+    """The rewritten schedule (dropped nodes still in it), the dropped nodes' ids, the matches."""
     state = _Fold(graph)
     dropped: set[int] = set()
     nodes: list[Node] = []
+    matches: list[_Match] = []
     for node in graph.nodes:
         match = _match(node, state)
         if match is None:
             nodes.append(node)
             continue
+        matches.append(match)
         dropped.update(id(n) for n in (*match.removed, match.tail))
         nodes.extend(_rewrite(match, state))
-    if not dropped:
-        return graph
-    return graph.replace(nodes=tuple(n for n in nodes if id(n) not in dropped))
+    return nodes, dropped, matches

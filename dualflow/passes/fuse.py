@@ -165,12 +165,13 @@ def _reduced_producer(
     return index[id(producer)]
 
 
-def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE) -> Graph:
+def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Graph:
     """Replace each maximal elementwise region of ≥ 2 nodes (output ≥ ``min_size`` elements)
     by one ``fused`` node placed at the region's last node; the same graph if none qualifies.
 
-    A full ``sum`` (``axis=None``) whose input only it reads, made by a region of ≥ 1 node of
-    ≥ ``min_size`` elements, joins that region: the fused node replaces the sum.
+    With ``sums``, a full ``sum`` (``axis=None``) whose input only it reads, made by a region of
+    ≥ 1 node of ≥ ``min_size`` elements, joins that region: the fused node replaces the sum
+    (and adds in float64: the ``fused_sum`` rule of ``passes/rules.py``).
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -187,7 +188,7 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE) -> Graph:
         node = graph.nodes[root]
         if root in taken:
             continue
-        producer = _reduced_producer(graph, node, escaping, index)
+        producer = _reduced_producer(graph, node, escaping, index) if sums else None
         if producer is not None and producer not in taken:
             # one elementwise node is enough here: fusing saves the temporary it writes
             members = _region(graph, producer, taken, escaping, index)
@@ -209,6 +210,21 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE) -> Graph:
         replaced.get(i, n) for i, n in enumerate(graph.nodes) if replaced.get(i, n) is not None
     )
     return graph.replace(nodes=nodes)
+
+
+def fuse_exact(graph: Graph) -> Graph:
+    """``fuse`` without trailing sums: every fused kernel then computes eager's bits (numba only
+    for exactly rounded arithmetic, the blocked evaluator running eager's ufuncs otherwise).
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((64, 64), "float32")
+        >>> (h,) = b.node("multiply", [x, x])
+        >>> b.output(*b.node("sum", [h], {"axis": None, "keepdims": False}))
+        >>> g = b.build(); [n.op for n in fuse(g).nodes], fuse_exact(g) is g
+        (['fused'], True)
+    """
+    return fuse(graph, sums=False)
 
 
 def _numel(value: Value) -> int:

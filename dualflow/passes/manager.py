@@ -21,7 +21,7 @@ from dualflow.passes.cse import cse
 from dualflow.passes.dce import dce
 from dualflow.passes.fold import fold
 from dualflow.passes.fold_bn import fold_bn
-from dualflow.passes.fuse import fuse
+from dualflow.passes.fuse import fuse, fuse_exact
 
 Pass = Callable[[Graph], Graph]
 
@@ -32,13 +32,17 @@ PASSES: dict[str, Pass] = {
     "fold": fold,
     "fold_bn": fold_bn,
     "fuse": fuse,
+    "fuse_exact": fuse_exact,
     "bucket_allreduce": bucket_allreduce,
 }
 
 O0: tuple[str, ...] = ()
 O1: tuple[str, ...] = ("dce", "cse")
 O2: tuple[str, ...] = ("fold_bn", "fold", "cse", "dce", "fuse", "bucket_allreduce")
-PIPELINES: dict[str, tuple[str, ...]] = {"O0": O0, "O1": O1, "O2": O2}
+# Every pass that preserves bits and none that does not (docs/passes.md, "Value-changing rules"):
+# O2 without fold_bn, and fusion without float64 sums.
+EXACT: tuple[str, ...] = ("fold", "cse", "dce", "fuse_exact", "bucket_allreduce")
+PIPELINES: dict[str, tuple[str, ...]] = {"O0": O0, "O1": O1, "O2": O2, "exact": EXACT}
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ class PassStats:
 def resolve_passes(spec: str | tuple[str, ...] | list[str] | None = None) -> tuple[str, ...]:
     """Turn a pipeline spec into a tuple of known pass names.
 
-    ``spec`` is "O0"/"O1"/"O2", a comma-separated list ("dce,cse", the ``DUALFLOW_PASSES``
+    ``spec`` is "O0"/"O1"/"O2"/"exact", a comma-separated list ("dce,cse", the ``DUALFLOW_PASSES``
     format), a sequence of names, or None (``DUALFLOW_PASSES`` when set, else O2).
 
     Example:

@@ -2,7 +2,9 @@
 
 The blocked evaluator runs the same numpy ufuncs as eager mode, chunk by chunk of the output into
 preallocated temporaries, so results are bit-identical to eager while temporaries stay in cache.
-Arithmetic-only expressions go to a numba kernel (``kernels_numba``), transcendental ones here.
+Arithmetic-only expressions go to a numba kernel (``kernels_numba``: exactly rounded operations,
+no contraction, so also bit-identical), transcendental ones and powers other than ``x ** 2`` here
+(numba's libm ``pow`` and numpy's differ by up to 1 ulp).
 """
 
 from __future__ import annotations
@@ -144,6 +146,15 @@ def _ufunc(step: Step) -> Callable:
     return getattr(np, fn)
 
 
+def _libm_power(step: Step) -> bool:
+    """Whether numba would compute this step with libm's ``pow`` (any power but a float ``x**2``,
+    which is ``x * x`` as eager's ``square``): not bit-identical to numpy's power."""
+    if step.fn != "power":
+        return False
+    last = step.operands[-1]
+    return not (step.dtype.kind == "f" and last[0] == "const" and is_two(last[1]))
+
+
 def _take(free: list[int], dtypes: list[np.dtype], dtype: np.dtype) -> int:
     for k, slot in enumerate(free):
         if dtypes[slot] == dtype:
@@ -199,6 +210,8 @@ def _numba_or_none(
     types = {*program.in_dtypes, *(t for st in program.steps for t in (st.dtype, st.ctype))}
     if program.transcendental or np.dtype(np.float16) in types:  # numba has no float16
         return None
+    if any(_libm_power(step) for step in program.steps):
+        return None  # numba's pow is libm's, numpy's its own: they differ by up to 1 ulp
     try:
         from dualflow.runtime import kernels_numba  # noqa: PLC0415 - imports numba (~0.3 s)
     except ImportError:

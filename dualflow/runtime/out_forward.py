@@ -1,8 +1,13 @@
 """Forwards that write into a caller's buffer (``out=``), for steps the memory planner assigns.
 
 Elementwise ops whose expression ends in a numpy ufunc get a rendered ``forward_out`` passing
-``out=out`` to that last call; ``matmul`` uses ``xp.matmul(a, b, out=out)``; ``fused`` nodes'
-kernels take ``out=`` themselves (``runtime.plan``). Other ops allocate.
+``out=out`` to that last call. numpy allocates a ufunc's result in its operands' memory order
+(``order='K'``), and a C-ordered buffer in place of eager's F-ordered result would change the
+summation order of every later reduction (docs/memory-planner.md, "Same layout as eager"), so
+the checked variant writes ``out`` only when every operand is C-contiguous and otherwise returns
+eager's own result; a plan uses the unchecked one where its operands are proven C-ordered.
+``matmul`` (always C-ordered) uses ``xp.matmul(a, b, out=out)``; ``fused`` nodes' kernels take
+``out=`` themselves. Other ops allocate.
 """
 
 from __future__ import annotations
@@ -43,15 +48,32 @@ UFUNCS = frozenset(
     }
 )
 
-_CACHE: dict[str, Callable | None] = {}
+_CACHE: dict[tuple[str, bool], Callable | None] = {}
 
 
 def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
     return xp.matmul(a, b, out=out)
 
 
-def elementwise_out(op: OpDef) -> Callable | None:
+def c_ordered(value: Any) -> bool:
+    """Whether ``value`` is a Python scalar or a C-contiguous array (numpy or cupy).
+
+    Example:
+        >>> import numpy as np
+        >>> c_ordered(2.0), c_ordered(np.ones((2, 3))), c_ordered(np.ones((2, 3)).T)
+        (True, True, False)
+    """
+    flags = getattr(value, "flags", None)
+    return flags is None or bool(flags.c_contiguous)
+
+
+def elementwise_out(op: OpDef, checked: bool = True) -> Callable | None:
     """``forward_out(xp, *args, out, **attrs)`` of an elementwise op, or None if not a ufunc.
+
+    ``checked``: it writes ``out`` only when every operand is C-contiguous, so that the result
+    has the layout eager's allocating call gives it (numpy's ``order='K'``: C exactly when the
+    operands are); otherwise it returns eager's own result and leaves ``out`` unused. Unchecked,
+    for a plan that proved its operands C-ordered, it always writes ``out``.
 
     Example:
         >>> import numpy as np
@@ -59,25 +81,30 @@ def elementwise_out(op: OpDef) -> Callable | None:
         >>> elementwise_out(OPS["relu"])(np, np.array([-1.0, 2.0]), out=buf) is buf
         True
     """
-    if op.name in _CACHE:
-        return _CACHE[op.name]
+    key = (op.name, checked)
+    if key in _CACHE:
+        return _CACHE[key]
     expr, function = op.expr, None
     if op.kind == "elementwise" and expr is not None and expr[0] == "call" and expr[1] in UFUNCS:
         operands = ", ".join(render_numpy(e) for e in expr[2:])
         attrs = "".join(f", {a}" for a in op.attr_names)
+        ordered = " and ".join(f"_c({a})" for a in op.args) or "True"
+        check = f"    if not ({ordered}):\n        return {render_numpy(expr)}\n"
         source = (
             f"def forward_out(xp, {', '.join(op.args)}, *, out{attrs}):\n"
-            f"    return xp.{expr[1]}({operands}, out=out)\n"
+            + (check if checked else "")
+            + f"    return xp.{expr[1]}({operands}, out=out)\n"
         )
-        namespace: dict[str, Any] = {"_erf": erf}
+        namespace: dict[str, Any] = {"_erf": erf, "_c": c_ordered}
         exec(compile(source, f"<dualflow out {op.name}>", "exec"), namespace)
         function = namespace["forward_out"]
-    _CACHE[op.name] = function
+    _CACHE[key] = function
     return function
 
 
-def out_kernel(node: Node) -> Callable | None:
-    """The ``out=`` forward of a single-output node, or None when its op always allocates.
+def out_kernel(node: Node, checked: bool = True) -> Callable | None:
+    """The ``out=`` forward of a single-output node, or None when its op always allocates
+    (``checked``: see ``elementwise_out``; matmul's result is C-ordered whatever its operands).
 
     Example:
         >>> from dualflow.graph_ir.ir import Value
@@ -90,7 +117,7 @@ def out_kernel(node: Node) -> Callable | None:
     if node.op == "matmul":
         return _matmul_out
     op = OPS.get(node.op)
-    return elementwise_out(op) if op is not None else None
+    return elementwise_out(op, checked) if op is not None else None
 
 
 def writes_out(node: Node) -> bool:

@@ -18,7 +18,9 @@ import numpy as np
 from dualflow.device import Device, send
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
+from dualflow.ops.expr import compile_numpy
 from dualflow.ops.host_print import held_messages
+from dualflow.passes.layout import C, layouts
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
@@ -27,7 +29,7 @@ from dualflow.runtime.kernels_cuda import cuda_kernel
 from dualflow.runtime.kernels_sum import cpu_sum_kernel
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
-from dualflow.runtime.out_forward import out_kernel
+from dualflow.runtime.out_forward import c_ordered, out_kernel
 from dualflow.runtime.step_errors import check_finite, relocated, step_lines, step_of
 
 
@@ -40,16 +42,22 @@ class RunResult:
     failed_guard: Node | None = None
 
 
-def _fused_kernel(node: Node) -> Any:
+def _fused_kernel(node: Node, checked: bool = True) -> Any:
     # Kernels are built on first call: which one (numba, blocked numpy, CUDA) depends on xp, and
     # plans that never run should not pay numba's import or compile time. A node with ``reduce``
-    # sums its elements (``kernels_sum`` on CPU, a ReductionKernel on GPU).
+    # sums its elements (``kernels_sum`` on CPU, a ReductionKernel on GPU). ``checked``: see
+    # out_forward.elementwise_out (unchecked when the plan proved its operands C-ordered).
     expr, args = node.attrs["expr"], node.attrs["args"]
     reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))
     metas = tuple((v.shape, v.dtype) for v in node.inputs)
     built: dict[str, Any] = {}
+    eager = compile_numpy(expr, args, ())
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
+        if checked and reduce is None and not all(map(c_ordered, arrays)):
+            # eager would give an F-ordered (or otherwise non-C) result, the kernels a C one:
+            # run eager's own ufuncs so that later reductions see eager's layout
+            return eager(xp, *arrays)
         kernel = built.get(xp.__name__)
         if kernel is None:
             if xp.__name__ == "numpy" and reduce is not None:
@@ -65,9 +73,25 @@ def _fused_kernel(node: Node) -> Any:
     return run
 
 
-def _out_kernel(node: Node) -> Any:
+def _out_kernel(node: Node, checked: bool = True) -> Any:
     """The ``out=`` kernel of a planned step: the fused kernel or the op's ``forward_out``."""
-    return _fused_kernel(node) if node.op == "fused" else out_kernel(node)
+    return _fused_kernel(node, checked) if node.op == "fused" else out_kernel(node, checked)
+
+
+def proven_c_ordered(graph: Graph) -> frozenset[int]:
+    """Ids of the nodes whose array operands are C-ordered whenever the plan's inputs and state
+    are (``passes/layout.py``): their steps may write ``out=`` without a run-time check.
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2, 3), "float32")
+        >>> (y,) = b.node("exp", [x]); (t,) = b.node("transpose", [y], {"axes": (1, 0)})
+        >>> (z,) = b.node("exp", [t]); b.output(z)
+        >>> g = b.build(); [id(n) in proven_c_ordered(g) for n in g.nodes]
+        [True, True, False]
+    """
+    static = layouts(graph, arguments=C)
+    return frozenset(id(n) for n in graph.nodes if all(static.get(v) == C for v in n.value_inputs))
 
 
 @dataclass
@@ -84,8 +108,12 @@ class Plan:
     _xp: Any = field(default=None, repr=False)
     _consts: list = field(default_factory=list, repr=False)
     donated_slots: tuple[int, ...] = ()  # state arrays its updates are written into directly
-    prints: bool = False  # has debug_print steps (their messages wait for the guards)
     _undonated_run: Any = field(default=None, repr=False)
+    proven: frozenset[int] = frozenset()  # nodes writing out= unchecked when arguments are C
+    debug: bool = False
+    prints: bool = False  # has debug_print steps (their messages wait for the guards)
+    unfused: Graph | None = field(default=None, repr=False)  # debug: the graph before fusion
+    _checked_run: Any = field(default=None, repr=False)
 
     @property
     def steps(self) -> int:
@@ -128,28 +156,35 @@ class Plan:
             times = self.profile_times = np.zeros(len(self.graph.nodes))
             run = self._profiled()
             outputs, updates, failed = run(xp, inputs, state, consts, self._buffers, times)
-        elif self.prints:  # debug_print messages appear only once every guard passed
-            run = self._run if _writable(state, self.donated_slots) else self._undonated()
-            with held_messages() as messages:
-                outputs, updates, failed = run(xp, inputs, state, consts, self._buffers)
-            if failed is None and messages:
-                sys.stdout.write("".join(m + "\n" for m in messages))
         else:
-            run = self._run if _writable(state, self.donated_slots) else self._undonated()
-            try:
-                outputs, updates, failed = run(xp, inputs, state, consts, self._buffers)
-            except Exception as exc:  # name the step's op and line, not the caller's
-                located = self._located(exc)
-                if located is None:
-                    raise
-                raise located from exc
+            if not (_c_ordered(inputs) and _c_ordered(state)):
+                run = self._checked()  # a strided argument: every step checks its operands
+            elif _writable(state, self.donated_slots):
+                run = self._run
+            else:
+                run = self._undonated()
+            outputs, updates, failed = self._execute(run, xp, inputs, state, consts)
         if failed is not None:
             return RunResult(None, None, self.graph.nodes[failed])
         return RunResult(tuple(xp.asarray(o) for o in outputs), updates)
 
-    def _located(self, exc: Exception) -> BaseException | None:
-        step = step_of(exc, f"<dualflow plan {self.graph.name}>", step_lines(self.source))
-        return None if step is None else relocated(exc, self.graph.nodes[step])
+    def _execute(self, run: Any, xp: Any, inputs: list, state: list, consts: list) -> tuple:
+        """One run: debug_print messages appear only once every guard passed, and an error a
+        step raises names that step's op and line rather than the compiled function's caller."""
+        try:
+            if not self.prints:
+                return run(xp, inputs, state, consts, self._buffers)
+            with held_messages() as messages:
+                result = run(xp, inputs, state, consts, self._buffers)
+            if result[2] is None and messages:
+                sys.stdout.write("".join(m + "\n" for m in messages))
+            return result
+        except Exception as exc:
+            step = step_of(exc, f"<dualflow plan {self.graph.name}>", step_lines(self.source))
+            located = None if step is None else relocated(exc, self.graph.nodes[step])
+            if located is None:
+                raise
+            raise located from exc
 
     @property
     def held_bytes(self) -> int:
@@ -167,11 +202,26 @@ class Plan:
         return int(sum(self.memory.buffer_sizes))  # the raw buffers, not their per-value views
 
     def _undonated(self) -> Any:
-        # a state array a kernel cannot write out= into (a strided view): commit at the end
+        # a state array a kernel cannot write out= into (read-only): commit at the end
         if self._undonated_run is None:
             planned = () if self.memory is None else self.memory.planned
-            self._undonated_run = _compile(self.graph, planned=planned)[1]
+            self._undonated_run = _compile(
+                self.graph,
+                debug=self.debug,
+                planned=planned,
+                proven=self.proven,
+                unfused=self.unfused,
+            )[1]
         return self._undonated_run
+
+    def _checked(self) -> Any:
+        # an argument that is not C-ordered: no step's operands are proven C, and no donation
+        if self._checked_run is None:
+            planned = () if self.memory is None else self.memory.planned
+            self._checked_run = _compile(
+                self.graph, debug=self.debug, planned=planned, unfused=self.unfused
+            )[1]
+        return self._checked_run
 
     def _profiled(self) -> Any:
         if self._profiled_run is None:
@@ -183,6 +233,15 @@ class Plan:
         """(op, source line, seconds) per node from the last ``run(profile=True)``."""
         times = getattr(self, "profile_times", np.zeros(len(self.graph.nodes)))
         return [(n.op, n.loc, float(t)) for n, t in zip(self.graph.nodes, times)]
+
+
+def _c_ordered(arrays: list[Any]) -> bool:
+    """Whether every array is C-contiguous (what ``proven`` steps assume of the arguments)."""
+    for array in arrays:
+        flags = getattr(array, "flags", None)
+        if flags is not None and not flags.c_contiguous:
+            return False
+    return True
 
 
 def _writable(state: list[Any], slots: tuple[int, ...]) -> bool:
@@ -200,12 +259,13 @@ def _compile(
     debug: bool = False,
     planned: tuple = (),
     donated: dict | None = None,
+    proven: frozenset[int] = frozenset(),
     unfused: Graph | None = None,
 ) -> tuple[str, Any]:
     kernels = {
         "guard": guard_holds,
-        "fused": _fused_kernel,
-        "out": _out_kernel,
+        "fused": lambda node: _fused_kernel(node, id(node) not in proven),
+        "out": lambda node: _out_kernel(node, id(node) not in proven),
         "check": functools.partial(check_finite, unfused=unfused) if debug else None,
     }
     source, namespace = render(graph, kernels, profile, planned, donated)
@@ -238,9 +298,20 @@ def lower(
     planned = () if memory is None else memory.planned
     # debug mode checks every step and may raise mid-plan: updates must then be untouched
     donated = donations(graph) if donate and not debug and memory is not None else {}
-    source, run = _compile(graph, debug=debug, planned=planned, donated=donated, unfused=unfused)
+    proven = proven_c_ordered(graph)
+    source, run = _compile(
+        graph, debug=debug, planned=planned, donated=donated, proven=proven, unfused=unfused
+    )
     slots = tuple(graph.state.index(s) for s in donated.values())
-    prints = any(n.op == "debug_print" for n in graph.nodes)
     return Plan(
-        graph, Device(device), source, run, memory=memory, donated_slots=slots, prints=prints
+        graph,
+        Device(device),
+        source,
+        run,
+        memory=memory,
+        donated_slots=slots,
+        proven=proven,
+        debug=debug,
+        prints=any(n.op == "debug_print" for n in graph.nodes),
+        unfused=unfused,
     )

@@ -25,3 +25,13 @@ def test_passes_adds_a_mode_and_compare_to_prints_ratios(tmp_path, capsys) -> No
 def test_unknown_pass_is_rejected(capsys) -> None:
     assert main(["--workloads", "tiny-ops", "--passes", "nope", "--no-chart"]) == 2
     assert "unknown pass" in capsys.readouterr().err
+
+
+def test_passes_exact_is_a_bit_identical_mode(tmp_path) -> None:
+    base = ["--workloads", "tiny-ops", "--repeats", "3", "--no-chart", "--out", str(tmp_path)]
+    assert main([*base, "--passes", "exact"]) == 0
+    rows = json.loads((tmp_path / "bench.json").read_text())["results"]
+    (exact,) = [
+        r for r in rows if r["mode"] == "compiled[fold,cse,dce,fuse_exact,bucket_allreduce]"
+    ]
+    assert exact["max_diff"] == 0.0 and exact["steps"] > 0

@@ -10,6 +10,7 @@ from types import ModuleType
 import numpy as np
 
 from dualflow.graph_ir import Graph, GraphBuilder, interpret, parse_graph
+from dualflow.rule_check import same_bits
 
 _EXAMPLE = re.compile(r"Before::\n(.*?)\nAfter::\n(.*?)(?:\n\S|\Z)", re.S)
 
@@ -43,12 +44,14 @@ def random_args(graph: Graph, seed: int = 0) -> tuple[list, list]:
 
 
 def assert_same_run(before: Graph, after: Graph, inputs: list, state: list) -> None:
-    """Both graphs give identical outputs, state and failed guards on the same arguments."""
+    """Both graphs give identical outputs, state and failed guards on the same arguments (the
+    same bits: signed zeros too)."""
     want, got = interpret(before, inputs, state), interpret(after, inputs, state)
     assert len(got.outputs) == len(want.outputs)
     for g, w in zip(got.outputs + got.state, want.outputs + want.state):
         assert np.asarray(g).dtype == np.asarray(w).dtype
         np.testing.assert_array_equal(g, w)
+        assert same_bits(g, w), f"{g} vs {w} (signed zeros differ)"
     assert [n.loc for n in got.failed_guards] == [n.loc for n in want.failed_guards]
 
 

@@ -7,7 +7,7 @@ import importlib
 import numpy as np
 import pytest
 
-from dualflow.graph_ir import Graph, parse_graph, print_graph, verify
+from dualflow.graph_ir import Graph, interpret, parse_graph, print_graph, verify
 from dualflow.passes import O2, PASSES, run_passes
 from tests.passes.programs import (
     assert_same_run,
@@ -36,6 +36,8 @@ graph mlp(%0: float32[4,3] "x", %1: int64[4] "t") {
 }
 """
 
+# The reshape pair stays: ``logits`` may arrive F-ordered, and then the first reshape copies it
+# into C order where ``reshape(%8, (4, 3))`` would be ``%8`` itself, summed in another order.
 XENT_O2 = """
 graph xent(%0: float64[4,3] "logits") {
   const %1: float64[4,3] "onehot"
@@ -46,7 +48,9 @@ graph xent(%0: float64[4,3] "logits") {
   %5: float64[4,1] = sum(%4) {axis=1, keepdims=True}  # x.py:4
   %6: float64[4,1] = log(%5)  # x.py:5
   %8: float64[4,3] = subtract(%3, %6)  # x.py:7
-  %11: float64[4,3] = multiply(%1, %8)  # x.py:10
+  %9: float64[12] = reshape(%8) {shape=(12,)}  # x.py:8
+  %10: float64[4,3] = reshape(%9) {shape=(4, 3)}  # x.py:9
+  %11: float64[4,3] = multiply(%1, %10)  # x.py:10
   %12: float64[] = sum(%11) {axis=None, keepdims=False}  # x.py:11
   %13: float64[] = negative(%12)  # x.py:12
   %15: float64[] = divide(%13, %14)  # x.py:14
@@ -108,41 +112,93 @@ def test_o1_merges_the_duplicated_logits() -> None:
 def test_fold_rules_each() -> None:
     text = """
 graph r(%0: float32[2,3] "x", %1: float32[2,3] "y") {
-  %2: float32[2,3] = add(0, %0)
-  %3: float32[2,3] = subtract(%2, 0.0)
-  %4: float32[2,3] = divide(%3, 1)
-  %5: float32[2,3] = cast(%4) {dtype='float32'}
-  %6: float32[2,3] = stop_gradient(%5)
-  %7: float32[2,3] = reshape(%6) {shape=(2, 3)}
-  %8: float32[3,2] = transpose(%7) {axes=None}
-  %9: float32[2,3] = transpose(%8) {axes=(-1, 0)}
-  %10: float32[2,3] = multiply(1, %9)
-  %11: float32[2,3] = multiply(%1, %10)
-  %12: float32[2,3] = add(%1, %11)  # r.py:1
-  return %12
+  %2: float32[2,3] = tanh(%0)
+  %3: float32[2,3] = add(-0.0, %2)
+  %4: float32[2,3] = subtract(%3, 0.0)
+  %5: float32[2,3] = divide(%4, 1)
+  %6: float32[2,3] = cast(%5) {dtype='float32'}
+  %7: float32[2,3] = stop_gradient(%6)
+  %8: float32[2,3] = reshape(%7) {shape=(2, 3)}
+  %9: float32[3,2] = transpose(%8) {axes=None}
+  %10: float32[2,3] = transpose(%9) {axes=(-1, 0)}
+  %11: float32[2,3] = multiply(1, %10)
+  %12: float32[2,3] = negative(%11)
+  %13: float32[2,3] = negative(%12)
+  %14: float32[2,3] = multiply(%1, %13)
+  %15: float32[2,3] = add(%1, %14)  # r.py:1
+  return %15
 }"""
     graph = parse_graph(text)
     out, _ = run_passes(graph, ("fold", "dce"), verify_each=True)
-    assert [n.op for n in out.nodes] == ["fma"]
-    assert out.nodes[0].inputs == (graph.inputs[1], graph.inputs[0], graph.inputs[1])
-    assert out.nodes[0].loc == "r.py:1"
+    assert [n.op for n in out.nodes] == ["tanh", "fma"]
+    tanh = out.nodes[0].outputs[0]
+    assert out.nodes[1].inputs == (graph.inputs[1], tanh, graph.inputs[1])
+    assert out.nodes[1].loc == "r.py:1"
     assert_same_run(graph, out, *random_args(graph))
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        ["%2: float32[2,3] = add(%1, 0.0)"],  # -0.0 + 0.0 is 0.0: the sign bit would change
+        ["%2: float32[2,3] = add(0, %1)"],
+        ["%2: float32[2,3] = subtract(%1, -0.0)"],
+        ["%2: float32[2,3] = multiply(%0, 1.0)"],  # x may be strided: x * 1 is a dense copy
+        ["%2: float32[2,3] = negative(%0)", "%3: float32[2,3] = negative(%2)"],
+        [
+            "%2: float32[6] = reshape(%1) {shape=(6,)}",
+            "%3: float32[3,2] = reshape(%2) {shape=(3, 2)}",
+        ],
+    ],
+)
+def test_fold_keeps_what_would_change_bits_or_layout(lines: list[str]) -> None:
+    body = "\n".join(f"  {line}" for line in lines)
+    last = lines[-1].split(":")[0]
+    head = 'graph k(%0: float32[2,3] "x") {\n  %1: float32[2,3] = exp(%0)'
+    text = f"{head}\n{body}\n  return {last}\n}}"
+    graph = parse_graph(text)
+    assert PASSES["fold"](graph) is graph
+
+
+def test_a_reshape_pair_is_not_one_reshape_for_a_transposed_array() -> None:
+    # why the reshape rule needs a C-ordered x: both results are right, their strides differ
+    x = np.ones((4, 3), np.float32).T
+    assert x.reshape(-1).reshape(3, 4, 1).strides != x.reshape(3, 4, 1).strides
+
+
+def test_signed_zeros_survive_folding() -> None:
+    text = """
+graph z(%0: float32[4] "x") {
+  %1: float32[4] = negative(%0)
+  %2: float32[4] = add(%1, 0.0)
+  %3: float32[4] = add(%1, -0.0)
+  %4: float32[4] = subtract(%1, 0.0)
+  return %2, %3, %4
+}"""
+    graph = parse_graph(text)
+    out, _ = run_passes(graph, ("fold", "dce"), verify_each=True)
+    assert [n.op for n in out.nodes] == ["negative", "add"]  # only x + 0.0 stays
+    x = np.zeros(4, np.float32)  # -x is -0.0
+    for got, want in zip(interpret(out, [x]).outputs, interpret(graph, [x]).outputs):
+        assert np.array_equal(np.signbit(got), np.signbit(want))
 
 
 def test_fold_composes_transposes_and_reshapes() -> None:
     text = """
-graph t(%0: float32[2,3,4] "x") {
-  %1: float32[3,4,2] = transpose(%0) {axes=(1, 2, 0)}  # t.py:1
-  %2: float32[4,3,2] = transpose(%1) {axes=(1, 0, 2)}  # t.py:2
-  %3: float32[24] = reshape(%2) {shape=(-1,)}  # t.py:3
-  %4: float32[6,4] = reshape(%3) {shape=(6, 4)}  # t.py:4
-  return %4
+graph t(%0: float32[2,3,4] "x", %1: float32[6,6] "w") {
+  %2: float32[3,4,2] = transpose(%0) {axes=(1, 2, 0)}  # t.py:1
+  %3: float32[4,3,2] = transpose(%2) {axes=(1, 0, 2)}  # t.py:2
+  %4: float32[6,6] = matmul(%1, %1)  # t.py:3
+  %5: float32[36] = reshape(%4) {shape=(-1,)}  # t.py:4
+  %6: float32[4,9] = reshape(%5) {shape=(4, 9)}  # t.py:5
+  return %3, %6
 }"""
     graph = parse_graph(text)
     out, _ = run_passes(graph, ("fold", "dce"), verify_each=True)
-    assert print_graph(out).splitlines()[1:3] == [
-        "  %2: float32[4,3,2] = transpose(%0) {axes=(2, 1, 0)}  # t.py:2",
-        "  %4: float32[6,4] = reshape(%2) {shape=(6, 4)}  # t.py:4",
+    assert print_graph(out).splitlines()[1:4] == [
+        "  %3: float32[4,3,2] = transpose(%0) {axes=(2, 1, 0)}  # t.py:2",
+        "  %4: float32[6,6] = matmul(%1, %1)  # t.py:3",
+        "  %6: float32[4,9] = reshape(%4) {shape=(4, 9)}  # t.py:5",  # matmul's result is C
     ]
     assert_same_run(graph, out, *random_args(graph))
 

@@ -6,9 +6,10 @@ import itertools
 
 import pytest
 
+import dualflow
 from dualflow.errors import CompileError
 from dualflow.graph_ir import Graph, parse_graph, print_graph
-from dualflow.passes import O0, O1, O2, PASSES, resolve_passes, run_passes
+from dualflow.passes import O0, O1, O2, PASSES, PIPELINES, resolve_passes, run_passes
 from dualflow.passes import manager as manager_module
 from tests.passes.programs import mlp_step
 
@@ -36,6 +37,15 @@ def test_env_passes_is_honoured(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [s.name for s in stats] == ["cse", "dce"]
     monkeypatch.delenv("DUALFLOW_PASSES")
     assert resolve_passes(None) == O2
+
+
+def test_exact_pipeline_from_compile_and_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    exact = PIPELINES["exact"]
+    assert "fold_bn" not in exact and "fuse" not in exact and "fuse_exact" in exact
+    assert dualflow.compile(lambda x: x, passes="exact").passes == exact
+    monkeypatch.setenv("DUALFLOW_PASSES", "exact")
+    assert resolve_passes(None) == exact
+    assert dualflow.compile(lambda x: x).passes == exact
 
 
 def test_stats_are_recorded() -> None:

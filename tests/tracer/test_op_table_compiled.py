@@ -1,5 +1,7 @@
 """Every op-table entry under ``@dualflow.compile``: outputs and gradients equal eager over three
 calls (one trace, two plan runs), and every traced graph verifies, round-trips and interprets alike.
+At O0 and with ``passes="exact"`` they are the same bits (also for F-ordered arguments, whose
+elementwise results numpy allocates F-ordered); at O2 within the compiled-vs-eager tolerance.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.random import Generator
+from dualflow.rule_check import same_bits
 from tests.opinfo import OP_INFOS, OpInfo, Sample
 from tests.tracer.helpers import (
+    arrays_of,
     assert_same,
     check_all_traces,
     check_interpret_matches_plan,
@@ -62,24 +66,42 @@ def _make(info: OpInfo, sample: Sample, dtype: Any) -> tuple[Any, list[int], lis
 
 
 def _args(
-    sample: Sample, arrays: list[int], wrt: list[int], dtype: Any, scale: float, gys: list | None
+    sample: Sample,
+    arrays: list[int],
+    wrt: list[int],
+    dtype: Any,
+    scale: float,
+    gys: list | None,
+    order: str = "C",
 ) -> tuple:
     tensors = []
     for i in arrays:
         v = sample.inputs[i]
         if v.dtype.kind == "f":
-            v = np.asarray(v * scale, dtype)
+            v = np.asarray(v * scale, dtype, order=order)
         tensors.append(dualflow.tensor(v, dtype=v.dtype, requires_grad=i in wrt))
     return (*tensors, gys)
 
 
 PARAMS = [pytest.param(i, id=i.name) for i in INFOS]
+# (passes, argument memory order, dtype): optimized (the default), unoptimized, and the exact
+# pipeline; F-ordered arguments at O0
+MODES = [
+    pytest.param(passes, order, dtype, id=f"{passes}-{order}-{name}")
+    for passes, order, dtypes in (
+        ("O2", "C", ("f64", "f32")),
+        ("O0", "C", ("f64", "f32")),
+        ("O0", "F", ("f32",)),
+        ("exact", "C", ("f32",)),
+    )
+    for name, dtype in (("f64", np.float64), ("f32", np.float32))
+    if name in dtypes
+]
 
 
-@pytest.mark.parametrize("passes", ["O2", "O0"])  # optimized (the default) and unoptimized
-@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("passes, order, dtype", MODES)
 @pytest.mark.parametrize("info", PARAMS)
-def test_compiled_equals_eager(info: OpInfo, dtype: Any, passes: str) -> None:
+def test_compiled_equals_eager(info: OpInfo, passes: str, order: str, dtype: Any) -> None:
     rng = np.random.default_rng(1)
     for sample in info.samples(np.random.default_rng(0)):
         step, arrays, wrt = _make(info, sample, dtype)
@@ -93,10 +115,16 @@ def test_compiled_equals_eager(info: OpInfo, dtype: Any, passes: str) -> None:
         ]
         compiled = dualflow.compile(step, fallback="error", passes=passes)
         for call, scale in enumerate((1.0, 1.0, 1.01)):
-            args = _args(sample, arrays, wrt, dtype, scale, gys)
+            args = _args(sample, arrays, wrt, dtype, scale, gys, order)
             got = compiled(*args)
-            want = step(*_args(sample, arrays, wrt, dtype, scale, gys))
-            assert_same(got, want, **tol(dtype), msg=f"{info.name}/{sample.name} call {call}")
+            want = step(*_args(sample, arrays, wrt, dtype, scale, gys, order))
+            msg = f"{info.name}/{sample.name} call {call}"
+            if passes == "O2":
+                assert_same(got, want, **tol(dtype), msg=msg)
+            else:  # the same bits, signed zeros included
+                assert_same(got, want, msg=msg)
+                for g, w in zip(arrays_of(got), arrays_of(want)):
+                    assert same_bits(g, w), msg
         stats = compiled.stats()
         assert stats.plan_runs >= 2, f"{sample.name}: {stats}"
         check_all_traces(compiled)

@@ -1,0 +1,93 @@
+"""What a pass can know about the memory layout numpy gives each value, so that rewrites which
+replace a computed value by another array keep eager's layout (and so every later reduction's
+summation order, and BLAS's path): ``"C"`` (C-contiguous), ``"dense"`` (no gaps, positive
+strides, in some axis order) or ``"any"`` (unknown: inputs, state, most non-elementwise ops).
+
+Why it matters: numpy allocates an elementwise result in its operands' memory order, so
+``x * 1`` is a *dense* copy of ``x``; replacing it by a strided ``x`` keeps every value but
+changes how ``sum(axis=...)`` later walks it, and that changes the float result.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.ops.registry import OPS
+
+C, DENSE, ANY = "C", "dense", "any"
+# Ops whose numpy forward allocates its result C-ordered whatever its operands' layout.
+ALWAYS_C = frozenset({"matmul"})
+# Reductions allocate in the operand's order: C when the operand is, dense otherwise.
+REDUCTIONS = frozenset({"sum", "max", "min", "argmax", "argmin"})
+
+
+def array_layout(array: np.ndarray) -> str:
+    """The layout class of a concrete array.
+
+    Example:
+        >>> a = np.ones((3, 4))
+        >>> array_layout(a), array_layout(a.T), array_layout(a[:, ::2])
+        ('C', 'dense', 'any')
+    """
+    if array.flags.c_contiguous:
+        return C
+    order = np.argsort(array.strides)
+    expected = array.itemsize
+    for axis in order:  # innermost first: each stride must be the size of the axes inside it
+        if array.shape[axis] == 1:
+            continue
+        if array.strides[axis] != expected:
+            return ANY
+        expected *= array.shape[axis]
+    return DENSE
+
+
+def exact_in_any_layout(value: Value) -> bool:
+    """Whether no layout of ``value`` can change a result computed from it: integer and bool
+    arithmetic is exact in any summation order (floats are not).
+
+    Example:
+        >>> exact_in_any_layout(Value(0, (2,), "int64")), exact_in_any_layout(Value(1, (2,), "float32"))
+        (True, False)
+    """  # noqa: E501
+    return np.dtype(value.dtype).kind in "biu"
+
+
+def _node_layout(node: Node, known: dict[Value, str]) -> str:
+    ins = [known.get(v, ANY) for v in node.value_inputs]
+    op = OPS.get(node.op)
+    if node.op in ALWAYS_C:
+        return C
+    if node.op == "fused" or (op is not None and op.kind == "elementwise"):
+        return C if all(k == C for k in ins) else DENSE  # numpy's order='K' allocation
+    if node.op in REDUCTIONS and len(ins) == 1:
+        return C if ins[0] == C else DENSE
+    if node.op in ("stop_gradient", "assign") and ins:
+        return ins[-1] if node.op == "stop_gradient" else ins[0]
+    if node.op == "transpose" and ins and ins[0] in (C, DENSE):
+        return DENSE  # a permuted dense array is dense
+    if node.op == "reshape" and ins and ins[0] == C:
+        return C  # numpy reshapes a C array into a C view
+    return ANY
+
+
+def layouts(graph: Graph, arguments: str = ANY) -> dict[Value, str]:
+    """The layout class of every value of ``graph``: constants from their arrays, inputs and
+    state as ``arguments`` says (unknown by default: callers may pass any strides; a plan that
+    checked its arguments at run time may assume ``C``).
+
+    Example:
+        >>> from dualflow.graph_ir import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2, 3), "float32")
+        >>> (y,) = b.node("exp", [x]); (t,) = b.node("transpose", [y], {"axes": (1, 0)})
+        >>> (z,) = b.node("matmul", [t, y]); b.output(z)
+        >>> [layouts(b.build())[v] for v in (x, y, t, z)]
+        ['any', 'dense', 'dense', 'C']
+    """
+    known: dict[Value, str] = {v: arguments for v in (*graph.inputs, *graph.state)}
+    known.update((v, array_layout(np.asarray(a))) for v, a in graph.consts.items())
+    for node in graph.nodes:
+        layout = _node_layout(node, known)
+        known.update((v, layout) for v in node.outputs)
+    return known

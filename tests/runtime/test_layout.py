@@ -1,0 +1,146 @@
+"""Planned steps give every value eager's memory layout, so O0 is bit-identical to eager.
+
+The cause of issue 20: eager numpy allocates a ufunc's result in its operands' order (an
+elementwise op on ``x.T`` returns an F-ordered array), a planned ``out=`` buffer is C-ordered, and
+a later reduction sums the two layouts in different orders (BatchNorm's batch mean over axis 0:
+pairwise along rows vs row by row). Planned ``out=`` is now used only when eager's result would
+be C-ordered too; donated updates and fused kernels follow the same rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import dualflow
+from dualflow import nn, ops, optim
+from dualflow.graph_ir import GraphBuilder
+from dualflow.nn import Parameter
+from dualflow.ops.registry import OPS
+from dualflow.runtime import lower
+from dualflow.runtime.out_forward import elementwise_out
+from dualflow.runtime.plan import _fused_kernel
+from tests.tracer.fuzz.bits import assert_same_bits
+
+
+def test_out_kernel_writes_out_only_when_eager_would_be_c_ordered() -> None:
+    x = np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32)
+    forward_out, buf = elementwise_out(OPS["multiply"]), np.empty((5, 6), np.float32)
+    eager = OPS["multiply"].forward(np, x.T, 1.5)
+    got = forward_out(np, x.T, 1.5, out=buf)
+    assert got is not buf and got.strides == eager.strides == (4, 20)  # F-ordered, like eager
+    assert forward_out(np, x.T.copy(), 1.5, out=buf) is buf  # C operands: the buffer is used
+    assert_same_bits(got, eager)
+
+
+def _transpose_program(x: dualflow.Tensor) -> dualflow.Tensor:
+    h = ops.transpose(ops.transpose(x) * 1.5)  # eager: F-ordered product, C-ordered view of it
+    return ops.sum(ops.elu(h), axis=0)  # elu (a where) keeps h's layout; the sum then sees it
+
+
+def test_a_planned_step_on_a_transposed_view_keeps_eager_summation_order() -> None:
+    x = dualflow.tensor(np.random.default_rng(1).normal(size=(64, 128)).astype(np.float32))
+    compiled = dualflow.compile(_transpose_program, passes="O0", fallback="error")
+    for _ in range(3):
+        assert_same_bits(compiled(x).numpy(), _transpose_program(x).numpy())
+    assert compiled.stats().plan_runs == 2
+    assert compiled.history[0].plan.memory.planned  # the multiply is a planned step
+
+
+def test_a_strided_operand_of_a_donated_update_commits_eager_values() -> None:
+    b = GraphBuilder("upd")
+    g = b.input((8, 6), "float32", "g")
+    w = b.add_state((6, 8), "float32", "w")
+    (gt,) = b.node("transpose", [g], {"axes": (1, 0)})
+    (new,) = b.node("subtract", [w, gt])
+    b.update(w, new)
+    plan = lower(b.build(), donate=True)
+    assert plan.donated_slots == (0,)
+    rng = np.random.default_rng(2)
+    gv, wv = rng.normal(size=(8, 6)).astype(np.float32), rng.normal(size=(6, 8)).astype(np.float32)
+    state = [wv.copy()]
+    (update,) = plan.run([gv], state).updates
+    assert_same_bits(np.asarray(update), wv - gv.T)
+
+
+def _issue_step(seed: int) -> tuple:
+    """The issue's program: dropout, softmax + log_softmax, two assigned buffers, clip, elu after
+    a transpose pair with a product between, BatchNorm1d(128), a bias, MSE, Nesterov SGD."""
+    rng = np.random.default_rng(seed)
+    gen, bn = dualflow.random.Generator(seed), nn.BatchNorm1d(128)
+    bias = Parameter(rng.normal(size=128).astype(np.float32) * 0.1)
+    buf1, buf2 = dualflow.tensor(np.zeros((64, 128), np.float32)), dualflow.tensor(np.zeros(128))
+    params = [*bn.params(), bias]
+    opt = optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True)
+
+    def step(x: dualflow.Tensor, t: dualflow.Tensor) -> dualflow.Tensor:
+        opt.zero_grad()
+        h = ops.dropout(x, 0.3, train=True, generator=gen)
+        h = ops.softmax(h) + ops.log_softmax(h) * 0.1
+        ops.assign(buf1, (buf1 * 0.5 + h).detach())
+        h = ops.clip(h + buf1, -1.0, 1.0)
+        h = ops.elu(ops.transpose(ops.transpose(h) * 1.5))
+        h = bn(h) + bias
+        ops.assign(buf2, (buf2 + h.mean(0)).detach())
+        loss = ops.mean_squared_error(h, t)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def state() -> list[np.ndarray]:
+        arrays = [*params, buf1, buf2, bn.running_mean, bn.running_var, gen.state]
+        return [a.numpy().copy() for a in arrays] + [p.grad.numpy().copy() for p in params]
+
+    return step, state
+
+
+def test_the_issue_step_is_bit_identical_at_o0() -> None:
+    rng = np.random.default_rng(5)
+    data = [rng.normal(size=(2, 64, 128)).astype(np.float32) for _ in range(5)]
+    results = []
+    for compiled in (False, True):
+        step, state = _issue_step(0)
+        fn = dualflow.compile(step, passes="O0", fallback="error") if compiled else step
+        losses = [fn(dualflow.tensor(x), dualflow.tensor(t)).numpy() for x, t in data]
+        results.append((losses, state()))
+    for got, want in zip(results[1][0] + results[1][1], results[0][0] + results[0][1]):
+        assert_same_bits(got, want)
+
+
+def _fused_transposed(x: dualflow.Tensor) -> dualflow.Tensor:
+    t = ops.transpose(x)  # 4096 F-ordered elements into a two-node fused region
+    return ops.sum(ops.tanh(t) * 2.0 - t, axis=1)
+
+
+def test_a_fused_region_on_a_transposed_view_returns_eager_layout_and_bits() -> None:
+    x = dualflow.tensor(np.random.default_rng(3).normal(size=(64, 64)).astype(np.float32))
+    compiled = dualflow.compile(_fused_transposed, passes="exact", fallback="error")
+    for _ in range(3):
+        assert_same_bits(compiled(x).numpy(), _fused_transposed(x).numpy())
+    assert any(n.op == "fused" for n in compiled.history[0].graph.nodes)
+    (fused,) = [n for n in compiled.history[0].graph.nodes if n.op == "fused"]
+    kernel = _fused_kernel(fused)
+    t = x.numpy().T
+    eager = OPS["tanh"].forward(np, t) * 2.0 - t
+    got = kernel(np, t)
+    assert got.strides == eager.strides and not got.flags.c_contiguous
+    assert_same_bits(got, eager)
+    assert kernel(np, np.ascontiguousarray(t)).flags.c_contiguous  # C operands: the kernel runs
+
+
+def _scaled_column_sums(x: dualflow.Tensor) -> dualflow.Tensor:
+    return ops.sum(ops.elu(x * 1.5), axis=0)  # the product is planned, elu keeps its layout
+
+
+def test_a_plan_traced_with_c_arguments_checks_strided_ones_at_run_time() -> None:
+    """Steps proven C-ordered for C arguments skip the run-time check; an F-ordered argument
+    later switches the plan to its checked variant, which gives eager's layout again."""
+    rng = np.random.default_rng(4)
+    c = dualflow.tensor(rng.normal(size=(64, 128)).astype(np.float32))
+    f = dualflow.tensor(np.asfortranarray(rng.normal(size=(64, 128)).astype(np.float32)))
+    compiled = dualflow.compile(_scaled_column_sums, passes="O0", fallback="error")
+    for x in (c, c, f, c, f):
+        assert_same_bits(compiled(x).numpy(), _scaled_column_sums(x).numpy())
+    plan = compiled.history[0].plan
+    (product,) = [n for n in plan.graph.nodes if n.op == "multiply"]
+    assert id(product) in plan.proven and plan._checked_run is not None
+    assert compiled.stats().traces == 1

@@ -1,0 +1,145 @@
+"""Run a spec eagerly and compiled and compare everything: per call the outcome (outputs, or the
+exception), the input's gradient, and every piece of state (``Program.snapshot``).
+
+``differences(spec, passes)`` lists every mismatch bit by bit; ``rule_violations(spec)`` checks
+each node of the O2 graphs against the documented rule bounds (``dualflow.debug.check_rules``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import dualflow
+from dualflow.debug import check_rules
+from tests.tracer.fuzz.bits import first_difference
+from tests.tracer.fuzz.build import Program, build
+from tests.tracer.fuzz.spec import Spec
+from tests.tracer.helpers import arrays_of, current_trace
+
+
+@dataclass
+class Record:
+    """One call: ``("ok", arrays)`` or ``("raised", type name, message)``, and the state after."""
+
+    outcome: tuple
+    state: dict[str, Any]
+
+
+@dataclass
+class Run:
+    """The records of every call, the function that ran (compiled or not) and its program."""
+
+    records: list[Record]
+    fn: Any
+    program: Program
+
+
+def run(spec: Spec, passes: str | None = None) -> Run:
+    """Build ``spec`` and call it ``spec.calls`` times: eagerly, or compiled with ``passes``."""
+    program = build(spec)
+    fn = program.step
+    if passes is not None:
+        fn = dualflow.compile(program.step, passes=passes, fallback="error")
+    records = []
+    for call in range(spec.calls):
+        program.before(call)
+        args = program.inputs(call)
+        try:
+            with program.context():
+                arrays = arrays_of(fn(*args))
+            if spec.penalty > 0:
+                grad = args[0].grad
+                arrays.append(None if grad is None else np.array(grad.numpy(), copy=True))
+            outcome: tuple = ("ok", arrays)
+        except Exception as exc:  # compared with eager's: same type and message
+            outcome = ("raised", type(exc).__name__, str(exc))
+        records.append(Record(outcome, program.snapshot()))
+    return Run(records, fn, program)
+
+
+def _value_difference(got: Any, want: Any) -> str:
+    if isinstance(want, np.ndarray) or isinstance(got, np.ndarray):
+        if not isinstance(got, np.ndarray) or not isinstance(want, np.ndarray):
+            return f"{type(got).__name__} vs {type(want).__name__}"
+        return first_difference(got, want)
+    return "" if got == want else f"{got!r} vs {want!r}"
+
+
+def diff_records(want: Record, got: Record) -> list[str]:
+    """Every way one compiled call's record differs from the eager one."""
+    raised = want.outcome[0] == "raised"
+    if want.outcome[0] != got.outcome[0] or (raised and got.outcome != want.outcome):
+        return [f"outcome {got.outcome[:3]} vs eager {want.outcome[:3]}"]
+    found = []
+    if want.outcome[0] == "ok":
+        outs_w, outs_g = want.outcome[1], got.outcome[1]
+        if len(outs_w) != len(outs_g):
+            return [f"{len(outs_g)} outputs vs eager {len(outs_w)}"]
+        for i, (g, w) in enumerate(zip(outs_g, outs_w)):
+            why = _value_difference(g, w)
+            found += [f"output {i}: {why}"] if why else []
+    if set(want.state) != set(got.state):
+        return [*found, f"state keys {sorted(got.state)} vs eager {sorted(want.state)}"]
+    for key in want.state:
+        why = _value_difference(got.state[key], want.state[key])
+        found += [f"{key}: {why}"] if why else []
+    return found
+
+
+def diff_runs(want: Run, got: Run) -> list[str]:
+    """Every mismatch of a compiled run against the eager run, call by call."""
+    return [
+        f"call {call}: {line}"
+        for call, (w, g) in enumerate(zip(want.records, got.records))
+        for line in diff_records(w, g)
+    ]
+
+
+def differences(spec: Spec, passes: str, eager: Run | None = None) -> list[str]:
+    """Run ``spec`` eagerly (unless given) and compiled with ``passes``; list every mismatch.
+
+    A compiled function that gave up and runs eagerly would compare equal without proving
+    anything, so that is reported as a mismatch too.
+
+    Example:
+        >>> from tests.tracer.fuzz.spec import Piece
+        >>> differences(Spec(1, body=(Piece("transpose_pair", (("kind", "scale"),)),)), "O0")
+        []
+    """
+    eager = eager if eager is not None else run(spec)
+    compiled = run(spec, passes)
+    found = diff_runs(eager, compiled)
+    stats = compiled.fn.stats()
+    if stats.eager_fallbacks or not stats.plan_runs:
+        found.append(f"no plan ran, or the compiled step fell back to eager ({stats})")
+    return found
+
+
+def rule_violations(spec: Spec, passes: str = "O2") -> tuple[list[str], set[str]]:
+    """Check every node of ``passes``' graphs of the spec's traces, call by call, against the
+    documented rules (``dualflow.debug.check_rules``: the node computed by the plan's kernel
+    from eager's inputs vs eager's value). Returns (violations, names of the rules that apply).
+    """
+    program = build(spec)
+    fn = dualflow.compile(program.step, passes="O0", fallback="error")
+    violations: list[str] = []
+    rules: set[str] = set()
+    for call in range(spec.calls):
+        program.before(call)
+        args = program.inputs(call)
+        with program.context():
+            try:
+                trace, inputs = current_trace(fn, args)
+            except AssertionError:  # no trace yet: this call traces
+                trace = None
+            if trace is not None:
+                state = [np.array(ref.read(), copy=True) for ref in trace.checks.refs]
+                for check in check_rules(trace.graph, inputs, state, passes):
+                    rules.update(check.rules)
+                    if not check.within:
+                        violations.append(f"call {call}: {check}")
+            fn(*args)
+    return violations, rules

@@ -1,0 +1,106 @@
+"""Hypothesis strategies drawing program specs from the registered fragments.
+
+A ``Profile`` sets the sizes and lengths: ``FAST`` (the default test run: small activations,
+sometimes a 4096-element one so that fused kernels run at O2) and ``SLOW`` (more and longer
+programs, larger sizes). Every program is called at least 4 times with one batch size (the first
+calls trace, later ones run the plan) and may change the batch size for its last calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from tests.tracer.fuzz.build import LOSSES, OPTIMIZERS
+from tests.tracer.fuzz.fragments import Context, registry
+from tests.tracer.fuzz.spec import Piece, Spec
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Sizes and lengths of the drawn programs."""
+
+    widths: tuple[int, ...]
+    batches: tuple[int, ...]
+    large: tuple[tuple[int, int], ...]  # (batch, width) with >= 4096 elements (fused kernels)
+    large_percent: int  # how often a program uses a large activation
+    max_fragments: int
+    max_calls: int
+    dtypes: tuple[str, ...] = ("float32", "float32", "float64")
+    eval_percent: int = 20  # eval programs (inference under no_grad, where fold_bn folds)
+
+
+FAST = Profile(
+    widths=(3, 8, 16),
+    batches=(2, 5, 16),
+    large=((64, 64),),
+    large_percent=15,
+    max_fragments=4,
+    max_calls=5,
+)
+SLOW = Profile(
+    widths=(3, 8, 16, 33),
+    batches=(2, 5, 16, 32),
+    large=((64, 64), (32, 128), (128, 48)),
+    large_percent=25,
+    max_fragments=7,
+    max_calls=6,
+)
+
+
+def _shape(draw: Any, profile: Profile) -> tuple[int, int]:
+    if draw(st.integers(0, 99)) < profile.large_percent:
+        return draw(st.sampled_from(profile.large))
+    return draw(st.sampled_from(profile.batches)), draw(st.sampled_from(profile.widths))
+
+
+def _batches(draw: Any, profile: Profile, batch: int) -> tuple[int, ...]:
+    calls = draw(st.integers(4, profile.max_calls))
+    changed = draw(st.integers(0, calls - 3))  # the last calls may use another batch size
+    other = draw(st.sampled_from([b for b in (*profile.batches, batch + 1) if b != batch]))
+    return (batch,) * (calls - changed) + (other,) * changed
+
+
+def _body(draw: Any, profile: Profile, context: Context) -> tuple[Piece, ...]:
+    fragments = registry()
+    names = [n for n, f in fragments.items() if context.mode in f.modes for _ in range(f.weight)]
+    body = []
+    for _ in range(draw(st.integers(1, profile.max_fragments))):
+        name = draw(st.sampled_from(names))
+        params = fragments[name].draw(draw, context)
+        body.append(Piece(name, tuple(sorted(params.items()))))
+    return tuple(body)
+
+
+@st.composite
+def specs(draw: Any, profile: Profile = FAST, mode: str | None = None) -> Spec:
+    """A random program spec (``mode``: force "train" or "eval")."""
+    if mode is None:
+        mode = "eval" if draw(st.integers(0, 99)) < profile.eval_percent else "train"
+    dtype = draw(st.sampled_from(profile.dtypes))
+    batch, width = _shape(draw, profile)
+    body = _body(draw, profile, Context(dtype, width, mode))
+    spec = Spec(
+        seed=draw(st.integers(0, 2**16)),
+        dtype=dtype,
+        width=width,
+        batches=_batches(draw, profile, batch),
+        body=body,
+        mode=mode,
+        optimizer=None,
+    )
+    if mode == "eval":
+        return spec
+    fragments = registry()
+    twice = all(fragments[p.name].double_backward for p in body)
+    penalty = draw(st.sampled_from([0.0, 0.0, 0.0, 0.1])) if twice else 0.0
+    return Spec(
+        **{
+            **spec.__dict__,
+            "optimizer": draw(st.sampled_from(sorted(OPTIMIZERS))),
+            "loss": draw(st.sampled_from(sorted(LOSSES))),
+            "penalty": penalty,
+        }
+    )

@@ -1,0 +1,66 @@
+"""A fuzzed program as plain data: which fragments, in which order, with which parameters.
+
+A ``Spec`` is hashable and its ``repr`` is valid Python, so a failing program is reproduced by
+pasting it: ``compare.differences(Spec(...), "O0")``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+LOSSES = ("mse", "xent", "square")
+OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop", "rmsprop_centered")
+MODES = ("train", "eval")
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One fragment of a program: the fragment's registered name and its drawn parameters."""
+
+    name: str
+    params: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The parameter ``key`` (``default`` when the piece has none).
+
+        Example:
+            >>> Piece("unary", (("fn", "tanh"),)).get("fn")
+            'tanh'
+        """
+        return dict(self.params).get(key, default)
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A program: fragments applied to an activation ``h`` of shape (batch, width), a loss and an
+    optimizer step (``mode="train"``), or just the fragments under ``no_grad`` (``"eval"``).
+
+    ``batches`` has one batch size per call: a change retraces. ``penalty > 0`` adds a gradient
+    penalty ``penalty * sum(dloss/dx ** 2)`` (double backward). Everything random (parameters,
+    data, dropout keys) comes from ``seed``, so two builds of a spec start identical.
+    """
+
+    seed: int
+    dtype: str = "float32"
+    width: int = 8
+    batches: tuple[int, ...] = (4, 4, 4, 4)
+    body: tuple[Piece, ...] = field(default_factory=tuple)
+    loss: str = "mse"
+    optimizer: str | None = "sgd"
+    penalty: float = 0.0
+    mode: str = "train"
+
+    @property
+    def calls(self) -> int:
+        """How many times the step is called."""
+        return len(self.batches)
+
+    def fragments(self) -> list[str]:
+        """The fragment names in order.
+
+        Example:
+            >>> Spec(0, body=(Piece("clip"), Piece("unary"))).fragments()
+            ['clip', 'unary']
+        """
+        return [piece.name for piece in self.body]

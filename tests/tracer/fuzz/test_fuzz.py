@@ -1,0 +1,178 @@
+"""The differential fuzzer's profiles: random training steps and inference programs, compiled
+(O0 and ``passes="exact"``: bit for bit equal to eager, every output and piece of state, every
+call) and at O2 (every node a pass rewrote within its documented rule's bound, and bit for bit
+equal end to end when no value-changing rule applies). The fast profile runs by default; the slow
+one (``pytest -m slow``) runs at least 2,000 programs at O0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+import dualflow
+import dualflow.runtime.out_forward as out_forward
+from dualflow import ops
+from tests.tracer.fuzz import fragments
+from tests.tracer.fuzz.build import OPTIMIZERS
+from tests.tracer.fuzz.compare import differences, rule_violations, run
+from tests.tracer.fuzz.fragments import Fragment, Statement
+from tests.tracer.fuzz.generator import FAST, SLOW, Profile, specs
+from tests.tracer.fuzz.scope import Scope
+from tests.tracer.fuzz.spec import Piece, Spec
+
+
+def _fuzz(profile: Profile, examples: int, check: Callable[[Spec], None]) -> int:
+    """Run ``check`` on ``examples`` drawn specs (deterministically); returns how many ran."""
+    ran = [0]
+
+    @settings(
+        max_examples=examples,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(spec=specs(profile))
+    def fuzz(spec: Spec) -> None:
+        ran[0] += 1
+        check(spec)
+
+    fuzz()
+    return ran[0]
+
+
+def _exact(passes: str) -> Callable[[Spec], None]:
+    def check(spec: Spec) -> None:
+        found = differences(spec, passes)
+        assert not found, f"{spec!r} at {passes}:\n" + "\n".join(found[:10])
+
+    return check
+
+
+def _within_rules(spec: Spec) -> None:
+    violations, rules = rule_violations(spec)
+    assert not violations, f"{spec!r}:\n" + "\n".join(violations[:10])
+    if not rules:  # no value-changing rule applied: O2 must be bit-identical too
+        found = differences(spec, "O2")
+        assert not found, f"{spec!r} at O2 (no rule applies):\n" + "\n".join(found[:10])
+
+
+def test_fast_o0_is_bit_identical_to_eager() -> None:
+    assert _fuzz(FAST, 100, _exact("O0")) >= 100
+
+
+def test_fast_exact_pipeline_is_bit_identical_to_eager() -> None:
+    assert _fuzz(FAST, 30, _exact("exact")) >= 30
+
+
+def test_fast_o2_differences_are_rules_within_their_bounds() -> None:
+    assert _fuzz(FAST, 20, _within_rules) >= 20
+
+
+@pytest.mark.slow
+def test_slow_o0_is_bit_identical_to_eager() -> None:
+    assert _fuzz(SLOW, 2000, _exact("O0")) >= 2000
+
+
+@pytest.mark.slow
+def test_slow_exact_pipeline_is_bit_identical_to_eager() -> None:
+    assert _fuzz(SLOW, 500, _exact("exact")) >= 500
+
+
+@pytest.mark.slow
+def test_slow_o2_differences_are_rules_within_their_bounds() -> None:
+    assert _fuzz(SLOW, 500, _within_rules) >= 500
+
+
+def _piece(name: str, **params: object) -> Piece:
+    return Piece(name, tuple(sorted(params.items())))
+
+
+ISSUE_20 = Spec(
+    1,
+    width=128,
+    batches=(64, 64, 64, 64),
+    body=(_piece("transpose_pair", kind="scale"), _piece("unary", kind="elu"), _piece("batchnorm")),
+    optimizer="nesterov",
+)
+
+
+def test_the_fuzzer_finds_issue_20s_bug(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert differences(ISSUE_20, "O0") == []
+    # planned out= into C buffers whatever the operands' layout: the bug this issue fixed
+    monkeypatch.setattr(out_forward, "_CACHE", {})
+    monkeypatch.setattr(out_forward, "c_ordered", lambda value: True)
+    found = differences(ISSUE_20, "O0")
+    assert found and found[0].startswith("call 2: ")  # the first plan run
+    assert any("module0.running_mean" in line for line in found)  # BatchNorm's batch mean
+
+
+def test_rule_checks_see_both_rules_and_hold() -> None:
+    spec = Spec(
+        7,
+        width=64,
+        batches=(64, 64, 64, 64),
+        body=(_piece("linear_bn"), _piece("unary", kind="relu"), _piece("reduce", kind="sumsq")),
+        mode="eval",
+        optimizer=None,
+    )
+    violations, rules = rule_violations(spec)
+    assert rules == {"fold_bn", "fused_sum"} and violations == []
+    assert differences(spec, "exact") == []
+
+
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_bn_dropout_assign_and_double_backward_with_every_optimizer(optimizer: str) -> None:
+    spec = Spec(
+        11,
+        width=16,
+        batches=(8, 8, 8, 8, 6),
+        body=(
+            _piece("dropout", ratio=0.3),
+            _piece("batchnorm"),
+            _piece("assign", kind="write_then_read", shape="row"),
+            _piece("transpose_pair", kind="center"),
+            _piece("unary", kind="tanh"),
+        ),
+        optimizer=optimizer,
+        loss="xent",
+        penalty=0.1,
+    )
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes) == [], (optimizer, passes)
+
+
+def test_a_registered_fragment_with_extra_state_and_a_hook_is_drawn(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The extension points: a fragment's own state to compare and a between-calls mutation
+    (here a buffer rewritten outside the step, which a compiled step reads by reference)."""
+
+    def make(scope: Scope, piece: Piece) -> Statement:
+        buf = scope.buffer((scope.width,))
+
+        def hook(call: int) -> None:
+            with dualflow.no_grad():
+                ops.assign(buf, np.full(scope.width, 0.1 * call, scope.dtype))
+
+        scope.between_calls(hook)
+        scope.track("scale", lambda: float(buf.numpy()[0]))
+        return lambda h, env: h * (1.0 + buf)
+
+    monkeypatch.setattr(fragments, "_REGISTRY", dict(fragments.registry()))
+    fragments.register(Fragment("rescaled", lambda draw, ctx: {}, make, weight=50))
+    drawn = []
+
+    def check(spec: Spec) -> None:
+        drawn.append("rescaled" in spec.fragments())
+        assert differences(spec, "O0") == []
+
+    _fuzz(FAST, 10, check)
+    assert any(drawn)
+    spec = Spec(5, body=(_piece("rescaled"),))
+    eager = run(spec)
+    assert [r.state["extra.scale"] for r in eager.records] == pytest.approx([0.0, 0.1, 0.2, 0.3])
