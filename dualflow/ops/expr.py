@@ -171,13 +171,13 @@ def erf(xp: Any, x: Any) -> Any:
 
 
 def _build_erf_ufunc() -> Any:
-    try:
-        import numba  # noqa: PLC0415 - heavy import, only when erf is used
-    except ImportError:
+    try:  # heavy imports, only when erf is used
+        from dualflow.numba_cache import cached_ufunc  # noqa: PLC0415
+    except ImportError:  # numba is missing
         return np.frompyfunc(math.erf, 1, 1)
 
-    @numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
     def _erf(v):
         return math.erf(v)
 
-    return _erf
+    # machine code cached signed in the kernels cache (numba's cache=True pickles are unverified)
+    return cached_ufunc(_erf, ["float32(float32)", "float64(float64)"], "k_erf")
