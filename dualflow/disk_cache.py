@@ -163,6 +163,8 @@ def open_store(kind: str, directory: Path | None = None) -> Store | None:
     root = trusted_root()
     if root is None:
         return None
+    if directory is not None and os.path.realpath(directory) == str(root.path / kind):
+        directory = None  # the root's own folder: one budget with the other kinds
     key = (root.path, kind, directory)
     with _LOCK:
         if key in _STORES:

@@ -205,6 +205,7 @@ def _create_key(path: Path) -> None:
 
 
 _ROOTS: dict[Path, Root | None] = {}
+PROBLEMS: dict[Path, str | None] = {}  # why a root was refused (None: it is used)
 
 
 def trusted_root(path: Path | None = None) -> Root | None:
@@ -231,6 +232,7 @@ def trusted_root(path: Path | None = None) -> Root | None:
     if root is None:
         warn_once(f"dualflow: not using the disk cache at {path}: {problem}; running without it")
     with _LOCK:
+        PROBLEMS.setdefault(path, problem)
         return _ROOTS.setdefault(path, root)
 
 
