@@ -163,12 +163,12 @@ def render_numpy(expr: Expr) -> str:
         'xp.exp(xp.negative(x))'
     """
     kind = expr[0]
-    if kind in ("var", "attr") and expr[1].isidentifier():
+    if kind in ("var", "attr") and type(expr[1]) is str and expr[1].isidentifier():
         return expr[1]
     if kind == "const" and (_number(expr[1]) or _dtype_name(expr[1])):
         value = expr[1]
         return repr(value.item() if isinstance(value, np.generic | np.ndarray) else value)
-    if kind != "call" or expr[1] not in FUNCTIONS:  # only checked text goes into source
+    if kind != "call" or FUNCTIONS.get(expr[1]) != len(expr) - 2:  # only checked text
         raise ValueError(f"bad expression: {expr!r}")
     name, operands = expr[1], [render_numpy(e) for e in expr[2:]]
     if name == "erf":
