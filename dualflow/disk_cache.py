@@ -170,7 +170,10 @@ def open_store(kind: str, directory: Path | None = None) -> Store | None:
         if key in _STORES:
             return _STORES[key]
     folder = root.path / kind if directory is None else Path(directory)
-    problem = folder_problem(folder)
+    try:
+        problem = folder_problem(folder)
+    except FileNotFoundError:
+        return None  # being deleted: this use goes without the cache, the next one retries
     store = None
     if problem is not None:
         warn_once(

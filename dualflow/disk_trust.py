@@ -220,15 +220,19 @@ def trusted_root(path: Path | None = None) -> Root | None:
     with _LOCK:
         if path in _ROOTS:
             return _ROOTS[path]
-    try:
-        make_private(path)
-        real = Path(os.path.realpath(path))
-        info = os.lstat(real)
-        problem = None if stat.S_ISDIR(info.st_mode) else f"{real} is not a folder"
-        problem = problem or own_problem(info, str(real)) or ancestors_problem(real)
-        root = None if problem else Root(real, *load_key(real))
-    except OSError as exc:
-        problem, root = str(exc), None
+    transient = False
+    for _ in range(3):  # a root deleted while it is set up is created again
+        try:
+            root, problem = _open_root(path)
+            transient = False
+            break
+        except FileNotFoundError as exc:  # deleted again: this call goes without, the next retries
+            root, problem, transient = None, str(exc), True
+        except OSError as exc:
+            root, problem = None, str(exc)
+            break
+    if transient:  # being deleted (`dualflow cache clear`): no verdict, no warning
+        return None
     if root is None:
         warn_once(f"dualflow: not using the disk cache at {path}: {problem}; running without it")
     with _LOCK:
@@ -236,17 +240,35 @@ def trusted_root(path: Path | None = None) -> Root | None:
         return _ROOTS.setdefault(path, root)
 
 
+def _open_root(path: Path) -> tuple[Root | None, str | None]:
+    make_private(path)
+    real = Path(os.path.realpath(path))
+    info = os.lstat(real)
+    problem = None if stat.S_ISDIR(info.st_mode) else f"{real} is not a folder"
+    problem = problem or own_problem(info, str(real)) or ancestors_problem(real)
+    return (None, problem) if problem else (Root(real, *load_key(real)), None)
+
+
 def folder_problem(directory: Path) -> str | None:
-    """Why a cache folder (created 0700 here if missing) cannot be trusted, else None."""
-    try:
-        make_private(directory)
-        real = Path(os.path.realpath(directory))
-        info = os.lstat(real)
-        if not stat.S_ISDIR(info.st_mode):
-            return f"{real} is not a folder"
-        return own_problem(info, str(real)) or ancestors_problem(real)
-    except OSError as exc:
-        return str(exc)
+    """Why a cache folder (created 0700 here if missing) cannot be trusted, else None.
+
+    Raises:
+        FileNotFoundError: it kept disappearing while it was created (deleted concurrently).
+    """
+    problem = None
+    for _ in range(3):  # a folder deleted while it is checked is created again
+        try:
+            make_private(directory)
+            real = Path(os.path.realpath(directory))
+            info = os.lstat(real)
+            if not stat.S_ISDIR(info.st_mode):
+                return f"{real} is not a folder"
+            return own_problem(info, str(real)) or ancestors_problem(real)
+        except FileNotFoundError as exc:
+            problem = str(exc)
+        except OSError as exc:
+            return str(exc)
+    raise FileNotFoundError(problem)  # deleted again and again: not a verdict on the folder
 
 
 def sign(key: bytes, name: str, payload: bytes) -> bytes:

@@ -275,8 +275,10 @@ def store(directory: Path, key: str, trace: Trace, roots: dict, files: set[str])
     text = print_graph(trace.graph)  # also names the entry: same graph, same folder
     name = f"{key}/{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     entry = cache.directory / name
-    if entry.exists():
+    if entry.is_dir() and not entry.is_symlink():
         return entry
+    if os.path.lexists(entry):  # a link or a file where the entry goes: not an entry
+        os.unlink(entry)
     contents: dict[str, bytes] = {}
     meta["forward"] = _graph_files(trace.graph, "forward", contents)
     if trace.backward is not None:
