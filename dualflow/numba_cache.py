@@ -15,14 +15,19 @@ import pickle
 from typing import Any
 
 import numba
-from numba.core import caching, compiler, serialize
 
 from dualflow.disk_cache import Store, open_store
+
+try:  # numba internals (stable since 0.4x); without them kernels compile in every process
+    from numba.core import compiler, serialize
+    from numba.core.caching import _Cache
+except ImportError:  # pragma: no cover - a numba that reorganized its caching
+    _Cache = None
 
 MAX_MACHINE_CODE = 64 * 2**20  # one compiled kernel is ~100 KB; anything near this is not ours
 
 
-class SignedCache(caching._Cache):
+class SignedCache(_Cache or object):  # type: ignore[misc]
     """A dispatcher's disk cache (``dispatcher._cache``) reading and writing signed entries."""
 
     def __init__(self, py_func: Any, store: Store, stem: str) -> None:
@@ -86,7 +91,8 @@ def attach(dispatcher: Any, store: Store, stem: str) -> None:
         >>> len(list(store.directory.glob("__pycache__/k_doc.*.nbc")))
         1
     """
-    dispatcher._cache = SignedCache(dispatcher.py_func, store, stem)
+    if _Cache is not None:
+        dispatcher._cache = SignedCache(dispatcher.py_func, store, stem)
 
 
 def cached_ufunc(py_func: Any, signatures: list[str], stem: str) -> Any:
@@ -102,7 +108,7 @@ def cached_ufunc(py_func: Any, signatures: list[str], stem: str) -> Any:
     """
     ufunc = numba.vectorize(py_func)  # a DUFunc: nothing compiled yet
     store = open_store("kernels")
-    if store is not None:
+    if store is not None and _Cache is not None and hasattr(ufunc, "_dispatcher"):
         ufunc._dispatcher.cache = SignedCache(py_func, store, stem)
     for signature in signatures:
         ufunc.add(signature)

@@ -237,3 +237,11 @@ def test_in_memory_kernel_modules_are_bounded(cache: Path, monkeypatch: pytest.M
     assert len(kernels_numba._MODULES) == 3
     assert [n in __import__("sys").modules for n in names] == [False, False, True, True, True]
     assert kernels_numba.load_module("X = 4\n").X == 4
+
+
+def test_in_memory_cpu_kernels_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kc, "_CACHE", kc._Recent(2))
+    for k in range(4):
+        expr = ("call", "add", ("call", "exp", ("var", "a0")), ("const", float(k)))
+        kc.cpu_kernel(expr, ("a0",), (((3,), "float64"),))  # blocked evaluator: no numba
+    assert [key[0][3][1] for key in kc._CACHE] == [2.0, 3.0]
