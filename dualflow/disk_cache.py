@@ -103,7 +103,8 @@ class Store:
                 if attempt:
                     return None
             except OSError as exc:
-                warn_once(f"dualflow: cannot write the disk cache at {self.directory}: {exc}")
+                why = exc.strerror or exc  # one warning per folder and cause, not per file
+                warn_once(f"dualflow: cannot write the disk cache at {self.directory}: {why}")
                 return None
         self.account(len(data))
         return path
