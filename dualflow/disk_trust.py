@@ -194,8 +194,7 @@ def load_key(root: Path) -> tuple[bytes, tuple[int, int]]:
 def _create_key(path: Path) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-key-")  # mode 0600
     try:
-        os.write(fd, os.urandom(32))
-        os.fsync(fd)
+        os.write(fd, os.urandom(32))  # no fsync: a key cut short by a crash is replaced
         os.close(fd)
         os.link(tmp, path)  # atomic and exclusive: a concurrent first use keeps one key
     except FileExistsError:
