@@ -97,6 +97,7 @@ class Store:
         data = self.signed(name, payload)
         for attempt in range(2):
             try:
+                _unlink_links(self.directory, _parts(name)[:-1])
                 write_atomic(path, data)
                 break
             except FileNotFoundError:  # the cache was deleted meanwhile: recreate it once
@@ -130,6 +131,14 @@ def _parts(name: str) -> list[str]:
     if any(p in ("", ".", "..") or "\0" in p for p in parts):
         raise ValueError(f"bad cache entry name {name!r}")
     return parts
+
+
+def _unlink_links(directory: Path, folders: list[str]) -> None:
+    """Remove symlinks standing where the entry's folders go: writes never leave the cache."""
+    for depth in range(1, len(folders) + 1):
+        folder = directory.joinpath(*folders[:depth])
+        if folder.is_symlink():
+            os.unlink(folder)
 
 
 def write_atomic(path: Path, data: bytes) -> None:

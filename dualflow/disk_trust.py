@@ -113,7 +113,7 @@ def open_safely(path: Path | str, flags: int = _OPEN_DIR, dir_fd: int | None = N
         return os.open(path, flags, dir_fd=dir_fd)
     except (FileNotFoundError, NotADirectoryError) as exc:
         if isinstance(exc, NotADirectoryError) and flags & os.O_DIRECTORY:
-            raise Untrusted(f"{path} is not a folder") from None
+            raise Untrusted(f"{path} is not a folder (links are refused)") from None
         raise FileNotFoundError(exc.errno, exc.strerror, str(path)) from None
     except OSError as exc:  # ELOOP: a symlink
         raise Untrusted(f"{path} cannot be opened safely ({exc.strerror})") from None

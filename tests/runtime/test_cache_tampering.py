@@ -245,3 +245,18 @@ def test_in_memory_cpu_kernels_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
         expr = ("call", "add", ("call", "exp", ("var", "a0")), ("const", float(k)))
         kc.cpu_kernel(expr, ("a0",), (((3,), "float64"),))  # blocked evaluator: no numba
     assert [key[0][3][1] for key in kc._CACHE] == [2.0, 3.0]
+
+
+def test_machine_code_folder_linked_out_of_the_cache(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run()
+    pycache, outside = cache / "kernels" / "__pycache__", tmp_path / "outside"
+    pycache.rename(outside)
+    pycache.symlink_to(outside)
+    fresh(monkeypatch)
+    with pytest.warns(RuntimeWarning, match="not a folder .links are refused"):
+        np.testing.assert_array_equal(run(), X * 0.5 + Y)
+    assert kernel_stats() == (0, 1)  # not read through the link; compiled and stored inside
+    assert pycache.is_dir() and not pycache.is_symlink() and list(pycache.glob("*.nbc"))
+    assert len(list(outside.glob("*.nbc"))) == 1  # nothing written through the link
