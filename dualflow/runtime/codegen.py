@@ -132,6 +132,15 @@ def _into(node: Node, planned: set[Value], donated: dict[Value, Value]) -> str |
     return None
 
 
+def _unpack(graph: Graph, planned: tuple[Value, ...]) -> list[str]:
+    """The executor's first lines: inputs, state, constants and planned buffers to locals."""
+    sources = ((graph.inputs, "inputs"), (graph.state, "state"), (tuple(graph.consts), "consts"))
+    lines = [f"    {', '.join(map(_name, vs))}, = {src}" for vs, src in sources if vs]
+    if planned:
+        lines.append(f"    {', '.join('o' + _name(v)[1:] for v in planned)}, = bufs")
+    return lines
+
+
 def render(
     graph: Graph,
     kernels: dict[str, Any],
@@ -149,18 +158,7 @@ def render(
     """
     donated = donated or {}
     namespace: dict[str, Any] = {"_guard": kernels["guard"], "_check": kernels.get("check")}
-    lines = ["def run(xp, inputs, state, consts, bufs=(), times=None):"]
-    lines += [
-        f"    {', '.join(map(_name, vs))}, = {src}"
-        for vs, src in (
-            (graph.inputs, "inputs"),
-            (graph.state, "state"),
-            (tuple(graph.consts), "consts"),
-        )
-        if vs
-    ]
-    if planned:
-        lines.append(f"    {', '.join('o' + _name(v)[1:] for v in planned)}, = bufs")
+    lines = ["def run(xp, inputs, state, consts, bufs=(), times=None):", *_unpack(graph, planned)]
     planned_set = set(planned)
     kept = set(donated.values())
     last_use = graph.last_use
