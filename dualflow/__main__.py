@@ -1,11 +1,14 @@
-"""The ``dualflow`` command line: ``dualflow bench ...`` (more subcommands come with features)."""
+"""The ``dualflow`` command line: ``dualflow bench ...``, ``dualflow cache info|clear``."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
 
-USAGE = "usage: dualflow bench [--quick|--full] [--workloads a,b] [--out DIR]"
+USAGE = (
+    "usage: dualflow bench [--quick|--full] [--workloads a,b] [--out DIR]\n"
+    "       dualflow cache info|clear"
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -14,6 +17,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Example:
         >>> main(["--help"])
         usage: dualflow bench [--quick|--full] [--workloads a,b] [--out DIR]
+               dualflow cache info|clear
         0
     """
     args = list(sys.argv[1:] if argv is None else argv)
@@ -24,6 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dualflow.bench.cli import main as bench_main  # noqa: PLC0415 - only when asked
 
         return bench_main(args[1:])
+    if args[0] == "cache":
+        from dualflow.cache_cli import main as cache_main  # noqa: PLC0415
+
+        return cache_main(args[1:])
     print(f"unknown command {args[0]!r}\n{USAGE}", file=sys.stderr)
     return 2
 

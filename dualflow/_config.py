@@ -10,6 +10,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 
@@ -103,6 +104,41 @@ def is_grad_enabled() -> bool:
     return config.grad_enabled
 
 
+def cache_dir() -> Path:
+    """The one root of dualflow's disk caches: ``$DUALFLOW_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/dualflow``, else ``~/.cache/dualflow`` (never a shared temp folder).
+
+    Only the location: ``dualflow.disk_cache`` creates it (mode 0700) and refuses it when
+    another user could write it.
+
+    Example:
+        >>> cache_dir().is_absolute()
+        True
+    """
+    root = os.environ.get("DUALFLOW_CACHE_DIR")
+    if root:
+        return Path(os.path.abspath(os.path.expanduser(root)))
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    # the XDG spec: a relative XDG_CACHE_HOME is invalid and must be ignored
+    base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
+    return base / "dualflow"
+
+
+def cache_limit() -> int:
+    """Bytes the disk caches under one root may hold before the least recently used entries
+    are removed (``$DUALFLOW_CACHE_MAX_MB``, default 512 MB).
+
+    Example:
+        >>> cache_limit() > 0
+        True
+    """
+    try:
+        megabytes = float(os.environ.get("DUALFLOW_CACHE_MAX_MB") or 512)
+    except ValueError:
+        megabytes = 512.0
+    return max(int(megabytes * 2**20), 0)
+
+
 # Every environment variable dualflow reads, with what it does.
 ENVIRONMENT = {
     "DUALFLOW_DEBUG": "1 turns on debug mode (NaN/Inf checks with source lines) at import",
@@ -110,7 +146,9 @@ ENVIRONMENT = {
     "DUALFLOW_PASSES": "O0/O1/O2/exact or a comma-separated pass list for compiled functions",
     "DUALFLOW_DUMP_IR": "directory where the pass manager dumps every intermediate graph",
     "DUALFLOW_VERIFY_PASSES": "1 verifies the graph after every pass (the test suite sets it)",
-    "DUALFLOW_CACHE_DIR": "where kernels and plan bytecode are cached (default ~/.cache/dualflow)",
-    "DUALFLOW_PLAN_CACHE": "folder (or 1: ~/.cache/dualflow/plans) where compiled plans persist",
+    "DUALFLOW_CACHE_DIR": "root of the kernel/bytecode caches (default $XDG_CACHE_HOME/dualflow, "
+    "else ~/.cache/dualflow); must be owned by you and writable only by you",
+    "DUALFLOW_CACHE_MAX_MB": "size limit of each cache folder in MB (default 512), LRU-trimmed",
+    "DUALFLOW_PLAN_CACHE": "folder (or 1: <cache root>/plans) where compiled plans persist",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
 }

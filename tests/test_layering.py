@@ -54,7 +54,14 @@ RULES = [
     Rule(("dualflow.ops",), ("dualflow",) + _ABOVE_OPS, anywhere=False),
     # The bottom layer imports nothing of dualflow but itself.
     Rule(
-        ("dualflow.errors", "dualflow._config", "dualflow.device"),
+        (
+            "dualflow.errors",
+            "dualflow._config",
+            "dualflow.device",
+            "dualflow.disk_trust",
+            "dualflow.disk_cache",
+            "dualflow.numba_cache",
+        ),
         ("dualflow",) + _ABOVE_OPS + ("dualflow.ops",),
         anywhere=False,
     ),

@@ -7,11 +7,16 @@ manager runs it after every pass under tests, so a pass that breaks the IR is ca
 
 from __future__ import annotations
 
+import keyword
+import re
+from typing import Any
+
 import numpy as np
 
 from dualflow.errors import CompileError, DualflowError
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.graph_ir.printer import format_literal, format_node
+from dualflow.graph_ir.printer import format_node
+from dualflow.ops.expr import check_expr
 from dualflow.ops.expr_typing import lower_expr, sum_dtypes
 from dualflow.ops.registry import OPS, Meta
 
@@ -21,8 +26,55 @@ FUSED_REDUCTIONS = ("sum",)
 GUARD_KINDS = ("bool", "int", "float", "item")
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 class GraphVerifyError(CompileError):
     """The graph breaks an IR invariant."""
+
+
+def plain_identifier(name: Any) -> bool:
+    """Whether ``name`` is an ASCII identifier and no keyword: what code generators may write.
+
+    Example:
+        >>> plain_identifier("axis"), plain_identifier("a=1"), plain_identifier("lambda")
+        (True, False, False)
+    """
+    return type(name) is str and bool(_IDENTIFIER.fullmatch(name)) and not keyword.iskeyword(name)
+
+
+def plain_data(value: Any) -> bool:
+    """Whether an attribute value is plain data: exact bool/int/float/str/None/Ellipsis, slices,
+    tuples and lists of them, numeric numpy scalars and arrays (no subclass, object or text).
+
+    Example:
+        >>> plain_data((1, slice(None, 2), np.float32(1))), plain_data(print), plain_data({})
+        (True, False, False)
+    """
+    kind = type(value)
+    if kind in (bool, int, float, str, type(None)) or value is Ellipsis:
+        return True
+    if kind in (tuple, list):
+        return all(plain_data(v) for v in value)
+    if kind is slice:
+        return all(plain_data(p) for p in (value.start, value.stop, value.step))
+    if kind is np.ndarray or isinstance(value, np.generic):
+        return value.dtype.kind in "biufc"
+    return False
+
+
+def _check_value(value: Value, node: Node | None) -> None:
+    shape_ok = type(value.shape) is tuple and all(type(d) is int and d >= 0 for d in value.shape)
+    try:
+        dtype_ok = type(value.dtype) is str and np.dtype(value.dtype).kind in "biufc"
+    except TypeError:
+        dtype_ok = False
+    if type(value.id) is not int or value.id < 0 or not shape_ok or not dtype_ok:
+        raise _fail(
+            node,
+            f"value {value.id!r} has id/shape/dtype {value.id!r}/{value.shape!r}/{value.dtype!r}",
+            "ids are ints, shapes tuples of ints, dtypes numeric numpy dtype names",
+        )
 
 
 def _fail(node: Node | None, problem: str, fix: str) -> GraphVerifyError:
@@ -43,6 +95,7 @@ def verify(graph: Graph) -> Graph:
     ids: set[int] = set()
 
     def define(value: Value, node: Node | None) -> None:
+        _check_value(value, node)
         if value in defined or value.id in ids:
             raise _fail(
                 node,
@@ -101,16 +154,23 @@ def _check_collectives(graph: Graph) -> None:
             raise _fail(start, f"all-reduce %{handle.id} is started but never waited", "wait it")
 
 
-def _check_node(node: Node) -> None:
+def _check_attrs(node: Node) -> None:
+    # Attribute names and values end up in generated code: before anything reads them
+    # (format_node included), names must be identifiers and values plain data.
     for key, value in node.attrs.items():
-        try:
-            format_literal(value)
-        except TypeError as exc:
+        if not plain_identifier(key) or not plain_data(value):
             raise _fail(
                 None,
-                f"{node.op} (at {node.loc}): attribute {key}: {exc}",
-                "store only plain data in attrs",
-            ) from None
+                f"{node.op!r} (at {node.loc!r}): attribute {key!r} = {value!r} is not plain data",
+                "attribute names are identifiers, values bool/int/float/str/None/slices/tuples/"
+                "lists/numeric arrays",
+            )
+
+
+def _check_node(node: Node) -> None:
+    if type(node.op) is not str or not (node.loc is None or type(node.loc) is str):
+        raise _fail(None, f"node op {node.op!r} / loc {node.loc!r}", "op and loc are strings")
+    _check_attrs(node)
     if node.op == "guard":
         if len(node.inputs) != 1 or node.outputs or node.attrs.get("kind") not in GUARD_KINDS:
             raise _fail(
@@ -150,8 +210,18 @@ def _check_node(node: Node) -> None:
 
 
 def _check_fused(node: Node) -> None:
-    """A reducing fused node: a known reduction, a bool ``keepdims``, and the output the sum op
-    would give for the broadcast of its inputs (numpy's sum dtype of the element dtype)."""
+    """A well-formed expression over one name per input; when reducing, a known reduction, a
+    bool ``keepdims``, and the output the sum op would give for the broadcast of its inputs
+    (numpy's sum dtype of the element dtype)."""
+    args = node.attrs.get("args")
+    try:
+        if type(args) is not tuple or len(args) != len(node.inputs):
+            raise ValueError(f"args {args!r} do not name the {len(node.inputs)} inputs")
+        if not all(plain_identifier(a) for a in args):
+            raise ValueError(f"args {args!r} are not identifiers")
+        check_expr(node.attrs.get("expr"), args)
+    except ValueError as exc:
+        raise _fail(node, f"fused node: {exc}", "build fused nodes with passes.fuse") from None
     reduce = node.attrs.get("reduce")
     if reduce is None:
         return

@@ -100,6 +100,61 @@ def _convert(node: ast.AST, args: tuple[str, ...], attrs: tuple[str, ...], text:
     raise ValueError(f"expression {text!r}: unsupported syntax {ast.dump(node)}")
 
 
+def check_expr(expr: Any, args: tuple[str, ...], attrs: tuple[str, ...] = ()) -> None:
+    """Raise ValueError unless ``expr`` is a well-formed expression: calls of ``FUNCTIONS`` with
+    their arity, names of ``args``/``attrs``, and constants that are plain numbers (or, as the
+    second operand of ``astype``, a numpy dtype name). Kernel renderers write an expression into
+    source code, so one read from a file must pass this first.
+
+    Example:
+        >>> check_expr(("call", "exp", ("var", "x")), ("x",))
+        >>> check_expr(("call", "__import__", ("const", "os")), ())
+        Traceback (most recent call last):
+        ...
+        ValueError: bad expression: unknown function '__import__'
+    """
+    try:
+        _check(expr, args, attrs, dtype=False)
+    except RecursionError:
+        raise ValueError("bad expression: nested too deeply") from None
+
+
+def _check(expr: Any, args: tuple, attrs: tuple, dtype: bool) -> None:
+    if type(expr) is not tuple or not expr or type(expr[0]) is not str:
+        raise ValueError(f"bad expression: {expr!r} is not an expression node")
+    kind = expr[0]
+    if kind in ("var", "attr") and len(expr) == 2:
+        if expr[1] not in (args if kind == "var" else attrs):
+            raise ValueError(f"bad expression: unknown name {expr[1]!r}")
+    elif kind == "const" and len(expr) == 2:
+        if not (_number(expr[1]) or (dtype and _dtype_name(expr[1]))):
+            raise ValueError(f"bad expression: constant {expr[1]!r} is not a number")
+    elif kind == "call" and len(expr) > 1 and FUNCTIONS.get(expr[1]) is not None:
+        if FUNCTIONS[expr[1]] != len(expr) - 2:
+            raise ValueError(f"bad expression: {expr[1]} takes {FUNCTIONS[expr[1]]} operands")
+        for k, operand in enumerate(expr[2:]):
+            _check(operand, args, attrs, dtype=expr[1] == "astype" and k == 1)
+    elif kind == "call":
+        raise ValueError(f"bad expression: unknown function {expr[1:2] and expr[1]!r}")
+    else:
+        raise ValueError(f"bad expression: {expr!r}")
+
+
+def _number(value: Any) -> bool:
+    if isinstance(value, np.generic | np.ndarray) and np.ndim(value) == 0:
+        return np.asarray(value).dtype.kind in "biuf"
+    return type(value) in (bool, int, float)
+
+
+def _dtype_name(value: Any) -> bool:
+    if type(value) is not str or not value.isidentifier():
+        return False
+    try:
+        return np.dtype(value).kind in "biufc"
+    except TypeError:
+        return False
+
+
 def render_numpy(expr: Expr) -> str:
     """Render an expression tree as Python source calling ``xp`` functions.
 
@@ -108,10 +163,13 @@ def render_numpy(expr: Expr) -> str:
         'xp.exp(xp.negative(x))'
     """
     kind = expr[0]
-    if kind in ("var", "attr"):
+    if kind in ("var", "attr") and type(expr[1]) is str and expr[1].isidentifier():
         return expr[1]
-    if kind == "const":
-        return repr(expr[1])
+    if kind == "const" and (_number(expr[1]) or _dtype_name(expr[1])):
+        value = expr[1]
+        return repr(value.item() if isinstance(value, np.generic | np.ndarray) else value)
+    if kind != "call" or FUNCTIONS.get(expr[1]) != len(expr) - 2:  # only checked text
+        raise ValueError(f"bad expression: {expr!r}")
     name, operands = expr[1], [render_numpy(e) for e in expr[2:]]
     if name == "erf":
         return f"_erf(xp, {operands[0]})"
@@ -171,13 +229,13 @@ def erf(xp: Any, x: Any) -> Any:
 
 
 def _build_erf_ufunc() -> Any:
-    try:
-        import numba  # noqa: PLC0415 - heavy import, only when erf is used
-    except ImportError:
+    try:  # heavy imports, only when erf is used
+        from dualflow.numba_cache import cached_ufunc  # noqa: PLC0415
+    except ImportError:  # numba is missing
         return np.frompyfunc(math.erf, 1, 1)
 
-    @numba.vectorize(["float32(float32)", "float64(float64)"], cache=True)
     def _erf(v):
         return math.erf(v)
 
-    return _erf
+    # machine code cached signed in the kernels cache (numba's cache=True pickles are unverified)
+    return cached_ufunc(_erf, ["float32(float32)", "float64(float64)"], "k_erf")

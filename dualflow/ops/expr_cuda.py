@@ -98,7 +98,9 @@ def ctype(dtype: Any) -> str:
 
 
 def _const(value: Any, dtype: np.dtype) -> str:
-    value = value.item() if isinstance(value, np.generic) else value
+    value = value.item() if isinstance(value, np.generic | np.ndarray) else value
+    if type(value) not in (bool, int, float):  # written into C source: numbers only
+        raise NotImplementedError(f"a CUDA kernel constant must be a number, not {value!r}")
     if isinstance(value, bool):
         literal = "true" if value else "false"
     elif isinstance(value, float) and not math.isfinite(value):

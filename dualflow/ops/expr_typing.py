@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.ops.expr import Expr, compile_numpy, erf
+from dualflow.ops.expr import Expr, check_expr, compile_numpy, erf
 
 Ref = tuple  # ("in", k) | ("const", value) | ("step", j)
 # C and Python spell the comparisons alike: both kernel renderers use this table
@@ -122,6 +122,7 @@ def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) ->
         >>> p.steps[0].fn, p.dtype, p.in_dtypes[1]
         ('multiply', dtype('float32'), dtype('float64'))
     """
+    check_expr(expr, tuple(args))  # renderers write it into source: only well-formed ones
     weak = tuple(d if d in WEAK_DTYPES else None for d in in_dtypes)
     dtypes = tuple(WEAK_DTYPES[w] if w else np.dtype(d) for w, d in zip(weak, in_dtypes))
     steps: list[Step] = []

@@ -2,7 +2,8 @@
 
 A plan's generated Python source for a big graph takes CPython tens of milliseconds to compile;
 a process loading a stored plan (or re-lowering the same graph) reads the marshalled code instead.
-Keyed by the source text and the interpreter's bytecode magic number.
+Keyed by the source text and the interpreter's bytecode magic number; an entry is unmarshalled
+only when its signature verifies (``disk_cache``), and must then be exactly this source's code.
 """
 
 from __future__ import annotations
@@ -10,19 +11,12 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import marshal
-import os
-import tempfile
 import types
-from pathlib import Path
 
-from dualflow.runtime.kernels_numba import cache_dir
+from dualflow.disk_cache import open_store
 
 _MIN_SOURCE = 4096  # small plans compile faster than a file can be read
-
-
-def _path(source: str) -> Path:
-    key = hashlib.sha256(importlib.util.MAGIC_NUMBER + source.encode()).hexdigest()
-    return cache_dir().parent / "bytecode" / f"{key}.marshal"
+_MAX_CODE = 64 * 2**20
 
 
 def compile_plan(source: str, filename: str) -> types.CodeType:
@@ -33,22 +27,20 @@ def compile_plan(source: str, filename: str) -> types.CodeType:
         >>> namespace = {}; exec(code, namespace); namespace["run"]()
         1
     """
-    if len(source) < _MIN_SOURCE:
+    store = open_store("bytecode") if len(source) >= _MIN_SOURCE else None
+    if store is None:
         return compile(source, filename, "exec")
-    path = _path(source)
-    try:
-        code = marshal.loads(path.read_bytes())
-        if code.co_filename == filename:
-            return code
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
+    # the name binds the entry to this source and interpreter (the signature covers the name)
+    key = hashlib.sha256(importlib.util.MAGIC_NUMBER + source.encode()).hexdigest()
+    name = f"{key}.marshal"
+    payload = store.load(name, _MAX_CODE)
+    if payload is not None:
+        try:
+            code = marshal.loads(payload)
+            if isinstance(code, types.CodeType) and code.co_filename == filename:
+                return code
+        except (ValueError, EOFError, TypeError):
+            store.damaged(name, "it does not unmarshal")
     code = compile(source, filename, "exec")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(marshal.dumps(code))
-        os.replace(tmp, path)  # atomic: concurrent processes never read half a file
-    except OSError:
-        pass  # a read-only cache folder only costs the compile
+    store.save(name, marshal.dumps(code))  # a read-only cache folder only costs the compile
     return code

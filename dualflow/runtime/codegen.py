@@ -7,38 +7,82 @@ to the kernels' own cost and frees every intermediate as early as possible.
 
 from __future__ import annotations
 
+import keyword
 import math
+import re
 from typing import Any
 
+import numpy as np
+
+from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.graph_ir.printer import format_literal
 from dualflow.ops.registry import OPS
+
+# Text written into the executor comes from a graph that may have been read from a file: names
+# must be plain ASCII identifiers, values plain data shown with ``repr`` (else passed as objects).
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def identifier(name: Any) -> str:
+    """``name`` if it is a plain ASCII identifier (not a keyword), else CompileError.
+
+    Example:
+        >>> identifier("axis")
+        'axis'
+        >>> identifier("x=__import__('os')")
+        Traceback (most recent call last):
+        ...
+        dualflow.errors.CompileError: "x=__import__('os')" is not a plain identifier; a plan never writes it into code
+    """  # noqa: E501
+    if type(name) is str and _IDENTIFIER.fullmatch(name) and not keyword.iskeyword(name):
+        return name
+    raise CompileError(f"{name!r} is not a plain identifier; a plan never writes it into code")
+
+
+def literal(value: Any) -> str | None:
+    """Python source for plain data (bool, int, finite float, str, None, and tuples/lists of
+    them; numpy scalars as their Python value), or None for anything else.
+
+    Example:
+        >>> literal((1, "a", None)), literal(float("inf")), literal(slice(2))
+        ("(1, 'a', None)", None, None)
+    """
+    if isinstance(value, np.generic):
+        value = value.item()
+    kind = type(value)  # exact types: a subclass could override __repr__
+    if kind in (bool, int, str, type(None)) or (kind is float and math.isfinite(value)):
+        return repr(value)
+    if kind not in (tuple, list):
+        return None
+    parts = [literal(v) for v in value]
+    if None in parts:
+        return None
+    text = ", ".join(parts) + ("," if kind is tuple and len(parts) == 1 else "")  # type: ignore[arg-type]
+    return f"[{text}]" if kind is list else f"({text})"
 
 
 def _name(value: Value) -> str:
+    if type(value.id) is not int or value.id < 0:
+        raise CompileError(f"value id {value.id!r} is not a non-negative int")
     return f"v{value.id}"
 
 
 def _operand(value: Value | Any, namespace: dict[str, Any]) -> str:
     if isinstance(value, Value):
         return _name(value)
-    if isinstance(value, float) and not math.isfinite(value):  # inf/nan are not Python source
-        name = f"c{len(namespace)}"
-        namespace[name] = value
-        return name
-    return format_literal(value)
+    text = literal(value)
+    if text is None:  # inf/nan, arrays, slices: not Python source, pass the object itself
+        text = f"c{len(namespace)}"
+        namespace[text] = value
+    return text
 
 
 def _attr(key: str, value: Any, namespace: dict[str, Any]) -> str:
-    try:
-        text = format_literal(value)
-        if "array(" in text or "inf" in text or "nan" in text or "slice(" in text:
-            raise TypeError  # not valid Python source as text: pass the object itself
-    except TypeError:
-        name = f"a{len(namespace)}"
-        namespace[name] = value
-        return f"{key}={name}"
-    return f"{key}={text}"
+    text = literal(value)
+    if text is None:
+        text = f"a{len(namespace)}"
+        namespace[text] = value
+    return f"{identifier(key)}={text}"
 
 
 def _kernel(
@@ -82,10 +126,19 @@ def _into(node: Node, planned: set[Value], donated: dict[Value, Value]) -> str |
     """The variable a step writes ``out=``: its planned buffer, its donated state, or none."""
     out = node.outputs[0] if node.outputs else None
     if out in planned:
-        return f"o{out.id}"
+        return "o" + _name(out)[1:]
     if out in donated:
         return _name(donated[out])
     return None
+
+
+def _unpack(graph: Graph, planned: tuple[Value, ...]) -> list[str]:
+    """The executor's first lines: inputs, state, constants and planned buffers to locals."""
+    sources = ((graph.inputs, "inputs"), (graph.state, "state"), (tuple(graph.consts), "consts"))
+    lines = [f"    {', '.join(map(_name, vs))}, = {src}" for vs, src in sources if vs]
+    if planned:
+        lines.append(f"    {', '.join('o' + _name(v)[1:] for v in planned)}, = bufs")
+    return lines
 
 
 def render(
@@ -105,18 +158,7 @@ def render(
     """
     donated = donated or {}
     namespace: dict[str, Any] = {"_guard": kernels["guard"], "_check": kernels.get("check")}
-    lines = ["def run(xp, inputs, state, consts, bufs=(), times=None):"]
-    lines += [
-        f"    {', '.join(map(_name, vs))}, = {src}"
-        for vs, src in (
-            (graph.inputs, "inputs"),
-            (graph.state, "state"),
-            (tuple(graph.consts), "consts"),
-        )
-        if vs
-    ]
-    if planned:
-        lines.append(f"    {', '.join(f'o{v.id}' for v in planned)}, = bufs")
+    lines = ["def run(xp, inputs, state, consts, bufs=(), times=None):", *_unpack(graph, planned)]
     planned_set = set(planned)
     kept = set(donated.values())
     last_use = graph.last_use

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,7 +29,29 @@ BLOCK = 262144
 THREAD_MIN = 1 << 20
 THREADS = min(2, os.cpu_count() or 1)
 
-_CACHE: dict[tuple, Callable] = {}
+
+class _Recent(OrderedDict):
+    """The ``limit`` most recently used kernels (each numba one holds a ~1.1 MB module; plans
+    keep the kernels they use)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        try:
+            self.move_to_end(key)
+        except KeyError:  # unknown, or dropped by another thread meanwhile
+            return default
+        return super().get(key, default)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        while len(self) > self.limit:
+            self.popitem(last=False)
+
+
+_CACHE: dict[tuple, Callable] = _Recent(128)
 _POOL: list[ThreadPoolExecutor] = []
 _warned_no_numba = False
 

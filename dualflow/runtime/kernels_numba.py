@@ -1,59 +1,68 @@
 """numba kernels for arithmetic-only fused expressions (elementwise, or summed in lanes as they
-are computed), rendered to a Python file cached on disk: ``$DUALFLOW_CACHE_DIR`` (default
-``~/.cache/dualflow/kernels``) by hash, imported as a module with ``cache=True`` (numba caches only
-functions in real files), so a later process loads machine code (~5 ms), not compiles (~330 ms).
+are computed), rendered to Python source and executed as a module (at most ``MAX_MODULES`` kept).
+The source is stored signed in the kernels cache for people to read, never imported from there;
+the machine code numba compiles goes to that cache through ``numba_cache`` (signed and verified
+before it is loaded), so a later process loads machine code (~5 ms), not compiles (~330 ms).
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
-import os
 import sys
+import threading
+import types
+from collections import OrderedDict
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-import numba  # noqa: F401 - fail at import when numba is missing (the caller falls back)
+import numba  # fails at import when numba is missing (the caller falls back)
 import numpy as np
 
+from dualflow import numba_cache
+from dualflow.disk_cache import open_store
 from dualflow.ops.expr_typing import COMPARISON_SYMBOLS, Program, Ref, Step, is_two, sum_dtypes
 
-_MODULES: dict[str, Any] = {}
-NJIT = '@numba.njit(parallel=False, cache=True, error_model="numpy")'
+# Each kernel module holds ~1.1 MB of numba state; the least recently used beyond this are
+# dropped (plans that use one keep their own reference).
+MAX_MODULES = 128
+_MODULES: OrderedDict[str, Any] = OrderedDict()
+_MODULES_LOCK = threading.Lock()
+# cache=False: numba's own disk cache unpickles unverified files; numba_cache replaces it
+NJIT = '@numba.njit(parallel=False, cache=False, error_model="numpy")'
 _BINARY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "power": "**"}
-
-
-def cache_dir() -> Path:
-    """Where generated kernel sources (and numba's ``__pycache__`` next to them) live.
-
-    Example:
-        >>> cache_dir().name
-        'kernels'
-    """
-    root = os.environ.get("DUALFLOW_CACHE_DIR")
-    base = Path(root) if root else Path.home() / ".cache" / "dualflow"
-    return base / "kernels"
+_MAX_SOURCE = 2**20
 
 
 def _scalar_type(dtype: np.dtype) -> str:
+    dtype = np.dtype(dtype)
+    if dtype.kind not in "biuf":  # the name is written into source: numeric dtypes only
+        raise NotImplementedError(f"no numba rendering for dtype {dtype}")
     return "bool" if dtype == np.bool_ else f"np.{dtype.name}"
+
+
+def _literal(value: Any) -> str:
+    """A number as Python source: ``repr`` of a plain bool/int/float, never other text."""
+    if isinstance(value, np.generic | np.ndarray) and np.ndim(value) == 0:
+        value = value.item()
+    if type(value) not in (bool, int, float):
+        raise NotImplementedError(f"a kernel constant must be a number, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
 
 
 def _const(value: Any, dtype: np.dtype, consts: list[str]) -> str:
     """A module-level typed constant (numba freezes globals), so float32 math stays float32."""
-    if isinstance(value, float | np.floating) and not math.isfinite(value):
-        literal = f"float('{value}')"
-    else:
-        literal = repr(value.item() if isinstance(value, np.generic) else value)
-    consts.append(f"{_scalar_type(dtype)}({literal})")
+    consts.append(f"{_scalar_type(dtype)}({_literal(value)})")
     return f"_c{len(consts) - 1}"
 
 
 def _operand(ref: Ref, ctype: np.dtype, consts: list[str], in_types: tuple) -> str:
     if ref[0] == "const":
         return _const(ref[1], ctype, consts)
+    if ref[0] not in ("in", "step") or type(ref[1]) is not int or ref[1] < 0:
+        raise NotImplementedError(f"bad operand {ref!r}")
     name = f"x{ref[1]}" if ref[0] == "in" else f"t{ref[1]}"
     source = in_types[ref[1]] if ref[0] == "in" else None
     return name if source == ctype else f"{_scalar_type(ctype)}({name})"
@@ -188,28 +197,39 @@ def header(consts: list[str]) -> list[str]:
 
 
 def load_module(source: str) -> Any:
-    """Write ``source`` to the cache directory (once, atomically) and import it as a module.
+    """Execute a kernel ``source`` as a module (kept in memory, least recently used dropped
+    beyond ``MAX_MODULES``); its ``kernel`` caches machine code in the signed kernels store.
 
     Example:
         >>> load_module("X = 1\\n").X
         1
     """
     digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    if digest in _MODULES:
-        return _MODULES[digest]
-    directory = cache_dir()
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / f"k_{digest}.py"
-    if not path.exists():  # never rewrite: numba's cache is keyed on the file's timestamp
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(source)
-        os.replace(tmp, path)
-    name = f"dualflow_kernels_k_{digest}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    _MODULES[digest] = module
+    with _MODULES_LOCK:
+        module = _MODULES.get(digest)
+        if module is not None:
+            _MODULES.move_to_end(digest)
+            return module
+    stem = f"k_{digest}"
+    store = open_store("kernels")
+    filename = f"<dualflow kernel {stem}>"
+    if store is not None:
+        # for people (and tracebacks) to read; what runs is this source, never the file's
+        if store.load(f"{stem}.py", _MAX_SOURCE) != source.encode():
+            store.save(f"{stem}.py", source.encode())
+        filename = str(store.directory / f"{stem}.py")
+    module = types.ModuleType(f"dualflow_kernels_{stem}")
+    sys.modules[module.__name__] = module  # numba rebuilds cached code by the module's name
+    exec(compile("\n" + source, filename, "exec"), module.__dict__)  # line 1: the signature
+    if store is not None and isinstance(
+        getattr(module, "kernel", None), numba.core.dispatcher.Dispatcher
+    ):
+        numba_cache.attach(module.kernel, store, stem)
+    with _MODULES_LOCK:
+        _MODULES[digest] = module
+        while len(_MODULES) > MAX_MODULES:
+            _, old = _MODULES.popitem(last=False)
+            sys.modules.pop(old.__name__, None)
     return module
 
 

@@ -1,15 +1,17 @@
 """Compiled plans on disk: a new process reuses a stored trace instead of tracing again.
 
-An entry holds the graphs after passes (text + constants), the access path of every captured
+An entry holds the graphs after passes (JSON + constants), the access path of every captured
 tensor and module (``state_paths``), the guard bookkeeping and the output structure. It is keyed
 by the function's code, the argument signature, config, passes and dualflow's own source digest;
-the user files the trace ran through are hashed again when it is loaded.
+the user files the trace ran through are hashed again when it is loaded. Its files are signed
+and verified (``disk_cache``), and its graphs verified, before anything in them is used.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -22,15 +24,21 @@ from typing import Any
 import numpy as np
 
 import dualflow
+from dualflow._config import cache_dir
+from dualflow.disk_cache import Store, open_store
+from dualflow.disk_trust import MAX_ENTRY, Untrusted, make_private, read_regular
 from dualflow.graph_ir.ir import Graph
 from dualflow.graph_ir.json_format import graph_from_data, graph_to_data
 from dualflow.graph_ir.printer import print_graph
+from dualflow.graph_ir.verify import verify
 from dualflow.tracer.env_cache import NotStorable, encode_guards, fingerprint
 from dualflow.tracer.record import Trace
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state_paths import UnreachableState, find_paths
 
-FORMAT = 2  # bump when the entry layout changes
+FORMAT = 3  # bump when the entry layout changes (2: signed files, 3: environment guards)
+_MAX_META = 64 * 2**20
+_MAX_USER_SOURCE = 64 * 2**20  # a user file the trace ran through, hashed at store and load
 
 
 class NotCacheable(Exception):
@@ -40,7 +48,8 @@ class NotCacheable(Exception):
 def plan_cache_dir(option: str | os.PathLike | bool | None) -> Path | None:
     """Where plans are cached: ``cache_dir=`` of compile, else ``$DUALFLOW_PLAN_CACHE``.
 
-    ``True`` or ``"1"`` mean the default ``~/.cache/dualflow/plans``; None/False/"" mean off.
+    ``True`` or ``"1"`` mean the default ``plans`` folder under ``_config.cache_dir()``;
+    None/False/"" mean off.
 
     Example:
         >>> plan_cache_dir(False) is None, plan_cache_dir("/tmp/p").name
@@ -51,7 +60,7 @@ def plan_cache_dir(option: str | os.PathLike | bool | None) -> Path | None:
     if option is None or option is False or option in ("", "0"):
         return None
     if option is True or option == "1":
-        return Path.home() / ".cache" / "dualflow" / "plans"
+        return cache_dir() / "plans"
     return Path(option)
 
 
@@ -121,7 +130,10 @@ def cache_key(fn: Any, flat: Flat, snapshot: tuple, passes: tuple[str, ...]) -> 
 def _file_hash(path: str) -> str:
     if path.startswith("<"):
         raise NotCacheable(f"its source {path} cannot be checked later")
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    try:  # a regular file only: a FIFO or device named here must not hang the loader
+        return hashlib.sha256(read_regular(path, _MAX_USER_SOURCE, own=False)).hexdigest()
+    except Untrusted as exc:
+        raise NotCacheable(str(exc)) from None
 
 
 def _encode_structure(node: Any) -> Any:
@@ -249,48 +261,68 @@ def _meta(trace: Trace, roots: dict, files: set[str]) -> dict[str, Any]:
     return meta
 
 
-def _save_graph(graph: Graph, stem: Path, text: str | None = None) -> dict[str, Any]:
-    """Constants go to ``stem.npz``; the text form is written for people to read, not loaded."""
-    with open(stem.with_suffix(".npz"), "wb") as f:
-        np.savez(f, **{f"const_{v.id}": np.asarray(a) for v, a in graph.consts.items()})
-    stem.with_suffix(".graph").write_text(text or print_graph(graph))
+def _graph_files(graph: Graph, stem: str, files: dict[str, bytes]) -> dict[str, Any]:
+    """Constants go to ``stem.npz``; the text form ``stem.graph`` is for people (never loaded)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **{f"const_{v.id}": np.asarray(a) for v, a in graph.consts.items()})
+    files[f"{stem}.npz"] = buffer.getvalue()
     try:
-        return graph_to_data(graph)
+        data = graph_to_data(graph)
     except TypeError as exc:
         raise NotCacheable(str(exc)) from None
+    files[f"{stem}.graph"] = print_graph(graph).encode()
+    return data
 
 
-def _load_graph(stem: Path, data: dict[str, Any]) -> Graph:
-    with np.load(stem.with_suffix(".npz"), allow_pickle=False) as stored:
+def _load_graph(cache: Store, stem: str, data: dict[str, Any]) -> Graph:
+    payload = cache.load(f"{stem}.npz", MAX_ENTRY)
+    if payload is None:
+        raise _Damaged()
+    with np.load(io.BytesIO(payload), allow_pickle=False) as stored:
         consts = {int(k[6:]): stored[k] for k in stored.files}
-    return graph_from_data(data, consts)
+    return verify(graph_from_data(data, consts))  # plain attrs and known ops before lowering
+
+
+class _Damaged(Exception):
+    """An entry that cannot be used (already reported, or missing files)."""
 
 
 def store(directory: Path, key: str, trace: Trace, roots: dict, files: set[str]) -> Path:
     """Write ``trace`` as an entry under ``directory/key``; returns the entry's folder.
 
     Raises:
-        NotCacheable: the trace holds something that cannot be found again or stored.
+        NotCacheable: the trace holds something that cannot be found again or stored, or the
+            folder is not trusted (a warning said why).
     """
+    cache = open_store("plans", directory)
+    if cache is None:
+        raise NotCacheable(f"the plan cache folder {directory} is not used (see the warning)")
     meta = _meta(trace, roots, files)
     text = print_graph(trace.graph)  # also names the entry: same graph, same folder
-    entry = directory / key / hashlib.sha256(text.encode()).hexdigest()[:16]
-    if entry.exists():
+    name = f"{key}/{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+    entry = cache.directory / name
+    if entry.is_dir() and not entry.is_symlink():
         return entry
-    entry.parent.mkdir(parents=True, exist_ok=True)
+    if os.path.lexists(entry):  # a link or a file where the entry goes: not an entry
+        os.unlink(entry)
+    contents: dict[str, bytes] = {}
+    meta["forward"] = _graph_files(trace.graph, "forward", contents)
+    if trace.backward is not None:
+        meta["backward"]["graph"] = _graph_files(trace.backward.graph, "backward", contents)
+    contents["meta.json"] = json.dumps(meta).encode()
+    make_private(entry.parent)
     staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".tmp-"))
     try:
-        meta["forward"] = _save_graph(trace.graph, staging / "forward", text)
-        if trace.backward is not None:
-            meta["backward"]["graph"] = _save_graph(trace.backward.graph, staging / "backward")
-        (staging / "meta.json").write_text(json.dumps(meta))
+        for file, payload in contents.items():  # signed under the entry's final name
+            signed = payload if file.endswith(".graph") else cache.signed(f"{name}/{file}", payload)
+            (staging / file).write_bytes(signed)
         os.replace(staging, entry)  # atomic: readers see a whole entry or none
     except OSError:
-        if entry.exists():  # another process stored the same entry first
-            shutil.rmtree(staging, ignore_errors=True)
-            return entry
         shutil.rmtree(staging, ignore_errors=True)
+        if entry.exists():  # another process stored the same entry first
+            return entry
         raise
+    cache.account(sum(map(len, contents.values())))
     return entry
 
 
@@ -299,25 +331,55 @@ def entries(
 ) -> Iterator[tuple[Path, dict[str, Any], Any, Any]]:
     """Stored entries for ``key`` whose user files are unchanged: (folder, meta, fwd, bwd).
 
-    Entries in ``skip`` (already in memory) are left out.
-
-    A damaged or stale entry is skipped (and a stale one removed), never an error.
+    Entries in ``skip`` (already in memory) are left out. A damaged entry (a file that is not
+    regular, not yours, too big, or whose signature or contents do not verify) is skipped with
+    one warning and removed, a stale one removed: never an error, never a wait.
     """
-    folder = directory / key
-    if not folder.is_dir():
+    cache = open_store("plans", directory)
+    if cache is None:
         return
-    for entry in sorted(folder.iterdir()):
-        if entry.name.startswith(".tmp-") or entry in skip:
+    try:
+        found = sorted(os.scandir(cache.directory / key), key=lambda e: e.name)
+    except OSError:  # no entry yet, or the cache was deleted
+        return
+    for item in found:
+        entry = Path(item.path)
+        if item.name.startswith(".tmp-") or entry in skip:
             continue
-        try:
-            meta = json.loads((entry / "meta.json").read_text())
-            if any(_file_hash(p) != h for p, h in meta["files"].items()):
-                shutil.rmtree(entry, ignore_errors=True)  # the user's code changed
-                continue
-            forward = _load_graph(entry / "forward", meta["forward"])
-            backward = None
-            if meta["backward"] is not None:
-                backward = _load_graph(entry / "backward", meta["backward"]["graph"])
-        except (OSError, ValueError, KeyError, TypeError, NotCacheable):
-            continue
-        yield entry, meta, forward, backward
+        loaded = _load_entry(cache, f"{key}/{item.name}") if _is_folder(item) else None
+        if loaded is not None:
+            yield (entry, *loaded)
+
+
+def _is_folder(item: os.DirEntry) -> bool:
+    try:
+        return item.is_dir(follow_symlinks=False)  # a link out of the cache is not an entry
+    except OSError:
+        return False
+
+
+def _load_entry(cache: Store, name: str) -> tuple[dict[str, Any], Any, Any] | None:
+    entry = cache.directory / name
+    try:
+        raw = cache.load(f"{name}/meta.json", _MAX_META)
+        if raw is None:
+            raise _Damaged()
+        meta = json.loads(raw)
+        if any(_file_hash(p) != h for p, h in meta["files"].items()):
+            shutil.rmtree(entry, ignore_errors=True)  # the user's code changed
+            return None
+        forward = _load_graph(cache, f"{name}/forward", meta["forward"])
+        backward = None
+        if meta["backward"] is not None:
+            backward = _load_graph(cache, f"{name}/backward", meta["backward"]["graph"])
+        return meta, forward, backward
+    except FileNotFoundError:  # deleted meanwhile (by `dualflow cache clear`, or a user file)
+        return None
+    except _Damaged:
+        pass
+    # Only this user's signed bytes get here, but a bug or a dualflow upgrade must not make a
+    # stored plan crash the call: whatever fails to decode or verify means "trace instead".
+    except Exception as exc:
+        cache.damaged(name, f"{type(exc).__name__}: {exc}")
+    shutil.rmtree(entry, ignore_errors=True)  # rebuilt by the next store
+    return None

@@ -15,6 +15,7 @@ import pytest
 
 import dualflow
 from dualflow import nn, ops, optim
+from dualflow._config import cache_dir
 from dualflow.tracer import plan_cache
 from tests.tracer.helpers import assert_same, tol
 
@@ -188,7 +189,7 @@ def test_cache_dir_from_the_environment(tmp_path: Path, monkeypatch: pytest.Monk
     monkeypatch.setenv("DUALFLOW_PLAN_CACHE", str(tmp_path))
     assert plan_cache.plan_cache_dir(None) == tmp_path
     monkeypatch.setenv("DUALFLOW_PLAN_CACHE", "1")
-    assert plan_cache.plan_cache_dir(None) == Path.home() / ".cache" / "dualflow" / "plans"
+    assert plan_cache.plan_cache_dir(None) == cache_dir() / "plans"
     monkeypatch.delenv("DUALFLOW_PLAN_CACHE")
     assert dualflow.compile(lambda x: x).cache_dir is None
 

@@ -1,0 +1,82 @@
+"""``dualflow cache info|clear``: what the disk caches hold, where, under which limit; empty them.
+
+``clear`` removes only files that are cache entries (kernels, bytecode, plan entries); the key
+and anything else in a plans folder the user chose are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from dualflow._config import cache_dir, cache_limit
+from dualflow.disk_cache import KINDS, clear, open_store, usage
+from dualflow.disk_trust import PROBLEMS, trusted_root
+
+USAGE = "usage: dualflow cache info|clear"
+
+
+def _budgets(root: Path) -> list[tuple[str, tuple[tuple[Path, str], ...]]]:
+    """(title, budget) of the root's folders and of a plans folder chosen elsewhere."""
+    budgets = [("in the cache root", tuple((root / kind, kind) for kind in KINDS))]
+    chosen = os.environ.get("DUALFLOW_PLAN_CACHE")
+    if chosen and chosen not in ("0", "1"):
+        plans = open_store("plans", Path(chosen))
+        if plans is not None and plans.budget != budgets[0][1]:
+            budgets.append(("plans ($DUALFLOW_PLAN_CACHE)", plans.budget))
+    return budgets
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:.1f} MB"
+
+
+def info() -> str:
+    """A description of every cache folder: entries and bytes per kind, the size limit.
+
+    Example:
+        >>> "limit" in info()
+        True
+    """
+    root = trusted_root()
+    if root is None:
+        return f"cache root: {cache_dir()}: not used ({PROBLEMS.get(cache_dir())})"
+    lines = [
+        f"cache root: {root.path} (yours, writable only by you; entries signed with its key)",
+        f"limit: {_mb(cache_limit())} per folder set (DUALFLOW_CACHE_MAX_MB); least recently "
+        "used entries are removed beyond it",
+    ]
+    for title, budget in _budgets(root.path):
+        rows = usage(budget)
+        total = sum(size for _, _, size in rows)
+        lines.append(f"{title}: {_mb(total)}")
+        lines += [
+            f"  {folder.name:9} {n:6} entries {_mb(size):>10}  {folder}" for folder, n, size in rows
+        ]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run ``dualflow cache <info|clear>``; 0 on success, 1 when the cache is not usable, 2 for a
+    bad argument.
+
+    Example:
+        >>> main(["nope"])
+        usage: dualflow cache info|clear
+        2
+    """
+    if list(argv) not in (["info"], ["clear"]):
+        print(USAGE)
+        return 2
+    root = trusted_root()
+    if root is None:
+        print(f"cache root: {cache_dir()}: not used ({PROBLEMS.get(cache_dir())})", file=sys.stderr)
+        return 1
+    if argv[0] == "info":
+        print(info())
+        return 0
+    for title, budget in _budgets(root.path):
+        print(f"{title}: removed {_mb(clear(budget))}")
+    return 0
