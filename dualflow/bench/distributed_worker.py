@@ -84,9 +84,9 @@ def count_allreduces(comm: Communicator, step: Callable[[], Any]) -> int:
     calls = [0]
     raw = comm.allreduce_array
 
-    def counting(array: Any, reduction: str = "sum") -> Any:
+    def counting(array: Any, reduction: str = "sum", **options: Any) -> Any:
         calls[0] += 1
-        return raw(array, reduction)
+        return raw(array, reduction, **options)
 
     comm.allreduce_array = counting  # an instance attribute shadows the method for one step
     try:
