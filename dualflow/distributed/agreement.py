@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import CommunicatorError, user_frame
+from dualflow.ops.collective import note_collective
 
 # What a rank is doing at a check: a collective, a compiled call deciding plan-or-eager, or exit.
 KIND_COLLECTIVE, KIND_CALL, KIND_EXIT = 1, 2, 3
@@ -99,6 +100,7 @@ class Ledger:
 
     def count(self, kind: int, text: str, site: str = "") -> Position:
         """Take the next sequence number without an exchange (a collective already agreed)."""
+        note_collective(self.comm.comm_id)
         self.seq += 1
         self.last = Position(self.seq, kind, text, site)
         return self.last
@@ -117,6 +119,7 @@ class Ledger:
             CommunicatorError: the ranks are at different collectives (every rank raises it,
                 naming each rank's collective and call site), or a rank voted ``FAILED``.
         """
+        note_collective(self.comm.comm_id)
         self.seq += 1
         where = call_site() if site is None else site
         position = self.last = Position(self.seq, kind, text, where, flag, detail)

@@ -149,9 +149,12 @@ class Communicator:
         finally:
             self._disarm(token)
 
-    def allgather(self, obj: Any) -> list[Any]:
-        """Every rank's ``obj`` (picklable), in rank order, on every rank."""
-        return self._blocking("allgather", self._allgather_raw, obj)
+    def allgather(self, obj: Any, what: str = "allgather") -> list[Any]:
+        """Every rank's ``obj`` (picklable), in rank order, on every rank.
+
+        ``what`` names the collective in the error if the ranks disagree.
+        """
+        return self._blocking(what, self._allgather_raw, obj)
 
     def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
         """Every rank's ``obj`` in rank order on ``root``; None elsewhere."""
@@ -166,6 +169,18 @@ class Communicator:
     def barrier(self) -> None:
         """Wait until every rank reaches this call."""
         self._blocking("barrier", self._barrier_raw)
+
+    def agree(self, what: str) -> None:
+        """A collective that moves no data: every rank must be at the same ``agree(what)``.
+
+        Raises:
+            CommunicatorError: on every rank, naming each rank's collective, if they are not.
+
+        Example:
+            >>> from dualflow.distributed import create_communicator
+            >>> create_communicator("loopback").agree("epoch 1 done")
+        """
+        self._begin(what)
 
     def start_allreduce(
         self,

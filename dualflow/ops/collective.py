@@ -84,6 +84,27 @@ def reset_plan_call(token: Any) -> None:
     _PLAN_CALL.reset(token)
 
 
+_activity = threading.local()  # per thread: loopback ranks are threads of one process
+
+
+def note_collective(comm_id: int) -> None:
+    """Record that this thread ran a collective on ``comm_id`` (communicators call it).
+
+    Example:
+        >>> before = collective_activity()[0]; note_collective(7); collective_activity()[0] - before
+        1
+    """
+    _activity.count = getattr(_activity, "count", 0) + 1
+    if not hasattr(_activity, "last"):
+        _activity.last = {}
+    _activity.last[comm_id] = _activity.count
+
+
+def collective_activity() -> tuple[int, dict[int, int]]:
+    """This thread's collective count and, per communicator id, the count at its last one."""
+    return getattr(_activity, "count", 0), getattr(_activity, "last", {})
+
+
 def _agreed(comm: int) -> bool:
     call = _PLAN_CALL.get()
     return call is not None and call.agreed(comm)

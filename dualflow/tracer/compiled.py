@@ -22,6 +22,7 @@ from dualflow.errors import TracingError
 from dualflow.ops.dispatch import interpreting
 from dualflow.passes.manager import resolve_passes
 from dualflow.tensor import Tensor
+from dualflow.tracer import collective_agreement
 from dualflow.tracer.autodiff import connect
 from dualflow.tracer.outputs import flatten_output
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
@@ -98,8 +99,13 @@ class CompiledFunction:
         if _disabled[0] or config.tracer is not None:  # nested inside a trace: inline it
             return self.fn(*args, **kwargs)
         self._stats.calls += 1
+        # issue 15: a function that issues collectives decides plan-or-eager with every rank
+        return collective_agreement.call(self, self._call, args, kwargs)
+
+    def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self._eager_reason is not None:
             self._stats.eager_fallbacks += 1
+            collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
             return self.fn(*args, **kwargs)
         flat = flatten(args, kwargs, self._names)
         key = (flat.key, config.snapshot(), flat.aliases)
@@ -120,7 +126,10 @@ class CompiledFunction:
         # the state before the call, for create_graph's replay (taken first: the plan may
         # write donated updates into the state arrays while it runs)
         before = [state[slot].copy() for slot in trace.update_slots] if connected else []
-        result = trace.plan.run(inputs, state)
+        result = collective_agreement.run_plan(self, trace, inputs, state)  # issue 15
+        if result is collective_agreement.EAGER_RUN:  # issue 15: another rank runs eagerly
+            self._stats.eager_fallbacks += 1
+            return self.fn(*args, **kwargs)
         self._stats.plan_runs += 1
         if result.failed_guard is not None:
             self._stats.guard_failures += 1
@@ -168,6 +177,7 @@ class CompiledFunction:
             if loaded is not _MISS:
                 return loaded
         self._stats.retrace_reasons.append(reason)
+        collective_agreement.going_eager(self)  # issue 15: every rank runs this call eagerly
         start = time.perf_counter()
         tracer = Tracer(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         try:
@@ -255,13 +265,14 @@ class CompiledFunction:
     def _give_up(self, args: tuple, kwargs: dict, reason: str) -> Any:
         self._eager_reason = reason
         self._stats.eager_fallbacks += 1
+        collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
         name = _name(self.fn)
         warnings.warn(
             f"dualflow.compile: {name} runs eagerly from now on "
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
             f"that keeps failing: {reason}",
             RuntimeWarning,
-            stacklevel=4,  # the line that called the compiled function
+            stacklevel=6,  # the line that called the compiled function (via collective_agreement)
         )
         return self.fn(*args, **kwargs)
 
