@@ -26,6 +26,14 @@ OK, EAGER, FAILED = 0, 1, 2
 EXIT_TEXT = "exit (sys.exit() or the end of the script)"
 
 
+class CollectiveMismatch(CommunicatorError):
+    """The ranks are at different collectives; ``positions`` holds each rank's, in rank order."""
+
+    def __init__(self, message: str, positions: list[Position]) -> None:
+        super().__init__(message)
+        self.positions = positions
+
+
 @dataclass(frozen=True)
 class Position:
     """One rank's place in the sequence of collectives of one communicator."""
@@ -139,7 +147,7 @@ class Ledger:
             return int(top[0])
         everyone = self.comm._allgather_raw(position)
         if not same:
-            raise CommunicatorError(divergence_message(self.comm, everyone))
+            raise CollectiveMismatch(divergence_message(self.comm, everyone), everyone)
         raise CommunicatorError(failure_message(self.comm, everyone))
 
 

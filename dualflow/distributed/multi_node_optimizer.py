@@ -19,6 +19,8 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import enable_grad, no_grad
+from dualflow.ops.collective import agreed_collectives
+from dualflow.distributed.agreement import CollectiveMismatch
 from dualflow.distributed.communicator import Communicator
 from dualflow.distributed.reducer import GradReducer
 from dualflow.errors import CommunicatorError
@@ -97,6 +99,7 @@ class MultiNodeOptimizer:
         self._order = {id(p): i for i, p in enumerate((self._named or {}).values())}
         self._plan_key: tuple = ()
         self._buckets: list[Bucket] = []
+        self.steps = 0  # step() calls so far: part of the layout every rank agrees on
         self.reducer = GradReducer(self) if overlap else None
 
     # ----- the wrapped optimizer's surface ------------------------------------------------------
@@ -170,17 +173,23 @@ class MultiNodeOptimizer:
     def buckets(self) -> list[Bucket]:
         """The bucket plan for the current parameters, agreed by every rank (a collective).
 
-        Every call all-gathers a checksum of the (name, shape, dtype) list, so all ranks take
-        the same branch even when only one rank's parameter set changed; any difference
-        all-gathers the full lists and raises naming the first mismatch. Gradients are not part
-        of the layout (a missing one is zero-filled), so they never change it.
+        Every call checks a checksum of the (name, shape, dtype) list, the bucket settings and
+        the step count with the other ranks, so all ranks take the same branch even when only
+        one rank's parameter set changed; a different list raises naming the first mismatch.
+        Gradients are not part of the layout (a missing one is zero-filled). Once agreed, the
+        buckets' all-reduces pair one to one on every rank and skip their own checks.
         """
         named = self.named_params()
         specs = [(name, tuple(p.shape), str(p.dtype)) for name, p in named]
-        checksum = zlib.crc32(repr(specs).encode())
-        checksums = self.comm.allgather(checksum, "allgather (layout check of the optimizer)")
-        if len(set(checksums)) > 1:
-            _check_same_everywhere(self.comm, specs)
+        settings = (self.bucket_bytes, self.grad_dtype)
+        checksum = zlib.crc32(repr((specs, settings)).encode())
+        what = f"layout check of the multi-node optimizer (step {self.steps}) [{checksum:08x}]"
+        try:
+            self.comm.agree(what)
+        except CollectiveMismatch as exc:
+            if all(p.text.startswith("layout check") for p in exc.positions):
+                _check_same_everywhere(self.comm, specs)  # every rank is here: name the parameter
+            raise
         key = tuple((id(p), *spec) for (_, p), spec in zip(named, specs))
         if key != self._plan_key:
             shapes = [(shape, dtype) for _, shape, dtype in specs]
@@ -204,7 +213,7 @@ class MultiNodeOptimizer:
         """
         buckets = self.buckets  # first: it raises before any collective if the ranks differ
         params = self.params()
-        with no_grad():
+        with no_grad(), agreed_collectives(self.comm):
             for index, bucket in enumerate(buckets):
                 members = [params[i] for i in bucket.positions]
                 flat = self.pack(members)
@@ -258,10 +267,11 @@ class MultiNodeOptimizer:
             self.reducer.averaged = False
             # backward already averaged: agree that every rank steps now (a rank skipping
             # step() after its backward would otherwise silently keep other parameters)
-            self.comm.agree("step() of the multi-node optimizer")
+            self.comm.agree(f"step() of the multi-node optimizer (step {self.steps})")
         else:
             self.allreduce_grads()
         self.optimizer.step()
+        self.steps += 1
         return loss
 
     def __repr__(self) -> str:

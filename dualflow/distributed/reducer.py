@@ -17,6 +17,7 @@ from dualflow import ops
 from dualflow._config import config, no_grad
 from dualflow.autograd.observers import add_backward_observer
 from dualflow.device import get_array_module
+from dualflow.ops.collective import agreed_collectives
 from dualflow.tensor import Tensor
 
 
@@ -94,8 +95,13 @@ class GradReducer:
         self.averaged = True
 
     def backward_failed(self) -> None:
-        # Finish what is in flight (the other ranks pair with it); start nothing more.
-        for started in self.started[: self.next]:
+        # Start and finish every bucket anyway: the other ranks' agreed all-reduces pair with
+        # these one to one. The gradients are left as they are (the error propagates).
+        if not self.running:
+            return
+        self.remaining = [0] * len(self.buckets)
+        self._start_ready()
+        for started in self.started:
             if started is not None and not isinstance(started, Tensor):
                 started.wait()
         self.running = False
@@ -110,11 +116,15 @@ class GradReducer:
         with no_grad():
             flat = self.optimizer.pack(self.members[index])
             comm = self.optimizer.comm
+            # the ranks agreed on the whole bucket layout in backward_started: no check each
             if config.tracer is not None:  # traced: bucket_allreduce overlaps it in the plan
-                self.started[index] = ops.allreduce(flat, comm, "mean", bucket=index)
+                with agreed_collectives(comm):
+                    self.started[index] = ops.allreduce(flat, comm, "mean", bucket=index)
             else:
                 array = get_array_module(flat._array).ascontiguousarray(flat._array)
-                self.started[index] = comm.start_allreduce(array, "mean", bucket=index)
+                self.started[index] = comm.start_allreduce(
+                    array, "mean", bucket=index, agreed=True
+                )
 
     @staticmethod
     def _result(started: Any) -> Tensor:

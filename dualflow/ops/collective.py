@@ -7,8 +7,10 @@ handle its wait consumes, so the overlap is ordinary data flow in the graph.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
+from collections.abc import Iterator
 from contextvars import ContextVar
 from typing import Any
 
@@ -103,6 +105,36 @@ def note_collective(comm_id: int) -> None:
 def collective_activity() -> tuple[int, dict[int, int]]:
     """This thread's collective count and, per communicator id, the count at its last one."""
     return getattr(_activity, "count", 0), getattr(_activity, "last", {})
+
+
+class _Agreed:
+    def __init__(self, comm_id: int) -> None:
+        self.comm_id = comm_id
+
+    def agreed(self, comm_id: int) -> bool:
+        return comm_id == self.comm_id
+
+
+@contextlib.contextmanager
+def agreed_collectives(comm: Any) -> Iterator[None]:
+    """All-reduce ops on ``comm`` inside skip their own check: the ranks already agreed on them.
+
+    The multi-node optimizer agrees on its whole bucket layout once per step; its buckets'
+    all-reduces then pair one to one on every rank.
+
+    Example:
+        >>> from dualflow.distributed import create_communicator
+        >>> comm = create_communicator("loopback")
+        >>> with agreed_collectives(comm):
+        ...     allreduce([1.0], comm).tolist()
+        [1.0]
+    """
+    comm_id = comm if isinstance(comm, int) else comm.comm_id
+    token = _PLAN_CALL.set(_Agreed(comm_id))
+    try:
+        yield
+    finally:
+        _PLAN_CALL.reset(token)
 
 
 def _agreed(comm: int) -> bool:
@@ -218,17 +250,48 @@ class AllReduceWait:
         return pending.wait().reshape(x.shape)
 
 
-def progress(comm: int) -> None:
-    """Let every all-reduce in flight on communicator ``comm`` make progress (never blocks).
+def progress(comm: int) -> int:
+    """Let every all-reduce in flight on communicator ``comm`` progress; how many are left.
 
     MPICH moves a non-blocking transfer only inside MPI calls; testing the requests between
-    other work is what lets them overlap it without a helper thread.
+    other work is what lets them overlap it without a helper thread. Never blocks.
 
     Example:
         >>> progress(-1)  # nothing in flight: nothing to do
+        0
     """
-    for pending in _PENDING.get(comm, {}).values():
-        pending.test()
+    return sum(not pending.test() for pending in _PENDING.get(comm, {}).values())
+
+
+@primitive("allreduce_progress", impure=True)
+class AllReduceProgress:
+    """Test the all-reduces in flight on ``comm`` (``handle``: one of them, for ordering).
+
+    ``bucket_allreduce`` puts one after each large step while requests are in flight; the
+    output (how many were still in flight) is not read by anything.
+    """
+
+    def infer(handle: Meta, *, comm: int) -> tuple[Meta]:
+        if tuple(handle.shape) != () or np.dtype(handle.dtype) != np.int64:
+            raise DTypeError("allreduce_progress: the handle must be an allreduce_start output")
+        lookup_communicator(comm)
+        return (Meta((), np.dtype(np.int64)),)
+
+    def forward(xp, handle, *, comm):
+        return np.asarray(progress(comm), dtype=np.int64)
+
+
+def allreduce_progress(handle: Any, comm: Any) -> Any:
+    """Let the all-reduces in flight on ``comm`` make progress; returns how many are left.
+
+    Example:
+        >>> from dualflow.distributed import create_communicator
+        >>> comm = create_communicator("loopback")  # loopback reduces at the start
+        >>> allreduce_progress(allreduce_start([1.0], comm), comm).item()
+        0
+    """
+    comm_id = comm if isinstance(comm, int) else comm.comm_id
+    return apply(AllReduceProgress, handle, comm=int(comm_id))
 
 
 def allreduce_start(

@@ -16,6 +16,7 @@ A rank whose call raises before voting votes FAILED, so the others raise instead
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,20 +67,20 @@ def _name(fn: Any) -> str:
     return getattr(inner, "__qualname__", None) or type(inner).__name__
 
 
-def call(fn: Any, body: Any, args: tuple, kwargs: dict) -> Any:
-    """Run ``body(*args, **kwargs)``, one call of compiled ``fn``, voting with the ranks if needed.
+def call(fn: Any, body: Callable[[], Any]) -> Any:
+    """Run ``body()``, one whole call of compiled ``fn``, voting with the other ranks if needed.
 
     A function is known to issue collectives once one of its calls did (on every rank alike).
 
     Example:
-        >>> call(None, lambda x: x + 1, (1,), {})
+        >>> call(None, lambda: 1 + 1)
         2
     """
     comms = getattr(fn, "_collective_comms", None)
     if not comms:
         before = collective_activity()[0]
         try:
-            return body(*args, **kwargs)
+            return body()
         finally:
             count, last = collective_activity()
             if count != before and fn is not None:
@@ -87,7 +88,7 @@ def call(fn: Any, body: Any, args: tuple, kwargs: dict) -> Any:
     state = _Call(fn, set(comms))
     token = _CALL.set(state)
     try:
-        return body(*args, **kwargs)
+        return body()
     except CommunicatorError:
         raise  # a disagreement: every rank already raises it
     except BaseException as exc:

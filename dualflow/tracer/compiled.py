@@ -100,7 +100,7 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         self._stats.calls += 1
         # issue 15: a function that issues collectives decides plan-or-eager with every rank
-        return collective_agreement.call(self, self._call, args, kwargs)
+        return collective_agreement.call(self, lambda: self._call(*args, **kwargs))
 
     def _call(self, *args: Any, **kwargs: Any) -> Any:
         if self._eager_reason is not None:
@@ -272,7 +272,7 @@ class CompiledFunction:
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
             f"that keeps failing: {reason}",
             RuntimeWarning,
-            stacklevel=6,  # the line that called the compiled function (via collective_agreement)
+            stacklevel=7,  # the caller of the compiled function (through collective_agreement)
         )
         return self.fn(*args, **kwargs)
 
