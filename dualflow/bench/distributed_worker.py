@@ -10,6 +10,7 @@ affects each alike.
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 import time
@@ -52,7 +53,7 @@ def build_model(kind: str = "cnn") -> nn.Module:
     if kind == "cnn":
         return digits_cnn()
     layers: list[nn.Module] = []
-    for fan_in, fan_out in zip(MLP_WIDTHS, MLP_WIDTHS[1:]):
+    for fan_in, fan_out in itertools.pairwise(MLP_WIDTHS):
         layers += [nn.Linear(fan_in, fan_out), nn.ReLU()]
     return nn.Sequential(*layers[:-1])
 

@@ -174,14 +174,15 @@ def divergence_message(comm: Any, everyone: list[Position]) -> str:
         ranks disagree at collective #3 of the mpi communicator (2 ranks):
           rank 0: #3 barrier at a.py:1
           rank 1: #3 exit (sys.exit() or the end of the script)
-          (a rank is exiting (sys.exit(), the end of its script) while others wait for it; this is rank 0)
+          (a rank is exiting: sys.exit(), or its script ended, while others wait; this is rank 0)
     """
     first = min(p.seq for p in everyone)
-    lines = [f"ranks disagree at collective #{first} of the {comm.name} communicator ({comm.size} ranks):"]
+    head = f"ranks disagree at collective #{first} of the {comm.name} communicator"
+    lines = [f"{head} ({comm.size} ranks):"]
     lines += _grouped(everyone, Position.describe)
     ops = {p.text.split(" ")[0] for p in everyone}
     if any(p.kind == KIND_EXIT for p in everyone):
-        hint = "a rank is exiting (sys.exit(), the end of its script) while others wait for it"
+        hint = "a rank is exiting: sys.exit(), or its script ended, while others wait"
     elif len(ops) == 1 and len({p.kind for p in everyone}) == 1:
         hint = "every rank must pass the same shapes and dtypes"
     else:

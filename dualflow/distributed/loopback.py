@@ -223,9 +223,7 @@ def _check_same(values: list[Any], what: str) -> None:
         )
 
 
-def create_loopback_group(
-    size: int, timeout: float | None = None
-) -> list[LoopbackCommunicator]:
+def create_loopback_group(size: int, timeout: float | None = None) -> list[LoopbackCommunicator]:
     """One communicator per rank of a new loopback group (hand each to its own thread).
 
     Example:

@@ -1,4 +1,4 @@
-"""The MPI communicator (mpi4py, ``MPI.COMM_WORLD``), the abort-on-exception hook and the exit check.
+"""The MPI communicator (mpi4py), the abort-on-exception hook and the check at interpreter exit.
 
 Arrays travel as buffers (``Allreduce``/``Bcast``); objects are pickled. Dtypes MPI has no
 reduction for (float16) are all-gathered as bytes and summed here in rank order, which keeps

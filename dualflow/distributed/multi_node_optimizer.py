@@ -19,11 +19,11 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import enable_grad, no_grad
-from dualflow.ops.collective import agreed_collectives
 from dualflow.distributed.agreement import CollectiveMismatch
 from dualflow.distributed.communicator import Communicator
 from dualflow.distributed.reducer import GradReducer
 from dualflow.errors import CommunicatorError
+from dualflow.ops.collective import agreed_collectives
 
 _TRANSFER_DTYPES = (None, "float16", "float32", "float64")
 

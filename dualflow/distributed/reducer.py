@@ -122,9 +122,7 @@ class GradReducer:
                     self.started[index] = ops.allreduce(flat, comm, "mean", bucket=index)
             else:
                 array = get_array_module(flat._array).ascontiguousarray(flat._array)
-                self.started[index] = comm.start_allreduce(
-                    array, "mean", bucket=index, agreed=True
-                )
+                self.started[index] = comm.start_allreduce(array, "mean", bucket=index, agreed=True)
 
     @staticmethod
     def _result(started: Any) -> Tensor:

@@ -41,7 +41,9 @@ def default_timeout() -> float:
     except ValueError:
         value = -1.0
     if not value > 0:
-        raise ValueError(f"DUALFLOW_COLLECTIVE_TIMEOUT must be a positive number of seconds: {text}")
+        raise ValueError(
+            f"DUALFLOW_COLLECTIVE_TIMEOUT must be a positive number of seconds: {text}"
+        )
     return value
 
 

@@ -294,9 +294,7 @@ def allreduce_progress(handle: Any, comm: Any) -> Any:
     return apply(AllReduceProgress, handle, comm=int(comm_id))
 
 
-def allreduce_start(
-    x: Any, comm: Any, reduction: str = "sum", bucket: int | None = None
-) -> Any:
+def allreduce_start(x: Any, comm: Any, reduction: str = "sum", bucket: int | None = None) -> Any:
     """Start reducing ``x`` over the ranks of ``comm``; returns a handle for ``allreduce_wait``.
 
     Every rank must start its all-reduces in the same order. Not differentiable: the

@@ -39,8 +39,9 @@ After::
 The pure nodes an all-reduce's input needs (the packing ``reshape``/``concat`` of a bucket) move
 up with its start. While requests are in flight, an ``allreduce_progress`` follows each step that
 writes at least ``PROGRESS_ELEMENTS`` elements (none in this small example): MPI progresses a
-non-blocking transfer only inside MPI calls, so these tests keep it moving without a thread. The wait reads the start's input too,
-so liveness keeps that buffer (which MPI reads while the request is in flight) until the wait.
+non-blocking transfer only inside MPI calls, so these tests keep it moving without a thread. The
+wait reads the start's input too, so liveness keeps that buffer (which MPI reads while the request
+is in flight) until the wait.
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow.distributed.agreement import EAGER, FAILED, KIND_CALL, OK, call_site
+from dualflow.distributed.watchdog import write_stderr
 from dualflow.errors import CommunicatorError
 from dualflow.ops.collective import (
     COMMUNICATORS,
@@ -124,10 +125,15 @@ def run_plan(fn: Any, trace: Any, inputs: list, state: list) -> Any:
         return EAGER_RUN
     finally:
         reset_plan_call(token)
-    if result.failed_guard is None and not current.voted:
-        if _vote(current, OK, info.text, info.detail, info.comms) >= EAGER:
-            _restore(state, saved)
-            return EAGER_RUN
+    # a plan without collectives (its guards passed) votes now, before anything is committed
+    voted_eager = (
+        result.failed_guard is None
+        and not current.voted
+        and _vote(current, OK, info.text, info.detail, info.comms) >= EAGER
+    )
+    if voted_eager:
+        _restore(state, saved)
+        return EAGER_RUN
     return result
 
 
@@ -165,8 +171,13 @@ def _tell_failure(state: _Call, exc: BaseException) -> None:
     state.voted = False  # a failure after voting still needs its own message
     try:
         _vote(state, FAILED, f"compiled call of {_name(state.fn)}", detail, state.comms)
-    except CommunicatorError:
-        pass  # the others now raise it; this rank raises its own exception
+    except CommunicatorError as error:  # the others raise it; this rank raises its own
+        write_stderr(f"[dualflow rank {_rank(state)}] told the other ranks: {error}\n")
+
+
+def _rank(state: _Call) -> int | str:
+    comm = next((COMMUNICATORS.get(c) for c in sorted(state.comms)), None)
+    return "?" if comm is None else comm.rank
 
 
 def _restore(state: list, saved: list[tuple[int, Any]]) -> None:
