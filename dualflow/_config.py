@@ -113,4 +113,6 @@ ENVIRONMENT = {
     "DUALFLOW_CACHE_DIR": "where kernels and plan bytecode are cached (default ~/.cache/dualflow)",
     "DUALFLOW_PLAN_CACHE": "folder (or 1: ~/.cache/dualflow/plans) where compiled plans persist",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
+    "DUALFLOW_COLLECTIVE_TIMEOUT": "seconds a collective waits for the other ranks before the "
+    "watchdog aborts the job (default 300; per communicator: comm.timeout)",
 }
