@@ -11,6 +11,7 @@ average over the ranks, as in PyTorch DDP; the optimizer's ``step()`` then only 
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from dualflow import ops
@@ -29,7 +30,9 @@ class GradReducer:
     """
 
     def __init__(self, optimizer: Any) -> None:
-        self.optimizer = optimizer
+        # weakly: no reference cycle, so a dropped optimizer's reducer goes at once on every
+        # rank alike (a cycle would wait for the garbage collector, whose timing differs)
+        self._optimizer = weakref.ref(optimizer)
         self.averaged = False
         self._key: tuple = ()
         self._watched: dict[int, Any] = {}
@@ -46,8 +49,14 @@ class GradReducer:
         self.running = False
 
     @property
+    def optimizer(self) -> Any:
+        return self._optimizer()
+
+    @property
     def watched(self) -> dict[int, Any]:
         """``id(param) -> param`` for every optimized parameter (rebuilt when the set changes)."""
+        if self.optimizer is None:
+            return {}
         groups = self.optimizer.param_groups
         key = tuple(id(p) for group in groups for p in group["params"])
         if key != self._key:

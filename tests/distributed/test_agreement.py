@@ -114,12 +114,16 @@ def test_the_timeout_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch)
 
 # ----- compiled calls vote plan-or-eager ----------------------------------------------------------
 def _model() -> nn.Module:
-    return nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 3))
+    rng = np.random.default_rng(3)  # not dualflow.random.seed: the ranks are threads here
+    with dualflow.no_grad():
+        for p in model.params():
+            ops.assign(p, dualflow.tensor(rng.normal(size=p.shape).astype(np.float32) * 0.5))
+    return model
 
 
 def _train(comm: Any, compiled: bool, sizes: list[int], fail_at: int = -1) -> tuple:
     """Steps of a BatchNorm MLP; rank 1's batch at step ``i`` has ``sizes[i]`` rows."""
-    dualflow.random.seed(3)
     model = _model()
     opt = create_multi_node_optimizer(optim.SGD(list(model.params()), lr=0.1), comm, model=model)
 

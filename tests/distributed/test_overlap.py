@@ -136,3 +136,24 @@ def test_eager_overlap_on_and_off_train_alike() -> None:
     off = run_loopback(lambda c: body(c, False), 2)
     for a, b in zip(on[0], off[0]):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-15)
+
+
+def test_a_dropped_optimizer_stops_observing_at_once() -> None:
+    # No reference cycle: the reducer of a dropped optimizer goes immediately on every rank,
+    # instead of whenever each rank's garbage collector runs (which would differ by rank).
+    import gc
+    import weakref
+
+    from dualflow.distributed import create_communicator
+
+    gc.disable()
+    try:
+        params = make_params()
+        opt = create_multi_node_optimizer(
+            optim.SGD(params, lr=0.1), create_communicator("loopback")
+        )
+        reducer = weakref.ref(opt.reducer)
+        del opt
+        assert reducer() is None
+    finally:
+        gc.enable()
