@@ -184,7 +184,8 @@ def divergence_message(comm: Any, everyone: list[Position]) -> str:
     if any(p.kind == KIND_EXIT for p in everyone):
         hint = "a rank is exiting: sys.exit(), or its script ended, while others wait"
     elif len(ops) == 1 and len({p.kind for p in everyone}) == 1:
-        hint = "every rank must pass the same shapes and dtypes"
+        hint = "the same collective with different arguments: every rank must pass the same "
+        hint += "shapes and dtypes"
     else:
         hint = "every rank must issue the same collectives in the same order: a step skipped, "
         hint += "a branch taken or an exception caught on some ranks only?"

@@ -155,7 +155,7 @@ def check_at_exit() -> None:
     aborts the job instead of leaving the others waiting forever. Registered with ``atexit``.
     """
     for comm in sorted(_EXITING, key=lambda c: c.comm_id):
-        if comm.size == 1:
+        if comm.size == 1 or comm.MPI.Is_finalized():  # the script finalized MPI itself
             continue
         try:
             comm.ledger.check(KIND_EXIT, EXIT_TEXT, site="")

@@ -188,7 +188,9 @@ class MultiNodeOptimizer:
             self.comm.agree(what)
         except CollectiveMismatch as exc:
             if all(p.text.startswith("layout check") for p in exc.positions):
-                _check_same_everywhere(self.comm, specs)  # every rank is here: name the parameter
+                # every rank is here: say what differs (the parameter, settings or step count)
+                everyone = self.comm.allgather((specs, settings, self.steps), "layout details")
+                _explain_layouts(everyone)
             raise
         key = tuple((id(p), *spec) for (_, p), spec in zip(named, specs))
         if key != self._plan_key:
@@ -283,9 +285,33 @@ def _grad_or_zeros(p: Any) -> Any:
     return ops.zeros_like(p) if grad is None else grad  # on p's device (GPU params too)
 
 
-def _check_same_everywhere(comm: Communicator, specs: list[tuple]) -> None:
+def _explain_layouts(everyone: list[tuple]) -> None:
+    """Raise CommunicatorError saying how the ranks' (specs, settings, steps) differ, if they do.
+
+    Example:
+        >>> layout = [("w", (2,), "float32")]
+        >>> _explain_layouts([(layout, (8, None), 3), (layout, (8, None), 2)])
+        Traceback (most recent call last):
+        ...
+        dualflow.errors.CommunicatorError: multi-node optimizer: the ranks are at different steps (step() calls so far, in rank order: [3, 2]): a rank skipped step(), or took an extra one
+    """
+    _check_same_everywhere([specs for specs, _, _ in everyone])
+    settings = [setting for _, setting, _ in everyone]
+    if len(set(settings)) > 1:
+        raise CommunicatorError(
+            "multi-node optimizer: the ranks use different (bucket bytes, grad_dtype), in rank "
+            f"order: {settings}; pass the same bucket_mb and grad_dtype on every rank"
+        )
+    steps = [count for _, _, count in everyone]
+    if len(set(steps)) > 1:
+        raise CommunicatorError(
+            "multi-node optimizer: the ranks are at different steps (step() calls so far, in "
+            f"rank order: {steps}): a rank skipped step(), or took an extra one"
+        )
+
+
+def _check_same_everywhere(everyone: list[list[tuple]]) -> None:
     """Raise CommunicatorError naming the first (name, shape, dtype) where a rank differs."""
-    everyone = comm.allgather(specs)
     ref = everyone[0]
     for rank, theirs in enumerate(everyone):
         if theirs == ref:
@@ -297,7 +323,7 @@ def _check_same_everywhere(comm: Communicator, specs: list[tuple]) -> None:
             f"multi-node optimizer: rank {rank}'s parameters differ from rank 0's at parameter "
             f"#{first}: rank 0 has {_describe(ref, first)}, rank {rank} has "
             f"{_describe(theirs, first)} ({len(ref)} vs {len(theirs)} parameters); every rank "
-            "must optimize the same model (pass model= to pack by name)"
+            "must optimize the same model (pass model= to pack in the model's order)"
         )
 
 
