@@ -99,11 +99,19 @@ def call(fn: Any, body: Callable[[], Any]) -> Any:
         _CALL.reset(token)
 
 
+def _current(fn: Any) -> _Call | None:
+    """The running call of compiled ``fn`` (or of the compiled function wrapping ``fn``)."""
+    state = _CALL.get()
+    if state is not None and (state.fn is fn or getattr(state.fn, "fn", None) is fn):
+        return state
+    return None
+
+
 def going_eager(fn: Any) -> None:
     """This call of ``fn`` runs its Python now: every rank must run it eagerly too."""
-    state = _CALL.get()
-    if state is not None and state.fn is fn and not state.voted:
-        _vote(state, EAGER, f"compiled call of {_name(fn)}", "runs eagerly", state.comms)
+    state = _current(fn)
+    if state is not None and not state.voted:
+        _vote(state, EAGER, f"compiled call of {_name(state.fn)}", "runs eagerly", state.comms)
 
 
 def run_plan(fn: Any, trace: Any, inputs: list, state: list) -> Any:
@@ -112,8 +120,8 @@ def run_plan(fn: Any, trace: Any, inputs: list, state: list) -> Any:
     The plan votes at its first collective; a plan without collectives votes after its guards.
     A fallback undoes the state writes the plan made before its first collective.
     """
-    current = _CALL.get()
-    if current is None or current.fn is not fn or current.voted:
+    current = _current(fn)
+    if current is None or current.voted:
         return trace.plan.run(inputs, state)
     info = _plan_info(trace)
     saved = [(slot, state[slot].copy()) for slot in info.early]
