@@ -181,8 +181,14 @@ def divergence_message(comm: Any, everyone: list[Position]) -> str:
     lines = [f"{head} ({comm.size} ranks):"]
     lines += _grouped(everyone, Position.describe)
     ops = {p.text.split(" ")[0] for p in everyone}
-    if any(p.kind == KIND_EXIT for p in everyone):
+    if all(p.kind == KIND_EXIT for p in everyone):
+        hint = "every rank is exiting, after different numbers of optimizer steps: a step() "
+        hint += "skipped on some ranks?"
+    elif any(p.kind == KIND_EXIT for p in everyone):
         hint = "a rank is exiting: sys.exit(), or its script ended, while others wait"
+    elif all(p.kind == KIND_CALL for p in everyone):
+        hint = "compiled calls running different plans, or after different numbers of optimizer "
+        hint += "steps: a branch taken or a step() skipped on some ranks?"
     elif len(ops) == 1 and len({p.kind for p in everyone}) == 1:
         hint = "the same collective with different arguments: every rank must pass the same "
         hint += "shapes and dtypes"

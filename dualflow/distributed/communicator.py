@@ -82,6 +82,8 @@ class Communicator:
         self.timeout = default_timeout() if timeout is None else float(timeout)
         self.ledger = Ledger(self)
         self._armed: tuple[float, Position] | None = None
+        # step() calls of multi-node optimizers on this communicator: every rank's must match
+        self.optimizer_steps = 0
         self.comm_id = register_communicator(self)
 
     # ----- what a subclass implements ---------------------------------------------------------
@@ -207,7 +209,9 @@ class Communicator:
             raise ValueError(f"allreduce: op must be one of {REDUCTIONS}, got {reduction!r}")
         text = describe_array("allreduce", array, reduction, bucket)
         if agreed:
-            position = self.ledger.count(KIND_COLLECTIVE, text, site or "")
+            position = self.ledger.count(
+                KIND_COLLECTIVE, text, call_site() if site is None else site
+            )
         else:
             position = self._begin(text, site)
         request, result = self._post_allreduce(array)

@@ -152,13 +152,17 @@ def check_at_exit() -> None:
 
     A rank that exits (``sys.exit()``, the end of its script) while others wait in a collective
     pairs this check with theirs: every rank then gets the divergence error, and this rank
-    aborts the job instead of leaving the others waiting forever. Registered with ``atexit``.
+    aborts the job instead of leaving the others waiting forever. Ranks that all exit after
+    different numbers of multi-node optimizer steps (one skipped its last ``step()``) disagree
+    too. Registered with ``atexit``.
     """
     for comm in sorted(_EXITING, key=lambda c: c.comm_id):
         if comm.size == 1 or comm.MPI.Is_finalized():  # the script finalized MPI itself
             continue
+        steps = comm.optimizer_steps
+        text = f"{EXIT_TEXT} after {steps} optimizer steps" if steps else EXIT_TEXT
         try:
-            comm.ledger.check(KIND_EXIT, EXIT_TEXT, site="")
+            comm.ledger.check(KIND_EXIT, text, site="")
         except CommunicatorError as exc:
             write_stderr(f"[dualflow rank {comm.rank}] CommunicatorError: {exc}\n")
             time.sleep(EXIT_GRACE)

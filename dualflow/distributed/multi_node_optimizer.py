@@ -99,7 +99,6 @@ class MultiNodeOptimizer:
         self._order = {id(p): i for i, p in enumerate((self._named or {}).values())}
         self._plan_key: tuple = ()
         self._buckets: list[Bucket] = []
-        self.steps = 0  # step() calls so far: part of the layout every rank agrees on
         self.reducer = GradReducer(self) if overlap else None
 
     # ----- the wrapped optimizer's surface ------------------------------------------------------
@@ -174,8 +173,9 @@ class MultiNodeOptimizer:
         """The bucket plan for the current parameters, agreed by every rank (a collective).
 
         Every call checks a checksum of the (name, shape, dtype) list, the bucket settings and
-        the step count with the other ranks, so all ranks take the same branch even when only
-        one rank's parameter set changed; a different list raises naming the first mismatch.
+        the communicator's count of optimizer steps with the other ranks, so all ranks take the
+        same branch even when only one rank's parameter set changed; a difference raises naming
+        the first mismatching parameter (or the settings, or the step counts).
         Gradients are not part of the layout (a missing one is zero-filled). Once agreed, the
         buckets' all-reduces pair one to one on every rank and skip their own checks.
         """
@@ -183,13 +183,14 @@ class MultiNodeOptimizer:
         specs = [(name, tuple(p.shape), str(p.dtype)) for name, p in named]
         settings = (self.bucket_bytes, self.grad_dtype)
         checksum = zlib.crc32(repr((specs, settings)).encode())
-        what = f"layout check of the multi-node optimizer (step {self.steps}) [{checksum:08x}]"
+        steps = self.comm.optimizer_steps
+        what = f"layout check of the multi-node optimizer (step {steps}) [{checksum:08x}]"
         try:
             self.comm.agree(what)
         except CollectiveMismatch as exc:
             if all(p.text.startswith("layout check") for p in exc.positions):
                 # every rank is here: say what differs (the parameter, settings or step count)
-                everyone = self.comm.allgather((specs, settings, self.steps), "layout details")
+                everyone = self.comm.allgather((specs, settings, steps), "layout details")
                 _explain_layouts(everyone)
             raise
         key = tuple((id(p), *spec) for (_, p), spec in zip(named, specs))
@@ -266,14 +267,13 @@ class MultiNodeOptimizer:
             with enable_grad():
                 loss = closure()
         if self.reducer is not None and self.reducer.averaged:
-            self.reducer.averaged = False
-            # backward already averaged: agree that every rank steps now (a rank skipping
-            # step() after its backward would otherwise silently keep other parameters)
-            self.comm.agree(f"step() of the multi-node optimizer (step {self.steps})")
+            self.reducer.averaged = False  # backward already averaged
         else:
             self.allreduce_grads()
         self.optimizer.step()
-        self.steps += 1
+        # The ranks compare this count at every layout check, every compiled call's vote and at
+        # exit: a rank that skipped step() (after its backward already averaged) is caught there.
+        self.comm.optimizer_steps += 1
         return loss
 
     def __repr__(self) -> str:

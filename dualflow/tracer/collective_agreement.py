@@ -64,8 +64,10 @@ class _Fallback(Exception):
 
 
 def _name(fn: Any) -> str:
+    """The compiled function's name as its graphs carry it: ``train.step``."""
     inner = getattr(fn, "fn", fn)
-    return getattr(inner, "__qualname__", None) or type(inner).__name__
+    name = getattr(inner, "__qualname__", None) or type(inner).__name__
+    return name.replace(".<locals>.", ".").replace(" ", "_")
 
 
 def call(fn: Any, body: Callable[[], Any]) -> Any:
@@ -169,7 +171,11 @@ def _vote(state: _Call, flag: int, text: str, detail: str, comms: set[int]) -> i
     for comm_id in sorted(state.comms | comms):
         comm = COMMUNICATORS.get(comm_id)
         if comm is not None:
-            top = max(top, comm.ledger.check(KIND_CALL, text, site, flag, detail))
+            # the optimizer steps taken so far must match too: a rank that skipped step() in
+            # an earlier (eager) call would otherwise run identical plans one update behind
+            steps = getattr(comm, "optimizer_steps", 0)
+            vote = f"{text} after {steps} optimizer steps"
+            top = max(top, comm.ledger.check(KIND_CALL, vote, site, flag, detail))
     return top
 
 
