@@ -179,8 +179,26 @@ class MultiNodeOptimizer:
         Gradients are not part of the layout (a missing one is zero-filled). Once agreed, the
         buckets' all-reduces pair one to one on every rank and skip their own checks.
         """
+        self.agree_layout()
+        return self.local_buckets()
+
+    def local_buckets(self) -> list[Bucket]:
+        """This rank's bucket plan, without asking the others (``buckets`` agrees on it first)."""
         named = self.named_params()
-        specs = [(name, tuple(p.shape), str(p.dtype)) for name, p in named]
+        key = tuple((id(p), tuple(p.shape), str(p.dtype)) for _, p in named)
+        if key != self._plan_key:
+            shapes = [(shape, dtype) for _, shape, dtype in key]
+            self._buckets = plan_buckets(shapes, self.bucket_bytes, self.grad_dtype)
+            self._plan_key = key
+        return self._buckets
+
+    def agree_layout(self) -> None:
+        """Check the layout, the bucket settings and the step count with every rank.
+
+        Raises:
+            CommunicatorError: on every rank, naming what differs.
+        """
+        specs = [(name, tuple(p.shape), str(p.dtype)) for name, p in self.named_params()]
         settings = (self.bucket_bytes, self.grad_dtype)
         checksum = zlib.crc32(repr((specs, settings)).encode())
         steps = self.comm.optimizer_steps
@@ -193,12 +211,6 @@ class MultiNodeOptimizer:
                 everyone = self.comm.allgather((specs, settings, steps), "layout details")
                 _explain_layouts(everyone)
             raise
-        key = tuple((id(p), *spec) for (_, p), spec in zip(named, specs))
-        if key != self._plan_key:
-            shapes = [(shape, dtype) for _, shape, dtype in specs]
-            self._buckets = plan_buckets(shapes, self.bucket_bytes, self.grad_dtype)
-            self._plan_key = key
-        return self._buckets
 
     def allreduce_grads(self) -> None:
         """Replace every parameter's ``.grad`` by its average over the ranks.

@@ -47,6 +47,7 @@ class GradReducer:
         self.started: list[Any] = []
         self.next = 0
         self.running = False
+        self.agreed = False  # the ranks agreed on the layout: every bucket must now be started
 
     @property
     def optimizer(self) -> Any:
@@ -66,10 +67,13 @@ class GradReducer:
 
     # ----- the observer protocol ----------------------------------------------------------------
     def backward_started(self, reached: dict[int, int]) -> None:
-        """Agree on the layout with every rank, then start the buckets nothing here feeds."""
+        """Plan the buckets, then start those nothing in this backward feeds."""
         self._reset()
         self.averaged = False
-        self.buckets = self.optimizer.buckets  # a collective: raises before any all-reduce
+        # the layout is agreed with the other ranks just before the first bucket starts: with one
+        # bucket that is right before its all-reduce, one rendezvous after the other (two apart
+        # would each wait for the slower rank)
+        self.buckets = self.optimizer.local_buckets()
         params = self.optimizer.params()
         for index, bucket in enumerate(self.buckets):
             members = [params[i] for i in bucket.positions]
@@ -104,9 +108,11 @@ class GradReducer:
         self.averaged = True
 
     def backward_failed(self) -> None:
-        # Start and finish every bucket anyway: the other ranks' agreed all-reduces pair with
-        # these one to one. The gradients are left as they are (the error propagates).
-        if not self.running:
+        # Once the layout was agreed, start and finish every bucket anyway: the other ranks'
+        # agreed all-reduces pair with these one to one. The gradients are left as they are
+        # (the error propagates).
+        if not (self.running and self.agreed):
+            self.running = False
             return
         self.remaining = [0] * len(self.buckets)
         self._start_ready()
@@ -122,6 +128,9 @@ class GradReducer:
             self.next += 1
 
     def _start(self, index: int) -> None:
+        if not self.agreed:
+            self.optimizer.agree_layout()  # a collective: raises before any all-reduce
+            self.agreed = True
         with no_grad():
             flat = self.optimizer.pack(self.members[index])
             comm = self.optimizer.comm
