@@ -121,7 +121,7 @@ def _reversed_on_rank_1(comm) -> dict:
 
 @pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("bucket_mb", [25, 100 / 2**20])
-def test_packing_by_name_ignores_param_group_order(compile: bool, bucket_mb: float) -> None:
+def test_packing_in_model_order_ignores_param_group_order(compile: bool, bucket_mb: float) -> None:
     data = batches(3, PER_RANK, 2, np.float64)
 
     def body(comm):
