@@ -21,8 +21,8 @@ from dualflow import ops
 from dualflow._config import enable_grad, no_grad
 from dualflow.distributed.agreement import CollectiveMismatch
 from dualflow.distributed.communicator import Communicator
+from dualflow.distributed.layout import explain_layouts
 from dualflow.distributed.reducer import GradReducer
-from dualflow.errors import CommunicatorError
 from dualflow.ops.collective import agreed_collectives
 
 _TRANSFER_DTYPES = (None, "float16", "float32", "float64")
@@ -209,7 +209,7 @@ class MultiNodeOptimizer:
             if all(p.text.startswith("layout check") for p in exc.positions):
                 # every rank is here: say what differs (the parameter, settings or step count)
                 everyone = self.comm.allgather((specs, settings, steps), "layout details")
-                _explain_layouts(everyone)
+                explain_layouts(everyone)
             raise
 
     def allreduce_grads(self) -> None:
@@ -295,56 +295,6 @@ class MultiNodeOptimizer:
 def _grad_or_zeros(p: Any) -> Any:
     grad = p.grad
     return ops.zeros_like(p) if grad is None else grad  # on p's device (GPU params too)
-
-
-def _explain_layouts(everyone: list[tuple]) -> None:
-    """Raise CommunicatorError saying how the ranks' (specs, settings, steps) differ, if they do.
-
-    Example:
-        >>> layout = [("w", (2,), "float32")]
-        >>> try:
-        ...     _explain_layouts([(layout, (8, None), 3), (layout, (8, None), 2)])
-        ... except CommunicatorError as exc:
-        ...     print(str(exc)[:70])
-        multi-node optimizer: the ranks are at different steps (step() calls s
-    """
-    _check_same_everywhere([specs for specs, _, _ in everyone])
-    settings = [setting for _, setting, _ in everyone]
-    if len(set(settings)) > 1:
-        raise CommunicatorError(
-            "multi-node optimizer: the ranks use different (bucket bytes, grad_dtype), in rank "
-            f"order: {settings}; pass the same bucket_mb and grad_dtype on every rank"
-        )
-    steps = [count for _, _, count in everyone]
-    if len(set(steps)) > 1:
-        raise CommunicatorError(
-            "multi-node optimizer: the ranks are at different steps (step() calls so far, in "
-            f"rank order: {steps}): a rank skipped step(), or took an extra one"
-        )
-
-
-def _check_same_everywhere(everyone: list[list[tuple]]) -> None:
-    """Raise CommunicatorError naming the first (name, shape, dtype) where a rank differs."""
-    ref = everyone[0]
-    for rank, theirs in enumerate(everyone):
-        if theirs == ref:
-            continue
-        first = next(
-            (i for i, (a, b) in enumerate(zip(ref, theirs)) if a != b), min(len(ref), len(theirs))
-        )
-        raise CommunicatorError(
-            f"multi-node optimizer: rank {rank}'s parameters differ from rank 0's at parameter "
-            f"#{first}: rank 0 has {_describe(ref, first)}, rank {rank} has "
-            f"{_describe(theirs, first)} ({len(ref)} vs {len(theirs)} parameters); every rank "
-            "must optimize the same model (pass model= to pack in the model's order)"
-        )
-
-
-def _describe(specs: list[tuple], index: int) -> str:
-    if index >= len(specs):
-        return "nothing"
-    name, shape, dtype = specs[index]
-    return f"{name!r} {shape} {dtype}"
 
 
 def _name_map(model: Any, named_params: Any) -> dict[str, Any] | None:

@@ -3,11 +3,10 @@
 It watches the multi-node optimizer's parameters as a backward observer. As each parameter's
 gradient becomes final it counts down its bucket, and buckets start in bucket order (every rank
 issues the same collectives) as soon as all their gradients exist; right before the first one the
-layout is checked with the other ranks. Eagerly a start is a non-blocking ``Iallreduce`` that is tested after
-every backward node (MPI progress without a helper thread); under the tracer it is a traced
+layout is checked with the other ranks. Eagerly a start is a non-blocking ``Iallreduce``, tested
+after every backward node (MPI progress without a helper thread); under the tracer it is a traced
 ``allreduce``, which ``bucket_allreduce`` splits. At the end of backward every ``.grad`` holds the
-average over the ranks, as in PyTorch DDP; the optimizer's ``step()`` then only updates.
-"""
+average over the ranks, as in PyTorch DDP; the optimizer's ``step()`` then only updates."""
 
 from __future__ import annotations
 
