@@ -1,7 +1,7 @@
 """Data-parallel training of the digits CNN: ``mpiexec -n 2 python <this> --smoke [--compile]``.
 
-Each rank trains on its shard (``scatter_dataset``) with gradients averaged over the ranks
-(``create_multi_node_optimizer``, packed by parameter name). Every rank's throughput is printed,
+Each rank trains on its shard (``scatter_dataset``) with gradients averaged over the ranks during
+backward (``create_multi_node_optimizer``). Every rank's throughput is printed,
 then, after a checksum allgather shows that all ranks hold the same parameters, rank 0's test
 accuracy.
 """

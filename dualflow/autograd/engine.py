@@ -16,6 +16,7 @@ from typing import Any
 from dualflow import ops
 from dualflow._config import config, using_config
 from dualflow.autograd.eager import check_finite
+from dualflow.autograd.observers import Observation, start_observing
 from dualflow.autograd.tape import GraphReleasedError, Node
 from dualflow.errors import ShapeError, with_location
 from dualflow.tensor import Tensor, as_tensor
@@ -145,6 +146,19 @@ class _Run:
             node.release()
 
 
+class _ObservedRun(_Run):
+    """A backward whose leaves some observer watches (it is told as each one is final)."""
+
+    def __init__(self, retain: bool, observation: Observation) -> None:
+        super().__init__(None, None, retain)
+        self.observation = observation
+
+    def run_node(self, node: Node, gys: list, debug: bool) -> None:
+        edges = node.edges  # released by the node's backward unless retained
+        super().run_node(node, gys, debug)
+        self.observation.after(edges)
+
+
 def backward(
     outputs: Sequence[Tensor],
     grad_outputs: Sequence[Any] | None = None,
@@ -168,12 +182,21 @@ def backward(
             )
         )
     retain = create_graph if retain_graph is None else retain_graph
-    run = _Run(None, None, retain)
-    with using_config(grad_enabled=create_graph):
-        for out, gy in zip(outputs, grad_outputs):
-            if out.requires_grad:
-                run.push(_edge_of(out), _seed_gradient(out, gy))
-        run.run()
+    # observers (the multi-node optimizer's bucket reducer) see plain backward passes only
+    observation = None if create_graph else start_observing(outputs)
+    run = _Run(None, None, retain) if observation is None else _ObservedRun(retain, observation)
+    try:
+        with using_config(grad_enabled=create_graph):
+            for out, gy in zip(outputs, grad_outputs):
+                if out.requires_grad:
+                    run.push(_edge_of(out), _seed_gradient(out, gy))
+            run.run()
+    except BaseException:
+        if observation is not None:
+            observation.fail()
+        raise
+    if observation is not None:
+        observation.finish()
 
 
 def grad(

@@ -20,6 +20,7 @@ def create_communicator(
     rank: int = 0,
     mpi_comm: Any = None,
     abort_on_exception: bool = True,
+    timeout: float | None = None,
 ) -> Communicator:
     """A communicator: ``"mpi"`` (CPU, default), ``"nccl"`` (GPU) or ``"loopback"`` (tests).
 
@@ -29,6 +30,9 @@ def create_communicator(
         rank: loopback only: this communicator's rank in ``hub``.
         mpi_comm: mpi/nccl only: an mpi4py communicator (default ``MPI.COMM_WORLD``).
         abort_on_exception: mpi/nccl: install the hook that aborts every rank when one raises.
+        timeout: seconds a collective may wait for the other ranks before the job is aborted
+            (loopback: raises ``CollectiveTimeout``); default ``DUALFLOW_COLLECTIVE_TIMEOUT``
+            or 300. ``comm.timeout`` can be changed later.
 
     Raises:
         CommunicatorError: mpi4py, or for nccl cupy and a GPU, are missing.
@@ -39,7 +43,7 @@ def create_communicator(
         (1, 'loopback')
     """
     if name == "loopback":
-        return LoopbackCommunicator(hub or LoopbackHub(1), rank)
+        return LoopbackCommunicator(hub or LoopbackHub(1), rank, timeout)
     if name not in ("mpi", "nccl"):
         raise ValueError(f"unknown communicator {name!r}; choose one of {NAMES}")
     from dualflow.distributed import mpi  # noqa: PLC0415 - mpi4py is imported only when used
@@ -48,9 +52,9 @@ def create_communicator(
         from dualflow.distributed.nccl import NcclCommunicator, import_nccl  # noqa: PLC0415
 
         import_nccl()  # fail with the install hint before touching MPI
-        comm: Communicator = NcclCommunicator(mpi_comm)
+        comm: Communicator = NcclCommunicator(mpi_comm, timeout=timeout)
     else:
-        comm = mpi.MpiCommunicator(mpi_comm)
+        comm = mpi.MpiCommunicator(mpi_comm, timeout)
     if abort_on_exception:
         mpi.install_abort_hook(comm.mpi_comm)
     return comm

@@ -9,52 +9,137 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
+from dualflow.distributed.agreement import Position
 from dualflow.distributed.communicator import Communicator
+from dualflow.distributed.watchdog import default_timeout
 from dualflow.errors import CommunicatorError
 
 
 class PeerFailed(CommunicatorError):
-    """A collective was abandoned because another rank failed (or the wait timed out)."""
+    """A collective was abandoned because another rank failed, returned, or timed out."""
+
+
+class CollectiveTimeout(PeerFailed):
+    """This rank's collective did not complete within its communicator's timeout."""
 
 
 class LoopbackHub:
     """The rendezvous shared by the ranks of one loopback group.
+
+    ``timeout`` (default ``DUALFLOW_COLLECTIVE_TIMEOUT`` or 300 s) is its communicators'
+    initial ``timeout``. The hub knows where every rank is, so a timed-out rank says which
+    ranks have not arrived, and a rank that returned from ``run_loopback``'s function while
+    others wait in (or later enter) a collective fails them at once.
 
     Example:
         >>> LoopbackHub(2).size
         2
     """
 
-    def __init__(self, size: int, timeout: float = 60.0) -> None:
+    def __init__(self, size: int, timeout: float | None = None) -> None:
         if size < 1:
             raise ValueError(f"a loopback group needs size >= 1, got {size}")
         self.size = size
+        self.timeout = default_timeout() if timeout is None else float(timeout)
         self.slots: list[Any] = [None] * size
-        self.barrier = threading.Barrier(size, timeout=timeout)
+        self.at: list[tuple[Position, bool] | None] = [None] * size  # (where, inside it)
+        self.returned: set[int] = set()
+        # A hand-made barrier: a rank released by its generation returns even if the group is
+        # broken right after (threading.Barrier would raise in it then).
+        self._cond = threading.Condition()
+        self._count = self._generation = 0
+        self._broken = False
 
-    def exchange(self, rank: int, value: Any, read: Callable[[list], Any] = copy.deepcopy) -> Any:
+    def exchange(
+        self,
+        rank: int,
+        value: Any,
+        read: Callable[[list], Any] = copy.deepcopy,
+        timeout: float | None = None,
+    ) -> Any:
         """Post ``value`` as ``rank``'s; return ``read(every rank's values)`` (a collective).
 
         ``read`` runs while every rank is still inside the call, so it may look at the other
         ranks' arrays before they are changed again (``allreduce(x, out=x)``).
         """
         self.slots[rank] = value
-        self._wait()
+        self.wait(rank, timeout)
         try:
             return read(list(self.slots))
         finally:
-            self._wait()  # nobody changes or reposts its value before everyone has read it
+            self.wait(rank, timeout)  # nobody changes or reposts its value before all have read
 
-    def _wait(self) -> None:
-        try:
-            self.barrier.wait()
-        except threading.BrokenBarrierError:
+    def wait(self, rank: int, timeout: float | None = None) -> None:
+        """Meet every rank (a barrier), or raise naming why not."""
+        limit = self.timeout if timeout is None else timeout
+        with self._cond:
+            self._raise_if_broken(rank)
+            generation = self._generation
+            self._count += 1
+            if self._count == self.size:
+                self._count, self._generation = 0, generation + 1
+                self._cond.notify_all()
+                return
+            deadline = time.monotonic() + limit
+            while self._generation == generation:
+                self._raise_if_broken(rank)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self._broken = True
+                    self._cond.notify_all()
+                    raise CollectiveTimeout(self._timeout_message(rank, limit))
+                self._cond.wait(left)
+
+    def _raise_if_broken(self, rank: int) -> None:
+        if self.returned:
+            raise PeerFailed(self._returned_message(rank))
+        if self._broken:
             raise PeerFailed(
                 "loopback: another rank failed or timed out while this one waited in a collective"
-            ) from None
+            )
+
+    def abort(self) -> None:
+        """A rank failed: every rank waiting in (or later entering) a collective raises."""
+        with self._cond:
+            self._broken = True
+            self._cond.notify_all()
+
+    def leave(self, rank: int) -> None:
+        """``rank`` is done: ranks waiting for it (now or later) fail instead of waiting."""
+        with self._cond:
+            self.returned.add(rank)
+            self._cond.notify_all()
+
+    def _where(self, rank: int) -> str:
+        at = self.at[rank]
+        return "before its first collective" if at is None else at[0].describe()
+
+    def _returned_message(self, rank: int) -> str:
+        gone = ", ".join(str(r) for r in sorted(self.returned))
+        return (
+            f"loopback: rank(s) {gone} returned from the function while rank {rank} waits in "
+            f"collective {self._where(rank)}; every rank must issue the same collectives"
+        )
+
+    def _timeout_message(self, rank: int, limit: float) -> str:
+        mine = self.at[rank]
+        seq = mine[0].seq if mine is not None else 0
+        late = [
+            f"rank {r} ({'waiting in' if at and at[1] else 'last finished'} {self._where(r)})"
+            for r, at in enumerate(self.at)
+            if r != rank and (at is None or at[0].seq < seq)
+        ]
+        missing = "not arrived: " + "; ".join(late) if late else "every rank has arrived"
+        return (
+            f"loopback: collective {self._where(rank)} did not complete within {limit:g} s "
+            f"(comm.timeout); {missing}"
+        )
 
 
 class LoopbackCommunicator(Communicator):
@@ -68,17 +153,23 @@ class LoopbackCommunicator(Communicator):
 
     name = "loopback"
 
-    def __init__(self, hub: LoopbackHub, rank: int) -> None:
+    def __init__(self, hub: LoopbackHub, rank: int, timeout: float | None = None) -> None:
         if not 0 <= rank < hub.size:
             raise ValueError(f"rank {rank} is outside a loopback group of size {hub.size}")
-        super().__init__(rank, hub.size)
+        super().__init__(rank, hub.size, hub.timeout if timeout is None else timeout)
         self.hub = hub
 
+    def _exchange(self, value: Any, read: Callable[[list], Any] = copy.deepcopy) -> Any:
+        return self.hub.exchange(self.rank, value, read, self.timeout)
+
     def _allreduce_sum(self, array: Any) -> Any:
-        return self.hub.exchange(self.rank, array, _sum_in_rank_order)
+        return self._exchange(array, _sum_in_rank_order)
+
+    def _exchange_max(self, vector: Any) -> Any:
+        return self._exchange(vector, lambda values: np.maximum.reduce(values))
 
     def _bcast_obj(self, obj: Any, root: int) -> Any:
-        return self.hub.exchange(self.rank, obj, lambda values: copy.deepcopy(values[root]))
+        return self._exchange(obj, lambda values: copy.deepcopy(values[root]))
 
     def _bcast_array(self, array: Any, root: int) -> None:
         def receive(values: list) -> None:
@@ -86,17 +177,15 @@ class LoopbackCommunicator(Communicator):
             if self.rank != root:
                 array[...] = values[root]
 
-        self.hub.exchange(self.rank, array, receive)
+        self._exchange(array, receive)
 
-    def allgather(self, obj: Any) -> list[Any]:
-        return self.hub.exchange(self.rank, obj)
+    def _allgather_raw(self, obj: Any) -> list[Any]:
+        return self._exchange(obj)
 
-    def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
-        return self.hub.exchange(
-            self.rank, obj, lambda v: copy.deepcopy(v) if self.rank == root else None
-        )
+    def _gather_raw(self, obj: Any, root: int) -> list[Any] | None:
+        return self._exchange(obj, lambda v: copy.deepcopy(v) if self.rank == root else None)
 
-    def scatter(self, objs: list[Any] | None, root: int = 0) -> Any:
+    def _scatter_raw(self, objs: list[Any] | None, root: int) -> Any:
         def pick(values: list) -> Any:
             sent = values[root]
             if sent is None or len(sent) != self.size:
@@ -105,10 +194,17 @@ class LoopbackCommunicator(Communicator):
                 )
             return copy.deepcopy(sent[self.rank])
 
-        return self.hub.exchange(self.rank, objs, pick)
+        return self._exchange(objs, pick)
 
-    def barrier(self) -> None:
-        self.hub._wait()
+    def _barrier_raw(self) -> None:
+        self.hub.wait(self.rank, self.timeout)
+
+    def _arm(self, position: Position) -> Any:
+        self.hub.at[self.rank] = (position, True)
+        return position
+
+    def _disarm(self, token: Any) -> None:
+        self.hub.at[self.rank] = (token, False)
 
 
 def _sum_in_rank_order(values: list[Any]) -> Any:
@@ -127,7 +223,7 @@ def _check_same(values: list[Any], what: str) -> None:
         )
 
 
-def create_loopback_group(size: int, timeout: float = 60.0) -> list[LoopbackCommunicator]:
+def create_loopback_group(size: int, timeout: float | None = None) -> list[LoopbackCommunicator]:
     """One communicator per rank of a new loopback group (hand each to its own thread).
 
     Example:
@@ -161,7 +257,9 @@ def run_loopback(fn: Callable[[LoopbackCommunicator], Any], size: int = 2) -> li
             results[comm.rank] = fn(comm)
         except BaseException as exc:  # re-raised in the calling thread
             errors.append((comm.rank, exc))
-            comm.hub.barrier.abort()  # wake the ranks waiting for this one
+            comm.hub.abort()  # wake the ranks waiting for this one
+        else:
+            comm.hub.leave(comm.rank)  # ranks still waiting for this one fail, not hang
 
     threads = [threading.Thread(target=main, args=(c,), name=f"rank{c.rank}") for c in comms]
     for thread in threads:

@@ -1,9 +1,11 @@
 """``create_multi_node_optimizer``: average gradients over the ranks, then run the wrapped update.
 
-Gradients are packed into flat buckets **sorted by dotted parameter name** when a model (or a
-name -> parameter mapping) is given, so every rank builds identical buckets whatever its
-param-group order; otherwise in param-group order. Each bucket holds at most ``bucket_mb`` MiB and
-is one ``allreduce`` op; everything is dualflow ops, so a compiled step traces it.
+Gradients are packed into flat buckets in **reverse model order** when a model (or a name ->
+parameter mapping) is given, so every rank builds identical buckets whatever its param-group order
+and the last layers' gradients, which backward produces first, fill the first bucket; otherwise in
+reverse param-group order. Each bucket holds at most ``bucket_mb`` MiB and is one ``allreduce``
+op; everything is dualflow ops, so a compiled step traces it. With ``overlap`` (the default) the
+buckets are reduced during backward by a ``GradReducer`` (PyTorch DDP's scheme).
 """
 
 from __future__ import annotations
@@ -17,8 +19,11 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import enable_grad, no_grad
+from dualflow.distributed.agreement import CollectiveMismatch
 from dualflow.distributed.communicator import Communicator
-from dualflow.errors import CommunicatorError
+from dualflow.distributed.layout import explain_layouts
+from dualflow.distributed.reducer import GradReducer
+from dualflow.ops.collective import agreed_collectives
 
 _TRANSFER_DTYPES = (None, "float16", "float32", "float64")
 
@@ -78,6 +83,7 @@ class MultiNodeOptimizer:
         bucket_mb: float,
         grad_dtype: str | None,
         names: Mapping[str, Any] | None = None,
+        overlap: bool = True,
     ) -> None:
         if grad_dtype is not None:
             grad_dtype = np.dtype(grad_dtype).name
@@ -90,8 +96,10 @@ class MultiNodeOptimizer:
         # Keep the parameters themselves (not only ids) so an id is never reused while mapped.
         self._named = dict(names) if names is not None else None
         self._name_of = {id(p): n for n, p in (self._named or {}).items()}
+        self._order = {id(p): i for i, p in enumerate((self._named or {}).values())}
         self._plan_key: tuple = ()
         self._buckets: list[Bucket] = []
+        self.reducer = GradReducer(self) if overlap else None
 
     # ----- the wrapped optimizer's surface ------------------------------------------------------
     @property
@@ -100,6 +108,8 @@ class MultiNodeOptimizer:
 
     def zero_grad(self) -> None:
         """Clear every parameter's ``.grad`` (the wrapped optimizer's ``zero_grad``)."""
+        if self.reducer is not None:
+            self.reducer.averaged = False
         self.optimizer.zero_grad()
 
     def state_dict(self) -> dict[str, Any]:
@@ -117,9 +127,11 @@ class MultiNodeOptimizer:
 
     # ----- stepping ----------------------------------------------------------------------------
     def named_params(self) -> list[tuple[str, Any]]:
-        """Every optimized parameter with its name, in packing order (sorted by name if named).
+        """Every optimized parameter with its name, in packing order: reverse model order.
 
-        Without a model the names are ``param_groups[g][i]`` and the order is param-group order.
+        Without a model the names are ``param_groups[g][i]`` and the order is reverse
+        param-group order. Backward computes the last layers' gradients first, so these fill
+        the first bucket, which can then start while the rest of backward runs.
 
         Raises:
             ValueError: a model was given and an optimized parameter is not one of its.
@@ -133,7 +145,7 @@ class MultiNodeOptimizer:
             >>> [n for n, _ in create_multi_node_optimizer(sgd, comm, model=model).named_params()]
             ['bias', 'weight']
             >>> [n for n, _ in create_multi_node_optimizer(sgd, comm).named_params()]
-            ['param_groups[0][0]', 'param_groups[0][1]']
+            ['param_groups[0][1]', 'param_groups[0][0]']
         """
         pairs = []
         for g, group in enumerate(self.optimizer.param_groups):
@@ -148,9 +160,9 @@ class MultiNodeOptimizer:
                         f"{tuple(p.shape)}) is not among the model's named parameters; pass the "
                         "model that owns every optimized parameter"
                     )
-        if self._named is not None:
-            pairs.sort(key=lambda pair: pair[0])  # the same order on every rank
-        return pairs
+        if self._named is not None:  # the model's order: the same on every rank
+            pairs.sort(key=lambda pair: self._order[id(pair[1])])
+        return pairs[::-1]
 
     def params(self) -> list[Any]:
         """Every optimized parameter, in packing order (see ``named_params``)."""
@@ -160,22 +172,45 @@ class MultiNodeOptimizer:
     def buckets(self) -> list[Bucket]:
         """The bucket plan for the current parameters, agreed by every rank (a collective).
 
-        Every call all-gathers a checksum of the (name, shape, dtype) list, so all ranks take
-        the same branch even when only one rank's parameter set changed; any difference
-        all-gathers the full lists and raises naming the first mismatch. Gradients are not part
-        of the layout (a missing one is zero-filled), so they never change it.
+        Every call checks a checksum of the (name, shape, dtype) list, the bucket settings and
+        the communicator's count of optimizer steps with the other ranks, so all ranks take the
+        same branch even when only one rank's parameter set changed; a difference raises naming
+        the first mismatching parameter (or the settings, or the step counts).
+        Gradients are not part of the layout (a missing one is zero-filled). Once agreed, the
+        buckets' all-reduces pair one to one on every rank and skip their own checks.
         """
+        self.agree_layout()
+        return self.local_buckets()
+
+    def local_buckets(self) -> list[Bucket]:
+        """This rank's bucket plan, without asking the others (``buckets`` agrees on it first)."""
         named = self.named_params()
-        specs = [(name, tuple(p.shape), str(p.dtype)) for name, p in named]
-        checksums = self.comm.allgather(zlib.crc32(repr(specs).encode()))
-        if len(set(checksums)) > 1:
-            _check_same_everywhere(self.comm, specs)
-        key = tuple((id(p), *spec) for (_, p), spec in zip(named, specs))
+        key = tuple((id(p), tuple(p.shape), str(p.dtype)) for _, p in named)
         if key != self._plan_key:
-            shapes = [(shape, dtype) for _, shape, dtype in specs]
+            shapes = [(shape, dtype) for _, shape, dtype in key]
             self._buckets = plan_buckets(shapes, self.bucket_bytes, self.grad_dtype)
             self._plan_key = key
         return self._buckets
+
+    def agree_layout(self) -> None:
+        """Check the layout, the bucket settings and the step count with every rank.
+
+        Raises:
+            CommunicatorError: on every rank, naming what differs.
+        """
+        specs = [(name, tuple(p.shape), str(p.dtype)) for name, p in self.named_params()]
+        settings = (self.bucket_bytes, self.grad_dtype)
+        checksum = zlib.crc32(repr((specs, settings)).encode())
+        steps = self.comm.optimizer_steps
+        what = f"layout check of the multi-node optimizer (step {steps}) [{checksum:08x}]"
+        try:
+            self.comm.agree(what)
+        except CollectiveMismatch as exc:
+            if all(p.text.startswith("layout check") for p in exc.positions):
+                # every rank is here: say what differs (the parameter, settings or step count)
+                everyone = self.comm.allgather((specs, settings, steps), "layout details")
+                explain_layouts(everyone)
+            raise
 
     def allreduce_grads(self) -> None:
         """Replace every parameter's ``.grad`` by its average over the ranks.
@@ -193,22 +228,28 @@ class MultiNodeOptimizer:
         """
         buckets = self.buckets  # first: it raises before any collective if the ranks differ
         params = self.params()
-        with no_grad():
-            for bucket in buckets:
-                self._reduce_bucket([params[i] for i in bucket.positions])
+        with no_grad(), agreed_collectives(self.comm):
+            for index, bucket in enumerate(buckets):
+                members = [params[i] for i in bucket.positions]
+                flat = self.pack(members)
+                self.unpack(members, ops.allreduce(flat, self.comm, "mean", bucket=index))
 
-    def _reduce_bucket(self, members: list[Any]) -> None:
+    def pack(self, members: list[Any]) -> Any:
+        """One flat tensor of the members' gradients (zeros for a missing one), in wire dtype."""
         flats = [ops.reshape(_grad_or_zeros(p), (-1,)) for p in members]
         flat = flats[0] if len(flats) == 1 else ops.concat(flats)
-        dtype = str(members[0].dtype)
-        if self.grad_dtype is None or self.grad_dtype == dtype:
-            reduced = ops.allreduce(flat, self.comm, "mean")
-        else:
+        if self.grad_dtype is not None and self.grad_dtype != str(members[0].dtype):
             # The mean is taken in the transfer dtype so each cast stands alone: a fused
             # elementwise region holding float16 would need a numba kernel, and numba has no
             # float16.
-            wire = ops.allreduce(ops.cast(flat, self.grad_dtype), self.comm, "mean")
-            reduced = ops.cast(wire, dtype)
+            flat = ops.cast(flat, self.grad_dtype)
+        return flat
+
+    def unpack(self, members: list[Any], reduced: Any) -> None:
+        """Set each member's ``.grad`` to its part of the reduced flat tensor ``reduced``."""
+        dtype = str(members[0].dtype)
+        if str(reduced.dtype) != dtype:
+            reduced = ops.cast(reduced, dtype)
         offset = 0
         for p in members:
             n = math.prod(p.shape)
@@ -237,8 +278,14 @@ class MultiNodeOptimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
-        self.allreduce_grads()
+        if self.reducer is not None and self.reducer.averaged:
+            self.reducer.averaged = False  # backward already averaged
+        else:
+            self.allreduce_grads()
         self.optimizer.step()
+        # The ranks compare this count at every layout check, every compiled call's vote and at
+        # exit: a rank that skipped step() (after its backward already averaged) is caught there.
+        self.comm.optimizer_steps += 1
         return loss
 
     def __repr__(self) -> str:
@@ -248,31 +295,6 @@ class MultiNodeOptimizer:
 def _grad_or_zeros(p: Any) -> Any:
     grad = p.grad
     return ops.zeros_like(p) if grad is None else grad  # on p's device (GPU params too)
-
-
-def _check_same_everywhere(comm: Communicator, specs: list[tuple]) -> None:
-    """Raise CommunicatorError naming the first (name, shape, dtype) where a rank differs."""
-    everyone = comm.allgather(specs)
-    ref = everyone[0]
-    for rank, theirs in enumerate(everyone):
-        if theirs == ref:
-            continue
-        first = next(
-            (i for i, (a, b) in enumerate(zip(ref, theirs)) if a != b), min(len(ref), len(theirs))
-        )
-        raise CommunicatorError(
-            f"multi-node optimizer: rank {rank}'s parameters differ from rank 0's at parameter "
-            f"#{first}: rank 0 has {_describe(ref, first)}, rank {rank} has "
-            f"{_describe(theirs, first)} ({len(ref)} vs {len(theirs)} parameters); every rank "
-            "must optimize the same model (pass model= to pack by name)"
-        )
-
-
-def _describe(specs: list[tuple], index: int) -> str:
-    if index >= len(specs):
-        return "nothing"
-    name, shape, dtype = specs[index]
-    return f"{name!r} {shape} {dtype}"
 
 
 def _name_map(model: Any, named_params: Any) -> dict[str, Any] | None:
@@ -294,6 +316,7 @@ def create_multi_node_optimizer(
     *,
     model: Any = None,
     named_params: Mapping[str, Any] | Iterable[tuple[str, Any]] | None = None,
+    overlap: bool = True,
 ) -> MultiNodeOptimizer:
     """Wrap ``optimizer`` so each ``step()`` uses gradients averaged over ``comm``'s ranks.
 
@@ -309,7 +332,11 @@ def create_multi_node_optimizer(
         grad_dtype: transfer dtype (e.g. ``"float16"`` halves traffic); cast back to each
             parameter's dtype after the reduction. None sends the gradients' own dtype.
         model: the module owning the optimized parameters (its ``named_params()`` names them).
-        named_params: instead of ``model``: a name -> parameter mapping (or pairs).
+        named_params: instead of ``model``: a name -> parameter mapping (or pairs), in the
+            model's order.
+        overlap: average during backward, each bucket starting as soon as its gradients exist
+            (``.grad`` is averaged when ``backward()`` returns, as with PyTorch DDP); False
+            averages in ``step()``.
 
     Raises:
         ValueError: both ``model`` and ``named_params``, or a bad ``grad_dtype``/``bucket_mb``.
@@ -324,4 +351,4 @@ def create_multi_node_optimizer(
         [Bucket(positions=(0,), dtype='float32', nbytes=8)]
     """
     names = _name_map(model, named_params)
-    return MultiNodeOptimizer(optimizer, comm, bucket_mb, grad_dtype, names)
+    return MultiNodeOptimizer(optimizer, comm, bucket_mb, grad_dtype, names, overlap)

@@ -51,9 +51,11 @@ class NcclCommunicator(MpiCommunicator):
 
     name = "nccl"
 
-    def __init__(self, mpi_comm: Any = None, device: int | None = None) -> None:
+    def __init__(
+        self, mpi_comm: Any = None, device: int | None = None, timeout: float | None = None
+    ) -> None:
         self.cupy, self.nccl = import_nccl()
-        super().__init__(mpi_comm)
+        super().__init__(mpi_comm, timeout)
         count = self.cupy.cuda.runtime.getDeviceCount()
         self.device = self.cupy.cuda.Device(self.rank % count if device is None else device)
         self.device.use()

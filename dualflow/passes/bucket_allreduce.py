@@ -36,12 +36,17 @@ After::
       return %6, %9
     }
 
-The pure nodes an all-reduce's input needs (the packing ``reshape``/``concat`` the optimizer
-traces after the whole backward) move up with its start. The wait reads the start's input too,
-so liveness keeps that buffer (which MPI reads while the request is in flight) until the wait.
+The pure nodes an all-reduce's input needs (the packing ``reshape``/``concat`` of a bucket) move
+up with its start. While requests are in flight, an ``allreduce_progress`` follows each step that
+writes at least ``PROGRESS_ELEMENTS`` elements (none in this small example): MPI progresses a
+non-blocking transfer only inside MPI calls, so these tests keep it moving without a thread. The
+wait reads the start's input too, so liveness keeps that buffer (which MPI reads while the request
+is in flight) until the wait.
 """
 
 from __future__ import annotations
+
+import math
 
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.passes.dce import is_effectful
@@ -136,6 +141,32 @@ class _Schedule:
         return self.order
 
 
+PROGRESS_ELEMENTS = 1 << 14  # a step writing this many elements is worth a progress test after
+
+
+def _with_progress(order: list[Node], next_id: int) -> list[Node]:
+    """``order`` with an ``allreduce_progress`` after each large step while requests fly.
+
+    MPICH moves a non-blocking all-reduce only inside MPI calls: these tests are what lets
+    the transfer proceed during backward without a helper thread.
+    """
+    out: list[Node] = []
+    in_flight: dict[Value, Node] = {}  # handle -> its start, in start order
+    for node in order:
+        out.append(node)
+        if node.op == "allreduce_start":
+            in_flight[node.outputs[0]] = node
+        elif node.op == "allreduce_wait":
+            in_flight.pop(node.inputs[0], None)
+        elif in_flight and sum(math.prod(v.shape) for v in node.outputs) >= PROGRESS_ELEMENTS:
+            handle, start = next(reversed(in_flight.items()))
+            token = Value(next_id, (), "int64")
+            next_id += 1
+            attrs = {"comm": start.attrs["comm"]}
+            out.append(Node("allreduce_progress", (handle,), (token,), attrs, node.loc))
+    return out
+
+
 def bucket_allreduce(graph: Graph) -> Graph:
     """Split every ``allreduce`` into an early start and a late wait; ``graph`` itself if none.
 
@@ -157,4 +188,5 @@ def bucket_allreduce(graph: Graph) -> Graph:
     next_id = max((v.id for v in values + [v for n in graph.nodes for v in n.outputs]), default=-1)
     pairs = {node: _split(node, next_id + 1 + i) for i, node in enumerate(reduces)}
     order = _Schedule(graph, pairs).run(_start_slots(graph))
+    order = _with_progress(order, next_id + 1 + len(reduces))
     return graph.replace(nodes=tuple(order))

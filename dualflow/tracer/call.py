@@ -13,8 +13,9 @@ from typing import Any
 from dualflow._config import config, enable_grad
 from dualflow.autograd.tape import Node
 from dualflow.tensor import Tensor
-from dualflow.tracer import interrupts
+from dualflow.tracer import collective_agreement, interrupts
 from dualflow.tracer.autodiff import connect, released_op
+from dualflow.tracer.collective_agreement import EAGER_RUN
 from dualflow.tracer.outputs import flatten_output
 from dualflow.tracer.record import Trace
 from dualflow.tracer.signature import Flat
@@ -32,12 +33,13 @@ def run_trace(
     flat: Flat,
     args: tuple,
     kwargs: dict,
-    fn: Any,
+    compiled: Any,
     history: tuple = ((), ()),
     lock: Any = None,
 ) -> Any:
     """The call's result from ``trace``'s plan, or ``GuardFailed`` (nothing written then).
 
+    ``compiled``: the CompiledFunction (its ``fn`` re-runs the call for create_graph);
     ``history``: the saved arrays of the arguments' tapes the graph reads, and those tape nodes.
     """
     inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
@@ -49,7 +51,9 @@ def run_trace(
     before = [state[slot].copy() for slot in trace.update_slots] if connected else []
     held = trace.commits and interrupts.hold()
     try:
-        result = trace.plan.run(inputs, state)
+        result = collective_agreement.run_plan(compiled, trace, inputs, state)  # issue 15
+        if result is EAGER_RUN:  # another rank runs this call eagerly: nothing was committed
+            return EAGER_RUN
         if result.failed_guard is not None:
             return GuardFailed(result.failed_guard)
         outputs, residuals = commit(trace, flat, state, result)
@@ -62,7 +66,7 @@ def run_trace(
         if held:
             interrupts.release()
     if connected:
-        replay = _rerun(fn, args, kwargs, trace, state, before)
+        replay = _rerun(compiled.fn, args, kwargs, trace, state, before)
         refs = trace.checks.refs
         connect(trace.backward, outputs, flat.leaves, refs, residuals, replay, lock)
     return trace.rebuild([outputs[k] for k in trace.leaf_index])

@@ -21,7 +21,8 @@ from typing import Any
 from dualflow._config import config
 from dualflow.errors import TracingError
 from dualflow.passes.manager import resolve_passes
-from dualflow.tracer.call import GuardFailed, run_trace
+from dualflow.tracer import collective_agreement
+from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
 from dualflow.tracer.record import Trace, finish_trace
@@ -99,6 +100,10 @@ class CompiledFunction:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if _disabled[0] or config.tracer is not None:  # nested inside a trace: inline it
             return self.fn(*args, **kwargs)
+        # issue 15: a function that issues collectives decides plan-or-eager with every rank
+        return collective_agreement.call(self, lambda: self._serialized(args, kwargs))
+
+    def _serialized(self, args: tuple, kwargs: dict) -> Any:
         with self._lock:  # one call at a time: a plan's buffers serve one call
             self._stats.calls += 1
             eager = self._eager_reason is not None
@@ -106,6 +111,7 @@ class CompiledFunction:
                 self._stats.eager_fallbacks += 1
             else:
                 return self._call(args, kwargs)
+        collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
         return self.fn(*args, **kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
@@ -127,7 +133,10 @@ class CompiledFunction:
 
     def _run(self, trace: Trace, flat: Flat, args: tuple, kwargs: dict, history=((), ())) -> Any:
         self._stats.plan_runs += 1
-        result = run_trace(trace, flat, args, kwargs, self.fn, history, self._lock)
+        result = run_trace(trace, flat, args, kwargs, self, history, self._lock)
+        if result is EAGER_RUN:  # issue 15: another rank runs this call eagerly
+            self._stats.eager_fallbacks += 1
+            return self.fn(*args, **kwargs)
         if type(result) is GuardFailed:
             self._stats.guard_failures += 1
         return result
@@ -151,6 +160,7 @@ class CompiledFunction:
             if loaded is not _MISS:
                 return loaded
         self._stats.retrace_reasons.append(reason)
+        collective_agreement.going_eager(self)  # issue 15: every rank runs this call eagerly
         start = time.perf_counter()
         tracer = Tracer(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         tracer.strict = self.fallback == "error"
@@ -237,13 +247,14 @@ class CompiledFunction:
         """Run eagerly from now on; ``result`` is this call's, when it already ran eagerly."""
         self._eager_reason = reason
         self._stats.eager_fallbacks += 1
+        collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
         name = _name(self.fn)
         warnings.warn(
             f"dualflow.compile: {name} runs eagerly from now on "
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
             f"that keeps failing: {reason}",
             RuntimeWarning,
-            stacklevel=5,  # the line that called the compiled function
+            stacklevel=8,  # the caller of the compiled function (through collective_agreement)
         )
         return self.fn(*args, **kwargs) if result is _MISS else result
 

@@ -61,6 +61,8 @@ class Change:
 def _snapshot(value: Any) -> Any:
     if isinstance(value, _CONTAINERS):
         return contents(value)
+    if type(value).__module__.startswith("dualflow."):  # the library's own bookkeeping
+        return None  # (communicators, generators): it keeps it right in plans itself
     if isinstance(value, types.ModuleType | type | types.FunctionType | Tensor | np.ndarray):
         return None
     if hasattr(value, "_version"):  # Modules and Optimizers: versioned, their writes checked
@@ -158,13 +160,13 @@ class EnvRecorder:
     def observe_through(self, holder: Any, suffix: str, step: tuple, value: Any) -> None:
         """A value reached through a versioned holder (a Module's submodule): known, unguarded."""
         known = self.label_of(holder)
-        if known is not None:
-            self._observe(value, known.label + suffix, _step(known.path, step))
+        if known is not None:  # its contents are the holder's (optimizer state): not snapshot
+            self._observe(value, known.label + suffix, _step(known.path, step), snapshot=False)
 
-    def _observe(self, value: Any, label: str, path: tuple) -> None:
+    def _observe(self, value: Any, label: str, path: tuple, snapshot: bool = True) -> None:
         if is_value(value) or value is MISSING or id(value) in self.known:
             return
-        self.known[id(value)] = Known(value, label, path, _snapshot(value))
+        self.known[id(value)] = Known(value, label, path, _snapshot(value) if snapshot else None)
         if isinstance(value, Tensor):
             self.tensors[id(value)] = value
         elif isinstance(value, np.ndarray):

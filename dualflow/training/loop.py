@@ -2,7 +2,8 @@
 
 ``fit`` is the one-call front end. A run resumed from a checkpoint continues from the exact batch
 it stopped at, with the same parameters, optimizer, scheduler and random state, so it ends with
-the same parameters, bit for bit, as the run that was never interrupted.
+the same parameters, bit for bit, as the run that was never interrupted. Data-parallel runs
+checkpoint from rank 0 and resume every rank's own state (``distributed_checkpoint``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from dualflow.training.checkpoint import capture, load_checkpoint, restore, save_checkpoint
+from dualflow.training.distributed_checkpoint import (
+    is_distributed,
+    load_distributed,
+    save_distributed,
+)
 from dualflow.training.jsonl import JsonlLogger
 from dualflow.training.metrics import EpochMeter, batch_size_of, count_correct, evaluate
 from dualflow.training.progress import format_metrics, progress_bar
@@ -70,6 +76,7 @@ class Trainer:
         checkpoint_every: int | None = None,
         progress: bool = True,
         compile: bool = False,
+        comm: Any = None,
     ) -> None:
         if checkpoint_every is not None and (checkpoint_path is None or checkpoint_every < 1):
             raise ValueError("checkpoint_every needs a checkpoint_path and must be >= 1")
@@ -80,6 +87,8 @@ class Trainer:
         self.checkpoint_path, self.checkpoint_every = checkpoint_path, checkpoint_every
         step = step_fn or make_train_step(model, optimizer, loss_fn)
         self.step_fn = compile_step(step) if compile else step
+        # data-parallel: a multi-node optimizer's communicator unless one is given
+        self.comm = comm if comm is not None else getattr(optimizer, "comm", None)
         self.epoch = self.batch = self.global_step = 0
         self.history: list[dict[str, Any]] = []
         self.meter = EpochMeter()
@@ -160,7 +169,10 @@ class Trainer:
         loop = {"epoch": self.epoch, "batch": self.batch, "global_step": self.global_step}
         loop.update(meter=self.meter.state_dict(), history=self.history)
         state = capture(self.model, self.optimizer, self.scheduler, self.train_loader, loop)
-        save_checkpoint(state, target)
+        if is_distributed(self.comm):  # rank 0 writes every rank's part
+            save_distributed(state, self.model, self.comm, target)
+        else:
+            save_checkpoint(state, target)
         if self.logger is not None:
             record = {"event": "checkpoint", "epoch": self.epoch, "batch": self.batch}
             self.logger.write({**record, "step": self.global_step, "path": target})
@@ -168,7 +180,10 @@ class Trainer:
 
     def load(self, path: str | os.PathLike) -> None:
         """Restore a checkpoint written by :meth:`save` (all or nothing)."""
-        state = load_checkpoint(path)
+        if is_distributed(self.comm):  # rank 0 reads; each rank takes its own part
+            state = load_distributed(path, self.comm)
+        else:
+            state = load_checkpoint(path)
         loop = restore(state, self.model, self.optimizer, self.scheduler, self.train_loader)
         self.epoch, self.batch = int(loop["epoch"]), int(loop["batch"])
         self.global_step = int(loop["global_step"])
@@ -192,6 +207,7 @@ def fit(
     resume: str | os.PathLike | None = None,
     progress: bool = True,
     compile: bool = False,
+    comm: Any = None,
 ) -> list[dict[str, Any]]:
     """Train ``model`` for ``epochs`` epochs of ``(inputs, targets)`` batches.
 
@@ -218,6 +234,9 @@ def fit(
             loader position, epoch, step, running metrics and history are all restored.
         progress: show a tqdm bar per epoch (loss, accuracy, it/s) when tqdm is installed.
         compile: run the step through ``dualflow.compile`` (after one eager step).
+        comm: the communicator of a data-parallel run (default: the optimizer's, for a
+            multi-node optimizer). Then rank 0 writes each checkpoint, holding every rank's
+            random state, loader position, buffers and metrics, and every rank resumes its own.
 
     Returns:
         The history: one dict per epoch with ``epoch``, ``step``, ``loss``, ``accuracy`` (None
@@ -251,5 +270,6 @@ def fit(
         checkpoint_every=checkpoint_every,
         progress=progress,
         compile=compile,
+        comm=comm,
     )
     return trainer.run(epochs, resume=resume)

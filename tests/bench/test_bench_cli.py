@@ -85,10 +85,14 @@ def test_distributed_workload_reports_its_own_rows(tmp_path, capsys) -> None:
     assert main([*args, "--out", str(tmp_path)]) == 0
     rows = json.loads((tmp_path / "bench.json").read_text())["results"]
     mine = {r["mode"]: r for r in rows if r["workload"] == "distributed"}
-    assert list(mine) == ["eager", "compiled"]  # compiled-O0 is not run for it
+    modes = ["eager", "eager no-overlap", "compiled", "compiled no-overlap"]
+    assert list(mine) == modes + [f"mlp {m}" for m in modes]  # compiled-O0 is not run for it
+    for mode, row in mine.items():
+        assert row["matches"] and "ranks agree" in row["note"], mode
+        assert "overlap on/off" in row["note"]
     assert mine["compiled"]["max_diff"] < 1e-5 and mine["compiled"]["steps"] > 0
-    assert "ranks agree" in mine["eager"]["note"]
     assert "allreduces/step 1 eager / 1 compiled" in mine["compiled"]["note"]
+    assert "allreduces/step 6 eager / 6 compiled" in mine["mlp compiled"]["note"]
     table = capsys.readouterr().out
     assert "note" in table.splitlines()[0] and "distributed  compiled" in table
 

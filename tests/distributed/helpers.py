@@ -1,8 +1,13 @@
-"""Shared pieces of the distributed tests: a tiny MLP, its data and a data-parallel run."""
+"""Shared pieces of the distributed tests: a tiny MLP, its data, a data-parallel run, and the
+launcher of the MPI scenarios (``mpi_scenarios.py``)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -79,3 +84,29 @@ def single_process(data: list) -> list[np.ndarray]:
     for x, t in data:
         step(dualflow.tensor(x), dualflow.tensor(t))
     return [p.numpy() for p in params]
+
+
+MPIEXEC = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_scenario(
+    name: str, out: Path, *args: str, ranks: int = 2, timeout: float = 30.0
+) -> subprocess.CompletedProcess:
+    """``mpiexec -n ranks python -m tests.distributed.mpi_scenarios name out *args``.
+
+    ``timeout`` is each communicator's collective timeout (the watchdog's); the job itself is
+    given three times that (plus start-up) before the test gives up on it.
+    """
+    keep = ("DUALFLOW_CACHE_DIR",)  # the ranks may share the kernel cache, nothing else
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DUALFLOW_") or k in keep}
+    env.update(PYTHONPATH=str(ROOT), SCENARIO_TIMEOUT=str(timeout), OMP_NUM_THREADS="1")
+    command = [MPIEXEC, "-n", str(ranks), sys.executable, "-m", "tests.distributed.mpi_scenarios"]
+    return subprocess.run(
+        [*command, name, str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=3 * timeout + 60,
+        env=env,
+        cwd=ROOT,
+    )

@@ -121,7 +121,7 @@ def _reversed_on_rank_1(comm) -> dict:
 
 @pytest.mark.parametrize("compile", [False, True], ids=["eager", "compiled"])
 @pytest.mark.parametrize("bucket_mb", [25, 100 / 2**20])
-def test_packing_by_name_ignores_param_group_order(compile: bool, bucket_mb: float) -> None:
+def test_packing_in_model_order_ignores_param_group_order(compile: bool, bucket_mb: float) -> None:
     data = batches(3, PER_RANK, 2, np.float64)
 
     def body(comm):
@@ -139,7 +139,7 @@ def test_packing_by_name_ignores_param_group_order(compile: bool, bucket_mb: flo
         return [n for n, _ in opt.named_params()], [p.numpy() for p in params]
 
     (names0, ranks0), (names1, ranks1) = run_loopback(body, 2)
-    assert names0 == names1 == sorted(NAMES)
+    assert names0 == names1 == NAMES[::-1]  # reverse model order
     for a, b, want in zip(ranks0, ranks1, single_process(data)):
         np.testing.assert_array_equal(a, b)
         np.testing.assert_allclose(a, want, rtol=1e-12, atol=1e-14)
@@ -150,7 +150,7 @@ def test_a_model_names_its_parameters() -> None:
     sgd = optim.SGD(list(model.params())[::-1], lr=0.1)
     comm = dualflow.distributed.create_communicator("loopback")
     opt = create_multi_node_optimizer(sgd, comm, model=model)
-    assert [n for n, _ in opt.named_params()] == ["0.bias", "0.weight", "1.bias", "1.weight"]
+    assert [n for n, _ in opt.named_params()] == ["1.bias", "1.weight", "0.bias", "0.weight"]
     with pytest.raises(ValueError, match="not both"):
         create_multi_node_optimizer(sgd, comm, model=model, named_params={})
     stranger = optim.SGD([Parameter(np.ones((4, 4), np.float32))], lr=0.1)
@@ -162,8 +162,8 @@ def test_without_names_a_different_order_fails_clearly() -> None:
     data = batches(1, PER_RANK, 2)
     with pytest.raises(
         CommunicatorError,
-        match=r"parameter #0: rank 0 has 'param_groups\[0\]\[0\]' \(8, 4\) float32, rank 1 "
-        r"has 'param_groups\[0\]\[0\]' \(3,\) float32",
+        match=r"parameter #0: rank 0 has 'param_groups\[0\]\[3\]' \(3,\) float32, rank 1 "
+        r"has 'param_groups\[0\]\[3\]' \(8, 4\) float32",
     ):
         run_loopback(lambda c: data_parallel(c, data, PER_RANK, **_reversed_on_rank_1(c)), 2)
 
@@ -185,7 +185,7 @@ def test_a_parameter_set_change_on_one_rank_is_caught_by_name() -> None:
 
     with pytest.raises(
         CommunicatorError,
-        match=r"rank 1's parameters differ from rank 0's at parameter #2: rank 0 has "
+        match=r"rank 1's parameters differ from rank 0's at parameter #0: rank 0 has "
         r"'fc2.weight' \(3, 8\) float32, rank 1 has 'fc2.bias' \(3,\) float32 \(3 vs 4",
     ):
         run_loopback(body, 2)

@@ -159,3 +159,31 @@ def test_memory_plan_keeps_the_input_alive_until_the_wait() -> None:
     out = lower(after).run([np.linspace(0, 1, 64, dtype=np.float32)], []).outputs[0]
     want = interpret(b.build(), [np.linspace(0, 1, 64, dtype=np.float32)]).outputs[0]
     np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+def test_large_steps_between_a_start_and_its_wait_test_the_request() -> None:
+    # MPI moves a non-blocking transfer only inside MPI calls: after each large step while a
+    # request is in flight, an allreduce_progress tests it (small steps are not worth a call).
+    b = GraphBuilder("progress")
+    x = b.input((module.PROGRESS_ELEMENTS,), "float32", "x")
+    (g,) = b.node("exp", [x])
+    (r,) = b.node("allreduce", [g], _attrs("sum"))
+    (t,) = b.node("tanh", [x])  # large: a test after it
+    (s,) = b.node("sum", [t], {"axis": None, "keepdims": False})  # small: none
+    (u,) = b.node("multiply", [r, s])
+    b.output(u)
+    graph = b.build()
+    after = verify(bucket_allreduce(graph))
+    ops = [n.op for n in after.nodes]
+    assert ops == ["exp", "allreduce_start", "tanh", "allreduce_progress", "sum"] + [
+        "allreduce_wait",
+        "multiply",
+    ]
+    progress = after.nodes[3]
+    assert progress.inputs == (after.nodes[1].outputs[0],) and progress.attrs == {
+        "comm": SOLO.comm_id
+    }
+    assert "allreduce_progress" in print_graph(after)
+    assert parse_graph(print_graph(after)) is not None
+    inputs = [np.linspace(-1, 1, module.PROGRESS_ELEMENTS, dtype=np.float32)]
+    assert_same_run(graph, after, inputs, [])
