@@ -136,6 +136,27 @@ class _Conv(Module):
         lead = ((0, 0),) * (len(x.shape) - self._dims)
         return ops.pad(x, lead + pairs, mode=_PAD_MODES[self.padding_mode]), (0,) * self._dims
 
+    def _output_padding(self, x: Any, output_size: Any) -> tuple[int, ...]:
+        if output_size is None:
+            return self.output_padding
+        n = self._dims
+        size = tuple(int(s) for s in output_size)[-n:]
+        extra = []
+        for k in range(n):
+            smallest = (
+                (x.shape[len(x.shape) - n + k] - 1) * self.stride[k]
+                - 2 * self.padding[k]
+                + self.dilation[k] * (self.kernel_size[k] - 1)
+                + 1
+            )
+            if not smallest <= size[k] < smallest + self.stride[k]:
+                raise ValueError(
+                    f"requested an output size of {size}, but valid sizes range from {smallest} "
+                    f"to {smallest + self.stride[k] - 1} on spatial axis {k} (input {x.shape})"
+                )
+            extra.append(size[k] - smallest)
+        return tuple(extra)
+
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform(a=√5) weight, U(±1/√fan_in) bias; fan_in from the
         weight's dims 1.. (so for ConvTranspose2d it is ``out/groups * kh * kw``, as PyTorch)."""
@@ -239,27 +260,6 @@ class ConvTranspose2d(_Conv):
             dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
             output_padding=output_padding, transposed=True, device=device, dtype=dtype,
         )  # fmt: skip
-
-    def _output_padding(self, x: Any, output_size: Any) -> tuple[int, ...]:
-        if output_size is None:
-            return self.output_padding
-        n = self._dims
-        size = tuple(int(s) for s in output_size)[-n:]
-        extra = []
-        for k in range(n):
-            smallest = (
-                (x.shape[len(x.shape) - n + k] - 1) * self.stride[k]
-                - 2 * self.padding[k]
-                + self.dilation[k] * (self.kernel_size[k] - 1)
-                + 1
-            )
-            if not smallest <= size[k] < smallest + self.stride[k]:
-                raise ValueError(
-                    f"requested an output size of {size}, but valid sizes range from {smallest} "
-                    f"to {smallest + self.stride[k] - 1} on spatial axis {k} (input {x.shape})"
-                )
-            extra.append(size[k] - smallest)
-        return tuple(extra)
 
     def forward(self, x: Any, output_size: Any = None) -> Tensor:
         """Transposed convolution of ``x`` (N, C_in, H, W); ``output_size`` (…, H_out, W_out)
