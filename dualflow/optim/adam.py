@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
+from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
 from dualflow.tensor import Tensor
 
@@ -29,6 +30,7 @@ class Adam(Optimizer):
         eps: Added to the denominator for numerical stability.
         weight_decay: L2 penalty added to the gradient.
         amsgrad: Use the running maximum of the second moment (Reddi et al.).
+        maximize: Maximize the objective instead of minimizing it.
 
     Example:
         >>> import numpy as np, dualflow
@@ -50,13 +52,23 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
+        check_flags(
+            type(self).__name__, differentiable, foreach=foreach, capturable=capturable, fused=fused
+        )
         defaults = {
             "lr": lr,
             "betas": tuple(betas),
             "eps": eps,
             "weight_decay": weight_decay,
             "amsgrad": amsgrad,
+            "maximize": maximize,
         }
         super().__init__(params, defaults)
 
@@ -82,6 +94,8 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = zeros_like(p)
         step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
         ops.assign(step, step + 1)
+        if group.get("maximize"):
+            grad = -grad
         decayed = p
         if weight_decay != 0 and self._decoupled:
             # In float64 from the lr tensor, as PyTorch multiplies Python floats, then cast.
@@ -114,6 +128,7 @@ class AdamW(Adam):
         eps: Added to the denominator for numerical stability.
         weight_decay: Decoupled weight decay coefficient.
         amsgrad: Use the running maximum of the second moment.
+        maximize: Maximize the objective instead of minimizing it.
 
     Example:
         >>> import numpy as np, dualflow
@@ -134,5 +149,14 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+        super().__init__(
+            params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+            capturable=capturable, differentiable=differentiable, fused=fused,
+        )  # fmt: skip

@@ -18,6 +18,17 @@ from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
 from dualflow.tensor import Tensor
 
+# PyTorch Optimizer names dualflow does not have -> what to use instead.
+_INSTEAD = {
+    "register_step_pre_hook": "optimizer hooks are not supported: run the code before step()",
+    "register_step_post_hook": "optimizer hooks are not supported: run the code after step()",
+    "register_state_dict_pre_hook": "optimizer hooks are not supported: edit the dict",
+    "register_state_dict_post_hook": "optimizer hooks are not supported: edit the dict",
+    "register_load_state_dict_pre_hook": "optimizer hooks are not supported: edit the dict",
+    "register_load_state_dict_post_hook": "optimizer hooks are not supported: edit the dict",
+    "share_memory": "for multi-process training use dualflow.distributed",
+}
+
 
 class Optimizer:
     """Base class: holds ``param_groups`` (dicts of params and hyperparameters) and ``state``.
@@ -178,8 +189,8 @@ class Optimizer:
         """
         raise NotImplementedError(f"{type(self).__name__} must define _update()")
 
-    def zero_grad(self) -> None:
-        """Set ``.grad`` of every parameter to None.
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Set ``.grad`` of every parameter to None (``set_to_none=False``: to zeros).
 
         Example:
             >>> import numpy as np
@@ -191,7 +202,17 @@ class Optimizer:
         """
         for group in self.param_groups:
             for p in group["params"]:
-                p.grad = None
+                if set_to_none or p.grad is None:
+                    p.grad = None
+                else:  # a new zero tensor: a gradient array may be shared or read-only
+                    with no_grad():
+                        p.grad = ops.zeros_like(p.grad)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: name what to use instead of PyTorch's extras.
+        if name.startswith("__") or name not in _INSTEAD:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}: {_INSTEAD[name]}")
 
     # ----- state dicts -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:

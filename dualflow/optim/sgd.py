@@ -10,6 +10,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
+from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, zeros_like
 from dualflow.tensor import Tensor
 
@@ -28,6 +29,7 @@ class SGD(Optimizer):
         dampening: Dampening of the gradient added to the momentum buffer.
         weight_decay: L2 penalty added to the gradient.
         nesterov: Use Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
+        maximize: Maximize the objective instead of minimizing it.
 
     Example:
         >>> import numpy as np, dualflow
@@ -48,13 +50,20 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
+        check_flags("SGD", differentiable, foreach=foreach, fused=fused)
         defaults = {
             "lr": lr,
             "momentum": momentum,
             "dampening": dampening,
             "weight_decay": weight_decay,
             "nesterov": nesterov,
+            "maximize": maximize,
         }
         super().__init__(params, defaults)
 
@@ -71,6 +80,8 @@ class SGD(Optimizer):
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
         weight_decay, momentum = group["weight_decay"], group["momentum"]
+        if group.get("maximize"):
+            grad = -grad
         if weight_decay != 0:
             grad = grad + weight_decay * p
         if momentum != 0:
