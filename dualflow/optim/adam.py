@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
+from dualflow.optim.adamax import betas
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
 from dualflow.tensor import Tensor
@@ -43,6 +44,7 @@ class Adam(Optimizer):
     """
 
     _decoupled = False
+    _scheduled = ("betas",)
 
     def __init__(
         self,
@@ -86,7 +88,7 @@ class Adam(Optimizer):
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = betas(group)  # 0-d float64 tensors: OneCycleLR may cycle beta1
         weight_decay = group["weight_decay"]
         if not state:
             state.update(step=step_counter(p), exp_avg=zeros_like(p), exp_avg_sq=zeros_like(p))
@@ -105,8 +107,9 @@ class Adam(Optimizer):
         # Scalars in float64 (PyTorch uses Python floats here), cast once to p's dtype.
         step_size = ops.cast(lr / (1 - beta1**step), p.dtype)
         bias_correction2_sqrt = ops.cast(ops.sqrt(1 - beta2**step), p.dtype)
-        ops.assign(exp_avg, exp_avg + (1 - beta1) * (grad - exp_avg))
-        ops.assign(exp_avg_sq, exp_avg_sq * beta2 + (1 - beta2) * grad * grad)
+        ops.assign(exp_avg, exp_avg + ops.cast(1 - beta1, p.dtype) * (grad - exp_avg))
+        b2, one_minus_b2 = ops.cast(beta2, p.dtype), ops.cast(1 - beta2, p.dtype)
+        ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
         second = exp_avg_sq
         if group["amsgrad"]:
             second = state["max_exp_avg_sq"]

@@ -21,6 +21,11 @@ def check_betas_eps(group: dict[str, Any]) -> None:
             raise ValueError(f"invalid {name} value: {group[name]}")
 
 
+def betas(group: Any) -> tuple[Tensor, Tensor]:
+    """The group's ``(beta1, beta2)`` as its 0-d float64 mirror tensors (see ParamGroup)."""
+    return group.hyper("betas", 0), group.hyper("betas", 1)
+
+
 class Adamax(Optimizer):
     """Adamax (Kingma & Ba, section 7): the second moment becomes a running maximum.
 
@@ -44,6 +49,8 @@ class Adamax(Optimizer):
         >>> p.grad = dualflow.tensor(np.array([-2.0])); opt.step(); p.tolist()  # moves by lr
         [1.1]
     """
+
+    _scheduled = ("betas",)
 
     def __init__(
         self,
@@ -75,7 +82,7 @@ class Adamax(Optimizer):
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = betas(group)
         if not state:
             state.update(step=step_counter(p), exp_avg=zeros_like(p), exp_inf=zeros_like(p))
         step, exp_avg, exp_inf = state["step"], state["exp_avg"], state["exp_inf"]
@@ -84,7 +91,8 @@ class Adamax(Optimizer):
             grad = -grad
         if group["weight_decay"] != 0:
             grad = grad + group["weight_decay"] * p
-        ops.assign(exp_avg, exp_avg + (1 - beta1) * (grad - exp_avg))
-        ops.assign(exp_inf, ops.maximum(exp_inf * beta2, ops.abs(grad) + group["eps"]))
+        ops.assign(exp_avg, exp_avg + ops.cast(1 - beta1, p.dtype) * (grad - exp_avg))
+        decayed_inf = exp_inf * ops.cast(beta2, p.dtype)
+        ops.assign(exp_inf, ops.maximum(decayed_inf, ops.abs(grad) + group["eps"]))
         clr = ops.cast(ops.cast(lr, "float64") / (1 - beta1**step), p.dtype)
         ops.assign(p, p - clr * (exp_avg / exp_inf))

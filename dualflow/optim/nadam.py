@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow.optim.adamax import check_betas_eps
+from dualflow.optim.adamax import betas, check_betas_eps
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
 from dualflow.tensor import Tensor
@@ -53,6 +53,8 @@ class NAdam(Optimizer):
         0.894355
     """
 
+    _scheduled = ("betas",)
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -89,7 +91,7 @@ class NAdam(Optimizer):
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = betas(group)
         if not state:
             mu_product = step_counter(p)
             ops.assign(mu_product, 1.0)
@@ -108,8 +110,9 @@ class NAdam(Optimizer):
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * decay))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * decay))
         ops.assign(mu_product, mu_product * mu)
-        ops.assign(exp_avg, exp_avg + (1 - beta1) * (grad - exp_avg))
-        ops.assign(exp_avg_sq, exp_avg_sq * beta2 + (1 - beta2) * grad * grad)
+        ops.assign(exp_avg, exp_avg + ops.cast(1 - beta1, p.dtype) * (grad - exp_avg))
+        b2, one_minus_b2 = ops.cast(beta2, p.dtype), ops.cast(1 - beta2, p.dtype)
+        ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
         bias_correction2 = ops.cast(1 - beta2**step, p.dtype)
         denom = ops.sqrt(exp_avg_sq / bias_correction2) + group["eps"]
         lr64 = ops.cast(lr, "float64")

@@ -16,6 +16,8 @@ from dualflow import ops
 from dualflow._config import config, enable_grad, no_grad
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
+from dualflow.optim.param_group import ParamGroup
+from dualflow.optim.param_group import as_float as _as_float
 from dualflow.tensor import Tensor
 
 # PyTorch Optimizer names dualflow does not have -> what to use instead.
@@ -273,7 +275,7 @@ class Optimizer:
                         ops.assign(self._lr_tensors[index], _as_float(value))
                         dict.__setitem__(group, "lr", self._lr_tensors[index])
                     else:
-                        dict.__setitem__(group, key, value)
+                        group.restore(key, value)  # also rewrites its mirror tensors
             for p, arrays in plan:
                 self._restore_state(p, arrays)
 
@@ -337,11 +339,6 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
-def _as_float(value: Any) -> float:
-    """A hyperparameter (Python number or one-element tensor) as a Python float."""
-    return float(value.item()) if hasattr(value, "item") else float(value)
-
-
 def _checked_array(p: Tensor, key: str, value: Any) -> Any:
     """A saved state value as a numpy array, checked to fit parameter ``p``."""
     array = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
@@ -375,34 +372,3 @@ def step_counter(p: Tensor) -> Tensor:
         array(0.)
     """
     return Tensor(get_array_module(p._array).zeros((), dtype=np.float64))
-
-
-class ParamGroup(dict):
-    """A param group dict whose item assignments bump the optimizer's version.
-
-    Hyperparameters are Python values read while tracing, so changing one (``momentum``...)
-    must make a compiled step retrace rather than keep the old value. ``lr`` is different: it
-    is a tensor, and assigning a number to it writes the number into that tensor.
-
-    Example:
-        >>> import numpy as np
-        >>> from dualflow.nn import Parameter
-        >>> from dualflow.optim import SGD
-        >>> opt = SGD([Parameter(np.zeros(2))], lr=0.1)
-        >>> before = opt._version; opt.param_groups[0]["momentum"] = 0.9
-        >>> opt._version == before + 1
-        True
-    """
-
-    def __init__(self, owner: Any, values: dict[str, Any]) -> None:
-        super().__init__(values)
-        self._owner = owner
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        current = self.get("lr")
-        if key == "lr" and isinstance(current, Tensor) and not isinstance(value, Tensor):
-            with no_grad():  # lr is state: write it into its tensor, no retrace needed
-                ops.assign(current, _as_float(value))
-            return
-        super().__setitem__(key, value)
-        self._owner._version += 1

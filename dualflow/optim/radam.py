@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow.optim.adamax import check_betas_eps
+from dualflow.optim.adamax import betas, check_betas_eps
 from dualflow.optim.flags import check_flags
 from dualflow.optim.nadam import decayed
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
@@ -43,6 +43,8 @@ class RAdam(Optimizer):
         >>> p.grad = dualflow.tensor(np.array([2.0])); opt.step(); p.tolist()  # SGD-like start
         [0.8]
     """
+
+    _scheduled = ("betas",)
 
     def __init__(
         self,
@@ -76,15 +78,16 @@ class RAdam(Optimizer):
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = betas(group)
         if not state:
             state.update(step=step_counter(p), exp_avg=zeros_like(p), exp_avg_sq=zeros_like(p))
         step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
         ops.assign(step, step + 1)
         grad = -grad if group["maximize"] else grad
         p_new, grad = decayed(p, grad, group, lr)
-        ops.assign(exp_avg, exp_avg + (1 - beta1) * (grad - exp_avg))
-        ops.assign(exp_avg_sq, exp_avg_sq * beta2 + (1 - beta2) * grad * grad)
+        ops.assign(exp_avg, exp_avg + ops.cast(1 - beta1, p.dtype) * (grad - exp_avg))
+        b2, one_minus_b2 = ops.cast(beta2, p.dtype), ops.cast(1 - beta2, p.dtype)
+        ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
         bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
         momentum = exp_avg / ops.cast(bias_correction1, p.dtype) * ops.cast(lr, p.dtype)
         rho_inf = 2 / (1 - beta2) - 1

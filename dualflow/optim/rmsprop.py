@@ -43,6 +43,8 @@ class RMSprop(Optimizer):
         [0.9800000190734863]
     """
 
+    _scheduled = ("momentum",)
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -105,7 +107,8 @@ class RMSprop(Optimizer):
         lr = ops.cast(lr, p.dtype)
         if momentum > 0:
             buf = state["momentum_buffer"]
-            ops.assign(buf, buf * momentum + grad / avg)
+            m = ops.cast(group.hyper("momentum"), p.dtype)  # a tensor: schedulers may cycle it
+            ops.assign(buf, buf * m + grad / avg)
             ops.assign(p, p - lr * buf)
         else:
             ops.assign(p, p - lr * grad / avg)

@@ -42,6 +42,8 @@ class SGD(Optimizer):
         [-0.25]
     """
 
+    _scheduled = ("momentum",)
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -85,6 +87,7 @@ class SGD(Optimizer):
         if weight_decay != 0:
             grad = grad + weight_decay * p
         if momentum != 0:
+            m = ops.cast(group.hyper("momentum"), p.dtype)  # a tensor: OneCycleLR may cycle it
             buf = state.get("momentum_buffer")
             if buf is None:  # PyTorch starts the buffer at the first gradient, undampened
                 buf = state["momentum_buffer"] = zeros_like(p)
@@ -92,6 +95,6 @@ class SGD(Optimizer):
             else:
                 dampening = group["dampening"]
                 fresh = grad if dampening == 0 else (1 - dampening) * grad
-                ops.assign(buf, buf * momentum + fresh)
-            grad = grad + momentum * buf if group["nesterov"] else buf
+                ops.assign(buf, buf * m + fresh)
+            grad = grad + m * buf if group["nesterov"] else buf
         ops.assign(p, p - ops.cast(lr, p.dtype) * grad)
