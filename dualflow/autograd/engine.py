@@ -174,9 +174,14 @@ def grad(
     grad_outputs: Any = None,
     create_graph: bool = False,
     retain_graph: bool | None = None,
-    allow_unused: bool = False,
+    allow_unused: bool | None = None,
+    only_inputs: bool = True,
+    materialize_grads: bool = False,
 ) -> tuple[Tensor | None, ...]:
     """Gradients of ``outputs`` w.r.t. ``inputs``, without touching any ``.grad``.
+
+    PyTorch's signature: ``only_inputs`` is accepted (deprecated and ignored there too);
+    ``materialize_grads=True`` returns zeros instead of None for unused inputs.
 
     Example:
         >>> import dualflow
@@ -206,7 +211,9 @@ def grad(
         g if g is None or g.dtype == t.dtype else ops.cast(g, t.dtype)  # the input's dtype
         for g, t in zip((run.found.get(k) for k in keys), inputs)
     )
-    if not allow_unused and any(g is None for g in result):
+    if materialize_grads:
+        result = tuple(ops.zeros_like(t) if g is None else g for g, t in zip(result, inputs))
+    if not (allow_unused or materialize_grads) and any(g is None for g in result):
         raise ValueError(
             with_location(
                 "grad: an input was not used to compute the outputs; pass allow_unused=True to get "
