@@ -19,6 +19,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import nn_packing  # noqa: E402
 from nn_cases import CASES, tied  # noqa: E402
 
 
@@ -84,7 +85,7 @@ def main() -> None:
     for case in CASES:
         run_case(case, rng, store)
     store["tied/keys"] = np.array(list(tied(torch.nn).state_dict()))
-    np.savez_compressed(HERE / "nn_references.npz", **store)
+    nn_packing.save(HERE / "nn_references.npz", store)
     print(f"wrote {len(store)} arrays for {len(CASES)} cases with torch {torch.__version__}")
 
 

@@ -14,13 +14,14 @@ import pytest
 
 import dualflow
 from dualflow import nn
+from tests.compat import nn_packing
 from tests.compat.nn_cases import CASES, Case, tied
 
-REFS = np.load(Path(__file__).with_name("nn_references.npz"))
+REFS = nn_packing.load(Path(__file__).with_name("nn_references.npz"))
 
 
 def _ref(prefix: str) -> dict[str, np.ndarray]:
-    return {k[len(prefix) :]: REFS[k] for k in REFS.files if k.startswith(prefix)}
+    return {k[len(prefix) :]: v for k, v in REFS.items() if k.startswith(prefix)}
 
 
 def _indexed(prefix: str) -> list[np.ndarray]:
