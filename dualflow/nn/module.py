@@ -107,7 +107,7 @@ class Module(hooks.HookMethods, module_state.ConversionMethods):
                 return entries[name]
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError(_missing_message(self, name))
+        raise _MissingAttribute(self, name)
 
     def __delattr__(self, name: str) -> None:
         fail_closed(f"deleting {type(self).__name__}.{name}")
@@ -387,9 +387,17 @@ class Module(hooks.HookMethods, module_state.ConversionMethods):
         return sorted(set(super().__dir__()) | set(extra))
 
 
-def _missing_message(module: Module, name: str) -> str:
-    message = f"{type(module).__name__} has no attribute {name!r}"
-    if name in _INSTEAD:
-        return f"{message}: {_INSTEAD[name]}"
-    close = difflib.get_close_matches(name, dir(module), n=1)
-    return f"{message}; did you mean {close[0]!r}?" if close else message
+class _MissingAttribute(AttributeError):
+    """AttributeError whose message (with a suggestion) is built only when shown: ``hasattr``
+    and ``getattr(m, name, None)`` on modules stay cheap."""
+
+    def __init__(self, module: Module, name: str) -> None:
+        super().__init__(name)
+        self.module, self.attribute = module, name
+
+    def __str__(self) -> str:
+        message = f"{type(self.module).__name__} has no attribute {self.attribute!r}"
+        if self.attribute in _INSTEAD:
+            return f"{message}: {_INSTEAD[self.attribute]}"
+        close = difflib.get_close_matches(self.attribute, dir(self.module), n=1)
+        return f"{message}; did you mean {close[0]!r}?" if close else message

@@ -67,6 +67,9 @@ class ParamGroup(dict):
             for index, t in enumerate(mirrors):
                 t.name = f"{prefix}.{key}" + (f"[{index}]" if len(mirrors) > 1 else "")
             self.tensors[key] = mirrors
+        # Also reachable from the optimizer's own attributes: the plan cache names captured
+        # state by access paths, and it walks a dict's items, not a dict subclass's attributes.
+        owner.__dict__.setdefault("_hyper_tensors", []).append(self.tensors)
 
     def hyper(self, key: str, index: int = 0) -> Tensor:
         """The 0-d float64 tensor holding ``self[key]`` (or its ``index``-th item)."""
