@@ -21,7 +21,13 @@ from dualflow.nn.activation import (
 )
 from dualflow.nn.attention import MultiheadAttention
 from dualflow.nn.cells import GRUCell, LSTMCell, RNNCell
-from dualflow.nn.containers import ModuleList, Sequential
+from dualflow.nn.containers import (
+    ModuleDict,
+    ModuleList,
+    ParameterDict,
+    ParameterList,
+    Sequential,
+)
 from dualflow.nn.conv import Conv2d, ConvTranspose2d
 from dualflow.nn.conv1d import Conv1d, ConvTranspose1d
 from dualflow.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
@@ -85,9 +91,12 @@ __all__ = [
     "MaxPool1d",
     "MaxPool2d",
     "Module",
+    "ModuleDict",
     "ModuleList",
     "MultiheadAttention",
     "Parameter",
+    "ParameterDict",
+    "ParameterList",
     "PixelShuffle",
     "PixelUnshuffle",
     "RNNCell",
@@ -127,9 +136,6 @@ _INSTEAD = {
     "RNNBase": "use RNN, GRU or LSTM",
     "AdaptiveMaxPool2d": "not supported: use AdaptiveAvgPool2d or MaxPool2d",
     "AdaptiveMaxPool1d": "not supported: use AdaptiveAvgPool1d or MaxPool1d",
-    "ParameterList": "register parameters as attributes, or use a ModuleList of modules",
-    "ParameterDict": "register parameters as attributes",
-    "ModuleDict": "use attributes or a ModuleList",
     "quantized": "quantization is not supported",
 }
 

@@ -172,3 +172,17 @@ def test_forward_shape_errors_name_the_layer() -> None:
 def test_causal_mask_helper() -> None:
     mask = nn.Transformer.generate_square_subsequent_mask(3)
     assert mask.dtype == np.float32 and mask.tolist()[0] == [0.0, -np.inf, -np.inf]
+
+
+def test_dict_and_list_containers_name_state_as_pytorch() -> None:
+    m = nn.Module()
+    m.heads = nn.ModuleDict({"a": nn.Linear(2, 3), "b": nn.Linear(3, 1)})
+    m.ps = nn.ParameterList([nn.Parameter(np.zeros(2)), nn.Parameter(np.ones(1))])
+    m.pd = nn.ParameterDict({"scale": nn.Parameter(np.ones(2))})
+    assert list(m.state_dict()) == [  # read from torch 2.13 for the same structure
+        "heads.a.weight", "heads.a.bias", "heads.b.weight", "heads.b.bias", "ps.0", "ps.1",
+        "pd.scale",
+    ]  # fmt: skip
+    assert len(list(optim.SGD(m.parameters(), lr=0.1).param_groups[0]["params"])) == 7
+    del m.heads["b"]
+    assert list(m.heads) == ["a"] and m.heads.pop("a").out_features == 3 and len(m.heads) == 0
