@@ -14,6 +14,7 @@ from dualflow import ops
 from dualflow.optim.adamax import betas
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -88,7 +89,7 @@ class Adam(Optimizer):
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
-        beta1, beta2 = betas(group)  # 0-d float64 tensors: OneCycleLR may cycle beta1
+        beta1, beta2 = betas(group)  # tensors when traced: OneCycleLR may cycle beta1
         weight_decay = group["weight_decay"]
         if not state:
             state.update(step=step_counter(p), exp_avg=zeros_like(p), exp_avg_sq=zeros_like(p))
@@ -107,8 +108,8 @@ class Adam(Optimizer):
         # Scalars in float64 (PyTorch uses Python floats here), cast once to p's dtype.
         step_size = ops.cast(lr / (1 - beta1**step), p.dtype)
         bias_correction2_sqrt = ops.cast(ops.sqrt(1 - beta2**step), p.dtype)
-        ops.assign(exp_avg, exp_avg + ops.cast(1 - beta1, p.dtype) * (grad - exp_avg))
-        b2, one_minus_b2 = ops.cast(beta2, p.dtype), ops.cast(1 - beta2, p.dtype)
+        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
+        b2, one_minus_b2 = as_dtype(beta2, p.dtype), as_dtype(1 - beta2, p.dtype)
         ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
         second = exp_avg_sq
         if group["amsgrad"]:

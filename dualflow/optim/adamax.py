@@ -8,6 +8,7 @@ from typing import Any
 from dualflow import ops
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -21,9 +22,9 @@ def check_betas_eps(group: dict[str, Any]) -> None:
             raise ValueError(f"invalid {name} value: {group[name]}")
 
 
-def betas(group: Any) -> tuple[Tensor, Tensor]:
-    """The group's ``(beta1, beta2)`` as its 0-d float64 mirror tensors (see ParamGroup)."""
-    return group.hyper("betas", 0), group.hyper("betas", 1)
+def betas(group: Any) -> tuple[Any, Any]:
+    """The group's ``(beta1, beta2)``: Python floats eagerly, mirror tensors when traced."""
+    return group.value("betas", 0), group.value("betas", 1)
 
 
 class Adamax(Optimizer):
@@ -91,8 +92,8 @@ class Adamax(Optimizer):
             grad = -grad
         if group["weight_decay"] != 0:
             grad = grad + group["weight_decay"] * p
-        ops.assign(exp_avg, exp_avg + ops.cast(1 - beta1, p.dtype) * (grad - exp_avg))
-        decayed_inf = exp_inf * ops.cast(beta2, p.dtype)
+        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
+        decayed_inf = exp_inf * as_dtype(beta2, p.dtype)
         ops.assign(exp_inf, ops.maximum(decayed_inf, ops.abs(grad) + group["eps"]))
         clr = ops.cast(ops.cast(lr, "float64") / (1 - beta1**step), p.dtype)
         ops.assign(p, p - clr * (exp_avg / exp_inf))

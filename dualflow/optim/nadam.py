@@ -14,6 +14,7 @@ from dualflow import ops
 from dualflow.optim.adamax import betas, check_betas_eps
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -110,8 +111,8 @@ class NAdam(Optimizer):
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * decay))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * decay))
         ops.assign(mu_product, mu_product * mu)
-        ops.assign(exp_avg, exp_avg + ops.cast(1 - beta1, p.dtype) * (grad - exp_avg))
-        b2, one_minus_b2 = ops.cast(beta2, p.dtype), ops.cast(1 - beta2, p.dtype)
+        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
+        b2, one_minus_b2 = as_dtype(beta2, p.dtype), as_dtype(1 - beta2, p.dtype)
         ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
         bias_correction2 = ops.cast(1 - beta2**step, p.dtype)
         denom = ops.sqrt(exp_avg_sq / bias_correction2) + group["eps"]

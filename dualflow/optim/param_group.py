@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._config import no_grad
+from dualflow._config import config, no_grad
 from dualflow.device import get_array_module
 from dualflow.tensor import Tensor
 
@@ -28,6 +28,17 @@ def as_float(value: Any) -> float:
         0.5
     """
     return float(value.item()) if hasattr(value, "item") else float(value)
+
+
+def as_dtype(value: Any, dtype: Any) -> Any:
+    """A scalar ready to meet arrays of ``dtype``: a Python number as is (numpy rounds it to
+    ``dtype``), a 0-d float64 tensor cast to ``dtype`` (the same rounding).
+
+    Example:
+        >>> as_dtype(0.5, np.float32), str(as_dtype(Tensor(np.asarray(0.5)), np.float32).dtype)
+        (0.5, 'float32')
+    """
+    return ops.cast(value, dtype) if isinstance(value, Tensor) else value
 
 
 def _items(value: Any) -> tuple:
@@ -73,6 +84,13 @@ class ParamGroup(dict):
 
     def hyper(self, key: str, index: int = 0) -> Tensor:
         """The 0-d float64 tensor holding ``self[key]`` (or its ``index``-th item)."""
+        return self.tensors[key][index]
+
+    def value(self, key: str, index: int = 0) -> Any:
+        """What an update computes with: the Python number eagerly (no extra ops), the mirror
+        tensor when traced (read by reference). Both round alike (see ``as_dtype``)."""
+        if config.tracer is None:
+            return _items(self[key])[index]
         return self.tensors[key][index]
 
     def initial_lr(self) -> float:

@@ -15,6 +15,7 @@ from dualflow.optim.adamax import betas, check_betas_eps
 from dualflow.optim.flags import check_flags
 from dualflow.optim.nadam import decayed
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -85,8 +86,8 @@ class RAdam(Optimizer):
         ops.assign(step, step + 1)
         grad = -grad if group["maximize"] else grad
         p_new, grad = decayed(p, grad, group, lr)
-        ops.assign(exp_avg, exp_avg + ops.cast(1 - beta1, p.dtype) * (grad - exp_avg))
-        b2, one_minus_b2 = ops.cast(beta2, p.dtype), ops.cast(1 - beta2, p.dtype)
+        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
+        b2, one_minus_b2 = as_dtype(beta2, p.dtype), as_dtype(1 - beta2, p.dtype)
         ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
         bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
         momentum = exp_avg / ops.cast(bias_correction1, p.dtype) * ops.cast(lr, p.dtype)

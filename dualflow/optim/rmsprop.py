@@ -12,6 +12,7 @@ from typing import Any
 from dualflow import ops
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -107,7 +108,7 @@ class RMSprop(Optimizer):
         lr = ops.cast(lr, p.dtype)
         if momentum > 0:
             buf = state["momentum_buffer"]
-            m = ops.cast(group.hyper("momentum"), p.dtype)  # a tensor: schedulers may cycle it
+            m = as_dtype(group.value("momentum"), p.dtype)  # a tensor when traced (cycled)
             ops.assign(buf, buf * m + grad / avg)
             ops.assign(p, p - lr * buf)
         else:

@@ -12,6 +12,7 @@ from typing import Any
 from dualflow import ops
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -87,7 +88,7 @@ class SGD(Optimizer):
         if weight_decay != 0:
             grad = grad + weight_decay * p
         if momentum != 0:
-            m = ops.cast(group.hyper("momentum"), p.dtype)  # a tensor: OneCycleLR may cycle it
+            m = as_dtype(group.value("momentum"), p.dtype)  # a tensor when traced (cycled)
             buf = state.get("momentum_buffer")
             if buf is None:  # PyTorch starts the buffer at the first gradient, undampened
                 buf = state["momentum_buffer"] = zeros_like(p)
