@@ -26,6 +26,11 @@ _tune_malloc()  # see dualflow/_memory.py: large temporaries reuse heap memory
 
 __version__ = "0.1.0"
 
+_FACTORIES = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like")
+_FACTORIES += ("empty_like", "arange", "linspace")
+_RANDOM = ("manual_seed", "initial_seed", "randn", "rand", "randint", "randn_like", "rand_like")
+_RANDOM += ("randint_like",)
+
 # public name -> the module that defines it (or the submodule itself)
 _LAZY = {
     "Tensor": "dualflow.tensor",
@@ -39,6 +44,9 @@ _LAZY = {
     "explain": "dualflow.tracer",
     "save": "dualflow.serialization",
     "load": "dualflow.serialization",
+    # PyTorch-style creation functions (torch.zeros, torch.randn, torch.manual_seed...)
+    **dict.fromkeys(_FACTORIES, "dualflow.factories"),
+    **dict.fromkeys(_RANDOM, "dualflow.random"),
 }
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 
@@ -65,28 +73,46 @@ __all__ = [
     "Config",
     "Device",
     "Tensor",
+    "arange",
     "as_tensor",
     "backward",
     "compile",
     "config",
     "disable_compile",
+    "empty",
+    "empty_like",
     "enable_grad",
     "errors",
     "explain",
     "from_dlpack",
+    "full",
+    "full_like",
     "get_array_module",
     "grad",
     "gradcheck",
+    "initial_seed",
     "is_grad_enabled",
+    "linspace",
     "load",
+    "manual_seed",
     "nn",
     "no_grad",
+    "ones",
+    "ones_like",
     "ops",
     "optim",
+    "rand",
+    "rand_like",
+    "randint",
+    "randint_like",
+    "randn",
+    "randn_like",
     "random",
     "save",
     "set_debug",
     "tensor",
     "training",
     "using_config",
+    "zeros",
+    "zeros_like",
 ]

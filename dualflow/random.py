@@ -1,5 +1,6 @@
 """Random number generation: ``Generator`` (its state is a Tensor), per-device default
-generators, ``seed`` and the tensor factories ``uniform`` and ``normal``.
+generators, ``seed``/``manual_seed``, and the samplers ``uniform``, ``normal`` and PyTorch's
+``randn``, ``rand``, ``randint`` and their ``*_like`` forms.
 
 A generator's state is a uint64 Tensor [seed, counter]. Drawing a key adds 1 to the counter and
 writes it back with ``ops.assign``, so a compiled function sees the RNG state as captured state
@@ -15,6 +16,7 @@ import numpy as np
 from dualflow import ops
 from dualflow._config import no_grad
 from dualflow.device import Device, device_of, send
+from dualflow.errors import DTypeError
 from dualflow.ops.random_ops import set_default_generator_source
 from dualflow.tensor import Tensor, tensor
 
@@ -145,3 +147,153 @@ def normal(
     generator = generator or default_generator(device)
     out = ops.random_normal(generator.next_key(), shape, mean, std, dtype)
     return out.requires_grad_(requires_grad)
+
+
+def manual_seed(seed: int) -> Generator:
+    """Seed every default generator (PyTorch's ``torch.manual_seed``); returns the CPU one.
+
+    dualflow's streams are its own (counter-based), so the numbers differ from PyTorch's.
+
+    Example:
+        >>> manual_seed(3); a = rand(2).tolist()
+        Generator(seed=3, counter=0, device=cpu)
+        >>> _ = manual_seed(3); a == rand(2).tolist()
+        True
+    """
+    globals()["seed"](seed)
+    return default_generator("cpu")
+
+
+def initial_seed() -> int:
+    """The seed the default generators were last seeded with.
+
+    Example:
+        >>> _ = manual_seed(5); initial_seed()
+        5
+    """
+    return _default_seed[0]
+
+
+def _sample(kind: str, size: tuple, dtype: Any, generator: Any, device: Any) -> Tensor:
+    from dualflow.factories import size_of  # noqa: PLC0415 - factories imports tensor ops only
+
+    dtype = np.dtype(dtype or np.float32)
+    if dtype.kind != "f":
+        raise DTypeError(f"{kind}: dtype must be floating point, got {dtype}")
+    draw = normal if kind == "randn" else uniform
+    return draw(size_of(size), dtype=dtype, generator=generator, device=device)
+
+
+def randn(
+    *size: Any,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Standard normal samples of ``size`` (ints or one tuple), float32 by default.
+
+    Example:
+        >>> randn(2, 3).shape, str(randn((4,)).dtype)
+        ((2, 3), 'float32')
+    """
+    return _sample("randn", size, dtype, generator, device).requires_grad_(requires_grad)
+
+
+def rand(
+    *size: Any,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Uniform samples in [0, 1) of ``size``, float32 by default.
+
+    Example:
+        >>> bool(((rand(100).numpy() >= 0) & (rand(100).numpy() < 1)).all())
+        True
+    """
+    return _sample("rand", size, dtype, generator, device).requires_grad_(requires_grad)
+
+
+def randint(
+    *args: Any,
+    generator: Generator | None = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
+    """Integers uniform in ``[low, high)``: ``randint(high, size)`` or
+    ``randint(low, high, size)`` (int64 by default).
+
+    Example:
+        >>> r = randint(3, 7, (1000,)).numpy(); int(r.min()), int(r.max()), str(r.dtype)
+        (3, 6, 'int64')
+    """
+    from dualflow.factories import size_of  # noqa: PLC0415
+
+    if len(args) == 2:
+        low, (high, size) = 0, args
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise TypeError("randint(high, size) or randint(low, high, size)")
+    if int(high) <= int(low):
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    shape, span = size_of((size,)), int(high) - int(low)
+    if requires_grad:
+        raise DTypeError("randint: integer tensors cannot require grad")
+    u = uniform(shape, dtype=np.float64, generator=generator, device=device)
+    offset = ops.minimum(ops.cast(u * span, np.int64), span - 1)  # u*span >= 0: truncation
+    return ops.cast(offset + int(low), np.dtype(dtype or np.int64))
+
+
+def _device_of(x: Any) -> Device:
+    return x.device if isinstance(x, Tensor) else device_of(x)
+
+
+def _like(kind: str, x: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:
+    dtype = dtype if dtype is not None else x.dtype
+    device = device if device is not None else _device_of(x)
+    draw = randn if kind == "randn" else rand
+    return draw(tuple(x.shape), dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def randn_like(
+    input: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Standard normal samples shaped like ``input`` (its dtype and device by default).
+
+    Example:
+        >>> randn_like(rand(2, 2)).shape
+        (2, 2)
+    """
+    return _like("randn", input, dtype, device, requires_grad)
+
+
+def rand_like(
+    input: Any, *, dtype: Any = None, device: Any = None, requires_grad: bool = False
+) -> Tensor:
+    """Uniform [0, 1) samples shaped like ``input``.
+
+    Example:
+        >>> str(rand_like(randn(3, dtype="float64")).dtype)
+        'float64'
+    """
+    return _like("rand", input, dtype, device, requires_grad)
+
+
+def randint_like(
+    input: Any, low: int = 0, high: int | None = None, *, dtype: Any = None, device: Any = None
+) -> Tensor:
+    """Integers in ``[low, high)`` shaped like ``input`` (``randint_like(x, high)`` works too).
+
+    Example:
+        >>> randint_like(rand(4), 10).shape
+        (4,)
+    """
+    if high is None:
+        low, high = 0, low
+    dtype = dtype if dtype is not None else input.dtype
+    device = device if device is not None else _device_of(input)
+    return randint(low, high, tuple(input.shape), dtype=dtype, device=device)

@@ -41,7 +41,9 @@ def _optimizer_like(model):
 
 def test_round_trip_module_and_optimizer_state(tmp_path):
     model = _Tiny()
-    obj = {"model": model.state_dict(), "optim": _optimizer_like(model), "epoch": 7}
+    # keep_vars=True: the parameters themselves, so requires_grad round-trips too (PyTorch's
+    # default state dict holds detached tensors)
+    obj = {"model": model.state_dict(keep_vars=True), "optim": _optimizer_like(model), "epoch": 7}
     path = tmp_path / "ckpt.npz"
     dualflow.save(obj, path)
     loaded = dualflow.load(path)

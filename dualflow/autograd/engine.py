@@ -205,9 +205,12 @@ def grad(
     grad_outputs: Any = None,
     create_graph: bool = False,
     retain_graph: bool | None = None,
-    allow_unused: bool = False,
+    allow_unused: bool | None = None,
+    only_inputs: bool = True,
+    materialize_grads: bool = False,
 ) -> tuple[Tensor | None, ...]:
-    """Gradients of ``outputs`` w.r.t. ``inputs``, without touching any ``.grad``.
+    """Gradients of ``outputs`` w.r.t. ``inputs``, without touching any ``.grad`` (PyTorch's
+    signature: ``only_inputs`` is ignored, as there; ``materialize_grads`` gives zeros, not None).
 
     Example:
         >>> import dualflow
@@ -233,11 +236,12 @@ def grad(
             if out.requires_grad:
                 run.push(_edge_of(out), _seed_gradient(out, gy))
         run.run()
-    result = tuple(
-        g if g is None or g.dtype == t.dtype else ops.cast(g, t.dtype)  # the input's dtype
+    result = tuple(  # in the input's dtype; materialize_grads: zeros for unused inputs
+        (ops.zeros_like(t) if materialize_grads else None) if g is None
+        else g if g.dtype == t.dtype else ops.cast(g, t.dtype)
         for g, t in zip((run.found.get(k) for k in keys), inputs)
-    )
-    if not allow_unused and any(g is None for g in result):
+    )  # fmt: skip
+    if not (allow_unused or materialize_grads) and any(g is None for g in result):
         raise ValueError(
             with_location(
                 "grad: an input was not used to compute the outputs; pass allow_unused=True to get "

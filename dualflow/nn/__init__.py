@@ -1,10 +1,12 @@
-"""Neural-network building blocks: Module, Parameter, layers and initializers.
+"""Neural-network building blocks: Module, Parameter, layers, initializers and ``nn.utils``.
 
 Layers follow PyTorch's constructor signatures, parameter names and default initialization, so a
 PyTorch state dict (converted to numpy) loads by name.
 """
 
-from dualflow.nn import init
+from typing import Any
+
+from dualflow.nn import init, utils
 from dualflow.nn.activation import (
     ELU,
     GELU,
@@ -17,41 +19,87 @@ from dualflow.nn.activation import (
     Softplus,
     Tanh,
 )
-from dualflow.nn.containers import ModuleList, Sequential
+from dualflow.nn.attention import MultiheadAttention
+from dualflow.nn.cells import GRUCell, LSTMCell, RNNCell
+from dualflow.nn.containers import (
+    ModuleDict,
+    ModuleList,
+    ParameterDict,
+    ParameterList,
+    Sequential,
+)
 from dualflow.nn.conv import Conv2d, ConvTranspose2d
-from dualflow.nn.dropout import Dropout
+from dualflow.nn.conv1d import Conv1d, ConvTranspose1d
+from dualflow.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from dualflow.nn.embedding import Embedding
+from dualflow.nn.group_norm import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from dualflow.nn.linear import Linear
 from dualflow.nn.module import Module
 from dualflow.nn.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from dualflow.nn.parameter import Parameter
 from dualflow.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
-from dualflow.nn.recurrent import LSTM, LSTMCell
-from dualflow.nn.shape import Flatten, Identity
+from dualflow.nn.pooling1d import AdaptiveAvgPool1d, AvgPool1d, MaxPool1d
+from dualflow.nn.recurrent import GRU, LSTM, RNN
+from dualflow.nn.shape import Flatten, Identity, Unflatten
+from dualflow.nn.transformer import TransformerEncoder, TransformerEncoderLayer
+from dualflow.nn.transformer_decoder import (
+    Transformer,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+)
+from dualflow.nn.upsampling import (
+    PixelShuffle,
+    PixelUnshuffle,
+    Upsample,
+    UpsamplingBilinear2d,
+    UpsamplingNearest2d,
+)
 
 __all__ = [
     "ELU",
     "GELU",
+    "GRU",
     "LSTM",
+    "RNN",
+    "AdaptiveAvgPool1d",
     "AdaptiveAvgPool2d",
+    "AvgPool1d",
     "AvgPool2d",
     "BatchNorm1d",
     "BatchNorm2d",
+    "Conv1d",
     "Conv2d",
+    "ConvTranspose1d",
     "ConvTranspose2d",
     "Dropout",
+    "Dropout1d",
+    "Dropout2d",
+    "Dropout3d",
     "Embedding",
     "Flatten",
+    "GRUCell",
+    "GroupNorm",
     "Identity",
+    "InstanceNorm1d",
+    "InstanceNorm2d",
+    "InstanceNorm3d",
     "LSTMCell",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
     "LogSoftmax",
+    "MaxPool1d",
     "MaxPool2d",
     "Module",
+    "ModuleDict",
     "ModuleList",
+    "MultiheadAttention",
     "Parameter",
+    "ParameterDict",
+    "ParameterList",
+    "PixelShuffle",
+    "PixelUnshuffle",
+    "RNNCell",
     "ReLU",
     "Sequential",
     "SiLU",
@@ -59,5 +107,40 @@ __all__ = [
     "Softmax",
     "Softplus",
     "Tanh",
+    "Transformer",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
+    "Unflatten",
+    "Upsample",
+    "UpsamplingBilinear2d",
+    "UpsamplingNearest2d",
     "init",
+    "utils",
 ]
+
+# PyTorch nn names dualflow does not have -> what to use instead (AttributeError says so).
+_INSTEAD = {
+    "DataParallel": "use dualflow.distributed (create_multi_node_optimizer, mpiexec)",
+    "parallel": "use dualflow.distributed (create_multi_node_optimizer, mpiexec)",
+    "SyncBatchNorm": "not supported: BatchNorm2d keeps per-process statistics",
+    "Conv3d": "3-D convolutions are not supported (no 3-D conv op)",
+    "ConvTranspose3d": "3-D convolutions are not supported (no 3-D conv op)",
+    "MaxPool3d": "3-D pooling is not supported",
+    "AvgPool3d": "3-D pooling is not supported",
+    "BatchNorm3d": "not supported: use BatchNorm2d on a reshaped (N, C, D*H, W) input",
+    "LazyLinear": "lazy modules are not supported: pass in_features to Linear",
+    "LazyConv2d": "lazy modules are not supported: pass in_channels to Conv2d",
+    "EmbeddingBag": "use Embedding followed by a sum or mean over the bag axis",
+    "RNNBase": "use RNN, GRU or LSTM",
+    "AdaptiveMaxPool2d": "not supported: use AdaptiveAvgPool2d or MaxPool2d",
+    "AdaptiveMaxPool1d": "not supported: use AdaptiveAvgPool1d or MaxPool1d",
+    "quantized": "quantization is not supported",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _INSTEAD:
+        raise AttributeError(f"module 'dualflow.nn' has no attribute {name!r}: {_INSTEAD[name]}")
+    raise AttributeError(f"module 'dualflow.nn' has no attribute {name!r}")

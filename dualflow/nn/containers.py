@@ -1,4 +1,5 @@
-"""Containers: ``Sequential`` (modules applied in order) and ``ModuleList`` (an indexable list).
+"""Containers: ``Sequential`` (modules applied in order), ``ModuleList``, ``ModuleDict``,
+``ParameterList`` and ``ParameterDict`` (PyTorch's, registering what they hold).
 
 Children are registered under the names "0", "1", ... as in PyTorch, so state-dict keys look like
 ``features.0.weight``.
@@ -155,3 +156,169 @@ class ModuleList(Module):
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError("ModuleList has no forward(); iterate over it instead")
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules registered under their keys (``blocks.encoder.weight``...).
+
+    Example:
+        >>> from dualflow.nn import Linear, ReLU
+        >>> heads = ModuleDict({"a": Linear(2, 3), "act": ReLU()})
+        >>> heads["b"] = Linear(3, 1)
+        >>> list(heads), "a" in heads, len(heads), [n for n, _ in heads.named_parameters()][-1]
+        (['a', 'act', 'b'], True, 3, 'b.bias')
+    """
+
+    def __init__(self, modules: Any = None) -> None:
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key: str) -> Module:
+        return self._modules[key]
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        self.add_module(key, _check_module(module))
+
+    def __delitem__(self, key: str) -> None:
+        delattr(self, key)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._modules
+
+    def keys(self) -> Iterable[str]:
+        """The keys, in insertion order."""
+        return self._modules.keys()
+
+    def values(self) -> Iterable[Module]:
+        """The modules, in insertion order."""
+        return self._modules.values()
+
+    def items(self) -> Iterable[tuple[str, Module]]:
+        """(key, module) pairs, in insertion order."""
+        return self._modules.items()
+
+    def pop(self, key: str) -> Module:
+        """Remove ``key`` and return its module."""
+        module = self._modules[key]
+        del self[key]
+        return module
+
+    def clear(self) -> None:
+        """Remove every module."""
+        for key in list(self._modules):
+            del self[key]
+
+    def update(self, modules: Any) -> None:
+        """Add (or replace) modules from a mapping or an iterable of (key, module) pairs."""
+        pairs = modules.items() if hasattr(modules, "items") else modules
+        for key, module in pairs:
+            self[key] = module
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("ModuleDict has no forward(); index it instead")
+
+
+class ParameterList(Module):
+    """A list of parameters registered as "0", "1", ... (so optimizers and state dicts see them).
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.nn import Parameter
+        >>> ps = ParameterList([Parameter(np.zeros(2)), Parameter(np.ones(1))])
+        >>> len(ps), [n for n, _ in ps.named_parameters()], ps[1].tolist()
+        (2, ['0', '1'], [1.0])
+    """
+
+    def __init__(self, values: Iterable[Any] | None = None) -> None:
+        super().__init__()
+        for value in values or ():
+            self.append(value)
+
+    def __getitem__(self, idx: int) -> Any:
+        return self._params[str(_index(idx, len(self)))]
+
+    def __setitem__(self, idx: int, value: Any) -> None:
+        setattr(self, str(_index(idx, len(self))), _as_parameter(value))
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._params.values())
+
+    def append(self, value: Any) -> ParameterList:
+        """Add a parameter (a Tensor or array is wrapped in one); returns self."""
+        setattr(self, str(len(self)), _as_parameter(value))
+        return self
+
+    def extend(self, values: Iterable[Any]) -> ParameterList:
+        """Append every value; returns self."""
+        for value in values:
+            self.append(value)
+        return self
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("ParameterList has no forward(); index it instead")
+
+
+class ParameterDict(Module):
+    """An ordered dict of parameters registered under their keys.
+
+    Example:
+        >>> import numpy as np
+        >>> pd = ParameterDict({"scale": np.ones(2, np.float32)})
+        >>> list(pd), type(pd["scale"]).__name__
+        (['scale'], 'Parameter')
+    """
+
+    def __init__(self, parameters: Any = None) -> None:
+        super().__init__()
+        pairs = parameters.items() if hasattr(parameters, "items") else parameters or ()
+        for key, value in pairs:
+            self[key] = value
+
+    def __getitem__(self, key: str) -> Any:
+        return self._params[key]
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        self.register_parameter(key, _as_parameter(value))
+
+    def __delitem__(self, key: str) -> None:
+        delattr(self, key)
+
+    def __len__(self) -> int:
+        return len(self._params)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._params)
+
+    def __contains__(self, key: str) -> bool:
+        return key in self._params
+
+    def keys(self) -> Iterable[str]:
+        """The keys, in insertion order."""
+        return self._params.keys()
+
+    def values(self) -> Iterable[Any]:
+        """The parameters, in insertion order."""
+        return self._params.values()
+
+    def items(self) -> Iterable[tuple[str, Any]]:
+        """(key, parameter) pairs, in insertion order."""
+        return self._params.items()
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("ParameterDict has no forward(); index it instead")
+
+
+def _as_parameter(value: Any) -> Any:
+    from dualflow.nn.parameter import Parameter  # noqa: PLC0415 - parameter imports tensor only
+
+    return value if isinstance(value, Parameter) or value is None else Parameter(value)

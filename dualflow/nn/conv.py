@@ -1,4 +1,4 @@
-"""2-D convolution layers: ``Conv2d`` and ``ConvTranspose2d`` (NCHW, PyTorch's weight layouts).
+"""2-D convolution layers ``Conv2d``, ``ConvTranspose2d`` (NCHW, PyTorch's weight layouts).
 
 Both hold the weight and bias, PyTorch's default init, and the geometry attributes PyTorch has
 (``kernel_size``, ``stride``, ``padding``, ``dilation``, ``groups``...); the math is ``ops.conv2d``
@@ -9,50 +9,153 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dualflow import ops
 from dualflow.nn import init
 from dualflow.nn.module import Module
 from dualflow.tensor import Tensor
 
-# padding_mode -> ops.pad mode; "circular" has no pad mode yet.
-_PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge"}
+# padding_mode -> ops.pad mode ("circular" is a gather, see _circular).
+_PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
-def _pair(value: Any) -> tuple[int, int]:
-    items = (value, value) if isinstance(value, int) else tuple(value)
-    if len(items) != 2:
-        raise ValueError(f"expected an int or a pair of ints, got {value!r}")
-    return int(items[0]), int(items[1])
+def ntuple(value: Any, n: int, name: str) -> tuple[int, ...]:
+    """``value`` (an int or n ints) as an n-tuple of ints; ValueError naming ``name`` otherwise.
+
+    Example:
+        >>> ntuple(3, 2, "kernel_size"), ntuple((1, 2), 2, "stride")
+        ((3, 3), (1, 2))
+    """
+    items = (value,) * n if isinstance(value, int) else tuple(value)
+    if len(items) != n:
+        raise ValueError(f"{name}: expected an int or {n} ints, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def check_geometry(name: str, kernel: tuple, stride: tuple, padding: Any, dilation: tuple) -> None:
+    """ValueError naming the first convolution/pooling size that is out of range."""
+    for key, values, low in (("kernel_size", kernel, 1), ("stride", stride, 1)):
+        if min(values) < low:
+            raise ValueError(f"{name}: {key} must be positive, got {values}")
+    if not isinstance(padding, str) and min(padding) < 0:
+        raise ValueError(f"{name}: padding must be non-negative, got {padding}")
+    if min(dilation) < 1:
+        raise ValueError(f"{name}: dilation must be positive, got {dilation}")
+
+
+def check_padding(name: str, padding: Any, stride: Any, padding_mode: str) -> None:
+    """ValueError for a padding string, mode or 'same'-with-stride PyTorch rejects."""
+    if isinstance(padding, str) and padding not in ("valid", "same"):
+        raise ValueError(f"{name}: invalid padding string {padding!r}, use 'valid' or 'same'")
+    strides = (stride,) if isinstance(stride, int) else tuple(stride)
+    if padding == "same" and any(s != 1 for s in strides):
+        raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
+    if padding_mode not in _PAD_MODES:
+        raise ValueError(
+            f"{name}: padding_mode must be one of {sorted(_PAD_MODES)}, got {padding_mode!r}"
+        )
+
+
+def check_transposed_padding(name: str, padding: Any, padding_mode: str) -> None:
+    """ValueError for what PyTorch's transposed convolutions reject."""
+    if padding_mode != "zeros":
+        raise ValueError(f'{name}: only "zeros" padding mode is supported, got {padding_mode!r}')
+    if isinstance(padding, str):
+        raise ValueError(f"{name}: padding must be an int or a tuple of ints, got {padding!r}")
+
+
+def _circular(x: Any, pairs: tuple) -> Any:
+    """Wrap-around padding of the trailing ``len(pairs)`` axes (PyTorch's 'circular')."""
+    lead = len(x.shape) - len(pairs)
+    for k, (before, after) in enumerate(pairs):
+        n = x.shape[lead + k]
+        rows = np.arange(-before, n + after) % n
+        x = ops.getitem(x, (slice(None),) * (lead + k) + (rows,))
+    return x
 
 
 class _Conv(Module):
-    """Shared constructor of the 2-D convolutions: validation, attributes, parameters."""
+    """Shared constructor of the convolutions: validation, attributes, parameters.
+
+    ``_dims`` is the number of spatial axes (1 or 2); the weight is PyTorch's layout.
+    """
+
+    _dims = 2
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, **geom: Any) -> None:
         super().__init__()
+        n, name = self._dims, type(self).__name__
         groups = int(geom["groups"])
+        if min(in_channels, out_channels) <= 0:
+            raise ValueError(f"{name}: in_channels and out_channels must be positive")
         if groups <= 0:
-            raise ValueError("groups must be a positive integer")
+            raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
         if in_channels % groups:
-            raise ValueError("in_channels must be divisible by groups")
+            raise ValueError(f"{name}: in_channels must be divisible by groups")
         if out_channels % groups:
-            raise ValueError("out_channels must be divisible by groups")
+            raise ValueError(f"{name}: out_channels must be divisible by groups")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size = _pair(kernel_size)
-        self.stride, self.dilation = _pair(geom["stride"]), _pair(geom["dilation"])
+        self.kernel_size = ntuple(kernel_size, n, "kernel_size")
+        self.stride = ntuple(geom["stride"], n, "stride")
+        self.dilation = ntuple(geom["dilation"], n, "dilation")
         padding = geom["padding"]
-        self.padding = padding if isinstance(padding, str) else _pair(padding)
-        self.output_padding = _pair(geom.get("output_padding", 0))
+        self.padding = padding if isinstance(padding, str) else ntuple(padding, n, "padding")
+        check_geometry(name, self.kernel_size, self.stride, self.padding, self.dilation)
+        self.output_padding = ntuple(geom.get("output_padding", 0), n, "output_padding")
         self.groups, self.padding_mode = groups, geom["padding_mode"]
         self.transposed = bool(geom.get("transposed", False))
         dtype, device = geom["dtype"], geom["device"]
-        if self.transposed:  # PyTorch: (in, out / groups, kh, kw)
+        if self.transposed:  # PyTorch: (in, out / groups, *kernel)
             w_shape = (self.in_channels, self.out_channels // groups) + self.kernel_size
-        else:  # (out, in / groups, kh, kw)
+        else:  # (out, in / groups, *kernel)
             w_shape = (self.out_channels, self.in_channels // groups) + self.kernel_size
         self.weight = init.empty_parameter(w_shape, dtype, device)
-        self.bias = init.empty_parameter((out_channels,), dtype, device) if geom["bias"] else None
+        if geom["bias"]:
+            self.bias = init.empty_parameter((out_channels,), dtype, device)
+        else:
+            self.register_parameter("bias", None)
         self.reset_parameters()
+
+    def _pad_pairs(self) -> tuple[tuple[int, int], ...]:
+        if self.padding == "valid":
+            return ((0, 0),) * self._dims
+        if self.padding == "same":
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            return tuple((t // 2, t - t // 2) for t in totals)
+        return tuple((p, p) for p in self.padding)
+
+    def _pad_input(self, x: Any) -> tuple[Any, tuple[int, ...]]:
+        """``x`` padded explicitly where the conv op cannot (asymmetric 'same', other modes),
+        and the symmetric padding left for the op."""
+        pairs = self._pad_pairs()
+        if self.padding_mode == "zeros" and all(a == b for a, b in pairs):
+            return x, tuple(a for a, _ in pairs)
+        if self.padding_mode == "circular":
+            return _circular(x, pairs), (0,) * self._dims
+        lead = ((0, 0),) * (len(x.shape) - self._dims)
+        return ops.pad(x, lead + pairs, mode=_PAD_MODES[self.padding_mode]), (0,) * self._dims
+
+    def _output_padding(self, x: Any, output_size: Any) -> tuple[int, ...]:
+        if output_size is None:
+            return self.output_padding
+        n = self._dims
+        size = tuple(int(s) for s in output_size)[-n:]
+        extra = []
+        for k in range(n):
+            smallest = (
+                (x.shape[len(x.shape) - n + k] - 1) * self.stride[k]
+                - 2 * self.padding[k]
+                + self.dilation[k] * (self.kernel_size[k] - 1)
+                + 1
+            )
+            if not smallest <= size[k] < smallest + self.stride[k]:
+                raise ValueError(
+                    f"requested an output size of {size}, but valid sizes range from {smallest} "
+                    f"to {smallest + self.stride[k] - 1} on spatial axis {k} (input {x.shape})"
+                )
+            extra.append(size[k] - smallest)
+        return tuple(extra)
 
     def reset_parameters(self) -> None:
         """PyTorch's default: kaiming_uniform(a=√5) weight, U(±1/√fan_in) bias; fan_in from the
@@ -64,11 +167,12 @@ class _Conv(Module):
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}"
         )
-        if self.padding != (0, 0):
+        zeros, ones = (0,) * self._dims, (1,) * self._dims
+        if self.padding != zeros:
             s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
+        if self.dilation != ones:
             s += f", dilation={self.dilation}"
-        if self.output_padding != (0, 0):
+        if self.output_padding != zeros:
             s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
@@ -84,7 +188,7 @@ class Conv2d(_Conv):
 
     ``padding`` is an int, a pair, ``"valid"`` (none) or ``"same"`` (stride 1 only; an odd total
     puts the extra row/column at the bottom/right, as PyTorch). ``padding_mode`` is ``"zeros"``,
-    ``"reflect"`` or ``"replicate"``.
+    ``"reflect"``, ``"replicate"`` or ``"circular"``.
 
     Example:
         >>> import numpy as np
@@ -109,38 +213,16 @@ class Conv2d(_Conv):
         device: Any = None,
         dtype: Any = None,
     ) -> None:
-        if isinstance(padding, str) and padding not in ("valid", "same"):
-            raise ValueError(f"Invalid padding string {padding!r}, should be one of valid, same")
-        if padding == "same" and _pair(stride) != (1, 1):
-            raise ValueError("padding='same' is not supported for strided convolutions")
-        if padding_mode not in _PAD_MODES:
-            raise ValueError(
-                f"padding_mode must be one of {sorted(_PAD_MODES)} (circular is not supported), "
-                f"got {padding_mode!r}"
-            )
+        check_padding("Conv2d", padding, stride, padding_mode)
         super().__init__(
             in_channels, out_channels, kernel_size, stride=stride, padding=padding,
             dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
             device=device, dtype=dtype,
         )  # fmt: skip
 
-    def _pad_pairs(self) -> tuple[tuple[int, int], tuple[int, int]]:
-        if self.padding == "valid":
-            return (0, 0), (0, 0)
-        if self.padding == "same":
-            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
-            return tuple((t // 2, t - t // 2) for t in totals)  # type: ignore[return-value]
-        return tuple((p, p) for p in self.padding)  # type: ignore[return-value]
-
     def forward(self, x: Any) -> Tensor:
         """Convolve ``x`` (N, C_in, H, W) with the weight and add the bias."""
-        pairs = self._pad_pairs()
-        symmetric = all(a == b for a, b in pairs)
-        if self.padding_mode == "zeros" and symmetric:
-            pad = (pairs[0][0], pairs[1][0])
-        else:  # pad explicitly: asymmetric "same" or a non-zero padding mode
-            x = ops.pad(x, ((0, 0), (0, 0)) + pairs, mode=_PAD_MODES[self.padding_mode])
-            pad = (0, 0)
+        x, pad = self._pad_input(x)
         return ops.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
@@ -172,35 +254,12 @@ class ConvTranspose2d(_Conv):
         device: Any = None,
         dtype: Any = None,
     ) -> None:
-        if padding_mode != "zeros":
-            raise ValueError('Only "zeros" padding mode is supported for ConvTranspose2d')
-        if isinstance(padding, str):
-            raise ValueError("ConvTranspose2d: padding must be an int or a pair of ints")
+        check_transposed_padding(type(self).__name__, padding, padding_mode)
         super().__init__(
             in_channels, out_channels, kernel_size, stride=stride, padding=padding,
             dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
             output_padding=output_padding, transposed=True, device=device, dtype=dtype,
         )  # fmt: skip
-
-    def _output_padding(self, x: Any, output_size: Any) -> tuple[int, int]:
-        if output_size is None:
-            return self.output_padding
-        size = tuple(int(s) for s in output_size)[-2:]
-        extra = []
-        for k in range(2):
-            smallest = (
-                (x.shape[2 + k] - 1) * self.stride[k]
-                - 2 * self.padding[k]
-                + self.dilation[k] * (self.kernel_size[k] - 1)
-                + 1
-            )
-            if not smallest <= size[k] < smallest + self.stride[k]:
-                raise ValueError(
-                    f"requested an output size of {size}, but valid sizes range from {smallest} "
-                    f"to {smallest + self.stride[k] - 1} on axis {2 + k} (input {x.shape})"
-                )
-            extra.append(size[k] - smallest)
-        return extra[0], extra[1]
 
     def forward(self, x: Any, output_size: Any = None) -> Tensor:
         """Transposed convolution of ``x`` (N, C_in, H, W); ``output_size`` (…, H_out, W_out)

@@ -11,6 +11,7 @@ from typing import Any
 from dualflow import ops
 from dualflow.errors import ShapeError
 from dualflow.nn.module import Module
+from dualflow.nn.pooling1d import adaptive_matrix, check_pool
 from dualflow.tensor import Tensor
 
 
@@ -40,6 +41,7 @@ class MaxPool2d(Module):
             raise NotImplementedError(
                 "MaxPool2d: dilation != 1, return_indices and ceil_mode are not supported"
             )
+        check_pool("MaxPool2d", kernel_size, stride, padding, 2)
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding, self.dilation = padding, dilation
@@ -81,6 +83,7 @@ class AvgPool2d(Module):
                 "AvgPool2d: ceil_mode, count_include_pad=False and divisor_override are not "
                 "supported"
             )
+        check_pool("AvgPool2d", kernel_size, stride, padding, 2)
         self.kernel_size = kernel_size
         self.stride = kernel_size if stride is None else stride
         self.padding = padding
@@ -98,8 +101,8 @@ class AvgPool2d(Module):
 class AdaptiveAvgPool2d(Module):
     """Average pooling to a fixed output size (N, C, oh, ow).
 
-    Supported when each output size divides the input size (e.g. ``(1, 1)``, global average
-    pooling, which gives (N, C, 1, 1) as PyTorch); ``None`` keeps that input size.
+    Windows as PyTorch's (``floor(i*H/oh)`` to ``ceil((i+1)*H/oh)``); ``(1, 1)`` is global
+    average pooling, giving (N, C, 1, 1) as PyTorch; ``None`` keeps that input size.
 
     Example:
         >>> import numpy as np
@@ -119,11 +122,12 @@ class AdaptiveAvgPool2d(Module):
         oh, ow = h if oh is None else oh, w if ow is None else ow
         if (oh, ow) == (1, 1):
             return ops.reshape(ops.global_avg_pool2d(x), (n, c, 1, 1))
-        if oh <= 0 or ow <= 0 or h % oh or w % ow:
-            raise NotImplementedError(
-                f"AdaptiveAvgPool2d: output size {(oh, ow)} must divide the input size {(h, w)}"
-            )
-        return ops.avg_pool2d(x, (h // oh, w // ow))
+        if oh <= 0 or ow <= 0:
+            raise ValueError(f"AdaptiveAvgPool2d: output size {(oh, ow)} must be positive")
+        if h % oh == 0 and w % ow == 0:
+            return ops.avg_pool2d(x, (h // oh, w // ow))
+        rows, cols = adaptive_matrix(h, oh, x), adaptive_matrix(w, ow, x)
+        return ops.matmul(ops.matmul(rows, x), ops.transpose(cols))  # PyTorch's windows
 
     def extra_repr(self) -> str:
         return f"output_size={self.output_size}"

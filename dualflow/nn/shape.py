@@ -1,4 +1,4 @@
-"""Layers that only pass data through or reshape it: ``Identity`` and ``Flatten``."""
+"""Layers that only pass data through or reshape it: ``Identity``, ``Flatten``, ``Unflatten``."""
 
 from __future__ import annotations
 
@@ -59,3 +59,50 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Expand axis ``dim`` into ``unflattened_size`` (one entry may be -1).
+
+    Example:
+        >>> import numpy as np
+        >>> Unflatten(1, (2, 5, 5))
+        Unflatten(dim=1, unflattened_size=(2, 5, 5))
+        >>> Unflatten(1, (2, -1))(np.zeros((3, 8))).shape
+        (3, 2, 4)
+    """
+
+    def __init__(self, dim: int, unflattened_size: tuple[int, ...] | list[int]) -> None:
+        super().__init__()
+        if not isinstance(unflattened_size, tuple | list):
+            raise TypeError(
+                "Unflatten: unflattened_size must be a tuple of ints, but found type "
+                f"{type(unflattened_size).__name__}"
+            )
+        for index, size in enumerate(unflattened_size):
+            if isinstance(size, bool) or not isinstance(size, int) or (size <= 0 and size != -1):
+                raise TypeError(
+                    f"Unflatten: unflattened_size must be positive ints (or one -1), got {size!r} "
+                    f"at position {index}"
+                )
+        self.dim, self.unflattened_size = int(dim), unflattened_size
+
+    def forward(self, x: Any) -> Any:
+        """Reshape axis ``dim`` of ``x`` into ``unflattened_size``."""
+        shape = tuple(x.shape)
+        if not -len(shape) <= self.dim < len(shape):
+            raise ShapeError(f"Unflatten: dim={self.dim} is out of range for shape {shape}")
+        dim = self.dim % len(shape)
+        sizes = list(self.unflattened_size)
+        if -1 in sizes:
+            known = math.prod(s for s in sizes if s != -1)
+            sizes[sizes.index(-1)] = shape[dim] // known if known else 0
+        if math.prod(sizes) != shape[dim]:
+            raise ShapeError(
+                f"Unflatten: unflattened_size {tuple(self.unflattened_size)} does not multiply to "
+                f"the size {shape[dim]} of dim {self.dim} (input shape {shape})"
+            )
+        return ops.reshape(x, shape[:dim] + tuple(sizes) + shape[dim + 1 :])
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"

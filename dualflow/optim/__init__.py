@@ -1,14 +1,51 @@
 """Optimizers, gradient clipping and lr schedulers whose updates are written with ops.
 
 Every update is a set of ``ops.assign`` state writes under ``no_grad()``, so ``@dualflow.compile``
-can trace a whole training step, optimizer update included (DESIGN §3).
+can trace a whole training step, optimizer update included (DESIGN §3). Names, arguments,
+defaults and state names are PyTorch's (``torch.optim``).
 """
 
+from typing import Any
+
 from dualflow.optim import lr_scheduler
+from dualflow.optim.adadelta import Adadelta
+from dualflow.optim.adagrad import Adagrad
 from dualflow.optim.adam import Adam, AdamW
+from dualflow.optim.adamax import Adamax
 from dualflow.optim.clip import clip_grad_norm
+from dualflow.optim.nadam import NAdam
 from dualflow.optim.optimizer import Optimizer
+from dualflow.optim.radam import RAdam
 from dualflow.optim.rmsprop import RMSprop
 from dualflow.optim.sgd import SGD
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer", "RMSprop", "clip_grad_norm", "lr_scheduler"]
+__all__ = [
+    "SGD",
+    "Adadelta",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "NAdam",
+    "Optimizer",
+    "RAdam",
+    "RMSprop",
+    "clip_grad_norm",
+    "lr_scheduler",
+]
+
+# PyTorch optim names dualflow does not have -> what to use instead (AttributeError says so).
+_INSTEAD = {
+    "LBFGS": "not supported (needs closures re-evaluated inside step); use Adam or SGD",
+    "SparseAdam": "sparse gradients are not supported: use Adam",
+    "ASGD": "not supported: use SGD (with averaging done outside) or Adam",
+    "Rprop": "not supported: use RMSprop or Adam",
+    "Adafactor": "not supported: use Adam or AdamW",
+    "swa_utils": "stochastic weight averaging utilities are not supported",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _INSTEAD:
+        raise AttributeError(f"module 'dualflow.optim' has no attribute {name!r}: {_INSTEAD[name]}")
+    raise AttributeError(f"module 'dualflow.optim' has no attribute {name!r}")

@@ -11,7 +11,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
+from dualflow.optim.adamax import betas
+from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -29,6 +32,7 @@ class Adam(Optimizer):
         eps: Added to the denominator for numerical stability.
         weight_decay: L2 penalty added to the gradient.
         amsgrad: Use the running maximum of the second moment (Reddi et al.).
+        maximize: Maximize the objective instead of minimizing it.
 
     Example:
         >>> import numpy as np, dualflow
@@ -41,6 +45,7 @@ class Adam(Optimizer):
     """
 
     _decoupled = False
+    _scheduled = ("betas",)
 
     def __init__(
         self,
@@ -50,13 +55,23 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
         amsgrad: bool = False,
+        *,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
+        check_flags(
+            type(self).__name__, differentiable, foreach=foreach, capturable=capturable, fused=fused
+        )
         defaults = {
             "lr": lr,
             "betas": tuple(betas),
             "eps": eps,
             "weight_decay": weight_decay,
             "amsgrad": amsgrad,
+            "maximize": maximize,
         }
         super().__init__(params, defaults)
 
@@ -74,7 +89,7 @@ class Adam(Optimizer):
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
-        beta1, beta2 = group["betas"]
+        beta1, beta2 = betas(group)  # tensors when traced: OneCycleLR may cycle beta1
         weight_decay = group["weight_decay"]
         if not state:
             state.update(step=step_counter(p), exp_avg=zeros_like(p), exp_avg_sq=zeros_like(p))
@@ -82,6 +97,8 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = zeros_like(p)
         step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
         ops.assign(step, step + 1)
+        if group.get("maximize"):
+            grad = -grad
         decayed = p
         if weight_decay != 0 and self._decoupled:
             # In float64 from the lr tensor, as PyTorch multiplies Python floats, then cast.
@@ -91,8 +108,9 @@ class Adam(Optimizer):
         # Scalars in float64 (PyTorch uses Python floats here), cast once to p's dtype.
         step_size = ops.cast(lr / (1 - beta1**step), p.dtype)
         bias_correction2_sqrt = ops.cast(ops.sqrt(1 - beta2**step), p.dtype)
-        ops.assign(exp_avg, exp_avg + (1 - beta1) * (grad - exp_avg))
-        ops.assign(exp_avg_sq, exp_avg_sq * beta2 + (1 - beta2) * grad * grad)
+        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
+        b2, one_minus_b2 = as_dtype(beta2, p.dtype), as_dtype(1 - beta2, p.dtype)
+        ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
         second = exp_avg_sq
         if group["amsgrad"]:
             second = state["max_exp_avg_sq"]
@@ -114,6 +132,7 @@ class AdamW(Adam):
         eps: Added to the denominator for numerical stability.
         weight_decay: Decoupled weight decay coefficient.
         amsgrad: Use the running maximum of the second moment.
+        maximize: Maximize the objective instead of minimizing it.
 
     Example:
         >>> import numpy as np, dualflow
@@ -134,5 +153,14 @@ class AdamW(Adam):
         eps: float = 1e-8,
         weight_decay: float = 1e-2,
         amsgrad: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        capturable: bool = False,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+        super().__init__(
+            params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize, foreach=foreach,
+            capturable=capturable, differentiable=differentiable, fused=fused,
+        )  # fmt: skip

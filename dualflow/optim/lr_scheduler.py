@@ -1,86 +1,52 @@
-"""Learning-rate schedulers: ``StepLR``, ``CosineAnnealingLR``, ``LinearLR`` and ``LinearWarmup``.
+"""Learning-rate schedulers with PyTorch's names and values (``torch.optim.lr_scheduler``).
 
-A scheduler computes each group's lr for its current epoch in closed form and writes it into the
-optimizer's 0-d lr tensor with ``ops.assign``, so a compiled training step that reads the lr by
-reference sees the new value without retracing.
+Closed-form schedules live here (StepLR, MultiStepLR, ConstantLR, LinearLR, ExponentialLR,
+PolynomialLR, CosineAnnealingLR, LambdaLR, and dualflow's LinearWarmup); the cyclic ones,
+ReduceLROnPlateau and the combinators are imported from their modules. Every scheduler writes the
+optimizer's lr tensors, so a compiled training step sees new lrs without retracing.
 """
 
 from __future__ import annotations
 
 import math
+import types
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from dualflow import ops
-from dualflow._config import no_grad
+from dualflow.optim.lr_compose import ChainedScheduler, SequentialLR
+from dualflow.optim.lr_cycles import CosineAnnealingWarmRestarts, OneCycleLR
+from dualflow.optim.lr_plateau import ReduceLROnPlateau
 from dualflow.optim.optimizer import Optimizer
+from dualflow.optim.scheduler import LRScheduler, MultiplicativeScheduler
+
+__all__ = [
+    "ChainedScheduler",
+    "ConstantLR",
+    "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
+    "ExponentialLR",
+    "LRScheduler",
+    "LambdaLR",
+    "LinearLR",
+    "LinearWarmup",
+    "MultiStepLR",
+    "OneCycleLR",
+    "PolynomialLR",
+    "ReduceLROnPlateau",
+    "SequentialLR",
+    "StepLR",
+]
 
 
-class LRScheduler:
-    """Base class: ``step()`` advances ``last_epoch`` and sets every group's lr.
-
-    As in PyTorch, constructing a scheduler records each group's ``initial_lr`` and applies the
-    epoch-0 lr at once; call ``step()`` after each ``optimizer.step()``.
-
-    Example:
-        >>> import numpy as np
-        >>> from dualflow.nn import Parameter
-        >>> from dualflow.optim import SGD
-        >>> opt = SGD([Parameter(np.zeros(1))], lr=1.0)
-        >>> sched = StepLR(opt, step_size=1, gamma=0.5); sched.step(); sched.get_last_lr()
-        [0.5]
-    """
-
-    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
-        self.optimizer = optimizer
-        for index, group in enumerate(optimizer.param_groups):
-            if last_epoch == -1:
-                group.setdefault("initial_lr", float(optimizer.lr_tensor(index).item()))
-            elif "initial_lr" not in group:
-                raise KeyError(
-                    f"param group {index} has no 'initial_lr'; resuming with last_epoch="
-                    f"{last_epoch} needs an optimizer that was scheduled before"
-                )
-        self.base_lrs = [float(group["initial_lr"]) for group in optimizer.param_groups]
-        self.last_epoch = last_epoch
-        self._last_lr: list[float] = []
-        self.step()
-
-    def lr_at(self, epoch: int) -> list[float]:
-        """Each group's lr at ``epoch`` (closed form; subclasses define it)."""
-        raise NotImplementedError(f"{type(self).__name__} must define lr_at()")
-
-    def step(self) -> None:
-        """Advance one epoch and write the new lr into each group's lr tensor."""
-        self.last_epoch += 1
-        values = self.lr_at(self.last_epoch)
-        with no_grad():
-            for index, value in enumerate(values):
-                ops.assign(self.optimizer.lr_tensor(index), value)
-        self._last_lr = list(values)
-
-    def get_last_lr(self) -> list[float]:
-        """The lr of each group set by the last ``step()``, as Python floats."""
-        return list(self._last_lr)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Everything but the optimizer (whose own state dict holds the lr tensors' values)."""
-        return {
-            key: list(value) if isinstance(value, list) else value
-            for key, value in self.__dict__.items()
-            if key != "optimizer"
-        }
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Restore a ``state_dict()``; unknown keys raise ValueError and change nothing."""
-        unknown = sorted(set(state_dict) - (set(self.__dict__) - {"optimizer"}))
-        if unknown:
-            raise ValueError(f"load_state_dict: unknown scheduler state keys {unknown}")
-        self.__dict__.update(
-            {k: list(v) if isinstance(v, list) else v for k, v in state_dict.items()}
-        )
+def _positive_int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
 
 
-class StepLR(LRScheduler):
+class StepLR(MultiplicativeScheduler):
     """Multiply the lr by ``gamma`` every ``step_size`` epochs: ``base * gamma**(e // size)``.
 
     Example:
@@ -95,43 +61,81 @@ class StepLR(LRScheduler):
     def __init__(
         self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1
     ) -> None:
-        if int(step_size) < 1:
-            raise ValueError(f"StepLR: step_size must be >= 1, got {step_size}")
-        self.step_size, self.gamma = int(step_size), float(gamma)
+        self.step_size = _positive_int("StepLR: step_size", step_size)
+        self.gamma = float(gamma)
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch: int) -> list[float]:
-        return [base * self.gamma ** (epoch // self.step_size) for base in self.base_lrs]
+    def factor(self, epoch: int) -> float:
+        return self.gamma ** (epoch // self.step_size)
 
 
-class CosineAnnealingLR(LRScheduler):
-    """Cosine from the base lr down to ``eta_min`` over ``T_max`` epochs (SGDR without restarts).
-
-    ``lr = eta_min + (base - eta_min) * (1 + cos(pi * e / T_max)) / 2``.
+class MultiStepLR(MultiplicativeScheduler):
+    """Multiply the lr by ``gamma`` at each milestone epoch (a repeated milestone counts twice).
 
     Example:
         >>> import numpy as np
         >>> from dualflow.nn import Parameter
         >>> from dualflow.optim import SGD
-        >>> sched = CosineAnnealingLR(SGD([Parameter(np.zeros(1))], lr=1.0), T_max=2)
-        >>> [round(sched.lr_at(e)[0], 6) for e in range(3)]
-        [1.0, 0.5, 0.0]
+        >>> sched = MultiStepLR(SGD([Parameter(np.zeros(1))], lr=1.0), [1, 3], gamma=0.5)
+        >>> [sched.lr_at(e)[0] for e in range(5)]
+        [1.0, 0.5, 0.5, 0.25, 0.25]
     """
 
     def __init__(
-        self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
+        self,
+        optimizer: Optimizer,
+        milestones: Iterable[int],
+        gamma: float = 0.1,
+        last_epoch: int = -1,
     ) -> None:
-        if int(T_max) < 1:
-            raise ValueError(f"CosineAnnealingLR: T_max must be >= 1, got {T_max}")
-        self.T_max, self.eta_min = int(T_max), float(eta_min)
+        self.milestones = Counter(int(m) for m in milestones)
+        self.gamma = float(gamma)
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch: int) -> list[float]:
-        cosine = (1 + math.cos(math.pi * epoch / self.T_max)) / 2
-        return [self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs]
+    def factor(self, epoch: int) -> float:
+        return self.gamma ** bisect_right(sorted(self.milestones.elements()), epoch)
 
 
-class LinearLR(LRScheduler):
+class ConstantLR(MultiplicativeScheduler):
+    """The lr times ``factor`` until epoch ``total_iters``, then the base lr.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.nn import Parameter
+        >>> from dualflow.optim import SGD
+        >>> sched = ConstantLR(SGD([Parameter(np.zeros(1))], lr=1.0), factor=0.5, total_iters=2)
+        >>> [sched.lr_at(e)[0] for e in range(4)]
+        [0.5, 0.5, 1.0, 1.0]
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        factor: float = 1.0 / 3,
+        total_iters: int = 5,
+        last_epoch: int = -1,
+    ) -> None:
+        if not 0.0 <= factor <= 1.0:
+            raise ValueError("ConstantLR: factor expected to be between 0 and 1")
+        self.factor_value, self.total_iters = float(factor), int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def factor(self, epoch: int) -> float:
+        return 1.0 if epoch >= self.total_iters else self.factor_value
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["factor"] = state.pop("factor_value")  # PyTorch's attribute name
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        if "factor" in state:
+            state["factor_value"] = state.pop("factor")
+        super().load_state_dict(state)
+
+
+class LinearLR(MultiplicativeScheduler):
     """Scale the lr linearly from ``start_factor`` to ``end_factor`` over ``total_iters`` epochs.
 
     ``lr = base * (start + (end - start) * min(e, total_iters) / total_iters)``, then constant.
@@ -155,22 +159,18 @@ class LinearLR(LRScheduler):
     ) -> None:
         if not 0.0 <= start_factor <= 1.0 or not 0.0 <= end_factor <= 1.0:
             raise ValueError("LinearLR: start_factor and end_factor must be in [0, 1]")
-        if int(total_iters) < 1:
-            raise ValueError(f"LinearLR: total_iters must be >= 1, got {total_iters}")
         self.start_factor, self.end_factor = float(start_factor), float(end_factor)
-        self.total_iters = int(total_iters)
+        self.total_iters = _positive_int("LinearLR: total_iters", total_iters)
         super().__init__(optimizer, last_epoch)
 
-    def lr_at(self, epoch: int) -> list[float]:
+    def factor(self, epoch: int) -> float:
         progress = min(epoch, self.total_iters) / self.total_iters
-        factor = self.start_factor + (self.end_factor - self.start_factor) * progress
-        return [base * factor for base in self.base_lrs]
+        return self.start_factor + (self.end_factor - self.start_factor) * progress
 
 
 class LinearWarmup(LinearLR):
-    """Ramp the lr linearly from ``start_factor * base`` to ``base`` over ``warmup_steps``.
-
-    ``LinearLR`` with ``end_factor=1`` and ``total_iters=warmup_steps``.
+    """Ramp the lr linearly from ``start_factor * base`` to ``base`` over ``warmup_steps``
+    (``LinearLR`` with ``end_factor=1``; dualflow's shorthand).
 
     Example:
         >>> import numpy as np
@@ -189,3 +189,128 @@ class LinearWarmup(LinearLR):
         last_epoch: int = -1,
     ) -> None:
         super().__init__(optimizer, start_factor, 1.0, warmup_steps, last_epoch)
+
+
+class ExponentialLR(MultiplicativeScheduler):
+    """Multiply the lr by ``gamma`` every epoch: ``base * gamma**e``.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.nn import Parameter
+        >>> from dualflow.optim import SGD
+        >>> sched = ExponentialLR(SGD([Parameter(np.zeros(1))], lr=1.0), gamma=0.5)
+        >>> [sched.lr_at(e)[0] for e in range(3)]
+        [1.0, 0.5, 0.25]
+    """
+
+    def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
+        self.gamma = float(gamma)
+        super().__init__(optimizer, last_epoch)
+
+    def factor(self, epoch: int) -> float:
+        return self.gamma**epoch
+
+
+class PolynomialLR(MultiplicativeScheduler):
+    """Decay to 0 over ``total_iters`` epochs: ``base * (1 - min(e, T) / T) ** power``.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.nn import Parameter
+        >>> from dualflow.optim import SGD
+        >>> sched = PolynomialLR(SGD([Parameter(np.zeros(1))], lr=1.0), total_iters=2)
+        >>> [sched.lr_at(e)[0] for e in range(3)]
+        [1.0, 0.5, 0.0]
+    """
+
+    def __init__(
+        self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
+    ) -> None:
+        self.total_iters = _positive_int("PolynomialLR: total_iters", total_iters)
+        self.power = power
+        super().__init__(optimizer, last_epoch)
+
+    def factor(self, epoch: int) -> float:
+        return (1.0 - min(self.total_iters, epoch) / self.total_iters) ** self.power
+
+
+class CosineAnnealingLR(LRScheduler):
+    """Cosine from the base lr down to ``eta_min`` over ``T_max`` epochs (SGDR without restarts).
+
+    ``lr = eta_min + (base - eta_min) * (1 + cos(pi * e / T_max)) / 2``.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.nn import Parameter
+        >>> from dualflow.optim import SGD
+        >>> sched = CosineAnnealingLR(SGD([Parameter(np.zeros(1))], lr=1.0), T_max=2)
+        >>> [round(sched.lr_at(e)[0], 6) for e in range(3)]
+        [1.0, 0.5, 0.0]
+    """
+
+    def __init__(
+        self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
+    ) -> None:
+        self.T_max, self.eta_min = _positive_int("CosineAnnealingLR: T_max", T_max), eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: int) -> list[float]:
+        cosine = (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+        return [self.eta_min + (base - self.eta_min) * cosine for base in self.base_lrs]
+
+    def factor(self, epoch: int) -> float:
+        """The multiplier when ``eta_min == 0`` (then it chains like the others)."""
+        if self.eta_min != 0:
+            raise NotImplementedError(
+                "ChainedScheduler: CosineAnnealingLR with eta_min != 0 is not a pure factor"
+            )
+        return (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+
+
+class LambdaLR(LRScheduler):
+    """``lr = base * lr_lambda(epoch)`` (one function, or one per param group).
+
+    ``state_dict`` saves the ``__dict__`` of callable objects and None for plain functions, as
+    PyTorch.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.nn import Parameter
+        >>> from dualflow.optim import SGD
+        >>> sched = LambdaLR(SGD([Parameter(np.zeros(1))], lr=2.0), lambda e: 1 / (e + 1))
+        >>> [sched.lr_at(e)[0] for e in range(3)]
+        [2.0, 1.0, 0.6666666666666666]
+    """
+
+    def __init__(
+        self,
+        optimizer: Optimizer,
+        lr_lambda: Callable[[int], float] | list[Callable[[int], float]],
+        last_epoch: int = -1,
+    ) -> None:
+        groups = len(optimizer.param_groups)
+        lambdas = list(lr_lambda) if isinstance(lr_lambda, list | tuple) else [lr_lambda] * groups
+        if len(lambdas) != groups:
+            raise ValueError(f"Expected {groups} lr_lambdas, but got {len(lambdas)}")
+        if not all(callable(f) for f in lambdas):
+            raise TypeError("LambdaLR: lr_lambda must be callable (or a list of callables)")
+        self.lr_lambdas = lambdas
+        super().__init__(optimizer, last_epoch)
+
+    def lr_at(self, epoch: int) -> list[float]:
+        return [base * f(epoch) for f, base in zip(self.lr_lambdas, self.base_lrs)]
+
+    def state_dict(self) -> dict[str, Any]:
+        state = super().state_dict()
+        state["lr_lambdas"] = [
+            None if isinstance(f, types.FunctionType) else dict(f.__dict__) for f in self.lr_lambdas
+        ]
+        return state
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        state = dict(state_dict)
+        saved = state.pop("lr_lambdas", [None] * len(self.lr_lambdas))
+        super().load_state_dict(state)
+        for f, attributes in zip(self.lr_lambdas, saved):
+            if attributes is not None:
+                f.__dict__.update(attributes)

@@ -16,10 +16,23 @@ from dualflow import ops
 from dualflow._config import config, enable_grad, no_grad
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
+from dualflow.optim.param_group import ParamGroup
+from dualflow.optim.param_group import as_float as _as_float
 from dualflow.optim.state_tensors import step_counter, zeros_like
 from dualflow.tensor import Tensor
 
 __all__ = ["Optimizer", "ParamGroup", "step_counter", "zeros_like"]  # helpers re-exported
+
+# PyTorch Optimizer names dualflow does not have -> what to use instead.
+_INSTEAD = {
+    "register_step_pre_hook": "optimizer hooks are not supported: run the code before step()",
+    "register_step_post_hook": "optimizer hooks are not supported: run the code after step()",
+    "register_state_dict_pre_hook": "optimizer hooks are not supported: edit the dict",
+    "register_state_dict_post_hook": "optimizer hooks are not supported: edit the dict",
+    "register_load_state_dict_pre_hook": "optimizer hooks are not supported: edit the dict",
+    "register_load_state_dict_post_hook": "optimizer hooks are not supported: edit the dict",
+    "share_memory": "for multi-process training use dualflow.distributed",
+}
 
 
 class Optimizer:
@@ -204,8 +217,8 @@ class Optimizer:
         """
         raise NotImplementedError(f"{type(self).__name__} must define _update()")
 
-    def zero_grad(self) -> None:
-        """Set ``.grad`` of every parameter to None.
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Set ``.grad`` of every parameter to None (``set_to_none=False``: to zeros).
 
         Example:
             >>> import numpy as np
@@ -217,7 +230,17 @@ class Optimizer:
         """
         for group in self.param_groups:
             for p in group["params"]:
-                p.grad = None
+                if set_to_none or p.grad is None:
+                    p.grad = None
+                else:  # a new zero tensor: a gradient array may be shared or read-only
+                    with no_grad():
+                        p.grad = ops.zeros_like(p.grad)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails: name what to use instead of PyTorch's extras.
+        if name.startswith("__") or name not in _INSTEAD:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}: {_INSTEAD[name]}")
 
     # ----- state dicts -------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -278,7 +301,7 @@ class Optimizer:
                         ops.assign(self._lr_tensors[index], _as_float(value))
                         dict.__setitem__(group, "lr", self._lr_tensors[index])
                     else:
-                        dict.__setitem__(group, key, value)
+                        group.restore(key, value)  # also rewrites its mirror tensors
             for p, arrays in plan:
                 self._restore_state(p, arrays)
 
@@ -342,11 +365,6 @@ class Optimizer:
         return "\n".join(lines) + "\n)"
 
 
-def _as_float(value: Any) -> float:
-    """A hyperparameter (Python number or one-element tensor) as a Python float."""
-    return float(value.item()) if hasattr(value, "item") else float(value)
-
-
 def _checked_array(p: Tensor, key: str, value: Any) -> Any:
     """A saved state value as a numpy array, checked to fit parameter ``p``."""
     array = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
@@ -356,34 +374,3 @@ def _checked_array(p: Tensor, key: str, value: Any) -> Any:
             f"shape {tuple(p.shape)}"
         )
     return array
-
-
-class ParamGroup(dict):
-    """A param group dict whose item assignments bump the optimizer's version.
-
-    Hyperparameters are Python values read while tracing, so changing one (``momentum``...)
-    must make a compiled step retrace rather than keep the old value. ``lr`` is different: it
-    is a tensor, and assigning a number to it writes the number into that tensor.
-
-    Example:
-        >>> import numpy as np
-        >>> from dualflow.nn import Parameter
-        >>> from dualflow.optim import SGD
-        >>> opt = SGD([Parameter(np.zeros(2))], lr=0.1)
-        >>> before = opt._version; opt.param_groups[0]["momentum"] = 0.9
-        >>> opt._version == before + 1
-        True
-    """
-
-    def __init__(self, owner: Any, values: dict[str, Any]) -> None:
-        super().__init__(values)
-        self._owner = owner
-
-    def __setitem__(self, key: str, value: Any) -> None:
-        current = self.get("lr")
-        if key == "lr" and isinstance(current, Tensor) and not isinstance(value, Tensor):
-            with no_grad():  # lr is state: write it into its tensor, no retrace needed
-                ops.assign(current, _as_float(value))
-            return
-        super().__setitem__(key, value)
-        self._owner._version += 1

@@ -10,7 +10,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
+from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -30,6 +32,7 @@ class RMSprop(Optimizer):
         weight_decay: L2 penalty added to the gradient.
         momentum: Momentum factor (0 turns it off).
         centered: Normalize by an estimate of the gradient's variance instead.
+        maximize: Maximize the objective instead of minimizing it.
 
     Example:
         >>> import numpy as np, dualflow
@@ -41,6 +44,8 @@ class RMSprop(Optimizer):
         [0.9800000190734863]
     """
 
+    _scheduled = ("momentum",)
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -50,7 +55,12 @@ class RMSprop(Optimizer):
         weight_decay: float = 0.0,
         momentum: float = 0.0,
         centered: bool = False,
+        capturable: bool = False,
+        foreach: bool | None = None,
+        maximize: bool = False,
+        differentiable: bool = False,
     ) -> None:
+        check_flags("RMSprop", differentiable, foreach=foreach, capturable=capturable)
         defaults = {
             "lr": lr,
             "alpha": alpha,
@@ -58,6 +68,7 @@ class RMSprop(Optimizer):
             "weight_decay": weight_decay,
             "momentum": momentum,
             "centered": centered,
+            "maximize": maximize,
         }
         super().__init__(params, defaults)
 
@@ -83,6 +94,8 @@ class RMSprop(Optimizer):
             state.update(self._init_state(p, group))
         step, square_avg = state["step"], state["square_avg"]
         ops.assign(step, step + 1)
+        if group.get("maximize"):
+            grad = -grad
         if group["weight_decay"] != 0:
             grad = grad + group["weight_decay"] * p
         ops.assign(square_avg, square_avg * alpha + (1 - alpha) * grad * grad)
@@ -95,7 +108,8 @@ class RMSprop(Optimizer):
         lr = ops.cast(lr, p.dtype)
         if momentum > 0:
             buf = state["momentum_buffer"]
-            ops.assign(buf, buf * momentum + grad / avg)
+            m = as_dtype(group.value("momentum"), p.dtype)  # a tensor when traced (cycled)
+            ops.assign(buf, buf * m + grad / avg)
             ops.assign(p, p - lr * buf)
         else:
             ops.assign(p, p - lr * grad / avg)

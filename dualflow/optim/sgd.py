@@ -10,7 +10,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
+from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
@@ -28,6 +30,7 @@ class SGD(Optimizer):
         dampening: Dampening of the gradient added to the momentum buffer.
         weight_decay: L2 penalty added to the gradient.
         nesterov: Use Nesterov momentum (needs ``momentum > 0`` and ``dampening == 0``).
+        maximize: Maximize the objective instead of minimizing it.
 
     Example:
         >>> import numpy as np, dualflow
@@ -40,6 +43,8 @@ class SGD(Optimizer):
         [-0.25]
     """
 
+    _scheduled = ("momentum",)
+
     def __init__(
         self,
         params: Iterable[Any],
@@ -48,13 +53,20 @@ class SGD(Optimizer):
         dampening: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        *,
+        maximize: bool = False,
+        foreach: bool | None = None,
+        differentiable: bool = False,
+        fused: bool | None = None,
     ) -> None:
+        check_flags("SGD", differentiable, foreach=foreach, fused=fused)
         defaults = {
             "lr": lr,
             "momentum": momentum,
             "dampening": dampening,
             "weight_decay": weight_decay,
             "nesterov": nesterov,
+            "maximize": maximize,
         }
         super().__init__(params, defaults)
 
@@ -71,9 +83,12 @@ class SGD(Optimizer):
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
         weight_decay, momentum = group["weight_decay"], group["momentum"]
+        if group.get("maximize"):
+            grad = -grad
         if weight_decay != 0:
             grad = grad + weight_decay * p
         if momentum != 0:
+            m = as_dtype(group.value("momentum"), p.dtype)  # a tensor when traced (cycled)
             buf = state.get("momentum_buffer")
             if buf is None:  # PyTorch starts the buffer at the first gradient, undampened
                 buf = state["momentum_buffer"] = zeros_like(p)
@@ -81,6 +96,6 @@ class SGD(Optimizer):
             else:
                 dampening = group["dampening"]
                 fresh = grad if dampening == 0 else (1 - dampening) * grad
-                ops.assign(buf, buf * momentum + fresh)
-            grad = grad + momentum * buf if group["nesterov"] else buf
+                ops.assign(buf, buf * m + fresh)
+            grad = grad + m * buf if group["nesterov"] else buf
         ops.assign(p, p - ops.cast(lr, p.dtype) * grad)

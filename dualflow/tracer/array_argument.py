@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.tensor import Tensor
+
 
 class ArrayArgument:
     """A traced numpy-array argument (see the module docstring)."""
@@ -115,8 +117,18 @@ _COMPARISONS = ("lt", "le", "gt", "ge", "eq", "ne")
 
 def _binary(function: Callable, name: str, reflected: bool) -> Callable:
     def method(self: ArrayArgument, other: Any) -> Any:
+        if isinstance(other, Tensor):  # numpy defers to Tensor too: a traced dualflow op
+            return NotImplemented
         array = self.raw(f"the operator {name}")
         return function(unwrap(other), array) if reflected else function(array, unwrap(other))
+
+    return method
+
+
+def _inplace(function: Callable, name: str) -> Callable:
+    def method(self: ArrayArgument, other: Any) -> Any:
+        function(self.raw(f"the in-place operator {name}="), unwrap(other))  # the caller's array
+        return self
 
     return method
 
@@ -124,6 +136,7 @@ def _binary(function: Callable, name: str, reflected: bool) -> Callable:
 for _name, _function in _OPERATORS.items():
     setattr(ArrayArgument, f"__{_name}__", _binary(_function, _name, False))
     setattr(ArrayArgument, f"__r{_name}__", _binary(_function, _name, True))
+    setattr(ArrayArgument, f"__i{_name}__", _inplace(getattr(operator, f"i{_name}"), _name))
 for _name in _COMPARISONS:
     setattr(ArrayArgument, f"__{_name}__", _binary(getattr(operator, _name), _name, False))
 for _name, _function in (("neg", operator.neg), ("pos", operator.pos), ("abs", abs)):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from dualflow.vision import datasets, metrics, transforms
+from dualflow.vision import datasets, metrics, transforms, utils
 from dualflow.vision.datasets import ImageDataset, ImageFolder, cifar10, cifar100, digits, mnist
 from dualflow.vision.metrics import (
     confusion_matrix,
@@ -33,6 +33,7 @@ __all__ = [
     "per_class_accuracy",
     "topk_accuracy",
     "transforms",
+    "utils",
 ]
 
 

@@ -176,8 +176,11 @@ def test_adaptive_avg_pool() -> None:
     np.testing.assert_allclose(nn.AdaptiveAvgPool2d((2, 3))(x).numpy(), _pool_ref(x, 2, 2, np.mean))
     assert nn.AdaptiveAvgPool2d((None, 2))(x).shape == (2, 3, 4, 2)
     assert repr(nn.AdaptiveAvgPool2d((1, 1))) == "AdaptiveAvgPool2d(output_size=(1, 1))"
-    with pytest.raises(NotImplementedError, match="divide"):
-        nn.AdaptiveAvgPool2d(5)(x)
+    odd = nn.AdaptiveAvgPool2d((3, 4))(x).numpy()  # PyTorch's windows: floor/ceil bounds
+    assert odd.shape == (2, 3, 3, 4)
+    np.testing.assert_allclose(odd[:, :, 1, 2], x[:, :, 1:3, 3:5].mean(axis=(2, 3)), rtol=1e-6)
+    with pytest.raises(ValueError, match="positive"):
+        nn.AdaptiveAvgPool2d(0)(x)
     with pytest.raises(ShapeError):
         nn.AdaptiveAvgPool2d(1)(rand(3, 4))
 

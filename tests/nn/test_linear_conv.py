@@ -174,7 +174,9 @@ def test_conv2d_valid_padding_and_argument_checks() -> None:
     with pytest.raises(ValueError, match="strided"):
         nn.Conv2d(3, 4, 3, stride=2, padding="same")
     with pytest.raises(ValueError, match="padding_mode"):
-        nn.Conv2d(3, 4, 3, padding_mode="circular")
+        nn.Conv2d(3, 4, 3, padding_mode="wrap")
+    with pytest.raises(ValueError, match="kernel_size must be positive"):
+        nn.Conv2d(3, 4, 0)
     with pytest.raises(ShapeError):
         nn.Conv2d(3, 4, 3)(np.zeros((1, 2, 5, 5), np.float32))
 

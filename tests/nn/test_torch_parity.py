@@ -90,7 +90,7 @@ def test_lstm_matches_torch_including_gradients(kwargs: dict) -> None:
     (out.sum() + (c * c).sum()).backward()
     for name, p in theirs.named_parameters():
         np.testing.assert_allclose(
-            ours.state_dict()[name].grad.numpy(), p.grad.numpy(), rtol=1e-9, atol=1e-12
+            ours.get_parameter(name).grad.numpy(), p.grad.numpy(), rtol=1e-9, atol=1e-12
         )
     assert repr(ours) == repr(theirs)
 
