@@ -39,7 +39,11 @@ _LAZY = {
     "explain": "dualflow.tracer",
     "save": "dualflow.serialization",
     "load": "dualflow.serialization",
+    "Size": "dualflow.tensor_methods",
+    "is_floating_point": "dualflow.dtypes",
 }
+# PyTorch's dtype names (dualflow.float32, dualflow.long...): numpy dtypes
+_LAZY.update(dict.fromkeys(importlib.import_module("dualflow.dtypes").NAMES, "dualflow.dtypes"))
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 
 

@@ -142,7 +142,7 @@ def uniform_(
         >>> bool((w.numpy() >= -2).all() and (w.numpy() < 2).all())
         True
     """
-    if tensor.size == 0:  # PyTorch: initializing a zero-element tensor is a no-op
+    if tensor.numel() == 0:  # PyTorch: initializing a zero-element tensor is a no-op
         return tensor
     sample = uniform(tensor.shape, a, b, tensor.dtype, generator, tensor.device)
     return _write(tensor, sample)
@@ -158,7 +158,7 @@ def normal_(
         >>> abs(float(w.numpy().std()) - 0.5) < 0.02
         True
     """
-    if tensor.size == 0:
+    if tensor.numel() == 0:
         return tensor
     sample = normal(tensor.shape, mean, std, tensor.dtype, generator, tensor.device)
     return _write(tensor, sample)
@@ -213,7 +213,7 @@ def kaiming_uniform_(
         >>> float(abs(w.numpy()).max()) <= 1 / math.sqrt(50)
         True
     """
-    if tensor.size == 0:
+    if tensor.numel() == 0:
         return tensor
     bound = math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity)
     return uniform_(tensor, -bound, bound, generator)
@@ -234,7 +234,7 @@ def kaiming_normal_(
         >>> abs(float(w.numpy().std()) - math.sqrt(2 / 200)) < 1e-3
         True
     """
-    if tensor.size == 0:
+    if tensor.numel() == 0:
         return tensor
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity), generator)
 
@@ -247,7 +247,7 @@ def lecun_normal_(tensor: Tensor, generator: Generator | None = None) -> Tensor:
         >>> abs(float(w.numpy().std()) - 0.1) < 2e-3
         True
     """
-    if tensor.size == 0:
+    if tensor.numel() == 0:
         return tensor
     return normal_(tensor, 0.0, 1.0 / math.sqrt(_fan(tensor, "fan_in")), generator)
 

@@ -45,7 +45,7 @@ SLOW_COUNTS = {  # construction takes several seconds each (the RNG fills 100M+ 
 
 
 def _count(model: Any) -> int:
-    return sum(p.size for p in model.params())
+    return sum(p.numel() for p in model.params())
 
 
 def _build(name: str, num_classes: int = 10) -> Any:
