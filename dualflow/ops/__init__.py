@@ -83,6 +83,7 @@ from dualflow.ops.pooling import (
 from dualflow.ops.state import assign
 from dualflow.ops.creation import (
     arange,
+    copy,
     full,
     full_like,
     ones,

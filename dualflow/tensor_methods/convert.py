@@ -16,12 +16,9 @@ from dualflow import ops
 from dualflow._config import config
 from dualflow.device import Device
 from dualflow.errors import DTypeError, TracingError, with_location
-from dualflow.ops.dispatch import apply
-from dualflow.ops.registry import OPS
 from dualflow.tensor_methods.inplace import alias_of
 from dualflow.tensor_methods.size import shape_args
 
-_CAST = OPS["cast"]
 _DEVICE_KINDS = ("cpu", "cuda", "gpu")
 
 
@@ -143,8 +140,7 @@ class ConvertMethods:
             >>> x.tolist(), y.tolist()
             ([1.0], [2.0])
         """
-        # the cast op to the same dtype copies (astype); ops.cast would return self instead
-        return apply(_CAST, self, dtype=self.dtype.name)
+        return ops.copy(self)
 
     def detach(self) -> Any:
         """A tensor sharing this one's data, cut from the graph (writes to it reach this one).

@@ -2,7 +2,7 @@
 where, masked_select, sort and topk (gathers along a dim through ``ops.take_along_axis``).
 
 ``scatter`` writes ``src`` at ``index``; where an index repeats along the dim, PyTorch keeps one
-of the values (unspecified which) and dualflow writes their sum.
+of the values (unspecified which) and dualflow writes their mean (the same when they are equal).
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ class IndexMethods:
         else:
             src = ops.full(shape, src, self.dtype)
         hit = _scattered(tuple(self.shape), index, ops.ones_like(src), d)
-        return ops.where(ops.greater(hit, 0), _scattered(tuple(self.shape), index, src, d), self)
+        written = _scattered(tuple(self.shape), index, src, d) / ops.maximum(hit, 1)
+        return ops.where(ops.greater(hit, 0), ops.cast(written, self.dtype), self)
 
     def index_select(self, dim: int, index: Any) -> Any:
         """The entries at the 1-D integer ``index`` along ``dim``.

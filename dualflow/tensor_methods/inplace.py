@@ -163,7 +163,15 @@ def _put(x: Any, index: Any, value: Any) -> Any:
     picked = ops.getitem(x, index)
     src = ops.broadcast_to(_as_dtype(value, x.dtype), tuple(picked.shape))
     hit = ops.getitem_grad(ops.ones_like(picked), tuple(x.shape), index)
-    return ops.where(ops.greater(hit, 0), ops.getitem_grad(src, tuple(x.shape), index), x)
+    written = ops.getitem_grad(src, tuple(x.shape), index)
+    if _has_array(index):  # a repeated position gets the mean of its values (PyTorch: one)
+        written = ops.cast(written / ops.maximum(hit, 1), x.dtype)
+    return ops.where(ops.greater(hit, 0), written, x)
+
+
+def _has_array(index: Any) -> bool:
+    items = index if isinstance(index, tuple) else (index,)
+    return any(hasattr(item, "shape") or isinstance(item, list) for item in items)
 
 
 def _as_dtype(value: Any, dtype: Any) -> Any:
@@ -293,5 +301,6 @@ class InplaceMethods:
         return _random(self, "uniform_", draw, generator)
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        """``x[index] = value``: an in-place write (repeated integer indices add up)."""
+        """``x[index] = value``: an in-place write (a repeated index gets the mean of its values;
+        PyTorch keeps one of them, so both agree when they are equal, as in ``x[i] += 1``)."""
         _arith(self, "setitem", lambda: _put(self, index, value), value)

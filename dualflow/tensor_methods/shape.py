@@ -344,10 +344,7 @@ class ShapeMethods:
             >>> x.contiguous() is x, x.t().contiguous().tolist()
             (True, [[1.0], [2.0]])
         """
-        if self._array.flags.c_contiguous:
-            return self
-        # numpy's reshape of a non-contiguous array copies in C order; the second is a view
-        return ops.reshape(ops.reshape(self, (-1,)), self.shape)
+        return self if self._array.flags.c_contiguous else ops.copy(self)
 
     def flip(self, *dims: Any) -> Any:
         """Reverse the order of elements along ``dims``.
