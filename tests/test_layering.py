@@ -18,6 +18,7 @@ MAX_LINES = 400
 _ABOVE_OPS = (
     "dualflow.tensor",
     "dualflow.tensor_methods",
+    "dualflow.functions",
     "dualflow.autograd",
     "dualflow.tracer",
     "dualflow.graph_ir",

@@ -35,6 +35,7 @@ TORCH = SimpleNamespace(
     float32=torch.float32,
     float64=torch.float64,
     long=torch.long,
+    torch=torch,
 )
 
 

@@ -255,4 +255,61 @@ def _via_data(x: Any) -> Any:
     return x
 
 
-CASES = SHAPE + REDUCE + ELEMENTWISE + CONVERT + INDEX + INPLACE + ERRORS
+# torch.NAME(...) function forms (L.torch is torch or dualflow)
+FUNCTIONS = [
+    c(
+        "fn_cat_stack",
+        lambda L, x, y: (L.torch.cat([x, y], 1), L.torch.stack([x, y]), L.torch.cat((x, y))),
+        X,
+        Y,
+    ),
+    c(
+        "fn_reduce",
+        lambda L, x: (
+            L.torch.sum(x, 1),
+            L.torch.mean(x, dim=0, keepdim=True),
+            L.torch.max(x, 1),
+            L.torch.argmax(x),
+        ),
+        distinct(3, 4),
+    ),
+    c(
+        "fn_elementwise",
+        lambda L, x, y: (
+            L.torch.clamp(x, min=-0.2),
+            L.torch.where(x > y, x, y),
+            L.torch.exp(x),
+            L.torch.maximum(x, y),
+        ),
+        X,
+        Y,
+    ),
+    c(
+        "fn_products",
+        lambda L, x, w: (L.torch.matmul(x, w), L.torch.mm(x, w), L.torch.softmax(x, dim=1)),
+        X,
+        normal(4, 2),
+    ),
+    c(
+        "fn_shape",
+        lambda L, x: (
+            L.torch.flatten(x),
+            L.torch.transpose(x, 0, 1),
+            L.torch.unsqueeze(x, 1),
+            L.torch.chunk(x, 2, 1),
+        ),
+        X,
+    ),
+    c(
+        "fn_index",
+        lambda L, x, i: (
+            L.torch.gather(x, 1, i),
+            L.torch.topk(x, 2).values,
+            L.torch.sort(x, 0).indices,
+        ),
+        distinct(3, 4),
+        ints(4, 3, 2),
+    ),
+]
+
+CASES = SHAPE + REDUCE + ELEMENTWISE + CONVERT + INDEX + INPLACE + FUNCTIONS + ERRORS

@@ -27,6 +27,7 @@ DUALFLOW = SimpleNamespace(
     float32=dualflow.float32,
     float64=dualflow.float64,
     long=dualflow.long,
+    torch=dualflow,
 )
 # What a call PyTorch refuses may raise here: dualflow's typed errors, or PyTorch's own types.
 REFUSALS = (errors.ShapeError, errors.DTypeError, RuntimeError, TypeError, IndexError, ValueError)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import dualflow
-from dualflow import nn, ops
+from dualflow import functions, nn, ops
 from dualflow.errors import DTypeError
 from dualflow.nn import functional as F
 
@@ -104,3 +104,18 @@ def test_dtype_names_at_the_top_level() -> None:
     x = dualflow.tensor([1.5])
     assert x.to(dualflow.float64).dtype == np.float64 and x.to(dualflow.long).tolist() == [1]
     assert dualflow.is_floating_point(x) and not dualflow.is_floating_point(x.long())
+
+
+def test_torch_function_forms_are_the_methods() -> None:
+    assert set(functions.NAMES) == set(dualflow._FUNCTIONS)
+    x = dualflow.tensor([[1.0, -2.0], [3.0, 0.5]])
+    assert dualflow.sum(x, dim=0).tolist() == x.sum(0).tolist()
+    assert dualflow.clamp(x, min=0).tolist() == [[1.0, 0.0], [3.0, 0.5]]
+    assert dualflow.where(x > 0, x, 0.0).tolist() == [[1.0, 0.0], [3.0, 0.5]]
+    assert dualflow.cat([x, x]).shape == (4, 2) and dualflow.concat([x, x], 1).shape == (2, 4)
+    array = np.zeros(2, np.float32)
+    shared = dualflow.from_numpy(array)
+    array[1] = 4.0
+    assert shared.tolist() == [0.0, 4.0] and not shared.requires_grad
+    with pytest.raises(NotImplementedError, match="where"):
+        dualflow.where(x > 0)
