@@ -100,6 +100,11 @@ def test_reductions_take_dim_keepdim_and_numpy_aliases() -> None:
         dualflow.tensor([1, 2]).mean()
 
 
+def test_device_attributes_as_pytorch() -> None:
+    x = dualflow.tensor([1.0])
+    assert x.device.type == "cpu" and not x.is_cuda and x.cpu() is x and x.to("cpu") is x
+
+
 def test_dtype_names_at_the_top_level() -> None:
     x = dualflow.tensor([1.5])
     assert x.to(dualflow.float64).dtype == np.float64 and x.to(dualflow.long).tolist() == [1]
