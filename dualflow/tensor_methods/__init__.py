@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from dualflow.tensor_methods.compare import CompareMethods
 from dualflow.tensor_methods.convert import ConvertMethods
 from dualflow.tensor_methods.hints import TENSOR_HINTS, missing
 from dualflow.tensor_methods.index import IndexMethods
-from dualflow.tensor_methods.inplace import InplaceMethods
+from dualflow.tensor_methods.inplace_methods import InplaceMethods
 from dualflow.tensor_methods.math import MathMethods
 from dualflow.tensor_methods.reduce import ReduceMethods, ValuesIndices
 from dualflow.tensor_methods.shape import ShapeMethods
@@ -21,7 +22,13 @@ from dualflow.tensor_methods.size import Size
 
 
 class TensorMethods(
-    ShapeMethods, ReduceMethods, MathMethods, IndexMethods, ConvertMethods, InplaceMethods
+    ShapeMethods,
+    ReduceMethods,
+    MathMethods,
+    CompareMethods,
+    IndexMethods,
+    ConvertMethods,
+    InplaceMethods,
 ):
     """The PyTorch-style method forms of ``Tensor`` (see the modules of this package).
 

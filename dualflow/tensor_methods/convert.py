@@ -52,15 +52,33 @@ class ConvertMethods:
     __slots__ = ()
 
     def float(self) -> Any:
-        """This tensor as float32 (itself when it already is)."""
+        """This tensor as float32 (itself when it already is).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1], dtype="int64").float().dtype
+            dtype('float32')
+        """
         return ops.cast(self, "float32")
 
     def double(self) -> Any:
-        """As float64."""
+        """As float64.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0]).double().dtype
+            dtype('float64')
+        """
         return ops.cast(self, "float64")
 
     def half(self) -> Any:
-        """As float16."""
+        """As float16.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0]).half().dtype
+            dtype('float16')
+        """
         return ops.cast(self, "float16")
 
     def long(self) -> Any:
@@ -74,27 +92,63 @@ class ConvertMethods:
         return ops.cast(self, "int64")
 
     def int(self) -> Any:
-        """As int32."""
+        """As int32.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([2.7]).int().tolist()
+            [2]
+        """
         return ops.cast(self, "int32")
 
     def short(self) -> Any:
-        """As int16."""
+        """As int16.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([2.7]).short().dtype
+            dtype('int16')
+        """
         return ops.cast(self, "int16")
 
     def byte(self) -> Any:
-        """As uint8."""
+        """As uint8.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([2.7]).byte().tolist()
+            [2]
+        """
         return ops.cast(self, "uint8")
 
     def bool(self) -> Any:
-        """As bool (non-zero is True)."""
+        """As bool (non-zero is True).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0, 2.0]).bool().tolist()
+            [False, True]
+        """
         return ops.cast(self, "bool")
 
     def type_as(self, other: Any) -> Any:
-        """As ``other``'s dtype."""
+        """As ``other``'s dtype.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.5]).type_as(dualflow.tensor([1])).tolist()
+            [1]
+        """
         return ops.cast(self, other.dtype)
 
     def astype(self, dtype: Any) -> Any:
-        """As ``dtype`` (numpy's name for a cast)."""
+        """As ``dtype`` (numpy's name for a cast).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.5]).astype("float64").dtype
+            dtype('float64')
+        """
         return ops.cast(self, dtype)
 
     def to(self, *args: Any, **kwargs: Any) -> Any:
@@ -115,7 +169,13 @@ class ConvertMethods:
         return out
 
     def cpu(self) -> Any:
-        """This tensor on the CPU (itself when it is there)."""
+        """This tensor on the CPU (itself when it is there).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0]).cpu().device
+            Device('cpu')
+        """
         return self.to_device("cpu")
 
     def cuda(self, device: Any = None, non_blocking: bool = False) -> Any:
@@ -128,7 +188,13 @@ class ConvertMethods:
 
     @property
     def is_cuda(self) -> bool:
-        """Whether the data lives on a CUDA device."""
+        """Whether the data lives on a CUDA device.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0]).is_cuda
+            False
+        """
         return self.device.kind == "cuda"
 
     def clone(self) -> Any:
@@ -154,7 +220,13 @@ class ConvertMethods:
         return alias_of(self)
 
     def detach_(self) -> Any:
-        """Cut this tensor from the graph in place (it becomes a leaf without grad)."""
+        """Cut this tensor from the graph in place (it becomes a leaf without grad).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0], requires_grad=True).detach_().requires_grad
+            False
+        """
         self._creator = None
         self.requires_grad = False
         return self
@@ -162,7 +234,13 @@ class ConvertMethods:
     @property
     def data(self) -> Any:
         """A tensor sharing the data without autograd history (PyTorch's ``.data``): in-place
-        writes to it (``p.data.add_(...)``) change this tensor, also in compiled functions."""
+        writes to it (``p.data.add_(...)``) change this tensor, also in compiled functions.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0], requires_grad=True).data.requires_grad
+            False
+        """
         return alias_of(self)
 
     @data.setter
@@ -180,7 +258,13 @@ class ConvertMethods:
         self._array = array  # PyTorch's semantics: this tensor now shares value's data
 
     def new_tensor(self, data: Any, dtype: Any = None, device: Any = None) -> Any:
-        """A new leaf tensor from ``data`` with this tensor's dtype and device by default."""
+        """A new leaf tensor from ``data`` with this tensor's dtype and device by default.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0], dtype="float64").new_tensor([2, 3]).dtype
+            dtype('float64')
+        """
         from dualflow.tensor import tensor  # noqa: PLC0415 - tensor imports this module
 
         return tensor(data, dtype=dtype or self.dtype, device=device or self.device)
@@ -196,17 +280,35 @@ class ConvertMethods:
         return _new(self, shape_args((size,)), fill_value, kwargs)
 
     def new_zeros(self, *size: Any, **kwargs: Any) -> Any:
-        """Zeros of ``size`` with this tensor's dtype and device."""
+        """Zeros of ``size`` with this tensor's dtype and device.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1], dtype="int32").new_zeros(2, 2).tolist()
+            [[0, 0], [0, 0]]
+        """
         return _new(self, shape_args(size), 0, kwargs)
 
     def new_ones(self, *size: Any, **kwargs: Any) -> Any:
-        """Ones of ``size`` with this tensor's dtype and device."""
+        """Ones of ``size`` with this tensor's dtype and device.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0]).new_ones((2,)).tolist()
+            [1.0, 1.0]
+        """
         return _new(self, shape_args(size), 1, kwargs)
 
     new_empty = new_zeros
 
     def element_size(self) -> int:
-        """Bytes per element."""
+        """Bytes per element.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0]).element_size()
+            4
+        """
         return self.dtype.itemsize
 
 

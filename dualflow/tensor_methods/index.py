@@ -129,12 +129,25 @@ class IndexMethods:
         return out if out.dtype == self.dtype else ops.cast(out, self.dtype)
 
     def where(self, condition: Any, other: Any) -> Any:
-        """``self`` where ``condition`` holds, else ``other`` (PyTorch's ``x.where(c, y)``)."""
+        """``self`` where ``condition`` holds, else ``other`` (PyTorch's ``x.where(c, y)``).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0, 2.0]).where(dualflow.tensor([True, False]), 0.0).tolist()
+            [1.0, 0.0]
+        """
         return ops.where(condition, self, other)
 
     def masked_select(self, mask: Any) -> Any:
         """The elements where ``mask`` (broadcast) is true, as a 1-D tensor (its length depends
-        on the data: a guard when compiled)."""
+        on the data: a guard when compiled).
+
+        Example:
+            >>> import dualflow
+            >>> x = dualflow.tensor([1.0, 2.0, 3.0])
+            >>> x.masked_select(x != 2.0).tolist()
+            [1.0, 3.0]
+        """
         mask = ops.broadcast_to(mask, tuple(self.shape))
         return ops.getitem(ops.broadcast_to(self, tuple(mask.shape)), mask)
 
@@ -154,7 +167,13 @@ class IndexMethods:
         return ValuesIndices(ops.take_along_axis(self, indices, d), indices)
 
     def argsort(self, dim: int = -1, descending: bool = False) -> Any:
-        """The indices that sort along ``dim``."""
+        """The indices that sort along ``dim``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([3.0, 1.0, 2.0]).argsort().tolist()
+            [1, 2, 0]
+        """
         return ops.argsort(self, dim_index(dim, self.ndim, "argsort"), descending)
 
     def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> Any:

@@ -1,5 +1,5 @@
-"""In-place methods (``fill_``, ``zero_``, ``add_``, ``copy_``, ``normal_``..., ``x[i] = v``) with
-PyTorch's rules, and the aliases ``detach()``/``.data`` that writes go through.
+"""How in-place methods write (``inplace_methods`` holds the methods): PyTorch's autograd rules,
+the aliases ``detach()``/``.data`` that writes go through, and ``x[i] = v``'s value.
 
 Every write is one ``ops.assign`` of a value computed with ops, so a compiled function records
 it: a state update for captured tensors (parameters, buffers, ``.grad``), a new value for
@@ -123,7 +123,7 @@ def write(target: Any, value: Any, op: str, operands: tuple = ()) -> Any:
     return target
 
 
-def _arith(target: Any, op: str, compute: Any, *operands: Any) -> Any:
+def arith(target: Any, op: str, compute: Any, *operands: Any) -> Any:
     """An arithmetic in-place method: ``target = compute()``, keeping target's dtype kind."""
     _check_autograd(target, operands, op)
     with no_grad():
@@ -139,12 +139,12 @@ def _arith(target: Any, op: str, compute: Any, *operands: Any) -> Any:
     return write(target, value, op, operands)
 
 
-def _random(target: Any, op: str, draw: Any, generator: Any) -> Any:
+def random_fill(target: Any, op: str, draw: Any, generator: Any) -> Any:
     key = ops.random_ops.next_key(generator, target)
     return write(target, draw(key, tuple(target.shape), target.dtype.name), op)
 
 
-def _put(x: Any, index: Any, value: Any) -> Any:
+def put(x: Any, index: Any, value: Any) -> Any:
     """``x`` with ``value`` written at ``index`` (the value ``x[index] = value`` leaves)."""
     mask = index
     if isinstance(mask, tuple) and len(mask) == 1:
@@ -178,129 +178,3 @@ def _as_dtype(value: Any, dtype: Any) -> Any:
     if hasattr(value, "shape") and hasattr(value, "requires_grad"):
         return ops.cast(value, dtype)
     return ops.cast(np.asarray(value), dtype) if np.ndim(value) else value
-
-
-class InplaceMethods:
-    """Tensor methods that write into the tensor (names ending in ``_``) and ``x[i] = v``.
-
-    Example:
-        >>> import dualflow
-        >>> x = dualflow.ops.zeros(3)
-        >>> x.fill_(2.0).add_(dualflow.tensor([1.0, 2.0, 3.0]), alpha=2).tolist()
-        [4.0, 6.0, 8.0]
-        >>> x[0] = -1.0; x.tolist()
-        [-1.0, 6.0, 8.0]
-    """
-
-    __slots__ = ()
-
-    def fill_(self, value: Any) -> Any:
-        """Set every element to ``value`` (a number or a one-element tensor)."""
-        return write(self, value, "fill_", (value,))
-
-    def zero_(self) -> Any:
-        """Set every element to zero."""
-        return write(self, 0, "zero_")
-
-    def copy_(self, src: Any, non_blocking: bool = False) -> Any:
-        """Copy ``src`` (broadcast, cast to this dtype) into this tensor."""
-        return write(self, src, "copy_", (src,))
-
-    def add_(self, other: Any, *, alpha: Any = 1) -> Any:
-        """``self += alpha * other``."""
-        return _arith(self, "add_", lambda: self.add(other, alpha=alpha), other)
-
-    def sub_(self, other: Any, *, alpha: Any = 1) -> Any:
-        """``self -= alpha * other``."""
-        return _arith(self, "sub_", lambda: self.sub(other, alpha=alpha), other)
-
-    def mul_(self, other: Any) -> Any:
-        """``self *= other``."""
-        return _arith(self, "mul_", lambda: ops.multiply(self, other), other)
-
-    def div_(self, other: Any) -> Any:
-        """``self /= other``."""
-        return _arith(self, "div_", lambda: ops.divide(self, other), other)
-
-    def pow_(self, exponent: Any) -> Any:
-        """``self **= exponent``."""
-        return _arith(self, "pow_", lambda: ops.power(self, exponent), exponent)
-
-    def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Any:
-        """``self += value * tensor1 * tensor2``."""
-        compute = lambda: self.addcmul(tensor1, tensor2, value=value)  # noqa: E731
-        return _arith(self, "addcmul_", compute, tensor1, tensor2)
-
-    def addcdiv_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Any:
-        """``self += value * tensor1 / tensor2``."""
-        compute = lambda: self.addcdiv(tensor1, tensor2, value=value)  # noqa: E731
-        return _arith(self, "addcdiv_", compute, tensor1, tensor2)
-
-    def lerp_(self, end: Any, weight: Any) -> Any:
-        """``self += weight * (end - self)``."""
-        return _arith(self, "lerp_", lambda: self.lerp(end, weight), end, weight)
-
-    def clamp_(self, min: Any = None, max: Any = None) -> Any:
-        """Clamp into ``[min, max]`` in place."""
-        return _arith(self, "clamp_", lambda: self.clamp(min, max), min, max)
-
-    clip_ = clamp_
-
-    def masked_fill_(self, mask: Any, value: Any) -> Any:
-        """Set the elements where ``mask`` is true to ``value``."""
-        return _arith(self, "masked_fill_", lambda: self.masked_fill(mask, value), value)
-
-    def neg_(self) -> Any:
-        """Negate in place."""
-        return _arith(self, "neg_", lambda: ops.negative(self))
-
-    def abs_(self) -> Any:
-        """Absolute value in place."""
-        return _arith(self, "abs_", lambda: ops.abs(self))
-
-    def sqrt_(self) -> Any:
-        """Square root in place."""
-        return _arith(self, "sqrt_", lambda: ops.sqrt(self))
-
-    def exp_(self) -> Any:
-        """Exponential in place."""
-        return _arith(self, "exp_", lambda: ops.exp(self))
-
-    def log_(self) -> Any:
-        """Natural logarithm in place."""
-        return _arith(self, "log_", lambda: ops.log(self))
-
-    def relu_(self) -> Any:
-        """``max(x, 0)`` in place."""
-        return _arith(self, "relu_", lambda: ops.relu(self))
-
-    def sigmoid_(self) -> Any:
-        """Sigmoid in place."""
-        return _arith(self, "sigmoid_", lambda: ops.sigmoid(self))
-
-    def tanh_(self) -> Any:
-        """Tanh in place."""
-        return _arith(self, "tanh_", lambda: ops.tanh(self))
-
-    def normal_(self, mean: float = 0.0, std: float = 1.0, *, generator: Any = None) -> Any:
-        """Fill with normal samples (from ``generator``, or the default one of this device)."""
-
-        def draw(key: Any, shape: tuple, dtype: str) -> Any:
-            return ops.random_normal(key, shape, mean, std, dtype)
-
-        return _random(self, "normal_", draw, generator)
-
-    def uniform_(self, *args: float, generator: Any = None, **bounds: float) -> Any:
-        """Fill with uniform samples in ``[from, to)`` (default ``[0, 1)``)."""
-        low, high = (list(args) + [0.0, 1.0][len(args) :])[:2]
-        low, high = bounds.get("from", low), bounds.get("to", high)
-
-        def draw(key: Any, shape: tuple, dtype: str) -> Any:
-            return ops.random_uniform(key, shape, low, high, dtype)
-
-        return _random(self, "uniform_", draw, generator)
-
-    def __setitem__(self, index: Any, value: Any) -> None:
-        """``x[index] = value``: an in-place write (a repeated index gets the mean of its values;
-        PyTorch keeps one of them, so both agree when they are equal, as in ``x[i] += 1``)."""
-        _arith(self, "setitem", lambda: _put(self, index, value), value)

@@ -1,7 +1,7 @@
-"""Elementwise, comparison, logical and matrix-product methods with PyTorch's names and meanings.
+"""Elementwise math methods with PyTorch's names and meanings: unary functions, arithmetic with
+``alpha=``/``value=``, clamp, softmax.
 
-Each is one ``dualflow.ops`` call (or a short composite of them). Matrix products refuse two
-different floating-point dtypes, as PyTorch does, instead of upcasting silently.
+Each is one ``dualflow.ops`` call (or a short composite of them).
 """
 
 from __future__ import annotations
@@ -9,101 +9,167 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow.errors import DTypeError, ShapeError, with_location
-from dualflow.ops.validate import require_same_float
-
-
-def _require_bool(x: Any, other: Any, op: str) -> None:
-    for value in (x, other):
-        dtype = getattr(value, "dtype", None)
-        if dtype is not None and dtype.kind != "b":
-            raise DTypeError(
-                with_location(
-                    f"{op}: dualflow supports logical operators on bool tensors only, got {dtype}; "
-                    "compare first (e.g. x > 0) or use ops for integer bit operations"
-                )
-            )
-
-
-def _matmul_check(a: Any, b: Any, op: str, ranks: tuple[int, int] | None) -> None:
-    require_same_float(op, a, b, "self", "other")
-    if ranks is not None and (a.ndim, getattr(b, "ndim", -1)) != ranks:
-        raise ShapeError(
-            with_location(
-                f"{op}: expects {ranks[0]}-D and {ranks[1]}-D operands, got shapes "
-                f"{tuple(a.shape)} and {tuple(getattr(b, 'shape', ()))}"
-            )
-        )
+from dualflow.errors import with_location
 
 
 class MathMethods:
-    """Tensor arithmetic, math functions, comparisons and products."""
+    """Tensor arithmetic and math functions."""
 
     __slots__ = ()
 
     # ----- unary -----------------------------------------------------------------------------
     def abs(self) -> Any:
-        """``|x|``."""
+        """``|x|``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([-1.5, 2.0]).abs().tolist()
+            [1.5, 2.0]
+        """
         return ops.abs(self)
 
     absolute = abs
 
     def neg(self) -> Any:
-        """``-x``."""
+        """``-x``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0, -2.0]).neg().tolist()
+            [-1.0, 2.0]
+        """
         return ops.negative(self)
 
     negative = neg
 
     def sqrt(self) -> Any:
-        """Square root."""
+        """Square root.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([4.0, 9.0]).sqrt().tolist()
+            [2.0, 3.0]
+        """
         return ops.sqrt(self)
 
     def rsqrt(self) -> Any:
-        """``1 / sqrt(x)``."""
+        """``1 / sqrt(x)``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([4.0]).rsqrt().tolist()
+            [0.5]
+        """
         return ops.rsqrt(self)
 
     def square(self) -> Any:
-        """``x * x``."""
+        """``x * x``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([3.0]).square().tolist()
+            [9.0]
+        """
         return ops.square(self)
 
     def reciprocal(self) -> Any:
-        """``1 / x``."""
+        """``1 / x``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([4.0]).reciprocal().tolist()
+            [0.25]
+        """
         return ops.divide(1.0, self)
 
     def exp(self) -> Any:
-        """Exponential."""
+        """Exponential.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).exp().tolist()
+            [1.0]
+        """
         return ops.exp(self)
 
     def expm1(self) -> Any:
-        """``exp(x) - 1``."""
+        """``exp(x) - 1``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).expm1().tolist()
+            [0.0]
+        """
         return ops.expm1(self)
 
     def log(self) -> Any:
-        """Natural logarithm."""
+        """Natural logarithm.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0]).log().tolist()
+            [0.0]
+        """
         return ops.log(self)
 
     def log1p(self) -> Any:
-        """``log(1 + x)``."""
+        """``log(1 + x)``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).log1p().tolist()
+            [0.0]
+        """
         return ops.log1p(self)
 
     def sin(self) -> Any:
-        """Sine."""
+        """Sine.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).sin().tolist()
+            [0.0]
+        """
         return ops.sin(self)
 
     def cos(self) -> Any:
-        """Cosine."""
+        """Cosine.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).cos().tolist()
+            [1.0]
+        """
         return ops.cos(self)
 
     def erf(self) -> Any:
-        """Gauss error function."""
+        """Gauss error function.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).erf().tolist()
+            [0.0]
+        """
         return ops.erf(self)
 
     def tanh(self) -> Any:
-        """Hyperbolic tangent."""
+        """Hyperbolic tangent.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).tanh().tolist()
+            [0.0]
+        """
         return ops.tanh(self)
 
     def sigmoid(self) -> Any:
-        """Logistic sigmoid."""
+        """Logistic sigmoid.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).sigmoid().tolist()
+            [0.5]
+        """
         return ops.sigmoid(self)
 
     def relu(self) -> Any:
@@ -128,11 +194,23 @@ class MathMethods:
         return positive - ops.cast(ops.less(self, 0), self.dtype)
 
     def softmax(self, dim: int) -> Any:
-        """Softmax along ``dim``."""
+        """Softmax along ``dim``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([[0.0, 0.0]]).softmax(1).tolist()
+            [[0.5, 0.5]]
+        """
         return ops.softmax(self, dim)
 
     def log_softmax(self, dim: int) -> Any:
-        """Log-softmax along ``dim``."""
+        """Log-softmax along ``dim``.
+
+        Example:
+            >>> import dualflow
+            >>> [round(v, 4) for v in dualflow.tensor([0.0, 0.0]).log_softmax(0).tolist()]
+            [-0.6931, -0.6931]
+        """
         return ops.log_softmax(self, dim)
 
     def clamp(self, min: Any = None, max: Any = None) -> Any:
@@ -164,19 +242,37 @@ class MathMethods:
         return ops.add(self, other if alpha == 1 else ops.multiply(other, alpha))
 
     def sub(self, other: Any, *, alpha: Any = 1) -> Any:
-        """``self - alpha * other``."""
+        """``self - alpha * other``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([5.0]).sub(dualflow.tensor([1.0]), alpha=2).tolist()
+            [3.0]
+        """
         return ops.subtract(self, other if alpha == 1 else ops.multiply(other, alpha))
 
     subtract = sub
 
     def mul(self, other: Any) -> Any:
-        """``self * other``."""
+        """``self * other``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([2.0]).mul(3.0).tolist()
+            [6.0]
+        """
         return ops.multiply(self, other)
 
     multiply = mul
 
     def div(self, other: Any, *, rounding_mode: str | None = None) -> Any:
-        """``self / other`` (true division; ``rounding_mode`` is not supported)."""
+        """``self / other`` (true division; ``rounding_mode`` is not supported).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([3.0]).div(2.0).tolist()
+            [1.5]
+        """
         if rounding_mode is not None:
             raise NotImplementedError(
                 with_location("div: rounding_mode is not supported by dualflow; divide, then cast")
@@ -196,144 +292,53 @@ class MathMethods:
         return ops.power(self, exponent)
 
     def maximum(self, other: Any) -> Any:
-        """Elementwise maximum."""
+        """Elementwise maximum.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0, 4.0]).maximum(dualflow.tensor([3.0, 2.0])).tolist()
+            [3.0, 4.0]
+        """
         return ops.maximum(self, other)
 
     def minimum(self, other: Any) -> Any:
-        """Elementwise minimum."""
+        """Elementwise minimum.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0, 4.0]).minimum(dualflow.tensor([3.0, 2.0])).tolist()
+            [1.0, 2.0]
+        """
         return ops.minimum(self, other)
 
     def addcmul(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Any:
-        """``self + value * tensor1 * tensor2``."""
+        """``self + value * tensor1 * tensor2``.
+
+        Example:
+            >>> import dualflow
+            >>> two, three = dualflow.tensor([2.0]), dualflow.tensor([3.0])
+            >>> dualflow.tensor([1.0]).addcmul(two, three, value=0.5).tolist()
+            [4.0]
+        """
         return ops.add(self, ops.multiply(ops.multiply(tensor1, tensor2), value))
 
     def addcdiv(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Any:
-        """``self + value * tensor1 / tensor2``."""
+        """``self + value * tensor1 / tensor2``.
+
+        Example:
+            >>> import dualflow
+            >>> two, three = dualflow.tensor([2.0]), dualflow.tensor([3.0])
+            >>> dualflow.tensor([1.0]).addcdiv(three, two).tolist()
+            [2.5]
+        """
         return ops.add(self, ops.multiply(ops.divide(tensor1, tensor2), value))
 
     def lerp(self, end: Any, weight: Any) -> Any:
-        """``self + weight * (end - self)``."""
+        """``self + weight * (end - self)``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([0.0]).lerp(dualflow.tensor([10.0]), 0.25).tolist()
+            [2.5]
+        """
         return ops.add(self, ops.multiply(ops.subtract(end, self), weight))
-
-    # ----- comparisons and logic ---------------------------------------------------------------
-    def eq(self, other: Any) -> Any:
-        """Elementwise ``==`` as a bool tensor."""
-        return ops.equal(self, other)
-
-    def ne(self, other: Any) -> Any:
-        """Elementwise ``!=``."""
-        return ops.not_equal(self, other)
-
-    def lt(self, other: Any) -> Any:
-        """Elementwise ``<``."""
-        return ops.less(self, other)
-
-    def le(self, other: Any) -> Any:
-        """Elementwise ``<=``."""
-        return ops.less_equal(self, other)
-
-    def gt(self, other: Any) -> Any:
-        """Elementwise ``>``."""
-        return ops.greater(self, other)
-
-    def ge(self, other: Any) -> Any:
-        """Elementwise ``>=``."""
-        return ops.greater_equal(self, other)
-
-    not_equal, less, less_equal, greater, greater_equal = ne, lt, le, gt, ge
-
-    def equal(self, other: Any) -> bool:
-        """Whether both tensors have the same shape and elements (a Python bool; a guard when
-        compiled).
-
-        Example:
-            >>> import dualflow
-            >>> dualflow.tensor([1, 2]).equal(dualflow.tensor([1, 2]))
-            True
-        """
-        if tuple(self.shape) != tuple(other.shape):
-            return False
-        return bool(ops.sum(ops.not_equal(self, other)) == 0)
-
-    def allclose(self, other: Any, rtol: float = 1e-5, atol: float = 1e-8) -> bool:
-        """Whether ``|self - other| <= atol + rtol * |other|`` everywhere (a Python bool)."""
-        close = ops.less_equal(ops.abs(self - other), atol + rtol * ops.abs(other))
-        return bool(ops.sum(ops.equal(close, False)) == 0)
-
-    def isnan(self) -> Any:
-        """Where the elements are NaN."""
-        return ops.not_equal(self, self)
-
-    def isinf(self) -> Any:
-        """Where the elements are +-inf."""
-        return ops.equal(ops.abs(self), float("inf"))
-
-    def isfinite(self) -> Any:
-        """Where the elements are neither NaN nor +-inf."""
-        return ops.less(ops.abs(self), float("inf"))
-
-    def logical_not(self) -> Any:
-        """Elementwise not of a bool tensor."""
-        _require_bool(self, None, "logical_not")
-        return ops.equal(self, False)
-
-    def logical_and(self, other: Any) -> Any:
-        """Elementwise and of bool tensors."""
-        _require_bool(self, other, "logical_and")
-        return ops.multiply(self, other)
-
-    def logical_or(self, other: Any) -> Any:
-        """Elementwise or of bool tensors."""
-        _require_bool(self, other, "logical_or")
-        return ops.maximum(self, other)
-
-    def logical_xor(self, other: Any) -> Any:
-        """Elementwise xor of bool tensors."""
-        _require_bool(self, other, "logical_xor")
-        return ops.not_equal(self, other)
-
-    __invert__ = logical_not
-    __and__ = __rand__ = logical_and
-    __or__ = __ror__ = logical_or
-    __xor__ = __rxor__ = logical_xor
-
-    # ----- products -----------------------------------------------------------------------------
-    def matmul(self, other: Any) -> Any:
-        """Matrix product with numpy's rules; both operands must have one floating dtype.
-
-        Example:
-            >>> import dualflow
-            >>> a = dualflow.tensor([[1.0, 2.0]])
-            >>> a.matmul(a.t()).tolist(), (a @ a.t()).tolist()
-            ([[5.0]], [[5.0]])
-        """
-        _matmul_check(self, other, "matmul", None)
-        return ops.matmul(self, other)
-
-    def __matmul__(self, other: Any) -> Any:
-        _matmul_check(self, other, "matmul", None)
-        return ops.matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Any:
-        require_same_float("matmul", other, self, "other", "self")
-        return ops.matmul(other, self)
-
-    def mm(self, mat2: Any) -> Any:
-        """The product of two matrices (2-D)."""
-        _matmul_check(self, mat2, "mm", (2, 2))
-        return ops.matmul(self, mat2)
-
-    def bmm(self, mat2: Any) -> Any:
-        """The product of two batches of matrices (3-D, same batch size)."""
-        _matmul_check(self, mat2, "bmm", (3, 3))
-        return ops.matmul(self, mat2)
-
-    def mv(self, vec: Any) -> Any:
-        """The product of a matrix and a vector."""
-        _matmul_check(self, vec, "mv", (2, 1))
-        return ops.matmul(self, vec)
-
-    def dot(self, other: Any) -> Any:
-        """The inner product of two vectors (1-D)."""
-        _matmul_check(self, other, "dot", (1, 1))
-        return ops.matmul(self, other)

@@ -195,12 +195,24 @@ class ShapeMethods:
 
     @property
     def T(self) -> Any:
-        """All dimensions reversed (numpy's and PyTorch's ``.T``)."""
+        """All dimensions reversed (numpy's and PyTorch's ``.T``).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.ops.zeros((2, 3)).T.shape
+            (3, 2)
+        """
         return ops.transpose(self)
 
     @property
     def mT(self) -> Any:
-        """The last two dimensions swapped (a batch of matrices transposed)."""
+        """The last two dimensions swapped (a batch of matrices transposed).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.ops.zeros((4, 2, 3)).mT.shape
+            (4, 3, 2)
+        """
         return self.transpose(-2, -1)
 
     def expand(self, *sizes: Any) -> Any:
