@@ -124,7 +124,14 @@ def write(target: Any, value: Any, op: str, operands: tuple = ()) -> Any:
 
 
 def arith(target: Any, op: str, compute: Any, *operands: Any) -> Any:
-    """An arithmetic in-place method: ``target = compute()``, keeping target's dtype kind."""
+    """An arithmetic in-place method: ``target = compute()``, keeping target's dtype kind.
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.tensor([1.0])
+        >>> arith(x, "mul_", lambda: x * 3.0) is x, x.tolist()
+        (True, [3.0])
+    """
     _check_autograd(target, operands, op)
     with no_grad():
         value = compute()
@@ -140,12 +147,26 @@ def arith(target: Any, op: str, compute: Any, *operands: Any) -> Any:
 
 
 def random_fill(target: Any, op: str, draw: Any, generator: Any) -> Any:
+    """Write ``draw(key, shape, dtype)`` into ``target`` with a key from ``generator``.
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.ops.zeros(2)
+        >>> random_fill(x, "fill", lambda key, shape, dtype: ops.ones(shape, dtype), None).tolist()
+        [1.0, 1.0]
+    """
     key = ops.random_ops.next_key(generator, target)
     return write(target, draw(key, tuple(target.shape), target.dtype.name), op)
 
 
 def put(x: Any, index: Any, value: Any) -> Any:
-    """``x`` with ``value`` written at ``index`` (the value ``x[index] = value`` leaves)."""
+    """``x`` with ``value`` written at ``index`` (the value ``x[index] = value`` leaves).
+
+    Example:
+        >>> import dualflow
+        >>> put(dualflow.tensor([1.0, 2.0, 3.0]), slice(1, None), 0.0).tolist()
+        [1.0, 0.0, 0.0]
+    """
     mask = index
     if isinstance(mask, tuple) and len(mask) == 1:
         mask = mask[0]
