@@ -57,7 +57,7 @@ _FUNCTIONS += ("equal", "isnan", "isinf", "isfinite", "flatten", "reshape", "squ
 _FUNCTIONS += ("unsqueeze", "transpose", "permute", "t", "chunk", "split", "unbind", "narrow")
 _FUNCTIONS += ("flip", "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "logical_not")
 _FUNCTIONS += ("logical_and", "logical_or", "logical_xor", "clone", "numel", "cat", "concat")
-_FUNCTIONS += ("concatenate", "stack", "where", "from_numpy", "is_tensor")
+_FUNCTIONS += ("concatenate", "stack", "where", "from_numpy", "is_tensor", "triu", "tril")
 _LAZY.update(dict.fromkeys(_FUNCTIONS, "dualflow.functions"))
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 

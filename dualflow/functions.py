@@ -35,7 +35,7 @@ METHOD_FORMS = (
     "allclose", "equal", "isnan", "isinf", "isfinite", "flatten", "reshape", "squeeze",
     "unsqueeze", "transpose", "permute", "t", "chunk", "split", "unbind", "narrow", "flip",
     "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "logical_not", "logical_and",
-    "logical_or", "logical_xor", "clone", "numel",
+    "logical_or", "logical_xor", "clone", "numel", "triu", "tril",
 )  # fmt: skip
 OTHERS = ("cat", "concat", "concatenate", "stack", "where", "from_numpy", "is_tensor")
 NAMES = METHOD_FORMS + OTHERS

@@ -65,8 +65,6 @@ TENSOR_HINTS: dict[str, str] = {
     "bfloat16": "bfloat16 is not a numpy dtype; use x.half() (float16)",
     "new_empty_strided": "use x.new_zeros(size)",
     "diag": "use x * dualflow.ops.cast(eye, x.dtype) with eye from one_hot(arange(n), n)",
-    "triu": "multiply by a mask built from ops.arange (rows[:, None] <= cols)",
-    "tril": "multiply by a mask built from ops.arange (rows[:, None] >= cols)",
     "roll": "use concat of two narrow() slices (dualflow.ops.concat)",
 }
 

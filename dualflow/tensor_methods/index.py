@@ -1,5 +1,6 @@
 """Index methods with PyTorch's meanings: gather, scatter, scatter_add, index_select, masked_fill,
-where, masked_select, sort and topk (gathers along a dim through ``ops.take_along_axis``).
+where, masked_select, triu/tril, sort and topk (gathers along a dim through
+``ops.take_along_axis``).
 
 ``scatter`` writes ``src`` at ``index``; where an index repeats along the dim, PyTorch keeps one
 of the values (unspecified which) and dualflow writes their mean (the same when they are equal).
@@ -8,6 +9,8 @@ of the values (unspecified which) and dualflow writes their mean (the same when 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from dualflow import ops
 from dualflow.errors import ShapeError, with_location
@@ -192,3 +195,32 @@ class IndexMethods:
         lead = (slice(None),) * d
         indices = ops.getitem(indices, lead + (slice(0, k),))
         return ValuesIndices(ops.take_along_axis(self, indices, d), indices)
+
+    def triu(self, diagonal: int = 0) -> Any:
+        """The upper triangle of the last two dims (``diagonal`` shifts it), zeros elsewhere.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.ops.ones((2, 3)).triu(1).tolist()
+            [[0.0, 1.0, 1.0], [0.0, 0.0, 1.0]]
+        """
+        return _triangle(self, diagonal, upper=True)
+
+    def tril(self, diagonal: int = 0) -> Any:
+        """The lower triangle of the last two dims (``diagonal`` shifts it), zeros elsewhere.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.ops.ones((2, 2)).tril().tolist()
+            [[1.0, 0.0], [1.0, 1.0]]
+        """
+        return _triangle(self, diagonal, upper=False)
+
+
+def _triangle(x: Any, diagonal: int, upper: bool) -> Any:
+    if x.ndim < 2:
+        raise ShapeError(with_location(f"triu/tril: expects at least 2-D, got shape {x.shape}"))
+    rows, cols = np.arange(x.shape[-2])[:, None], np.arange(x.shape[-1])
+    keep = cols - rows >= diagonal if upper else cols - rows <= diagonal
+    # where, not a product: masked -inf entries (attention masks) must become 0, not NaN
+    return ops.where(keep, x, ops.zeros((), x.dtype))

@@ -204,6 +204,12 @@ INDEX = [
     c("sort", lambda L, x: (x.sort(1), x.sort(0, descending=True)), distinct(3, 4)),
     c("topk", lambda L, x: (x.topk(2), x.topk(2, dim=0, largest=False)), distinct(3, 4)),
     c("argsort", lambda L, x: x.argsort(1), distinct(3, 4)),
+    c("triu_tril", lambda L, x: (x.triu(), x.triu(1), x.tril(-1), L.torch.triu(x, diagonal=2)), X3),
+    c(
+        "causal_mask",
+        lambda L, x: (x + L.torch.triu(x.new_ones(4, 4) * float("-inf"), diagonal=1)).softmax(-1),
+        normal(4, 4),
+    ),
 ]
 
 INPLACE = [
