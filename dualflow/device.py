@@ -81,6 +81,11 @@ class Device:
             _check_visible(cupy, self)
         return cupy
 
+    @property
+    def type(self) -> str:
+        """``"cpu"`` or ``"cuda"``: PyTorch's name for ``kind`` (``x.device.type == "cuda"``)."""
+        return self.kind
+
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Device) and (self.kind, self.index) == (other.kind, other.index)
 

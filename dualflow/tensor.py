@@ -18,12 +18,16 @@ from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply
+from dualflow.tensor_methods import TensorMethods
 
 _FLOAT_KINDS = "fc"
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """A multi-dimensional array that records the ops applied to it for autodiff.
+
+    Methods follow PyTorch's names and meanings (``dualflow.tensor_methods``: ``x.size()``,
+    ``x.view``, ``x.sum(dim=...)``, ``x.transpose(0, 1)``, in-place ``x.add_``...).
 
     Example:
         >>> import dualflow
@@ -108,10 +112,6 @@ class Tensor:
         return self._array.ndim
 
     @property
-    def size(self) -> int:
-        return self._array.size
-
-    @property
     def device(self) -> Device:
         return device_of(self._array)
 
@@ -145,7 +145,7 @@ class Tensor:
 
     def _concrete(self, kind: str, convert: Any) -> Any:
         # A Python value from a tensor; inside a compiled function this adds a guard.
-        if self.size != 1:
+        if self._array.size != 1:
             raise ValueError(f"{kind}() needs a tensor with one element, got shape {self.shape}")
         value = convert(self._array.item())
         if config.tracer is not None:
@@ -203,10 +203,6 @@ class Tensor:
 
         backward((self,), (gy,), retain_graph=retain_graph, create_graph=create_graph)
 
-    def detach(self) -> Tensor:
-        """A tensor sharing the array, cut from the graph."""
-        return Tensor._wrap(self._array, None, 0, False)
-
     def requires_grad_(self, flag: bool = True) -> Tensor:
         """Mark a leaf as requiring grad (in place); returns self."""
         if flag and self.dtype.kind not in _FLOAT_KINDS:
@@ -257,12 +253,6 @@ class Tensor:
     def __abs__(self) -> Tensor:
         return ops.abs(self)
 
-    def __matmul__(self, other: Any) -> Tensor:
-        return ops.matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Tensor:
-        return ops.matmul(other, self)
-
     def __gt__(self, other: Any) -> Tensor:
         return ops.greater(self, other)
 
@@ -285,47 +275,6 @@ class Tensor:
 
     def __getitem__(self, index: Any) -> Tensor:
         return ops.getitem(self, index)
-
-    # ----- method forms of common ops --------------------------------------------------------
-    def sum(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return ops.sum(self, axis, keepdims)
-
-    def mean(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return ops.mean(self, axis, keepdims)
-
-    def max(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return ops.max(self, axis, keepdims)
-
-    def min(self, axis: Any = None, keepdims: bool = False) -> Tensor:
-        return ops.min(self, axis, keepdims)
-
-    def reshape(self, *shape: Any) -> Tensor:
-        return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
-
-    def transpose(self, *axes: Any) -> Tensor:
-        return ops.transpose(self, (axes[0] if len(axes) == 1 else axes) or None)
-
-    @property
-    def T(self) -> Tensor:
-        return ops.transpose(self)
-
-    def astype(self, dtype: Any) -> Tensor:
-        return ops.cast(self, dtype)
-
-    def exp(self) -> Tensor:
-        return ops.exp(self)
-
-    def log(self) -> Tensor:
-        return ops.log(self)
-
-    def tanh(self) -> Tensor:
-        return ops.tanh(self)
-
-    def sigmoid(self) -> Tensor:
-        return ops.sigmoid(self)
-
-    def relu(self) -> Tensor:
-        return ops.relu(self)
 
 
 _ADD, _SUB, _MUL, _DIV, _NEG = (

@@ -17,6 +17,8 @@ MAX_LINES = 400
 
 _ABOVE_OPS = (
     "dualflow.tensor",
+    "dualflow.tensor_methods",
+    "dualflow.functions",
     "dualflow.autograd",
     "dualflow.tracer",
     "dualflow.graph_ir",
@@ -30,9 +32,8 @@ _ABOVE_OPS = (
     "dualflow.data",
     "dualflow.bench",
 )
-_ABOVE_AUTOGRAD = tuple(
-    m for m in _ABOVE_OPS if m not in ("dualflow.tensor", "dualflow.autograd", "dualflow.graph_ir")
-)
+_TENSOR_LAYER = ("dualflow.tensor", "dualflow.tensor_methods", "dualflow.autograd")
+_ABOVE_AUTOGRAD = tuple(m for m in _ABOVE_OPS if m not in (*_TENSOR_LAYER, "dualflow.graph_ir"))
 
 
 class Rule(NamedTuple):
@@ -66,7 +67,7 @@ RULES = [
         anywhere=False,
     ),
     # tensor/autograd never reach up into the layers built on them.
-    Rule(("dualflow.tensor", "dualflow.autograd"), _ABOVE_AUTOGRAD, anywhere=False),
+    Rule(_TENSOR_LAYER, _ABOVE_AUTOGRAD, anywhere=False),
 ]
 
 # Known, accepted violations: (importing module, imported module). Keep this empty.

@@ -18,7 +18,9 @@ from dualflow import Device, Tensor
 def test_attributes() -> None:
     t = dualflow.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     assert isinstance(t.array, np.ndarray)
-    assert t.shape == (2, 3) and t.ndim == 2 and t.size == 6 and len(t) == 2
+    assert (
+        t.shape == (2, 3) and t.ndim == 2 and t.numel() == 6 and t.size() == (2, 3) and len(t) == 2
+    )
     assert t.dtype == np.float32
     assert t.device == Device("cpu") and str(t.device) == "cpu"
     assert t.grad is None and t.requires_grad is False and t.is_leaf and t.creator is None
@@ -198,7 +200,9 @@ def test_method_forms() -> None:
     t = dualflow.tensor(x)
     np.testing.assert_allclose(t.sum().item(), x.sum())
     np.testing.assert_allclose(t.mean(axis=0).numpy(), x.mean(axis=0))
-    np.testing.assert_allclose(t.max(1, keepdims=True).numpy(), x.max(1, keepdims=True))
+    values, indices = t.max(1, keepdim=True)  # PyTorch: (values, indices) along a dim
+    np.testing.assert_allclose(values.numpy(), x.max(1, keepdims=True))
+    np.testing.assert_array_equal(indices.numpy(), x.argmax(1)[:, None])
     assert t.reshape(3, 2).shape == (3, 2) and t.reshape((6,)).shape == (6,)
     assert t.T.shape == (3, 2) and t.transpose(1, 0).shape == (3, 2)
     assert t.astype("int32").dtype == np.int32

@@ -28,7 +28,7 @@ def _edge_of(t: Tensor) -> Any:
 
 def _seed_gradient(output: Tensor, gy: Any) -> Tensor:
     if gy is None:
-        if output.size != 1:
+        if output.numel() != 1:
             raise ShapeError(
                 with_location(
                     "backward: a gradient can be created implicitly only for one-element "

@@ -45,8 +45,8 @@ def numerical_grad(fn: Callable, xs: list[Tensor], gys: list[np.ndarray], eps: f
             if not x.requires_grad:
                 result.append(None)
                 continue
-            flat, g = x.array.reshape(-1), np.zeros(x.size)
-            for i in range(x.size):
+            flat, g = x.array.reshape(-1), np.zeros(x.numel())
+            for i in range(x.numel()):
                 saved = flat[i]
                 flat[i] = saved + eps
                 plus = _weighted_sum(fn, xs, gys)

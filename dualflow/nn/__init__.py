@@ -6,7 +6,7 @@ PyTorch state dict (converted to numpy) loads by name.
 
 from typing import Any
 
-from dualflow.nn import init, utils
+from dualflow.nn import functional, init, utils
 from dualflow.nn.activation import (
     ELU,
     GELU,
@@ -34,6 +34,17 @@ from dualflow.nn.dropout import Dropout, Dropout1d, Dropout2d, Dropout3d
 from dualflow.nn.embedding import Embedding
 from dualflow.nn.group_norm import GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
 from dualflow.nn.linear import Linear
+from dualflow.nn.loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from dualflow.nn.module import Module
 from dualflow.nn.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
 from dualflow.nn.parameter import Parameter
@@ -65,12 +76,15 @@ __all__ = [
     "AdaptiveAvgPool2d",
     "AvgPool1d",
     "AvgPool2d",
+    "BCELoss",
+    "BCEWithLogitsLoss",
     "BatchNorm1d",
     "BatchNorm2d",
     "Conv1d",
     "Conv2d",
     "ConvTranspose1d",
     "ConvTranspose2d",
+    "CrossEntropyLoss",
     "Dropout",
     "Dropout1d",
     "Dropout2d",
@@ -79,21 +93,26 @@ __all__ = [
     "Flatten",
     "GRUCell",
     "GroupNorm",
+    "HuberLoss",
     "Identity",
     "InstanceNorm1d",
     "InstanceNorm2d",
     "InstanceNorm3d",
+    "KLDivLoss",
+    "L1Loss",
     "LSTMCell",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
     "LogSoftmax",
+    "MSELoss",
     "MaxPool1d",
     "MaxPool2d",
     "Module",
     "ModuleDict",
     "ModuleList",
     "MultiheadAttention",
+    "NLLLoss",
     "Parameter",
     "ParameterDict",
     "ParameterList",
@@ -104,6 +123,7 @@ __all__ = [
     "Sequential",
     "SiLU",
     "Sigmoid",
+    "SmoothL1Loss",
     "Softmax",
     "Softplus",
     "Tanh",
@@ -116,6 +136,7 @@ __all__ = [
     "Upsample",
     "UpsamplingBilinear2d",
     "UpsamplingNearest2d",
+    "functional",
     "init",
     "utils",
 ]

@@ -91,7 +91,7 @@ class LeakyReLU(_Elementwise):
         self.negative_slope = float(negative_slope)
 
     def forward(self, x: Any) -> Tensor:
-        """Apply the activation (the slope passed explicitly: ops' default is 0.2)."""
+        """Apply the activation."""
         return ops.leaky_relu(x, slope=self.negative_slope)
 
     def extra_repr(self) -> str:

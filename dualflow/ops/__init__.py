@@ -64,6 +64,7 @@ from dualflow.ops.reduction import (
     max,
     mean,
     min,
+    prod,
     std,
     stop_gradient,
     sum,
@@ -82,6 +83,7 @@ from dualflow.ops.pooling import (
 from dualflow.ops.state import assign
 from dualflow.ops.creation import (
     arange,
+    copy,
     full,
     full_like,
     ones,
@@ -92,6 +94,7 @@ from dualflow.ops.creation import (
 from dualflow.ops.join import concat, split, stack
 from dualflow.ops.indexing import getitem, getitem_grad
 from dualflow.ops.slicing import flip
+from dualflow.ops.gather import argsort, scatter_add, take_along_axis, take_along_axis_grad
 from dualflow.ops.padding import pad
 from dualflow.ops.softmax import log_softmax, softmax
 from dualflow.ops.loss import (

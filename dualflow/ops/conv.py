@@ -26,6 +26,7 @@ from dualflow.ops.im2col import (
 )
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import reshape
+from dualflow.ops.validate import require_same_float
 
 
 def _check_groups(op: str, groups: int, channels: tuple[int, int], shapes: str) -> None:
@@ -248,6 +249,7 @@ def conv2d(
         >>> ops.conv2d(x, np.ones((1, 1, 2, 2)), stride=2).tolist()
         [[[[10.0, 18.0], [42.0, 50.0]]]]
     """
+    require_same_float("conv2d", x, w, "input", "weight")  # PyTorch refuses to upcast too
     y = apply(
         Conv2d,
         x,
@@ -287,6 +289,7 @@ def conv_transpose2d(
                [2., 4., 2.],
                [1., 2., 1.]])
     """
+    require_same_float("conv_transpose2d", x, w, "input", "weight")
     y = apply(
         ConvTranspose2d,
         x,

@@ -1,4 +1,5 @@
-"""Creation ops: ``full``/``arange`` (no inputs) and ``full_like`` (shape, dtype and device of x).
+"""Creation ops: ``full``/``arange`` (no inputs), ``full_like`` (shape, dtype and device of x) and
+``copy`` (a new C-ordered array with x's values; differentiable).
 
 Creating arrays through ops (rather than numpy calls on the side) keeps them visible to a trace:
 the engine's seed gradient, for instance, is ``ones_like(loss)``, a graph node, not a constant.
@@ -45,6 +46,23 @@ class FullLike:
 
     def forward(xp, x, *, value, dtype):
         return xp.full_like(x, value, dtype=dtype)
+
+
+@primitive("copy", check_eager=False)
+class Copy:
+    """A new C-ordered array with ``x``'s values (``Tensor.clone``); its gradient is ``gy``.
+
+    Never an identity to the passes: a clone must not alias state that is written afterwards.
+    """
+
+    def infer(x: Meta) -> tuple[Meta]:
+        return (Meta(tuple(x.shape), x.dtype),)
+
+    def forward(xp, x):
+        return xp.array(x, copy=True, order="C")
+
+    def backward(ctx, gy):
+        return gy
 
 
 @primitive("arange", check_eager=False)
@@ -156,6 +174,17 @@ def ones_like(x: Any, dtype: Any = None, device: Device | str | None = None) -> 
         [1.0]
     """
     return full_like(x, 1, dtype, device)
+
+
+def copy(x: Any) -> Any:
+    """A copy of ``x`` with its own (C-ordered) memory; gradients flow back to ``x``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.copy([1.0, 2.0]).tolist()
+        [1.0, 2.0]
+    """
+    return apply(Copy, x)
 
 
 def arange(

@@ -14,6 +14,7 @@ from dualflow.errors import DTypeError, ShapeError
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import reshape, sum_to, transpose
+from dualflow.ops.validate import require_same_float
 
 
 def _swap_last(x: Any) -> Any:
@@ -108,6 +109,9 @@ def matmul(a: Any, b: Any) -> Any:
 def linear(x: Any, weight: Any, bias: Any = None) -> Any:
     """Affine map ``x @ weight.T + bias`` with ``weight`` of shape (out, in) (PyTorch layout).
 
+    As in PyTorch, a floating-point ``x`` must have the weight's dtype (a float64 batch into a
+    float32 layer raises ``DTypeError`` instead of silently computing in float64).
+
     Example:
         >>> from dualflow import ops
         >>> ops.linear([[1.0, 1.0]], [[1.0, 2.0], [3.0, 4.0]], [0.5, 0.5]).tolist()
@@ -116,5 +120,6 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Any:
     weight_shape = getattr(weight, "shape", np.shape(weight))
     if len(weight_shape) != 2:
         raise ShapeError(f"linear: weight must be 2-D (out, in), got shape {tuple(weight_shape)}")
+    require_same_float("linear", x, weight, "input", "weight")
     y = matmul(x, transpose(weight))
     return y if bias is None else y + bias

@@ -7,11 +7,12 @@ Integer labels equal to ``ignore_label`` contribute zero and are left out of the
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
 
-from dualflow.errors import ShapeError
+from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
 from dualflow.ops.activation import softplus
 from dualflow.ops.arithmetic import cast, maximum, multiply, not_equal, subtract, where
 from dualflow.ops.dispatch import apply
@@ -144,24 +145,41 @@ def _shape_dtype(value: Any) -> tuple[tuple[int, ...], np.dtype]:
 
 
 def sigmoid_cross_entropy(x: Any, t: Any, reduce: str = "mean") -> Any:
-    """Binary cross entropy of ``sigmoid(x)`` and integer targets ``t`` in {0, 1}; -1 is ignored.
+    """Binary cross entropy of ``sigmoid(x)`` and targets ``t`` (the logits' shape).
 
-    Uses the stable form ``softplus(x) - x * t``; ``reduce="mean"`` averages over the targets
-    not ignored (Chainer's ``normalize=True``), ``"sum"`` sums, ``"no"`` keeps every element.
+    ``t`` holds integer labels in {0, 1}, where -1 marks an element to ignore, or floating-point
+    probabilities in [0, 1] (soft targets, e.g. a VAE's pixels), none ignored. Uses the stable
+    form ``softplus(x) - x * t``; ``reduce="mean"`` averages over the targets not ignored
+    (Chainer's ``normalize=True``), ``"sum"`` sums, ``"no"`` keeps every element.
 
     Example:
         >>> from dualflow import ops
         >>> round(ops.sigmoid_cross_entropy([[0.0, 1e4]], [[1, -1]]).item(), 4)
         0.6931
+        >>> round(ops.sigmoid_cross_entropy([0.0, 0.0], [0.25, 0.75]).item(), 4)
+        0.6931
     """
     mode = _reduce_mode("sigmoid_cross_entropy", reduce)
     (x_shape, x_dtype), (t_shape, t_dtype) = _shape_dtype(x), _shape_dtype(t)
     require_float("sigmoid_cross_entropy", Meta(x_shape, x_dtype), "x (logits)")
-    require_int("sigmoid_cross_entropy", Meta(t_shape, t_dtype), "t (targets)")
+    if t_dtype.kind not in "iuf":
+        raise DTypeError(
+            with_location(
+                f"sigmoid_cross_entropy: t (targets) must be integer labels in {{0, 1}} (-1 to "
+                f"ignore) or floating-point probabilities in [0, 1], got {t_dtype}",
+                user_frame(),
+            )
+        )
     if x_shape != t_shape:
         raise ShapeError(
             f"sigmoid_cross_entropy: x of shape {x_shape} and t of shape {t_shape} must match"
         )
+    if t_dtype.kind == "f":  # probabilities: every element counts
+        loss = softplus(x) - multiply(x, cast(t, x_dtype))
+        if mode == "no":
+            return loss
+        total = reduce_sum(loss)
+        return total if mode == "sum" else total * (1.0 / max(math.prod(x_shape), 1))
     valid = cast(not_equal(t, -1), x_dtype)
     loss = (softplus(x) - multiply(x, cast(t, x_dtype))) * valid
     if mode == "no":

@@ -83,7 +83,7 @@ class BatchNorm:
     def backward(ctx, gy, gmean, gvar):
         x, gamma, mu, var = ctx.x0, ctx.x1, ctx.y1, ctx.y2
         axes, shape = _stat_axes(x.ndim), _channel_shape(x.ndim)
-        n = x.size // x.shape[1]
+        n = math.prod(x.shape) // x.shape[1]
         need_x, need_gamma, need_beta = ctx.needs_input_grad
         xc = x - reshape(mu, shape)
         inv_std = rsqrt(var + ctx.attrs["eps"])

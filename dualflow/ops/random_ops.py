@@ -213,6 +213,17 @@ def _next_key(generator: Any, like: Any) -> Any:
     return generator.next_key()
 
 
+def next_key(generator: Any, like: Any) -> Any:
+    """A fresh key from ``generator``, or from the default generator of ``like``'s device.
+
+    Example:
+        >>> import numpy as np
+        >>> next_key(None, np.zeros(1)).dtype
+        dtype('uint64')
+    """
+    return _next_key(generator, like)
+
+
 def dropout(x: Any, ratio: float = 0.5, train: bool | None = None, generator: Any = None) -> Any:
     """Zero each element with probability ``ratio`` and scale the rest by ``1 / (1 - ratio)``.
 

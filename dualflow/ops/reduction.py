@@ -1,4 +1,5 @@
-"""Reductions: sum, max, min, argmax, argmin (primitives); mean, var, std, logsumexp (composites).
+"""Reductions: sum, prod, max, min, argmax, argmin (primitives); mean, var, std, logsumexp
+(composites).
 
 ``max``/``min`` send the gradient to the extreme elements; ties share it equally (as in numpy-based
 Chainer), so the gradient of ``max`` of a constant array is uniform.
@@ -11,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import DTypeError
-from dualflow.ops.arithmetic import cast, equal, exp, log, sqrt
+from dualflow.ops.arithmetic import cast, equal, exp, log, sqrt, where
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to, reshape
@@ -43,6 +44,29 @@ class Sum:
 
     def backward(ctx, gy):
         return broadcast_to(_expand_back(ctx, gy), ctx.in_shapes[0])
+
+
+@primitive("prod", saves=("x0", "y"))
+class Prod:
+    """Product over ``axis`` (all axes when None); exact gradients where one factor is zero."""
+
+    def infer(x: Meta, *, axis: Any, keepdims: bool) -> tuple[Meta]:
+        (out,) = _reduce_infer("prod", x, axis, keepdims)
+        return (Meta(out.shape, np.prod(np.ones(1, dtype=out.dtype)).dtype),)
+
+    def forward(xp, x, *, axis, keepdims):
+        return xp.prod(x, axis=axis, keepdims=keepdims)
+
+    def backward(ctx, gy):
+        # d y / d x_i is the product of the other factors: y / x_i where x_i != 0; at the single
+        # zero of a slice, the product of the non-zero factors; 0 where a slice has two zeros.
+        x, axis = ctx.x0, ctx.attrs["axis"]
+        zero = equal(x, 0)
+        safe = where(zero, 1, x)
+        zeros = apply(Sum, cast(zero, x.dtype), axis=axis, keepdims=True)
+        others = apply(Prod, safe, axis=axis, keepdims=True)
+        grad = where(zero, where(equal(zeros, 1), others, 0), _expand_back(ctx, ctx.y) / safe)
+        return _expand_back(ctx, gy) * grad
 
 
 def _extreme_backward(ctx: Any, gy: Any) -> Any:
@@ -118,6 +142,17 @@ def sum(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         [4.0, 6.0]
     """
     return apply(Sum, x, axis=canonical_axis(axis), keepdims=bool(keepdims))
+
+
+def prod(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
+    """Product of elements over ``axis``.
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.prod([[1.0, 2.0], [3.0, 4.0]], axis=1).tolist()
+        [2.0, 12.0]
+    """
+    return apply(Prod, x, axis=canonical_axis(axis), keepdims=bool(keepdims))
 
 
 def max(x: Any, axis: Any = None, keepdims: bool = False) -> Any:

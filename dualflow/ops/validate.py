@@ -46,6 +46,35 @@ def require_int(op: str, meta: Any, what: str = "labels") -> np.dtype:
     return dtype
 
 
+def _dtype_of(value: Any) -> np.dtype | None:
+    if hasattr(value, "dtype") and not isinstance(value, np.generic):
+        return np.dtype(value.dtype)
+    return None  # Python scalars and lists: weak, they take the other operand's type
+
+
+def require_same_float(op: str, a: Any, b: Any, name_a: str, name_b: str) -> None:
+    """Raise DTypeError (at the user's line) if ``a`` and ``b`` are arrays/tensors of two
+    different floating-point dtypes: PyTorch's layers refuse them rather than upcast.
+
+    Example:
+        >>> require_same_float("linear", np.ones(2), np.ones(2, np.float32), "x", "weight")
+        ... # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        dualflow.errors.DTypeError: linear: x is float64 but weight is float32; cast ...
+    """
+    da, db = _dtype_of(a), _dtype_of(b)
+    if da is None or db is None or da == db or da.kind != "f" or db.kind != "f":
+        return
+    raise DTypeError(
+        with_location(
+            f"{op}: {name_a} is {da} but {name_b} is {db}; cast the {name_a} to match, "
+            f"e.g. x.to({db.name!r}) or ops.cast(x, {db.name!r}) (PyTorch raises here too)",
+            user_frame(),
+        )
+    )
+
+
 def check_index_range(
     op: str, xp: Any, values: Any, bound: int, what: str, skip: Any = None
 ) -> None:

@@ -41,4 +41,10 @@ ENTRIES = [
         ],
         differentiable=False,
     ),
+    OpInfo(
+        "copy",
+        ops.copy,
+        lambda x: np.array(x, copy=True),
+        lambda rng: [Sample((rng.normal(size=(2, 3)),), name="2d")],
+    ),
 ]

@@ -1,4 +1,4 @@
-"""Op-table entries for reductions (sum, max, min, argmax, argmin) and their composites."""
+"""Op-table entries for reductions (sum, prod, max, min, argmax, argmin) and their composites."""
 
 from __future__ import annotations
 
@@ -26,6 +26,18 @@ def _reduce_samples(distinct: bool = False) -> object:
     return make
 
 
+def _prod_samples(rng: np.random.Generator) -> list[Sample]:
+    x = rng.uniform(0.5, 1.5, (2, 3, 4)) * rng.choice([-1.0, 1.0], (2, 3, 4))
+    one_zero = x.copy()
+    one_zero[0, 1, 2] = 0.0  # a slice with one zero: its gradient is the product of the others
+    return [
+        Sample((x,), name="all"),
+        Sample((x, 1), name="axis1"),
+        Sample((x,), {"axis": (0, 2), "keepdims": True}, name="axes-keepdims"),
+        Sample((one_zero, 2), name="one-zero"),
+    ]
+
+
 def _ties(rng: np.random.Generator) -> list[Sample]:
     return [Sample((np.array([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]), 1), name="ties")]
 
@@ -38,6 +50,7 @@ def _lse_ref(x: np.ndarray, axis: object = None, keepdims: bool = False) -> np.n
 
 ENTRIES = [
     OpInfo("sum", ops.sum, np.sum, _reduce_samples()),
+    OpInfo("prod", ops.prod, np.prod, _prod_samples),
     OpInfo("max", ops.max, np.max, _reduce_samples(distinct=True)),
     OpInfo("min", ops.min, np.min, _reduce_samples(distinct=True)),
     OpInfo("max_ties", ops.max, np.max, _ties, ops=("max",), differentiable=False),

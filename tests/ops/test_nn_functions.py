@@ -226,7 +226,7 @@ def test_embedding_repeated_ids_accumulate_gradients() -> None:
             "softmax_cross_entropy: labels of shape",
         ),
         (
-            lambda: ops.sigmoid_cross_entropy(np.ones(2), np.ones(2)),
+            lambda: ops.sigmoid_cross_entropy(np.ones(2), np.ones(2, bool)),
             DTypeError,
             "sigmoid_cross_entropy: t",
         ),

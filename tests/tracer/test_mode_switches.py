@@ -29,7 +29,7 @@ def _model_and_step(lr: float = 0.1) -> tuple:
 def test_eval_between_epochs_reuses_the_training_trace() -> None:
     model, _, step = _model_and_step()
     compiled = dualflow.compile(step, max_traces=3)
-    x, y = dualflow.tensor(np.ones((2, 3))), dualflow.tensor(np.zeros((2, 2)))
+    x, y = dualflow.tensor(np.ones((2, 3), np.float32)), dualflow.tensor(np.zeros((2, 2)))
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a max_traces fallback would warn
         for _ in range(10):  # ten "epochs", each followed by an evaluation
@@ -46,7 +46,7 @@ def test_eval_between_epochs_reuses_the_training_trace() -> None:
 def test_eval_mode_call_of_a_compiled_model_retraces_with_dropout_off() -> None:
     model, _, _ = _model_and_step()
     compiled = dualflow.compile(lambda x: model(x))
-    x = dualflow.tensor(np.ones((4, 3)))
+    x = dualflow.tensor(np.ones((4, 3), np.float32))
     with dualflow.no_grad():
         compiled(x)
         model.eval()
@@ -58,7 +58,7 @@ def test_eval_mode_call_of_a_compiled_model_retraces_with_dropout_off() -> None:
 def test_assigning_a_number_to_lr_changes_the_next_compiled_update_without_retracing() -> None:
     model, opt, step = _model_and_step(lr=0.0)
     compiled = dualflow.compile(step)
-    x, y = dualflow.tensor(np.ones((2, 3))), dualflow.tensor(np.zeros((2, 2)))
+    x, y = dualflow.tensor(np.ones((2, 3), np.float32)), dualflow.tensor(np.zeros((2, 2)))
     for _ in range(3):
         compiled(x, y)
     before = [p.numpy().copy() for p in model.params()]

@@ -54,7 +54,7 @@ def test_evaluate_uses_eval_mode_and_restores_each_modules_mode() -> None:
     model = nn.Sequential(nn.Linear(2, 4), nn.BatchNorm1d(4), nn.Dropout(0.5), nn.Linear(4, 2))
     model[1].eval()  # a frozen submodule must stay frozen afterwards
     batch = (
-        dualflow.tensor(np.random.default_rng(0).normal(size=(8, 2))),
+        dualflow.tensor(np.random.default_rng(0).normal(size=(8, 2)), dtype="float32"),
         dualflow.tensor([0] * 8),
     )
     before = model[1].running_mean.numpy().copy()

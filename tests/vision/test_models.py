@@ -45,7 +45,7 @@ SLOW_COUNTS = {  # construction takes several seconds each (the RNG fills 100M+ 
 
 
 def _count(model: Any) -> int:
-    return sum(p.size for p in model.params())
+    return sum(p.numel() for p in model.params())
 
 
 def _build(name: str, num_classes: int = 10) -> Any:
@@ -195,7 +195,10 @@ def test_training_steps_match_eager(name: str) -> None:
     """Three SGD steps (train mode: batch statistics, running-stat updates, dropout) give the same
     losses, parameters and buffers eager and compiled."""
     rng = np.random.default_rng(3)
-    batches = [(_images(name, 4) + rng.normal(size=1), rng.integers(0, 10, size=4)) for _ in "abc"]
+    batches = [
+        ((_images(name, 4) + rng.normal(size=1)).astype(np.float32), rng.integers(0, 10, size=4))
+        for _ in "abc"
+    ]
     results = []
     for compiled in (False, True):
         model = _build(name)

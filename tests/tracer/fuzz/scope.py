@@ -68,6 +68,8 @@ class Scope:
     def module(self, module: Module) -> Module:
         """Register a module: its parameters are re-drawn from the seed, trained and compared;
         its buffers (running statistics) are compared; eval programs put it in eval mode."""
+        if self.dtype == np.float64:  # layers refuse inputs of another float dtype (PyTorch)
+            module = module.double()
         with dualflow.no_grad():
             for name, p in module.named_params():
                 gain = name.endswith("weight") and p.ndim == 1  # a batch norm's scale

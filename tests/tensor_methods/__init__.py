@@ -1,0 +1,1 @@
+"""Tests of dualflow.tensor_methods: PyTorch-named Tensor methods."""
