@@ -45,10 +45,15 @@ def donations(graph: Graph) -> dict[Value, Value]:
                 last_read[s] = i
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     returned = set(graph.outputs)
+    # a returned value that is the old state (or a view of it: ``w * 1`` folded to ``w``) must
+    # keep the old values the caller receives: that state is not overwritten in place
+    returned_states = set().union(*(aliases.get(v, ()) for v in graph.outputs))
     found: dict[Value, Value] = {}
     for state, new in graph.updates:
         producer = graph.producers.get(new)
         if producer is None or new in returned or new in found or producer.outputs != (new,):
+            continue
+        if state in returned_states:
             continue
         step = index[id(producer)]
         if step <= last_guard or last_read.get(state, -1) > step or not writes_out(producer):

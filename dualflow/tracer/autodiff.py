@@ -49,13 +49,18 @@ def trace_backward(
     leaves: list[Any],
     passes: Any = (),
     device: Device | str = "cpu",
+    skip: Any = (),
 ) -> Backward | None:
-    """Trace d(outputs)/d(differentiable inputs and state) while the forward tape is alive."""
+    """Trace d(outputs)/d(differentiable inputs and state) while the forward tape is alive.
+
+    Outputs in ``skip`` are returned as the very argument/state objects: they keep their own
+    tape, so the compiled backward leaves them out.
+    """
     # Outputs whose tape a backward inside the function already consumed take no gradient.
     wanted = [
         i
         for i, t in enumerate(outputs)
-        if t.requires_grad and t._creator is not None and not t._creator.released
+        if t.requires_grad and t._creator is not None and not t._creator.released and i not in skip
     ]
     positions = [
         i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor) and leaf.requires_grad

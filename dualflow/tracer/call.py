@@ -78,13 +78,15 @@ def commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[lis
     Returns the trace's outputs as tensors (user outputs first, then tensors its side effects
     store) and the residuals a backward graph reads.
     """
+    arrays = iter(result.outputs)
+    outputs = [Tensor._wrap(next(arrays), None, 0, False) for _ in range(trace.n_outputs)]
+    for index in (*trace.const_outputs, *trace.state_outputs):  # not shared with the caller /
+        outputs[index]._array = outputs[index]._array.copy()  # not overwritten by the commit
     for slot, new in zip(trace.update_slots, result.updates):
         if new is not state[slot]:  # a donated update was written in place by the plan
             state[slot][...] = new
-    arrays = iter(result.outputs)
-    outputs = [Tensor._wrap(next(arrays), None, 0, False) for _ in range(trace.n_outputs)]
-    for index in trace.const_outputs:  # a constant must not be shared with the caller
-        outputs[index]._array = outputs[index]._array.copy()
+    for index, (kind, where) in trace.identity_outputs.items():  # the object itself, as eager
+        outputs[index] = flat.leaves[where] if kind == "input" else trace.checks.refs[where].tensor
     for index in trace.released_outputs:  # eager: requires grad, its tape consumed inside
         outputs[index]._creator = Node(released_op(), {}, None, (), (), (), None)
         outputs[index].requires_grad = True

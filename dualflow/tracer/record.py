@@ -13,6 +13,7 @@ from typing import Any
 from dualflow._config import config
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
+from dualflow.runtime.memory import alias_roots
 from dualflow.runtime.plan import Plan
 from dualflow.tensor import Tensor
 from dualflow.tracer.autodiff import Backward, trace_backward
@@ -48,6 +49,8 @@ class Trace:
     released_outputs: list[int] = field(default_factory=list)  # require grad, tape consumed
     replay: Replay = field(default_factory=Replay)  # Python side effects redone each call
     commits: bool = False  # writes state, .grad, arguments or Python objects (atomic commit)
+    identity_outputs: dict[int, tuple[str, int]] = field(default_factory=dict)
+    state_outputs: list[int] = field(default_factory=list)  # alias state the call updates
     history: HistorySpec | None = None  # arguments' autograd history the graph continues into
     pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
     cache_note: str = ""  # what the plan cache did with it (stored, loaded, or why not)
@@ -94,9 +97,10 @@ def finish_trace(
             builder.output(tracer.value_of(owner._grad))
     builder.output(*tracer.input_updates.values())  # new contents of written arguments
     device = plan_device(flat.leaves, tracer.checks.refs)
+    identity = _identity_outputs(tracer, leaves)
     backward = None
     if config.grad_enabled:
-        backward = trace_backward(tracer, leaves, flat.leaves, passes, device)
+        backward = trace_backward(tracer, leaves, flat.leaves, passes, device, skip=identity)
     if backward is not None:
         builder.output(*backward.residuals)  # what the backward graph reads from the forward
     debug = config.debug or tracer.debug_seen
@@ -129,4 +133,32 @@ def finish_trace(
     trace.const_outputs = [
         i for i, v in enumerate(graph.outputs[: len(leaves)]) if v in graph.consts
     ]
+    trace.identity_outputs = identity
+    trace.state_outputs = _outputs_of_updated_state(graph, len(leaves))
     return trace
+
+
+def _identity_outputs(tracer: Tracer, leaves: list[Tensor]) -> dict[int, tuple[str, int]]:
+    """Outputs that *are* an argument or a captured tensor: the call returns that very object
+    (as eager does), so gradients flow through the caller's graph and writes show in it."""
+    found = {}
+    for i, t in enumerate(leaves):
+        position = tracer.input_positions.get(id(t))
+        slot = tracer.slots.get(id(t))
+        if position is not None:
+            found[i] = ("input", position)
+        elif (
+            slot is not None
+            and tracer.checks.refs[slot].kind == "tensor"
+            and (tracer.checks.refs[slot].tensor is t)
+        ):
+            found[i] = ("state", slot)
+    return found
+
+
+def _outputs_of_updated_state(graph: Graph, n: int) -> list[int]:
+    """User outputs whose array is (a view of) a state array this call updates: copied before
+    the commit writes the state, so they keep the values they had when computed."""
+    updated = {state for state, _ in graph.updates}
+    aliases = alias_roots(graph, with_state=True)
+    return [i for i, v in enumerate(graph.outputs[:n]) if aliases.get(v, set()) & updated]

@@ -218,6 +218,12 @@ class Tracer:
         new = self.operand(source)
         slot = self.slots.get(id(target))
         position = self.input_positions.get(id(target))
+        if slot is None and position is None and self._views_outside(target):
+            self.fail_closed(
+                "assign into a view of a captured or argument tensor inside a compiled function: "
+                "the graph would update the view, not the tensor. Assign the whole tensor "
+                "(e.g. ops.assign(w, new_w) with the slice changed), or do it outside"
+            )
         if (slot is not None or position is not None) and id(target) not in self.backups:
             self.backups[id(target)] = (target, target._array.copy())
         result = EAGER.apply(op, args, {})  # first: a misfit value is assign's error, located
@@ -236,6 +242,16 @@ class Tracer:
         self.arrays[id(target._array)] = (new, target._array)
         self.bind(target, new)
         return result
+
+    def _views_outside(self, target: Tensor) -> bool:
+        """Whether ``target``'s array is a view into an argument's or captured tensor's."""
+        root = _root(target._array)
+        if root is target._array:
+            return False
+        known = self.arrays.get(id(root))
+        if known is not None and known[1] is root and known[0] in self.builder.inputs:
+            return True
+        return any(ref.kind == "tensor" and ref.read() is root for ref in self.checks.refs)
 
     def _check_view(self, tensor: Tensor) -> None:
         # numpy views see later in-place writes; a graph value does not: fail closed.

@@ -23,7 +23,6 @@ X, Y = normal(3, 4), normal(3, 4)
 # Tracer defect (reported): a compiled function that returns one of its input tensors itself
 # (x.double() of a float64 x, x.to("cpu") are x, as in PyTorch) loses that output's gradient
 # on plan runs.
-RETURNS_INPUT = "compiled call returning its own input tensor: no gradient through it"
 X3 = normal(2, 3, 4)
 
 
@@ -169,14 +168,12 @@ CONVERT = [
         "float",
         lambda L, x: (x.float(), x.double(), x.half().float()),
         X,
-        compiled_xfail=RETURNS_INPUT,
     ),
     c("long", lambda L, x: (x.long(), x.int(), x.bool()), normal(3, 4), grad=()),
     c(
         "to_dtype",
         lambda L, x: (x.to(L.float32), x.to(dtype=L.float32), x.to("cpu")),
         X,
-        compiled_xfail=RETURNS_INPUT,
     ),
     c("to_tensor", lambda L, x, i: x.to(i), X, ints(3, 2), grad=()),
     c("type_as", lambda L, x, i: i.type_as(x), X, ints(3, 2), grad=()),
