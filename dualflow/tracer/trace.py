@@ -23,6 +23,7 @@ from dualflow.ops.registry import Meta, OpDef
 from dualflow.tensor import Tensor
 from dualflow.tracer.array_argument import ArrayArgument, unwrap
 from dualflow.tracer.env_record import EnvRecorder
+from dualflow.tracer.grad_slots import GradSlots
 from dualflow.tracer.history import ArgumentHistory
 from dualflow.tracer.state import StateChecks, StateRef
 
@@ -50,7 +51,7 @@ def _loc(tracer: Tracer) -> str | None:
     return f"{os.path.basename(frame[0])}:{frame[1]}"
 
 
-class Tracer:
+class Tracer(GradSlots):
     """One trace in progress; installed as the interpreter and as ``config.tracer``."""
 
     def __init__(self, name: str, parent: Tracer | None = None) -> None:
@@ -323,43 +324,6 @@ class Tracer:
             )
             return
         self.builder.guard(self.value_of(tensor), value, kind, _loc(self))
-
-    def grad_slot(self, owner: Tensor) -> tuple[str, Any]:
-        """Where ``owner.grad`` lives across calls: ("input", position), ("state", owner),
-        or ("temporary", None) for a tensor born inside this call (nothing to keep)."""
-        if id(owner) in self.input_positions:
-            return "input", self.input_positions[id(owner)]
-        born_here = owner.value is not None and owner.value in self.values
-        if born_here and id(owner) not in self.slots:
-            return "temporary", None
-        return "state", owner
-
-    def on_grad_read(self, owner: Tensor, grad: Tensor | None) -> Tensor | None:
-        key = id(owner)
-        if key in self.grad_seen:
-            return grad
-        self.grad_seen[key] = owner
-        kind, where = self.grad_slot(owner)
-        if kind == "input":
-            if grad is not None:  # an argument arriving with a .grad: not reusable
-                self.single_use = True
-            else:
-                self.checks.empty_input_grads.append(where)
-        elif kind == "state":
-            name = self.names.get(key) or owner.name or "tensor"
-            if grad is None:
-                self.checks.empty_grads.append((owner, name))
-            elif not (grad.value is not None and grad.value in self.values):
-                self.capture(grad, "grad", owner)
-        return grad
-
-    def on_grad_write(self, owner: Tensor, grad: Tensor | None) -> None:
-        self.grad_backups.setdefault(id(owner), (owner, owner._grad))  # for rollback
-        self.grad_seen.setdefault(id(owner), owner)
-        if self.grad_slot(owner)[0] != "temporary":
-            self.grad_written[id(owner)] = owner
-        if grad is not None:
-            self.value_of(grad)
 
     def on_module_read(self, module: Any) -> None:
         """Record a versioned object (Module, Optimizer) the trace depends on."""
