@@ -110,6 +110,8 @@ def build(spec: Spec) -> Program:
 
         def infer(x: Tensor) -> Tensor:
             env, h = Env(x, None, scope), x
+            for check in scope.preludes:
+                check(env)
             for statement in statements:
                 h = statement(h, env)
             return h
@@ -120,9 +122,11 @@ def build(spec: Spec) -> Program:
     loss_fn = LOSSES[spec.loss]
 
     def step(x: Tensor, t: Tensor | None) -> tuple[Tensor, Tensor]:
+        env, h = Env(x, t, scope), x
+        for check in scope.preludes:  # may raise: before anything is written
+            check(env)
         if opt is not None:
             opt.zero_grad()
-        env, h = Env(x, t, scope), x
         for statement in statements:
             h = statement(h, env)
         h = h + bias

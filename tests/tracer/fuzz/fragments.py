@@ -23,7 +23,7 @@ from tests.tracer.fuzz.spec import Piece
 
 Statement = Callable[[Tensor, Env], Tensor]
 # The modules whose import registers fragments (in this order).
-MODULES = ("tests.tracer.fuzz.library",)
+MODULES = ("tests.tracer.fuzz.library", "tests.tracer.fuzz.environment")
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,7 @@ class Scope:
     buffers: dict[str, Tensor] = field(default_factory=dict)
     extras: dict[str, Callable[[], Any]] = field(default_factory=dict)
     hooks: list[Callable[[int], None]] = field(default_factory=list)
+    preludes: list[Callable[[Env], None]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
@@ -88,6 +89,10 @@ class Scope:
     def track(self, name: str, read: Callable[[], Any]) -> None:
         """Compare ``read()`` (an array or any Python value) after every call."""
         self.extras[name] = read
+
+    def prelude(self, check: Callable[[Env], None]) -> None:
+        """Run ``check(env)`` first in the step, before it writes anything (it may raise)."""
+        self.preludes.append(check)
 
     def between_calls(self, hook: Callable[[int], None]) -> None:
         """Run ``hook(call_index)`` before every call (outside the step): mutations of the

@@ -176,3 +176,10 @@ def test_a_registered_fragment_with_extra_state_and_a_hook_is_drawn(
     spec = Spec(5, body=(_piece("rescaled"),))
     eager = run(spec)
     assert [r.state["extra.scale"] for r in eager.records] == pytest.approx([0.0, 0.1, 0.2, 0.3])
+
+
+@pytest.mark.slow
+def test_slow_ten_thousand_programs_with_the_python_environment() -> None:
+    """Issue 13's long run: 10,000 programs (Python-environment reads that change between calls,
+    side effects, branches and early raises among the fragments), bit for bit at O0."""
+    assert _fuzz(SLOW, 10_000, _exact("O0")) >= 10_000
