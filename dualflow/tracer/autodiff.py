@@ -122,14 +122,17 @@ def backward_op(name: str, mask: list[bool], n_outputs: int) -> OpDef:
     )
 
 
-_RELEASED: list[OpDef] = []
+_RELEASED: list[Node] = []
 
 
-def released_op() -> OpDef:
-    """The tape op of a compiled output whose tape the call consumed (``loss`` after its own
-    ``backward()``): it requires grad, as in eager mode, and a backward through it raises."""
+def released_node() -> Node:
+    """The tape node of a compiled output whose tape the call consumed (``loss`` after its own
+    ``backward()``): it requires grad, as in eager mode, and a backward through it raises.
+    Released nodes hold nothing, so every such output shares one."""
     if not _RELEASED:
-        _RELEASED.append(OpDef("compiled:released", "compiled", None, None, backward=None))
+        op = OpDef("compiled:released", "compiled", None, None, backward=None)
+        node = Node(op, {}, None, (), (), (), None)
+        _RELEASED.append(node)
     return _RELEASED[0]
 
 

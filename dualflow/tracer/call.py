@@ -11,10 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow._config import config, enable_grad
-from dualflow.autograd.tape import Node
 from dualflow.tensor import Tensor
 from dualflow.tracer import collective_agreement, interrupts
-from dualflow.tracer.autodiff import connect, released_op
+from dualflow.tracer.autodiff import connect, released_node
 from dualflow.tracer.collective_agreement import EAGER_RUN
 from dualflow.tracer.outputs import flatten_output
 from dualflow.tracer.record import Trace
@@ -88,7 +87,7 @@ def commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[lis
     for index, (kind, where) in trace.identity_outputs.items():  # the object itself, as eager
         outputs[index] = flat.leaves[where] if kind == "input" else trace.checks.refs[where].tensor
     for index in trace.released_outputs:  # eager: requires grad, its tape consumed inside
-        outputs[index]._creator = Node(released_op(), {}, None, (), (), (), None)
+        outputs[index]._creator = released_node()
         outputs[index].requires_grad = True
     for slot in trace.grad_owners:
         _grad_owner(slot, flat)._grad = Tensor._wrap(next(arrays), None, 0, False)

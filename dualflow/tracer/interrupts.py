@@ -8,11 +8,12 @@ to the handler it wrapped, as soon as the call has committed.
 
 from __future__ import annotations
 
+import _signal  # the C functions: signal.getsignal converts to an enum on every call
 import signal
 import threading
 from typing import Any
 
-_MAIN = threading.main_thread()
+_MAIN = threading.main_thread().ident
 _state: dict[str, Any] = {"held": 0, "pending": None, "wrapped": signal.default_int_handler}
 
 
@@ -33,9 +34,9 @@ def _deliver(number: int, frame: Any) -> None:
 
 def hold() -> bool:
     """Start holding SIGINT; returns whether it is held (only the main thread can)."""
-    if threading.current_thread() is not _MAIN:
+    if threading.get_ident() != _MAIN:
         return False
-    current = signal.getsignal(signal.SIGINT)
+    current = _signal.getsignal(signal.SIGINT)
     if current is not _handler:  # first use, or the program installed its own since: wrap it
         try:
             signal.signal(signal.SIGINT, _handler)
