@@ -16,8 +16,12 @@ from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS
 
 C, DENSE, ANY = "C", "dense", "any"
+# A C array broadcast to a larger shape (zero strides added, the others in C order): numpy
+# allocates an elementwise result of such operands C-ordered, as for C operands.
+C_BROADCAST = "C-broadcast"
+_C_LIKE = (C, C_BROADCAST)
 # Ops whose numpy forward allocates its result C-ordered whatever its operands' layout.
-ALWAYS_C = frozenset({"matmul"})
+ALWAYS_C = frozenset({"matmul", "full", "full_like", "arange"})
 # Reductions allocate in the operand's order: C when the operand is, dense otherwise.
 REDUCTIONS = frozenset({"sum", "max", "min", "argmax", "argmin"})
 
@@ -57,10 +61,12 @@ def exact_in_any_layout(value: Value) -> bool:
 def _node_layout(node: Node, known: dict[Value, str]) -> str:
     ins = [known.get(v, ANY) for v in node.value_inputs]
     op = OPS.get(node.op)
-    if node.op in ALWAYS_C:
-        return C
+    if node.op in ALWAYS_C or all(int(np.prod(v.shape)) <= 1 for v in node.outputs):
+        return C  # (an array of at most one element is C-contiguous whatever its strides)
     if node.op == "fused" or (op is not None and op.kind == "elementwise"):
-        return C if all(k == C for k in ins) else DENSE  # numpy's order='K' allocation
+        return C if all(k in _C_LIKE for k in ins) else DENSE  # numpy's order='K' allocation
+    if node.op == "broadcast_to" and ins and ins[0] in _C_LIKE:
+        return C_BROADCAST
     if node.op in REDUCTIONS and len(ins) == 1:
         return C if ins[0] == C else DENSE
     if node.op in ("stop_gradient", "assign") and ins:

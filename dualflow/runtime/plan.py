@@ -20,7 +20,7 @@ from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
 from dualflow.ops.expr import compile_numpy
 from dualflow.ops.host_print import held_messages
-from dualflow.passes.layout import C, layouts
+from dualflow.passes.layout import C_BROADCAST, C, layouts
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
@@ -91,7 +91,10 @@ def proven_c_ordered(graph: Graph) -> frozenset[int]:
         [True, True, False]
     """
     static = layouts(graph, arguments=C)
-    return frozenset(id(n) for n in graph.nodes if all(static.get(v) == C for v in n.value_inputs))
+    like_c = (C, C_BROADCAST)  # numpy allocates their elementwise results C-ordered too
+    return frozenset(
+        id(n) for n in graph.nodes if all(static.get(v) in like_c for v in n.value_inputs)
+    )
 
 
 @dataclass
