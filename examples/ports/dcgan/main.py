@@ -40,7 +40,7 @@ parser.add_argument('--netD', default='', help="path to netD (to continue traini
 parser.add_argument('--outf', default='.', help='folder to output images and model checkpoints')
 parser.add_argument('--manualSeed', type=int, help='manual seed')
 parser.add_argument('--classes', default='bedroom', help='comma separated list of classes for the lsun data set')
-parser.add_argument('--smoke', action='store_true', help='dualflow CI: 2 epochs of 3 batches of 4, ngf = ndf = 8')
+parser.add_argument('--smoke', action='store_true', help='dualflow CI: 2 epochs of 2 batches of 4, ngf = ndf = 8')
 parser.add_argument('--compile', action='store_true', help='compile the training step (torch.compile)')
 
 opt = parser.parse_args()
@@ -71,7 +71,7 @@ def fake_data(size, image_size):  # DATA: torchvision's FakeData + ToTensor: ran
 
 
 if opt.dataset == 'fake':
-    dataset = fake_data(12 if opt.smoke else 1000, image_size=(3, opt.imageSize, opt.imageSize))  # DATA: dset.FakeData(...)
+    dataset = fake_data(8 if opt.smoke else 1000, image_size=(3, opt.imageSize, opt.imageSize))  # DATA: dset.FakeData(...)
     nc=3
 
 assert dataset

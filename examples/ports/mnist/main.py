@@ -87,7 +87,7 @@ def test(model, device, test_loader):
 def mnist_stand_in(train, smoke):  # DATA: the embedded digits as 28x28 MNIST-like images
     images, labels = load_digits("train" if train else "test")
     if smoke:
-        images, labels = images[:96], labels[:96]
+        images, labels = images[:32], labels[:32]
     images = F.interpolate(torch.tensor(images), size=28, mode="bilinear", align_corners=False)
     images = (images - 0.1307) / 0.3081  # transforms.Normalize((0.1307,), (0.3081,))
     return torch.utils.data.TensorDataset(images, torch.tensor(labels))
@@ -117,12 +117,12 @@ def main(argv=None):
     parser.add_argument('--save-model', action='store_true', default=False,
                         help='For Saving the current Model')
     parser.add_argument('--smoke', action='store_true', default=False,
-                        help='dualflow CI: 2 epochs of 3 batches of 32 on 96 images')
+                        help='dualflow CI: 2 epochs of 2 batches of 16 on 32 images')
     parser.add_argument('--compile', action='store_true', default=False,
                         help='compile the training step (torch.compile)')
     args = parser.parse_args(argv)
     if args.smoke:
-        args.epochs, args.batch_size, args.log_interval = 2, 32, 1
+        args.epochs, args.batch_size, args.log_interval = 2, 16, 1
     use_cuda = not args.no_cuda and torch.cuda.is_available()
 
     torch.manual_seed(args.seed)
