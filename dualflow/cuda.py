@@ -6,7 +6,7 @@ available when cupy is installed and sees at least one GPU (the driver is asked 
 
 from __future__ import annotations
 
-from dualflow.device import _cupy
+from dualflow import device as _devices  # _cupy looked up at call time (tests replace it)
 
 
 def device_count() -> int:
@@ -16,7 +16,7 @@ def device_count() -> int:
         >>> device_count() >= 0
         True
     """
-    cupy = _cupy()
+    cupy = _devices._cupy()
     if cupy is None:
         return 0
     try:

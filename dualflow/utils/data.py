@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dualflow.data import DataLoader as _DataLoader
 from dualflow.data import (
     Dataset,
     Prefetcher,
@@ -20,7 +21,6 @@ from dualflow.data import (
     load_digits_dataset,
     split_dataset,
 )
-from dualflow.data import DataLoader as _DataLoader
 from dualflow.random import initial_seed
 
 # PyTorch DataLoader arguments dualflow cannot honour -> their default (anything else raises)
