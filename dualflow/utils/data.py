@@ -10,17 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dualflow.data import DataLoader as _DataLoader
-from dualflow.data import (
-    Dataset,
-    Prefetcher,
-    Subset,
-    TensorDataset,
-    default_collate,
-    load_digits,
-    load_digits_dataset,
-    split_dataset,
-)
+from dualflow import data as _data
+from dualflow.data import *  # noqa: F403 - every name of dualflow.data, under torch's name
 from dualflow.random import initial_seed
 
 # PyTorch DataLoader arguments dualflow cannot honour -> their default (anything else raises)
@@ -34,7 +25,7 @@ _UNSUPPORTED = {
 }
 
 
-class DataLoader(_DataLoader):
+class DataLoader(_data.DataLoader):
     """``dualflow.data.DataLoader`` with ``torch.utils.data.DataLoader``'s arguments.
 
     ``num_workers=n > 0`` loads ``n * prefetch_factor`` batches ahead in one background thread
@@ -50,14 +41,14 @@ class DataLoader(_DataLoader):
 
     Example:
         >>> import numpy as np
-        >>> loader = DataLoader(TensorDataset(np.arange(5)), batch_size=2, num_workers=1)
+        >>> loader = DataLoader(_data.TensorDataset(np.arange(5)), batch_size=2, num_workers=1)
         >>> [b.tolist() for (b,) in loader]
         [[0, 1], [2, 3], [4]]
     """
 
     def __init__(
         self,
-        dataset: Dataset,
+        dataset: _data.Dataset,
         batch_size: int = 1,
         shuffle: bool | None = None,
         num_workers: int = 0,
@@ -91,14 +82,4 @@ class DataLoader(_DataLoader):
         )
 
 
-__all__ = [
-    "DataLoader",
-    "Dataset",
-    "Prefetcher",
-    "Subset",
-    "TensorDataset",
-    "default_collate",
-    "load_digits",
-    "load_digits_dataset",
-    "split_dataset",
-]
+__all__ = list(_data.__all__)  # DataLoader is the one defined above
