@@ -157,3 +157,28 @@ def test_port_compiled_exact_is_bitwise_eager(
     assert_plans_ran(compiled)
     assert_same_numbers(eager.out, compiled.out, bitwise=True)
     assert_same_state(eager.state, compiled.state, bitwise=True)
+
+
+# Lines changed beyond the imports for a reason of dualflow's, as listed in examples/ports/README.md
+PORT_LINES = {"mnist": 0, "vae": 0, "word_language_model": 3, "dcgan": 7, "transformer_tutorial": 2}
+
+
+@pytest.mark.parametrize("port", sorted(PORT_LINES))
+def test_every_line_changed_for_dualflow_is_marked_with_its_reason(port: str) -> None:
+    lines = [
+        line
+        for path in sorted((PORTS / port).glob("*.py"))
+        for line in path.read_text().splitlines()
+    ]
+    marked = [m.group(1) for line in lines if (m := re.search(r"(?<!``)# PORT: (.*)", line))]
+    assert len(marked) == PORT_LINES[port], marked
+    assert all(len(reason) > 20 for reason in marked), marked  # each says why
+    assert not [line for line in lines if re.match(r"\s*(import|from) torch", line)]
+
+
+def test_the_shipped_corpus_is_what_make_corpus_writes(tmp_path: Path) -> None:
+    folder = PORTS / "word_language_model"
+    namespace = runpy.run_path(str(folder / "make_corpus.py"))
+    namespace["write_corpus"](str(tmp_path))
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        assert (tmp_path / name).read_text() == (folder / "data" / "synthetic" / name).read_text()

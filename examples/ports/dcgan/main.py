@@ -70,6 +70,9 @@ def fake_data(size, image_size):  # DATA: torchvision's FakeData + ToTensor: ran
     return torch.utils.data.TensorDataset(images, torch.randint(0, 10, (size,)))
 
 
+if opt.dataroot is None and str(opt.dataset).lower() != 'fake':
+    raise ValueError("`dataroot` parameter is required for dataset \"%s\"" % opt.dataset)
+
 if opt.dataset == 'fake':
     dataset = fake_data(8 if opt.smoke else 1000, image_size=(3, opt.imageSize, opt.imageSize))  # DATA: dset.FakeData(...)
     nc=3

@@ -18,6 +18,7 @@ from typing import Tuple
 import dualflow as torch
 from dualflow import nn, Tensor
 from dualflow.nn import TransformerEncoder, TransformerEncoderLayer
+# PORT: `from torch.utils.data import dataset` left out: dualflow has no IterableDataset (used only as an annotation below)
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument('--smoke', action='store_true', help='dualflow CI: 2 epochs of a 32-wide model, bptt 10')
@@ -108,7 +109,7 @@ train_iter = WikiText2(split='train')
 tokenizer = str.split  # DATA: get_tokenizer('basic_english')
 vocab = Vocab((t, i) for i, t in enumerate(['<unk>'] + sorted({t for line in train_iter for t in tokenizer(line)})))  # DATA: build_vocab_from_iterator(map(tokenizer, train_iter), specials=['<unk>'])
 
-def data_process(raw_text_iter) -> Tensor:
+def data_process(raw_text_iter) -> Tensor:  # PORT: the annotation `raw_text_iter: dataset.IterableDataset` left out
     """Converts raw text into a flat Tensor."""
     data = [torch.tensor(vocab(tokenizer(item)), dtype=torch.long) for item in raw_text_iter]
     return torch.cat(tuple(filter(lambda t: t.numel() > 0, data)))
