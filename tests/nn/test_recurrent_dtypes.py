@@ -74,3 +74,11 @@ def test_flatten_parameters_changes_nothing() -> None:
     before = {k: v.numpy().copy() for k, v in lstm.state_dict().items()}
     assert lstm.flatten_parameters() is None
     assert all(np.array_equal(v.numpy(), before[k]) for k, v in lstm.state_dict().items())
+
+
+def test_the_check_holds_in_a_compiled_function_too() -> None:
+    lstm = nn.LSTM(3, 4)
+    step = dualflow.compile(lambda x: lstm(x)[0].sum())
+    assert step(dualflow.randn(5, 2, 3)).dtype == np.float32
+    with pytest.raises(DTypeError, match="LSTM: input is float64 but weight_ih_l0 is float32"):
+        step(dualflow.randn(5, 2, 3, dtype=dualflow.float64))
