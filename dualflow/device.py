@@ -6,6 +6,7 @@ implementation serves both; cupy is imported only when a CUDA device is asked fo
 
 from __future__ import annotations
 
+import sys
 from types import ModuleType
 from typing import Any
 
@@ -196,3 +197,16 @@ def array_from_dlpack(obj: Any) -> Any:
             f"{index}); dualflow reads host memory (type 1) and CUDA memory (types 2, 13)"
         )
     )
+
+
+class _CallableModule(ModuleType):
+    """This module, callable as ``Device``: PyTorch's ``torch.device("cuda" if ... else "cpu")``.
+
+    ``dualflow.device`` names this submodule, so the module itself forwards calls to ``Device``.
+    """
+
+    def __call__(self, spec: str | Device = "cpu", index: int | None = None) -> Device:
+        return Device(spec if index is None else f"{spec}:{index}")
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -8,6 +8,7 @@ half-written checkpoint (DESIGN §9).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
@@ -28,16 +29,19 @@ PathLike = str | os.PathLike
 
 
 # ----- save ----------------------------------------------------------------------------------
-def save(obj: Any, path: PathLike) -> None:
+def save(obj: Any, path: PathLike | BinaryIO) -> None:
     """Write ``obj`` (nested dicts/lists/tuples of Tensors, arrays and plain values) to ``path``.
 
     The whole structure is checked before anything is written; the file appears atomically.
+    ``path`` may also be a binary file object opened by the caller (``torch.save(sd, f)``): the
+    checkpoint is written to it at its position (atomic only as far as the caller makes it).
 
     Args:
         obj: e.g. ``{"model": model.state_dict(), "optim": opt.state_dict(), "step": 10}``.
             Dict keys must be ``str`` or ``int``; leaves must be Tensors, numpy arrays or
             numpy scalars, or ``bool``/``int``/``float``/``str``/``None``.
-        path: the file to write (used as given: no ``.npz`` suffix is added).
+        path: the file to write (used as given: no ``.npz`` suffix is added), or a writable
+            binary file object.
 
     Raises:
         TypeError: a leaf or key of an unsupported type, naming its key path.
@@ -55,6 +59,9 @@ def save(obj: Any, path: PathLike) -> None:
     manifest = {"format": _FORMAT, "version": _VERSION, "root": root}
     text = json.dumps(manifest, allow_nan=True, separators=(",", ":"))
     arrays[_MANIFEST_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    if hasattr(path, "write"):
+        _write_npz(path, arrays)
+        return
     _atomic_write(os.fspath(path), arrays)
 
 
@@ -141,11 +148,12 @@ def _add_array(array: np.ndarray, where: str, arrays: dict[str, np.ndarray]) -> 
 
 
 # ----- load ----------------------------------------------------------------------------------
-def load(path: PathLike) -> Any:
+def load(path: PathLike | BinaryIO) -> Any:
     """Read a checkpoint written by :func:`save`; tensor leaves come back as CPU Tensors.
 
     Args:
-        path: the checkpoint file.
+        path: the checkpoint file, or a readable binary file object positioned at one (read to
+            its end into memory first, then verified as a file is).
 
     Returns:
         The saved structure: dicts, lists and tuples as saved, Tensors (with their
@@ -162,18 +170,23 @@ def load(path: PathLike) -> Any:
         >>> dualflow.load(path)
         {'xs': [array([0, 1, 2]), None]}
     """
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise CheckpointError(f"checkpoint {path!r} does not exist (or is not a file)")
-    with open(path, "rb") as file:
-        signature = file.read(4)
+    if hasattr(path, "read"):
+        source: Any = io.BytesIO(path.read())
+        path = str(getattr(path, "name", "<file object>"))
+        signature = source.getvalue()[:4]
+    else:
+        source = path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise CheckpointError(f"checkpoint {path!r} does not exist (or is not a file)")
+        with open(path, "rb") as file:
+            signature = file.read(4)
     if signature != _ZIP_SIGNATURE:
         raise CheckpointError(
             f"checkpoint {path!r} is not an .npz archive (it does not start with the zip "
             f"signature; first bytes {signature!r})"
         )
     try:
-        with np.load(path, allow_pickle=False) as npz:
+        with np.load(source, allow_pickle=False) as npz:
             manifest = _read_manifest(npz, path)
             return _decode(manifest["root"], npz, path)
     except CheckpointError:

@@ -106,11 +106,12 @@ class MultiNodeOptimizer:
     def param_groups(self) -> list[dict[str, Any]]:
         return self.optimizer.param_groups
 
-    def zero_grad(self) -> None:
-        """Clear every parameter's ``.grad`` (the wrapped optimizer's ``zero_grad``)."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clear every parameter's ``.grad``: None, or zeros with ``set_to_none=False``
+        (the wrapped optimizer's ``zero_grad``, PyTorch's signature)."""
         if self.reducer is not None:
             self.reducer.averaged = False
-        self.optimizer.zero_grad()
+        self.optimizer.zero_grad(set_to_none=set_to_none)
 
     def state_dict(self) -> dict[str, Any]:
         """The wrapped optimizer's state dict (identical on every rank after each step)."""

@@ -16,6 +16,7 @@ from dualflow.device import device_of
 from dualflow.errors import ShapeError
 from dualflow.nn import init
 from dualflow.nn.module import Module
+from dualflow.ops.validate import require_same_float
 from dualflow.tensor import Tensor
 
 State = tuple[Any, Any]
@@ -73,6 +74,17 @@ def check_features(name: str, x: Any, size: int, ranks: tuple[int, ...]) -> None
         )
 
 
+def check_dtypes(
+    name: str, x: Any, hx: Any, weight: Any, weight_name: str, states: tuple = ("hx", "cx")
+) -> None:
+    """DTypeError (at the user's line) when the input or a hidden state is another float dtype
+    than the weights: PyTorch refuses it, and the GEMMs would otherwise silently upcast."""
+    require_same_float(name, x, weight, "input", weight_name)
+    given = hx if isinstance(hx, tuple | list) else () if hx is None else (hx,)
+    for state_name, state in zip(states, given):
+        require_same_float(name, state, weight, state_name, weight_name)
+
+
 def check_sizes(name: str, **sizes: Any) -> None:
     """ValueError naming the first size argument that is not a positive integer."""
     for key, value in sizes.items():
@@ -119,6 +131,7 @@ class _Cell(Module):
         """``x`` as (N, in) and the states as (N, H) arrays (zeros when ``hx`` is None)."""
         name = type(self).__name__
         check_features(name, x, self.input_size, (1, 2))
+        check_dtypes(name, x, hx, self.weight_ih, "weight_ih")
         batched = len(x.shape) == 2
         if not batched:
             x = ops.expand_dims(x, 0)

@@ -21,6 +21,7 @@ from dualflow.nn.cells import (
     GRUCell,
     LSTMCell,
     RNNCell,
+    check_dtypes,
     check_features,
     check_nonlinearity,
     check_sizes,
@@ -135,9 +136,14 @@ class _RNNBase(Module):
                 x = ops.dropout(x, self.dropout, train=self.training and config.train)
         return x, finals
 
+    def flatten_parameters(self) -> None:
+        """PyTorch's call that packs the weights into one cuDNN buffer: nothing to do here, every
+        parameter is its own array (ported code calls it after loading a model)."""
+
     def forward(self, x: Any, hx: Any = None) -> tuple[Tensor, Any]:
         """Run the sequence ``x`` from ``hx`` (zeros when None); returns ``(output, h_n)``."""
         check_features(type(self).__name__, x, self.input_size, (2, 3))
+        check_dtypes(type(self).__name__, x, hx, self.weight_ih_l0, "weight_ih_l0", ("h_0", "c_0"))
         batched = len(x.shape) == 3
         if not batched:
             x = ops.expand_dims(x, 1)

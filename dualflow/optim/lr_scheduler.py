@@ -41,6 +41,9 @@ __all__ = [
 
 
 def _positive_int(name: str, value: Any) -> int:
+    # A whole float counts (PyTorch's own tutorial passes StepLR(optimizer, 1.0, gamma=0.95)).
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
     return value

@@ -1,5 +1,6 @@
 """Conversion and creation methods with PyTorch's meanings: float()/long()/..., to(device|dtype),
-cpu(), cuda(), clone(), detach(), ``.data``, new_zeros/new_ones/new_full/new_tensor, type_as.
+cpu(), cuda(), clone(), detach(), ``.data``, new_zeros/new_ones/new_full/new_tensor, type(),
+type_as.
 
 Casts are ``ops.cast`` (a tensor already of the dtype is returned as is, as in PyTorch); moves
 are ``to_device``; ``detach()`` and ``.data`` share the array, so in-place writes through them
@@ -44,6 +45,26 @@ def _parse_to(args: tuple, kwargs: dict) -> tuple[Any, Any]:
         elif arg is not None:
             dtype = arg
     return device, dtype
+
+
+# PyTorch's legacy tensor type names (x.type()): numpy dtype name -> "<name>Tensor"
+_TYPE_NAMES = {"float32": "Float", "float64": "Double", "float16": "Half", "int64": "Long"}
+_TYPE_NAMES.update({"int32": "Int", "int16": "Short", "int8": "Char", "uint8": "Byte"})
+_TYPE_NAMES["bool"] = "Bool"
+
+
+def _dtype_of_type_name(name: str) -> np.dtype:
+    """The dtype of ``"torch.LongTensor"`` / ``"dualflow.FloatTensor"`` (CPU names only)."""
+    prefix, _, short = name.rpartition(".")
+    dtypes = {f"{v}Tensor": k for k, v in _TYPE_NAMES.items()}
+    if prefix not in ("torch", "dualflow") or short not in dtypes:
+        raise DTypeError(
+            with_location(
+                f"type({name!r}): not a tensor type name; use e.g. 'torch.LongTensor', or a "
+                "dtype (x.type(dualflow.int64)); move devices with x.to('cuda')"
+            )
+        )
+    return np.dtype(dtypes[short])
 
 
 class ConvertMethods:
@@ -130,6 +151,24 @@ class ConvertMethods:
             [False, True]
         """
         return ops.cast(self, "bool")
+
+    def type(self, dtype: Any = None, non_blocking: bool = False) -> Any:
+        """PyTorch's ``x.type()``: without ``dtype`` the type name (``"dualflow.FloatTensor"``),
+        with one this tensor as ``dtype`` (itself when it already is): ``x.type(dualflow.int64)``,
+        also given as a name (``"torch.LongTensor"``, ``"dualflow.LongTensor"``).
+
+        Example:
+            >>> import dualflow
+            >>> x = dualflow.tensor([1.5])
+            >>> x.type(), x.type(dualflow.int64).tolist(), x.type("torch.DoubleTensor").dtype
+            ('dualflow.FloatTensor', [1], dtype('float64'))
+        """
+        if dtype is None:
+            name = _TYPE_NAMES.get(np.dtype(self.dtype).name, np.dtype(self.dtype).name)
+            return f"dualflow.{'cuda.' if self.device.kind == 'cuda' else ''}{name}Tensor"
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            dtype = _dtype_of_type_name(dtype)
+        return ops.cast(self, np.dtype(dtype))
 
     def type_as(self, other: Any) -> Any:
         """As ``other``'s dtype.

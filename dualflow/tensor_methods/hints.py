@@ -43,7 +43,6 @@ TENSOR_HINTS: dict[str, str] = {
     "share_memory_": "use dualflow.distributed (MPI) for multi-process training",
     "pin_memory": "host memory is not pinned; data moves with x.to('cuda')",
     "is_pinned": "host memory is not pinned",
-    "type": "use x.dtype (a numpy dtype) and x.to(dtype) / x.float() / x.long()",
     "addmm": "use bias + x @ w",
     "baddbmm": "use bias + x.bmm(y)",
     "addbmm": "use bias + x.bmm(y).sum(0)",

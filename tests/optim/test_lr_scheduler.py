@@ -33,6 +33,15 @@ def test_step_lr() -> None:
     assert lrs == expected
 
 
+def test_step_lr_takes_a_whole_float_step_size_as_pytorch() -> None:
+    # PyTorch's transformer tutorial: StepLR(optimizer, 1.0, gamma=0.95)
+    assert sequence(StepLR(two_group_sgd(), 1.0, gamma=0.5), 3) == sequence(
+        StepLR(two_group_sgd(), 1, gamma=0.5), 3
+    )
+    with pytest.raises(ValueError, match=r"step_size must be a positive integer, got 1\.5"):
+        StepLR(two_group_sgd(), 1.5)
+
+
 def test_cosine_annealing() -> None:
     lrs = sequence(CosineAnnealingLR(two_group_sgd(), T_max=4, eta_min=0.1), 5)
     cos = [(1 + math.cos(math.pi * e / 4)) / 2 for e in range(5)]

@@ -1,8 +1,10 @@
-"""``nn.functional.interpolate`` (nearest, nearest-exact, linear, bilinear, trilinear) and
-``pixel_shuffle``, with PyTorch's source-coordinate rules.
+"""``nn.functional.interpolate`` (nearest, nearest-exact, linear, bilinear, trilinear, area) and
+``pixel_shuffle``, with PyTorch's source-coordinate rules; ``nn.Upsample`` calls it too.
 
-Resampling is separable: each spatial axis in turn is an integer-array ``getitem`` (nearest)
-or two of them blended by constant weights (linear), so gradients come from the gather ops.
+Resampling is separable, one spatial axis at a time: nearest modes gather (an integer-array
+``getitem``, exact), the linear modes and ``area`` multiply by a per-axis (out, in) matrix built in
+float64 from PyTorch's source-index formulas (``A_h @ x @ A_w^T``) and cast to x's dtype, so
+gradients of every order come from the gather and matmul ops.
 """
 
 from __future__ import annotations
@@ -14,53 +16,103 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.errors import ShapeError, with_location
+from dualflow.nn.functional.spatial import bin_matrix
+from dualflow.ops.validate import require_float
 from dualflow.tensor import Tensor, as_tensor
 
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
+MODES = ("nearest", "nearest-exact", *_LINEAR, "area")
 
 
-def _sizes(x: Any, size: Any, scale_factor: Any, recompute: bool | None) -> tuple[list, list]:
-    """Output sizes, and the input/output coordinate scale per spatial axis (PyTorch's rule:
-    a given ``scale_factor`` is used as is unless ``recompute_scale_factor``)."""
-    spatial = list(x.shape[2:])
-    k = len(spatial)
+def _source(dst: np.ndarray, size: int, out: int, scale: float | None, align: bool) -> np.ndarray:
+    """PyTorch's ``area_pixel_compute_source_index`` for the linear modes."""
+    if align:
+        return dst * ((size - 1) / (out - 1) if out > 1 else 0.0)
+    ratio = 1.0 / scale if scale else size / out
+    return np.maximum(ratio * (dst + 0.5) - 0.5, 0.0)
+
+
+def linear_matrix(size: int, out: int, scale: float | None, align: bool) -> np.ndarray:
+    """(out, size) float64 weights of linear interpolation along one axis (PyTorch's rule).
+
+    Example:
+        >>> linear_matrix(2, 4, 2.0, False).tolist()
+        [[1.0, 0.0], [0.75, 0.25], [0.25, 0.75], [0.0, 1.0]]
+    """
+    src = _source(np.arange(out, dtype=np.float64), size, out, scale, align)
+    low = np.minimum(np.floor(src).astype(np.int64), size - 1)
+    high = np.minimum(low + 1, size - 1)
+    weight = src - low
+    matrix = np.zeros((out, size))
+    np.add.at(matrix, (np.arange(out), low), 1.0 - weight)
+    np.add.at(matrix, (np.arange(out), high), weight)
+    return matrix
+
+
+def nearest_index(size: int, out: int, scale: float | None, exact: bool) -> np.ndarray:
+    """Source index of each output position for nearest(-exact) interpolation (PyTorch's rule).
+
+    Example:
+        >>> nearest_index(3, 5, None, False).tolist(), nearest_index(3, 5, None, True).tolist()
+        ([0, 0, 1, 1, 2], [0, 0, 1, 2, 2])
+    """
+    ratio = 1.0 / scale if scale else size / out
+    dst = np.arange(out, dtype=np.float64) + (0.5 if exact else 0.0)
+    return np.minimum(np.floor(dst * ratio).astype(np.int64), size - 1)
+
+
+def _output_sizes(shape: tuple, size: Any, scale_factor: Any, recompute: Any) -> tuple:
+    """Output sizes and the scale factor per spatial axis (None: use in/out sizes), PyTorch's
+    rule: a given ``scale_factor`` is used as is unless ``recompute_scale_factor``."""
+    n = len(shape) - 2
     if (size is None) == (scale_factor is None):
         raise ValueError(with_location("interpolate: give exactly one of size and scale_factor"))
     if size is not None:
-        out = [int(size)] * k if isinstance(size, int) else [int(s) for s in size]
-        return out, [n / o for n, o in zip(spatial, out)]
-    factors = [float(scale_factor)] * k if np.ndim(scale_factor) == 0 else list(scale_factor)
-    out = [math.floor(n * f) for n, f in zip(spatial, factors)]
-    if recompute:
-        return out, [n / o for n, o in zip(spatial, out)]
-    return out, [1.0 / f for f in factors]
-
-
-def _take(x: Any, axis: int, rows: np.ndarray) -> Any:
-    return ops.getitem(x, (slice(None),) * axis + (rows,))
-
-
-def _nearest(x: Any, axis: int, n_out: int, scale: float, exact: bool) -> Any:
-    n_in = x.shape[axis]
-    dst = np.arange(n_out, dtype=np.float64)
-    src = np.floor((dst + 0.5) * scale) if exact else np.floor(dst * scale)
-    return _take(x, axis, np.minimum(src.astype(np.int64), n_in - 1))
-
-
-def _linear(x: Any, axis: int, n_out: int, scale: float, align_corners: bool) -> Any:
-    n_in = x.shape[axis]
-    dst = np.arange(n_out, dtype=np.float64)
-    if align_corners:
-        src = dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+        sizes = [int(size)] * n if np.ndim(size) == 0 else [int(s) for s in size]
+        scales: list = [None] * n
     else:
-        src = np.maximum((dst + 0.5) * scale - 0.5, 0.0)
-    low = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
-    high = np.minimum(low + 1, n_in - 1)
-    shape = [1] * x.ndim
-    shape[axis] = n_out
-    weight = ((src - low).astype(x.dtype)).reshape(shape)
-    lo, hi = _take(x, axis, low), _take(x, axis, high)
-    return lo + (hi - lo) * weight
+        scales = [float(scale_factor)] * n if np.ndim(scale_factor) == 0 else list(scale_factor)
+        if any(s <= 0 for s in scales):
+            raise ValueError(
+                with_location(f"interpolate: scale_factor must be positive, got {scale_factor}")
+            )
+        sizes = [math.floor(float(d) * s) for d, s in zip(shape[2:], scales)]
+    if len(sizes) != n or min(sizes) <= 0:
+        raise ShapeError(
+            with_location(f"interpolate: output size {sizes} does not fit input shape {shape}")
+        )
+    return sizes, ([None] * n if recompute else scales)
+
+
+def _check_mode(mode: str, align_corners: bool | None, ndim: int) -> None:
+    if mode not in MODES:
+        raise NotImplementedError(
+            with_location(f"interpolate: mode {mode!r} is not supported (use one of {MODES})")
+        )
+    if mode in _LINEAR and _LINEAR[mode] != ndim - 2:
+        raise ShapeError(
+            with_location(f"interpolate: mode {mode!r} needs a {_LINEAR[mode] + 2}-D input")
+        )
+    if align_corners is not None and mode not in _LINEAR:
+        raise ValueError(
+            with_location(
+                "interpolate: align_corners option can only be set with the interpolating "
+                f"modes: linear | bilinear | trilinear (got mode {mode!r})"
+            )
+        )
+
+
+def _apply_axis(x: Any, matrix: np.ndarray, axis: int) -> Tensor:
+    """Contract ``x``'s ``axis`` with ``matrix`` (out, size): the result keeps the axis order."""
+    weights = x.device.xp.asarray(matrix.astype(x.dtype))
+    last = x.ndim - 1
+    if axis == last:
+        return ops.matmul(x, ops.transpose(weights))
+    if axis == last - 1:
+        return ops.matmul(weights, x)  # (out, size) @ (..., size, W)
+    order = list(range(x.ndim))
+    order[axis], order[last - 1] = order[last - 1], order[axis]  # a swap: its own inverse
+    return ops.transpose(ops.matmul(weights, ops.transpose(x, tuple(order))), tuple(order))
 
 
 def interpolate(
@@ -73,7 +125,8 @@ def interpolate(
     antialias: bool = False,
 ) -> Tensor:
     """Resize (N, C, *spatial) to ``size`` or by ``scale_factor``; ``mode`` is ``"nearest"``,
-    ``"nearest-exact"``, ``"linear"`` (3-D), ``"bilinear"`` (4-D) or ``"trilinear"`` (5-D).
+    ``"nearest-exact"``, ``"linear"`` (3-D), ``"bilinear"`` (4-D), ``"trilinear"`` (5-D) or
+    ``"area"`` (adaptive average pooling).
 
     Example:
         >>> x = as_tensor(np.array([[[[1.0, 2.0], [3.0, 4.0]]]], np.float32))
@@ -87,21 +140,19 @@ def interpolate(
         raise ShapeError(with_location(f"interpolate: expected (N, C, ...), got {x.shape}"))
     if antialias:
         raise NotImplementedError(with_location("interpolate: antialias is not supported"))
-    linear = mode in _LINEAR
-    if linear and _LINEAR[mode] != x.ndim - 2:
-        raise ShapeError(
-            with_location(f"interpolate: mode {mode!r} needs a {_LINEAR[mode] + 2}-D input")
-        )
-    if not linear and mode not in ("nearest", "nearest-exact"):
-        raise NotImplementedError(with_location(f"interpolate: mode {mode!r} is not supported"))
-    if align_corners is not None and not linear:
-        raise ValueError("align_corners option can only be set with the interpolating modes")
-    out, scales = _sizes(x, size, scale_factor, recompute_scale_factor)
-    for i, (n_out, scale) in enumerate(zip(out, scales)):
-        if linear:
-            x = _linear(x, 2 + i, n_out, scale, bool(align_corners))
+    _check_mode(mode, align_corners, x.ndim)
+    sizes, scales = _output_sizes(x.shape, size, scale_factor, recompute_scale_factor)
+    if mode not in ("nearest", "nearest-exact"):
+        require_float("interpolate", x)
+    for k, (n_in, n_out, scale) in enumerate(zip(x.shape[2:], sizes, scales)):
+        axis = 2 + k
+        if mode in ("nearest", "nearest-exact"):
+            index = nearest_index(n_in, n_out, scale, mode == "nearest-exact")
+            x = ops.getitem(x, (slice(None),) * axis + (index,))
+        elif mode == "area":
+            x = _apply_axis(x, bin_matrix(n_in, n_out, np.float64), axis)
         else:
-            x = _nearest(x, 2 + i, n_out, scale, mode == "nearest-exact")
+            x = _apply_axis(x, linear_matrix(n_in, n_out, scale, bool(align_corners)), axis)
     return x
 
 

@@ -207,9 +207,14 @@ def avg_pool1d(input: Any, kernel_size: int, stride: Any = None, padding: int = 
     return y.squeeze(2)
 
 
-def _bin_matrix(n_in: int, n_out: int, dtype: Any) -> np.ndarray:
+def bin_matrix(n_in: int, n_out: int, dtype: Any) -> np.ndarray:
     """(n_out, n_in) averaging weights of PyTorch's adaptive bins: output i averages the inputs
-    ``floor(i * n_in / n_out)`` to ``ceil((i + 1) * n_in / n_out)`` (exclusive)."""
+    ``floor(i * n_in / n_out)`` to ``ceil((i + 1) * n_in / n_out)`` (exclusive).
+
+    Example:
+        >>> bin_matrix(3, 2, np.float64).tolist()
+        [[0.5, 0.5, 0.0], [0.0, 0.5, 0.5]]
+    """
     out = np.zeros((n_out, n_in), dtype)
     for i in range(n_out):
         start, stop = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
@@ -238,8 +243,8 @@ def adaptive_avg_pool2d(input: Any, output_size: Any) -> Tensor:
     if h % oh == 0 and w % ow == 0:
         return ops.avg_pool2d(x, (h // oh, w // ow))
     xp = x.device.xp  # bins of unequal sizes: two small matmuls with the bin weights
-    rows = xp.asarray(_bin_matrix(h, oh, x.dtype))
-    cols = xp.asarray(_bin_matrix(w, ow, x.dtype).T)
+    rows = xp.asarray(bin_matrix(h, oh, x.dtype))
+    cols = xp.asarray(bin_matrix(w, ow, x.dtype).T)
     return ops.matmul(ops.matmul(rows, x), cols)
 
 

@@ -1,0 +1,1 @@
+"""Tests of dualflow.utils (PyTorch's torch.utils namespace)."""
