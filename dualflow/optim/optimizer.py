@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow._config import config, enable_grad, no_grad
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
@@ -54,6 +54,10 @@ class Optimizer:
         >>> p.grad = dualflow.tensor([1.0, 1.0]); opt.step(); p.tolist()
         [0.5, 1.5]
     """
+
+    # (hyperparameter, low, high): a finite number in [low, high], None meaning unbounded (see
+    # _check_hyperparameters); lr and betas are checked for every optimizer
+    _ranges: tuple[tuple[str, float | None, float | None], ...] = ()
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor | dict):
@@ -119,9 +123,14 @@ class Optimizer:
             seen.add(id(p))
 
     def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        """Raise ValueError for out-of-range hyperparameters (subclasses extend this)."""
-        if _as_float(group["lr"]) < 0:
-            raise ValueError(f"invalid learning rate {_as_float(group['lr'])}: must be >= 0")
+        """Raise ArgumentError (a ValueError) naming a hyperparameter that is not a finite
+        number in its range: ``lr``, ``betas`` and the class's ``_ranges``."""
+        name = type(self).__name__
+        arguments.real(name, "lr", group["lr"], 0.0, what="the learning rate")
+        if "betas" in group:
+            arguments.reals(name, "betas", group["betas"], 2, low=0.0, high=1.0, open_high=True)
+        for key, low, high in self._ranges:
+            arguments.real(name, key, group[key], low, high)
 
     def lr_tensor(self, index: int) -> Tensor:
         """The 0-d lr tensor of group ``index``, first syncing a value the user assigned.
