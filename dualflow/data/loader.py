@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow import arguments
 from dualflow.data.collate import default_collate
 from dualflow.data.dataset import Dataset
 from dualflow.data.prefetch import Prefetcher
@@ -54,16 +55,15 @@ class DataLoader:
         collate_fn: Callable[[list[Any]], Any] | None = None,
         prefetch: int = 0,
     ) -> None:
-        _check_count("batch_size", batch_size, minimum=1)
-        _check_count("seed", seed, minimum=0)
-        _check_count("prefetch", prefetch, minimum=0)
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+            raise arguments.fail("DataLoader", "dataset", dataset, "needs __len__ and __getitem__")
         self.dataset = dataset
-        self.batch_size = batch_size
+        self.batch_size = arguments.integer("DataLoader", "batch_size", batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
-        self.seed = seed
-        self.collate_fn = collate_fn
-        self.prefetch = prefetch
+        self.seed = arguments.integer("DataLoader", "seed", seed, minimum=0)
+        self.collate_fn = arguments.function("DataLoader", "collate_fn", collate_fn)
+        self.prefetch = arguments.integer("DataLoader", "prefetch", prefetch, minimum=0)
         self._epoch = 0
         self._position = 0
         self._generation = 0  # bumped by every iter(), so older iterators know they are stale
