@@ -15,6 +15,7 @@ from dualflow import arguments
 from dualflow.data.collate import default_collate
 from dualflow.data.dataset import Dataset
 from dualflow.data.prefetch import Prefetcher
+from dualflow.errors import ShapeError, user_frame, with_location
 from dualflow.tensor import Tensor
 
 _STATE_KEYS = ("epoch", "position", "seed")
@@ -139,6 +140,10 @@ class DataLoader:
                 yield batch
             self._check_current(generation)
             self._epoch, self._position = epoch + 1, 0
+        except ShapeError as exc:  # raised while fetching (maybe in the prefetch thread)
+            if "\n  at " in str(exc):  # located already (e.g. in the user's collate_fn)
+                raise
+            raise ShapeError(with_location(str(exc), user_frame())) from exc
         finally:
             if prefetcher is not None:
                 prefetcher.close()
@@ -155,7 +160,11 @@ class DataLoader:
             # Same result as collating item by item, with one fancy index per array.
             return tuple(Tensor(a) for a in self.dataset.get_batch(indices))
         samples = [self.dataset[int(i)] for i in indices]
-        return (self.collate_fn or default_collate)(samples)
+        try:
+            return (self.collate_fn or default_collate)(samples)
+        except ShapeError as exc:  # say which dataset items; the user's line is added by _run
+            shown = indices.tolist() if len(indices) <= 8 else [*indices[:8].tolist(), "..."]
+            raise ShapeError(f"DataLoader: batch of dataset items {shown}: {exc}") from exc
 
     def _roll_over(self) -> None:
         # A consumer that took every batch but never asked for the next one ends the epoch here.
