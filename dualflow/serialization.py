@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import warnings
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from dualflow.device import send
+from dualflow.device import get_array_module, send
 from dualflow.errors import CheckpointError
 from dualflow.tensor import Tensor
 
@@ -138,6 +139,43 @@ def _add_array(array: np.ndarray, where: str, arrays: dict[str, np.ndarray]) -> 
     key = f"a{len(arrays)}"
     arrays[key] = array
     return key
+
+
+# ----- loading into existing tensors ------------------------------------------------------------
+def check_cast(value: Any, dtype: Any, where: str) -> None:
+    """Raise CheckpointError if storing ``value`` in a ``dtype`` tensor would change it beyond
+    rounding: a finite number overflowing to inf (float64 1e300 into float32), a fraction, NaN
+    or out-of-range number into an integer (``num_batches_tracked``), an imaginary part dropped.
+
+    Example:
+        >>> check_cast(np.array([1e300]), "float64", "w")
+        >>> check_cast(np.array([1.5]), "float32", "w")  # rounding is fine
+        >>> check_cast(np.array([1e300]), "float32", "w")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        dualflow.errors.CheckpointError: w: the saved float64 value 1e+300 would become inf ...
+    """
+    source, target = np.dtype(value.dtype), np.dtype(dtype)
+    if np.can_cast(source, target, "safe"):
+        return
+    xp = get_array_module(value)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy's ComplexWarning: the check below says it
+        cast = value.astype(target)
+        if target.kind in "iub":  # must round-trip exactly (NaN never does)
+            bad = cast.astype(source) != value
+        else:  # floating or complex: only overflow (and a lost imaginary part) is lossy
+            bad = xp.isfinite(value) & ~xp.isfinite(cast)
+            if source.kind == "c" and target.kind != "c":
+                bad = bad | (value.imag != 0)
+    if not bool(bad.any()):
+        return
+    index = tuple(int(i) for i in xp.argwhere(xp.asarray(bad))[0])
+    raise CheckpointError(
+        f"{where}: the saved {source} value {value[index].item()!r} would become "
+        f"{cast[index].item()!r} in this {target} tensor; refusing a lossy load (fix the value, "
+        f"or load it into a {source} tensor)"
+    )
 
 
 # ----- load ----------------------------------------------------------------------------------

@@ -18,7 +18,9 @@ from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
 from dualflow.optim.param_group import ParamGroup
 from dualflow.optim.param_group import as_float as _as_float
+from dualflow.optim.state_check import check_same_kind
 from dualflow.optim.state_tensors import step_counter, zeros_like
+from dualflow.serialization import check_cast
 from dualflow.tensor import Tensor
 
 __all__ = ["Optimizer", "ParamGroup", "step_counter", "zeros_like"]  # helpers re-exported
@@ -324,6 +326,7 @@ class Optimizer:
                 f"load_state_dict: the saved state has {len(saved_groups)} param groups, "
                 f"this optimizer has {len(self.param_groups)}"
             )
+        check_same_kind(self, saved_groups)
         by_position: dict[int, Tensor] = {}
         for index, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
             if len(saved.get("params", ())) != len(group["params"]):
@@ -341,10 +344,22 @@ class Optimizer:
             p = by_position.get(int(position))
             if p is None:
                 raise ValueError(f"load_state_dict: state for unknown parameter {position!r}")
-            plan.append((p, {k: _checked_array(p, k, v) for k, v in entries.items()}))
+            plan.append((p, {k: self._checked_array(p, k, v) for k, v in entries.items()}))
         loaded = {id(p) for p, _ in plan}
         plan += [(p, None) for p in by_position.values() if id(p) not in loaded]
         return saved_groups, plan
+
+    def _checked_array(self, p: Tensor, key: str, value: Any) -> Any:
+        """A saved state value as a numpy array, checked to fit parameter ``p`` losslessly."""
+        array = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+        if array.shape not in ((), tuple(p.shape)):
+            raise ShapeError(
+                f"load_state_dict: state {key!r} has shape {array.shape} but its parameter has "
+                f"shape {tuple(p.shape)}"
+            )
+        dtype = np.float64 if array.ndim == 0 else p.dtype  # as _restore_state makes them
+        check_cast(array, dtype, f"{type(self).__name__}.load_state_dict: state {key!r}")
+        return array
 
     def _restore_state(self, p: Tensor, arrays: dict[str, Any] | None) -> None:
         """Make ``p``'s state exactly ``arrays``, reusing existing tensors of the same shape."""
@@ -372,14 +387,3 @@ class Optimizer:
                     shown = _as_float(value) if isinstance(value, Tensor) else value
                     lines.append(f"    {key}: {shown}")
         return "\n".join(lines) + "\n)"
-
-
-def _checked_array(p: Tensor, key: str, value: Any) -> Any:
-    """A saved state value as a numpy array, checked to fit parameter ``p``."""
-    array = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
-    if array.shape not in ((), tuple(p.shape)):
-        raise ShapeError(
-            f"load_state_dict: state {key!r} has shape {array.shape} but its parameter has "
-            f"shape {tuple(p.shape)}"
-        )
-    return array
