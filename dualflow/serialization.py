@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import tempfile
+import time
 import warnings
 from typing import Any, BinaryIO
 
@@ -66,9 +69,10 @@ def _write_npz(file: BinaryIO, arrays: dict[str, np.ndarray]) -> None:
 
 def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
+    remove_stale_temporaries(path)
     try:
         fd, tmp = tempfile.mkstemp(
-            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+            dir=directory, prefix=f"{temp_prefix(path)}{_HOST}-{os.getpid()}.", suffix=".tmp"
         )
     except OSError as exc:
         raise CheckpointError(f"cannot write checkpoint {path!r}: {exc}") from exc
@@ -82,6 +86,79 @@ def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+# A temporary is ".<name>.<host>-<pid>.<mkstemp's 8 characters>.tmp": the next save of the same
+# checkpoint removes those a crashed or killed writer left (43 files after 60 kills otherwise).
+_HOST = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64] or "host"
+_RANDOM = re.compile(r"[a-z0-9_]{8}")
+STALE_SECONDS = 900.0  # a temporary whose writer cannot be asked is stale after this long
+
+
+def temp_prefix(path: str) -> str:
+    """What every temporary of checkpoint ``path`` starts with (in its directory).
+
+    Example:
+        >>> temp_prefix("/runs/ckpt.npz")
+        '.ckpt.npz.'
+    """
+    return f".{os.path.basename(path)}."
+
+
+def remove_stale_temporaries(path: str) -> list[str]:
+    """Remove temporaries of checkpoint ``path`` left by writers that died; returns them.
+
+    Only names this module gives ``path``'s temporaries are considered. One written on this
+    host is removed when its writer process no longer exists; one from another host (or from an
+    older dualflow, without a writer) when unmodified for ``STALE_SECONDS``. A save in progress
+    elsewhere is never touched: its writer lives, and it keeps modifying its file.
+
+    Example:
+        >>> import tempfile
+        >>> remove_stale_temporaries(os.path.join(tempfile.mkdtemp(), "ckpt.npz"))
+        []
+    """
+    directory, prefix = os.path.dirname(os.path.abspath(path)), temp_prefix(path)
+    removed = []
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for entry in entries:
+        middle = entry.name[len(prefix) :]
+        if not middle.endswith(".tmp") or not _is_stale(middle[: -len(".tmp")], entry):
+            continue
+        try:
+            os.remove(entry.path)
+            removed.append(entry.path)
+        except OSError:
+            pass  # removed meanwhile by another save, or not ours to remove
+    return removed
+
+
+def _is_stale(middle: str, entry: os.DirEntry) -> bool:
+    writer, dot, random = middle.rpartition(".")
+    host, dash, pid = writer.rpartition("-")
+    if not _RANDOM.fullmatch(random if dot else middle):
+        return False  # not a temporary of this checkpoint (another file sharing the prefix)
+    if dot and dash and host == _HOST and pid.isdigit():
+        return not _alive(int(pid))
+    if dot and not (dash and pid.isdigit()):
+        return False
+    try:
+        return time.time() - entry.stat().st_mtime > STALE_SECONDS
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def _encode(obj: Any, where: str, arrays: dict[str, np.ndarray], active: set[int]) -> Any:
