@@ -243,6 +243,17 @@ def write_outputs(
     return written
 
 
+def chart_modes(rows: list[Measurement]) -> list[str]:
+    """The modes the chart draws: every mode that measured something, ``--passes`` ones too.
+
+    Example:
+        >>> modes = ("eager", "compiled[dce]")
+        >>> chart_modes([Measurement("w", m, 1.0, 1.0, 1.0, 3, 0) for m in modes])
+        ['eager', 'compiled[dce]']
+    """
+    return list(dict.fromkeys(r.mode for r in rows if r.repeats))
+
+
 def _chart(rows: list[Measurement], path: str) -> str | None:
     try:
         import matplotlib  # noqa: PLC0415 - optional (the bench/dev extras install it)
@@ -253,7 +264,7 @@ def _chart(rows: list[Measurement], path: str) -> str | None:
     except ImportError:
         return None
     names = list(dict.fromkeys(r.workload for r in rows))
-    modes = list(dict.fromkeys(r.mode for r in rows if r.repeats))  # --passes modes too
+    modes = chart_modes(rows)
     fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.5))
     handles = []
     for k, mode in enumerate(modes):

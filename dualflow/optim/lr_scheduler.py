@@ -93,9 +93,8 @@ class MultiStepLR(MultiplicativeScheduler):
         gamma: float = 0.1,
         last_epoch: int = -1,
     ) -> None:
-        self.milestones = Counter(
-            arguments.integer("MultiStepLR", "milestones", m, minimum=0) for m in milestones
-        )
+        checked = [arguments.integer("MultiStepLR", "milestones", m, minimum=0) for m in milestones]
+        self.milestones = Counter(checked)
         self.gamma = _gamma("MultiStepLR", gamma)
         super().__init__(optimizer, last_epoch)
 
