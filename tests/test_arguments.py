@@ -20,6 +20,7 @@ from dualflow.distributed.communicator import Communicator
 from dualflow.distributed.loopback import LoopbackCommunicator, LoopbackHub
 from dualflow.errors import ArgumentError
 from dualflow.optim import lr_scheduler
+from dualflow.vision import transforms
 
 NAN, INF = float("nan"), float("inf")
 
@@ -89,6 +90,10 @@ CASES = [
         "max_lr",
         "nan",
     ),
+    (lambda: nn.MultiheadAttention(8, 2, kdim=0), "MultiheadAttention", "kdim", "0"),
+    (lambda: transforms.Normalize([0.5], [0.0]), "Normalize", "std", "[0.0]"),
+    (lambda: transforms.RandomCrop(0), "RandomCrop", "size", "0"),
+    (lambda: transforms.RandomHorizontalFlip(p=2), "RandomHorizontalFlip", "p", "2"),
     (lambda: DataLoader([1, 2], batch_size=0), "DataLoader", "batch_size", "0"),
     (lambda: DataLoader([1, 2], collate_fn=3), "DataLoader", "collate_fn", "3"),
     (lambda: LoopbackHub(2, timeout=-1), "LoopbackHub", "timeout", "-1"),
