@@ -40,6 +40,7 @@ class Report:
     culprit_node: str | None = None
     passes: tuple[str, ...] = ()
     rules: tuple[RuleCheck, ...] = ()  # on a mismatch: check_rules on the call's graphs
+    nonfinite: str = ""  # the first quantity whose eager reference itself holds NaN or Inf
 
     @property
     def culprit_rules(self) -> tuple[RuleCheck, ...]:
@@ -66,6 +67,11 @@ class Report:
             lines.append(f"culprit node: {self.culprit_node or 'not found'}")
             lines += [f"rule check: {c}" for c in self.rules]
             lines.append(_verdict(self))
+        if self.nonfinite:
+            lines.append(
+                f"note: the eager float64 reference holds {self.nonfinite}: the function makes "
+                "it, not the compiler; dualflow.set_debug(True) names the op and line"
+            )
         return "\n".join(lines)
 
 
@@ -149,14 +155,20 @@ def _difference(ref: dict, got: dict, rtol: float, atol: float) -> tuple[bool, f
         a, b = ref[key], got[key]
         if a.shape != b.shape:
             return False, float("inf"), float("inf"), f"{key}: shape {b.shape} != {a.shape}"
-        diff = np.abs(a - b)
+        with np.errstate(invalid="ignore"):  # the same NaN/Inf in both modes is no difference
+            diff = np.where((a == b) | (np.isnan(a) & np.isnan(b)), 0.0, np.abs(a - b))
         abs_err = float(diff.max(initial=0.0))
-        rel = float((diff / np.maximum(np.abs(a), np.finfo(np.float64).tiny)).max(initial=0.0))
-        ok = ok and bool(np.all(diff <= atol + rtol * np.abs(a))) and bool(np.isfinite(abs_err))
+        scale = np.abs(np.where(np.isfinite(a), a, 0.0))
+        rel = float((diff / np.maximum(scale, np.finfo(np.float64).tiny)).max(initial=0.0))
+        ok = ok and bool(np.all(diff <= atol + rtol * scale)) and bool(np.isfinite(abs_err))
         if abs_err >= max_abs:
             max_abs, worst = abs_err, key
         max_rel = max(max_rel, rel)
     return ok, max_abs, max_rel, worst
+
+
+def _kind(array: np.ndarray) -> str:
+    return "" if np.isfinite(array).all() else "NaN" if np.isnan(array).any() else "Inf"
 
 
 def _tolerance(args: tuple) -> tuple[float, float]:
@@ -253,6 +265,7 @@ def compare_modes(
     _, got = _run_compiled(fn, args, kwargs, pipeline, orders)
     ok, max_abs, max_rel, worst = _difference(reference, got, rtol, atol)
     report = Report(ok, max_abs, max_rel, worst, passes=pipeline)
+    report.nonfinite = next((f"{_kind(v)} in {k}" for k, v in reference.items() if _kind(v)), "")
     if ok:
         return report
     graphs = _raw_graphs(fn, args, kwargs)

@@ -38,7 +38,12 @@ class CompileError(DualflowError, RuntimeError):
 
 
 class CheckpointError(DualflowError, OSError):
-    """A checkpoint file is missing, truncated or corrupted."""
+    """A checkpoint file is missing, truncated or corrupted, or its contents do not fit what
+    they are loaded into (another optimizer's state, a value its target dtype cannot hold)."""
+
+
+class ArgumentError(DualflowError, ValueError):
+    """A public constructor got an argument of the wrong type or out of its range."""
 
 
 class CommunicatorError(DualflowError, RuntimeError):

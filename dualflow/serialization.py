@@ -11,12 +11,16 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
+import socket
 import tempfile
+import time
+import warnings
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from dualflow.device import send
+from dualflow.device import get_array_module, send
 from dualflow.errors import CheckpointError
 from dualflow.tensor import Tensor
 
@@ -72,9 +76,10 @@ def _write_npz(file: BinaryIO, arrays: dict[str, np.ndarray]) -> None:
 
 def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
     directory = os.path.dirname(os.path.abspath(path))
+    remove_stale_temporaries(path)
     try:
         fd, tmp = tempfile.mkstemp(
-            dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+            dir=directory, prefix=f"{temp_prefix(path)}{_HOST}-{os.getpid()}.", suffix=".tmp"
         )
     except OSError as exc:
         raise CheckpointError(f"cannot write checkpoint {path!r}: {exc}") from exc
@@ -88,6 +93,79 @@ def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+# A temporary is ".<name>.<host>-<pid>.<mkstemp's 8 characters>.tmp": the next save of the same
+# checkpoint removes those a crashed or killed writer left (43 files after 60 kills otherwise).
+_HOST = "".join(c if c.isalnum() else "_" for c in socket.gethostname())[:64] or "host"
+_RANDOM = re.compile(r"[a-z0-9_]{8}")
+STALE_SECONDS = 900.0  # a temporary whose writer cannot be asked is stale after this long
+
+
+def temp_prefix(path: str) -> str:
+    """What every temporary of checkpoint ``path`` starts with (in its directory).
+
+    Example:
+        >>> temp_prefix("/runs/ckpt.npz")
+        '.ckpt.npz.'
+    """
+    return f".{os.path.basename(path)}."
+
+
+def remove_stale_temporaries(path: str) -> list[str]:
+    """Remove temporaries of checkpoint ``path`` left by writers that died; returns them.
+
+    Only names this module gives ``path``'s temporaries are considered. One written on this
+    host is removed when its writer process no longer exists; one from another host (or from an
+    older dualflow, without a writer) when unmodified for ``STALE_SECONDS``. A save in progress
+    elsewhere is never touched: its writer lives, and it keeps modifying its file.
+
+    Example:
+        >>> import tempfile
+        >>> remove_stale_temporaries(os.path.join(tempfile.mkdtemp(), "ckpt.npz"))
+        []
+    """
+    directory, prefix = os.path.dirname(os.path.abspath(path)), temp_prefix(path)
+    removed = []
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for entry in entries:
+        middle = entry.name[len(prefix) :]
+        if not middle.endswith(".tmp") or not _is_stale(middle[: -len(".tmp")], entry):
+            continue
+        try:
+            os.remove(entry.path)
+            removed.append(entry.path)
+        except OSError:
+            pass  # removed meanwhile by another save, or not ours to remove
+    return removed
+
+
+def _is_stale(middle: str, entry: os.DirEntry) -> bool:
+    writer, dot, random = middle.rpartition(".")
+    host, dash, pid = writer.rpartition("-")
+    if not _RANDOM.fullmatch(random if dot else middle):
+        return False  # not a temporary of this checkpoint (another file sharing the prefix)
+    if dot and dash and host == _HOST and pid.isdigit():
+        return not _alive(int(pid))
+    if dot and not (dash and pid.isdigit()):
+        return False
+    try:
+        return time.time() - entry.stat().st_mtime > STALE_SECONDS
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def _encode(obj: Any, where: str, arrays: dict[str, np.ndarray], active: set[int]) -> Any:
@@ -145,6 +223,43 @@ def _add_array(array: np.ndarray, where: str, arrays: dict[str, np.ndarray]) -> 
     key = f"a{len(arrays)}"
     arrays[key] = array
     return key
+
+
+# ----- loading into existing tensors ------------------------------------------------------------
+def check_cast(value: Any, dtype: Any, where: str) -> None:
+    """Raise CheckpointError if storing ``value`` in a ``dtype`` tensor would change it beyond
+    rounding: a finite number overflowing to inf (float64 1e300 into float32), a fraction, NaN
+    or out-of-range number into an integer (``num_batches_tracked``), an imaginary part dropped.
+
+    Example:
+        >>> check_cast(np.array([1e300]), "float64", "w")
+        >>> check_cast(np.array([1.5]), "float32", "w")  # rounding is fine
+        >>> check_cast(np.array([1e300]), "float32", "w")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        dualflow.errors.CheckpointError: w: the saved float64 value 1e+300 would become inf ...
+    """
+    source, target = np.dtype(value.dtype), np.dtype(dtype)
+    if np.can_cast(source, target, "safe"):
+        return
+    xp = get_array_module(value)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # numpy's ComplexWarning: the check below says it
+        cast = value.astype(target)
+        if target.kind in "iub":  # must round-trip exactly (NaN never does)
+            bad = cast.astype(source) != value
+        else:  # floating or complex: only overflow (and a lost imaginary part) is lossy
+            bad = xp.isfinite(value) & ~xp.isfinite(cast)
+            if source.kind == "c" and target.kind != "c":
+                bad = bad | (value.imag != 0)
+    if not bool(bad.any()):
+        return
+    index = tuple(int(i) for i in xp.argwhere(xp.asarray(bad))[0])
+    raise CheckpointError(
+        f"{where}: the saved {source} value {value[index].item()!r} would become "
+        f"{cast[index].item()!r} in this {target} tensor; refusing a lossy load (fix the value, "
+        f"or load it into a {source} tensor)"
+    )
 
 
 # ----- load ----------------------------------------------------------------------------------

@@ -136,7 +136,18 @@ class Tensor(TensorMethods):
         return to_device(self, device)
 
     def __dlpack__(self, *, stream: Any = None, **kwargs: Any) -> Any:
-        """The array as a DLPack capsule (zero-copy); ``dualflow.from_dlpack`` reads it back."""
+        """The array as a DLPack capsule (zero-copy); ``dualflow.from_dlpack`` reads it back.
+
+        A tensor that requires grad is refused, as in PyTorch: the consumer could write the
+        shared memory behind autograd's back. Export ``t.detach()`` instead.
+        """
+        if self.requires_grad:
+            raise RuntimeError(
+                with_location(
+                    "__dlpack__: can't export a tensor that requires grad (the consumer would "
+                    "share its memory outside autograd); use t.detach() instead"
+                )
+            )
         return self.array.__dlpack__(stream=stream, **kwargs)
 
     def __dlpack_device__(self) -> tuple[int, int]:

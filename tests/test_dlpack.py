@@ -128,3 +128,12 @@ def test_torch_cpu_round_trip_shares_memory() -> None:
     assert t.tolist()[0][0] == 9.0
     back = torch.from_dlpack(t)
     assert back.data_ptr() == source.data_ptr() and back.dtype == torch.float32
+
+
+def test_a_tensor_that_requires_grad_is_not_exported() -> None:
+    # PyTorch refuses these (issue 19): the consumer would share memory outside autograd
+    t = dualflow.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"__dlpack__: can't export a tensor that requires grad"):
+        np.from_dlpack(t)
+    shared = np.from_dlpack(t.detach())
+    assert np.shares_memory(shared, t.detach().numpy())

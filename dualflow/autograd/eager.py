@@ -113,6 +113,8 @@ class EagerInterpreter:
             return _wrap_many(op, args, arrays, attrs, out, edges if record else None, debug)
         if type(out) is not _ndarray:
             out = xp.asarray(out)
+        if record and out.dtype.kind not in "fc":
+            record = False  # an integer or bool result (a cast) has no gradient, as in PyTorch
         if debug:
             check_finite(op, (out,), "output")
         result = Tensor._wrap(out, None, 0, record)
@@ -139,7 +141,10 @@ def _wrap_many(
     if debug:
         check_finite(op, outs, "output")
     record = edges is not None
-    results = tuple(Tensor._wrap(o, None, i, record) for i, o in enumerate(outs))
+    # integer outputs (max's indices) never require grad, as in PyTorch
+    results = tuple(
+        Tensor._wrap(o, None, i, record and o.dtype.kind in "fc") for i, o in enumerate(outs)
+    )
     if record:
         node = Node(
             op,
@@ -152,7 +157,8 @@ def _wrap_many(
             user_frame() if debug else None,
         )
         for r in results:
-            r._creator = node
+            if r.requires_grad:
+                r._creator = node
     return results
 
 

@@ -162,7 +162,10 @@ def _match(r: Measurement) -> str:
 
 _COLUMNS = (
     ("ms/step (min-max)", lambda r: f"{r.ms_median:.3f} ({r.ms_min:.3f}-{r.ms_max:.3f})"),
-    ("speedup", lambda r: _opt(r.speedup, ".2f", "x")),
+    (
+        "speedup",
+        lambda r: "noisy" if r.noisy and r.speedup is None else _opt(r.speedup, ".2f", "x"),
+    ),
     ("peak MB", lambda r: f"{r.peak_bytes / 2**20:.2f}"),
     ("mem ratio", lambda r: _opt(r.mem_ratio, ".2f")),
     ("compile ms", lambda r: _opt(r.compile_ms, ".1f")),
@@ -171,6 +174,13 @@ _COLUMNS = (
     ("GB/s", lambda r: _opt(r.gbps, ".1f")),
     ("matches eager", _match),
 )
+
+
+_NOISY = "noisy: min-max spread wider than the median (busy machine); rerun, e.g. with --full"
+
+
+def _note(row: Measurement) -> str:
+    return "; ".join(n for n in (row.note, _NOISY if row.noisy and row.repeats else None) if n)
 
 
 def format_table(rows: list[Measurement]) -> str:
@@ -193,9 +203,10 @@ def format_table(rows: list[Measurement]) -> str:
         (r.workload, r.mode, *(cell(r) if r.repeats else "-" for _, cell in columns))
         for r in rows  # a row without repeats is a note-only row (skipped or failed)
     ]
-    if any(r.note for r in rows):
+    notes = [_note(r) for r in rows]
+    if any(notes):
         header += ("note",)
-        lines = [(*line, r.note or "") for line, r in zip(lines, rows)]
+        lines = [(*line, note) for line, note in zip(lines, notes)]
     widths = [max(len(str(c)) for c in col) for col in zip(header, *lines)]
     return "\n".join(
         "  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip()
@@ -232,28 +243,46 @@ def write_outputs(
     return written
 
 
+def chart_modes(rows: list[Measurement]) -> list[str]:
+    """The modes the chart draws: every mode that measured something, ``--passes`` ones too.
+
+    Example:
+        >>> modes = ("eager", "compiled[dce]")
+        >>> chart_modes([Measurement("w", m, 1.0, 1.0, 1.0, 3, 0) for m in modes])
+        ['eager', 'compiled[dce]']
+    """
+    return list(dict.fromkeys(r.mode for r in rows if r.repeats))
+
+
 def _chart(rows: list[Measurement], path: str) -> str | None:
     try:
         import matplotlib  # noqa: PLC0415 - optional (the bench/dev extras install it)
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt  # noqa: PLC0415
+        from matplotlib.patches import Patch  # noqa: PLC0415
     except ImportError:
         return None
     names = list(dict.fromkeys(r.workload for r in rows))
+    modes = chart_modes(rows)
     fig, ax = plt.subplots(figsize=(1.6 * len(names) + 2, 3.5))
-    for k, mode in enumerate(MODES):
-        values = [
-            next((r.ms_median for r in rows if r.workload == n and r.mode == mode), 0)
-            for n in names
-        ]
-        width = 0.8 / len(MODES)
-        offset = (k - (len(MODES) - 1) / 2) * width  # groups centred on their tick
-        ax.bar(np.arange(len(names)) + offset, values, width, label=mode)
+    handles = []
+    for k, mode in enumerate(modes):
+        cells = [next((r for r in rows if r.workload == n and r.mode == mode), None) for n in names]
+        values = [c.ms_median if c is not None and c.repeats else 0 for c in cells]
+        width = 0.8 / len(modes)
+        offset = (k - (len(modes) - 1) / 2) * width  # groups centred on their tick
+        bars = ax.bar(np.arange(len(names)) + offset, values, width)
+        handles.append(Patch(facecolor=bars.patches[0].get_facecolor(), label=mode))
+        for bar, cell in zip(bars, cells):
+            if cell is not None and cell.noisy:
+                bar.set_hatch("//")  # a noisy timing: not a number to compare
     ax.set_xticks(np.arange(len(names)), names)
     ax.set_ylabel("ms / step (median)")
     ax.set_yscale("log")
-    ax.legend()
+    if any(r.noisy for r in rows):
+        ax.set_title("hatched: noisy timing (spread > median)", fontsize=8)
+    ax.legend(handles=handles)
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

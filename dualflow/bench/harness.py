@@ -39,9 +39,21 @@ class Measurement:
     max_rel_diff: float | None = None  # max_diff relative to the largest eager magnitude
     matches: bool | None = None  # max_diff or max_rel_diff within tolerance (modes.compare)
     gbps: float | None = None  # bytes the fused kernel must read + write, per second
+    noisy: bool = False  # min-max spread wider than the median (its or eager's): no speedup
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def is_noisy(ms_median: float, ms_min: float, ms_max: float) -> bool:
+    """Whether timings spread wider than their median: the machine was busy (another process
+    took the cores for part of the run), so a ratio of medians is not a speed-up to report.
+
+    Example:
+        >>> is_noisy(1.0, 0.9, 1.3), is_noisy(1.0, 0.5, 2.6)
+        (False, True)
+    """
+    return ms_max - ms_min > ms_median
 
 
 def time_calls(
@@ -121,7 +133,7 @@ def measure(
     base = None
     if baseline is not None:
         base = float(np.median(time_calls(baseline, repeats, warmup, sync) * 1e3))
-    return Measurement(
+    row = Measurement(
         workload,
         mode,
         float(np.median(times)),
@@ -131,3 +143,5 @@ def measure(
         peak_memory(step, device),
         base,
     )
+    row.noisy = is_noisy(row.ms_median, row.ms_min, row.ms_max)
+    return row

@@ -127,15 +127,22 @@ def compare(
 ) -> None:
     """Fill ``row``'s differences, match verdict, speedup and memory ratio against eager's.
 
+    When either row's timings are noisy (spread wider than the median) the speedup is left out
+    and ``row.noisy`` set: the table and JSON flag it instead of a bogus ratio.
+
     Example:
         >>> eager = Measurement("w", "eager", 2.0, 2.0, 2.0, 1, 100)
         >>> row = Measurement("w", "compiled", 1.0, 1.0, 1.0, 1, 50)
         >>> compare(row, eager, [np.ones(2)], [np.ones(2)])
         >>> (row.matches, row.speedup, row.mem_ratio)
         (True, 2.0, 0.5)
+        >>> eager.noisy = True; compare(row, eager, [np.ones(2)], [np.ones(2)])
+        >>> (row.speedup, row.noisy)
+        (None, True)
     """
     row.max_diff = max_difference(eager_state, state)
     row.max_rel_diff = relative_difference(eager_state, state)
     row.matches = row.max_diff <= MATCH_ABS or row.max_rel_diff <= MATCH_REL
-    row.speedup = eager.ms_median / row.ms_median
+    row.noisy = row.noisy or eager.noisy
+    row.speedup = None if row.noisy else eager.ms_median / row.ms_median
     row.mem_ratio = row.peak_bytes / max(eager.peak_bytes, 1)

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.errors import ShapeError
 from dualflow.tensor import Tensor
 
 
@@ -28,6 +29,7 @@ def default_collate(samples: Sequence[Any]) -> Any:
 
     Raises:
         TypeError: a leaf of a type that cannot be stacked, or samples of different structure.
+        ShapeError: leaves of different shapes (ragged samples).
 
     Example:
         >>> xs, ys = default_collate([(np.zeros(2, np.float32), 1), (np.ones(2, np.float32), 0)])
@@ -70,6 +72,14 @@ def stack_leaves(leaves: Sequence[Any]) -> np.ndarray:
                 "arrays, Tensors, numbers, strings and tuples/lists/dicts of them "
                 "(pass collate_fn= for anything else)"
             )
+    shapes = [a.shape for a in arrays]
+    if any(shape != shapes[0] for shape in shapes):
+        odd = next(i for i, shape in enumerate(shapes) if shape != shapes[0])
+        raise ShapeError(
+            f"default_collate: samples of a batch must have one shape to be stacked, but sample "
+            f"0 has shape {shapes[0]} and sample {odd} has shape {shapes[odd]} (ragged data); "
+            "pad or crop them in the dataset, or pass a collate_fn that does"
+        )
     batch = np.stack(arrays)
     if batch.dtype == np.float64 and not isinstance(leaves[0], np.ndarray | np.generic | Tensor):
         batch = batch.astype(np.float32)  # Python floats follow dualflow.tensor's default

@@ -11,9 +11,11 @@ from typing import Any
 
 import numpy as np
 
+from dualflow import arguments
 from dualflow.data.collate import default_collate
 from dualflow.data.dataset import Dataset
 from dualflow.data.prefetch import Prefetcher
+from dualflow.errors import ShapeError, user_frame, with_location
 from dualflow.tensor import Tensor
 
 _STATE_KEYS = ("epoch", "position", "seed")
@@ -54,16 +56,15 @@ class DataLoader:
         collate_fn: Callable[[list[Any]], Any] | None = None,
         prefetch: int = 0,
     ) -> None:
-        _check_count("batch_size", batch_size, minimum=1)
-        _check_count("seed", seed, minimum=0)
-        _check_count("prefetch", prefetch, minimum=0)
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")):
+            raise arguments.fail("DataLoader", "dataset", dataset, "needs __len__ and __getitem__")
         self.dataset = dataset
-        self.batch_size = batch_size
+        self.batch_size = arguments.integer("DataLoader", "batch_size", batch_size)
         self.shuffle = bool(shuffle)
         self.drop_last = bool(drop_last)
-        self.seed = seed
-        self.collate_fn = collate_fn
-        self.prefetch = prefetch
+        self.seed = arguments.integer("DataLoader", "seed", seed, minimum=0)
+        self.collate_fn = arguments.function("DataLoader", "collate_fn", collate_fn)
+        self.prefetch = arguments.integer("DataLoader", "prefetch", prefetch, minimum=0)
         self._epoch = 0
         self._position = 0
         self._generation = 0  # bumped by every iter(), so older iterators know they are stale
@@ -139,6 +140,10 @@ class DataLoader:
                 yield batch
             self._check_current(generation)
             self._epoch, self._position = epoch + 1, 0
+        except ShapeError as exc:  # raised while fetching (maybe in the prefetch thread)
+            if "\n  at " in str(exc):  # located already (e.g. in the user's collate_fn)
+                raise
+            raise ShapeError(with_location(str(exc), user_frame())) from exc
         finally:
             if prefetcher is not None:
                 prefetcher.close()
@@ -155,7 +160,11 @@ class DataLoader:
             # Same result as collating item by item, with one fancy index per array.
             return tuple(Tensor(a) for a in self.dataset.get_batch(indices))
         samples = [self.dataset[int(i)] for i in indices]
-        return (self.collate_fn or default_collate)(samples)
+        try:
+            return (self.collate_fn or default_collate)(samples)
+        except ShapeError as exc:  # say which dataset items; the user's line is added by _run
+            shown = indices.tolist() if len(indices) <= 8 else [*indices[:8].tolist(), "..."]
+            raise ShapeError(f"DataLoader: batch of dataset items {shown}: {exc}") from exc
 
     def _roll_over(self) -> None:
         # A consumer that took every batch but never asked for the next one ends the epoch here.

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow.device import get_array_module
 from dualflow.distributed.agreement import (
     KIND_COLLECTIVE,
@@ -62,6 +62,19 @@ class PendingAllreduce:
         return self.result
 
 
+def checked_timeout(owner: str, timeout: Any) -> float:
+    """A collective timeout in seconds: ``default_timeout()`` for None, else a finite number
+    > 0 (ArgumentError naming ``owner`` otherwise).
+
+    Example:
+        >>> checked_timeout("LoopbackHub", 2)
+        2.0
+    """
+    if timeout is None:
+        return default_timeout()
+    return arguments.real(owner, "timeout", timeout, 0.0, open_low=True, what="seconds")
+
+
 class Communicator:
     """A group of ``size`` ranks; this object is rank ``rank``. Every call is collective.
 
@@ -78,8 +91,12 @@ class Communicator:
     name = "base"
 
     def __init__(self, rank: int, size: int, timeout: float | None = None) -> None:
-        self.rank, self.size = int(rank), int(size)
-        self.timeout = default_timeout() if timeout is None else float(timeout)
+        name = type(self).__name__
+        self.size = arguments.integer(name, "size", size)
+        self.rank = arguments.integer(name, "rank", rank, minimum=0)
+        if self.rank >= self.size:
+            raise arguments.fail(name, "rank", rank, f"must be below the group size {size}")
+        self.timeout = checked_timeout(name, timeout)
         self.ledger = Ledger(self)
         self._armed: tuple[float, Position] | None = None
         # step() calls of multi-node optimizers on this communicator: every rank's must match

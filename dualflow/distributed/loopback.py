@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from dualflow import arguments
 from dualflow.distributed.agreement import Position
-from dualflow.distributed.communicator import Communicator
-from dualflow.distributed.watchdog import default_timeout
+from dualflow.distributed.communicator import Communicator, checked_timeout
 from dualflow.errors import CommunicatorError
 
 
@@ -43,10 +43,8 @@ class LoopbackHub:
     """
 
     def __init__(self, size: int, timeout: float | None = None) -> None:
-        if size < 1:
-            raise ValueError(f"a loopback group needs size >= 1, got {size}")
-        self.size = size
-        self.timeout = default_timeout() if timeout is None else float(timeout)
+        self.size = arguments.integer("LoopbackHub", "size", size)
+        self.timeout = checked_timeout("LoopbackHub", timeout)
         self.slots: list[Any] = [None] * size
         self.at: list[tuple[Position, bool] | None] = [None] * size  # (where, inside it)
         self.returned: set[int] = set()
@@ -154,8 +152,8 @@ class LoopbackCommunicator(Communicator):
     name = "loopback"
 
     def __init__(self, hub: LoopbackHub, rank: int, timeout: float | None = None) -> None:
-        if not 0 <= rank < hub.size:
-            raise ValueError(f"rank {rank} is outside a loopback group of size {hub.size}")
+        if not isinstance(hub, LoopbackHub):
+            raise arguments.fail("LoopbackCommunicator", "hub", hub, "must be a LoopbackHub")
         super().__init__(rank, hub.size, hub.timeout if timeout is None else timeout)
         self.hub = hub
 

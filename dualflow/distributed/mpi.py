@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.distributed.agreement import EXIT_TEXT, KIND_EXIT
-from dualflow.distributed.communicator import Communicator
+from dualflow.distributed.communicator import Communicator, checked_timeout
 from dualflow.distributed.watchdog import WATCHDOG, Board, write_stderr
 from dualflow.errors import CommunicatorError
 
@@ -56,6 +56,7 @@ class MpiCommunicator(Communicator):
     name = "mpi"
 
     def __init__(self, mpi_comm: Any = None, timeout: float | None = None) -> None:
+        checked_timeout(type(self).__name__, timeout)  # before a communicator is duplicated
         self.MPI = import_mpi()
         self.mpi_comm = (self.MPI.COMM_WORLD if mpi_comm is None else mpi_comm).Dup()
         self.board = Board(self.MPI, self.mpi_comm)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow.nn.module import Module
 from dualflow.tensor import Tensor
 
@@ -88,7 +88,7 @@ class LeakyReLU(_Elementwise):
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__(inplace)
-        self.negative_slope = float(negative_slope)
+        self.negative_slope = arguments.real("LeakyReLU", "negative_slope", negative_slope)
 
     def forward(self, x: Any) -> Tensor:
         """Apply the activation."""
@@ -108,7 +108,7 @@ class ELU(_Elementwise):
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__(inplace)
-        self.alpha = float(alpha)
+        self.alpha = arguments.real("ELU", "alpha", alpha)
 
     def forward(self, x: Any) -> Tensor:
         """Apply the activation."""
@@ -130,9 +130,7 @@ class GELU(Module):
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
-        if approximate not in ("none", "tanh"):
-            raise ValueError(f"GELU: approximate must be 'none' or 'tanh', got {approximate!r}")
-        self.approximate = approximate
+        self.approximate = arguments.choice("GELU", "approximate", approximate, ("none", "tanh"))
 
     def forward(self, x: Any) -> Tensor:
         """Apply the activation."""
@@ -152,7 +150,10 @@ class Softplus(Module):
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
         super().__init__()
-        self.beta, self.threshold = float(beta), float(threshold)
+        self.beta = arguments.real("Softplus", "beta", beta)
+        if self.beta == 0.0:  # the output is divided by beta
+            raise arguments.fail("Softplus", "beta", beta, "must not be 0")
+        self.threshold = arguments.real("Softplus", "threshold", threshold)
 
     def forward(self, x: Any) -> Tensor:
         """Apply the activation."""
@@ -175,6 +176,10 @@ def _implicit_dim(name: str, ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
+def _dim(owner: str, dim: Any) -> int | None:
+    return None if dim is None else arguments.integer(owner, "dim", dim, minimum=None)
+
+
 class Softmax(Module):
     """Softmax along ``dim`` (None: PyTorch's deprecated implicit choice, with a warning).
 
@@ -185,7 +190,7 @@ class Softmax(Module):
 
     def __init__(self, dim: int | None = None) -> None:
         super().__init__()
-        self.dim = dim
+        self.dim = _dim("Softmax", dim)
 
     def forward(self, x: Any) -> Tensor:
         """Apply softmax along ``dim``."""
@@ -206,7 +211,7 @@ class LogSoftmax(Module):
 
     def __init__(self, dim: int | None = None) -> None:
         super().__init__()
-        self.dim = dim
+        self.dim = _dim("LogSoftmax", dim)
 
     def forward(self, x: Any) -> Tensor:
         """Apply log-softmax along ``dim``."""

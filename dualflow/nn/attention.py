@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow._config import config
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.nn import init
@@ -78,6 +78,9 @@ class MultiheadAttention(Module):
     ) -> None:
         super().__init__()
         _check_args(embed_dim, num_heads, dropout)
+        for key, value in (("kdim", kdim), ("vdim", vdim)):
+            if value is not None:
+                arguments.integer("MultiheadAttention", key, value)
         self.embed_dim, self.num_heads, self.dropout = embed_dim, num_heads, float(dropout)
         self.kdim = embed_dim if kdim is None else kdim
         self.vdim = embed_dim if vdim is None else vdim

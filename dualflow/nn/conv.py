@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow.nn import init
 from dualflow.nn.module import Module
 from dualflow.tensor import Tensor
@@ -20,49 +20,56 @@ from dualflow.tensor import Tensor
 _PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
-def ntuple(value: Any, n: int, name: str) -> tuple[int, ...]:
+def ntuple(value: Any, n: int, name: str, owner: str = "layer") -> tuple[int, ...]:
     """``value`` (an int or n ints) as an n-tuple of ints; ValueError naming ``name`` otherwise.
 
     Example:
         >>> ntuple(3, 2, "kernel_size"), ntuple((1, 2), 2, "stride")
         ((3, 3), (1, 2))
     """
-    items = (value,) * n if isinstance(value, int) else tuple(value)
-    if len(items) != n:
-        raise ValueError(f"{name}: expected an int or {n} ints, got {value!r}")
-    return tuple(int(v) for v in items)
+    return arguments.integers(owner, name, value, n, minimum=None)
+
+
+def _output_padding(name: str, value: Any, conv: Any) -> tuple[int, ...]:
+    """A transposed convolution's output padding: each in [0, max(stride, dilation)) as
+    PyTorch requires (a larger one would add rows no input reaches)."""
+    padding = ntuple(value, len(conv.stride), "output_padding", name)
+    for p, s, d in zip(padding, conv.stride, conv.dilation):
+        if not 0 <= p < max(s, d):
+            raise arguments.fail(
+                name, "output_padding", value, "must be >= 0 and smaller than stride or dilation"
+            )
+    return padding
 
 
 def check_geometry(name: str, kernel: tuple, stride: tuple, padding: Any, dilation: tuple) -> None:
-    """ValueError naming the first convolution/pooling size that is out of range."""
+    """ArgumentError naming the first convolution/pooling size that is out of range."""
     for key, values, low in (("kernel_size", kernel, 1), ("stride", stride, 1)):
         if min(values) < low:
-            raise ValueError(f"{name}: {key} must be positive, got {values}")
+            raise arguments.fail(name, key, values, "must be positive")
     if not isinstance(padding, str) and min(padding) < 0:
-        raise ValueError(f"{name}: padding must be non-negative, got {padding}")
+        raise arguments.fail(name, "padding", padding, "must be non-negative")
     if min(dilation) < 1:
-        raise ValueError(f"{name}: dilation must be positive, got {dilation}")
+        raise arguments.fail(name, "dilation", dilation, "must be positive")
 
 
 def check_padding(name: str, padding: Any, stride: Any, padding_mode: str) -> None:
-    """ValueError for a padding string, mode or 'same'-with-stride PyTorch rejects."""
+    """ArgumentError for a padding string, mode or 'same'-with-stride PyTorch rejects."""
     if isinstance(padding, str) and padding not in ("valid", "same"):
-        raise ValueError(f"{name}: invalid padding string {padding!r}, use 'valid' or 'same'")
+        raise arguments.fail(name, "padding", padding, "must be 'valid', 'same' or sizes")
     strides = (stride,) if isinstance(stride, int) else tuple(stride)
     if padding == "same" and any(s != 1 for s in strides):
-        raise ValueError(f"{name}: padding='same' is not supported for strided convolutions")
-    if padding_mode not in _PAD_MODES:
-        raise ValueError(
-            f"{name}: padding_mode must be one of {sorted(_PAD_MODES)}, got {padding_mode!r}"
+        raise arguments.fail(
+            name, "padding", padding, "'same' is not supported for strided convolutions"
         )
+    arguments.choice(name, "padding_mode", padding_mode, tuple(_PAD_MODES))
 
 
 def check_transposed_padding(name: str, padding: Any, padding_mode: str) -> None:
-    """ValueError for what PyTorch's transposed convolutions reject."""
-    if padding_mode != "zeros":
-        raise ValueError(f'{name}: only "zeros" padding mode is supported, got {padding_mode!r}')
+    """ArgumentError for what PyTorch's transposed convolutions reject."""
+    arguments.choice(name, "padding_mode", padding_mode, ("zeros",))
     if isinstance(padding, str):
-        raise ValueError(f"{name}: padding must be an int or a tuple of ints, got {padding!r}")
+        raise arguments.fail(name, "padding", padding, "must be an int or a tuple of ints")
 
 
 def _circular(x: Any, pairs: tuple) -> Any:
@@ -86,23 +93,20 @@ class _Conv(Module):
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Any, **geom: Any) -> None:
         super().__init__()
         n, name = self._dims, type(self).__name__
-        groups = int(geom["groups"])
-        if min(in_channels, out_channels) <= 0:
-            raise ValueError(f"{name}: in_channels and out_channels must be positive")
-        if groups <= 0:
-            raise ValueError(f"{name}: groups must be a positive integer, got {groups}")
-        if in_channels % groups:
-            raise ValueError(f"{name}: in_channels must be divisible by groups")
-        if out_channels % groups:
-            raise ValueError(f"{name}: out_channels must be divisible by groups")
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size = ntuple(kernel_size, n, "kernel_size")
-        self.stride = ntuple(geom["stride"], n, "stride")
-        self.dilation = ntuple(geom["dilation"], n, "dilation")
+        in_channels = arguments.integer(name, "in_channels", in_channels)
+        out_channels = arguments.integer(name, "out_channels", out_channels)
+        groups = arguments.integer(name, "groups", geom["groups"])
+        for key, channels in (("in_channels", in_channels), ("out_channels", out_channels)):
+            if channels % groups:
+                raise arguments.fail(name, key, channels, f"must be divisible by groups={groups}")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size = ntuple(kernel_size, n, "kernel_size", name)
+        self.stride = ntuple(geom["stride"], n, "stride", name)
+        self.dilation = ntuple(geom["dilation"], n, "dilation", name)
         padding = geom["padding"]
-        self.padding = padding if isinstance(padding, str) else ntuple(padding, n, "padding")
+        self.padding = padding if isinstance(padding, str) else ntuple(padding, n, "padding", name)
         check_geometry(name, self.kernel_size, self.stride, self.padding, self.dilation)
-        self.output_padding = ntuple(geom.get("output_padding", 0), n, "output_padding")
+        self.output_padding = _output_padding(name, geom.get("output_padding", 0), self)
         self.groups, self.padding_mode = groups, geom["padding_mode"]
         self.transposed = bool(geom.get("transposed", False))
         dtype, device = geom["dtype"], geom["device"]

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow._config import no_grad
 from dualflow.nn import init
 from dualflow.nn.module import Module
@@ -36,10 +36,14 @@ class Embedding(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.num_embeddings = arguments.integer("Embedding", "num_embeddings", num_embeddings)
+        self.embedding_dim = arguments.integer("Embedding", "embedding_dim", embedding_dim)
         if padding_idx is not None:
+            padding_idx = arguments.integer("Embedding", "padding_idx", padding_idx, None)
             if not -self.num_embeddings <= padding_idx < self.num_embeddings:
-                raise ValueError("padding_idx must be within num_embeddings")
+                raise arguments.fail(
+                    "Embedding", "padding_idx", padding_idx, "must be within num_embeddings"
+                )
             padding_idx %= self.num_embeddings
         self.padding_idx = padding_idx
         shape = (self.num_embeddings, self.embedding_dim)

@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow._config import config, no_grad
 from dualflow.errors import ShapeError
 from dualflow.nn import init
 from dualflow.nn.module import Module
+from dualflow.nn.normalization import check_norm
 from dualflow.tensor import Tensor, tensor
 
 
@@ -62,16 +63,17 @@ class GroupNorm(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        for key, value in (("num_groups", num_groups), ("num_channels", num_channels)):
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"GroupNorm: {key} must be a positive integer, got {value!r}")
+        num_groups = arguments.integer("GroupNorm", "num_groups", num_groups)
+        num_channels = arguments.integer("GroupNorm", "num_channels", num_channels)
         if num_channels % num_groups:
-            raise ValueError(
-                f"GroupNorm: num_channels ({num_channels}) must be divisible by num_groups "
-                f"({num_groups})"
+            raise arguments.fail(
+                "GroupNorm",
+                "num_channels",
+                num_channels,
+                f"must be divisible by num_groups ({num_groups})",
             )
         self.num_groups, self.num_channels = num_groups, num_channels
-        self.eps, self.affine = float(eps), bool(affine)
+        self.eps, self.affine = arguments.real("GroupNorm", "eps", eps, 0.0), bool(affine)
         if affine:
             self.weight = init.empty_parameter((num_channels,), dtype, device)
             self.bias = init.empty_parameter((num_channels,), dtype, device)
@@ -117,12 +119,7 @@ class _InstanceNorm(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        name = type(self).__name__
-        if isinstance(num_features, bool) or not isinstance(num_features, int):
-            raise ValueError(f"{name}: num_features must be a positive integer")
-        if num_features <= 0:
-            raise ValueError(f"{name}: num_features must be a positive integer")
-        self.num_features, self.eps, self.momentum = num_features, float(eps), momentum
+        self.num_features, self.eps, self.momentum = check_norm(self, num_features, eps, momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         shape = (num_features,)
         for key in ("weight", "bias"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow.nn import init
 from dualflow.nn.module import Module
 from dualflow.tensor import Tensor
@@ -43,8 +43,8 @@ class Linear(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
+        self.in_features = arguments.integer("Linear", "in_features", in_features)
+        self.out_features = arguments.integer("Linear", "out_features", out_features)
         self.weight = init.empty_parameter((self.out_features, self.in_features), dtype, device)
         self.bias = init.empty_parameter((self.out_features,), dtype, device) if bias else None
         self.reset_parameters()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dualflow import arguments
 from dualflow.nn import functional as F
 from dualflow.nn.functional.loss import reduction_mode
 from dualflow.nn.module import Module
@@ -53,7 +54,12 @@ class CrossEntropyLoss(_WeightedLoss):
                  reduce: Any = None, reduction: str = "mean",
                  label_smoothing: float = 0.0) -> None:  # fmt: skip
         super().__init__(weight, size_average, reduce, reduction)
-        self.ignore_index, self.label_smoothing = int(ignore_index), float(label_smoothing)
+        self.ignore_index = arguments.integer(
+            type(self).__name__, "ignore_index", ignore_index, None
+        )
+        self.label_smoothing = arguments.real(
+            "CrossEntropyLoss", "label_smoothing", label_smoothing, 0.0, 1.0
+        )
 
     def forward(self, input: Any, target: Any) -> Tensor:
         """The loss of logits ``input`` against ``target``."""
@@ -76,7 +82,7 @@ class NLLLoss(_WeightedLoss):
     def __init__(self, weight: Any = None, size_average: Any = None, ignore_index: int = -100,
                  reduce: Any = None, reduction: str = "mean") -> None:  # fmt: skip
         super().__init__(weight, size_average, reduce, reduction)
-        self.ignore_index = int(ignore_index)
+        self.ignore_index = arguments.integer("NLLLoss", "ignore_index", ignore_index, None)
 
     def forward(self, input: Any, target: Any) -> Tensor:
         """The loss of log-probabilities ``input`` against ``target``."""
@@ -167,7 +173,7 @@ class SmoothL1Loss(_Loss):
     def __init__(self, size_average: Any = None, reduce: Any = None, reduction: str = "mean",
                  beta: float = 1.0) -> None:  # fmt: skip
         super().__init__(size_average, reduce, reduction)
-        self.beta = float(beta)
+        self.beta = arguments.real("SmoothL1Loss", "beta", beta, 0.0)
 
     def forward(self, input: Any, target: Any) -> Tensor:
         """The smooth-L1 loss."""
@@ -186,7 +192,7 @@ class HuberLoss(_Loss):
 
     def __init__(self, reduction: str = "mean", delta: float = 1.0) -> None:
         super().__init__(None, None, reduction)
-        self.delta = float(delta)
+        self.delta = arguments.real("HuberLoss", "delta", delta, 0.0, open_low=True)
 
     def forward(self, input: Any, target: Any) -> Tensor:
         """The Huber loss."""

@@ -15,6 +15,7 @@ from dualflow import ops
 from dualflow._config import config, no_grad
 from dualflow.device import Device, send
 from dualflow.errors import DTypeError, ShapeError, TracingError, with_location
+from dualflow.serialization import check_cast
 from dualflow.tensor import Tensor
 
 if TYPE_CHECKING:
@@ -91,6 +92,9 @@ def load(module: Module, state: Any, strict: bool) -> IncompatibleKeys:
     writes: dict[int, tuple[Tensor, Any]] = {}
     for key, target in own:  # a tied tensor is written once, with the last key's value
         if key in arrays:
+            check_cast(
+                arrays[key], target.dtype, f"load_state_dict of {type(module).__name__}: {key}"
+            )
             writes[id(target)] = (target, arrays[key])
     for target, value in writes.values():  # checked above: all-or-nothing
         target._array[...] = send(value, target.device)

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow._config import config, no_grad
 from dualflow.device import device_of
 from dualflow.errors import ShapeError
@@ -24,6 +24,18 @@ def _constant(like: Any, shape: tuple[int, ...], value: float) -> Any:
     # A constant gamma/beta for layers without affine parameters, on x's device and dtype.
     device = like.device if isinstance(like, Tensor) else device_of(like)
     return device.xp.full(shape, value, like.dtype)
+
+
+def check_norm(layer: Module, num_features: Any, eps: Any, momentum: Any) -> tuple:
+    """(num_features, eps, momentum) of a batch/instance norm, checked: a size >= 1, a finite
+    eps >= 0 (a negative eps makes the root of a negative variance: NaN), momentum in [0, 1] or
+    None (outside it the running statistics leave the range of the batch statistics)."""
+    name = type(layer).__name__
+    num_features = arguments.integer(name, "num_features", num_features)
+    eps = arguments.real(name, "eps", eps, 0.0)
+    if momentum is not None:
+        momentum = arguments.real(name, "momentum", momentum, 0.0, 1.0)
+    return num_features, eps, momentum
 
 
 class _BatchNorm(Module):
@@ -44,7 +56,7 @@ class _BatchNorm(Module):
         bias: bool = True,
     ) -> None:
         super().__init__()
-        self.num_features, self.eps, self.momentum = int(num_features), float(eps), momentum
+        self.num_features, self.eps, self.momentum = check_norm(self, num_features, eps, momentum)
         self.affine, self.track_running_stats = bool(affine), bool(track_running_stats)
         shape = (self.num_features,)
         self.weight = init.empty_parameter(shape, dtype, device) if affine else None
@@ -180,10 +192,15 @@ class LayerNorm(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
-        if isinstance(normalized_shape, int):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(int(d) for d in normalized_shape)
-        self.eps, self.elementwise_affine = float(eps), bool(elementwise_affine)
+        shape = normalized_shape
+        count = (
+            1 if isinstance(shape, int) else len(shape) if isinstance(shape, list | tuple) else 0
+        )
+        if not count:
+            raise arguments.fail("LayerNorm", "normalized_shape", shape, "must be an int or ints")
+        self.normalized_shape = arguments.integers("LayerNorm", "normalized_shape", shape, count)
+        self.eps = arguments.real("LayerNorm", "eps", eps, 0.0)
+        self.elementwise_affine = bool(elementwise_affine)
         shape = self.normalized_shape
         self.weight = init.empty_parameter(shape, dtype, device) if elementwise_affine else None
         has_bias = elementwise_affine and bias

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow.errors import ShapeError
 from dualflow.nn.module import Module
 from dualflow.nn.pooling1d import adaptive_matrix, check_pool
@@ -112,6 +112,12 @@ class AdaptiveAvgPool2d(Module):
 
     def __init__(self, output_size: int | tuple[int | None, int | None]) -> None:
         super().__init__()
+        sizes = output_size if isinstance(output_size, tuple | list) else (output_size,) * 2
+        if len(sizes) != 2:
+            raise arguments.fail("AdaptiveAvgPool2d", "output_size", output_size, "needs 2 sizes")
+        for size in sizes:  # None keeps that input size
+            if size is not None:
+                arguments.integer("AdaptiveAvgPool2d", "output_size", size)
         self.output_size = output_size
 
     def forward(self, x: Any) -> Tensor:

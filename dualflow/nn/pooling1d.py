@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow.errors import ShapeError
 from dualflow.nn.conv import check_geometry, ntuple
 from dualflow.nn.module import Module
@@ -37,12 +37,12 @@ def adaptive_matrix(size: int, out: int, like: Any) -> Any:
 
 def check_pool(name: str, kernel: Any, stride: Any, padding: Any, n: int) -> tuple:
     """(kernel, stride, padding) as n-tuples, checked as PyTorch checks them."""
-    kernel = ntuple(kernel, n, "kernel_size")
-    stride = kernel if stride is None else ntuple(stride, n, "stride")
-    padding = ntuple(padding, n, "padding")
+    kernel = ntuple(kernel, n, "kernel_size", name)
+    stride = kernel if stride is None else ntuple(stride, n, "stride", name)
+    padding = ntuple(padding, n, "padding", name)
     check_geometry(name, kernel, stride, padding, (1,) * n)
     if any(2 * p > k for p, k in zip(padding, kernel)):
-        raise ValueError(f"{name}: padding {padding} should be at most half of kernel_size")
+        raise arguments.fail(name, "padding", padding, "should be at most half of kernel_size")
     return kernel, stride, padding
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow.errors import ShapeError
 from dualflow.nn.module import Module
 
@@ -41,8 +41,8 @@ class Flatten(Module):
 
     def __init__(self, start_dim: int = 1, end_dim: int = -1) -> None:
         super().__init__()
-        self.start_dim = int(start_dim)
-        self.end_dim = int(end_dim)
+        self.start_dim = arguments.integer("Flatten", "start_dim", start_dim, minimum=None)
+        self.end_dim = arguments.integer("Flatten", "end_dim", end_dim, minimum=None)
 
     def forward(self, x: Any) -> Any:
         """Reshape ``x`` so that the flattened axes become one."""

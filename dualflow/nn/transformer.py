@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow.nn.attention import MultiheadAttention
 from dualflow.nn.containers import ModuleList
 from dualflow.nn.dropout import Dropout
@@ -55,6 +55,13 @@ def clones(module: Module, n: int) -> ModuleList:
     return ModuleList([copy.deepcopy(module) for _ in range(n)])
 
 
+def check_layer_sizes(layer: Module, dim_feedforward: Any, layer_norm_eps: Any) -> None:
+    """ArgumentError naming a transformer layer's bad feed-forward size or norm eps."""
+    name = type(layer).__name__
+    arguments.integer(name, "dim_feedforward", dim_feedforward)
+    arguments.real(name, "layer_norm_eps", layer_norm_eps, 0.0)
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with a residual and a LayerNorm.
 
@@ -82,6 +89,7 @@ class TransformerEncoderLayer(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
+        check_layer_sizes(self, dim_feedforward, layer_norm_eps)
         kw = {"device": device, "dtype": dtype}
         self.self_attn = MultiheadAttention(
             d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first, **kw

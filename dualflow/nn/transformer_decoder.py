@@ -20,6 +20,7 @@ from dualflow.nn.transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
     activation_fn,
+    check_layer_sizes,
     clones,
     generate_square_subsequent_mask,
 )
@@ -51,6 +52,7 @@ class TransformerDecoderLayer(Module):
         dtype: Any = None,
     ) -> None:
         super().__init__()
+        check_layer_sizes(self, dim_feedforward, layer_norm_eps)
         kw = {"device": device, "dtype": dtype}
         attn = {"dropout": dropout, "bias": bias, "batch_first": batch_first, **kw}
         self.self_attn = MultiheadAttention(d_model, nhead, **attn)

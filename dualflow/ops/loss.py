@@ -16,7 +16,7 @@ from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
 from dualflow.ops.activation import softplus
 from dualflow.ops.arithmetic import cast, maximum, multiply, not_equal, subtract, where
 from dualflow.ops.dispatch import apply
-from dualflow.ops.reduction import mean
+from dualflow.ops.reduction import inverse_count, mean
 from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import expand_dims
@@ -94,8 +94,9 @@ class SoftmaxCrossEntropy:
         if reduce == "no":
             return loss
         total = loss.sum()
-        if reduce == "mean":
-            total = total / xp.maximum(valid.sum(), 1).astype(x.dtype)  # no device sync
+        if reduce == "mean":  # NaN over no labels (an empty batch, all ignored), as PyTorch
+            with np.errstate(invalid="ignore"):  # no device sync to test the count first
+                total = total / valid.sum().astype(x.dtype)
         return xp.asarray(total, dtype=x.dtype)
 
     def backward(ctx, gy):
@@ -103,7 +104,7 @@ class SoftmaxCrossEntropy:
         ignore, reduce = ctx.attrs["ignore_label"], ctx.attrs["reduce"]
         valid = not_equal(t, ignore)
         weight = cast(valid, x.dtype)
-        if reduce == "mean":
+        if reduce == "mean":  # with no labels the loss is NaN but the gradient 0 (PyTorch's)
             weight = weight * (gy / maximum(reduce_sum(weight), 1.0))
         else:
             weight = weight * gy
@@ -125,8 +126,9 @@ def softmax_cross_entropy(x: Any, labels: Any, ignore_label: int = -1, reduce: s
         labels: integer class ids of shape (N,) or (N, d1, ...); ``ignore_label`` entries give 0
             and are not counted by ``reduce="mean"``.
         ignore_label: the label value to skip.
-        reduce: ``"mean"`` (over the labels not ignored), ``"sum"``, or ``"no"``/``"none"``
-            (per-label losses, shaped like ``labels``).
+        reduce: ``"mean"`` (over the labels not ignored; NaN when there are none, e.g. an empty
+            batch, as PyTorch's ``cross_entropy``; its gradient is then 0), ``"sum"``, or
+            ``"no"``/``"none"`` (per-label losses, shaped like ``labels``).
 
     Example:
         >>> from dualflow import ops
@@ -142,6 +144,10 @@ def _shape_dtype(value: Any) -> tuple[tuple[int, ...], np.dtype]:
         return tuple(value.shape), np.dtype(value.dtype)
     array = np.asarray(value)
     return array.shape, array.dtype
+
+
+def _inverse_size(shape: tuple[int, ...]) -> float:
+    return inverse_count("sigmoid_cross_entropy", math.prod(shape), f"x of shape {shape}")
 
 
 def sigmoid_cross_entropy(x: Any, t: Any, reduce: str = "mean") -> Any:
@@ -179,13 +185,17 @@ def sigmoid_cross_entropy(x: Any, t: Any, reduce: str = "mean") -> Any:
         if mode == "no":
             return loss
         total = reduce_sum(loss)
-        return total if mode == "sum" else total * (1.0 / max(math.prod(x_shape), 1))
+        return total if mode == "sum" else total * _inverse_size(x_shape)
     valid = cast(not_equal(t, -1), x_dtype)
     loss = (softplus(x) - multiply(x, cast(t, x_dtype))) * valid
     if mode == "no":
         return loss
     total = reduce_sum(loss)
-    return total if mode == "sum" else total / maximum(reduce_sum(valid), 1.0)
+    if mode == "sum":
+        return total
+    if not math.prod(x_shape):  # an empty batch: NaN, as PyTorch's mean over no elements
+        return total * _inverse_size(x_shape)
+    return total / maximum(reduce_sum(valid), 1.0)  # all ignored: 0 (Chainer's count >= 1)
 
 
 def mean_squared_error(x0: Any, x1: Any) -> Any:

@@ -7,11 +7,13 @@ Chainer), so the gradient of ``max`` of a constant array is uniform.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
-from dualflow.errors import DTypeError
+from dualflow._config import config
+from dualflow.errors import DTypeError, NumericalError, user_frame, with_location
 from dualflow.ops.arithmetic import cast, equal, exp, log, sqrt, where
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
@@ -204,15 +206,40 @@ def _count(x: Any, axis: Any) -> int:
     return int(np.prod([shape[a] for a in normalize_axes("mean", axis, len(shape))]))
 
 
+def inverse_count(op: str, n: int, what: str) -> float:
+    """``1 / n`` for an average over ``n`` elements. For ``n <= 0`` the average is NaN, as in
+    numpy and PyTorch (``torch.tensor([]).mean()``): a RuntimeWarning naming ``op`` and the
+    user's line, or in debug mode a NumericalError.
+
+    Example:
+        >>> inverse_count("mean", 4, "x of shape (4,)")
+        0.25
+    """
+    if n > 0:
+        return 1.0 / n
+    where = user_frame()
+    message = f"{op}: averaging over {n} elements ({what}) gives NaN"
+    if config.debug:
+        raise NumericalError(with_location(message, where))
+    file, line = where or ("<unknown>", 0)
+    warnings.warn_explicit(message, RuntimeWarning, file, line)  # at the user's line
+    return float("nan")
+
+
+def _what(x: Any, axis: Any) -> str:
+    return f"x of shape {tuple(np.shape(x) if not hasattr(x, 'shape') else x.shape)}, axis {axis}"
+
+
 def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """Arithmetic mean over ``axis`` (a sum times ``1/n``).
+    """Arithmetic mean over ``axis`` (a sum times ``1/n``); NaN over zero elements, as numpy
+    and PyTorch (see :func:`inverse_count`).
 
     Example:
         >>> from dualflow import ops
         >>> ops.mean([[1.0, 2.0], [3.0, 4.0]], axis=1).tolist()
         [1.5, 3.5]
     """
-    return sum(x, axis, keepdims) * (1.0 / _count(x, axis))
+    return sum(x, axis, keepdims) * inverse_count("mean", _count(x, axis), _what(x, axis))
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
@@ -223,8 +250,9 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
         >>> ops.var([1.0, 2.0, 3.0, 4.0]).item()
         1.25
     """
+    n = _count(x, axis) - ddof
     centered = x - mean(x, axis, keepdims=True)
-    return sum(centered * centered, axis, keepdims) * (1.0 / (_count(x, axis) - ddof))
+    return sum(centered * centered, axis, keepdims) * inverse_count("var", n, _what(x, axis))
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:

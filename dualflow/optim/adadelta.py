@@ -58,13 +58,7 @@ class Adadelta(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        super()._check_hyperparameters(group)
-        if not 0.0 <= group["rho"] <= 1.0:
-            raise ValueError(f"invalid rho value: {group['rho']}")
-        for name in ("eps", "weight_decay"):
-            if group[name] < 0:
-                raise ValueError(f"invalid {name} value: {group[name]}")
+    _ranges = (("rho", 0.0, 1.0), ("eps", 0.0, None), ("weight_decay", 0.0, None))
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor

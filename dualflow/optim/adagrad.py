@@ -61,11 +61,10 @@ class Adagrad(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        super()._check_hyperparameters(group)
-        for name in ("lr_decay", "weight_decay", "initial_accumulator_value", "eps"):
-            if group[name] < 0:
-                raise ValueError(f"invalid {name} value: {group[name]}")
+    _ranges = tuple(
+        (name, 0.0, None)
+        for name in ("lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+    )
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor

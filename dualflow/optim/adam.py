@@ -75,16 +75,7 @@ class Adam(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        super()._check_hyperparameters(group)
-        beta1, beta2 = group["betas"]
-        for index, beta in enumerate((beta1, beta2)):
-            if not 0.0 <= beta < 1.0:
-                raise ValueError(f"invalid beta parameter at index {index}: {beta}")
-        if group["eps"] < 0:
-            raise ValueError(f"invalid epsilon {group['eps']}: must be >= 0")
-        if group["weight_decay"] < 0:
-            raise ValueError(f"invalid weight_decay {group['weight_decay']}: must be >= 0")
+    _ranges = (("eps", 0.0, None), ("weight_decay", 0.0, None))
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor

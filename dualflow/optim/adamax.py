@@ -12,16 +12,6 @@ from dualflow.optim.param_group import as_dtype
 from dualflow.tensor import Tensor
 
 
-def check_betas_eps(group: dict[str, Any]) -> None:
-    """ValueError for betas outside [0, 1) or a negative eps / weight_decay (Adam family)."""
-    for index, beta in enumerate(group["betas"]):
-        if not 0.0 <= beta < 1.0:
-            raise ValueError(f"invalid beta parameter at index {index}: {beta}")
-    for name in ("eps", "weight_decay"):
-        if group[name] < 0:
-            raise ValueError(f"invalid {name} value: {group[name]}")
-
-
 def betas(group: Any) -> tuple[Any, Any]:
     """The group's ``(beta1, beta2)``: Python floats eagerly, mirror tensors when traced."""
     return group.value("betas", 0), group.value("betas", 1)
@@ -76,9 +66,7 @@ class Adamax(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        super()._check_hyperparameters(group)
-        check_betas_eps(group)
+    _ranges = (("eps", 0.0, None), ("weight_decay", 0.0, None))
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from dualflow import arguments
 from dualflow.optim.optimizer import Optimizer
 from dualflow.optim.scheduler import LRScheduler
 
@@ -44,8 +45,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
             raise ValueError(f"Expected positive integer T_0, but got {T_0}")
         if isinstance(T_mult, bool) or not isinstance(T_mult, int) or T_mult < 1:
             raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
-        if not isinstance(eta_min, float | int):
-            raise ValueError(f"Expected float or int eta_min, but got {eta_min!r}")
+        eta_min = arguments.real("CosineAnnealingWarmRestarts", "eta_min", eta_min)
         self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
         self.T_cur: float = last_epoch
         super().__init__(optimizer, last_epoch)
@@ -88,8 +88,8 @@ def _per_group(name: str, optimizer: Optimizer, value: Any) -> list[float]:
     if isinstance(value, list | tuple):
         if len(value) != groups:
             raise ValueError(f"expected {groups} values for {name}, got {len(value)}")
-        return [float(v) for v in value]
-    return [float(value)] * groups
+        return [arguments.real("OneCycleLR", name, v, 0.0) for v in value]
+    return [arguments.real("OneCycleLR", name, value, 0.0)] * groups
 
 
 _PHASE_KEYS = ("end_step", "start_lr", "end_lr", "start_momentum", "end_momentum")
@@ -154,6 +154,10 @@ class OneCycleLR(LRScheduler):
         self._schedule_phases = _phases(self.total_steps, pct_start, three_phase)
         self._anneal_func_type = anneal_strategy
         self.cycle_momentum = bool(cycle_momentum)
+        div_factor = arguments.real("OneCycleLR", "div_factor", div_factor, 0.0, open_low=True)
+        final_div_factor = arguments.real(
+            "OneCycleLR", "final_div_factor", final_div_factor, 0.0, open_low=True
+        )
         self._init_groups(optimizer, max_lr, div_factor, final_div_factor, last_epoch)
         if self.cycle_momentum:
             self._init_momentum(optimizer, base_momentum, max_momentum, last_epoch)

@@ -10,6 +10,7 @@ import math
 import warnings
 from typing import Any
 
+from dualflow import arguments
 from dualflow.optim.optimizer import Optimizer
 from dualflow.optim.scheduler import LRScheduler, set_lr
 
@@ -44,8 +45,12 @@ class ReduceLROnPlateau(LRScheduler):
         min_lr: list[float] | float = 0,
         eps: float = 1e-8,
     ) -> None:
-        if factor >= 1.0:
-            raise ValueError("Factor should be < 1.0.")
+        name = "ReduceLROnPlateau"
+        factor = arguments.real(name, "factor", factor, 0.0, 1.0, open_high=True)
+        patience = arguments.integer(name, "patience", patience, minimum=0)
+        cooldown = arguments.integer(name, "cooldown", cooldown, minimum=0)
+        eps = arguments.real(name, "eps", eps, 0.0)
+        threshold = arguments.real(name, "threshold", threshold, 0.0)
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.factor, self.optimizer = factor, optimizer
@@ -53,9 +58,11 @@ class ReduceLROnPlateau(LRScheduler):
         if isinstance(min_lr, list | tuple):
             if len(min_lr) != groups:
                 raise ValueError(f"expected {groups} min_lrs, got {len(min_lr)}")
-            self.default_min_lr, self.min_lrs = None, list(min_lr)
+            self.default_min_lr = None
+            self.min_lrs = [arguments.real(name, "min_lr", m, 0.0) for m in min_lr]
         else:
-            self.default_min_lr, self.min_lrs = min_lr, [min_lr] * groups
+            self.default_min_lr = arguments.real(name, "min_lr", min_lr, 0.0)
+            self.min_lrs = [self.default_min_lr] * groups
         self.patience, self.cooldown, self.eps = patience, cooldown, eps
         self.last_epoch = 0
         self._step_count = 0

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from dualflow import arguments
 from dualflow.optim.lr_compose import ChainedScheduler, SequentialLR
 from dualflow.optim.lr_cycles import CosineAnnealingWarmRestarts, OneCycleLR
 from dualflow.optim.lr_plateau import ReduceLROnPlateau
@@ -41,12 +42,16 @@ __all__ = [
 
 
 def _positive_int(name: str, value: Any) -> int:
+    owner, _, argument = name.partition(": ")
     # A whole float counts (PyTorch's own tutorial passes StepLR(optimizer, 1.0, gamma=0.95)).
     if isinstance(value, float) and value.is_integer():
         value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return value
+    return arguments.integer(owner, argument, value)
+
+
+def _gamma(owner: str, gamma: Any) -> float:
+    # a negative factor would flip the lr's sign every other decay
+    return arguments.real(owner, "gamma", gamma, 0.0, what="the decay factor")
 
 
 class StepLR(MultiplicativeScheduler):
@@ -65,7 +70,7 @@ class StepLR(MultiplicativeScheduler):
         self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1
     ) -> None:
         self.step_size = _positive_int("StepLR: step_size", step_size)
-        self.gamma = float(gamma)
+        self.gamma = _gamma("StepLR", gamma)
         super().__init__(optimizer, last_epoch)
 
     def factor(self, epoch: int) -> float:
@@ -91,8 +96,9 @@ class MultiStepLR(MultiplicativeScheduler):
         gamma: float = 0.1,
         last_epoch: int = -1,
     ) -> None:
-        self.milestones = Counter(int(m) for m in milestones)
-        self.gamma = float(gamma)
+        checked = [arguments.integer("MultiStepLR", "milestones", m, minimum=0) for m in milestones]
+        self.milestones = Counter(checked)
+        self.gamma = _gamma("MultiStepLR", gamma)
         super().__init__(optimizer, last_epoch)
 
     def factor(self, epoch: int) -> float:
@@ -118,9 +124,8 @@ class ConstantLR(MultiplicativeScheduler):
         total_iters: int = 5,
         last_epoch: int = -1,
     ) -> None:
-        if not 0.0 <= factor <= 1.0:
-            raise ValueError("ConstantLR: factor expected to be between 0 and 1")
-        self.factor_value, self.total_iters = float(factor), int(total_iters)
+        self.factor_value = arguments.real("ConstantLR", "factor", factor, 0.0, 1.0)
+        self.total_iters = arguments.integer("ConstantLR", "total_iters", total_iters, minimum=0)
         super().__init__(optimizer, last_epoch)
 
     def factor(self, epoch: int) -> float:
@@ -160,9 +165,8 @@ class LinearLR(MultiplicativeScheduler):
         total_iters: int = 5,
         last_epoch: int = -1,
     ) -> None:
-        if not 0.0 <= start_factor <= 1.0 or not 0.0 <= end_factor <= 1.0:
-            raise ValueError("LinearLR: start_factor and end_factor must be in [0, 1]")
-        self.start_factor, self.end_factor = float(start_factor), float(end_factor)
+        self.start_factor = arguments.real("LinearLR", "start_factor", start_factor, 0.0, 1.0)
+        self.end_factor = arguments.real("LinearLR", "end_factor", end_factor, 0.0, 1.0)
         self.total_iters = _positive_int("LinearLR: total_iters", total_iters)
         super().__init__(optimizer, last_epoch)
 
@@ -207,7 +211,7 @@ class ExponentialLR(MultiplicativeScheduler):
     """
 
     def __init__(self, optimizer: Optimizer, gamma: float, last_epoch: int = -1) -> None:
-        self.gamma = float(gamma)
+        self.gamma = _gamma("ExponentialLR", gamma)
         super().__init__(optimizer, last_epoch)
 
     def factor(self, epoch: int) -> float:
@@ -230,7 +234,7 @@ class PolynomialLR(MultiplicativeScheduler):
         self, optimizer: Optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1
     ) -> None:
         self.total_iters = _positive_int("PolynomialLR: total_iters", total_iters)
-        self.power = power
+        self.power = arguments.real("PolynomialLR", "power", power, 0.0)
         super().__init__(optimizer, last_epoch)
 
     def factor(self, epoch: int) -> float:
@@ -254,7 +258,8 @@ class CosineAnnealingLR(LRScheduler):
     def __init__(
         self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1
     ) -> None:
-        self.T_max, self.eta_min = _positive_int("CosineAnnealingLR: T_max", T_max), eta_min
+        self.T_max = _positive_int("CosineAnnealingLR: T_max", T_max)
+        self.eta_min = arguments.real("CosineAnnealingLR", "eta_min", eta_min)
         super().__init__(optimizer, last_epoch)
 
     def lr_at(self, epoch: int) -> list[float]:

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow.optim.adamax import betas, check_betas_eps
+from dualflow.optim.adamax import betas
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
 from dualflow.optim.param_group import as_dtype
@@ -83,11 +83,7 @@ class NAdam(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        super()._check_hyperparameters(group)
-        check_betas_eps(group)
-        if group["momentum_decay"] < 0:
-            raise ValueError(f"invalid momentum_decay value: {group['momentum_decay']}")
+    _ranges = (("eps", 0.0, None), ("weight_decay", 0.0, None), ("momentum_decay", 0.0, None))
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor

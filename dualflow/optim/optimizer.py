@@ -12,13 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow._config import config, enable_grad, no_grad
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
 from dualflow.optim.param_group import ParamGroup
 from dualflow.optim.param_group import as_float as _as_float
+from dualflow.optim.state_check import check_same_kind
 from dualflow.optim.state_tensors import step_counter, zeros_like
+from dualflow.serialization import check_cast
 from dualflow.tensor import Tensor
 
 __all__ = ["Optimizer", "ParamGroup", "step_counter", "zeros_like"]  # helpers re-exported
@@ -54,6 +56,10 @@ class Optimizer:
         >>> p.grad = dualflow.tensor([1.0, 1.0]); opt.step(); p.tolist()
         [0.5, 1.5]
     """
+
+    # (hyperparameter, low, high): a finite number in [low, high], None meaning unbounded (see
+    # _check_hyperparameters); lr and betas are checked for every optimizer
+    _ranges: tuple[tuple[str, float | None, float | None], ...] = ()
 
     def __init__(self, params: Iterable[Any], defaults: dict[str, Any]) -> None:
         if isinstance(params, Tensor | dict):
@@ -119,9 +125,14 @@ class Optimizer:
             seen.add(id(p))
 
     def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        """Raise ValueError for out-of-range hyperparameters (subclasses extend this)."""
-        if _as_float(group["lr"]) < 0:
-            raise ValueError(f"invalid learning rate {_as_float(group['lr'])}: must be >= 0")
+        """Raise ArgumentError (a ValueError) naming a hyperparameter that is not a finite
+        number in its range: ``lr``, ``betas`` and the class's ``_ranges``."""
+        name = type(self).__name__
+        arguments.real(name, "lr", group["lr"], 0.0, what="the learning rate")
+        if "betas" in group:
+            arguments.reals(name, "betas", group["betas"], 2, low=0.0, high=1.0, open_high=True)
+        for key, low, high in self._ranges:
+            arguments.real(name, key, group[key], low, high)
 
     def lr_tensor(self, index: int) -> Tensor:
         """The 0-d lr tensor of group ``index``, first syncing a value the user assigned.
@@ -315,6 +326,7 @@ class Optimizer:
                 f"load_state_dict: the saved state has {len(saved_groups)} param groups, "
                 f"this optimizer has {len(self.param_groups)}"
             )
+        check_same_kind(self, saved_groups)
         by_position: dict[int, Tensor] = {}
         for index, (group, saved) in enumerate(zip(self.param_groups, saved_groups)):
             if len(saved.get("params", ())) != len(group["params"]):
@@ -332,10 +344,22 @@ class Optimizer:
             p = by_position.get(int(position))
             if p is None:
                 raise ValueError(f"load_state_dict: state for unknown parameter {position!r}")
-            plan.append((p, {k: _checked_array(p, k, v) for k, v in entries.items()}))
+            plan.append((p, {k: self._checked_array(p, k, v) for k, v in entries.items()}))
         loaded = {id(p) for p, _ in plan}
         plan += [(p, None) for p in by_position.values() if id(p) not in loaded]
         return saved_groups, plan
+
+    def _checked_array(self, p: Tensor, key: str, value: Any) -> Any:
+        """A saved state value as a numpy array, checked to fit parameter ``p`` losslessly."""
+        array = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
+        if array.shape not in ((), tuple(p.shape)):
+            raise ShapeError(
+                f"load_state_dict: state {key!r} has shape {array.shape} but its parameter has "
+                f"shape {tuple(p.shape)}"
+            )
+        dtype = np.float64 if array.ndim == 0 else p.dtype  # as _restore_state makes them
+        check_cast(array, dtype, f"{type(self).__name__}.load_state_dict: state {key!r}")
+        return array
 
     def _restore_state(self, p: Tensor, arrays: dict[str, Any] | None) -> None:
         """Make ``p``'s state exactly ``arrays``, reusing existing tensors of the same shape."""
@@ -363,14 +387,3 @@ class Optimizer:
                     shown = _as_float(value) if isinstance(value, Tensor) else value
                     lines.append(f"    {key}: {shown}")
         return "\n".join(lines) + "\n)"
-
-
-def _checked_array(p: Tensor, key: str, value: Any) -> Any:
-    """A saved state value as a numpy array, checked to fit parameter ``p``."""
-    array = np.asarray(value.numpy() if isinstance(value, Tensor) else value)
-    if array.shape not in ((), tuple(p.shape)):
-        raise ShapeError(
-            f"load_state_dict: state {key!r} has shape {array.shape} but its parameter has "
-            f"shape {tuple(p.shape)}"
-        )
-    return array

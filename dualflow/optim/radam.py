@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow.optim.adamax import betas, check_betas_eps
+from dualflow.optim.adamax import betas
 from dualflow.optim.flags import check_flags
 from dualflow.optim.nadam import decayed
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
@@ -72,9 +72,7 @@ class RAdam(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        super()._check_hyperparameters(group)
-        check_betas_eps(group)
+    _ranges = (("eps", 0.0, None), ("weight_decay", 0.0, None))
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor

@@ -72,11 +72,7 @@ class RMSprop(Optimizer):
         }
         super().__init__(params, defaults)
 
-    def _check_hyperparameters(self, group: dict[str, Any]) -> None:
-        super()._check_hyperparameters(group)
-        for name in ("alpha", "eps", "weight_decay", "momentum"):
-            if group[name] < 0:
-                raise ValueError(f"invalid {name} {group[name]}: must be >= 0")
+    _ranges = tuple((name, 0.0, None) for name in ("alpha", "eps", "weight_decay", "momentum"))
 
     def _init_state(self, p: Tensor, group: dict) -> dict[str, Tensor]:
         state = {"step": step_counter(p), "square_avg": zeros_like(p)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from dualflow import arguments
 from dualflow.optim.optimizer import Optimizer
 
 # Bookkeeping attributes of PyTorch schedulers that dualflow's do not need; a PyTorch state dict
@@ -43,6 +44,7 @@ class LRScheduler:
     def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        last_epoch = arguments.integer(type(self).__name__, "last_epoch", last_epoch, minimum=-1)
         self.optimizer = optimizer
         for index, group in enumerate(optimizer.param_groups):
             if last_epoch == -1:

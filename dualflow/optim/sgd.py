@@ -70,12 +70,10 @@ class SGD(Optimizer):
         }
         super().__init__(params, defaults)
 
+    _ranges = (("momentum", 0.0, None), ("dampening", None, None), ("weight_decay", 0.0, None))
+
     def _check_hyperparameters(self, group: dict[str, Any]) -> None:
         super()._check_hyperparameters(group)
-        if group["momentum"] < 0:
-            raise ValueError(f"invalid momentum {group['momentum']}: must be >= 0")
-        if group["weight_decay"] < 0:
-            raise ValueError(f"invalid weight_decay {group['weight_decay']}: must be >= 0")
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("Nesterov momentum requires a momentum > 0 and zero dampening")
 

@@ -86,7 +86,9 @@ def _defined(graph: Graph) -> set[Value]:
     return {v for n in graph.nodes for v in n.outputs} | set(graph.consts)
 
 
-def _dump(directory: Path | None, index: int, name: str, graph: Graph) -> None:
+def _dump(directory: Path | None, index: int, name: str, graph: Graph, keep: list | None) -> None:
+    if keep is not None:
+        keep.append((name, graph))
     if directory is not None:
         directory.mkdir(parents=True, exist_ok=True)
         (directory / f"{index:02d}-{name}.graph").write_text(print_graph(graph) + "\n")
@@ -117,12 +119,15 @@ def run_passes(
     passes: str | tuple[str, ...] | list[str] | None = None,
     verify_each: bool = False,
     dump_dir: str | os.PathLike | None = None,
+    keep: list[tuple[str, Graph]] | None = None,
 ) -> tuple[Graph, list[PassStats]]:
     """Run a pipeline of passes over ``graph``; returns the result and one PassStats per pass.
 
     Verification after each pass happens when ``verify_each`` or ``DUALFLOW_VERIFY_PASSES=1``;
     graphs are dumped as ``00-input.graph``, ``01-<pass>.graph``... into ``dump_dir`` or
-    ``DUALFLOW_DUMP_IR`` when either is set.
+    ``DUALFLOW_DUMP_IR`` when either is set (``dump_dir=""``: no dump). ``keep`` collects the
+    same graphs in process: ``("input", graph)``, then ``(pass name, graph after it)`` (the same
+    object as before when the pass changed nothing).
 
     Example:
         >>> from dualflow.graph_ir import GraphBuilder
@@ -135,8 +140,8 @@ def run_passes(
     names = resolve_passes(passes)
     check = verify_each or os.environ.get("DUALFLOW_VERIFY_PASSES", "") not in ("", "0")
     dump = dump_dir if dump_dir is not None else os.environ.get("DUALFLOW_DUMP_IR") or None
-    directory = Path(dump) if dump is not None else None
-    _dump(directory, 0, "input", graph)
+    directory = Path(dump) if dump else None
+    _dump(directory, 0, "input", graph, keep)
     stats: list[PassStats] = []
     for index, name in enumerate(names, start=1):
         result, seconds = _run_one(name, graph, list(names[: index - 1]), check)
@@ -144,6 +149,6 @@ def run_passes(
         stats.append(
             PassStats(name, len(graph), len(result), seconds, sum(v.nbytes for v in removed))
         )
-        _dump(directory, index, name, result)
+        _dump(directory, index, name, result, keep)
         graph = result
     return graph, stats

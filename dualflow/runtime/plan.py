@@ -297,6 +297,10 @@ def lower(
         >>> lower(b.build()).steps
         1
     """
+    # A debug plan that can re-run a fused step op by op needs that step's inputs intact after
+    # it ran: no buffer sharing (an in-place fused step would have overwritten them).
+    if unfused is not None:
+        plan_memory = False
     memory = _plan_memory(graph) if plan_memory else None
     planned = () if memory is None else memory.planned
     # debug mode checks every step and may raise mid-plan: updates must then be untouched

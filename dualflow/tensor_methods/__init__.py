@@ -16,6 +16,7 @@ from dualflow.tensor_methods.hints import TENSOR_HINTS, missing
 from dualflow.tensor_methods.index import IndexMethods
 from dualflow.tensor_methods.inplace_methods import InplaceMethods
 from dualflow.tensor_methods.math import MathMethods
+from dualflow.tensor_methods.numpy_protocol import NumpyProtocol
 from dualflow.tensor_methods.reduce import ReduceMethods, ValuesIndices
 from dualflow.tensor_methods.shape import ShapeMethods
 from dualflow.tensor_methods.size import Size
@@ -29,6 +30,7 @@ class TensorMethods(
     IndexMethods,
     ConvertMethods,
     InplaceMethods,
+    NumpyProtocol,
 ):
     """The PyTorch-style method forms of ``Tensor`` (see the modules of this package).
 

@@ -41,6 +41,7 @@ class Backward:
     grad_outputs: list[int]  # which user outputs take a gradient
     op: OpDef
     mask: list[bool]  # per source: whether it receives a gradient
+    source_graph: Graph | None = None  # as traced, before the passes (explain(passes=True))
 
 
 def trace_backward(
@@ -79,7 +80,8 @@ def trace_backward(
         return None
     present = [g for g in grads if g is not None]
     tracer.builder.output(*(tracer.value_of(g) for g in present))
-    graph, plan, _ = build_plan(tracer.builder.build(), passes, device, debug=config.debug)
+    source = tracer.builder.build()
+    graph, plan, _ = build_plan(source, passes, device, debug=config.debug)
     mask = [g is not None for g in grads]
     op = backward_op(forward.builder.name, mask, len(outputs))
     return Backward(
@@ -92,6 +94,7 @@ def trace_backward(
         wanted,
         op,
         mask,
+        source,
     )
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from dualflow.graph_ir.printer import print_graph
 from dualflow.tracer.compiled import CompiledFunction, Stats
 from dualflow.tracer.env_guards import is_value
+from dualflow.tracer.explain_passes import describe_passes
 from dualflow.tracer.record import Trace
 
 
@@ -24,6 +25,7 @@ class Explanation:
     traces: list[Trace]
     stats: Stats
     eager_reason: str | None
+    passes: bool = False  # also show the graph after every pass
 
     def __str__(self) -> str:
         s = self.stats
@@ -41,6 +43,8 @@ class Explanation:
             lines.append(f"runs eagerly now because: {self.eager_reason}")
         for i, trace in enumerate(self.traces):
             lines.extend(_describe(i, trace))
+            if self.passes:
+                lines.extend(describe_passes(trace))
         return "\n".join(lines)
 
 
@@ -102,8 +106,11 @@ def _type(value: Any) -> str:
     return f"{kind} {name}" if isinstance(name, str) else kind
 
 
-def explain(fn: Any, *args: Any, **kwargs: Any) -> Explanation:
+def explain(fn: Any, *args: Any, passes: bool = False, **kwargs: Any) -> Explanation:
     """Explain a compiled function; with arguments, first call it once with them (for real).
+
+    ``passes=True`` also prints each trace's graph as traced and after every pass (forward and
+    backward), in process: what ``DUALFLOW_DUMP_IR`` writes to files.
 
     Example:
         >>> import dualflow
@@ -117,4 +124,4 @@ def explain(fn: Any, *args: Any, **kwargs: Any) -> Explanation:
     if args or kwargs:
         fn(*args, **kwargs)
     name = getattr(fn.fn, "__qualname__", None) or type(fn.fn).__name__
-    return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason)
+    return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason, passes)

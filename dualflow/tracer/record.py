@@ -54,6 +54,7 @@ class Trace:
     history: HistorySpec | None = None  # arguments' autograd history the graph continues into
     pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
     cache_note: str = ""  # what the plan cache did with it (stored, loaded, or why not)
+    source_graph: Graph | None = None  # as traced, before the passes (explain(passes=True))
 
 
 def _unique(leaves: list[Tensor]) -> tuple[list[Tensor], list[int]]:
@@ -104,7 +105,8 @@ def finish_trace(
     if backward is not None:
         builder.output(*backward.residuals)  # what the backward graph reads from the forward
     debug = config.debug or tracer.debug_seen
-    graph, plan, pass_stats = build_plan(builder.build(), passes, device, debug=debug, donate=True)
+    source = builder.build()
+    graph, plan, pass_stats = build_plan(source, passes, device, debug=debug, donate=True)
     slots = [graph.state.index(target) for target, _ in graph.updates]
     trace = Trace(
         graph,
@@ -121,7 +123,7 @@ def finish_trace(
         backward,
     )
     trace.input_updates = list(tracer.input_updates)
-    trace.pass_stats = pass_stats
+    trace.pass_stats, trace.source_graph = pass_stats, source
     trace.leaf_index, trace.replay = leaf_index, replay
     trace.history = tracer.history.finish()
     trace.released_outputs = [

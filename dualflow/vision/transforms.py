@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow import arguments
 from dualflow.device import get_array_module
 
 Size = int | tuple[int, int]
@@ -248,10 +249,25 @@ class Compose:
         return f"Compose({self.transforms!r})"
 
 
+def _check(owner: str, kwargs: dict[str, Any]) -> None:
+    """ArgumentError for a transform's size, crop padding, probability or zero std."""
+    if "size" in kwargs:
+        arguments.integers(owner, "size", kwargs["size"], 2)
+    if "pad" in kwargs:
+        arguments.integer(owner, "pad", kwargs["pad"], minimum=0)
+    if "p" in kwargs:
+        arguments.real(owner, "p", kwargs["p"], 0.0, 1.0)
+    if "std" in kwargs:
+        for value in kwargs["std"]:  # every channel is divided by its std (PyTorch: no zero)
+            if arguments.real(owner, "std", value) == 0.0:
+                raise arguments.fail(owner, "std", kwargs["std"], "must not contain 0")
+
+
 class _Transform:
     """A function with its settings bound; random ones own a Generator seeded once."""
 
     def __init__(self, fn: Callable[..., Any], seed: int | None = None, **kwargs: Any) -> None:
+        _check(type(self).__name__, kwargs)
         self.fn, self.kwargs, self.seed = fn, kwargs, seed
         self.rng = np.random.default_rng(seed)
 

@@ -29,7 +29,9 @@ def test_bench_writes_json_and_table(tmp_path, capsys) -> None:
     assert rows[("mlp", "eager")]["peak_bytes"] > 64 * 1000 * 4  # at least one activation
     for name, mode in [(w, m) for w in ("tiny-ops", "mlp") for m in MODES[1:]]:
         compiled = rows[(name, mode)]
-        assert compiled["steps"] > 0 and compiled["compile_ms"] > 0 and compiled["speedup"] > 0
+        assert compiled["steps"] > 0 and compiled["compile_ms"] > 0
+        # a busy machine's timings are flagged instead of giving a speedup
+        assert compiled["speedup"] > 0 if not compiled["noisy"] else compiled["speedup"] is None
         assert compiled["max_diff"] < 1e-5, "compiled results must match eager ones"
     assert "matches eager" in table and "yes" in table
 

@@ -53,7 +53,8 @@ def test_ci_smoke_run_schema_modes_and_match(tmp_path) -> None:
         assert row["steps"] > 0  # eager counts its ops, compiled modes their plan steps
         if mode != "eager":
             assert row["matches"] is True and row["max_rel_diff"] <= 1e-5
-            assert row["compile_ms"] > 0 and row["speedup"] > 0 and row["mem_ratio"] > 0
+            assert row["compile_ms"] > 0 and row["mem_ratio"] > 0
+            assert row["speedup"] > 0 if not row["noisy"] else row["speedup"] is None
 
 
 def test_gradient_penalty_runs_in_every_mode_and_matches_eager(tmp_path, capsys) -> None:

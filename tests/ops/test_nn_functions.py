@@ -99,7 +99,12 @@ def test_softmax_cross_entropy_ignore_label_and_reductions() -> None:
     np.testing.assert_allclose(sce(_t(x), t, reduce="none").numpy(), per_row, rtol=1e-12)
     np.testing.assert_allclose(sce(_t(x), t, reduce="sum").item(), sum(per_row), rtol=1e-12)
     np.testing.assert_allclose(sce(_t(x), t).item(), sum(per_row) / 2, rtol=1e-12)
-    assert sce(_t(x), np.array([-1, -1, -1])).item() == 0.0  # nothing counted: no 0/0
+    # nothing counted: the mean over no labels is NaN (PyTorch's cross_entropy), its gradient 0
+    none_counted = _t(x, requires_grad=True)
+    loss = sce(none_counted, np.array([-1, -1, -1]))
+    assert np.isnan(loss.item())
+    loss.backward()
+    np.testing.assert_array_equal(none_counted.grad.numpy(), 0.0)
     xt = _t(x, requires_grad=True)
     sce(xt, t).backward()
     np.testing.assert_array_equal(xt.grad.numpy()[1], 0.0)  # ignored rows get no gradient
