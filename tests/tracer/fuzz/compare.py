@@ -115,7 +115,8 @@ def differences(spec: Spec, passes: str, eager: Run | None = None) -> list[str]:
     stats = compiled.fn.stats()
     # every call traced (the environment or the batch changed each time) is no evidence either
     # way, but never vacuous: each traced call ran under the tracer and was compared
-    if stats.eager_fallbacks or (not stats.plan_runs and stats.traces < spec.calls):
+    raised = sum(r.outcome[0] == "raised" for r in compiled.records)
+    if stats.eager_fallbacks or (not stats.plan_runs and stats.traces + raised < spec.calls):
         found.append(f"no plan ran, or the compiled step fell back to eager ({stats})")
     return found
 
