@@ -166,7 +166,8 @@ def render(
         if node.op == "guard":
             args = ", ".join(_operand(v, namespace) for v in node.inputs)
             namespace[f"g{i}"] = node
-            lines.append(f"    if not _guard(g{i}, {args}): return None, None, {i}")
+            # a failed guard returns what it saw, for the retrace reason
+            lines.append(f"    if not _guard(g{i}, {args}): return None, ({args},), {i}")
         else:
             lines += _call_lines(
                 node, i, namespace, kernels, _into(node, planned_set, donated), profile

@@ -40,6 +40,15 @@ class RunResult:
     outputs: tuple | None
     updates: tuple | None
     failed_guard: Node | None = None
+    seen: Any = None  # the value the failed guard saw in this call
+
+
+def _concrete(value: Any) -> Any:
+    """A guard operand as a Python value, for messages (None when it is not one element)."""
+    try:
+        return value.item() if getattr(value, "size", 0) == 1 else None
+    except Exception:
+        return None
 
 
 def _fused_kernel(node: Node, checked: bool = True) -> Any:
@@ -167,8 +176,9 @@ class Plan:
             else:
                 run = self._undonated()
             outputs, updates, failed = self._execute(run, xp, inputs, state, consts)
-        if failed is not None:
-            return RunResult(None, None, self.graph.nodes[failed])
+        if failed is not None:  # ``updates`` holds the failed guard's operands
+            seen = updates[0] if updates else None
+            return RunResult(None, None, self.graph.nodes[failed], _concrete(seen))
         return RunResult(tuple(xp.asarray(o) for o in outputs), updates)
 
     def _execute(self, run: Any, xp: Any, inputs: list, state: list, consts: list) -> tuple:

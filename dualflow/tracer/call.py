@@ -23,8 +23,8 @@ from dualflow.tracer.signature import Flat
 class GuardFailed:
     """``run_trace``'s answer when a guard failed: nothing was written; ``node`` says which."""
 
-    def __init__(self, node: Any) -> None:
-        self.node = node
+    def __init__(self, node: Any, seen: Any = None) -> None:
+        self.node, self.seen = node, seen
 
 
 def run_trace(
@@ -54,7 +54,7 @@ def run_trace(
         if result is EAGER_RUN:  # another rank runs this call eagerly: nothing was committed
             return EAGER_RUN
         if result.failed_guard is not None:
-            return GuardFailed(result.failed_guard)
+            return GuardFailed(result.failed_guard, result.seen)
         outputs, residuals = commit(trace, flat, state, result)
         if trace.history is not None and trace.history.release:
             for node in history[1]:  # as the eager backward did: the tape is used up

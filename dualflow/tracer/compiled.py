@@ -127,7 +127,7 @@ class CompiledFunction:
                 result = self._run(trace, flat, args, kwargs, history)
                 if type(result) is not GuardFailed:
                     return result
-                mismatch = self._guard_reason(result.node)
+                mismatch = self._guard_reason(result.node, result.seen)
             reason = reason or mismatch
         return self._retrace(args, kwargs, flat, key, reason)
 
@@ -141,8 +141,10 @@ class CompiledFunction:
             self._stats.guard_failures += 1
         return result
 
-    def _guard_reason(self, node: Any) -> str:
-        return f"guard {node.attrs['kind']}() == {node.attrs['expect']!r} failed at {node.loc}"
+    def _guard_reason(self, node: Any, seen: Any = None) -> str:
+        kind, expect = node.attrs["kind"], node.attrs["expect"]
+        now = "" if seen is None else f" (this call: {_as_kind(kind, seen)!r})"
+        return f"guard {kind}() == {expect!r} failed at {node.loc}{now}"
 
     def _retrace(self, args: tuple, kwargs: dict, flat: Flat, key: Any, reason: str | None) -> Any:
         if reason is None and self._single_use_reason is not None:
@@ -270,6 +272,11 @@ def _closest(history: list[Trace], flat: Flat) -> list[tuple[str, Any]]:
         return sum(a != b for (_, a), (_, b) in zip(old, new))
 
     return min(reversed(history), key=distance).described
+
+
+def _as_kind(kind: str, value: Any) -> Any:
+    """The value a guard saw as the Python value its ``kind`` (bool/int/float/item) gives."""
+    return {"bool": bool, "int": int, "float": float}.get(kind, lambda v: v)(value)
 
 
 def _name(fn: Any) -> str:

@@ -58,10 +58,13 @@ def test_max_traces_warning_names_the_newest_traces_guard() -> None:
             fn(dualflow.tensor([value]))
     line = guarded.__code__.co_firstlineno + 1
     where = f"test_explain_passes.py:{line}"
-    assert fn.stats().retrace_reasons == ["first call", f"guard item() == 1.0 failed at {where}"]
+    assert fn.stats().retrace_reasons == [
+        "first call",
+        f"guard item() == 1.0 failed at {where} (this call: 2.0)",
+    ]
     (warning,) = [w for w in caught if "runs eagerly from now on" in str(w.message)]
     # the third call missed the newest trace (made for 2.0), not the oldest (1.0)
-    assert f"guard item() == 2.0 failed at {where}" in str(warning.message)
+    assert f"guard item() == 2.0 failed at {where} (this call: 3.0)" in str(warning.message)
     assert "(2 traces, max_traces=2)" in str(warning.message)
 
 

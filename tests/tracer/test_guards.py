@@ -262,3 +262,10 @@ def test_freezing_a_parameter_after_compiling_retraces() -> None:
             fn(_t([1.0, 1.0]))
         results.append([a.numpy().copy(), b.numpy().copy()])
     assert_same(results[1], results[0])
+
+
+def test_a_failed_guard_reason_says_what_this_call_saw() -> None:
+    compiled = dualflow.compile(lambda x: x * x.sum().item(), max_traces=2)
+    for v in (1.0, 2.0):
+        compiled(_t([v]))
+    assert compiled.stats().retrace_reasons[-1].endswith("(this call: 2.0)")
