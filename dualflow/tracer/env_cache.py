@@ -18,17 +18,15 @@ from typing import Any
 
 from dualflow.tensor import Tensor
 from dualflow.tracer.env_guards import (
-    ATTR,
     CELL,
     CONTENT,
     GLOBAL,
-    ITEM,
     MISSING,
     Dynamic,
     EnvGuard,
     EnvGuards,
-    contents,
     read_item,
+    read_place,
     static_attr,
 )
 from dualflow.tracer.state_paths import UnreachableState
@@ -130,7 +128,7 @@ def decode_guards(records: list[dict[str, Any]], fn: Any, objects: dict[str, Any
         kind, path = record["kind"], [tuple(step) for step in record["path"]]
         holder, key, extra = _place(kind, path, fn, objects)
         try:
-            value = _read(kind, holder, key, extra)
+            value = read_place(kind, holder, key, extra)
         except Dynamic as exc:
             raise UnreachableState(f"{_label(path)} cannot be read here ({exc})") from None
         seen = ["contents", [describe(e) for e in value]] if kind == CONTENT else describe(value)
@@ -138,19 +136,6 @@ def decode_guards(records: list[dict[str, Any]], fn: Any, objects: dict[str, Any
             raise UnreachableState(f"{_label(path)} differs from the stored trace")
         guards.entries.append(EnvGuard(kind, holder, key, value, _label(path), extra, tuple(path)))
     return guards
-
-
-def _read(kind: str, holder: Any, key: Any, extra: Any) -> Any:
-    if kind == GLOBAL:
-        value = holder.get(key, MISSING)
-        return extra.get(key, MISSING) if value is MISSING else value
-    if kind == ATTR:
-        return static_attr(holder, key)
-    if kind == ITEM:
-        return read_item(holder, key)
-    if kind == CELL:
-        return holder.cell_contents
-    return contents(holder)
 
 
 def _place(kind: str, path: list[tuple], fn: Any, objects: dict[str, Any]) -> tuple:

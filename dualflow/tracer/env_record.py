@@ -115,7 +115,7 @@ class EnvRecorder:
         self, kind: str, holder: Any, key: Any, value: Any, label: str, path: tuple, extra=None
     ) -> None:
         """Guard one read place (the first read of it, unless this call wrote it before)."""
-        place = (kind, id(holder), _key_id(key))
+        place = (kind, id(holder), key_id(key))
         if place in self._written or place in self._guarded:
             return  # the call's own write, or read before: the first read is what matters
         self._guarded.add(place)
@@ -186,10 +186,10 @@ class EnvRecorder:
     def write(self, kind: str, holder: Any, key: Any, line: str | None) -> None:
         """A store to a place: globals, cells and module attributes are recorded directly;
         stores into known objects are found by comparing their snapshot at the end."""
-        self.write_lines.setdefault((id(holder), _key_id(key)), line or "?")
+        self.write_lines.setdefault((id(holder), key_id(key)), line or "?")
         self.write_lines.setdefault((id(holder), None), line or "?")
         direct = kind in (GLOBAL, CELL) or isinstance(holder, types.ModuleType)
-        place = (kind, id(holder), _key_id(key))
+        place = (kind, id(holder), key_id(key))
         if kind != CONTENT:  # a later read of the place sees this call's own value, but a
             self._written.add(place)  # container read after appending still depends on before
         if direct and place not in self.writes:
@@ -251,7 +251,8 @@ class EnvRecorder:
         ]
 
 
-def _key_id(key: Any) -> Any:
+def key_id(key: Any) -> Any:
+    """A hashable stand-in for a dict key or attribute name (its id when it is unhashable)."""
     try:
         hash(key)
     except TypeError:

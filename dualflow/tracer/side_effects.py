@@ -14,7 +14,7 @@ from typing import Any
 
 from dualflow.tensor import Tensor
 from dualflow.tracer.env_guards import ATTR, CELL, CONTENT, GLOBAL, ITEM, MISSING, is_value, same
-from dualflow.tracer.env_record import Change, EnvRecorder
+from dualflow.tracer.env_record import Change, EnvRecorder, key_id
 
 Template = tuple  # ("same", obj) | ("output", k) | ("input", position) | (type, [templates])
 
@@ -94,7 +94,7 @@ class ReplayBuilder:
     def _check_not_read(self, change: Change) -> None:
         guarded = self.recorder.guarded_places()
         holder = id(change.holder)
-        places = {(change.kind, holder, _kid(change.key))}
+        places = {(change.kind, holder, key_id(change.key))}
         if change.kind == CONTENT:
             places |= {p for p in guarded if p[1] == holder and p[0] in (ITEM, CONTENT)}
         if places & guarded:
@@ -157,14 +157,6 @@ class ReplayBuilder:
             k = self._index[id(tensor)] = len(self.outputs)
             self.outputs.append(tensor)
         return ("output", k)
-
-
-def _kid(key: Any) -> Any:
-    try:
-        hash(key)
-    except TypeError:
-        return id(key)
-    return (type(key), key)
 
 
 def _short(value: Any) -> str:
