@@ -61,7 +61,7 @@ RULES = [
             "dualflow.device",
             "dualflow.disk_trust",
             "dualflow.disk_cache",
-            "dualflow.numba_cache",
+            "dualflow.kernels.numba_cache",
         ),
         ("dualflow",) + _ABOVE_OPS + ("dualflow.ops",),
         anywhere=False,

@@ -42,7 +42,7 @@ def guard_holds(node: Node, array: Any) -> bool:
 def run_node(node: Node, args: list[Any], xp: Any = np) -> tuple[Any, ...]:
     """Run one (non-guard) node's op on concrete arguments; returns its outputs as a tuple."""
     if node.op == "fused":
-        from dualflow.ops.expr import compile_numpy  # noqa: PLC0415 - only fused graphs need it
+        from dualflow.kernels.expr import compile_numpy  # noqa: PLC0415 - only fused graphs need it
 
         forward = compile_numpy(node.attrs["expr"], node.attrs["args"], ())
         value = forward(xp, *args)

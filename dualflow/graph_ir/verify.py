@@ -16,8 +16,8 @@ import numpy as np
 from dualflow.errors import CompileError, DualflowError
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.printer import format_node
-from dualflow.ops.expr import check_expr
-from dualflow.ops.expr_typing import lower_expr, sum_dtypes
+from dualflow.kernels.expr import check_expr
+from dualflow.kernels.expr_typing import lower_expr, sum_dtypes
 from dualflow.ops.registry import OPS, Meta
 
 SYNTHETIC_OPS = ("guard", "fused")

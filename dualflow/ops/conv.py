@@ -1,7 +1,7 @@
 """2-D convolution ops (NCHW, OIHW weights): conv2d, conv_transpose2d and conv2d_grad_weight.
 
 All three are im2col/col2im plus one batched GEMM per call, or cuDNN on cupy arrays when it runs
-the case (``ops.cudnn``). They close under differentiation: conv2d's input gradient is
+the case (``kernels.cudnn``). They close under differentiation: conv2d's input gradient is
 conv_transpose2d and vice versa, and the weight gradient of both is ``conv2d_grad_weight``, whose
 own backward is again conv2d and conv_transpose2d.
 """
@@ -13,17 +13,10 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.ops import cudnn
+from dualflow.kernels import cudnn
+from dualflow.kernels.im2col import Pair, col2im, im2col, out_size
 from dualflow.ops.dispatch import apply
-from dualflow.ops.im2col import (
-    Pair,
-    check_4d,
-    check_geometry,
-    col2im,
-    im2col,
-    out_size,
-    pair,
-)
+from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import reshape
 from dualflow.ops.validate import require_same_float

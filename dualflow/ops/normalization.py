@@ -4,7 +4,7 @@
 The training primitive also returns the batch mean and biased variance, so running statistics are
 updated from them through ``assign`` without recomputing; its backward accounts for gradients that
 reach those outputs too, which keeps double backward exact. On cupy arrays its forward runs in
-cuDNN when it can (``ops.cudnn``); the backward is written with ops, so it has no cuDNN path.
+cuDNN when it can (``kernels.cudnn``); the backward is written with ops, so it has no cuDNN path.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from dualflow._config import config, no_grad
 from dualflow.errors import ShapeError, with_location
-from dualflow.ops import cudnn
+from dualflow.kernels import cudnn
 from dualflow.ops.arithmetic import add, multiply, rsqrt, subtract
 from dualflow.ops.dispatch import apply
 from dualflow.ops.reduction import mean

@@ -4,7 +4,8 @@ Pairs of ops are each other's adjoints, so any order of derivative closes over t
 ``max_pool2d_grad`` scatters gy to each window's argmax and ``max_pool2d_gather`` reads values
 back from those positions; ``avg_pool2d_grad`` spreads gy evenly and ``avg_pool2d`` averages.
 The argmax is recomputed from the saved input, so no integer index array travels with the graph.
-On cupy arrays the pooling forwards and avg_pool2d_grad run in cuDNN when it can (``ops.cudnn``).
+On cupy arrays the pooling forwards and avg_pool2d_grad run in cuDNN when it can
+(``kernels.cudnn``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.ops import cudnn
+from dualflow.kernels import cudnn
+from dualflow.kernels.im2col import Pair, offsets, out_size, pad_hw
 from dualflow.ops.dispatch import apply
-from dualflow.ops.im2col import Pair, check_4d, check_geometry, offsets, out_size, pad_hw, pair
+from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.reduction import mean
 from dualflow.ops.registry import Meta, primitive
 

@@ -13,8 +13,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
-from dualflow.ops.cuda_elementwise import device_forward
-from dualflow.ops.expr import Expr, compile_numpy, parse_expr
+from dualflow.kernels.cuda_elementwise import device_forward
+from dualflow.kernels.expr import Expr, compile_numpy, parse_expr
 
 
 class Meta(NamedTuple):

@@ -12,7 +12,7 @@ import heapq
 
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.verify import FUSED_REDUCTIONS
-from dualflow.ops.expr import Expr
+from dualflow.kernels.expr import Expr
 from dualflow.ops.registry import OPS
 
 # Below this many output elements a fused kernel call (numba dispatch ~5-10 µs, the blocked

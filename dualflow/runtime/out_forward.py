@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dualflow.graph_ir.ir import Node
-from dualflow.ops.expr import erf, render_numpy
+from dualflow.kernels.expr import erf, render_numpy
 from dualflow.ops.registry import OPS, OpDef
 
 # Expression functions that are ufuncs in numpy and cupy (``where``, ``astype``, ``erf`` are not).

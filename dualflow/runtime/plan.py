@@ -18,15 +18,15 @@ import numpy as np
 from dualflow.device import Device, send
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
-from dualflow.ops.expr import compile_numpy
+from dualflow.kernels.cpu import cpu_kernel
+from dualflow.kernels.cpu_sum import cpu_sum_kernel
+from dualflow.kernels.cuda_fused import cuda_kernel
+from dualflow.kernels.expr import compile_numpy
 from dualflow.ops.host_print import held_messages
 from dualflow.passes.layout import C, layouts
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
-from dualflow.runtime.kernels_cpu import cpu_kernel
-from dualflow.runtime.kernels_cuda import cuda_kernel
-from dualflow.runtime.kernels_sum import cpu_sum_kernel
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
 from dualflow.runtime.out_forward import c_ordered, out_kernel
@@ -45,7 +45,7 @@ class RunResult:
 def _fused_kernel(node: Node, checked: bool = True) -> Any:
     # Kernels are built on first call: which one (numba, blocked numpy, CUDA) depends on xp, and
     # plans that never run should not pay numba's import or compile time. A node with ``reduce``
-    # sums its elements (``kernels_sum`` on CPU, a ReductionKernel on GPU). ``checked``: see
+    # sums its elements (``cpu_sum`` on CPU, a ReductionKernel on GPU). ``checked``: see
     # out_forward.elementwise_out (unchecked when the plan proved its operands C-ordered).
     expr, args = node.attrs["expr"], node.attrs["args"]
     reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from dualflow.graph_ir import Graph, GraphBuilder, parse_graph, verify
-from dualflow.ops.expr import compile_numpy, parse_expr
+from dualflow.kernels.cpu_sum import cpu_sum_kernel
+from dualflow.kernels.expr import compile_numpy, parse_expr
 from dualflow.passes import PIPELINES, run_passes
 from dualflow.passes.rules import RULES, sites, sum_bound, unit_roundoff
 from dualflow.rule_check import check_rules
-from dualflow.runtime.kernels_sum import cpu_sum_kernel
 from tests.passes.test_fold_bn import CONV_BN, _state
 
 SIZES = [4097, 65536, (1 << 20) + 7]

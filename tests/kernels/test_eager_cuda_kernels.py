@@ -18,10 +18,11 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.errors import DeviceError
-from dualflow.ops import OPS, cuda_elementwise, cudnn
-from dualflow.ops.cuda_elementwise import cache_info, eager_source
-from dualflow.ops.expr_cuda import COMPILE_OPTIONS, wrap_global
-from tests.ops.elementwise_cases import FLOATS, INTS, Case, cases, elementwise_ops, sample
+from dualflow.kernels import cuda_elementwise, cudnn
+from dualflow.kernels.cuda_elementwise import cache_info, eager_source
+from dualflow.kernels.expr_cuda import COMPILE_OPTIONS, wrap_global
+from dualflow.ops import OPS
+from tests.kernels.elementwise_cases import FLOATS, INTS, Case, cases, elementwise_ops, sample
 
 
 def _source(case: Case) -> Any:

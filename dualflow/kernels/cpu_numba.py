@@ -19,9 +19,9 @@ from typing import Any
 import numba  # fails at import when numba is missing (the caller falls back)
 import numpy as np
 
-from dualflow import numba_cache
 from dualflow.disk_cache import open_store
-from dualflow.ops.expr_typing import COMPARISON_SYMBOLS, Program, Ref, Step, is_two, sum_dtypes
+from dualflow.kernels import numba_cache
+from dualflow.kernels.expr_typing import COMPARISON_SYMBOLS, Program, Ref, Step, is_two, sum_dtypes
 
 # Each kernel module holds ~1.1 MB of numba state; the least recently used beyond this are
 # dropped (plans that use one keep their own reference).
@@ -109,7 +109,7 @@ def render_source(
     has no two pointers to one array, which LLVM needs to vectorize it.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1.0)), ("a0",), ("float32",))
         >>> "np.float32(1.0)" in render_source(p, (True,), 1)
         True
@@ -169,7 +169,7 @@ def render_steps(program: Program, consts: list[str]) -> list[str]:
     appended to ``consts``, to be rendered by ``header``).
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "negative", ("var", "a0")), ("a0",), ("float64",))
         >>> render_steps(p, [])
         ['t0 = np.float64(-x0)']
@@ -241,7 +241,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
     the output's shape (never a broadcast one).
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1)), ("a0",), ("int64",))
         >>> numba_kernel(p, ((3,),), (3,))(np, np.arange(3)).tolist()
         [1, 2, 3]
@@ -330,7 +330,7 @@ def render_sum_source(
     where a broadcast input is one scalar per row.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "multiply", ("var", "a0"), ("var", "a0")), ("a0",), ("int32",))
         >>> src = render_sum_source(p, ((True,),), np.dtype("int64"), np.dtype("int64"))
         >>> "return np.int64(t0)" in src and "def kernel(out, dims, in0):" in src
@@ -363,11 +363,11 @@ def numba_sum_kernel(
     program: Program, dims: tuple[int, ...], views: tuple, out_shape: tuple[int, ...]
 ) -> Callable:
     """``f(xp, *arrays, out=None)``: the sum of the program over the loop shape ``dims`` (input k
-    viewed C-contiguous as ``views[k]``: ``kernels_sum.sum_layout``), as an array of
+    viewed C-contiguous as ``views[k]``: ``cpu_sum.sum_layout``), as an array of
     ``out_shape`` in numpy's sum dtype, written into ``out`` when given; floats add in float64.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1)), ("a0",), ("int32",))
         >>> numba_sum_kernel(p, (3,), ((3,),), ())(np, np.arange(3, dtype=np.int32)).item()
         6

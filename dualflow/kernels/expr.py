@@ -230,7 +230,7 @@ def erf(xp: Any, x: Any) -> Any:
 
 def _build_erf_ufunc() -> Any:
     try:  # heavy imports, only when erf is used
-        from dualflow.numba_cache import cached_ufunc  # noqa: PLC0415
+        from dualflow.kernels.numba_cache import cached_ufunc  # noqa: PLC0415
     except ImportError:  # numba is missing
         return np.frompyfunc(math.erf, 1, 1)
 

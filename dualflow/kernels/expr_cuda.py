@@ -1,5 +1,5 @@
 """Typed expression programs rendered to CUDA C for ``cupy.ElementwiseKernel``: the one renderer
-behind both the eager elementwise kernels (``ops.cuda_elementwise``) and the runtime's fused ones.
+behind the eager elementwise kernels (``cuda_elementwise``) and the fused ones (``cuda_fused``).
 
 Every step is a typed local (``float`` math stays ``float``: ``tanhf``, ``expf``, constants cast to
 float), so a kernel follows numpy's promotion. Importing needs no cupy; ``wrap_global`` makes a
@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dualflow.ops.expr_typing import COMPARISON_SYMBOLS, Program, Ref, Step
+from dualflow.kernels.expr_typing import COMPARISON_SYMBOLS, Program, Ref, Step
 
 C_TYPES = {
     "bool": "bool",
@@ -158,7 +158,7 @@ def render_cuda(program: Program, name: str = "", prefix: str = "dualflow_fused"
             without a rendering.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "tanh", ("var", "a0")), ("a0",), ("float32",))
         >>> render_cuda(p).operation
         'float t0 = ((float)tanhf(((float)a0)));\\nout = t0;'
@@ -187,7 +187,7 @@ def wrap_global(source: CudaSource) -> str:
     (after the source's preamble, whose guard lets many of them share one file).
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "exp", ("var", "a0")), ("a0",), ("float64",))
         >>> "__global__" in wrap_global(render_cuda(p, "k"))
         True

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.ops.expr import Expr, check_expr, compile_numpy, erf
+from dualflow.kernels.expr import Expr, check_expr, compile_numpy, erf
 
 Ref = tuple  # ("in", k) | ("const", value) | ("step", j)
 # C and Python spell the comparisons alike: both kernel renderers use this table

@@ -2,7 +2,7 @@
 
 The blocked evaluator runs the same numpy ufuncs as eager mode, chunk by chunk of the output into
 preallocated temporaries, so results are bit-identical to eager while temporaries stay in cache.
-Arithmetic-only expressions go to a numba kernel (``kernels_numba``: exactly rounded operations,
+Arithmetic-only expressions go to a numba kernel (``cpu_numba``: exactly rounded operations,
 no contraction, so also bit-identical), transcendental ones and powers other than ``x ** 2`` here
 (numba's libm ``pow`` and numpy's differ by up to 1 ulp).
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.ops.expr_typing import Program, Step, apply_numpy, is_two, lower_expr
+from dualflow.kernels.expr_typing import Program, Step, apply_numpy, is_two, lower_expr
 
 # Elements per chunk, measured on 4M float32 (tanh chain, temporaries reused by liveness), one
 # thread: 32K 8.6 ms, 64K 7.9, 128K 7.2, 256K 6.9, 512K 6.8; two threads: 32K 11 ms (the ~1.5 µs
@@ -236,7 +236,7 @@ def _numba_or_none(
     if any(_libm_power(step) for step in program.steps):
         return None  # numba's pow is libm's, numpy's its own: they differ by up to 1 ulp
     try:
-        from dualflow.runtime import kernels_numba  # noqa: PLC0415 - imports numba (~0.3 s)
+        from dualflow.kernels import cpu_numba  # noqa: PLC0415 - imports numba (~0.3 s)
     except ImportError:
         if not _warned_no_numba:
             warnings.warn(
@@ -247,5 +247,5 @@ def _numba_or_none(
             _warned_no_numba = True
         return None
     if sum_layout is not None:
-        return kernels_numba.numba_sum_kernel(program, *sum_layout)
-    return kernels_numba.numba_kernel(program, shapes, shape)
+        return cpu_numba.numba_sum_kernel(program, *sum_layout)
+    return cpu_numba.numba_kernel(program, shapes, shape)
