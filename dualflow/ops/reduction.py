@@ -13,10 +13,10 @@ import numpy as np
 
 from dualflow.errors import DTypeError
 from dualflow.ops.arithmetic import cast, equal, exp, log, sqrt, where
+from dualflow.ops.axes import canonical_axis, normalize_axes, reduced_shape
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to, reshape
-from dualflow.ops.shapes import canonical_axis, normalize_axes, reduced_shape
 
 
 def _reduce_infer(name: str, x: Meta, axis: Any, keepdims: bool) -> tuple[Meta]:

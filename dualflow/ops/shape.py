@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.ops.axes import normalize_axes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
-from dualflow.ops.shapes import normalize_axes
 
 
 def _resolve_shape(op: str, source: tuple[int, ...], shape: tuple[int, ...]) -> tuple:

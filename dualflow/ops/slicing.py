@@ -10,10 +10,10 @@ import contextlib
 from typing import Any
 
 from dualflow.errors import ShapeError
+from dualflow.ops.axes import canonical_axis, normalize_axes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexspec import ARRAY, FULL, basic_index, indexed_shape, shape_of
 from dualflow.ops.registry import Meta, primitive
-from dualflow.ops.shapes import canonical_axis, normalize_axes
 
 
 def _basic_shape(op: str, shape: tuple, index: tuple) -> tuple:

@@ -52,10 +52,10 @@ import numpy as np
 
 from dualflow.graph_ir.interpret import run_node
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.graph_ir.layout import ANY, C, exact_in_any_layout, layouts
 from dualflow.ops.registry import OPS, Meta
 from dualflow.passes.cse import rebuild, rewire
 from dualflow.passes.dce import is_effectful
-from dualflow.passes.layout import ANY, C, exact_in_any_layout, layouts
 
 MAX_FOLD_BYTES = 1 << 20  # larger constants would bloat saved graphs more than they save
 

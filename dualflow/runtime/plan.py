@@ -18,12 +18,12 @@ import numpy as np
 from dualflow.device import Device, send
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
+from dualflow.graph_ir.layout import C, layouts
 from dualflow.kernels.cpu import cpu_kernel
 from dualflow.kernels.cpu_sum import cpu_sum_kernel
 from dualflow.kernels.cuda_fused import cuda_kernel
 from dualflow.kernels.expr import compile_numpy
 from dualflow.ops.host_print import held_messages
-from dualflow.passes.layout import C, layouts
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
@@ -80,7 +80,7 @@ def _out_kernel(node: Node, checked: bool = True) -> Any:
 
 def proven_c_ordered(graph: Graph) -> frozenset[int]:
     """Ids of the nodes whose array operands are C-ordered whenever the plan's inputs and state
-    are (``passes/layout.py``): their steps may write ``out=`` without a run-time check.
+    are (``graph_ir/layout.py``): their steps may write ``out=`` without a run-time check.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
