@@ -16,7 +16,7 @@ MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.part
 MAX_LINES = 400
 
 _ABOVE_OPS = (
-    "dualflow.tensor",
+    "dualflow._tensor",
     "dualflow.tensor_methods",
     "dualflow.functions",
     "dualflow.autograd",
@@ -32,7 +32,7 @@ _ABOVE_OPS = (
     "dualflow.data",
     "dualflow.bench",
 )
-_TENSOR_LAYER = ("dualflow.tensor", "dualflow.tensor_methods", "dualflow.autograd")
+_TENSOR_LAYER = ("dualflow._tensor", "dualflow.tensor_methods", "dualflow.autograd")
 _ABOVE_AUTOGRAD = tuple(m for m in _ABOVE_OPS if m not in (*_TENSOR_LAYER, "dualflow.graph_ir"))
 
 
@@ -48,7 +48,7 @@ RULES = [
     # A saved graph loads and runs without the eager machinery: never, not even in a function.
     Rule(
         ("dualflow.graph_ir", "dualflow.passes", "dualflow.runtime"),
-        ("dualflow", "dualflow.tensor", "dualflow.autograd", "dualflow.tracer"),
+        ("dualflow", "dualflow._tensor", "dualflow.autograd", "dualflow.tracer"),
         anywhere=True,
     ),
     # ops sits below tensor/autograd (it reaches the interpreter through ops.dispatch).
@@ -169,7 +169,7 @@ IDS = [str(p.relative_to(PACKAGE.parent)) for p in MODULES]
 
 def test_modules_were_found() -> None:
     assert len(MODULES) > 10
-    assert PACKAGE / "tensor.py" in MODULES
+    assert PACKAGE / "_tensor.py" in MODULES
 
 
 @pytest.mark.parametrize("path", MODULES, ids=IDS)
@@ -186,18 +186,18 @@ def test_exceptions_are_still_needed() -> None:
 @pytest.mark.parametrize(
     "source, module, expected",
     [
-        ("from dualflow.tensor import Tensor\n", "dualflow.graph_ir.graph", True),
+        ("from dualflow._tensor import Tensor\n", "dualflow.graph_ir.graph", True),
         ("import dualflow.autograd.engine\n", "dualflow.passes.cse", True),
         ("from dualflow import tracer\n", "dualflow.runtime.plan", True),
-        ("from ...tensor import Tensor\n", "dualflow.runtime.cpu.kernels", True),
-        ("def f():\n    from dualflow.tensor import Tensor\n", "dualflow.graph_ir.graph", True),
-        ("def f():\n    from dualflow.tensor import Tensor\n", "dualflow.ops.conv", False),
-        ("from dualflow.tensor import Tensor\n", "dualflow.ops.conv", True),
+        ("from ..._tensor import Tensor\n", "dualflow.runtime.cpu.kernels", True),
+        ("def f():\n    from dualflow._tensor import Tensor\n", "dualflow.graph_ir.graph", True),
+        ("def f():\n    from dualflow._tensor import Tensor\n", "dualflow.ops.conv", False),
+        ("from dualflow._tensor import Tensor\n", "dualflow.ops.conv", True),
         ("from .registry import OPS\n", "dualflow.ops.conv", False),
-        ("if TYPE_CHECKING:\n    from dualflow.tensor import T\n", "dualflow.ops.conv", False),
+        ("if TYPE_CHECKING:\n    from dualflow._tensor import T\n", "dualflow.ops.conv", False),
         ("import dualflow\n", "dualflow.ops.conv", True),
         ("from dualflow import errors\n", "dualflow.ops.conv", False),
-        ("from dualflow import tensor as t\n", "dualflow.ops.conv", True),
+        ("from dualflow import _tensor as t\n", "dualflow.ops.conv", True),
         ("from dualflow.ops import OPS\n", "dualflow.passes.cse", False),
         ("from dualflow.nn import Module\n", "dualflow.autograd.engine", True),
     ],

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 
 
 def default_collate(samples: Sequence[Any]) -> Any:

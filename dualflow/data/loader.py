@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from dualflow._tensor import Tensor
 from dualflow.data.collate import default_collate
 from dualflow.data.dataset import Dataset
 from dualflow.data.prefetch import Prefetcher
-from dualflow.tensor import Tensor
 
 _STATE_KEYS = ("epoch", "position", "seed")
 

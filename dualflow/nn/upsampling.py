@@ -14,10 +14,10 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
+from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
 from dualflow.nn.module import Module
 from dualflow.nn.pooling1d import adaptive_matrix
-from dualflow.tensor import Tensor
 
 _MODES = ("nearest", "nearest-exact", "linear", "bilinear", "area")
 

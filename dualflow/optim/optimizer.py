@@ -14,12 +14,12 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import config, enable_grad, no_grad
+from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
 from dualflow.optim.param_group import ParamGroup
 from dualflow.optim.param_group import as_float as _as_float
 from dualflow.optim.state_tensors import step_counter, zeros_like
-from dualflow.tensor import Tensor
 
 __all__ = ["Optimizer", "ParamGroup", "step_counter", "zeros_like"]  # helpers re-exported
 

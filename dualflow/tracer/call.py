@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow._config import config, enable_grad
+from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node
-from dualflow.tensor import Tensor
 from dualflow.tracer import collective_agreement, interrupts
 from dualflow.tracer.autodiff import connect, released_op
 from dualflow.tracer.collective_agreement import EAGER_RUN
