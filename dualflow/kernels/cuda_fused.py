@@ -162,7 +162,7 @@ def cuda_kernel(
             return _sum_runner(render_cuda_sum(program), keepdims)
         source = render_cuda(program)
     except NotImplementedError:  # a dtype without a CUDA C type here (float16): plain xp calls
-        return _xp_runner(expr, args, reduce, keepdims)
+        return xp_runner(expr, args, reduce, keepdims)
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         kernel = _KERNELS.get(source.name)
@@ -173,7 +173,7 @@ def cuda_kernel(
     return run
 
 
-def _xp_runner(expr: tuple, args: tuple[str, ...], reduce: str | None, keepdims: bool) -> Callable:
+def xp_runner(expr: tuple, args: tuple[str, ...], reduce: str | None, keepdims: bool) -> Callable:
     """The expression evaluated with ``xp`` functions, one call per step (no fusion gain, but
     the plan runs): for regions whose dtypes have no CUDA kernel here."""
     forward = compile_numpy(expr, args, ())

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.kernels import cudnn
+from dualflow.kernels.backend import backend_of
 from dualflow.kernels.im2col import Pair, offsets, out_size, pad_hw
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair
@@ -93,8 +93,9 @@ class MaxPool2d:
         return (Meta(tuple(x.shape[:2]) + out, x.dtype),)
 
     def forward(xp, x, *, ksize, stride, pad):
-        if xp is not np and cudnn.usable(x):
-            y = cudnn.pool2d(x, "max", ksize, stride, pad)
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.usable(x):
+            y = library.pool2d(x, "max", ksize, stride, pad)
             if y is not None:  # else cuDNN refused the case: the window loop below
                 return y
         out = tuple(out_size(x.shape[2 + k], ksize[k], stride[k], pad[k]) for k in range(2))
@@ -160,8 +161,9 @@ class AvgPool2d:
         return (Meta(tuple(x.shape[:2]) + out, x.dtype),)
 
     def forward(xp, x, *, ksize, stride, pad):
-        if xp is not np and cudnn.usable(x):
-            y = cudnn.pool2d(x, "avg", ksize, stride, pad)
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.usable(x):
+            y = library.pool2d(x, "avg", ksize, stride, pad)
             if y is not None:
                 return y
         out = tuple(out_size(x.shape[2 + k], ksize[k], stride[k], pad[k]) for k in range(2))
@@ -188,8 +190,9 @@ class AvgPool2dGrad:
         return (x,)
 
     def forward(xp, gy, *, shape, ksize, stride, pad):
-        if xp is not np and cudnn.usable(gy):
-            gx = cudnn.avg_pool2d_grad(gy, shape, ksize, stride, pad)
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.usable(gy):
+            gx = library.avg_pool2d_grad(gy, shape, ksize, stride, pad)
             if gx is not None:
                 return gx
         scaled = gy * gy.dtype.type(1.0 / (ksize[0] * ksize[1]))

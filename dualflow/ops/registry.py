@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
-from dualflow.kernels.cuda_elementwise import device_forward
+from dualflow.kernels.backend import device_elementwise
 from dualflow.kernels.expr import Expr, compile_numpy, parse_expr
 
 
@@ -137,8 +137,9 @@ def elementwise(
     """
     tree = parse_expr(expr, args, attrs)
     plain = compile_numpy(tree, args, attrs)  # numpy, and device cases CUDA C cannot type
-    # cupy arrays run one cached ElementwiseKernel of the whole expression, not a ufunc per call
-    forward = compile_numpy(tree, args, attrs, device_forward(name, tree, args, plain))
+    # other array modules run their backend's elementwise kernels (cupy: one cached
+    # ElementwiseKernel of the whole expression, not a ufunc per call)
+    forward = compile_numpy(tree, args, attrs, device_elementwise(name, tree, args, plain))
     dtype_cache: dict[tuple, Any] = {}
 
     def infer(*metas: Meta, **attr_values: Any) -> tuple[Meta]:

@@ -16,64 +16,18 @@ from collections.abc import Callable
 from typing import Any
 
 from dualflow.graph_ir.ir import Node
-from dualflow.kernels.expr import erf, render_numpy
+from dualflow.kernels.out import expression_out
+from dualflow.kernels.scalar import FUNCTIONS
 from dualflow.ops.registry import OPS, OpDef
-
-# Expression functions that are ufuncs in numpy and cupy (``where``, ``astype``, ``erf`` are not).
-UFUNCS = frozenset(
-    {
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "power",
-        "negative",
-        "maximum",
-        "minimum",
-        "greater",
-        "greater_equal",
-        "less",
-        "less_equal",
-        "equal",
-        "not_equal",
-        "exp",
-        "log",
-        "log1p",
-        "expm1",
-        "sqrt",
-        "abs",
-        "sin",
-        "cos",
-        "tanh",
-    }
-)
-
-_CACHE: dict[tuple[str, bool], Callable | None] = {}
 
 
 def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
     return xp.matmul(a, b, out=out)
 
 
-def c_ordered(value: Any) -> bool:
-    """Whether ``value`` is a Python scalar or a C-contiguous array (numpy or cupy).
-
-    Example:
-        >>> import numpy as np
-        >>> c_ordered(2.0), c_ordered(np.ones((2, 3))), c_ordered(np.ones((2, 3)).T)
-        (True, True, False)
-    """
-    flags = getattr(value, "flags", None)
-    return flags is None or bool(flags.c_contiguous)
-
-
 def elementwise_out(op: OpDef, checked: bool = True) -> Callable | None:
-    """``forward_out(xp, *args, out, **attrs)`` of an elementwise op, or None if not a ufunc.
-
-    ``checked``: it writes ``out`` only when every operand is C-contiguous, so that the result
-    has the layout eager's allocating call gives it (numpy's ``order='K'``: C exactly when the
-    operands are); otherwise it returns eager's own result and leaves ``out`` unused. Unchecked,
-    for a plan that proved its operands C-ordered, it always writes ``out``.
+    """``forward_out(xp, *args, out, **attrs)`` of an elementwise op, or None if not a ufunc
+    (``kernels.out.expression_out``).
 
     Example:
         >>> import numpy as np
@@ -81,25 +35,9 @@ def elementwise_out(op: OpDef, checked: bool = True) -> Callable | None:
         >>> elementwise_out(OPS["relu"])(np, np.array([-1.0, 2.0]), out=buf) is buf
         True
     """
-    key = (op.name, checked)
-    if key in _CACHE:
-        return _CACHE[key]
-    expr, function = op.expr, None
-    if op.kind == "elementwise" and expr is not None and expr[0] == "call" and expr[1] in UFUNCS:
-        operands = ", ".join(render_numpy(e) for e in expr[2:])
-        attrs = "".join(f", {a}" for a in op.attr_names)
-        ordered = " and ".join(f"_c({a})" for a in op.args) or "True"
-        check = f"    if not ({ordered}):\n        return {render_numpy(expr)}\n"
-        source = (
-            f"def forward_out(xp, {', '.join(op.args)}, *, out{attrs}):\n"
-            + (check if checked else "")
-            + f"    return xp.{expr[1]}({operands}, out=out)\n"
-        )
-        namespace: dict[str, Any] = {"_erf": erf, "_c": c_ordered}
-        exec(compile(source, f"<dualflow out {op.name}>", "exec"), namespace)
-        function = namespace["forward_out"]
-    _CACHE[key] = function
-    return function
+    if op.kind != "elementwise" or op.expr is None:
+        return None
+    return expression_out(op.name, op.expr, op.args, op.attr_names, checked)
 
 
 def out_kernel(node: Node, checked: bool = True) -> Callable | None:
@@ -153,5 +91,5 @@ def inplace_safe(node: Node) -> bool:
         expr = node.attrs["expr"]
         if node.attrs.get("reduce") is not None:
             return False  # a sum's output is not an element of its input: never share a buffer
-        return expr[0] == "call" and expr[1] not in ("where", "astype", "erf")
+        return expr[0] == "call" and FUNCTIONS[expr[1]].inplace
     return True

@@ -19,17 +19,14 @@ from dualflow.device import Device, send
 from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
 from dualflow.graph_ir.layout import C, layouts
-from dualflow.kernels.cpu import cpu_kernel
-from dualflow.kernels.cpu_sum import cpu_sum_kernel
-from dualflow.kernels.cuda_fused import cuda_kernel
-from dualflow.kernels.expr import compile_numpy
+from dualflow.kernels.fused import fused_kernel
 from dualflow.ops.host_print import held_messages
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
-from dualflow.runtime.out_forward import c_ordered, out_kernel
+from dualflow.runtime.out_forward import out_kernel
 from dualflow.runtime.step_errors import check_finite, relocated, step_lines, step_of
 
 
@@ -43,34 +40,11 @@ class RunResult:
 
 
 def _fused_kernel(node: Node, checked: bool = True) -> Any:
-    # Kernels are built on first call: which one (numba, blocked numpy, CUDA) depends on xp, and
-    # plans that never run should not pay numba's import or compile time. A node with ``reduce``
-    # sums its elements (``cpu_sum`` on CPU, a ReductionKernel on GPU). ``checked``: see
-    # out_forward.elementwise_out (unchecked when the plan proved its operands C-ordered).
-    expr, args = node.attrs["expr"], node.attrs["args"]
-    reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))
+    # A node with ``reduce`` sums its elements. ``checked``: see kernels/fused.py (unchecked when
+    # the plan proved its operands C-ordered).
     metas = tuple((v.shape, v.dtype) for v in node.inputs)
-    built: dict[str, Any] = {}
-    eager = compile_numpy(expr, args, ())
-
-    def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
-        if checked and reduce is None and not all(map(c_ordered, arrays)):
-            # eager would give an F-ordered (or otherwise non-C) result, the kernels a C one:
-            # run eager's own ufuncs so that later reductions see eager's layout
-            return eager(xp, *arrays)
-        kernel = built.get(xp.__name__)
-        if kernel is None:
-            if xp.__name__ == "numpy" and reduce is not None:
-                kernel = cpu_sum_kernel(expr, args, metas, keepdims)
-            elif xp.__name__ == "numpy":
-                kernel = cpu_kernel(expr, args, metas)
-            else:
-                dtypes = tuple(d for _, d in metas)
-                kernel = cuda_kernel(expr, args, dtypes, reduce=reduce, keepdims=keepdims)
-            built[xp.__name__] = kernel
-        return kernel(xp, *arrays, out=out)
-
-    return run
+    reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))
+    return fused_kernel(node.attrs["expr"], node.attrs["args"], metas, reduce, keepdims, checked)
 
 
 def _out_kernel(node: Node, checked: bool = True) -> Any:
