@@ -58,14 +58,15 @@ def POWER(ctx, gy):
     return ga, gb
 
 
-@elementwise("maximum", "maximum(a, b)", args=_AB, saves=("x0", "x1"), commutative=True)
+# not commutative bit for bit: numpy returns the second operand of equal ones (0.0, -0.0)
+@elementwise("maximum", "maximum(a, b)", args=_AB, saves=("x0", "x1"))
 def MAXIMUM(ctx, gy):
     """Elementwise maximum; at ties the gradient goes to ``a``."""
     a_wins = greater_equal(ctx.x0, ctx.x1)
     return where(a_wins, gy, 0), where(a_wins, 0, gy)
 
 
-@elementwise("minimum", "minimum(a, b)", args=_AB, saves=("x0", "x1"), commutative=True)
+@elementwise("minimum", "minimum(a, b)", args=_AB, saves=("x0", "x1"))
 def MINIMUM(ctx, gy):
     """Elementwise minimum; at ties the gradient goes to ``a``."""
     a_wins = less_equal(ctx.x0, ctx.x1)

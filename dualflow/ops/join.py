@@ -30,7 +30,7 @@ def _concat_dtype(metas: tuple[Meta, ...]) -> Any:
         raise DTypeError(f"concat: inputs of dtypes {dtypes} have no common dtype") from None
 
 
-@primitive("concat")
+@primitive("concat", aliasing="fresh")
 class Concat:
     """Join the inputs along an existing ``axis``; the other dimensions must agree."""
 

@@ -31,7 +31,7 @@ def _expand_back(ctx: Any, gy: Any) -> Any:
     return reshape(gy, reduced_shape(shape, axes, True))
 
 
-@primitive("sum", saves=(), check_eager=False)
+@primitive("sum", saves=(), check_eager=False, aliasing="fresh", layout="operands")
 class Sum:
     """Sum over ``axis`` (all axes when None)."""
 
@@ -76,7 +76,7 @@ def _extreme_backward(ctx: Any, gy: Any) -> Any:
     return _expand_back(ctx, gy) * mask / count
 
 
-@primitive("max", saves=("x0", "y"))
+@primitive("max", saves=("x0", "y"), aliasing="fresh", layout="operands")
 class Max:
     """Maximum over ``axis``; ties share the gradient equally."""
 
@@ -91,7 +91,7 @@ class Max:
     backward = _extreme_backward
 
 
-@primitive("min", saves=("x0", "y"))
+@primitive("min", saves=("x0", "y"), aliasing="fresh", layout="operands")
 class Min:
     """Minimum over ``axis``; ties share the gradient equally."""
 
@@ -111,7 +111,7 @@ def _arg_infer(name: str, x: Meta, axis: int | None, keepdims: bool) -> tuple[Me
     return (Meta(out.shape, np.dtype(np.int64)),)
 
 
-@primitive("argmax")
+@primitive("argmax", aliasing="fresh", layout="operands")
 class Argmax:
     """Index of the maximum along ``axis`` (flattened when None); no gradient."""
 
@@ -122,7 +122,7 @@ class Argmax:
         return xp.argmax(x, axis=axis, keepdims=keepdims).astype(np.int64)
 
 
-@primitive("argmin")
+@primitive("argmin", aliasing="fresh", layout="operands")
 class Argmin:
     """Index of the minimum along ``axis`` (flattened when None); no gradient."""
 
@@ -254,7 +254,7 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return reshape(out, reduced_shape(shape, normalize_axes("logsumexp", axis, len(shape)), False))
 
 
-@primitive("stop_gradient", check_eager=False)
+@primitive("stop_gradient", check_eager=False, aliasing="view", layout="first")
 class StopGradient:
     """Identity whose gradient is zero (``detach`` inside a graph)."""
 

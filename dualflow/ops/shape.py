@@ -32,7 +32,7 @@ def _resolve_shape(op: str, source: tuple[int, ...], shape: tuple[int, ...]) -> 
     return shape
 
 
-@primitive("reshape", check_eager=False)
+@primitive("reshape", check_eager=False, aliasing="view", layout="reshape")
 class Reshape:
     """View the data with a new shape (one dimension may be -1)."""
 
@@ -46,7 +46,7 @@ class Reshape:
         return reshape(gy, ctx.in_shapes[0])
 
 
-@primitive("transpose", check_eager=False)
+@primitive("transpose", check_eager=False, aliasing="view", layout="permute")
 class Transpose:
     """Permute axes (reverse them when ``axes`` is None)."""
 
@@ -68,7 +68,7 @@ class Transpose:
         return transpose(gy, tuple(int(i) for i in np.argsort([a % ndim for a in axes])))
 
 
-@primitive("broadcast_to", check_eager=False)
+@primitive("broadcast_to", check_eager=False, aliasing="view")
 class BroadcastTo:
     """Broadcast to ``shape`` with numpy's rules (a read-only view)."""
 

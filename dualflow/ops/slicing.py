@@ -23,7 +23,7 @@ def _basic_shape(op: str, shape: tuple, index: tuple) -> tuple:
 
 
 # numpy checks a basic index itself, so infer runs only to explain a failure (as for reshape).
-@primitive("getitem", check_eager=False)
+@primitive("getitem", check_eager=False, aliasing="view")
 class GetItem:
     """``x[index]`` for a template of ints, ``None`` and ``(start, stop, step)`` slices (a view)."""
 
@@ -69,7 +69,7 @@ def axis_slice(ndim: int, axis: int, start: int | None, stop: int | None, step: 
     return (FULL,) * axis + ((start, stop, step),) + (FULL,) * (ndim - axis - 1)
 
 
-@primitive("flip", check_eager=False)
+@primitive("flip", check_eager=False, aliasing="view")
 class Flip:
     """Reverse the order of elements along ``axes`` (a view); its own backward."""
 

@@ -156,7 +156,7 @@ def sites(name: str, before: Graph, after: Graph) -> dict[Value, Site]:
     found: dict[Value, Site] = {}
     if name == "fuse":
         for node in after.nodes:
-            if node.op == "fused" and node.attrs.get("reduce") == "sum":
+            if OPS[node.op].region and node.attrs.get("reduce") == "sum":  # fuse's own nodes
                 found[node.outputs[0]] = _fused_sum_site(node)
     elif name == "fold_bn":
         for match in folds(before):

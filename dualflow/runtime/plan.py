@@ -16,17 +16,16 @@ from typing import Any
 import numpy as np
 
 from dualflow.device import Device, send
-from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
 from dualflow.graph_ir.layout import C, layouts
-from dualflow.kernels.fused import fused_kernel
 from dualflow.ops.host_print import held_messages
+from dualflow.ops.registry import OPS
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
-from dualflow.runtime.out_forward import out_kernel
+from dualflow.runtime.out_forward import node_kernel, out_kernel
 from dualflow.runtime.step_errors import check_finite, relocated, step_lines, step_of
 
 
@@ -37,19 +36,6 @@ class RunResult:
     outputs: tuple | None
     updates: tuple | None
     failed_guard: Node | None = None
-
-
-def _fused_kernel(node: Node, checked: bool = True) -> Any:
-    # A node with ``reduce`` sums its elements. ``checked``: see kernels/fused.py (unchecked when
-    # the plan proved its operands C-ordered).
-    metas = tuple((v.shape, v.dtype) for v in node.inputs)
-    reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))
-    return fused_kernel(node.attrs["expr"], node.attrs["args"], metas, reduce, keepdims, checked)
-
-
-def _out_kernel(node: Node, checked: bool = True) -> Any:
-    """The ``out=`` kernel of a planned step: the fused kernel or the op's ``forward_out``."""
-    return _fused_kernel(node, checked) if node.op == "fused" else out_kernel(node, checked)
 
 
 def proven_c_ordered(graph: Graph) -> frozenset[int]:
@@ -236,10 +222,10 @@ def _compile(
     proven: frozenset[int] = frozenset(),
     unfused: Graph | None = None,
 ) -> tuple[str, Any]:
+    # ``checked`` kernels look at their operands' layout; steps proven C-ordered need not
     kernels = {
-        "guard": guard_holds,
-        "fused": lambda node: _fused_kernel(node, id(node) not in proven),
-        "out": lambda node: _out_kernel(node, id(node) not in proven),
+        "node": lambda node: node_kernel(node, id(node) not in proven),
+        "out": lambda node: out_kernel(node, id(node) not in proven),
         "check": functools.partial(check_finite, unfused=unfused) if debug else None,
     }
     source, namespace = render(graph, kernels, profile, planned, donated)
@@ -286,6 +272,6 @@ def lower(
         donated_slots=slots,
         proven=proven,
         debug=debug,
-        prints=any(n.op == "debug_print" for n in graph.nodes),
+        prints=any(OPS[n.op].prints for n in graph.nodes),
         unfused=unfused,
     )
