@@ -213,21 +213,6 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
     return graph.replace(nodes=nodes)
 
 
-def fuse_exact(graph: Graph) -> Graph:
-    """``fuse`` without trailing sums: every fused kernel then computes eager's bits (numba only
-    for exactly rounded arithmetic, the blocked evaluator running eager's ufuncs otherwise).
-
-    Example:
-        >>> from dualflow.graph_ir.builder import GraphBuilder
-        >>> b = GraphBuilder("f"); x = b.input((64, 64), "float32")
-        >>> (h,) = b.node("multiply", [x, x])
-        >>> b.output(*b.node("sum", [h], {"axis": None, "keepdims": False}))
-        >>> g = b.build(); [n.op for n in fuse(g).nodes], fuse_exact(g) is g
-        (['fused'], True)
-    """
-    return fuse(graph, sums=False)
-
-
 def _numel(value: Value) -> int:
     size = 1
     for d in value.shape:
