@@ -199,6 +199,7 @@ TABLE: tuple[ScalarFunction, ...] = (
     _math("sin"),
     _math("cos"),
     _math("tanh"),
+    ScalarFunction("atan", 1, "arctan", _c_math("atan"), transcendental=True),
     ScalarFunction(
         "erf",
         1,

@@ -7,6 +7,7 @@ from dualflow.ops.registry import OPS, Meta, OpDef  # noqa: I001 - the registry 
 from dualflow.ops.arithmetic import (
     abs,
     add,
+    atan,
     cast,
     clip,
     cos,

@@ -134,6 +134,13 @@ def COS(ctx, gy):
     return -gy * sin(ctx.x0)
 
 
+@elementwise("atan", "atan(x)", saves=("x0",))
+def ATAN(ctx, gy):
+    """Arctangent (radians, in (-pi/2, pi/2))."""
+    x = ctx.x0
+    return gy / (x * x + 1)
+
+
 @elementwise("erf", "erf(x)", saves=("x0",))
 def ERF(ctx, gy):
     """Gauss error function."""
@@ -191,6 +198,7 @@ square = public_function(SQUARE)
 abs = public_function(ABS)
 sin = public_function(SIN)
 cos = public_function(COS)
+atan = public_function(ATAN)
 erf = public_function(ERF)
 where = public_function(WHERE)
 greater = public_function(GREATER)
