@@ -254,7 +254,8 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return reshape(out, reduced_shape(shape, normalize_axes("logsumexp", axis, len(shape)), False))
 
 
-@primitive("stop_gradient", check_eager=False, aliasing="view", layout="first")
+# in a traced graph an identity: gradients are already in the graph (fold drops it)
+@primitive("stop_gradient", check_eager=False, aliasing="view", layout="first", passthrough=True)
 class StopGradient:
     """Identity whose gradient is zero (``detach`` inside a graph)."""
 

@@ -61,6 +61,7 @@ class OpDef:
         "node_kernel",
         "nout",
         "out",
+        "passthrough",
         "prints",
         "region",
         "save_inputs",
@@ -136,6 +137,7 @@ FACTS: dict[str, tuple[Any, str]] = {
         "'reshape' (C of C), 'any' (graph_ir/layout.py)",
     ),
     "out": (None, "f(checked) -> forward writing its result into out=; None: it allocates"),
+    "passthrough": (False, "a result of its first input's type is that input (bits, strides)"),
     "state_write": (False, "writes its first input's array in place (assign)"),
     "async_role": (None, "'start', 'wait' or 'progress' of a split (non-blocking) collective"),
     "split": (None, "(start, wait, progress) op names the overlap pass splits it into"),
@@ -217,16 +219,7 @@ def elementwise(
     # other array modules run their backend's elementwise kernels (cupy: one cached
     # ElementwiseKernel of the whole expression, not a ufunc per call)
     forward = compile_numpy(tree, args, attrs, device_elementwise(name, tree, args, plain))
-    dtype_cache: dict[tuple, Any] = {}
-
-    def infer(*metas: Meta, **attr_values: Any) -> tuple[Meta]:
-        if len(metas) != len(args):
-            raise ShapeError(f"{name}: expected {len(args)} inputs, got {len(metas)}")
-        shape = broadcast_metas(name, metas)
-        key = (tuple(m.dtype for m in metas), tuple(sorted(attr_values.items())))
-        if key not in dtype_cache:
-            dtype_cache[key] = _result_dtype(name, forward, metas, attr_values)
-        return (Meta(shape, dtype_cache[key]),)
+    infer = _elementwise_infer(name, args, forward)
 
     def decorate(backward: Callable | None) -> OpDef:
         op = OpDef(
@@ -250,6 +243,23 @@ def elementwise(
         return register(op)
 
     return decorate
+
+
+def _elementwise_infer(name: str, args: tuple[str, ...], forward: Callable) -> Callable:
+    """``infer`` of an elementwise op: numpy's broadcast of the shapes, and the dtype its
+    forward gives on one-element samples (cached per input dtypes and attributes)."""
+    dtype_cache: dict[tuple, Any] = {}
+
+    def infer(*metas: Meta, **attr_values: Any) -> tuple[Meta]:
+        if len(metas) != len(args):
+            raise ShapeError(f"{name}: expected {len(args)} inputs, got {len(metas)}")
+        shape = broadcast_metas(name, metas)
+        key = (tuple(m.dtype for m in metas), tuple(sorted(attr_values.items())))
+        if key not in dtype_cache:
+            dtype_cache[key] = _result_dtype(name, forward, metas, attr_values)
+        return (Meta(shape, dtype_cache[key]),)
+
+    return infer
 
 
 def _result_dtype(name: str, forward: Callable, metas: tuple[Meta, ...], attrs: dict) -> Any:

@@ -32,7 +32,8 @@ def _resolve_shape(op: str, source: tuple[int, ...], shape: tuple[int, ...]) -> 
     return shape
 
 
-@primitive("reshape", check_eager=False, aliasing="view", layout="reshape")
+# to its input's own shape, numpy returns a view with the input's strides (fold drops it)
+@primitive("reshape", check_eager=False, aliasing="view", layout="reshape", passthrough=True)
 class Reshape:
     """View the data with a new shape (one dimension may be -1)."""
 

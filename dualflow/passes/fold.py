@@ -176,8 +176,8 @@ def _identity(node: Node, state: _Rewrite) -> Any:
     if op in ("negative", "cast"):  # both allocate numpy's dense copy of their operand
         inner = state.producer(ins[0], "negative") if op == "negative" else node
         return inner.inputs[0] if inner is not None and state.dense(inner.inputs[0]) else None
-    if op in ("stop_gradient", "reshape"):
-        return ins[0]  # views with the operand's own strides (reshape: when the type is unchanged)
+    if OPS[op].passthrough:  # stop_gradient, reshape: when the type is unchanged, the operand
+        return ins[0]
     return None
 
 

@@ -97,5 +97,6 @@ def test_op_facts_replace_op_names() -> None:
     assert roles == {"start", "wait", "progress"}
     assert OPS["debug_print"].prints and OPS["transpose"].layout == "permute"
     assert not OPS["maximum"].commutative and OPS["add"].commutative  # bits, not values
+    assert OPS["stop_gradient"].passthrough and not OPS["transpose"].passthrough
     x = Value(0, (2,), "float32")
     assert not writes_out(Node("sum", (x,), (Value(1, (), "float32"),), {"axis": None}))
