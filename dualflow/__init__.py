@@ -33,9 +33,9 @@ _RANDOM += ("randint_like",)
 
 # public name -> the module that defines it (or the submodule itself)
 _LAZY = {
-    "Tensor": "dualflow.tensor",
-    "tensor": "dualflow.tensor",
-    "as_tensor": "dualflow.tensor",
+    "Tensor": "dualflow._tensor",
+    "tensor": "dualflow._tensor",
+    "as_tensor": "dualflow._tensor",
     "from_dlpack": "dualflow.transfer",
     "backward": "dualflow.autograd",
     "grad": "dualflow.autograd",

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
+from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import DTypeError, with_location
-from dualflow.tensor import Tensor, as_tensor
 
 # torch.NAME(input, *args, **kwargs) is input.NAME(*args, **kwargs) for these names.
 METHOD_FORMS = (

@@ -15,10 +15,10 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
+from dualflow._tensor import Tensor, tensor
 from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError
 from dualflow.ops.random_ops import set_default_generator_source
-from dualflow.tensor import Tensor, tensor
 
 _STEP = np.array([0, 1], dtype=np.uint64)
 

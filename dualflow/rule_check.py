@@ -16,9 +16,10 @@ import numpy as np
 
 from dualflow.graph_ir.interpret import guard_holds, run_node
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.ops.registry import OPS
 from dualflow.passes.manager import resolve_passes, run_passes
 from dualflow.passes.rules import Site, sites
-from dualflow.runtime.plan import _fused_kernel as fused_kernel
+from dualflow.runtime.out_forward import node_kernel
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ def environment(graph: Graph, inputs: list[Any], state: list[Any]) -> dict[Value
     env.update(graph.consts)
     for node in graph.nodes:
         args = [env[v] if isinstance(v, Value) else v for v in node.inputs]
-        if node.op == "guard":
+        if OPS[node.op].guard:
             guard_holds(node, args[0])
             continue
         env.update(zip(node.outputs, run_node(node, args)))
@@ -65,7 +66,7 @@ def describe_node(node: Node) -> str:
     """  # noqa: E501
     outs = ", ".join(f"%{v.id}" for v in node.outputs)
     text = f"{node.op} -> {outs} at {node.loc or '?'}"
-    locs = node.attrs.get("locs") if node.op == "fused" else None
+    locs = node.attrs.get("locs") if OPS[node.op].region else None
     return text + (f" (fuses {', '.join(locs)})" if locs else "")
 
 
@@ -89,9 +90,10 @@ def same_bits(a: Any, b: Any) -> bool:
 
 def _run_like_plan(node: Node, args: list[Any]) -> tuple[Any, ...]:
     """A node's outputs as a plan computes them (fused nodes with the runtime's kernels)."""
-    if node.op == "fused":
-        return (np.asarray(fused_kernel(node)(np, *args)),)
-    if node.op == "assign":  # write a copy: the state the caller passed stays as it was
+    op = OPS[node.op]
+    if op.node_kernel is not None:
+        return (np.asarray(node_kernel(node)(np, *args)),)
+    if op.state_write:  # write a copy: the state the caller passed stays as it was
         args = [np.array(args[0], copy=True), *args[1:]]
     return run_node(node, args)
 
@@ -135,7 +137,7 @@ def _check_pass(
     rules, unchanged = sites(name, before, after), {id(n) for n in before.nodes}
     checks = []
     for node in after.nodes:
-        if node.op == "guard" or id(node) in unchanged:
+        if OPS[node.op].guard or id(node) in unchanged:
             continue  # an untouched node computes exactly what it did before the pass
         outs = _run_like_plan(node, [lookup(v) if isinstance(v, Value) else v for v in node.inputs])
         computed.update(zip(node.outputs, outs))

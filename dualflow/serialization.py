@@ -20,9 +20,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from dualflow._tensor import Tensor
 from dualflow.device import get_array_module, send
 from dualflow.errors import CheckpointError
-from dualflow.tensor import Tensor
 
 _MANIFEST_KEY = "__manifest__"
 _FORMAT = "dualflow-checkpoint"

@@ -9,11 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow._config import config
+from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node
 from dualflow.device import Device, array_from_dlpack, device_of, send
 from dualflow.errors import TracingError, with_location
 from dualflow.ops.registry import Meta, OpDef
-from dualflow.tensor import Tensor
 
 
 def _forward(xp: Any, x: Any, *, device: str, source: str) -> Any:

@@ -72,7 +72,7 @@ def test_gpu_tests_skip_cleanly_here() -> None:
         pytest.skip("a GPU is present: the gpu tests run for real")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-o", "addopts=--strict-markers", "-m", "gpu", "-q"]
-        + ["-rs", "-p", "no:cacheprovider", "tests/gpu", "tests/runtime/test_fused_kernels.py"],
+        + ["-rs", "-p", "no:cacheprovider", "tests/gpu", "tests/kernels/test_fused_kernels.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,5 +1,10 @@
-"""DESIGN §1: imports only go downward (checked by parsing every module's imports with ``ast``),
-and every module has a top docstring and at most 400 lines.
+"""DESIGN §1: imports only go downward through the layers, and no packages import each other.
+
+Every import counts: module level, inside functions, ``importlib.import_module`` (a literal name,
+or an f-string's literal prefix) and ``__import__``; only ``if TYPE_CHECKING:`` blocks are skipped.
+Each top-level package or module of ``dualflow`` is a unit in one layer of ``LAYERS``; a unit
+imports units of its own layer or below, and the units' import graph has no cycle. Every module
+also has a top docstring and at most 400 lines.
 """
 
 from __future__ import annotations
@@ -12,72 +17,54 @@ from typing import NamedTuple
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "dualflow"
-MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 MAX_LINES = 400
 
-_ABOVE_OPS = (
-    "dualflow.tensor",
-    "dualflow.tensor_methods",
-    "dualflow.functions",
-    "dualflow.autograd",
-    "dualflow.tracer",
-    "dualflow.graph_ir",
-    "dualflow.passes",
-    "dualflow.runtime",
-    "dualflow.nn",
-    "dualflow.optim",
-    "dualflow.vision",
-    "dualflow.distributed",
-    "dualflow.training",
-    "dualflow.data",
-    "dualflow.bench",
+# Bottom to top: a unit may import its own layer and the layers before it.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("bottom", ("errors", "_config", "_memory", "dtypes", "device", "disk_trust", "disk_cache")),
+    ("arguments", ("arguments", "cuda")),  # argument checks; the torch.cuda-style device queries
+    ("kernels", ("kernels",)),
+    ("ops", ("ops",)),
+    ("graph_ir", ("graph_ir",)),
+    ("passes/runtime", ("passes", "runtime")),
+    ("rule checks", ("rule_check",)),
+    # The Tensor, its methods, its autograd engine and its factories are one unit (DESIGN's
+    # tensor/autograd layer): Tensor.backward runs the engine, the engine builds Tensors.
+    ("tensor/autograd", ("tensor",)),
+    ("data", ("data", "serialization", "utils")),  # utils: dualflow.data under torch's name
+    ("distributed", ("distributed",)),
+    ("tracer", ("tracer",)),
+    ("nn/optim", ("nn", "optim")),
+    ("training", ("training",)),
+    ("vision", ("vision",)),
+    ("tools", ("debug", "bench", "cache_cli", "__main__", "")),  # "": dualflow/__init__.py
 )
-_TENSOR_LAYER = ("dualflow.tensor", "dualflow.tensor_methods", "dualflow.autograd")
-_ABOVE_AUTOGRAD = tuple(m for m in _ABOVE_OPS if m not in (*_TENSOR_LAYER, "dualflow.graph_ir"))
+TENSOR_UNIT = ("_tensor", "tensor_methods", "autograd", "transfer", "functions", "factories")
+TENSOR_UNIT += ("random", "gradcheck")
+# Accepted upward imports, each for a reason: (importing module, imported module) -> why.
+EXCEPTIONS: dict[tuple[str, str], str] = {
+    ("dualflow.ops.dispatch", "dualflow.autograd"): "the first op call of a process that "
+    "imported only ops loads the eager interpreter, which installs itself into ops",
+    ("dualflow.ops.random_ops", "dualflow.random"): "the default generator (a layer above) "
+    "installs its source into ops when imported: loaded on the first RNG op without one",
+    ("dualflow.tracer.plan_cache", "dualflow"): "plan-cache keys hold dualflow.__version__",
+}
 
 
-class Rule(NamedTuple):
-    """Modules under ``where`` must not import ``forbidden`` (module level only, or anywhere)."""
+def unit_of(module: str) -> str:
+    """The unit of a module name: its top-level package or module under dualflow ("" for the
+    package itself); the Tensor core's modules are the one unit "tensor"."""
+    parts = module.split(".")
+    name = parts[1] if len(parts) > 1 else ""
+    return "tensor" if name in TENSOR_UNIT else name
 
-    where: tuple[str, ...]
-    forbidden: tuple[str, ...]
-    anywhere: bool
 
-
-RULES = [
-    # A saved graph loads and runs without the eager machinery: never, not even in a function.
-    Rule(
-        ("dualflow.graph_ir", "dualflow.passes", "dualflow.runtime"),
-        ("dualflow", "dualflow.tensor", "dualflow.autograd", "dualflow.tracer"),
-        anywhere=True,
-    ),
-    # ops sits below tensor/autograd (it reaches the interpreter through ops.dispatch).
-    Rule(("dualflow.ops",), ("dualflow",) + _ABOVE_OPS, anywhere=False),
-    # The bottom layer imports nothing of dualflow but itself.
-    Rule(
-        (
-            "dualflow.errors",
-            "dualflow._config",
-            "dualflow.device",
-            "dualflow.disk_trust",
-            "dualflow.disk_cache",
-            "dualflow.numba_cache",
-        ),
-        ("dualflow",) + _ABOVE_OPS + ("dualflow.ops",),
-        anywhere=False,
-    ),
-    # tensor/autograd never reach up into the layers built on them.
-    Rule(_TENSOR_LAYER, _ABOVE_AUTOGRAD, anywhere=False),
-]
-
-# Known, accepted violations: (importing module, imported module). Keep this empty.
-EXCEPTIONS: set[tuple[str, str]] = set()
+RANK = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
 
 
 class Import(NamedTuple):
     module: str
     line: int
-    module_level: bool
 
 
 def module_name(path: Path) -> str:
@@ -87,26 +74,43 @@ def module_name(path: Path) -> str:
     return ".".join(parts)
 
 
+def _is_module(name: str) -> bool:
+    """Whether ``dualflow.a.b`` names a module or package of the tree being checked."""
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
 
 
+def _dynamic_target(node: ast.Call) -> str | None:
+    """The module ``importlib.import_module(...)`` or ``__import__(...)`` imports: a literal,
+    or an f-string's literal prefix up to its last dot (``f"dualflow.passes.{name}"``)."""
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name not in ("import_module", "__import__") or not node.args:
+        return None
+    arg = node.args[0]
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr) and arg.values and isinstance(arg.values[0], ast.Constant):
+        return str(arg.values[0].value).rpartition(".")[0] or None
+    return None
+
+
 class ImportCollector(ast.NodeVisitor):
-    """Collects every import with its absolute target; ``if TYPE_CHECKING:`` blocks are skipped."""
+    """Every import anywhere in a module, with its absolute target (``from a import b`` imports
+    ``a.b`` when that is a module, else ``a``); ``if TYPE_CHECKING:`` blocks are skipped."""
 
     def __init__(self, name: str, is_package: bool) -> None:
         self.package = name if is_package else name.rpartition(".")[0]
-        self.depth = 0
         self.imports: list[Import] = []
 
-    def _add(self, module: str, node: ast.stmt) -> None:
-        self.imports.append(Import(module, node.lineno, self.depth == 0))
-
     def visit_Import(self, node: ast.Import) -> None:
-        for alias in node.names:
-            self._add(alias.name, node)
+        self.imports += [Import(alias.name, node.lineno) for alias in node.names]
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level:
@@ -115,8 +119,15 @@ class ImportCollector(ast.NodeVisitor):
             source = ".".join(base + ([node.module] if node.module else []))
         else:
             source = node.module or ""
-        for alias in node.names:  # `from dualflow import tensor` imports a submodule
-            self._add(source if alias.name == "*" else f"{source}.{alias.name}", node)
+        for alias in node.names:
+            target = f"{source}.{alias.name}"
+            self.imports.append(Import(target if _is_module(target) else source, node.lineno))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        target = _dynamic_target(node)
+        if target is not None:
+            self.imports.append(Import(target, node.lineno))
+        self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:
         if _is_type_checking(node.test):
@@ -125,51 +136,77 @@ class ImportCollector(ast.NodeVisitor):
             return
         self.generic_visit(node)
 
-    def _visit_function(self, node: ast.AST) -> None:
-        self.depth += 1
-        self.generic_visit(node)
-        self.depth -= 1
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _visit_function
-
 
 def imports_of(path: Path) -> list[Import]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     collector = ImportCollector(module_name(path), path.name == "__init__.py")
     collector.visit(tree)
-    return collector.imports
+    return [i for i in collector.imports if i.module.split(".")[0] == "dualflow"]
 
 
-def _within(name: str, prefix: str) -> bool:
-    return name == prefix or name.startswith(prefix + ".")
+def modules() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
 
 
 def violations(path: Path) -> list[str]:
+    """This module's imports of a unit in a higher layer (not in ``EXCEPTIONS``)."""
     name = module_name(path)
+    unit = unit_of(name)
     found = []
-    for rule in RULES:
-        if not any(_within(name, w) for w in rule.where):
-            continue
-        for imp in imports_of(path):
-            if not (imp.module_level or rule.anywhere):
-                continue
-            # The bare package `dualflow` counts only when imported as such (not `dualflow.x`).
-            hit = [
-                f
-                for f in rule.forbidden
-                if (imp.module == f if f == "dualflow" else _within(imp.module, f))
-            ]
-            if hit and (name, imp.module) not in EXCEPTIONS:
-                found.append(f"{path.relative_to(PACKAGE.parent)}:{imp.line} imports {imp.module}")
+    for imp in imports_of(path):
+        target = unit_of(imp.module)
+        if RANK[target] > RANK[unit] and (name, imp.module) not in EXCEPTIONS:
+            where = f"{path.relative_to(PACKAGE.parent)}:{imp.line}"
+            found.append(
+                f"{where} ({LAYERS[RANK[unit]][0]}) imports {imp.module} (layer "
+                f"{LAYERS[RANK[target]][0]})"
+            )
     return found
 
 
+def unit_graph() -> dict[str, set[str]]:
+    """Unit -> the units it imports (exceptions left out)."""
+    graph: dict[str, set[str]] = {}
+    for path in modules():
+        name = module_name(path)
+        unit = unit_of(name)
+        kept = [i.module for i in imports_of(path) if (name, i.module) not in EXCEPTIONS]
+        graph.setdefault(unit, set()).update({unit_of(m) for m in kept} - {unit})
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the graph, as a path that ends where it starts, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(unit: str) -> list[str] | None:
+        state[unit] = 1
+        path.append(unit)
+        for target in sorted(graph.get(unit, ())):
+            if state.get(target) == 1:
+                return path[path.index(target) :] + [target]
+            if target not in state and (found := visit(target)) is not None:
+                return found
+        path.pop()
+        state[unit] = 2
+        return None
+
+    for unit in sorted(graph):
+        if unit not in state and (found := visit(unit)) is not None:
+            return found
+    return None
+
+
+MODULES = modules()
 IDS = [str(p.relative_to(PACKAGE.parent)) for p in MODULES]
 
 
-def test_modules_were_found() -> None:
-    assert len(MODULES) > 10
-    assert PACKAGE / "tensor.py" in MODULES
+def test_every_unit_has_a_layer() -> None:
+    units = {unit_of(module_name(p)) for p in MODULES}
+    assert len(MODULES) > 10 and PACKAGE / "_tensor.py" in MODULES
+    assert not units - set(RANK), f"place these in LAYERS: {sorted(units - set(RANK))}"
+    assert not set(RANK) - units, f"LAYERS names units that do not exist: {set(RANK) - units}"
 
 
 @pytest.mark.parametrize("path", MODULES, ids=IDS)
@@ -178,28 +215,41 @@ def test_imports_only_go_downward(path: Path) -> None:
     assert not bad, "layering violation (DESIGN §1):\n" + "\n".join(bad)
 
 
+def test_units_import_no_cycle() -> None:
+    found = cycle(unit_graph())
+    assert found is None, "import cycle between packages: " + " -> ".join(found or [])
+
+
 def test_exceptions_are_still_needed() -> None:
     used = {(module_name(p), i.module) for p in MODULES for i in imports_of(p)}
-    assert used >= EXCEPTIONS, f"stale layering exceptions: {EXCEPTIONS - used}"
+    assert used >= set(EXCEPTIONS), f"stale layering exceptions: {set(EXCEPTIONS) - used}"
 
 
 @pytest.mark.parametrize(
     "source, module, expected",
     [
-        ("from dualflow.tensor import Tensor\n", "dualflow.graph_ir.graph", True),
+        ("from dualflow._tensor import Tensor\n", "dualflow.graph_ir.graph", True),
         ("import dualflow.autograd.engine\n", "dualflow.passes.cse", True),
         ("from dualflow import tracer\n", "dualflow.runtime.plan", True),
-        ("from ...tensor import Tensor\n", "dualflow.runtime.cpu.kernels", True),
-        ("def f():\n    from dualflow.tensor import Tensor\n", "dualflow.graph_ir.graph", True),
-        ("def f():\n    from dualflow.tensor import Tensor\n", "dualflow.ops.conv", False),
-        ("from dualflow.tensor import Tensor\n", "dualflow.ops.conv", True),
+        ("from ..._tensor import Tensor\n", "dualflow.runtime.cpu.kernels", True),
+        ("def f():\n    from dualflow._tensor import Tensor\n", "dualflow.graph_ir.graph", True),
+        ("def f():\n    from dualflow.graph_ir import Graph\n", "dualflow.ops.conv", True),
         ("from .registry import OPS\n", "dualflow.ops.conv", False),
-        ("if TYPE_CHECKING:\n    from dualflow.tensor import T\n", "dualflow.ops.conv", False),
+        ("if TYPE_CHECKING:\n    from dualflow._tensor import T\n", "dualflow.ops.conv", False),
         ("import dualflow\n", "dualflow.ops.conv", True),
         ("from dualflow import errors\n", "dualflow.ops.conv", False),
-        ("from dualflow import tensor as t\n", "dualflow.ops.conv", True),
+        ("from dualflow import _tensor as t\n", "dualflow.ops.conv", True),
         ("from dualflow.ops import OPS\n", "dualflow.passes.cse", False),
         ("from dualflow.nn import Module\n", "dualflow.autograd.engine", True),
+        ("from dualflow.ops import OPS\n", "dualflow.kernels.cpu", True),
+        ("import importlib\nimportlib.import_module('dualflow.tracer')\n", "dualflow.ops.x", True),
+        ("import importlib\nimportlib.import_module(f'dualflow.nn.{n}')\n", "dualflow.ops.x", True),
+        ("__import__('dualflow.runtime')\n", "dualflow.graph_ir.x", True),
+        (
+            "import importlib\nimportlib.import_module(f'dualflow.passes.{n}')\n",
+            "dualflow.passes.m",
+            False,
+        ),
     ],
 )
 def test_the_checker_catches_violations(
@@ -210,8 +260,16 @@ def test_the_checker_catches_violations(
     path = fake.joinpath(*module.split(".")[1:]).with_suffix(".py")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
+    for package in ("_tensor.py", "errors.py", "ops/__init__.py", "tracer/__init__.py"):
+        (fake / package).parent.mkdir(parents=True, exist_ok=True)
+        (fake / package).touch()
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)
     assert bool(violations(path)) is expected
+
+
+def test_the_cycle_check_finds_a_cycle() -> None:
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) is None
 
 
 @pytest.mark.parametrize("path", MODULES, ids=IDS)

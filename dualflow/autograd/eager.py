@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import config
+from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node
 from dualflow.device import device_of, get_array_module
 from dualflow.errors import (
@@ -27,7 +28,6 @@ from dualflow.errors import (
 )
 from dualflow.ops.dispatch import set_default_interpreter
 from dualflow.ops.registry import Meta, OpDef
-from dualflow.tensor import Tensor
 
 _SCALARS = (int, float, bool)
 _ndarray = np.ndarray

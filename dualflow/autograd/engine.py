@@ -15,11 +15,11 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config, using_config
+from dualflow._tensor import Tensor, as_tensor
 from dualflow.autograd.eager import check_finite
 from dualflow.autograd.observers import Observation, start_observing
 from dualflow.autograd.tape import GraphReleasedError, Node
 from dualflow.errors import ShapeError, with_location
-from dualflow.tensor import Tensor, as_tensor
 
 
 def _edge_of(t: Tensor) -> Any:

@@ -8,14 +8,12 @@ The node is also the ``ctx`` that an op's backward receives.
 
 from __future__ import annotations
 
-import importlib
 import itertools
 from typing import Any
 
+# a cycle (the tensor module imports autograd, which imports this one): read at call time only
+import dualflow._tensor as _tensor
 from dualflow.ops.registry import OpDef
-
-# The module (not the function dualflow.tensor of the same name); used only at call time.
-_tensor = importlib.import_module("dualflow.tensor")
 
 _sequence = itertools.count()
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments, ops
+from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.distributed.agreement import (
     KIND_COLLECTIVE,
@@ -24,7 +25,6 @@ from dualflow.distributed.agreement import (
 from dualflow.distributed.watchdog import default_timeout
 from dualflow.errors import CommunicatorError
 from dualflow.ops.collective import REDUCTIONS, register_communicator
-from dualflow.tensor import Tensor
 
 
 class PendingAllreduce:

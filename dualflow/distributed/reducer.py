@@ -15,10 +15,10 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config, no_grad
+from dualflow._tensor import Tensor
 from dualflow.autograd.observers import add_backward_observer
 from dualflow.device import get_array_module
 from dualflow.ops.collective import agreed_collectives
-from dualflow.tensor import Tensor
 
 
 class GradReducer:

@@ -14,6 +14,7 @@ import numpy as np
 from dualflow.device import CPU, send
 from dualflow.graph_ir.ir import Graph, Literal, Node, Value
 from dualflow.ops.registry import OPS, Meta
+from dualflow.ops.synthetic import GUARD
 
 
 def _meta(value: Value | Literal) -> Meta:
@@ -90,7 +91,7 @@ class GraphBuilder:
 
     def guard(self, value: Value, expect: Any, kind: str, loc: str | None = None) -> None:
         """Append a guard asserting that ``kind(value) == expect`` at run time."""
-        self.nodes.append(Node("guard", (value,), (), {"expect": expect, "kind": kind}, loc))
+        self.nodes.append(Node(GUARD.name, (value,), (), {"expect": expect, "kind": kind}, loc))
 
     def output(self, *values: Value) -> None:
         """Declare graph outputs, in order."""

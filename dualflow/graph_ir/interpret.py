@@ -25,7 +25,7 @@ class Interpretation:
 
 
 def guard_holds(node: Node, array: Any) -> bool:
-    """Whether a guard's recorded expectation holds for ``array``.
+    """Whether a guard's recorded expectation holds for ``array`` (its op's forward).
 
     Example:
         >>> from dualflow.graph_ir.ir import Node, Value
@@ -33,23 +33,11 @@ def guard_holds(node: Node, array: Any) -> bool:
         >>> guard_holds(g, np.array(True)), guard_holds(g, np.array(False))
         (True, False)
     """
-    kind, expect = node.attrs["kind"], node.attrs["expect"]
-    convert = {"bool": bool, "int": int, "float": float}.get(kind, lambda v: v)
-    value = convert(array.item() if hasattr(array, "item") else array)  # 1-element, any rank
-    return value == expect or (value != value and expect != expect)  # NaN guards NaN
+    return bool(OPS[node.op].forward(np, array, **node.attrs))
 
 
 def run_node(node: Node, args: list[Any], xp: Any = np) -> tuple[Any, ...]:
     """Run one (non-guard) node's op on concrete arguments; returns its outputs as a tuple."""
-    if node.op == "fused":
-        from dualflow.ops.expr import compile_numpy  # noqa: PLC0415 - only fused graphs need it
-
-        forward = compile_numpy(node.attrs["expr"], node.attrs["args"], ())
-        value = forward(xp, *args)
-        reduce = node.attrs.get("reduce")
-        if reduce is not None:  # the reduction op itself: exactly what the unfused graph ran
-            value = OPS[reduce].forward(xp, value, axis=None, keepdims=node.attrs["keepdims"])
-        return (xp.asarray(value),)
     op = OPS[node.op]
     out = op.forward(xp, *args, **node.attrs)
     outs = tuple(out) if op.nout > 1 else (out,)
@@ -73,7 +61,7 @@ def interpret(graph: Graph, inputs: list[Any], state: list[Any] | None = None) -
     failed = []
     for node in graph.nodes:
         args = [env[v] if isinstance(v, Value) else v for v in node.inputs]
-        if node.op == "guard":
+        if OPS[node.op].guard:
             if not guard_holds(node, args[0]):
                 failed.append(node)
             continue

@@ -1,8 +1,8 @@
 """The graph IR's data types: immutable SSA ``Value``, ``Node`` and ``Graph`` (DESIGN §4).
 
-A node's ``op`` is a registry name (or the synthetic ``fused``/``guard``); its inputs are Values or
-Python scalar literals; ``attrs`` are plain data. State writes are ``updates`` (state value ->
-new value), committed by the runtime only after every guard passed.
+A node's ``op`` is a registry name (the synthetic ``fused``/``guard`` included); its inputs are
+Values or Python scalar literals; ``attrs`` are plain data. State writes are ``updates`` (state
+value -> new value), committed by the runtime only after every guard passed.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from functools import cached_property
 from typing import Any
 
 import numpy as np
+
+from dualflow.ops.registry import OPS
 
 Literal = int | float | bool
 
@@ -85,7 +87,7 @@ class Graph:
     @property
     def guards(self) -> tuple[Node, ...]:
         """The guard nodes, in order."""
-        return tuple(n for n in self.nodes if n.op == "guard")
+        return tuple(n for n in self.nodes if OPS[n.op].guard)
 
     @cached_property
     def producers(self) -> dict[Value, Node]:

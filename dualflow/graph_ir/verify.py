@@ -16,15 +16,7 @@ import numpy as np
 from dualflow.errors import CompileError, DualflowError
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.printer import format_node
-from dualflow.ops.expr import check_expr
-from dualflow.ops.expr_typing import lower_expr, sum_dtypes
-from dualflow.ops.registry import OPS, Meta
-
-SYNTHETIC_OPS = ("guard", "fused")
-# Reductions a fused node may end in (``reduce`` attr), each over all axes.
-FUSED_REDUCTIONS = ("sum",)
-GUARD_KINDS = ("bool", "int", "float", "item")
-
+from dualflow.ops.registry import OPS, Meta, NodeFormError
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -129,9 +121,10 @@ def _check_collectives(graph: Graph) -> None:
     started: dict[Value, Node] = {}
     waited: set[Value] = set()
     for node in graph.nodes:
-        if node.op == "allreduce_start":
+        role = OPS[node.op].async_role
+        if role == "start":
             started[node.outputs[0]] = node
-        elif node.op == "allreduce_wait":
+        elif role == "wait":
             handle, x = node.inputs[0], node.inputs[1]
             start = started.get(handle)
             if start is None:
@@ -171,20 +164,15 @@ def _check_node(node: Node) -> None:
     if type(node.op) is not str or not (node.loc is None or type(node.loc) is str):
         raise _fail(None, f"node op {node.op!r} / loc {node.loc!r}", "op and loc are strings")
     _check_attrs(node)
-    if node.op == "guard":
-        if len(node.inputs) != 1 or node.outputs or node.attrs.get("kind") not in GUARD_KINDS:
-            raise _fail(
-                node,
-                f"a guard takes one value, has no outputs and a kind in {GUARD_KINDS}",
-                "build guards with GraphBuilder.guard",
-            )
-        return
-    if node.op == "fused":
-        _check_fused(node)  # the expression itself is the fusion pass's to check
-        return
     op = OPS.get(node.op)
     if op is None:
         raise _fail(node, f"unknown op {node.op!r}", "register the op in dualflow.ops")
+    if op.check_node is not None:  # synthetic ops (guard, fused): their form, not infer
+        try:
+            op.check_node(node)
+        except NodeFormError as exc:
+            raise _fail(node, str(exc), exc.fix) from None
+        return
     metas = [
         Meta(v.shape, np.dtype(v.dtype)) if isinstance(v, Value) else Meta((), type(v))
         for v in node.inputs
@@ -207,41 +195,6 @@ def _check_node(node: Node) -> None:
                 f"but infer gives {np.dtype(meta.dtype).name}{list(meta.shape)}",
                 "recompute output types with the op's infer",
             )
-
-
-def _check_fused(node: Node) -> None:
-    """A well-formed expression over one name per input; when reducing, a known reduction, a
-    bool ``keepdims``, and the output the sum op would give for the broadcast of its inputs
-    (numpy's sum dtype of the element dtype)."""
-    args = node.attrs.get("args")
-    try:
-        if type(args) is not tuple or len(args) != len(node.inputs):
-            raise ValueError(f"args {args!r} do not name the {len(node.inputs)} inputs")
-        if not all(plain_identifier(a) for a in args):
-            raise ValueError(f"args {args!r} are not identifiers")
-        check_expr(node.attrs.get("expr"), args)
-    except ValueError as exc:
-        raise _fail(node, f"fused node: {exc}", "build fused nodes with passes.fuse") from None
-    reduce = node.attrs.get("reduce")
-    if reduce is None:
-        return
-    if reduce not in FUSED_REDUCTIONS or not isinstance(node.attrs.get("keepdims"), bool):
-        raise _fail(
-            node,
-            f"a fused reduction needs reduce in {FUSED_REDUCTIONS} and a bool keepdims",
-            "build fused reductions with passes.fuse",
-        )
-    shapes = [v.shape for v in node.value_inputs]
-    ndim = len(np.broadcast_shapes(*shapes)) if shapes else 0
-    element = lower_expr(node.attrs["expr"], node.attrs["args"], [v.dtype for v in node.inputs])
-    shape = (1,) * ndim if node.attrs["keepdims"] else ()
-    dtype = sum_dtypes(element.dtype)[1].name
-    if len(node.outputs) != 1 or (node.outputs[0].shape, node.outputs[0].dtype) != (shape, dtype):
-        raise _fail(
-            node,
-            f"a fused {reduce} of {element.dtype.name} elements gives {dtype}{list(shape)}",
-            "declare the output the reduction op's infer gives",
-        )
 
 
 def _check_outputs_and_updates(graph: Graph, defined: set[Value]) -> None:

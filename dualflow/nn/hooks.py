@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from dualflow import ops
 from dualflow._config import config
+from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node
 from dualflow.errors import TracingError, with_location
 from dualflow.ops.registry import Meta, OpDef
-from dualflow.tensor import Tensor
 
 if TYPE_CHECKING:
     from dualflow.nn.module import Module

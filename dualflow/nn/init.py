@@ -15,10 +15,10 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
+from dualflow._tensor import Tensor
 from dualflow.device import Device
 from dualflow.nn.parameter import Parameter
 from dualflow.random import Generator, normal, uniform
-from dualflow.tensor import Tensor
 
 _LINEAR_FNS = (
     "linear",

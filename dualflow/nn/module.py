@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dualflow._config import config
+from dualflow._tensor import Tensor
 from dualflow.nn import hooks, module_state
 from dualflow.nn.missing import MissingAttribute
 from dualflow.nn.module_state import fail_closed
 from dualflow.nn.parameter import Parameter
-from dualflow.tensor import Tensor
 
 
 class Module(hooks.HookMethods, module_state.ConversionMethods):

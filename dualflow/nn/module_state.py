@@ -13,10 +13,10 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import config, no_grad
+from dualflow._tensor import Tensor
 from dualflow.device import Device, send
 from dualflow.errors import DTypeError, ShapeError, TracingError, with_location
 from dualflow.serialization import check_cast
-from dualflow.tensor import Tensor
 
 if TYPE_CHECKING:
     from dualflow.nn.module import Module

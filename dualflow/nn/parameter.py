@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 
 
 class Parameter(Tensor):

@@ -7,6 +7,7 @@ from dualflow.ops.registry import OPS, Meta, OpDef  # noqa: I001 - the registry 
 from dualflow.ops.arithmetic import (
     abs,
     add,
+    atan,
     cast,
     clip,
     cos,
@@ -114,6 +115,7 @@ from dualflow.ops.embedding import embedding, embedding_grad
 from dualflow.ops.fused_arith import fma
 from dualflow.ops.collective import allreduce
 from dualflow.ops.host_print import debug_print
+from dualflow.ops.synthetic import FUSED, GUARD  # the IR's guard and fused nodes
 
 # Every public op function imported above (helpers and modules excluded).
 __all__ = sorted(

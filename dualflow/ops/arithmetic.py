@@ -58,14 +58,15 @@ def POWER(ctx, gy):
     return ga, gb
 
 
-@elementwise("maximum", "maximum(a, b)", args=_AB, saves=("x0", "x1"), commutative=True)
+# not commutative bit for bit: numpy returns the second operand of equal ones (0.0, -0.0)
+@elementwise("maximum", "maximum(a, b)", args=_AB, saves=("x0", "x1"))
 def MAXIMUM(ctx, gy):
     """Elementwise maximum; at ties the gradient goes to ``a``."""
     a_wins = greater_equal(ctx.x0, ctx.x1)
     return where(a_wins, gy, 0), where(a_wins, 0, gy)
 
 
-@elementwise("minimum", "minimum(a, b)", args=_AB, saves=("x0", "x1"), commutative=True)
+@elementwise("minimum", "minimum(a, b)", args=_AB, saves=("x0", "x1"))
 def MINIMUM(ctx, gy):
     """Elementwise minimum; at ties the gradient goes to ``a``."""
     a_wins = less_equal(ctx.x0, ctx.x1)
@@ -133,6 +134,13 @@ def COS(ctx, gy):
     return -gy * sin(ctx.x0)
 
 
+@elementwise("atan", "atan(x)", saves=("x0",))
+def ATAN(ctx, gy):
+    """Arctangent (radians, in (-pi/2, pi/2))."""
+    x = ctx.x0
+    return gy / (x * x + 1)
+
+
 @elementwise("erf", "erf(x)", saves=("x0",))
 def ERF(ctx, gy):
     """Gauss error function."""
@@ -190,6 +198,7 @@ square = public_function(SQUARE)
 abs = public_function(ABS)
 sin = public_function(SIN)
 cos = public_function(COS)
+atan = public_function(ATAN)
 erf = public_function(ERF)
 where = public_function(WHERE)
 greater = public_function(GREATER)

@@ -162,7 +162,12 @@ def _attrs(comm: Any, reduction: str, bucket: int | None) -> dict[str, Any]:
     return attrs
 
 
-@primitive("allreduce", impure=True, collective=True)
+@primitive(
+    "allreduce",
+    impure=True,
+    collective=True,
+    split=("allreduce_start", "allreduce_wait", "allreduce_progress"),  # bucket_allreduce
+)
 class AllReduce:
     """Sum (or mean) of ``x`` over every rank of communicator ``comm``; every rank gets it.
 
@@ -210,7 +215,9 @@ _PENDING: dict[int, dict[int, Any]] = {}
 _KEYS: dict[int, itertools.count] = {}
 
 
-@primitive("allreduce_start", impure=True, collective=True)
+# a start returns a new 0-d key, a wait the request's own receive buffer (never ``x``); the
+# start's input outlives the request because the wait reads it as its second operand
+@primitive("allreduce_start", impure=True, collective=True, aliasing="fresh", async_role="start")
 class AllReduceStart:
     """Start a non-blocking all-reduce of ``x``; the output is the request's 0-d int64 key."""
 
@@ -230,7 +237,7 @@ class AllReduceStart:
         return np.asarray(key, dtype=np.int64)
 
 
-@primitive("allreduce_wait", impure=True, collective=True)
+@primitive("allreduce_wait", impure=True, collective=True, aliasing="fresh", async_role="wait")
 class AllReduceWait:
     """Finish the all-reduce started as ``handle``; ``x`` (its input) gives the result's type."""
 
@@ -263,7 +270,7 @@ def progress(comm: int) -> int:
     return sum(not pending.test() for pending in _PENDING.get(comm, {}).values())
 
 
-@primitive("allreduce_progress", impure=True)
+@primitive("allreduce_progress", impure=True, async_role="progress")
 class AllReduceProgress:
     """Test the all-reduces in flight on ``comm`` (``handle``: one of them, for ordering).
 

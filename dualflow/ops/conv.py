@@ -1,7 +1,7 @@
 """2-D convolution ops (NCHW, OIHW weights): conv2d, conv_transpose2d and conv2d_grad_weight.
 
 All three are im2col/col2im plus one batched GEMM per call, or cuDNN on cupy arrays when it runs
-the case (``ops.cudnn``). They close under differentiation: conv2d's input gradient is
+the case (``kernels.cudnn``). They close under differentiation: conv2d's input gradient is
 conv_transpose2d and vice versa, and the weight gradient of both is ``conv2d_grad_weight``, whose
 own backward is again conv2d and conv_transpose2d.
 """
@@ -13,17 +13,10 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.ops import cudnn
+from dualflow.kernels.backend import backend_of
+from dualflow.kernels.im2col import Pair, col2im, im2col, out_size
 from dualflow.ops.dispatch import apply
-from dualflow.ops.im2col import (
-    Pair,
-    check_4d,
-    check_geometry,
-    col2im,
-    im2col,
-    out_size,
-    pair,
-)
+from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import reshape
 from dualflow.ops.validate import require_same_float
@@ -80,8 +73,9 @@ class Conv2d:
         return (Meta((x.shape[0], w.shape[0], ho, wo), np.result_type(x.dtype, w.dtype)),)
 
     def forward(xp, x, w, *, stride, pad, dilation, groups):
-        if xp is not np and cudnn.conv_usable(x, w):
-            y = cudnn.conv2d(x, w, stride, pad, dilation, groups)
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.conv_usable(x, w):
+            y = library.conv2d(x, w, stride, pad, dilation, groups)
             if y is not None:  # else cuDNN refused the case: im2col below
                 return y
         n = x.shape[0]
@@ -148,9 +142,10 @@ class ConvTranspose2d:
             + 1
             for k in range(2)
         )
-        if xp is not np and cudnn.conv_usable(x, w):  # conv2d's data gradient in cuDNN
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.conv_usable(x, w):  # conv2d's data gradient
             geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
-            y = cudnn.conv_transpose2d(x, w, geometry, out)
+            y = library.conv_transpose2d(x, w, geometry, out)
             if y is not None:
                 return y
         # Columns = w^T @ x per group, then col2im scatters every tap back to its output pixel.
@@ -191,9 +186,10 @@ class Conv2dGradWeight:
         return (Meta(shape, np.result_type(x.dtype, gy.dtype)),)
 
     def forward(xp, x, gy, *, ksize, stride, pad, dilation, groups):
-        if xp is not np and cudnn.conv_usable(x, gy):
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.conv_usable(x, gy):
             attrs = {"ksize": ksize, "stride": stride, "pad": pad, "dilation": dilation}
-            gw = cudnn.conv2d_grad_weight(x, gy, {**attrs, "groups": groups})
+            gw = library.conv2d_grad_weight(x, gy, {**attrs, "groups": groups})
             if gw is not None:
                 return gw
         n, c = x.shape[:2]

@@ -52,7 +52,7 @@ def _host(array: Any) -> Any:
     return value.item() if value.ndim == 0 else value
 
 
-@primitive("debug_print", impure=True)
+@primitive("debug_print", impure=True, prints=True)
 class DebugPrint:
     """Print ``format`` filled with the inputs (the last ``len(names)`` by keyword)."""
 

@@ -14,11 +14,11 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
+from dualflow.ops.axes import normalize_axes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexspec import shape_of
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import expand_dims
-from dualflow.ops.shapes import normalize_axes
 from dualflow.ops.slicing import GetItem, axis_slice
 
 
@@ -30,7 +30,7 @@ def _concat_dtype(metas: tuple[Meta, ...]) -> Any:
         raise DTypeError(f"concat: inputs of dtypes {dtypes} have no common dtype") from None
 
 
-@primitive("concat")
+@primitive("concat", aliasing="fresh")
 class Concat:
     """Join the inputs along an existing ``axis``; the other dimensions must agree."""
 

@@ -40,7 +40,19 @@ def _column_major(x: Any, other: Any, gy: Any) -> bool:
     )
 
 
-@primitive("matmul", saves=("x0", "x1"))
+def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
+    return xp.matmul(a, b, out=out)
+
+
+# BLAS reads its operands while writing: never in place; its result is C-ordered whatever the
+# operands' layout, so its out= forward needs no layout check
+@primitive(
+    "matmul",
+    saves=("x0", "x1"),
+    aliasing="fresh",
+    layout="C",
+    out=lambda checked: _matmul_out,
+)
 class Matmul:
     """Matrix product with numpy's rules (batched, broadcasting, 1-D promotion)."""
 

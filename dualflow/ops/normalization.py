@@ -4,7 +4,7 @@
 The training primitive also returns the batch mean and biased variance, so running statistics are
 updated from them through ``assign`` without recomputing; its backward accounts for gradients that
 reach those outputs too, which keeps double backward exact. On cupy arrays its forward runs in
-cuDNN when it can (``ops.cudnn``); the backward is written with ops, so it has no cuDNN path.
+cuDNN when it can (``kernels.cudnn``); the backward is written with ops, so it has no cuDNN path.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 
 from dualflow._config import config, no_grad
 from dualflow.errors import ShapeError, with_location
-from dualflow.ops import cudnn
+from dualflow.kernels.backend import backend_of
 from dualflow.ops.arithmetic import add, multiply, rsqrt, subtract
 from dualflow.ops.dispatch import apply
 from dualflow.ops.reduction import mean
@@ -65,8 +65,9 @@ class BatchNorm:
         return (Meta(shape, out), Meta(shape[1:2], dtype), Meta(shape[1:2], dtype))
 
     def forward(xp, x, gamma, beta, *, eps):
-        if xp is not np and cudnn.batch_norm_usable(x, gamma, beta, eps):
-            outputs = cudnn.batch_norm(x, gamma, beta, eps)
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.batch_norm_usable(x, gamma, beta, eps):
+            outputs = library.batch_norm(x, gamma, beta, eps)
             if outputs is not None:  # else cuDNN refused the case: the xp code below
                 return outputs
         axes, shape = _stat_axes(x.ndim), _channel_shape(x.ndim)

@@ -4,7 +4,8 @@ Pairs of ops are each other's adjoints, so any order of derivative closes over t
 ``max_pool2d_grad`` scatters gy to each window's argmax and ``max_pool2d_gather`` reads values
 back from those positions; ``avg_pool2d_grad`` spreads gy evenly and ``avg_pool2d`` averages.
 The argmax is recomputed from the saved input, so no integer index array travels with the graph.
-On cupy arrays the pooling forwards and avg_pool2d_grad run in cuDNN when it can (``ops.cudnn``).
+On cupy arrays the pooling forwards and avg_pool2d_grad run in cuDNN when it can
+(``kernels.cudnn``).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.ops import cudnn
+from dualflow.kernels.backend import backend_of
+from dualflow.kernels.im2col import Pair, offsets, out_size, pad_hw
 from dualflow.ops.dispatch import apply
-from dualflow.ops.im2col import Pair, check_4d, check_geometry, offsets, out_size, pad_hw, pair
+from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.reduction import mean
 from dualflow.ops.registry import Meta, primitive
 
@@ -91,8 +93,9 @@ class MaxPool2d:
         return (Meta(tuple(x.shape[:2]) + out, x.dtype),)
 
     def forward(xp, x, *, ksize, stride, pad):
-        if xp is not np and cudnn.usable(x):
-            y = cudnn.pool2d(x, "max", ksize, stride, pad)
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.usable(x):
+            y = library.pool2d(x, "max", ksize, stride, pad)
             if y is not None:  # else cuDNN refused the case: the window loop below
                 return y
         out = tuple(out_size(x.shape[2 + k], ksize[k], stride[k], pad[k]) for k in range(2))
@@ -158,8 +161,9 @@ class AvgPool2d:
         return (Meta(tuple(x.shape[:2]) + out, x.dtype),)
 
     def forward(xp, x, *, ksize, stride, pad):
-        if xp is not np and cudnn.usable(x):
-            y = cudnn.pool2d(x, "avg", ksize, stride, pad)
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.usable(x):
+            y = library.pool2d(x, "avg", ksize, stride, pad)
             if y is not None:
                 return y
         out = tuple(out_size(x.shape[2 + k], ksize[k], stride[k], pad[k]) for k in range(2))
@@ -186,8 +190,9 @@ class AvgPool2dGrad:
         return (x,)
 
     def forward(xp, gy, *, shape, ksize, stride, pad):
-        if xp is not np and cudnn.usable(gy):
-            gx = cudnn.avg_pool2d_grad(gy, shape, ksize, stride, pad)
+        library = backend_of(xp).library  # cuDNN on cupy
+        if library is not None and library.usable(gy):
+            gx = library.avg_pool2d_grad(gy, shape, ksize, stride, pad)
             if gx is not None:
                 return gx
         scaled = gy * gy.dtype.type(1.0 / (ksize[0] * ksize[1]))

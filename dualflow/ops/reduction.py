@@ -15,10 +15,10 @@ import numpy as np
 from dualflow._config import config
 from dualflow.errors import DTypeError, NumericalError, user_frame, with_location
 from dualflow.ops.arithmetic import cast, equal, exp, log, sqrt, where
+from dualflow.ops.axes import canonical_axis, normalize_axes, reduced_shape
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to, reshape
-from dualflow.ops.shapes import canonical_axis, normalize_axes, reduced_shape
 
 
 def _reduce_infer(name: str, x: Meta, axis: Any, keepdims: bool) -> tuple[Meta]:
@@ -33,7 +33,7 @@ def _expand_back(ctx: Any, gy: Any) -> Any:
     return reshape(gy, reduced_shape(shape, axes, True))
 
 
-@primitive("sum", saves=(), check_eager=False)
+@primitive("sum", saves=(), check_eager=False, aliasing="fresh", layout="operands")
 class Sum:
     """Sum over ``axis`` (all axes when None)."""
 
@@ -78,7 +78,7 @@ def _extreme_backward(ctx: Any, gy: Any) -> Any:
     return _expand_back(ctx, gy) * mask / count
 
 
-@primitive("max", saves=("x0", "y"))
+@primitive("max", saves=("x0", "y"), aliasing="fresh", layout="operands")
 class Max:
     """Maximum over ``axis``; ties share the gradient equally."""
 
@@ -93,7 +93,7 @@ class Max:
     backward = _extreme_backward
 
 
-@primitive("min", saves=("x0", "y"))
+@primitive("min", saves=("x0", "y"), aliasing="fresh", layout="operands")
 class Min:
     """Minimum over ``axis``; ties share the gradient equally."""
 
@@ -113,7 +113,7 @@ def _arg_infer(name: str, x: Meta, axis: int | None, keepdims: bool) -> tuple[Me
     return (Meta(out.shape, np.dtype(np.int64)),)
 
 
-@primitive("argmax")
+@primitive("argmax", aliasing="fresh", layout="operands")
 class Argmax:
     """Index of the maximum along ``axis`` (flattened when None); no gradient."""
 
@@ -124,7 +124,7 @@ class Argmax:
         return xp.argmax(x, axis=axis, keepdims=keepdims).astype(np.int64)
 
 
-@primitive("argmin")
+@primitive("argmin", aliasing="fresh", layout="operands")
 class Argmin:
     """Index of the minimum along ``axis`` (flattened when None); no gradient."""
 
@@ -282,7 +282,8 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     return reshape(out, reduced_shape(shape, normalize_axes("logsumexp", axis, len(shape)), False))
 
 
-@primitive("stop_gradient", check_eager=False)
+# in a traced graph an identity: gradients are already in the graph (fold drops it)
+@primitive("stop_gradient", check_eager=False, aliasing="view", layout="first", passthrough=True)
 class StopGradient:
     """Identity whose gradient is zero (``detach`` inside a graph)."""
 

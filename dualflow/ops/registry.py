@@ -7,14 +7,16 @@ functions over ops and need no registration. ``OPS`` maps every op name to its d
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
-from dualflow.ops.cuda_elementwise import device_forward
-from dualflow.ops.expr import Expr, compile_numpy, parse_expr
+from dualflow.kernels.backend import device_elementwise
+from dualflow.kernels.expr import compile_numpy, parse_expr
+from dualflow.kernels.out import expression_out, writes_out
 
 
 class Meta(NamedTuple):
@@ -25,17 +27,22 @@ class Meta(NamedTuple):
 
 
 class OpDef:
-    """One op: its name, forward/backward/infer and the facts the compiler needs about it.
+    """One op: its name, forward/backward/infer and every fact the compiler needs about it.
 
     ``saves`` names what backward reads: ``x0``, ``x1``... (inputs) and ``y``/``y0``...
-    (outputs). ``save_inputs`` and ``save_outputs`` are those names as index tuples.
+    (outputs). ``save_inputs`` and ``save_outputs`` are those names as index tuples. Passes,
+    the memory planner and the runtime ask these facts, never the op's name (``FACTS`` says
+    what each one means).
     """
 
     __slots__ = (
+        "aliasing",
         "args",
+        "async_role",
         "attr_names",
         "backward",
         "check_eager",
+        "check_node",
         "collective",
         "commutative",
         "differentiable",
@@ -43,42 +50,112 @@ class OpDef:
         "expr",
         "expr_text",
         "forward",
+        "guard",
         "impure",
         "infer",
         "inplace",
+        "inplace_rule",
         "kind",
+        "layout",
         "name",
+        "node_kernel",
         "nout",
+        "out",
+        "passthrough",
+        "prints",
+        "region",
         "save_inputs",
         "save_outputs",
         "saves",
+        "split",
+        "state_write",
     )
 
     def __init__(self, name: str, kind: str, forward: Callable, infer: Callable, **facts: Any):
+        unknown = set(facts) - set(FACTS)
+        if unknown:
+            raise TypeError(f"op {name!r}: unknown facts {sorted(unknown)}; known: {sorted(FACTS)}")
         self.name, self.kind, self.forward, self.infer = name, kind, forward, infer
-        self.backward: Callable | None = facts.get("backward")
-        self.saves: tuple[str, ...] = tuple(facts.get("saves", ()))
+        for fact, default in FACTS.items():
+            value = facts.get(fact, default[0])
+            setattr(self, fact, tuple(value) if isinstance(default[0], tuple) else value)
         self.save_inputs = tuple(int(s[1:]) for s in self.saves if s.startswith("x"))
         outs = [s for s in self.saves if s.startswith("y")]
         self.save_outputs = tuple(0 if s == "y" else int(s[1:]) for s in outs)
-        self.nout: int = facts.get("nout", 1)
-        self.expr: Expr | None = facts.get("expr")
-        self.expr_text: str | None = facts.get("expr_text")
-        self.args: tuple[str, ...] = tuple(facts.get("args", ()))
-        self.attr_names: tuple[str, ...] = tuple(facts.get("attr_names", ()))
-        self.impure: bool = facts.get("impure", False)
-        # talks to other ranks: every rank must run it the same number of times, in order
-        self.collective: bool = facts.get("collective", False)
-        self.commutative: bool = facts.get("commutative", False)
-        self.inplace: tuple[tuple[int, int], ...] = tuple(facts.get("inplace", ()))
         self.differentiable: bool = self.backward is not None
         # Elementwise ops let numpy find bad input (infer runs only on failure, when tracing and
         # in debug mode), keeping eager overhead near a bare numpy call; primitives check first.
         self.check_eager: bool = facts.get("check_eager", kind == "primitive")
-        self.doc: str = facts.get("doc", "")
+
+    def out_forward(self, checked: bool = True) -> Callable | None:
+        """``f(xp, *inputs, out, **attrs)`` writing the (single) result into ``out``, or None
+        when the op allocates. ``checked``: it writes only when the operands are C-ordered
+        (else it returns eager's own result), for outputs whose layout follows the operands'.
+
+        Example:
+            >>> OPS["matmul"].out_forward() is not None, OPS["sum"].out_forward()
+            (True, None)
+        """
+        return None if self.out is None else self.out(checked)
+
+    def inplace_for(self, attrs: dict[str, Any], count: int) -> tuple[int, ...]:
+        """The inputs (of ``count``) the result may be written over: a per-index kernel reads
+        an element's operands before writing it; BLAS, multi-pass kernels and sums do not.
+
+        Example:
+            >>> OPS["add"].inplace_for({}, 2), OPS["matmul"].inplace_for({}, 2)
+            ((0, 1), ())
+        """
+        if self.inplace_rule is not None:
+            return tuple(self.inplace_rule(attrs, count))
+        return tuple(j for i, j in self.inplace if i == 0 and j < count)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"
+
+
+# Every fact an op definition may state: (default, meaning).
+FACTS: dict[str, tuple[Any, str]] = {
+    "backward": (None, "backward(ctx, *gys) written with ops; None: not differentiable"),
+    "saves": ((), "what backward reads: x0, x1... (inputs), y, y0... (outputs)"),
+    "nout": (1, "number of outputs"),
+    "expr": (None, "elementwise ops: the parsed scalar expression"),
+    "expr_text": (None, "elementwise ops: the expression as written"),
+    "args": ((), "elementwise ops: input names of the expression"),
+    "attr_names": ((), "elementwise ops: attribute names of the expression"),
+    "doc": ("", "one-line description"),
+    "check_eager": (False, "eager mode runs infer before forward (primitives do)"),
+    "impure": (False, "RNG, collectives, state writes, guards: never removed, merged, moved"),
+    "collective": (False, "talks to other ranks: every rank runs it equally often, in order"),
+    "commutative": (False, "swapping its two inputs gives the same bits (cse sorts them)"),
+    "inplace": ((), "(output, input) pairs that may share a buffer when the input dies"),
+    "inplace_rule": (None, "inplace pairs that depend on attrs: f(attrs, count) -> inputs"),
+    "aliasing": ("unknown", "'fresh': new memory; 'view': a view of an input; 'unknown': both"),
+    "layout": (
+        "any",
+        "result layout: 'C', 'operands' (C if all are), 'elementwise' (C if all are C or "
+        "broadcasts of C), 'broadcast', 'first', 'permute', 'reshape' (C of C), 'any' "
+        "(graph_ir/layout.py)",
+    ),
+    "out": (None, "f(checked) -> forward writing its result into out=; None: it allocates"),
+    "passthrough": (False, "a result of its first input's type is that input (bits, strides)"),
+    "state_write": (False, "writes its first input's array in place (assign)"),
+    "async_role": (None, "'start', 'wait' or 'progress' of a split (non-blocking) collective"),
+    "split": (None, "(start, wait, progress) op names the overlap pass splits it into"),
+    "guard": (False, "checks a speculation: a failing one ends the run before any commit"),
+    "prints": (False, "writes to stdout: a plan holds its text until every guard passed"),
+    "region": (False, "stands for a region of ops of the graph before fusion (attrs 'locs')"),
+    "node_kernel": (None, "kernel built per node: f(metas, attrs, checked) -> kernel"),
+    "check_node": (None, "checks a node's form where infer cannot (synthetic ops): f(node)"),
+}
+
+
+class NodeFormError(ValueError):
+    """A synthetic op's node is malformed: ``str()`` says what, ``fix`` how to build it."""
+
+    def __init__(self, message: str, fix: str) -> None:
+        super().__init__(message)
+        self.fix = fix
 
 
 OPS: dict[str, OpDef] = {}
@@ -136,19 +213,14 @@ def elementwise(
         'maximum(x, 0)'
     """
     tree = parse_expr(expr, args, attrs)
+    if tree[0] != "call":
+        raise ValueError(f"{name}: an elementwise expression calls a function, got {expr!r}")
+    ufunc = writes_out(tree)  # its last call takes out=: the planner may give it a buffer
     plain = compile_numpy(tree, args, attrs)  # numpy, and device cases CUDA C cannot type
-    # cupy arrays run one cached ElementwiseKernel of the whole expression, not a ufunc per call
-    forward = compile_numpy(tree, args, attrs, device_forward(name, tree, args, plain))
-    dtype_cache: dict[tuple, Any] = {}
-
-    def infer(*metas: Meta, **attr_values: Any) -> tuple[Meta]:
-        if len(metas) != len(args):
-            raise ShapeError(f"{name}: expected {len(args)} inputs, got {len(metas)}")
-        shape = broadcast_metas(name, metas)
-        key = (tuple(m.dtype for m in metas), tuple(sorted(attr_values.items())))
-        if key not in dtype_cache:
-            dtype_cache[key] = _result_dtype(name, forward, metas, attr_values)
-        return (Meta(shape, dtype_cache[key]),)
+    # other array modules run their backend's elementwise kernels (cupy: one cached
+    # ElementwiseKernel of the whole expression, not a ufunc per call)
+    forward = compile_numpy(tree, args, attrs, device_elementwise(name, tree, args, plain))
+    infer = _elementwise_infer(name, args, forward)
 
     def decorate(backward: Callable | None) -> OpDef:
         op = OpDef(
@@ -165,10 +237,30 @@ def elementwise(
             commutative=commutative,
             inplace=tuple((0, i) for i in range(len(args))),
             doc=doc or (backward.__doc__ or ""),
+            aliasing="fresh",  # numpy allocates every ufunc, where and astype result
+            layout="elementwise",  # in its operands' memory order (order='K')
+            out=functools.partial(expression_out, name, tree, args, attrs) if ufunc else None,
         )
         return register(op)
 
     return decorate
+
+
+def _elementwise_infer(name: str, args: tuple[str, ...], forward: Callable) -> Callable:
+    """``infer`` of an elementwise op: numpy's broadcast of the shapes, and the dtype its
+    forward gives on one-element samples (cached per input dtypes and attributes)."""
+    dtype_cache: dict[tuple, Any] = {}
+
+    def infer(*metas: Meta, **attr_values: Any) -> tuple[Meta]:
+        if len(metas) != len(args):
+            raise ShapeError(f"{name}: expected {len(args)} inputs, got {len(metas)}")
+        shape = broadcast_metas(name, metas)
+        key = (tuple(m.dtype for m in metas), tuple(sorted(attr_values.items())))
+        if key not in dtype_cache:
+            dtype_cache[key] = _result_dtype(name, forward, metas, attr_values)
+        return (Meta(shape, dtype_cache[key]),)
+
+    return infer
 
 
 def _result_dtype(name: str, forward: Callable, metas: tuple[Meta, ...], attrs: dict) -> Any:

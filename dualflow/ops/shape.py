@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.ops.axes import normalize_axes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
-from dualflow.ops.shapes import normalize_axes
 
 
 def _resolve_shape(op: str, source: tuple[int, ...], shape: tuple[int, ...]) -> tuple:
@@ -32,7 +32,8 @@ def _resolve_shape(op: str, source: tuple[int, ...], shape: tuple[int, ...]) -> 
     return shape
 
 
-@primitive("reshape", check_eager=False)
+# to its input's own shape, numpy returns a view with the input's strides (fold drops it)
+@primitive("reshape", check_eager=False, aliasing="view", layout="reshape", passthrough=True)
 class Reshape:
     """View the data with a new shape (one dimension may be -1)."""
 
@@ -46,7 +47,7 @@ class Reshape:
         return reshape(gy, ctx.in_shapes[0])
 
 
-@primitive("transpose", check_eager=False)
+@primitive("transpose", check_eager=False, aliasing="view", layout="permute")
 class Transpose:
     """Permute axes (reverse them when ``axes`` is None)."""
 
@@ -68,7 +69,7 @@ class Transpose:
         return transpose(gy, tuple(int(i) for i in np.argsort([a % ndim for a in axes])))
 
 
-@primitive("broadcast_to", check_eager=False)
+@primitive("broadcast_to", check_eager=False, aliasing="view", layout="broadcast")
 class BroadcastTo:
     """Broadcast to ``shape`` with numpy's rules (a read-only view)."""
 

@@ -10,10 +10,10 @@ import contextlib
 from typing import Any
 
 from dualflow.errors import ShapeError
+from dualflow.ops.axes import canonical_axis, normalize_axes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexspec import ARRAY, FULL, basic_index, indexed_shape, shape_of
 from dualflow.ops.registry import Meta, primitive
-from dualflow.ops.shapes import canonical_axis, normalize_axes
 
 
 def _basic_shape(op: str, shape: tuple, index: tuple) -> tuple:
@@ -23,7 +23,7 @@ def _basic_shape(op: str, shape: tuple, index: tuple) -> tuple:
 
 
 # numpy checks a basic index itself, so infer runs only to explain a failure (as for reshape).
-@primitive("getitem", check_eager=False)
+@primitive("getitem", check_eager=False, aliasing="view")
 class GetItem:
     """``x[index]`` for a template of ints, ``None`` and ``(start, stop, step)`` slices (a view)."""
 
@@ -69,7 +69,7 @@ def axis_slice(ndim: int, axis: int, start: int | None, stop: int | None, step: 
     return (FULL,) * axis + ((start, stop, step),) + (FULL,) * (ndim - axis - 1)
 
 
-@primitive("flip", check_eager=False)
+@primitive("flip", check_eager=False, aliasing="view")
 class Flip:
     """Reverse the order of elements along ``axes`` (a view); its own backward."""
 

@@ -15,7 +15,8 @@ from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 
 
-@primitive("assign", impure=True)
+# returns its target: a view of input 0, with its layout
+@primitive("assign", impure=True, state_write=True, aliasing="view", layout="first")
 class Assign:
     """Write ``value`` (broadcast, cast to the target dtype) into ``target``; returns target."""
 

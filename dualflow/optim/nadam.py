@@ -11,11 +11,11 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
+from dualflow._tensor import Tensor
 from dualflow.optim.adamax import betas
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
 from dualflow.optim.param_group import as_dtype
-from dualflow.tensor import Tensor
 
 
 def decayed(p: Tensor, grad: Tensor, group: dict, lr: Tensor) -> tuple[Tensor, Tensor]:

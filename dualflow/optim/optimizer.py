@@ -14,6 +14,7 @@ import numpy as np
 
 from dualflow import arguments, ops
 from dualflow._config import config, enable_grad, no_grad
+from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
 from dualflow.optim.param_group import ParamGroup
@@ -21,7 +22,6 @@ from dualflow.optim.param_group import as_float as _as_float
 from dualflow.optim.state_check import check_same_kind
 from dualflow.optim.state_tensors import step_counter, zeros_like
 from dualflow.serialization import check_cast
-from dualflow.tensor import Tensor
 
 __all__ = ["Optimizer", "ParamGroup", "step_counter", "zeros_like"]  # helpers re-exported
 

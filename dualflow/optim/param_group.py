@@ -16,8 +16,8 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import config, no_grad
+from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
-from dualflow.tensor import Tensor
 
 
 def as_float(value: Any) -> float:

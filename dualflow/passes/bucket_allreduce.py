@@ -1,5 +1,6 @@
-"""Overlap all-reduces with other work: each ``allreduce`` becomes an ``allreduce_start`` issued as
-soon as its input can exist and an ``allreduce_wait`` just before the first reader of its result.
+"""Overlap collectives with other work: each op with a ``split`` fact (``allreduce``) becomes its
+start (``allreduce_start``), issued as soon as its input can exist, and its wait
+(``allreduce_wait``), just before the first reader of its result.
 
 Starts keep their relative order, and so do waits (every rank issues collectives in one order);
 effectful nodes (guards, state writes, RNG) are barriers nothing moves across.
@@ -49,15 +50,23 @@ from __future__ import annotations
 import math
 
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.passes.dce import is_effectful
+from dualflow.graph_ir.rewrite import is_effectful
+from dualflow.ops.registry import OPS
+
+
+def _splits(node: Node) -> bool:
+    """Whether the node is a collective this pass splits into a start and a wait."""
+    return OPS[node.op].split is not None
 
 
 def _split(reduce: Node, value_id: int) -> tuple[Node, Node]:
-    """The start and wait replacing one ``allreduce`` node (the wait defines its old output)."""
+    """The start and wait replacing one split collective (the wait defines its old output);
+    the start takes the op's attrs, the wait (and later progress tests) its communicator."""
     (x,), (y,) = reduce.inputs, reduce.outputs
+    start_op, wait_op, _ = OPS[reduce.op].split
     handle = Value(value_id, (), "int64")
-    start = Node("allreduce_start", (x,), (handle,), dict(reduce.attrs), reduce.loc)
-    wait = Node("allreduce_wait", (handle, x), (y,), {"comm": reduce.attrs["comm"]}, reduce.loc)
+    start = Node(start_op, (x,), (handle,), dict(reduce.attrs), reduce.loc)
+    wait = Node(wait_op, (handle, x), (y,), {"comm": reduce.attrs["comm"]}, reduce.loc)
     return start, wait
 
 
@@ -73,7 +82,7 @@ def _start_slots(graph: Graph) -> dict[Node, int]:
     barrier, previous = -1, -1
     for index, node in enumerate(graph.nodes):
         earliest = max((ready.get(v, -1) for v in node.value_inputs), default=-1)
-        if node.op == "allreduce":
+        if _splits(node):
             previous = slots[node] = max(earliest, barrier, previous)
             ready[node.outputs[0]] = previous
         elif is_effectful(node):
@@ -116,7 +125,7 @@ class _Schedule:
         stack = [reduce.inputs[0]]
         while stack:
             node = self.graph.producers.get(stack.pop())
-            if node is None or node in cone or node in self.emitted or node.op == "allreduce":
+            if node is None or node in cone or node in self.emitted or _splits(node):
                 continue
             cone.add(node)
             stack.extend(node.value_inputs)
@@ -131,7 +140,7 @@ class _Schedule:
         while pending and slots[pending[0]] < 0:
             self.hoist(pending.pop(0))
         for index, node in enumerate(self.graph.nodes):
-            if node.op != "allreduce" and node not in self.emitted:
+            if not _splits(node) and node not in self.emitted:
                 if is_effectful(node):
                     self.flush(len(self.waits))  # nothing in flight crosses a barrier
                 self.emit(node)
@@ -144,8 +153,9 @@ class _Schedule:
 PROGRESS_ELEMENTS = 1 << 14  # a step writing this many elements is worth a progress test after
 
 
-def _with_progress(order: list[Node], next_id: int) -> list[Node]:
-    """``order`` with an ``allreduce_progress`` after each large step while requests fly.
+def _with_progress(order: list[Node], next_id: int, progress: dict[Node, str]) -> list[Node]:
+    """``order`` with an ``allreduce_progress`` after each large step while requests fly
+    (``progress``: each start node's progress op).
 
     MPICH moves a non-blocking all-reduce only inside MPI calls: these tests are what lets
     the transfer proceed during backward without a helper thread.
@@ -154,21 +164,23 @@ def _with_progress(order: list[Node], next_id: int) -> list[Node]:
     in_flight: dict[Value, Node] = {}  # handle -> its start, in start order
     for node in order:
         out.append(node)
-        if node.op == "allreduce_start":
+        role = OPS[node.op].async_role
+        if role == "start":
             in_flight[node.outputs[0]] = node
-        elif node.op == "allreduce_wait":
+        elif role == "wait":
             in_flight.pop(node.inputs[0], None)
         elif in_flight and sum(math.prod(v.shape) for v in node.outputs) >= PROGRESS_ELEMENTS:
             handle, start = next(reversed(in_flight.items()))
             token = Value(next_id, (), "int64")
             next_id += 1
             attrs = {"comm": start.attrs["comm"]}
-            out.append(Node("allreduce_progress", (handle,), (token,), attrs, node.loc))
+            out.append(Node(progress[start], (handle,), (token,), attrs, node.loc))
     return out
 
 
 def bucket_allreduce(graph: Graph) -> Graph:
-    """Split every ``allreduce`` into an early start and a late wait; ``graph`` itself if none.
+    """Split every ``allreduce`` (op with a ``split``) into an early start and a late wait;
+    ``graph`` itself if none.
 
     Example:
         >>> from dualflow.graph_ir import GraphBuilder
@@ -181,12 +193,13 @@ def bucket_allreduce(graph: Graph) -> Graph:
         >>> [n.op for n in bucket_allreduce(b.build()).nodes]
         ['exp', 'allreduce_start', 'tanh', 'allreduce_wait', 'add']
     """
-    reduces = [n for n in graph.nodes if n.op == "allreduce"]
+    reduces = [n for n in graph.nodes if _splits(n)]
     if not reduces:
         return graph
     values = [*graph.inputs, *graph.state, *graph.consts]
     next_id = max((v.id for v in values + [v for n in graph.nodes for v in n.outputs]), default=-1)
     pairs = {node: _split(node, next_id + 1 + i) for i, node in enumerate(reduces)}
     order = _Schedule(graph, pairs).run(_start_slots(graph))
-    order = _with_progress(order, next_id + 1 + len(reduces))
+    progress = {start: OPS[node.op].split[2] for node, (start, _) in pairs.items()}
+    order = _with_progress(order, next_id + 1 + len(reduces), progress)
     return graph.replace(nodes=tuple(order))

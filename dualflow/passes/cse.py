@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.graph_ir.rewrite import is_effectful, rebuild, rewire
 from dualflow.ops.registry import OPS
-from dualflow.passes.dce import is_effectful
 
 
 def attr_key(value: Any) -> Any:
@@ -63,10 +63,6 @@ def attr_key(value: Any) -> Any:
     return (type(value).__name__, repr(value))
 
 
-# Commutative ops whose result has the same bits in either operand order (NaN payloads aside).
-BITWISE_COMMUTATIVE = frozenset({"add", "multiply"})
-
-
 def _operand_key(value: Value | Any) -> tuple:
     # Values by identity (their id is unique in a graph); literals by type and repr.
     return (0, value.id, "") if isinstance(value, Value) else (1, *attr_key(value))
@@ -83,7 +79,7 @@ def node_key(node: Node) -> tuple:
     """
     operands = [_operand_key(v) for v in node.inputs]
     op = OPS.get(node.op)
-    if op is not None and op.commutative and op.name in BITWISE_COMMUTATIVE:
+    if op is not None and op.commutative:  # the same bits in either order (NaN payloads aside)
         operands.sort()
     outputs = tuple((v.shape, v.dtype) for v in node.outputs)
     attrs = tuple(sorted((k, attr_key(v)) for k, v in node.attrs.items()))
@@ -103,36 +99,6 @@ def _merge_consts(graph: Graph) -> tuple[dict[Value, np.ndarray], dict[Value, Va
             first[key] = value
             kept[value] = array
     return kept, subst
-
-
-def rewire(node: Node, subst: dict[Value, Value]) -> Node:
-    """``node`` with its inputs replaced through ``subst`` (the same object when none changes).
-
-    Example:
-        >>> x, y = Value(0, (2,), "float32"), Value(1, (2,), "float32")
-        >>> n = Node("exp", (x,), (Value(2, (2,), "float32"),))
-        >>> rewire(n, {x: y}).inputs[0] is y, rewire(n, {}) is n
-        (True, True)
-    """
-    if not any(isinstance(v, Value) and v in subst for v in node.inputs):
-        return node
-    inputs = tuple(subst.get(v, v) if isinstance(v, Value) else v for v in node.inputs)
-    return Node(node.op, inputs, node.outputs, node.attrs, node.loc)
-
-
-def rebuild(graph: Graph, nodes: list[Node], consts: dict, subst: dict[Value, Value]) -> Graph:
-    """A copy of ``graph`` with new nodes/consts and outputs and update sources rewired.
-
-    Example:
-        >>> from dualflow.graph_ir import GraphBuilder
-        >>> b = GraphBuilder("f"); x = b.input((2,), "float32"); b.output(x)
-        >>> g = b.build(); y = Value(5, (2,), "float32")
-        >>> rebuild(g, [], {}, {x: y}).outputs[0] is y
-        True
-    """
-    outputs = tuple(subst.get(v, v) for v in graph.outputs)
-    updates = tuple((s, subst.get(n, n)) for s, n in graph.updates)
-    return graph.replace(nodes=tuple(nodes), consts=consts, outputs=outputs, updates=updates)
 
 
 def cse(graph: Graph) -> Graph:

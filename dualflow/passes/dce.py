@@ -26,21 +26,7 @@ After::
 from __future__ import annotations
 
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.ops.registry import OPS
-
-
-def is_effectful(node: Node) -> bool:
-    """Whether a node must never be removed, merged, folded or reordered (impure op or guard).
-
-    Example:
-        >>> x = Value(0, (2,), "uint64")
-        >>> is_effectful(Node("guard", (x,), (), {"kind": "item", "expect": 0}))
-        True
-    """
-    if node.op == "guard":
-        return True
-    op = OPS.get(node.op)
-    return op is not None and op.impure
+from dualflow.graph_ir.rewrite import escaping, is_effectful
 
 
 def dce(graph: Graph) -> Graph:
@@ -53,7 +39,7 @@ def dce(graph: Graph) -> Graph:
         >>> d = dce(b.build()); len(d.nodes), dce(d) is d
         (0, True)
     """
-    live: set[Value] = set(graph.outputs) | {new for _, new in graph.updates}
+    live: set[Value] = escaping(graph)
     kept: list[Node] = []
     for node in reversed(graph.nodes):
         if is_effectful(node) or any(v in live for v in node.outputs):

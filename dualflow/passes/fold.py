@@ -52,10 +52,9 @@ import numpy as np
 
 from dualflow.graph_ir.interpret import run_node
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.graph_ir.layout import ANY, C, exact_in_any_layout, layouts
+from dualflow.graph_ir.rewrite import escaping, is_effectful, rebuild, rewire
 from dualflow.ops.registry import OPS, Meta
-from dualflow.passes.cse import rebuild, rewire
-from dualflow.passes.dce import is_effectful
-from dualflow.passes.layout import ANY, C, exact_in_any_layout, layouts
 
 MAX_FOLD_BYTES = 1 << 20  # larger constants would bloat saved graphs more than they save
 
@@ -177,8 +176,8 @@ def _identity(node: Node, state: _Rewrite) -> Any:
     if op in ("negative", "cast"):  # both allocate numpy's dense copy of their operand
         inner = state.producer(ins[0], "negative") if op == "negative" else node
         return inner.inputs[0] if inner is not None and state.dense(inner.inputs[0]) else None
-    if op in ("stop_gradient", "reshape"):
-        return ins[0]  # views with the operand's own strides (reshape: when the type is unchanged)
+    if OPS[op].passthrough:  # stop_gradient, reshape: when the type is unchanged, the operand
+        return ins[0]
     return None
 
 
@@ -251,7 +250,7 @@ def _fold_node(node: Node, state: _Rewrite) -> None:
 
 def _multiply_add(graph: Graph) -> Graph:
     """Turn ``add(multiply(a, b), c)`` into ``fma(a, b, c)`` where the multiply has no other use."""
-    roots = set(graph.outputs) | {new for _, new in graph.updates}
+    roots = escaping(graph)
     nodes, changed = list(graph.nodes), False
     for i, node in enumerate(nodes):
         if node.op != "add":

@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.passes.dce import is_effectful
+from dualflow.graph_ir.rewrite import is_effectful
 
 # The ops whose output channels fold, and which axis of their output is the channel axis.
 _CHANNEL_AXIS = {"conv2d": 1, "matmul": -1}

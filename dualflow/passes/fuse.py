@@ -11,9 +11,10 @@ from __future__ import annotations
 import heapq
 
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.graph_ir.verify import FUSED_REDUCTIONS
-from dualflow.ops.expr import Expr
+from dualflow.graph_ir.rewrite import escaping
+from dualflow.kernels.expr import Expr
 from dualflow.ops.registry import OPS
+from dualflow.ops.synthetic import FUSED, FUSED_REDUCTIONS
 
 # Below this many output elements a fused kernel call (numba dispatch ~5-10 µs, the blocked
 # evaluator's setup ~10 µs) costs more than the numpy calls and temporaries it saves.
@@ -146,7 +147,7 @@ def _fused_node(graph: Graph, members: list[int], reduction: Node | None = None)
     }
     if reduction is not None:
         attrs.update(reduce=reduction.op, keepdims=bool(reduction.attrs["keepdims"]))
-    return Node("fused", inputs, root.outputs, attrs, locs[0] if locs else None)
+    return Node(FUSED.name, inputs, root.outputs, attrs, locs[0] if locs else None)
 
 
 def _reduced_producer(
@@ -180,7 +181,7 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
         >>> [n.op for n in fuse(b.build(), min_size=0).nodes]
         ['fused']
     """
-    escaping = set(graph.outputs) | {new for _, new in graph.updates}
+    leaving = escaping(graph)
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     taken: set[int] = set()
     replaced: dict[int, Node | None] = {}  # node index -> its fused node (None: dropped)
@@ -188,13 +189,13 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
         node = graph.nodes[root]
         if root in taken:
             continue
-        producer = _reduced_producer(graph, node, escaping, index) if sums else None
+        producer = _reduced_producer(graph, node, leaving, index) if sums else None
         if producer is not None and producer not in taken:
             # one elementwise node is enough here: fusing saves the temporary it writes
-            members = _region(graph, producer, taken, escaping, index)
+            members = _region(graph, producer, taken, leaving, index)
             reduction, enough = node, _numel(graph.nodes[producer].outputs[0]) >= min_size
         elif fusible(node):
-            members, reduction = _region(graph, root, taken, escaping, index), None
+            members, reduction = _region(graph, root, taken, leaving, index), None
             enough = len(members) >= 2 and _numel(node.outputs[0]) >= min_size
         else:
             continue
@@ -210,21 +211,6 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
         replaced.get(i, n) for i, n in enumerate(graph.nodes) if replaced.get(i, n) is not None
     )
     return graph.replace(nodes=nodes)
-
-
-def fuse_exact(graph: Graph) -> Graph:
-    """``fuse`` without trailing sums: every fused kernel then computes eager's bits (numba only
-    for exactly rounded arithmetic, the blocked evaluator running eager's ufuncs otherwise).
-
-    Example:
-        >>> from dualflow.graph_ir.builder import GraphBuilder
-        >>> b = GraphBuilder("f"); x = b.input((64, 64), "float32")
-        >>> (h,) = b.node("multiply", [x, x])
-        >>> b.output(*b.node("sum", [h], {"axis": None, "keepdims": False}))
-        >>> g = b.build(); [n.op for n in fuse(g).nodes], fuse_exact(g) is g
-        (['fused'], True)
-    """
-    return fuse(graph, sums=False)
 
 
 def _numel(value: Value) -> int:

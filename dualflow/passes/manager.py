@@ -1,11 +1,15 @@
-"""The pass manager: named passes, explicit pipelines (O0/O1/O2) and ``run_passes`` (DESIGN §5).
+"""The pass manager: explicit pipelines (O0/O1/O2/exact), the passes they name, ``run_passes``.
 
-It verifies after each pass when asked (always in tests), dumps every intermediate graph's text,
-keeps per-pass stats and names the failing pass (and the ones before it) in a ``CompileError``.
+A pass named ``p`` is the function ``p`` of the module ``dualflow/passes/p.py``: adding a pass is
+that one file plus its name in a pipeline below (or in ``passes=``/``DUALFLOW_PASSES``). The
+manager verifies after each pass when asked (always in tests), dumps every intermediate graph's
+text, keeps per-pass stats and names the failing pass (and the ones before it) in a
+``CompileError``.
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 import time
 from collections.abc import Callable
@@ -16,25 +20,8 @@ from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.graph_ir.printer import print_graph
 from dualflow.graph_ir.verify import verify
-from dualflow.passes.bucket_allreduce import bucket_allreduce
-from dualflow.passes.cse import cse
-from dualflow.passes.dce import dce
-from dualflow.passes.fold import fold
-from dualflow.passes.fold_bn import fold_bn
-from dualflow.passes.fuse import fuse, fuse_exact
 
 Pass = Callable[[Graph], Graph]
-
-# Every known pass by name; a pass returns its input object unchanged when it changes nothing.
-PASSES: dict[str, Pass] = {
-    "dce": dce,
-    "cse": cse,
-    "fold": fold,
-    "fold_bn": fold_bn,
-    "fuse": fuse,
-    "fuse_exact": fuse_exact,
-    "bucket_allreduce": bucket_allreduce,
-}
 
 O0: tuple[str, ...] = ()
 O1: tuple[str, ...] = ("dce", "cse")
@@ -43,6 +30,40 @@ O2: tuple[str, ...] = ("fold_bn", "fold", "cse", "dce", "fuse", "bucket_allreduc
 # O2 without fold_bn, and fusion without float64 sums.
 EXACT: tuple[str, ...] = ("fold", "cse", "dce", "fuse_exact", "bucket_allreduce")
 PIPELINES: dict[str, tuple[str, ...]] = {"O0": O0, "O1": O1, "O2": O2, "exact": EXACT}
+
+
+def load_pass(name: str) -> Pass | None:
+    """The pass ``name``: the function of that name in ``dualflow/passes/<name>.py``, or None.
+
+    Example:
+        >>> load_pass("dce").__name__, load_pass("manager"), load_pass("no such pass")
+        ('dce', None, None)
+    """
+    if not (name.isascii() and name.isidentifier()):
+        return None
+    try:
+        module = importlib.import_module(f"dualflow.passes.{name}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"dualflow.passes.{name}":
+            raise
+        return None
+    function = getattr(module, name, None)
+    return function if callable(function) else None
+
+
+def _pipeline_passes() -> dict[str, Pass]:
+    found: dict[str, Pass] = {}
+    for name in (name for pipeline in PIPELINES.values() for name in pipeline):
+        function = load_pass(name)
+        if function is None:
+            raise ImportError(f"pass {name!r}: no dualflow/passes/{name}.py defining {name}()")
+        found[name] = function
+    return found
+
+
+# Every known pass by name (the pipelines' ones, loaded now; others on first use by name). A
+# pass returns its input object unchanged when it changes nothing.
+PASSES: dict[str, Pass] = _pipeline_passes()
 
 
 @dataclass(frozen=True)
@@ -73,6 +94,9 @@ def resolve_passes(spec: str | tuple[str, ...] | list[str] | None = None) -> tup
         spec = PIPELINES[text] if text in PIPELINES else [s.strip() for s in text.split(",")]
         spec = [s for s in spec if s]
     names = tuple(spec)
+    for name in names:
+        if name not in PASSES and load_pass(name) is not None:
+            PASSES[name] = load_pass(name)  # a pass module no pipeline names
     unknown = [n for n in names if n not in PASSES]
     if unknown:
         raise ValueError(

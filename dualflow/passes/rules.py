@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.ops.expr import compile_numpy
+from dualflow.kernels.expr import compile_numpy
 from dualflow.ops.registry import OPS
 from dualflow.passes.fold_bn import folds
 
@@ -156,7 +156,7 @@ def sites(name: str, before: Graph, after: Graph) -> dict[Value, Site]:
     found: dict[Value, Site] = {}
     if name == "fuse":
         for node in after.nodes:
-            if node.op == "fused" and node.attrs.get("reduce") == "sum":
+            if OPS[node.op].region and node.attrs.get("reduce") == "sum":  # fuse's own nodes
                 found[node.outputs[0]] = _fused_sum_site(node)
     elif name == "fold_bn":
         for match in folds(before):

@@ -91,8 +91,8 @@ def _kernel(
     name = f"k{index}"
     if planned:
         namespace[name] = kernels["out"](node)
-    elif node.op == "fused":
-        namespace[name] = kernels["fused"](node)
+    elif OPS[node.op].node_kernel is not None:  # built per node (a fused region's kernel)
+        namespace[name] = kernels["node"](node)
     else:
         namespace[name] = OPS[node.op].forward
     return name
@@ -151,23 +151,25 @@ def render(
     """Python source of ``run(xp, inputs, state, consts, bufs)`` and its namespace.
 
     The function returns ``(outputs, update_values, None)`` or, when a guard fails,
-    ``(None, None, guard_index)`` before any later step ran. The steps defining ``planned``
+    ``(None, guard_operands, guard_index)`` before any later step ran. Steps call their op's
+    forward, or
+    ``kernels["node"](node)`` for ops with per-node kernels; the steps defining ``planned``
     values write into ``bufs`` (one preallocated array per planned value, same order) with
     ``kernels["out"](node)``; those defining ``donated`` update values write into their state's
     own array (the update value returned is then that array).
     """
     donated = donated or {}
-    namespace: dict[str, Any] = {"_guard": kernels["guard"], "_check": kernels.get("check")}
+    namespace: dict[str, Any] = {"_check": kernels.get("check")}
     lines = ["def run(xp, inputs, state, consts, bufs=(), times=None):", *_unpack(graph, planned)]
     planned_set = set(planned)
     kept = set(donated.values())
     last_use = graph.last_use
     for i, node in enumerate(graph.nodes):
-        if node.op == "guard":
+        if OPS[node.op].guard:  # a failing guard ends the run before any update is committed
             args = ", ".join(_operand(v, namespace) for v in node.inputs)
-            namespace[f"g{i}"] = node
-            # a failed guard returns what it saw, for the retrace reason
-            lines.append(f"    if not _guard(g{i}, {args}): return None, ({args},), {i}")
+            attrs = "".join(", " + _attr(k, v, namespace) for k, v in node.attrs.items())
+            namespace[f"k{i}"] = OPS[node.op].forward  # a failed guard returns what it saw
+            lines.append(f"    if not k{i}(xp, {args}{attrs}): return None, ({args},), {i}")
         else:
             lines += _call_lines(
                 node, i, namespace, kernels, _into(node, planned_set, donated), profile

@@ -10,14 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.ops.registry import OPS
 from dualflow.runtime.memory import alias_roots
-from dualflow.runtime.out_forward import inplace_safe, writes_out
+from dualflow.runtime.out_forward import inplace_inputs, writes_out
 
 
 def _may_stop(node: Node) -> bool:
     """Whether the run may end at this step without committing: a guard, or a step whose
-    forward can raise on the values it reads (an out-of-range label or index)."""
-    if node.op == "guard":
+    forward can raise on the integers it reads (an out-of-range label or index, a negative
+    integer power: any op reading integers may, so this is no per-op fact)."""
+    op = OPS.get(node.op)
+    if op is not None and op.guard:
         return True
     return any(np.dtype(v.dtype).kind in "iu" for v in node.value_inputs)
 
@@ -59,7 +62,9 @@ def donations(graph: Graph) -> dict[Value, Value]:
         if step <= last_guard or last_read.get(state, -1) > step or not writes_out(producer):
             continue
         readers = [v for v in producer.value_inputs if state in aliases.get(v, ())]
-        if readers and (not inplace_safe(producer) or any(v is not state for v in readers)):
+        if readers and (
+            state not in inplace_inputs(producer) or any(v is not state for v in readers)
+        ):
             continue  # only a per-index kernel reading the state itself may overwrite it
         found[new] = state
     return found

@@ -14,19 +14,7 @@ import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS
-from dualflow.runtime.out_forward import inplace_safe, writes_out
-
-# Ops whose numpy forward returns a view of (or the very array of) an input: no new memory, and
-# the input's memory lives as long as the view does.
-VIEW_OPS = frozenset(
-    {"reshape", "transpose", "broadcast_to", "getitem", "stop_gradient", "flip", "assign"}
-)
-# Ops known to return a new array that shares nothing with their inputs.
-FRESH_OPS = frozenset({"fused", "matmul", "sum", "max", "min", "argmax", "argmin", "concat"})
-# The split all-reduce: a start returns a new 0-d key, a wait the request's own receive buffer
-# (never ``x``); neither can write ``out=``. The start's input must outlive the request, which
-# holds because the wait reads it as its second operand.
-ASYNC_OPS = frozenset({"allreduce_start", "allreduce_wait"})
+from dualflow.runtime.out_forward import inplace_inputs, writes_out
 
 
 @dataclass(frozen=True)
@@ -104,20 +92,15 @@ class MemoryPlan:
 
 
 def _kind(node: Node) -> str:
+    """The op's ``aliasing`` fact: "fresh" (new memory), "view" (of an input) or "unknown"."""
     op = OPS.get(node.op)
-    if (
-        node.op in FRESH_OPS
-        or node.op in ASYNC_OPS
-        or (op is not None and op.kind == "elementwise" and op.expr[0] == "call")
-    ):
-        return "fresh"
-    return "view" if node.op in VIEW_OPS else "unknown"
+    return "unknown" if op is None else op.aliasing
 
 
 def alias_roots(graph: Graph, with_state: bool = False) -> dict[Value, frozenset[Value]]:
     """Node output -> the node outputs owning memory it may share (itself if it owns some).
 
-    Ops of unknown behaviour are assumed to both allocate and alias their inputs (safe side).
+    Ops of unknown ``aliasing`` are assumed to both allocate and alias their inputs (safe side).
     ``with_state`` also counts each state value as the owner of its own memory (donation asks
     which values may be views of a state array).
 
@@ -156,10 +139,9 @@ def _release(graph: Graph, roots: dict[Value, frozenset[Value]]) -> dict[Value, 
 def _inplace_source(
     node: Node, out: Value, step: int, planned: set, roots: dict, release: dict
 ) -> Value | None:
-    """A planned input of an elementwise step dying here whose buffer ``out`` can take over."""
-    if not inplace_safe(node):
-        return None  # e.g. BLAS must not write over its operands
-    for v in node.value_inputs:
+    """A planned input of the step dying here whose buffer ``out`` can take over (one of the
+    inputs its op may write over: never BLAS's operands, say)."""
+    for v in inplace_inputs(node):
         if v in planned and release[v] == step and (v.shape, v.dtype) == (out.shape, out.dtype):
             others = [w for w in node.value_inputs if w is not v and v in roots.get(w, ())]
             if not others:  # a view of v read by the same step would see half-written data

@@ -1,157 +1,78 @@
-"""Forwards that write into a caller's buffer (``out=``), for steps the memory planner assigns.
+"""Which plan steps write into a caller's buffer (``out=``), and over which inputs: the node-level
+view of the op facts (``OpDef.out_forward``, ``node_kernel``, ``inplace_for``).
 
-Elementwise ops whose expression ends in a numpy ufunc get a rendered ``forward_out`` passing
-``out=out`` to that last call. numpy allocates a ufunc's result in its operands' memory order
-(``order='K'``), and a C-ordered buffer in place of eager's F-ordered result would change the
-summation order of every later reduction (docs/memory-planner.md, "Same layout as eager"), so
-the checked variant writes ``out`` only when every operand is C-contiguous and otherwise returns
-eager's own result; a plan uses the unchecked one where its operands are proven C-ordered.
-``matmul`` (always C-ordered) uses ``xp.matmul(a, b, out=out)``; ``fused`` nodes' kernels take
-``out=`` themselves. Other ops allocate.
+Elementwise ops whose expression ends in a ufunc write ``out=`` through a rendered forward
+(``kernels/out.py``: checked, it writes only C-ordered operands' results, so the result has
+eager's layout); ``matmul`` through ``xp.matmul(a, b, out=out)``; ops with a per-node kernel
+(``fused``) take ``out=`` themselves. Other ops allocate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from dualflow.graph_ir.ir import Node
-from dualflow.ops.expr import erf, render_numpy
-from dualflow.ops.registry import OPS, OpDef
-
-# Expression functions that are ufuncs in numpy and cupy (``where``, ``astype``, ``erf`` are not).
-UFUNCS = frozenset(
-    {
-        "add",
-        "subtract",
-        "multiply",
-        "divide",
-        "power",
-        "negative",
-        "maximum",
-        "minimum",
-        "greater",
-        "greater_equal",
-        "less",
-        "less_equal",
-        "equal",
-        "not_equal",
-        "exp",
-        "log",
-        "log1p",
-        "expm1",
-        "sqrt",
-        "abs",
-        "sin",
-        "cos",
-        "tanh",
-    }
-)
-
-_CACHE: dict[tuple[str, bool], Callable | None] = {}
+from dualflow.graph_ir.ir import Node, Value
+from dualflow.ops.registry import OPS
 
 
-def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
-    return xp.matmul(a, b, out=out)
-
-
-def c_ordered(value: Any) -> bool:
-    """Whether ``value`` is a Python scalar or a C-contiguous array (numpy or cupy).
+def node_kernel(node: Node, checked: bool = True) -> Callable:
+    """The kernel built for this node by its op's ``node_kernel`` (a fused node's).
 
     Example:
         >>> import numpy as np
-        >>> c_ordered(2.0), c_ordered(np.ones((2, 3))), c_ordered(np.ones((2, 3)).T)
-        (True, True, False)
+        >>> x = Value(0, (2,), "float64")
+        >>> n = Node("fused", (x,), (Value(1, (2,), "float64"),),
+        ...          {"expr": ("call", "exp", ("var", "a0")), "args": ("a0",)})
+        >>> node_kernel(n)(np, np.zeros(2)).tolist()
+        [1.0, 1.0]
     """
-    flags = getattr(value, "flags", None)
-    return flags is None or bool(flags.c_contiguous)
-
-
-def elementwise_out(op: OpDef, checked: bool = True) -> Callable | None:
-    """``forward_out(xp, *args, out, **attrs)`` of an elementwise op, or None if not a ufunc.
-
-    ``checked``: it writes ``out`` only when every operand is C-contiguous, so that the result
-    has the layout eager's allocating call gives it (numpy's ``order='K'``: C exactly when the
-    operands are); otherwise it returns eager's own result and leaves ``out`` unused. Unchecked,
-    for a plan that proved its operands C-ordered, it always writes ``out``.
-
-    Example:
-        >>> import numpy as np
-        >>> buf = np.empty(2)
-        >>> elementwise_out(OPS["relu"])(np, np.array([-1.0, 2.0]), out=buf) is buf
-        True
-    """
-    key = (op.name, checked)
-    if key in _CACHE:
-        return _CACHE[key]
-    expr, function = op.expr, None
-    if op.kind == "elementwise" and expr is not None and expr[0] == "call" and expr[1] in UFUNCS:
-        operands = ", ".join(render_numpy(e) for e in expr[2:])
-        attrs = "".join(f", {a}" for a in op.attr_names)
-        ordered = " and ".join(f"_c({a})" for a in op.args) or "True"
-        check = f"    if not ({ordered}):\n        return {render_numpy(expr)}\n"
-        source = (
-            f"def forward_out(xp, {', '.join(op.args)}, *, out{attrs}):\n"
-            + (check if checked else "")
-            + f"    return xp.{expr[1]}({operands}, out=out)\n"
-        )
-        namespace: dict[str, Any] = {"_erf": erf, "_c": c_ordered}
-        exec(compile(source, f"<dualflow out {op.name}>", "exec"), namespace)
-        function = namespace["forward_out"]
-    _CACHE[key] = function
-    return function
+    metas = tuple((v.shape, v.dtype) for v in node.inputs)
+    return OPS[node.op].node_kernel(metas, node.attrs, checked)
 
 
 def out_kernel(node: Node, checked: bool = True) -> Callable | None:
     """The ``out=`` forward of a single-output node, or None when its op always allocates
-    (``checked``: see ``elementwise_out``; matmul's result is C-ordered whatever its operands).
+    (``checked``: see ``kernels.out.expression_out``).
 
     Example:
-        >>> from dualflow.graph_ir.ir import Value
         >>> x = Value(0, (2, 2), "float32")
         >>> out_kernel(Node("matmul", (x, x), (Value(1, (2, 2), "float32"),))).__name__
         '_matmul_out'
     """
-    if len(node.outputs) != 1 or not node.outputs[0].shape:
-        return None  # 0-d results: ufuncs with out= return arrays where eager returns scalars
-    if node.op == "matmul":
-        return _matmul_out
-    op = OPS.get(node.op)
-    return elementwise_out(op, checked) if op is not None else None
+    if not writes_out(node):
+        return None
+    if OPS[node.op].node_kernel is not None:
+        return node_kernel(node, checked)
+    return OPS[node.op].out_forward(checked)
 
 
 def writes_out(node: Node) -> bool:
-    """Whether the step of ``node`` can write its (single, non-0-d) output into ``out=``.
+    """Whether the step of ``node`` can write its (single, non-0-d) output into ``out=``:
+    0-d results stay allocated (ufuncs with out= return arrays where eager returns scalars).
 
     Example:
-        >>> from dualflow.graph_ir.ir import Value
         >>> x = Value(0, (2,), "float32")
         >>> writes_out(Node("fused", (x,), (Value(1, (2,), "float32"),), {"expr": None}))
         True
     """
-    if node.op == "fused":
-        return len(node.outputs) == 1 and bool(node.outputs[0].shape)
-    return out_kernel(node) is not None
+    op = OPS.get(node.op)
+    if op is None or len(node.outputs) != 1 or not node.outputs[0].shape:
+        return False
+    return op.node_kernel is not None or op.out is not None
 
 
-def inplace_safe(node: Node) -> bool:
-    """Whether ``out=`` may be one of the node's inputs of exactly the output's shape and dtype.
-
-    Per-index elementwise kernels read an index's inputs before writing it; matmul (BLAS) does
-    not, and the blocked evaluator's ``where``/``astype``/``erf`` write ``out`` in several passes.
-    A fused sum is never in place (its keepdims output could only alias a one-element input).
+def inplace_inputs(node: Node) -> tuple[Value, ...]:
+    """The inputs ``out=`` may be (when exactly the output's shape and dtype): a per-index
+    kernel reads an element's operands before writing it; BLAS, multi-pass and sum kernels do
+    not (``OpDef.inplace_for``).
 
     Example:
-        >>> from dualflow.graph_ir.ir import Value
         >>> x = Value(0, (2, 2), "float32")
-        >>> inplace_safe(Node("matmul", (x, x), (Value(1, (2, 2), "float32"),)))
-        False
+        >>> inplace_inputs(Node("matmul", (x, x), (Value(1, (2, 2), "float32"),)))
+        ()
     """
-    if node.op == "matmul":
-        return False
-    if node.op == "fused":
-        expr = node.attrs["expr"]
-        if node.attrs.get("reduce") is not None:
-            return False  # a sum's output is not an element of its input: never share a buffer
-        return expr[0] == "call" and expr[1] not in ("where", "astype", "erf")
-    return True
+    op = OPS.get(node.op)
+    if op is None:
+        return ()
+    found = (node.inputs[j] for j in op.inplace_for(node.attrs, len(node.inputs)))
+    return tuple(v for v in found if isinstance(v, Value))

@@ -16,20 +16,16 @@ from typing import Any
 import numpy as np
 
 from dualflow.device import Device, send
-from dualflow.graph_ir.interpret import guard_holds
 from dualflow.graph_ir.ir import Graph, Node
-from dualflow.ops.expr import compile_numpy
+from dualflow.graph_ir.layout import C_BROADCAST, C, layouts
 from dualflow.ops.host_print import held_messages
-from dualflow.passes.layout import C_BROADCAST, C, layouts
+from dualflow.ops.registry import OPS
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
-from dualflow.runtime.kernels_cpu import cpu_kernel
-from dualflow.runtime.kernels_cuda import cuda_kernel
-from dualflow.runtime.kernels_sum import cpu_sum_kernel
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
-from dualflow.runtime.out_forward import c_ordered, out_kernel
+from dualflow.runtime.out_forward import node_kernel, out_kernel
 from dualflow.runtime.step_errors import check_finite, relocated, step_lines, step_of
 
 
@@ -51,45 +47,9 @@ def _concrete(value: Any) -> Any:
         return None
 
 
-def _fused_kernel(node: Node, checked: bool = True) -> Any:
-    # Kernels are built on first call: which one (numba, blocked numpy, CUDA) depends on xp, and
-    # plans that never run should not pay numba's import or compile time. A node with ``reduce``
-    # sums its elements (``kernels_sum`` on CPU, a ReductionKernel on GPU). ``checked``: see
-    # out_forward.elementwise_out (unchecked when the plan proved its operands C-ordered).
-    expr, args = node.attrs["expr"], node.attrs["args"]
-    reduce, keepdims = node.attrs.get("reduce"), bool(node.attrs.get("keepdims"))
-    metas = tuple((v.shape, v.dtype) for v in node.inputs)
-    built: dict[str, Any] = {}
-    eager = compile_numpy(expr, args, ())
-
-    def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
-        if checked and reduce is None and not all(map(c_ordered, arrays)):
-            # eager would give an F-ordered (or otherwise non-C) result, the kernels a C one:
-            # run eager's own ufuncs so that later reductions see eager's layout
-            return eager(xp, *arrays)
-        kernel = built.get(xp.__name__)
-        if kernel is None:
-            if xp.__name__ == "numpy" and reduce is not None:
-                kernel = cpu_sum_kernel(expr, args, metas, keepdims)
-            elif xp.__name__ == "numpy":
-                kernel = cpu_kernel(expr, args, metas)
-            else:
-                dtypes = tuple(d for _, d in metas)
-                kernel = cuda_kernel(expr, args, dtypes, reduce=reduce, keepdims=keepdims)
-            built[xp.__name__] = kernel
-        return kernel(xp, *arrays, out=out)
-
-    return run
-
-
-def _out_kernel(node: Node, checked: bool = True) -> Any:
-    """The ``out=`` kernel of a planned step: the fused kernel or the op's ``forward_out``."""
-    return _fused_kernel(node, checked) if node.op == "fused" else out_kernel(node, checked)
-
-
 def proven_c_ordered(graph: Graph) -> frozenset[int]:
     """Ids of the nodes whose array operands are C-ordered whenever the plan's inputs and state
-    are (``passes/layout.py``): their steps may write ``out=`` without a run-time check.
+    are (``graph_ir/layout.py``): their steps may write ``out=`` without a run-time check.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -275,10 +235,10 @@ def _compile(
     proven: frozenset[int] = frozenset(),
     unfused: Graph | None = None,
 ) -> tuple[str, Any]:
+    # ``checked`` kernels look at their operands' layout; steps proven C-ordered need not
     kernels = {
-        "guard": guard_holds,
-        "fused": lambda node: _fused_kernel(node, id(node) not in proven),
-        "out": lambda node: _out_kernel(node, id(node) not in proven),
+        "node": lambda node: node_kernel(node, id(node) not in proven),
+        "out": lambda node: out_kernel(node, id(node) not in proven),
         "check": functools.partial(check_finite, unfused=unfused) if debug else None,
     }
     source, namespace = render(graph, kernels, profile, planned, donated)
@@ -329,6 +289,6 @@ def lower(
         donated_slots=slots,
         proven=proven,
         debug=debug,
-        prints=any(n.op == "debug_print" for n in graph.nodes),
+        prints=any(OPS[n.op].prints for n in graph.nodes),
         unfused=unfused,
     )

@@ -17,6 +17,7 @@ import numpy as np
 from dualflow.errors import DualflowError, NumericalError
 from dualflow.graph_ir.interpret import run_node
 from dualflow.graph_ir.ir import Graph, Node
+from dualflow.ops.registry import OPS
 
 _BACKWARD = re.compile(r"^(\w+) \(backward\) at (.+)$")
 _AT = re.compile(r"\n  at [^\n]*$")
@@ -48,15 +49,15 @@ def check_finite(node: Node, inputs: tuple, *outputs: Any, unfused: Graph | None
         kind = _bad(array)
         if kind is None:
             continue
-        if node.op == "fused" and unfused is not None:
+        if OPS[node.op].region and unfused is not None:
             culprit = _first_bad_in_region(unfused, node, inputs)
             if culprit is not None:
                 node, kind = culprit
         name, where, what = origin(node.op, node.loc)
-        if node.op == "fused":  # no pre-fusion graph: every user line folded into it
+        if OPS[node.op].region:  # no pre-fusion graph: every user line folded into it
             lines = dict.fromkeys(node.attrs.get("locs") or (node.loc,))
             where = "\n  ".join(f"created at {loc}" for loc in lines)
-            raise NumericalError(f"fused: output contains {kind}\n  {where}")
+            raise NumericalError(f"{node.op}: output contains {kind}\n  {where}")
         raise NumericalError(f"{name}: {what} contains {kind}\n  created at {where}")
 
 

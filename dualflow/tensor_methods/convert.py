@@ -304,7 +304,7 @@ class ConvertMethods:
             >>> dualflow.tensor([1.0], dtype="float64").new_tensor([2, 3]).dtype
             dtype('float64')
         """
-        from dualflow.tensor import tensor  # noqa: PLC0415 - tensor imports this module
+        from dualflow._tensor import tensor  # noqa: PLC0415 - tensor imports this module
 
         return tensor(data, dtype=dtype or self.dtype, device=device or self.device)
 

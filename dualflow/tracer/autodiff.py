@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dualflow._config import config, no_grad
+from dualflow._tensor import Tensor
 from dualflow.autograd.engine import grad
 from dualflow.autograd.tape import GraphReleasedError, Node
 from dualflow.device import Device, get_array_module
@@ -22,7 +23,6 @@ from dualflow.graph_ir.ir import Graph, Value
 from dualflow.ops.dispatch import interpreting
 from dualflow.ops.registry import OpDef
 from dualflow.runtime.plan import Plan
-from dualflow.tensor import Tensor
 from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.state import StateChecks
 from dualflow.tracer.trace import Tracer

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 from dualflow.tracer.env_guards import (
     ATTR,
     CELL,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 from dualflow.tracer.side_effects import NotReplayable, Replay, ReplayBuilder
 from dualflow.tracer.trace import Tracer
 

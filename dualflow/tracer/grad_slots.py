@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 
 
 class GradSlots:

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 
 
 def flatten_output(obj: Any) -> tuple[list[Tensor], Callable[[list[Any]], Any]]:

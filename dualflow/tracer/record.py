@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow._config import config
+from dualflow._tensor import Tensor
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
 from dualflow.runtime.memory import alias_roots
 from dualflow.runtime.plan import Plan
-from dualflow.tensor import Tensor
 from dualflow.tracer.autodiff import Backward, trace_backward
 from dualflow.tracer.environment import finish_environment
 from dualflow.tracer.history import HistorySpec

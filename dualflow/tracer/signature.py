@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 
 STATIC_TYPES = (int, float, bool, str, bytes, type(None))
 

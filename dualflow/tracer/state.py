@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dualflow._tensor import Tensor
 from dualflow.device import Device, device_of
-from dualflow.tensor import Tensor
 from dualflow.tracer.env_guards import EnvGuards
 
 

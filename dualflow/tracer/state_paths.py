@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 
 Path = list[list[Any]]  # [["closure", "model"], ["attr", "_params"], ["item", "weight"], ...]
 

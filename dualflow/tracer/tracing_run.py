@@ -11,8 +11,8 @@ import types
 from typing import Any
 
 from dualflow._config import config
+from dualflow._tensor import Tensor
 from dualflow.ops.dispatch import interpreting
-from dualflow.tensor import Tensor
 from dualflow.tracer.array_argument import wrap_arguments
 from dualflow.tracer.env_probe import EnvProbe
 from dualflow.tracer.signature import Flat

@@ -11,8 +11,8 @@ import pytest
 
 import dualflow
 from dualflow import ops
+from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node
-from dualflow.tensor import Tensor
 
 
 @pytest.fixture

@@ -16,7 +16,8 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.gradcheck import check_backward, check_double_backward
-from dualflow.ops import OPS, cudnn
+from dualflow.kernels import cudnn
+from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply
 
 pytestmark = pytest.mark.gpu

@@ -13,9 +13,10 @@ import pytest
 
 import dualflow
 from dualflow import Device, ops
-from dualflow.ops import OPS, cuda_elementwise
-from dualflow.ops.cuda_elementwise import cache_info
-from tests.ops.elementwise_cases import FLOATS, INTS, cases, sample
+from dualflow.kernels import cuda_elementwise
+from dualflow.kernels.cuda_elementwise import cache_info
+from dualflow.ops import OPS
+from tests.kernels.elementwise_cases import FLOATS, INTS, cases, sample
 
 pytestmark = pytest.mark.gpu
 TOLERANCE = {"float32": (1e-5, 1e-6), "float64": (1e-12, 1e-14)}

@@ -71,6 +71,7 @@ ENTRIES = [
     _unary("abs", np.abs, kinks=(0.0,)),
     _unary("sin", np.sin),
     _unary("cos", np.cos),
+    _unary("atan", np.arctan),
     _unary("erf", _erf),
     OpInfo("clip", ops.clip, lambda x, lo, hi: np.clip(x, lo, hi), _clip_samples),
     OpInfo("where", ops.where, np.where, _where_samples),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import sys
+import types
 
 import pytest
 
@@ -119,3 +121,24 @@ def test_a_pass_returning_a_non_graph_is_named(monkeypatch: pytest.MonkeyPatch) 
 def test_every_pass_is_registered() -> None:
     assert set(manager_module.PASSES) >= {"dce", "cse", "fold"}
     assert set(O1) | set(O2) <= set(PASSES)
+
+
+def test_a_new_pass_is_one_module_named_like_its_function(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dualflow/passes/<name>.py`` defining ``<name>(graph)`` is all the manager needs: a
+    pipeline (or ``passes=``) naming it loads it (here a stand-in module)."""
+    seen: list[int] = []
+
+    def count_nodes(graph: Graph) -> Graph:
+        seen.append(len(graph))
+        return graph
+
+    module = types.ModuleType("dualflow.passes.count_nodes")
+    module.count_nodes = count_nodes
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setattr(manager_module, "PASSES", dict(PASSES))
+    assert resolve_passes("dce,count_nodes") == ("dce", "count_nodes")
+    graph = mlp_step()
+    out, stats = run_passes(graph, ("dce", "count_nodes"), verify_each=True)
+    assert [s.name for s in stats] == ["dce", "count_nodes"] and seen == [len(out)]
+    assert manager_module.load_pass("rules") is None  # a module of passes/ that is no pass
+    assert all(manager_module.load_pass(name) is PASSES[name] for name in PASSES)

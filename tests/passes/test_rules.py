@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from dualflow.graph_ir import Graph, GraphBuilder, parse_graph, verify
-from dualflow.ops.expr import compile_numpy, parse_expr
+from dualflow.kernels.cpu_sum import cpu_sum_kernel
+from dualflow.kernels.expr import compile_numpy, parse_expr
 from dualflow.passes import PIPELINES, run_passes
 from dualflow.passes.rules import RULES, sites, sum_bound, unit_roundoff
 from dualflow.rule_check import check_rules
-from dualflow.runtime.kernels_sum import cpu_sum_kernel
 from tests.passes.test_fold_bn import CONV_BN, _state
 
 SIZES = [4097, 65536, (1 << 20) + 7]
@@ -116,13 +116,13 @@ def test_exact_is_o2_without_value_changing_rules() -> None:
 def test_an_unexplained_difference_is_reported_outside_every_bound(monkeypatch) -> None:
     import dualflow.rule_check as rule_check
 
-    real = rule_check.fused_kernel
+    real = rule_check.node_kernel
 
     def off_by_one_ulp(node):
         kernel = real(node)
         return lambda xp, *arrays: np.nextafter(kernel(xp, *arrays), np.inf)
 
-    monkeypatch.setattr(rule_check, "fused_kernel", off_by_one_ulp)
+    monkeypatch.setattr(rule_check, "node_kernel", off_by_one_ulp)
     b = GraphBuilder("f")
     x = b.input((64, 64), "float32")
     (h,) = b.node("exp", [x])

@@ -19,10 +19,11 @@ from dualflow.disk_trust import sign
 from dualflow.errors import CompileError
 from dualflow.graph_ir import GraphBuilder
 from dualflow.graph_ir.verify import GraphVerifyError, verify
-from dualflow.ops.expr import render_numpy
-from dualflow.ops.expr_typing import lower_expr
-from dualflow.runtime import bytecode_cache, kernels_numba, lower
-from dualflow.runtime import kernels_cpu as kc
+from dualflow.kernels import cpu as kc
+from dualflow.kernels import cpu_numba
+from dualflow.kernels.expr import render_numpy
+from dualflow.kernels.expr_typing import lower_expr
+from dualflow.runtime import bytecode_cache, lower
 from dualflow.runtime.codegen import render
 
 AXPY = ("call", "add", ("call", "multiply", ("var", "a0"), ("const", 0.5)), ("var", "a1"))
@@ -54,7 +55,7 @@ def marker(tmp_path: Path) -> Path:
 
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget in-memory kernels, as a new process would: the next use reads the disk cache."""
-    monkeypatch.setattr(kernels_numba, "_MODULES", OrderedDict())
+    monkeypatch.setattr(cpu_numba, "_MODULES", OrderedDict())
     monkeypatch.setattr(kc, "_CACHE", {})
 
 
@@ -63,7 +64,7 @@ def run(expr: tuple = AXPY) -> np.ndarray:
 
 
 def kernel_stats() -> tuple[int, int]:
-    (module,) = kernels_numba._MODULES.values()
+    (module,) = cpu_numba._MODULES.values()
     stats = module.kernel.stats
     return sum(stats.cache_hits.values()), sum(stats.cache_misses.values())
 
@@ -232,11 +233,11 @@ def test_crafted_fused_expressions_are_rejected(expr: tuple) -> None:
 
 
 def test_in_memory_kernel_modules_are_bounded(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kernels_numba, "MAX_MODULES", 3)
-    names = [kernels_numba.load_module(f"X = {i}\n").__name__ for i in range(5)]
-    assert len(kernels_numba._MODULES) == 3
+    monkeypatch.setattr(cpu_numba, "MAX_MODULES", 3)
+    names = [cpu_numba.load_module(f"X = {i}\n").__name__ for i in range(5)]
+    assert len(cpu_numba._MODULES) == 3
     assert [n in __import__("sys").modules for n in names] == [False, False, True, True, True]
-    assert kernels_numba.load_module("X = 4\n").X == 4
+    assert cpu_numba.load_module("X = 4\n").X == 4
 
 
 def test_in_memory_cpu_kernels_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

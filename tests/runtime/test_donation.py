@@ -10,11 +10,11 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.graph_ir import Graph, GraphBuilder, verify
+from dualflow.kernels.cpu_numba import numba_kernel
+from dualflow.kernels.expr_typing import lower_expr
 from dualflow.nn import Parameter
-from dualflow.ops.expr_typing import lower_expr
 from dualflow.runtime import lower
 from dualflow.runtime.donation import donations
-from dualflow.runtime.kernels_numba import numba_kernel
 
 
 def _sgd(extra: str = "") -> tuple[Graph, object]:

@@ -17,14 +17,13 @@ from dualflow.graph_ir import GraphBuilder
 from dualflow.nn import Parameter
 from dualflow.ops.registry import OPS
 from dualflow.runtime import lower
-from dualflow.runtime.out_forward import elementwise_out
-from dualflow.runtime.plan import _fused_kernel
+from dualflow.runtime.out_forward import node_kernel
 from tests.tracer.fuzz.bits import assert_same_bits
 
 
 def test_out_kernel_writes_out_only_when_eager_would_be_c_ordered() -> None:
     x = np.random.default_rng(0).normal(size=(6, 5)).astype(np.float32)
-    forward_out, buf = elementwise_out(OPS["multiply"]), np.empty((5, 6), np.float32)
+    forward_out, buf = OPS["multiply"].out_forward(), np.empty((5, 6), np.float32)
     eager = OPS["multiply"].forward(np, x.T, 1.5)
     got = forward_out(np, x.T, 1.5, out=buf)
     assert got is not buf and got.strides == eager.strides == (4, 20)  # F-ordered, like eager
@@ -118,7 +117,7 @@ def test_a_fused_region_on_a_transposed_view_returns_eager_layout_and_bits() -> 
         assert_same_bits(compiled(x).numpy(), _fused_transposed(x).numpy())
     assert any(n.op == "fused" for n in compiled.history[0].graph.nodes)
     (fused,) = [n for n in compiled.history[0].graph.nodes if n.op == "fused"]
-    kernel = _fused_kernel(fused)
+    kernel = node_kernel(fused)
     t = x.numpy().T
     eager = OPS["tanh"].forward(np, t) * 2.0 - t
     got = kernel(np, t)

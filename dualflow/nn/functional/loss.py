@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
+from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import DTypeError, ShapeError, with_location
-from dualflow.tensor import Tensor, as_tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
 

@@ -15,7 +15,7 @@ import numpy as np
 
 import dualflow
 from dualflow import ops, optim
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 from tests.tracer.fuzz.fragments import registry
 from tests.tracer.fuzz.scope import Env, Scope
 from tests.tracer.fuzz.spec import Spec

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dualflow.tensor import Tensor
+from dualflow._tensor import Tensor
 from tests.tracer.fuzz.scope import Env, Scope
 from tests.tracer.fuzz.spec import Piece
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import dualflow
-import dualflow.runtime.out_forward as out_forward
+import dualflow.kernels.out as out_forward
 from dualflow import ops
 from tests.tracer.fuzz import fragments
 from tests.tracer.fuzz.build import OPTIMIZERS

@@ -19,9 +19,10 @@ from typing import Any
 import numba  # fails at import when numba is missing (the caller falls back)
 import numpy as np
 
-from dualflow import numba_cache
 from dualflow.disk_cache import open_store
-from dualflow.ops.expr_typing import COMPARISON_SYMBOLS, Program, Ref, Step, is_two, sum_dtypes
+from dualflow.kernels import numba_cache
+from dualflow.kernels.expr_typing import Program, Ref, Step, sum_dtypes
+from dualflow.kernels.scalar import FUNCTIONS
 
 # Each kernel module holds ~1.1 MB of numba state; the least recently used beyond this are
 # dropped (plans that use one keep their own reference).
@@ -30,7 +31,6 @@ _MODULES: OrderedDict[str, Any] = OrderedDict()
 _MODULES_LOCK = threading.Lock()
 # cache=False: numba's own disk cache unpickles unverified files; numba_cache replaces it
 NJIT = '@numba.njit(parallel=False, cache=False, error_model="numpy")'
-_BINARY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/", "power": "**"}
 _MAX_SOURCE = 2**20
 
 
@@ -68,36 +68,14 @@ def _operand(ref: Ref, ctype: np.dtype, consts: list[str], in_types: tuple) -> s
     return name if source == ctype else f"{_scalar_type(ctype)}({name})"
 
 
-def _const_two(ref: Ref) -> bool:
-    return ref[0] == "const" and is_two(ref[1])
-
-
 def _statement(step: Step, ops: list[str]) -> str:
-    """The numba expression of one step (operands already cast to the step's compute type)."""
-    fn = step.fn
-    if fn == "power" and step.dtype.kind == "f" and _const_two(step.operands[1]):
-        body = f"{ops[0]} * {ops[0]}"  # eager's ``x ** 2`` is numpy's square: exactly x * x
-    elif fn in _BINARY:
-        body = f"{ops[0]} {_BINARY[fn]} {ops[1]}"
-    elif fn in COMPARISON_SYMBOLS:
-        return f"{ops[0]} {COMPARISON_SYMBOLS[fn]} {ops[1]}"
-    elif fn in ("maximum", "minimum"):
-        # numpy's rule: the first operand wins ties and NaN in either operand propagates
-        cmp = ">=" if fn == "maximum" else "<="
-        body = f"{ops[0]} if ({ops[0]} {cmp} {ops[1]} or {ops[0]} != {ops[0]}) else {ops[1]}"
-    elif fn == "negative":
-        body = f"-{ops[0]}"
-    elif fn == "abs":
-        body = f"abs({ops[0]})"
-    elif fn == "sqrt":
-        body = f"math.sqrt({ops[0]})"
-    elif fn == "where":
-        body = f"{ops[1]} if {ops[0]} else {ops[2]}"
-    elif fn == "astype":
-        body = ops[0]
-    else:
-        raise NotImplementedError(f"no numba rendering for {fn}")
-    return f"{_scalar_type(step.dtype)}({body})"
+    """The numba expression of one step (operands already cast to the step's compute type), as
+    its scalar-function row renders it; comparisons are bools already, the rest are cast."""
+    row = FUNCTIONS[step.fn]
+    if row.numba is None:
+        raise NotImplementedError(f"no numba rendering for {step.fn}")
+    body = row.numba(ops, step)
+    return body if row.predicate else f"{_scalar_type(step.dtype)}({body})"
 
 
 def render_source(
@@ -109,7 +87,7 @@ def render_source(
     has no two pointers to one array, which LLVM needs to vectorize it.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1.0)), ("a0",), ("float32",))
         >>> "np.float32(1.0)" in render_source(p, (True,), 1)
         True
@@ -169,17 +147,18 @@ def render_steps(program: Program, consts: list[str]) -> list[str]:
     appended to ``consts``, to be rendered by ``header``).
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "negative", ("var", "a0")), ("a0",), ("float64",))
         >>> render_steps(p, [])
         ['t0 = np.float64(-x0)']
     """
     in_types, lines = program.in_dtypes, []
     for j, step in enumerate(program.steps):
-        ctypes = [np.dtype(bool)] if step.fn == "where" else []
-        ctypes += [step.ctype] * (len(step.operands) - len(ctypes))
-        refs = step.operands[:1] if step.fn == "astype" else step.operands
-        ops = [_operand(r, c, consts, in_types) for r, c in zip(refs, ctypes)]
+        ops = [
+            _operand(r, np.dtype(bool) if kind == "bool" else step.ctype, consts, in_types)
+            for r, kind in zip(step.operands, FUNCTIONS[step.fn].kinds())
+            if kind != "dtype"  # astype's target: the step's result type
+        ]
         lines.append(f"t{j} = {_statement(step, ops)}")
     return lines
 
@@ -241,7 +220,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
     the output's shape (never a broadcast one).
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1)), ("a0",), ("int64",))
         >>> numba_kernel(p, ((3,),), (3,))(np, np.arange(3)).tolist()
         [1, 2, 3]
@@ -330,7 +309,7 @@ def render_sum_source(
     where a broadcast input is one scalar per row.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "multiply", ("var", "a0"), ("var", "a0")), ("a0",), ("int32",))
         >>> src = render_sum_source(p, ((True,),), np.dtype("int64"), np.dtype("int64"))
         >>> "return np.int64(t0)" in src and "def kernel(out, dims, in0):" in src
@@ -363,11 +342,11 @@ def numba_sum_kernel(
     program: Program, dims: tuple[int, ...], views: tuple, out_shape: tuple[int, ...]
 ) -> Callable:
     """``f(xp, *arrays, out=None)``: the sum of the program over the loop shape ``dims`` (input k
-    viewed C-contiguous as ``views[k]``: ``kernels_sum.sum_layout``), as an array of
+    viewed C-contiguous as ``views[k]``: ``cpu_sum.sum_layout``), as an array of
     ``out_shape`` in numpy's sum dtype, written into ``out`` when given; floats add in float64.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1)), ("a0",), ("int32",))
         >>> numba_sum_kernel(p, (3,), ((3,),), ())(np, np.arange(3, dtype=np.int32)).item()
         6

@@ -1,5 +1,5 @@
 """Typed expression programs rendered to CUDA C for ``cupy.ElementwiseKernel``: the one renderer
-behind both the eager elementwise kernels (``ops.cuda_elementwise``) and the runtime's fused ones.
+behind the eager elementwise kernels (``cuda_elementwise``) and the fused ones (``cuda_fused``).
 
 Every step is a typed local (``float`` math stays ``float``: ``tanhf``, ``expf``, constants cast to
 float), so a kernel follows numpy's promotion. Importing needs no cupy; ``wrap_global`` makes a
@@ -14,7 +14,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dualflow.ops.expr_typing import COMPARISON_SYMBOLS, Program, Ref, Step
+from dualflow.kernels.expr_typing import Program, Ref
+from dualflow.kernels.scalar import FUNCTIONS
 
 C_TYPES = {
     "bool": "bool",
@@ -29,8 +30,6 @@ C_TYPES = {
     "float32": "float",
     "float64": "double",
 }
-_MATH = ("exp", "log", "log1p", "expm1", "sqrt", "tanh", "erf", "sin", "cos")
-_BINARY = {"add": "+", "subtract": "-", "multiply": "*", "divide": "/"}
 # No a*b+c contraction into fma: every step rounds on its own, as numpy (and cupy's one-kernel-
 # per-ufunc eager ops) do, so kernels give eager's results instead of ones 1 ulp away.
 COMPILE_OPTIONS = ("--fmad=false",)
@@ -117,34 +116,6 @@ def _operand(ref: Ref, dtype: np.dtype) -> str:
     return f"(({ctype(dtype)}){name})"
 
 
-def _call(step: Step, ops: list[str]) -> str:
-    fn, kind = step.fn, np.dtype(step.ctype).kind
-    suffix = "f" if step.ctype == np.float32 else ""
-    if fn in _BINARY:
-        return f"({ops[0]} {_BINARY[fn]} {ops[1]})"
-    if fn in COMPARISON_SYMBOLS:
-        return f"({ops[0]} {COMPARISON_SYMBOLS[fn]} {ops[1]})"
-    if fn in ("maximum", "minimum"):
-        cmp = ">=" if fn == "maximum" else "<="  # numpy: NaN propagates, first operand wins ties
-        return f"(({ops[0]} {cmp} {ops[1]} || {ops[0]} != {ops[0]}) ? {ops[0]} : {ops[1]})"
-    if fn == "negative":
-        return f"(-{ops[0]})"
-    if fn == "abs" and kind == "f":  # fabs clears the sign of -0.0, as numpy does
-        return f"fabs{suffix}({ops[0]})"
-    if fn == "abs":
-        return f"({ops[0]} < 0 ? -{ops[0]} : {ops[0]})"
-    if fn == "where":
-        return f"({ops[0]} ? {ops[1]} : {ops[2]})"
-    if fn == "astype":
-        return ops[0]
-    if fn == "power" and kind in "biu":
-        return f"dualflow_ipow({ops[0]}, {ops[1]})"
-    if fn in _MATH or fn == "power":
-        name = "pow" if fn == "power" else fn
-        return f"{name}{suffix}({', '.join(ops)})"
-    raise NotImplementedError(f"no CUDA rendering for {fn}")
-
-
 def render_cuda(program: Program, name: str = "", prefix: str = "dualflow_fused") -> CudaSource:
     """CUDA C of a lowered expression: inputs ``a0..``, output ``out``.
 
@@ -158,7 +129,7 @@ def render_cuda(program: Program, name: str = "", prefix: str = "dualflow_fused"
             without a rendering.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "tanh", ("var", "a0")), ("a0",), ("float32",))
         >>> render_cuda(p).operation
         'float t0 = ((float)tanhf(((float)a0)));\\nout = t0;'
@@ -167,12 +138,14 @@ def render_cuda(program: Program, name: str = "", prefix: str = "dualflow_fused"
         raise NotImplementedError("an expression without a call has no kernel")
     lines = []
     for j, step in enumerate(program.steps):
-        ctypes = [np.dtype(bool)] if step.fn == "where" else []
-        ctypes += [step.ctype] * (len(step.operands) - len(ctypes))
-        refs = step.operands[:1] if step.fn == "astype" else step.operands
-        ops = [_operand(r, c) for r, c in zip(refs, ctypes)]
+        row = FUNCTIONS[step.fn]
+        ops = [
+            _operand(r, np.dtype(bool) if kind == "bool" else step.ctype)
+            for r, kind in zip(step.operands, row.kinds())
+            if kind != "dtype"  # astype's target: the step's result type
+        ]
         result = ctype(step.dtype)
-        lines.append(f"{result} t{j} = (({result}){_call(step, ops)});")
+        lines.append(f"{result} t{j} = (({result}){row.cuda(ops, step)});")
     lines.append(f"out = t{len(program.steps) - 1};")
     operation = "\n".join(lines)
     in_params = ", ".join(f"{d.name} a{k}" for k, d in enumerate(program.in_dtypes))
@@ -187,7 +160,7 @@ def wrap_global(source: CudaSource) -> str:
     (after the source's preamble, whose guard lets many of them share one file).
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "exp", ("var", "a0")), ("a0",), ("float64",))
         >>> "__global__" in wrap_global(render_cuda(p, "k"))
         True

@@ -8,57 +8,32 @@ drives the eager forward, fusion and the kernel renderers.
 from __future__ import annotations
 
 import ast
-import math
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-# Python operators of the expression language and the function each one means.
-_BINARY = {
-    ast.Add: "add",
-    ast.Sub: "subtract",
-    ast.Mult: "multiply",
-    ast.Div: "divide",
-    ast.Pow: "power",
+from dualflow.kernels.scalar import BY_SYMBOL, TABLE
+from dualflow.kernels.scalar import FUNCTIONS as SCALAR
+
+# The Python operators of the expression language; the table says which function each one is.
+_SYMBOLS = {
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.Pow: "**",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
 }
-_COMPARE = {
-    ast.Gt: "greater",
-    ast.GtE: "greater_equal",
-    ast.Lt: "less",
-    ast.LtE: "less_equal",
-    ast.Eq: "equal",
-    ast.NotEq: "not_equal",
-}
-# Functions an expression may call, with their arity.
-FUNCTIONS = {
-    "add": 2,
-    "subtract": 2,
-    "multiply": 2,
-    "divide": 2,
-    "power": 2,
-    "negative": 1,
-    "maximum": 2,
-    "minimum": 2,
-    "greater": 2,
-    "greater_equal": 2,
-    "less": 2,
-    "less_equal": 2,
-    "equal": 2,
-    "not_equal": 2,
-    "where": 3,
-    "exp": 1,
-    "log": 1,
-    "log1p": 1,
-    "expm1": 1,
-    "sqrt": 1,
-    "abs": 1,
-    "sin": 1,
-    "cos": 1,
-    "tanh": 1,
-    "erf": 1,
-    "astype": 2,
-}
+# Functions an expression may call, with their arity (one row each in scalar.TABLE).
+FUNCTIONS = {row.name: row.arity for row in TABLE}
+# Array-module functions generated code calls as ``_<name>(xp, ...)`` (erf).
+XP_FUNCTIONS = {f"_{row.name}": row.xp_function for row in TABLE if row.xp_function}
 
 Expr = tuple  # ("var", name) | ("const", number) | ("attr", name) | ("call", fn, *args)
 
@@ -78,12 +53,14 @@ def _convert(node: ast.AST, args: tuple[str, ...], attrs: tuple[str, ...], text:
     def sub(child: ast.AST) -> Expr:
         return _convert(child, args, attrs, text)
 
-    if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
-        return ("call", _BINARY[type(node.op)], sub(node.left), sub(node.right))
+    if isinstance(node, ast.BinOp) and _SYMBOLS.get(type(node.op)) in BY_SYMBOL:
+        return ("call", BY_SYMBOL[_SYMBOLS[type(node.op)]], sub(node.left), sub(node.right))
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         return ("call", "negative", sub(node.operand))
-    if isinstance(node, ast.Compare) and len(node.ops) == 1 and type(node.ops[0]) in _COMPARE:
-        return ("call", _COMPARE[type(node.ops[0])], sub(node.left), sub(node.comparators[0]))
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        name = BY_SYMBOL.get(_SYMBOLS.get(type(node.ops[0]), ""))
+        if name is not None:
+            return ("call", name, sub(node.left), sub(node.comparators[0]))
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name = node.func.id
         if FUNCTIONS.get(name) != len(node.args) or node.keywords:
@@ -132,8 +109,8 @@ def _check(expr: Any, args: tuple, attrs: tuple, dtype: bool) -> None:
     elif kind == "call" and len(expr) > 1 and FUNCTIONS.get(expr[1]) is not None:
         if FUNCTIONS[expr[1]] != len(expr) - 2:
             raise ValueError(f"bad expression: {expr[1]} takes {FUNCTIONS[expr[1]]} operands")
-        for k, operand in enumerate(expr[2:]):
-            _check(operand, args, attrs, dtype=expr[1] == "astype" and k == 1)
+        for kind, operand in zip(SCALAR[expr[1]].kinds(), expr[2:]):
+            _check(operand, args, attrs, dtype=kind == "dtype")
     elif kind == "call":
         raise ValueError(f"bad expression: unknown function {expr[1:2] and expr[1]!r}")
     else:
@@ -170,12 +147,12 @@ def render_numpy(expr: Expr) -> str:
         return repr(value.item() if isinstance(value, np.generic | np.ndarray) else value)
     if kind != "call" or FUNCTIONS.get(expr[1]) != len(expr) - 2:  # only checked text
         raise ValueError(f"bad expression: {expr!r}")
-    name, operands = expr[1], [render_numpy(e) for e in expr[2:]]
-    if name == "erf":
-        return f"_erf(xp, {operands[0]})"
-    if name == "astype":
-        return f"xp.asarray({operands[0]}).astype({operands[1]})"
-    return f"xp.{name}({', '.join(operands)})"
+    row, operands = SCALAR[expr[1]], [render_numpy(e) for e in expr[2:]]
+    if row.ufunc is not None:
+        return f"xp.{row.ufunc}({', '.join(operands)})"
+    if row.numpy is not None:
+        return row.numpy.format(*operands)
+    return f"_{row.name}(xp, {', '.join(operands)})"  # an XP_FUNCTIONS entry
 
 
 def compile_numpy(
@@ -183,8 +160,9 @@ def compile_numpy(
 ) -> Callable:
     """Build ``forward(xp, *args, **attrs)`` from an expression (once, at op registration).
 
-    With ``device``, any ``xp`` other than numpy goes to ``device(xp, args, attrs)`` (the eager
-    CUDA kernels); the numpy path pays one identity check for it.
+    With ``device``, any ``xp`` other than numpy goes to ``device(xp, args, attrs)`` (its
+    backend's elementwise kernels: ``backend.device_elementwise``); the numpy path pays one
+    identity check for it.
 
     Example:
         >>> import numpy as np
@@ -199,43 +177,6 @@ def compile_numpy(
         values = ", ".join(f"{a!r}: {a}" for a in attrs)
         branch = f"    if xp is not _np:\n        return _device(xp, ({arrays}), {{{values}}})\n"
     source = f"def forward(xp, {params}):\n{branch}    return {render_numpy(expr)}\n"
-    namespace: dict[str, Any] = {"_erf": erf, "_np": np, "_device": device}
+    namespace: dict[str, Any] = {**XP_FUNCTIONS, "_np": np, "_device": device}
     exec(compile(source, f"<dualflow expr {render_numpy(expr)}>", "exec"), namespace)
     return namespace["forward"]
-
-
-_ERF_UFUNC: Any = None
-
-
-def erf(xp: Any, x: Any) -> Any:
-    """The error function for numpy (a numba ufunc over libm's erf) or cupy arrays.
-
-    numpy has no erf and scipy is not a dependency; numba is, and its ``math.erf`` is exact to
-    float64 rounding, which the gradient checks of ``gelu`` need.
-
-    Example:
-        >>> import numpy as np
-        >>> round(float(erf(np, np.float64(0.5))), 6)
-        0.5205
-    """
-    if xp.__name__ != "numpy":
-        import cupyx.scipy.special  # noqa: PLC0415 - only on GPU
-
-        return cupyx.scipy.special.erf(x)
-    global _ERF_UFUNC
-    if _ERF_UFUNC is None:
-        _ERF_UFUNC = _build_erf_ufunc()
-    return _ERF_UFUNC(x)
-
-
-def _build_erf_ufunc() -> Any:
-    try:  # heavy imports, only when erf is used
-        from dualflow.numba_cache import cached_ufunc  # noqa: PLC0415
-    except ImportError:  # numba is missing
-        return np.frompyfunc(math.erf, 1, 1)
-
-    def _erf(v):
-        return math.erf(v)
-
-    # machine code cached signed in the kernels cache (numba's cache=True pickles are unverified)
-    return cached_ufunc(_erf, ["float32(float32)", "float64(float64)"], "k_erf")

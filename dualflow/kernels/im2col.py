@@ -1,6 +1,7 @@
-"""Sliding-window geometry shared by conv and pooling: argument checks, output sizes, im2col/col2im.
+"""Sliding-window kernels shared by conv and pooling: output sizes, tap offsets, im2col/col2im.
 
-Pure helpers over ``xp`` (numpy or cupy) and shape tuples. Every loop runs over kernel offsets
+Pure helpers over ``xp`` (numpy or cupy) and shape tuples (the ops' argument checks are in
+``ops/geometry.py``). Every loop runs over kernel offsets
 (``kh * kw`` strided slice copies or adds), never over output pixels, so the work stays in numpy.
 """
 
@@ -9,29 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-
-from dualflow.errors import DTypeError, ShapeError
-from dualflow.ops.registry import Meta
-
 Pair = tuple[int, int]
-
-
-def pair(op: str, name: str, value: Any, minimum: int) -> Pair:
-    """Normalize an int or a pair of ints (each at least ``minimum``) to a tuple of two ints.
-
-    Example:
-        >>> pair("conv2d", "stride", 2, 1)
-        (2, 2)
-        >>> pair("conv2d", "pad", (0, 1), 0)
-        (0, 1)
-    """
-    items = (value, value) if isinstance(value, int | np.integer) else tuple(value)
-    if len(items) != 2 or not all(isinstance(v, int | np.integer) for v in items):
-        raise ShapeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
-    if min(items) < minimum:
-        raise ShapeError(f"{op}: {name} must be at least {minimum}, got {value!r}")
-    return int(items[0]), int(items[1])
 
 
 def out_size(size: int, k: int, s: int, p: int, d: int = 1) -> int:
@@ -42,38 +21,6 @@ def out_size(size: int, k: int, s: int, p: int, d: int = 1) -> int:
         (32, 2, 3)
     """
     return (size + 2 * p - d * (k - 1) - 1) // s + 1
-
-
-def check_4d(op: str, name: str, meta: Meta) -> None:
-    """Require a rank-4 floating-point operand; ShapeError/DTypeError naming op and operand.
-
-    Example:
-        >>> check_4d("conv2d", "x", Meta((1, 1, 2, 2), np.dtype("float32")))
-    """
-    if len(meta.shape) != 4:
-        raise ShapeError(
-            f"{op}: {name} must be 4-D (N, C, H, W layout), got shape {tuple(meta.shape)}"
-        )
-    dtype = meta.dtype
-    if isinstance(dtype, type) or np.dtype(dtype).kind != "f":
-        name_of = getattr(dtype, "__name__", str(dtype))
-        raise DTypeError(
-            f"{op}: {name} must be a floating-point array, got dtype {name_of}; "
-            "cast it with .astype('float32')"
-        )
-
-
-def check_geometry(op: str, stride: Pair, pad: Pair, dilation: Pair = (1, 1)) -> None:
-    """Check attrs that reach infer directly (e.g. from a loaded graph): stride, dilation ≥ 1.
-
-    Example:
-        >>> check_geometry("conv2d", (1, 1), (0, 0))
-    """
-    if min(stride) < 1 or min(dilation) < 1 or min(pad) < 0:
-        raise ShapeError(
-            f"{op}: need stride ≥ 1, dilation ≥ 1 and pad ≥ 0, got stride={stride}, "
-            f"dilation={dilation}, pad={pad}"
-        )
 
 
 def offsets(
@@ -96,6 +43,7 @@ def pad_hw(xp: Any, x: Any, pad: Pair, value: float = 0.0) -> Any:
     """Pad the last two axes of ``x`` by ``pad`` on both sides with ``value`` (no copy if 0).
 
     Example:
+        >>> import numpy as np
         >>> pad_hw(np, np.ones((1, 1, 1, 1)), (1, 0)).shape
         (1, 1, 3, 1)
     """
@@ -109,6 +57,7 @@ def im2col(xp: Any, x: Any, ksize: Pair, stride: Pair, pad: Pair, dilation: Pair
     """Copy the windows of ``x`` (N, C, H, W) into columns of shape (N, C, kh, kw, Ho, Wo).
 
     Example:
+        >>> import numpy as np
         >>> x = np.arange(9.0).reshape(1, 1, 3, 3)
         >>> im2col(np, x, (2, 2), (1, 1), (0, 0), (1, 1))[0, 0, 1, 1]
         array([[4., 5.],
@@ -129,6 +78,7 @@ def col2im(xp: Any, col: Any, out_hw: Pair, stride: Pair, pad: Pair, dilation: P
     """Sum columns (N, C, kh, kw, Ho, Wo) back into an image (N, C, H, W): im2col's adjoint.
 
     Example:
+        >>> import numpy as np
         >>> col2im(np, np.ones((1, 1, 2, 2, 2, 2)), (3, 3), (1, 1), (0, 0), (1, 1))[0, 0]
         array([[1., 2., 1.],
                [2., 4., 2.],

@@ -1,4 +1,4 @@
-"""Shape arithmetic shared by op definitions: axis normalization and reduced shapes.
+"""Axis arithmetic shared by op definitions: axis normalization and reduced shapes.
 
 Pure functions on tuples; no arrays, so ``infer`` and ``backward`` can both use them.
 """

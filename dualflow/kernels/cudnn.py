@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.ops.im2col import Pair, out_size
+from dualflow.kernels.im2col import Pair, out_size
 
 # Tests (and users chasing a discrepancy) switch cuDNN off to force the xp path.
 ENABLED = os.environ.get("DUALFLOW_CUDNN", "1") != "0"

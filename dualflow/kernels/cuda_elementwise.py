@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.ops.expr import Expr
-from dualflow.ops.expr_cuda import CudaSource, elementwise_kernel, render_cuda
-from dualflow.ops.expr_typing import WEAK_DTYPES, lower_expr
+from dualflow.kernels.expr import Expr
+from dualflow.kernels.expr_cuda import CudaSource, elementwise_kernel, render_cuda
+from dualflow.kernels.expr_typing import WEAK_DTYPES, lower_expr
 
 _WEAK = tuple(WEAK_DTYPES)
 _TABLES: list[dict] = []  # every op's kernel table, so clear() can empty them all

@@ -1,6 +1,6 @@
 """CPU kernels for ``fused`` nodes ending in a full ``sum``: elements are added as they are made.
 
-numba (``kernels_numba.numba_sum_kernel``) where the elementwise part would use numba; else the
+numba (``cpu_numba.numba_sum_kernel``) where the elementwise part would use numba; else the
 blocked numpy evaluator's chunks, each summed (floats in float64) right after it is computed, so
 the elementwise intermediate never exists in full. Results are numpy's sum dtype and shape.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.ops.expr_typing import Program, lower_expr, sum_dtypes
-from dualflow.runtime import kernels_cpu as kc
+from dualflow.kernels import cpu as kc
+from dualflow.kernels.expr_typing import Program, lower_expr, sum_dtypes
 
 # Broadcast rows shorter than this (after merging axes) go to the blocked evaluator: the numba
 # kernel's per-row cost dominates them. ((x - mu) ** 2).sum() on float32 x (N, D), mu (1, D),
@@ -30,7 +30,7 @@ def cpu_sum_kernel(
     keepdims: bool = False,
 ) -> Callable:
     """The CPU kernel ``f(xp, *arrays, out=None)`` of ``sum(expr)`` over all axes (``keepdims``:
-    an output of ones instead of 0-d), chosen and cached like ``kernels_cpu.cpu_kernel``'s.
+    an output of ones instead of 0-d), chosen and cached like ``cpu.cpu_kernel``'s.
 
     Example:
         >>> e = ("call", "multiply", ("var", "a0"), ("var", "a0"))
@@ -97,7 +97,7 @@ def blocked_sum_kernel(
     the result does not depend on how chunks are split over threads.
 
     Example:
-        >>> from dualflow.ops.expr_typing import lower_expr
+        >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "exp", ("var", "a0")), ("a0",), ("float32",))
         >>> blocked_sum_kernel(p, (4,), ())(np, np.zeros(4, np.float32)).item()
         4.0

@@ -1,7 +1,7 @@
 """The fused programs the CUDA checks render: one fusion region per elementwise op of the registry,
 and every region the fusion pass makes of the op table's forward-and-gradient programs (traced).
 
-``nvcc --ptx`` compiles them (tests/runtime/test_fused_kernels.py) and, on a GPU, cupy runs them.
+``nvcc --ptx`` compiles them (tests/kernels/test_fused_kernels.py) and, on a GPU, cupy runs them.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 
 import dualflow
 from dualflow.graph_ir import Graph, GraphBuilder
+from dualflow.kernels.expr_typing import Program, lower_expr
 from dualflow.ops import OPS
-from dualflow.ops.expr_typing import Program, lower_expr
 from dualflow.passes.fuse import fuse
 from tests.opinfo import OP_INFOS, OpInfo
 

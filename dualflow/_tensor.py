@@ -6,8 +6,6 @@ created it. When traced it also carries its IR ``value``. Users build tensors wi
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
 import numpy as np
@@ -343,17 +341,3 @@ def as_tensor(value: Any) -> Tensor:
     if not hasattr(value, "dtype") or isinstance(value, np.generic):
         value = np.asarray(value)
     return Tensor._wrap(value, None, 0, False)
-
-
-class _CallableModule(types.ModuleType):
-    """This module, callable as ``tensor()``.
-
-    ``dualflow.tensor`` names both this submodule and the ``tensor()`` function; importing the
-    submodule rebinds the package attribute to the module, so the module itself forwards calls.
-    """
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Tensor:
-        return tensor(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -18,10 +18,12 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.errors import DeviceError
-from dualflow.ops import OPS, cuda_elementwise, cudnn
-from dualflow.ops.cuda_elementwise import cache_info, eager_source
-from dualflow.ops.expr_cuda import COMPILE_OPTIONS, wrap_global
-from tests.ops.elementwise_cases import FLOATS, INTS, Case, cases, elementwise_ops, sample
+from dualflow.kernels import cuda_elementwise, cudnn
+from dualflow.kernels.backend import Backend, backend_of, register_backend, xp_fused, xp_fused_sum
+from dualflow.kernels.cuda_elementwise import cache_info, device_forward, eager_source
+from dualflow.kernels.expr_cuda import COMPILE_OPTIONS, wrap_global
+from dualflow.ops import OPS
+from tests.kernels.elementwise_cases import FLOATS, INTS, Case, cases, elementwise_ops, sample
 
 
 def _source(case: Case) -> Any:
@@ -106,12 +108,22 @@ class _DeviceArray:
 
 
 class _DeviceModule:
-    """Stands in for cupy as ``xp``: any module other than numpy takes the device branch."""
+    """Stands in for cupy as ``xp`` (registered with a backend using the CUDA elementwise
+    kernels by the ``built`` fixture; unregistered, it is an array module dualflow does not know).
+    """
 
     __name__ = "fake_cupy"
 
     def __getattr__(self, name: str) -> Any:
         return getattr(np, name)
+
+
+@pytest.fixture
+def device() -> Any:
+    """A stand-in device module whose backend runs eager elementwise ops as CUDA kernels."""
+    xp = _DeviceModule()
+    register_backend(xp, Backend("fake_cupy", xp_fused, xp_fused_sum, device_forward))
+    return xp
 
 
 @pytest.fixture
@@ -134,8 +146,8 @@ def built(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     return sources
 
 
-def test_device_dispatch_caches_one_kernel_per_input_types(built: list[Any]) -> None:
-    xp, x = _DeviceModule(), _DeviceArray(np.arange(4, dtype=np.float32))
+def test_device_dispatch_caches_one_kernel_per_input_types(built: list[Any], device: Any) -> None:
+    xp, x = device, _DeviceArray(np.arange(4, dtype=np.float32))
     y = OPS["multiply"].forward(xp, x, 0.5)
     OPS["multiply"].forward(xp, x, 0.25)  # another weak float: the same kernel
     assert cache_info() == (1, 1, 0, 1) and y.tolist() == [0.0, 0.5, 1.0, 1.5]
@@ -148,14 +160,24 @@ def test_device_dispatch_caches_one_kernel_per_input_types(built: list[Any]) -> 
     assert outs == ["float32 out", "float64 out", "float64 out", "float32 out"]
 
 
-def test_device_dispatch_falls_back_for_host_arrays_and_float16(built: list[Any]) -> None:
-    xp = _DeviceModule()
+def test_device_dispatch_falls_back_for_host_arrays_and_float16(
+    built: list[Any], device: Any
+) -> None:
+    xp = device
     mixed = OPS["add"].forward(xp, np.ones(2, np.float32), _DeviceArray(np.ones(2, np.float32)))
     assert mixed.tolist() == [2.0, 2.0] and cache_info() == (0, 1, 1, 0)
     half = _DeviceArray(np.ones(2, np.float16))
     for _ in range(2):  # no CUDA C type for float16: the plain forward, decided once
         assert OPS["add"].forward(xp, half, half).dtype == np.float16
     assert cache_info() == (1, 2, 3, 0) and not built
+
+
+def test_an_unknown_array_module_runs_the_plain_xp_forward(built: list[Any]) -> None:
+    """Not numpy is not cupy: a module without a registered backend gets no CUDA kernels."""
+    xp, x = _DeviceModule(), _DeviceArray(np.arange(4, dtype=np.float32))
+    assert np.asarray(OPS["multiply"].forward(xp, x, 0.5)).tolist() == [0.0, 0.5, 1.0, 1.5]
+    assert backend_of(xp).elementwise is None and backend_of(xp).library is None
+    assert cache_info() == (0, 0, 0, 0) and not built
 
 
 def test_ops_on_numpy_never_call_cudnn(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,18 +16,18 @@ import pytest
 
 from dualflow.errors import NumericalError
 from dualflow.graph_ir import Graph, GraphBuilder, interpret
-from dualflow.ops.expr import compile_numpy
-from dualflow.ops.expr_typing import lower_expr
-from dualflow.passes.fuse import fuse
-from dualflow.runtime import kernels_cpu as kc
-from dualflow.runtime import kernels_sum as ks
-from dualflow.runtime import lower
-from dualflow.runtime.kernels_cuda import (
+from dualflow.kernels import cpu as kc
+from dualflow.kernels import cpu_sum as ks
+from dualflow.kernels.cuda_fused import (
     COMPILE_OPTIONS,
     cuda_kernel,
     render_cuda_sum,
     wrap_sum_global,
 )
+from dualflow.kernels.expr import compile_numpy
+from dualflow.kernels.expr_typing import lower_expr
+from dualflow.passes.fuse import fuse
+from dualflow.runtime import lower
 from dualflow.runtime.memory import plan_memory
 from tests.tracer.helpers import tol
 
@@ -140,8 +140,8 @@ def test_float16_uses_the_blocked_evaluator() -> None:
 def test_numba_missing_falls_back_to_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
     import dualflow.runtime
 
-    monkeypatch.setitem(sys.modules, "dualflow.runtime.kernels_numba", None)  # import fails
-    monkeypatch.delattr(dualflow.runtime, "kernels_numba", raising=False)
+    monkeypatch.setitem(sys.modules, "dualflow.kernels.cpu_numba", None)  # import fails
+    monkeypatch.delattr(dualflow.kernels, "cpu_numba", raising=False)
     monkeypatch.setattr(kc, "_warned_no_numba", False)
     shapes = [(300, 1), (1, 200)]
     with pytest.warns(RuntimeWarning, match="numba is not installed"):

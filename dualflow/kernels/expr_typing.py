@@ -3,7 +3,7 @@
 Each step is one call with the numpy dtype of its result and the dtype its operands are cast to
 (numpy's loop type), found by running numpy itself on one-element samples, so numpy's promotion
 rules (weak Python scalars included) decide the types, and identical subtrees are computed once.
-It lives in ``ops`` so the eager CUDA kernels and the runtime's fused kernels share one lowering.
+The eager CUDA kernels and the fused kernels (numba, blocked numpy, CUDA) share this lowering.
 """
 
 from __future__ import annotations
@@ -13,20 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.ops.expr import Expr, check_expr, compile_numpy, erf
+from dualflow.kernels.expr import Expr, check_expr, compile_numpy
+from dualflow.kernels.scalar import FUNCTIONS, squares
 
 Ref = tuple  # ("in", k) | ("const", value) | ("step", j)
-# C and Python spell the comparisons alike: both kernel renderers use this table
-COMPARISON_SYMBOLS = {
-    "greater": ">",
-    "greater_equal": ">=",
-    "less": "<",
-    "less_equal": "<=",
-    "equal": "==",
-    "not_equal": "!=",
-}
-COMPARISONS = tuple(COMPARISON_SYMBOLS)
-TRANSCENDENTAL = ("exp", "log", "log1p", "expm1", "tanh", "erf", "sin", "cos")
 # A weak Python-scalar input (given as its type) is passed to a kernel as this C-side dtype: wide
 # enough to hold the value exactly; each step then casts it to its loop type as numpy does.
 WEAK_DTYPES = {bool: np.dtype(bool), int: np.dtype(np.int64), float: np.dtype(np.float64)}
@@ -56,8 +46,8 @@ class Program:
 
     @property
     def transcendental(self) -> bool:
-        """Whether any step calls exp/log/tanh/erf/sin/cos (slow as scalar libm in numba)."""
-        return any(s.fn in TRANSCENDENTAL for s in self.steps)
+        """Whether any step calls a transcendental function (slow as scalar libm in numba)."""
+        return any(FUNCTIONS[s.fn].transcendental for s in self.steps)
 
 
 def apply_numpy(fn: str, operands: list[Any], out: Any = None) -> Any:
@@ -67,34 +57,15 @@ def apply_numpy(fn: str, operands: list[Any], out: Any = None) -> Any:
         >>> apply_numpy("add", [np.float32(1), 0.5]).dtype
         dtype('float32')
     """
-    if fn == "astype":
-        x, dtype = operands
-        if out is None:
-            return np.asarray(x).astype(dtype)
-        return np.copyto(out, x, casting="unsafe") or out
-    if fn == "where":
-        if out is None:
-            return np.where(*operands)
-        cond, a, b = operands
-        np.copyto(out, b, casting="unsafe")
-        np.copyto(out, a, casting="unsafe", where=np.asarray(cond, dtype=bool))
-        return out
-    if fn == "erf":
-        result = erf(np, operands[0])
-        return result if out is None else (np.copyto(out, result, casting="unsafe") or out)
-    if fn == "power" and is_two(operands[1]) and np.asarray(operands[0]).dtype.kind == "f":
-        fn, operands = "square", operands[:1]  # what eager's ``x ** 2`` runs (numpy's fast path)
-    return getattr(np, fn)(*operands) if out is None else getattr(np, fn)(*operands, out=out)
-
-
-def is_two(value: Any) -> bool:
-    """Whether a constant is the Python number 2 (``x ** 2`` is ``square`` in eager numpy).
-
-    Example:
-        >>> is_two(2), is_two(2.0), is_two(True)
-        (True, True, False)
-    """
-    return isinstance(value, int | float) and not isinstance(value, bool) and value == 2
+    row = FUNCTIONS[fn]
+    if row.evaluate is not None:
+        return row.evaluate(operands, out)
+    if fn == "power":  # x ** 2 in floats is what eager runs: numpy's square (scalar.squares)
+        base = np.asarray(operands[0]).dtype
+        if squares(Step(fn, (("in", 0), ("const", operands[1])), base, base)):
+            return np.square(operands[0]) if out is None else np.square(operands[0], out=out)
+    function = getattr(np, row.ufunc)
+    return function(*operands) if out is None else function(*operands, out=out)
 
 
 def sum_dtypes(dtype: Any) -> tuple[np.dtype, np.dtype]:
@@ -164,10 +135,9 @@ def _has_var(expr: Expr) -> bool:
 
 
 def _compute_type(fn: str, operands: list[Any], result: np.dtype) -> np.dtype:
-    if fn in COMPARISONS:
+    loop = FUNCTIONS[fn].loop
+    if loop == "operands":  # comparisons: computed in the operands' common type
         return np.result_type(*operands)
-    if fn == "where":
-        return result
-    if fn == "astype":
+    if loop == "first":  # astype: the operand's own type
         return np.asarray(operands[0]).dtype
     return result

@@ -32,7 +32,10 @@ class SignedCache(_Cache or object):  # type: ignore[misc]
 
     def __init__(self, py_func: Any, store: Store, stem: str) -> None:
         self._store, self._stem = store, stem
-        self._code = hashlib.sha256(py_func.__code__.co_code).hexdigest()
+        # the module is part of the key: a pickled entry names the module it rebuilds in, so a
+        # function that moved (dualflow.ops.expr -> dualflow.kernels.expr) gets new entries
+        where = f"{py_func.__module__}.{py_func.__qualname__}".encode()
+        self._code = hashlib.sha256(where + py_func.__code__.co_code).hexdigest()
 
     @property
     def cache_path(self) -> str:

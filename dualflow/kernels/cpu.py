@@ -2,7 +2,7 @@
 
 The blocked evaluator runs the same numpy ufuncs as eager mode, chunk by chunk of the output into
 preallocated temporaries, so results are bit-identical to eager while temporaries stay in cache.
-Arithmetic-only expressions go to a numba kernel (``kernels_numba``: exactly rounded operations,
+Arithmetic-only expressions go to a numba kernel (``cpu_numba``: exactly rounded operations,
 no contraction, so also bit-identical), transcendental ones and powers other than ``x ** 2`` here
 (numba's libm ``pow`` and numpy's differ by up to 1 ulp).
 """
@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.ops.expr_typing import Program, Step, apply_numpy, is_two, lower_expr
+from dualflow.kernels.expr_typing import Program, Step, apply_numpy, lower_expr
+from dualflow.kernels.scalar import FUNCTIONS, squares
 
 # Elements per chunk, measured on 4M float32 (tanh chain, temporaries reused by liveness), one
 # thread: 32K 8.6 ms, 64K 7.9, 128K 7.2, 256K 6.9, 512K 6.8; two threads: 32K 11 ms (the ~1.5 µs
@@ -61,8 +62,8 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
     (into ``out``, a C-contiguous array of that shape and the result dtype, when given).
 
     Only the last step writes ``out``, chunk by chunk after reading that chunk's inputs, so
-    ``out`` may be an input of exactly the output's shape unless the last step is ``where``,
-    ``astype`` or ``erf`` (``inplace_safe``).
+    ``out`` may be an input of exactly the output's shape unless the last step's function
+    writes in several passes (``inplace`` false in the scalar-function table).
 
     Example:
         >>> p = lower_expr(("call", "tanh", ("var", "a0")), ("a0",), ("float64",))
@@ -144,7 +145,7 @@ def _schedule(program: Program) -> tuple[list, list[np.dtype]]:
                 slot_of[r[1]] for r in step.operands if r[0] == "step" and last_use[r[1]] == j
             )
         )
-        in_place = step.fn not in ("where", "astype", "erf")
+        in_place = FUNCTIONS[step.fn].inplace
         if in_place:
             free += dying
         slot = -1 if j == len(program.steps) - 1 else _take(free, dtypes, step.dtype)
@@ -161,21 +162,18 @@ def _schedule(program: Program) -> tuple[list, list[np.dtype]]:
 
 def _ufunc(step: Step) -> Callable:
     """The numpy callable ``f(*operands, out=)`` of a step (``apply_numpy`` for special ones)."""
-    fn, (*_, last) = step.fn, step.operands
-    if fn == "power" and step.dtype.kind == "f" and last[0] == "const" and is_two(last[1]):
+    fn = step.fn
+    if squares(step):
         return lambda x, _two, out: np.square(x, out=out)  # eager's ``x ** 2`` fast path
-    if fn in ("where", "astype", "erf"):
+    if FUNCTIONS[fn].evaluate is not None:
         return lambda *operands, out: apply_numpy(fn, list(operands), out=out)
-    return getattr(np, fn)
+    return getattr(np, FUNCTIONS[fn].ufunc)
 
 
 def _libm_power(step: Step) -> bool:
     """Whether numba would compute this step with libm's ``pow`` (any power but a float ``x**2``,
     which is ``x * x`` as eager's ``square``): not bit-identical to numpy's power."""
-    if step.fn != "power":
-        return False
-    last = step.operands[-1]
-    return not (step.dtype.kind == "f" and last[0] == "const" and is_two(last[1]))
+    return step.fn == "power" and not squares(step)
 
 
 def _take(free: list[int], dtypes: list[np.dtype], dtype: np.dtype) -> int:
@@ -236,7 +234,7 @@ def _numba_or_none(
     if any(_libm_power(step) for step in program.steps):
         return None  # numba's pow is libm's, numpy's its own: they differ by up to 1 ulp
     try:
-        from dualflow.runtime import kernels_numba  # noqa: PLC0415 - imports numba (~0.3 s)
+        from dualflow.kernels import cpu_numba  # noqa: PLC0415 - imports numba (~0.3 s)
     except ImportError:
         if not _warned_no_numba:
             warnings.warn(
@@ -247,5 +245,5 @@ def _numba_or_none(
             _warned_no_numba = True
         return None
     if sum_layout is not None:
-        return kernels_numba.numba_sum_kernel(program, *sum_layout)
-    return kernels_numba.numba_kernel(program, shapes, shape)
+        return cpu_numba.numba_sum_kernel(program, *sum_layout)
+    return cpu_numba.numba_kernel(program, shapes, shape)

@@ -1,6 +1,6 @@
 """Fused expressions run as ``cupy.ElementwiseKernel`` or, ending in a full ``sum``, as
 ``cupy.ReductionKernel`` kernels, cached by rendered source. The rendering to CUDA C lives in
-``dualflow.ops.expr_cuda`` (shared with the eager elementwise kernels, since ops must not import
+``dualflow.kernels.expr_cuda`` (shared with the eager elementwise kernels, since ops must not import
 the runtime); this module re-exports it, adds the reductions, and needs no cupy to import.
 """
 
@@ -10,8 +10,8 @@ import hashlib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from dualflow.ops.expr import compile_numpy
-from dualflow.ops.expr_cuda import (
+from dualflow.kernels.expr import compile_numpy
+from dualflow.kernels.expr_cuda import (
     C_TYPES,
     COMPILE_OPTIONS,
     CudaSource,
@@ -20,7 +20,7 @@ from dualflow.ops.expr_cuda import (
     render_cuda,
     wrap_global,
 )
-from dualflow.ops.expr_typing import Program, lower_expr, sum_dtypes
+from dualflow.kernels.expr_typing import Program, lower_expr, sum_dtypes
 
 __all__ = [
     "COMPILE_OPTIONS",
@@ -162,7 +162,7 @@ def cuda_kernel(
             return _sum_runner(render_cuda_sum(program), keepdims)
         source = render_cuda(program)
     except NotImplementedError:  # a dtype without a CUDA C type here (float16): plain xp calls
-        return _xp_runner(expr, args, reduce, keepdims)
+        return xp_runner(expr, args, reduce, keepdims)
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         kernel = _KERNELS.get(source.name)
@@ -173,7 +173,7 @@ def cuda_kernel(
     return run
 
 
-def _xp_runner(expr: tuple, args: tuple[str, ...], reduce: str | None, keepdims: bool) -> Callable:
+def xp_runner(expr: tuple, args: tuple[str, ...], reduce: str | None, keepdims: bool) -> Callable:
     """The expression evaluated with ``xp`` functions, one call per step (no fusion gain, but
     the plan runs): for regions whose dtypes have no CUDA kernel here."""
     forward = compile_numpy(expr, args, ())

@@ -1,7 +1,9 @@
-"""What a pass can know about the memory layout numpy gives each value, so that rewrites which
-replace a computed value by another array keep eager's layout (and so every later reduction's
-summation order, and BLAS's path): ``"C"`` (C-contiguous), ``"dense"`` (no gaps, positive
-strides, in some axis order) or ``"any"`` (unknown: inputs, state, most non-elementwise ops).
+"""What the passes and the runtime can know about the memory layout numpy gives each value, so
+that rewrites which replace a computed value by another array keep eager's layout (and so every
+later reduction's summation order, and BLAS's path), and plans know which steps' operands are
+C-ordered: ``"C"`` (C-contiguous), ``"dense"`` (no gaps, positive strides, in some axis order)
+or ``"any"`` (unknown: inputs, state, most non-elementwise ops). Each op's ``layout`` fact says
+how its result's layout follows from its operands'.
 
 Why it matters: numpy allocates an elementwise result in its operands' memory order, so
 ``x * 1`` is a *dense* copy of ``x``; replacing it by a strided ``x`` keeps every value but
@@ -20,10 +22,6 @@ C, DENSE, ANY = "C", "dense", "any"
 # allocates an elementwise result of such operands C-ordered, as for C operands.
 C_BROADCAST = "C-broadcast"
 _C_LIKE = (C, C_BROADCAST)
-# Ops whose numpy forward allocates its result C-ordered whatever its operands' layout.
-ALWAYS_C = frozenset({"matmul", "full", "full_like", "arange"})
-# Reductions allocate in the operand's order: C when the operand is, dense otherwise.
-REDUCTIONS = frozenset({"sum", "max", "min", "argmax", "argmin"})
 
 
 def array_layout(array: np.ndarray) -> str:
@@ -58,24 +56,33 @@ def exact_in_any_layout(value: Value) -> bool:
     return np.dtype(value.dtype).kind in "biu"
 
 
+def _operands(ins: list[str]) -> str:
+    return C if all(k == C for k in ins) else DENSE  # numpy's order='K' allocation
+
+
+def _elementwise(ins: list[str]) -> str:
+    return C if all(k in _C_LIKE for k in ins) else DENSE  # broadcasts of C arrays count as C
+
+
+# An op's ``layout`` fact -> its result's layout from its operands' layouts.
+RULES = {
+    C: lambda ins: C,  # allocated C-ordered whatever the operands (matmul)
+    "operands": _operands,  # reductions
+    "elementwise": _elementwise,  # elementwise ops and fused nodes
+    "broadcast": lambda ins: C_BROADCAST if ins and ins[0] in _C_LIKE else ANY,
+    "first": lambda ins: ins[0] if ins else ANY,  # the first operand itself (assign, views)
+    "permute": lambda ins: DENSE if ins and ins[0] in (C, DENSE) else ANY,  # a permuted dense
+    "reshape": lambda ins: C if ins and ins[0] == C else ANY,  # numpy views a C array as C
+    ANY: lambda ins: ANY,
+}
+
+
 def _node_layout(node: Node, known: dict[Value, str]) -> str:
-    ins = [known.get(v, ANY) for v in node.value_inputs]
+    if all(int(np.prod(v.shape)) <= 1 for v in node.outputs):
+        return C  # an array of at most one element is C-contiguous whatever its strides
     op = OPS.get(node.op)
-    if node.op in ALWAYS_C or all(int(np.prod(v.shape)) <= 1 for v in node.outputs):
-        return C  # (an array of at most one element is C-contiguous whatever its strides)
-    if node.op == "fused" or (op is not None and op.kind == "elementwise"):
-        return C if all(k in _C_LIKE for k in ins) else DENSE  # numpy's order='K' allocation
-    if node.op == "broadcast_to" and ins and ins[0] in _C_LIKE:
-        return C_BROADCAST
-    if node.op in REDUCTIONS and len(ins) == 1:
-        return C if ins[0] == C else DENSE
-    if node.op in ("stop_gradient", "assign") and ins:
-        return ins[-1] if node.op == "stop_gradient" else ins[0]
-    if node.op == "transpose" and ins and ins[0] in (C, DENSE):
-        return DENSE  # a permuted dense array is dense
-    if node.op == "reshape" and ins and ins[0] == C:
-        return C  # numpy reshapes a C array into a C view
-    return ANY
+    rule = RULES[op.layout] if op is not None else RULES[ANY]
+    return rule([known.get(v, ANY) for v in node.value_inputs])
 
 
 def layouts(graph: Graph, arguments: str = ANY) -> dict[Value, str]:

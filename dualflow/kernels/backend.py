@@ -1,0 +1,149 @@
+"""One ``Backend`` record per array module: what dualflow runs on that module's arrays.
+
+Ops and plans do not test ``xp is np`` to pick a path: they ask ``backend_of(xp)`` for its eager
+elementwise kernels, its fused and fused-sum kernels, the library that overrides some ops (cuDNN)
+and the scalar functions the module lacks (erf). (An eager elementwise forward keeps one identity
+check as numpy's fast path; every other module goes through ``device_elementwise``.) numpy and
+cupy are built in; an array module dualflow does not know runs every op through its own ``xp``
+functions (``register_backend`` adds a backend for one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from dualflow.kernels.cpu import cpu_kernel
+from dualflow.kernels.cpu_sum import cpu_sum_kernel
+from dualflow.kernels.special import cupy_erf, numpy_erf
+
+Metas = tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype name) per kernel input
+
+
+@dataclass(frozen=True)
+class Backend:
+    """What runs on one array module.
+
+    ``elementwise(op_name, expr, args, fallback)`` gives ``run(xp, arrays, attrs)`` running an
+    eager elementwise op as one kernel (None: the op's expression through ``xp`` functions);
+    ``fused(expr, args, metas)`` and ``fused_sum(expr, args, metas, keepdims)`` give the kernels
+    ``f(xp, *arrays, out=None)`` of a fused node (``metas``: (shape, dtype) per input);
+    ``library`` is a module whose calls replace some ops' ``xp`` code (``kernels.cudnn``: conv,
+    pooling, batch norm; None: none); ``functions`` the scalar functions ``xp`` lacks.
+    """
+
+    name: str
+    fused: Callable[..., Callable]
+    fused_sum: Callable[..., Callable]
+    elementwise: Callable[..., Callable] | None = None
+    library: Any = None
+    functions: Mapping[str, Callable] = field(default_factory=lambda: MappingProxyType({}))
+
+
+def xp_fused(expr: tuple, args: tuple[str, ...], metas: Metas) -> Callable:
+    """A fused node's expression run through ``xp`` functions, one call per step (no fusion
+    gain, but the plan runs): for array modules or dtypes without fused kernels.
+
+    Example:
+        >>> import numpy as np
+        >>> xp_fused(("call", "exp", ("var", "a0")), ("a0",), (((1,), "float64"),))(np, np.zeros(1))
+        array([1.])
+    """
+    from dualflow.kernels.cuda_fused import xp_runner  # noqa: PLC0415 - a cycle through cupy's
+
+    return xp_runner(expr, args, None, False)
+
+
+def xp_fused_sum(expr: tuple, args: tuple[str, ...], metas: Metas, keepdims: bool) -> Callable:
+    """``xp_fused`` followed by ``xp.sum`` over all axes."""
+    from dualflow.kernels.cuda_fused import xp_runner  # noqa: PLC0415
+
+    return xp_runner(expr, args, "sum", keepdims)
+
+
+def _numpy() -> Backend:
+    return Backend(
+        "numpy", cpu_kernel, cpu_sum_kernel, functions=MappingProxyType({"erf": numpy_erf})
+    )
+
+
+def _cupy() -> Backend:
+    from dualflow.kernels import cudnn  # noqa: PLC0415 - imports nothing of cupy until used
+    from dualflow.kernels.cuda_elementwise import device_forward  # noqa: PLC0415
+    from dualflow.kernels.cuda_fused import cuda_kernel  # noqa: PLC0415
+
+    def fused(expr: tuple, args: tuple[str, ...], metas: Metas) -> Callable:
+        return cuda_kernel(expr, args, tuple(d for _, d in metas))
+
+    def fused_sum(expr: tuple, args: tuple[str, ...], metas: Metas, keepdims: bool) -> Callable:
+        return cuda_kernel(expr, args, tuple(d for _, d in metas), "sum", keepdims)
+
+    functions = MappingProxyType({"erf": cupy_erf})
+    return Backend("cupy", fused, fused_sum, device_forward, cudnn, functions)
+
+
+# array module name -> its backend's factory (built on first use: cupy's imports stay lazy)
+FACTORIES: dict[str, Callable[[], Backend]] = {"numpy": _numpy, "cupy": _cupy}
+_BY_MODULE: dict[Any, Backend] = {}
+
+
+def backend_of(xp: Any) -> Backend:
+    """The Backend of array module ``xp`` (numpy, cupy, or a plain one running ``xp`` code).
+
+    Example:
+        >>> import numpy as np
+        >>> backend_of(np).name, backend_of(np).library is None
+        ('numpy', True)
+    """
+    backend = _BY_MODULE.get(xp)
+    if backend is None:
+        name = getattr(xp, "__name__", type(xp).__name__)
+        factory = FACTORIES.get(name)
+        backend = factory() if factory is not None else Backend(name, xp_fused, xp_fused_sum)
+        _BY_MODULE[xp] = backend
+    return backend
+
+
+def register_backend(xp: Any, backend: Backend) -> None:
+    """Make ``backend`` the one of array module ``xp`` (a new array library, or a test's).
+
+    Example:
+        >>> import types
+        >>> module = types.ModuleType("mine")
+        >>> register_backend(module, Backend("mine", xp_fused, xp_fused_sum))
+        >>> backend_of(module).name
+        'mine'
+    """
+    _BY_MODULE[xp] = backend
+
+
+def device_elementwise(
+    name: str, expr: tuple, args: tuple[str, ...], fallback: Callable
+) -> Callable:
+    """``run(xp, arrays, attrs)`` of elementwise op ``name`` on arrays of a module other than
+    numpy: its backend's elementwise kernels, or ``fallback(xp, *arrays, **attrs)`` (the op's
+    plain ``xp`` forward) when the backend has none. Built per backend on first use.
+
+    Example:
+        >>> import types, numpy as np
+        >>> run = device_elementwise("exp", ("call", "exp", ("var", "x")), ("x",),
+        ...                          lambda xp, x: xp.exp(x))
+        >>> module = types.ModuleType("plain"); module.exp = np.exp
+        >>> float(run(module, (np.float64(0.0),), {}))
+        1.0
+    """
+    runs: dict[Any, Callable] = {}
+
+    def plain(xp: Any, arrays: tuple, attrs: dict) -> Any:
+        return fallback(xp, *arrays, **attrs)
+
+    def run(xp: Any, arrays: tuple, attrs: dict) -> Any:
+        kernel = runs.get(xp)
+        if kernel is None:
+            factory = backend_of(xp).elementwise
+            kernel = runs[xp] = plain if factory is None else factory(name, expr, args, fallback)
+        return kernel(xp, arrays, attrs)
+
+    return run

@@ -1,0 +1,58 @@
+"""The kernel of one fused node: its backend's fused (or fused-sum) kernel, built on first call.
+
+Which kernel runs (numba, the blocked numpy evaluator, CUDA) depends on the array module of the
+call, so it is chosen at the first call per module (a plan that never runs never pays numba's
+import or compile time). A non-C operand runs eager's own ufuncs instead (``checked``), so the
+result has eager's layout (docs/memory-planner.md, "Same layout as eager").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dualflow.kernels.backend import Metas, backend_of
+from dualflow.kernels.expr import Expr, compile_numpy
+from dualflow.kernels.out import c_ordered
+
+
+def fused_kernel(
+    expr: Expr,
+    args: tuple[str, ...],
+    metas: Metas,
+    reduce: str | None = None,
+    keepdims: bool = False,
+    checked: bool = True,
+) -> Callable:
+    """``f(xp, *arrays, out=None)`` computing ``expr`` over inputs of ``metas`` ((shape, dtype)
+    each), or with ``reduce="sum"`` its sum over all axes (``keepdims``: an output of ones).
+
+    ``checked``: an elementwise kernel writes C-ordered results, so when an operand is not
+    C-ordered the call runs eager's own ufuncs instead (unchecked when a plan proved its
+    operands C-ordered).
+
+    Example:
+        >>> import numpy as np
+        >>> e = ("call", "multiply", ("var", "a0"), ("const", 2.0))
+        >>> fused_kernel(e, ("a0",), (((3,), "float64"),))(np, np.arange(3.0)).tolist()
+        [0.0, 2.0, 4.0]
+    """
+    built: dict[Any, Callable] = {}
+    eager = compile_numpy(expr, args, ())
+
+    def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
+        if checked and reduce is None and not all(map(c_ordered, arrays)):
+            # eager would give an F-ordered (or otherwise non-C) result, the kernels a C one:
+            # run eager's own ufuncs so that later reductions see eager's layout
+            return eager(xp, *arrays)
+        kernel = built.get(xp)
+        if kernel is None:
+            backend = backend_of(xp)
+            if reduce is not None:
+                kernel = backend.fused_sum(expr, args, metas, keepdims)
+            else:
+                kernel = backend.fused(expr, args, metas)
+            built[xp] = kernel
+        return kernel(xp, *arrays, out=out)
+
+    return run

@@ -1,0 +1,80 @@
+"""Elementwise forwards that write into a caller's buffer (``out=``), rendered from the expression.
+
+An expression whose last call is a ufunc (the scalar-function table's ``out`` column) gets a
+``forward_out`` passing ``out=out`` to that call. numpy allocates a ufunc's result in its
+operands' memory order (``order='K'``), and a C-ordered buffer in place of eager's F-ordered
+result would change the summation order of every later reduction (docs/memory-planner.md, "Same
+layout as eager"), so the checked variant writes ``out`` only when every operand is C-contiguous
+and otherwise returns eager's own result; a plan uses the unchecked one where its operands are
+proven C-ordered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dualflow.kernels.expr import XP_FUNCTIONS, Expr, render_numpy
+from dualflow.kernels.scalar import FUNCTIONS
+
+_CACHE: dict[tuple, Callable | None] = {}
+
+
+def c_ordered(value: Any) -> bool:
+    """Whether ``value`` is a Python scalar or a C-contiguous array (numpy or cupy).
+
+    Example:
+        >>> import numpy as np
+        >>> c_ordered(2.0), c_ordered(np.ones((2, 3))), c_ordered(np.ones((2, 3)).T)
+        (True, True, False)
+    """
+    flags = getattr(value, "flags", None)
+    return flags is None or bool(flags.c_contiguous)
+
+
+def writes_out(expr: Expr | None) -> bool:
+    """Whether an expression ends in a call that takes ``out=`` (a ufunc).
+
+    Example:
+        >>> writes_out(("call", "exp", ("var", "x"))), writes_out(("call", "erf", ("var", "x")))
+        (True, False)
+    """
+    return expr is not None and expr[0] == "call" and FUNCTIONS[expr[1]].out
+
+
+def expression_out(
+    name: str, expr: Expr, args: tuple[str, ...], attrs: tuple[str, ...], checked: bool = True
+) -> Callable | None:
+    """``forward_out(xp, *args, out, **attrs)`` of the expression, or None when its last call
+    takes no ``out=``; built once per (expression, checked).
+
+    ``checked``: it writes ``out`` only when every operand is C-contiguous, so that the result
+    has the layout eager's allocating call gives it (numpy's ``order='K'``: C exactly when the
+    operands are); otherwise it returns eager's own result and leaves ``out`` unused. Unchecked,
+    for a plan that proved its operands C-ordered, it always writes ``out``.
+
+    Example:
+        >>> import numpy as np
+        >>> f = expression_out("relu", ("call", "maximum", ("var", "x"), ("const", 0)), ("x",), ())
+        >>> buf = np.empty(2); f(np, np.array([-1.0, 2.0]), out=buf) is buf
+        True
+    """
+    key = (expr, args, attrs, checked)
+    if key in _CACHE:
+        return _CACHE[key]
+    function = None
+    if writes_out(expr):
+        operands = ", ".join(render_numpy(e) for e in expr[2:])
+        keywords = "".join(f", {a}" for a in attrs)
+        ordered = " and ".join(f"_c({a})" for a in args) or "True"
+        check = f"    if not ({ordered}):\n        return {render_numpy(expr)}\n"
+        source = (
+            f"def forward_out(xp, {', '.join(args)}, *, out{keywords}):\n"
+            + (check if checked else "")
+            + f"    return xp.{FUNCTIONS[expr[1]].ufunc}({operands}, out=out)\n"
+        )
+        namespace: dict[str, Any] = {**XP_FUNCTIONS, "_c": c_ordered}
+        exec(compile(source, f"<dualflow out {name}>", "exec"), namespace)
+        function = namespace["forward_out"]
+    _CACHE[key] = function
+    return function
