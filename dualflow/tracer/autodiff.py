@@ -23,9 +23,9 @@ from dualflow.graph_ir.ir import Graph, Value
 from dualflow.ops.dispatch import interpreting
 from dualflow.ops.registry import OpDef
 from dualflow.runtime.plan import Plan
+from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.state import StateChecks
-from dualflow.tracer.trace import Tracer
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Backward:
 
 
 def trace_backward(
-    forward: Tracer,
+    forward: TracingInterpreter,
     outputs: list[Tensor],
     leaves: list[Any],
     passes: Any = (),
@@ -74,7 +74,7 @@ def trace_backward(
     sources = [leaves[i] for i in positions] + [forward.checks.refs[i].tensor for i in slots]
     if not wanted or not sources:
         return None
-    tracer = Tracer(forward.builder.name + "_backward", parent=forward)
+    tracer = TracingInterpreter(forward.builder.name + "_backward", parent=forward)
     grads = _traced_grads(tracer, [outputs[k] for k in wanted], wanted, sources)
     if grads is None:
         return None
@@ -99,7 +99,7 @@ def trace_backward(
 
 
 def _traced_grads(
-    tracer: Tracer, outputs: list[Tensor], indices: list[int], sources: list[Tensor]
+    tracer: TracingInterpreter, outputs: list[Tensor], indices: list[int], sources: list[Tensor]
 ) -> list | None:
     """Gradients of ``outputs`` (each seeded by a graph input) w.r.t. ``sources``, traced; None
     when part of the tape was already consumed by a backward inside the function."""

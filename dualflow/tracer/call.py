@@ -16,8 +16,8 @@ from dualflow.tracer import collective_agreement, interrupts
 from dualflow.tracer.autodiff import connect, released_node
 from dualflow.tracer.collective_agreement import EAGER_RUN
 from dualflow.tracer.outputs import flatten_output
-from dualflow.tracer.record import Trace
 from dualflow.tracer.signature import Flat
+from dualflow.tracer.trace import Trace
 
 
 class GuardFailed:

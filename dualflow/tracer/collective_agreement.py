@@ -211,7 +211,7 @@ def _describe_plan(trace: Any) -> _PlanInfo:
     steps, comms, first = [], set(), len(nodes)
     for index, node in enumerate(nodes):
         op = OPS.get(node.op)
-        if op is None or not op.collective or node.op == "allreduce_wait":
+        if op is None or not op.collective or op.async_role == "wait":
             continue
         first = min(first, index)
         comms.add(node.attrs["comm"])

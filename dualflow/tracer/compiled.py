@@ -23,12 +23,12 @@ from dualflow.errors import TracingError
 from dualflow.passes.manager import resolve_passes
 from dualflow.tracer import collective_agreement
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
+from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
-from dualflow.tracer.record import Trace, finish_trace
 from dualflow.tracer.signature import Flat, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
-from dualflow.tracer.trace import Tracer
+from dualflow.tracer.trace import Trace, finish_trace
 from dualflow.tracer.tracing_run import trace_call
 
 _MISS: Any = object()
@@ -164,7 +164,7 @@ class CompiledFunction:
         self._stats.retrace_reasons.append(reason)
         collective_agreement.going_eager(self)  # issue 15: every rank runs this call eagerly
         start = time.perf_counter()
-        tracer = Tracer(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
+        tracer = TracingInterpreter(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         tracer.strict = self.fallback == "error"
         out = trace_call(tracer, self.fn, args, kwargs, flat)
         try:
@@ -182,7 +182,15 @@ class CompiledFunction:
         self._keep(trace, tracer, key, flat, args, kwargs)
         return out
 
-    def _keep(self, trace: Trace, tracer: Tracer, key: Any, flat: Flat, args: tuple, kwargs: dict):
+    def _keep(
+        self,
+        trace: Trace,
+        tracer: TracingInterpreter,
+        key: Any,
+        flat: Flat,
+        args: tuple,
+        kwargs: dict,
+    ):
         self._stats.compile_seconds += trace.compile_seconds
         self._stats.traces += 1
         # A first single-use trace is dropped (state born in the call is captured next time);

@@ -10,11 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow._tensor import Tensor
+from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.side_effects import NotReplayable, Replay, ReplayBuilder
-from dualflow.tracer.trace import Tracer
 
 
-def finish_environment(tracer: Tracer, outputs: list[Tensor], leaves: list[Any]) -> Replay:
+def finish_environment(
+    tracer: TracingInterpreter, outputs: list[Tensor], leaves: list[Any]
+) -> Replay:
     """Guards and replay of one tracing run; ``outputs`` grows by the tensors side effects store.
 
     A numpy array of the environment changed in place, or a change that cannot be replayed,
@@ -38,7 +40,9 @@ def finish_environment(tracer: Tracer, outputs: list[Tensor], leaves: list[Any])
     return replay
 
 
-def _arguments_that_are_state(tracer: Tracer, leaves: list[Any]) -> list[tuple[int, Any, str]]:
+def _arguments_that_are_state(
+    tracer: TracingInterpreter, leaves: list[Any]
+) -> list[tuple[int, Any, str]]:
     """Arguments that are also tensors the trace could reach as state (``f(w)`` where ``f``
     reads ``w`` itself): the trace read both as one value, so it is kept for that tensor only."""
     owned: dict[int, str] = {id(t): label for label, t in _reachable_tensors(tracer)}
@@ -49,7 +53,7 @@ def _arguments_that_are_state(tracer: Tracer, leaves: list[Any]) -> list[tuple[i
     ]
 
 
-def _reachable_tensors(tracer: Tracer) -> list[tuple[str, Tensor]]:
+def _reachable_tensors(tracer: TracingInterpreter) -> list[tuple[str, Tensor]]:
     found = [(tracer.env.known[i].label, t) for i, t in tracer.env.tensors.items()]
     for module in tracer.modules.values():
         if hasattr(module, "named_params") and hasattr(module, "named_buffers"):

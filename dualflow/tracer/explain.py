@@ -14,7 +14,7 @@ from dualflow.graph_ir.printer import print_graph
 from dualflow.tracer.compiled import CompiledFunction, Stats
 from dualflow.tracer.env_guards import is_value
 from dualflow.tracer.explain_passes import describe_passes
-from dualflow.tracer.record import Trace
+from dualflow.tracer.trace import Trace
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 A ``.grad`` read of captured state becomes a state input (or a check that it stays empty), a
 write becomes an extra output the call commits; an argument arriving with a ``.grad`` makes the
-trace single-use. Mixed into ``Tracer`` (``trace.py``), whose fields it uses.
+trace single-use. Mixed into ``TracingInterpreter`` (``trace.py``), whose fields it uses.
 """
 
 from __future__ import annotations

@@ -32,9 +32,9 @@ from dualflow.graph_ir.json_format import graph_from_data, graph_to_data
 from dualflow.graph_ir.printer import print_graph
 from dualflow.graph_ir.verify import verify
 from dualflow.tracer.env_cache import NotStorable, encode_guards, fingerprint
-from dualflow.tracer.record import Trace
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state_paths import UnreachableState, find_paths
+from dualflow.tracer.trace import Trace
 
 FORMAT = 3  # bump when the entry layout changes (2: signed files, 3: environment guards)
 _MAX_META = 64 * 2**20

@@ -20,9 +20,9 @@ from dualflow.tracer.env_cache import canonical, decode_guards, fingerprint
 from dualflow.tracer.outputs import rebuilder
 from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.plan_cache import decode_structure
-from dualflow.tracer.record import Trace
 from dualflow.tracer.state import StateChecks, StateRef, plan_device
 from dualflow.tracer.state_paths import UnreachableState, format_path, resolve
+from dualflow.tracer.trace import Trace
 
 
 def _tensor(roots: dict, path: list) -> Tensor:

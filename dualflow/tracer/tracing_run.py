@@ -15,11 +15,11 @@ from dualflow._tensor import Tensor
 from dualflow.ops.dispatch import interpreting
 from dualflow.tracer.array_argument import wrap_arguments
 from dualflow.tracer.env_probe import EnvProbe
+from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.signature import Flat
-from dualflow.tracer.trace import Tracer
 
 
-def trace_call(tracer: Tracer, fn: Any, args: tuple, kwargs: dict, flat: Flat) -> Any:
+def trace_call(tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, flat: Flat) -> Any:
     """Run ``fn(*args, **kwargs)`` once, recording it into ``tracer``; returns its result."""
     for leaf, path in zip(flat.leaves, flat.paths):
         tracer.bind_input(leaf, path)
@@ -51,7 +51,7 @@ def _is_tensor_id(flat: Flat, key: int) -> bool:
     return any(id(leaf) == key and isinstance(leaf, Tensor) for leaf in flat.leaves)
 
 
-def _add_roots(tracer: Tracer, fn: Any, flat: Flat) -> None:
+def _add_roots(tracer: TracingInterpreter, fn: Any, flat: Flat) -> None:
     """Objects reads start from besides globals and closures: ``self`` and object arguments."""
     owner = getattr(fn, "__self__", None)
     if owner is not None and not isinstance(owner, types.ModuleType):

@@ -20,9 +20,8 @@ from tests.compat.tensor_harness import (
 )
 
 X, Y = normal(3, 4), normal(3, 4)
-# Tracer defect (reported): a compiled function that returns one of its input tensors itself
-# (x.double() of a float64 x, x.to("cpu") are x, as in PyTorch) loses that output's gradient
-# on plan runs.
+# A compiled function that returns one of its input tensors itself (x.double() of a float64 x,
+# x.to("cpu") are x, as in PyTorch) returns that very tensor, so gradients flow through it.
 X3 = normal(2, 3, 4)
 
 
