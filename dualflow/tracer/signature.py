@@ -68,7 +68,8 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
                 tuple(walk(v, f"{path}[{i}]") for i, v in enumerate(value)),
             )
         if isinstance(value, dict):
-            return ("dict", tuple((k, walk(value[k], f"{path}[{k!r}]")) for k in sorted(value)))
+            # insertion order, not sorted: the function may iterate the dict (cat(d.values()))
+            return ("dict", tuple((k, walk(v, f"{path}[{k!r}]")) for k, v in value.items()))
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             fields = [f.name for f in dataclasses.fields(value)]
             return (
@@ -86,7 +87,7 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
 
     for i, value in enumerate(args):
         parts.append(walk(value, names[i] if i < len(names) else f"args[{i}]"))
-    for name in sorted(kwargs):
+    for name in kwargs:  # call order matters as for dicts (a function may iterate **kwargs)
         parts.append((name, walk(kwargs[name], name)))
     walk = None  # a recursive closure is a reference cycle: break it (garbage per call otherwise)
     return Flat(leaves, paths, tuple(parts), described, _alias_pattern(leaves), objects)

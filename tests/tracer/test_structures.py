@@ -117,3 +117,21 @@ def test_nested_compiled_function_is_inlined() -> None:
     assert outer.stats().plan_runs == 2
     ops_used = [n.op for n in outer.history[0].graph.nodes]
     assert ops_used.count("tanh") == 2
+
+
+def test_dict_argument_order_is_part_of_the_signature() -> None:
+    # The same keys in another insertion order are another program when the function iterates
+    # the dict; sorting keys in the signature once replayed the first order for both.
+    def fn(d: dict) -> Any:
+        return dualflow.cat(list(d.values()), 0)
+
+    a, b = _t([1.0, 1.0]), _t([0.0, 0.0, 0.0])
+    _calls(fn, lambda i: (({"a": a, "b": b} if i % 2 == 0 else {"b": b, "a": a},), {}), n=4)
+
+
+def test_keyword_argument_order_is_part_of_the_signature() -> None:
+    def fn(**tensors: Any) -> Any:
+        return dualflow.cat(list(tensors.values()), 0)
+
+    a, b = _t([1.0]), _t([2.0, 3.0])
+    _calls(fn, lambda i: ((), {"a": a, "b": b} if i % 2 == 0 else {"b": b, "a": a}), n=4)
