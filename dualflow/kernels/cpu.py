@@ -222,17 +222,53 @@ def cpu_kernel(
     return kernel
 
 
+def _blocked(program: Program) -> bool:
+    """Whether the program runs on the blocked numpy evaluator rather than numba."""
+    types = {*program.in_dtypes, *(t for st in program.steps for t in (st.dtype, st.ctype))}
+    if program.transcendental or np.dtype(np.float16) in types:  # numba has no float16
+        return True
+    # numba's pow is libm's, numpy's its own: they differ by up to 1 ulp
+    return any(_libm_power(step) for step in program.steps)
+
+
+def cpu_scratch(
+    expr: tuple, args: tuple[str, ...], in_metas: tuple[tuple[tuple[int, ...], str], ...]
+) -> int:
+    """Bytes of temporaries ``cpu_kernel``'s kernel allocates (and frees) during one call: the
+    blocked evaluator's chunk-sized slots on each thread; numba kernels keep values in registers.
+
+    Example:
+        >>> e = ("call", "tanh", ("call", "exp", ("var", "a0")))
+        >>> cpu_scratch(e, ("a0",), (((1 << 22,), "float32"),))  # 2 threads x 1 slot x 256K
+        2097152
+    """
+    shapes = tuple(tuple(s) for s, _ in in_metas)
+    program = lower_expr(expr, args, tuple(np.dtype(d).name for _, d in in_metas))
+    if not _blocked(program):
+        return 0
+    shape = tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+    slot_bytes = sum(d.itemsize for d in _schedule(program)[1])
+    size = int(np.prod(shape, dtype=np.int64))
+    if size <= BLOCK or not shape:
+        return slot_bytes * size
+    if all(s == shape or int(np.prod(s, dtype=np.int64)) == 1 for s in shapes):
+        chunk, chunks = BLOCK, -(-size // BLOCK)  # flat chunks (C-ordered operands)
+    else:
+        inner = int(np.prod(shape[1:], dtype=np.int64))
+        rows = max(1, BLOCK // max(inner, 1))
+        chunk, chunks = rows * inner, -(-shape[0] // rows)
+    parts = THREADS if size >= THREAD_MIN and chunks > 1 else 1
+    return parts * chunk * slot_bytes
+
+
 def _numba_or_none(
     program: Program, shapes: tuple, shape: tuple[int, ...], sum_layout: tuple | None = None
 ) -> Callable | None:
     """numba's kernel, elementwise or (``sum_layout``: dims, views and the output's shape) a
     sum; None when the program is for the blocked evaluator or numba is missing."""
     global _warned_no_numba
-    types = {*program.in_dtypes, *(t for st in program.steps for t in (st.dtype, st.ctype))}
-    if program.transcendental or np.dtype(np.float16) in types:  # numba has no float16
+    if _blocked(program):
         return None
-    if any(_libm_power(step) for step in program.steps):
-        return None  # numba's pow is libm's, numpy's its own: they differ by up to 1 ulp
     try:
         from dualflow.kernels import cpu_numba  # noqa: PLC0415 - imports numba (~0.3 s)
     except ImportError:

@@ -67,6 +67,7 @@ class OpDef:
         "save_inputs",
         "save_outputs",
         "saves",
+        "scratch",
         "split",
         "state_write",
     )
@@ -146,6 +147,11 @@ FACTS: dict[str, tuple[Any, str]] = {
     "prints": (False, "writes to stdout: a plan holds its text until every guard passed"),
     "region": (False, "stands for a region of ops of the graph before fusion (attrs 'locs')"),
     "node_kernel": (None, "kernel built per node: f(metas, attrs, checked) -> kernel"),
+    "scratch": (
+        None,
+        "bytes of temporaries its CPU kernel allocates and frees within one step (im2col "
+        "columns, evaluator chunks): f(metas, attrs) -> int; the memory plan counts them",
+    ),
     "check_node": (None, "checks a node's form where infer cannot (synthetic ops): f(node)"),
 }
 

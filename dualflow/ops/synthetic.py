@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.cpu import cpu_scratch
 from dualflow.kernels.expr import check_expr, compile_numpy
 from dualflow.kernels.expr_typing import lower_expr, sum_dtypes
 from dualflow.kernels.fused import fused_kernel
@@ -119,6 +120,12 @@ def _fused_kernel(metas: tuple, attrs: dict[str, Any], checked: bool) -> Any:
     return fused_kernel(attrs["expr"], attrs["args"], metas, reduce, keepdims, checked)
 
 
+def _fused_scratch(metas: tuple, attrs: dict[str, Any]) -> int:
+    if attrs.get("reduce") is not None:  # fused sums: numba loops need none; the blocked
+        return 0  # sum's chunks (transcendental sums) are not counted yet
+    return cpu_scratch(attrs["expr"], attrs["args"], metas)
+
+
 def _fused_inplace(attrs: dict[str, Any], count: int) -> tuple[int, ...]:
     # the blocked evaluator writes a where/astype/erf result in several passes, and a sum's
     # output is no element of its inputs: those never share a buffer with an input
@@ -139,6 +146,7 @@ FUSED = register(
         region=True,
         node_kernel=_fused_kernel,  # numba, blocked numpy or CUDA: chosen per array module
         inplace_rule=_fused_inplace,
+        scratch=_fused_scratch,
         check_node=_fused_check,
         doc="A region of elementwise ops as one expression (``expr`` over ``args``).",
     )

@@ -27,7 +27,9 @@ class MemoryRow:
     first: int
     last: int
     shared_with: tuple[int, ...]
-    how: str  # "new", "reuse" (a freed buffer) or "inplace" (a dying input's buffer)
+    # "new", "reuse" (a freed buffer), "inplace" (a dying input's buffer), "output" (the
+    # output's own per-run buffer) or "lent" (an earlier value in an output's per-run buffer)
+    how: str
 
 
 @dataclass(frozen=True)
@@ -38,16 +40,23 @@ class MemoryPlan:
     buffer_sizes: tuple[int, ...]
     planned: tuple[Value, ...]
     dynamic_peak: int
+    fresh: tuple[Value, ...] = ()  # outputs with a per-run buffer, one per buffer index below
+    fresh_buffers: tuple[int, ...] = ()
 
     @property
     def buffer_bytes(self) -> int:
-        """Bytes of all pooled buffers (allocated once per plan, kept across runs)."""
-        return sum(self.buffer_sizes)
+        """Bytes of the pooled buffers allocated once per plan and kept across runs."""
+        return sum(s for b, s in enumerate(self.buffer_sizes) if b not in self.fresh_buffers)
+
+    @property
+    def fresh_bytes(self) -> int:
+        """Bytes of the outputs' own buffers, allocated at every run and returned to the caller."""
+        return sum(self.buffer_sizes[b] for b in self.fresh_buffers)
 
     @property
     def predicted_peak(self) -> int:
-        """Pooled buffers plus the most bytes of unplanned intermediates/outputs alive at once."""
-        return self.buffer_bytes + self.dynamic_peak
+        """Pooled and per-run buffers plus the most bytes of unplanned values alive at once."""
+        return self.buffer_bytes + self.fresh_bytes + self.dynamic_peak
 
     def allocate(self, xp: Any) -> list[Any]:
         """One ``out=`` array per planned value (views into raw byte buffers), in plan order.
@@ -60,11 +69,39 @@ class MemoryPlan:
             >>> [a.shape for a in plan_memory(b.build()).allocate(np)]
             [(4,)]
         """
-        raw = [xp.empty(size, dtype=np.uint8) for size in self.buffer_sizes]
+        raw = [
+            None if b in self.fresh_buffers else xp.empty(size, dtype=np.uint8)
+            for b, size in enumerate(self.buffer_sizes)
+        ]
         return [
-            raw[row.buffer][: value.nbytes].view(value.dtype).reshape(value.shape)
+            None if raw[row.buffer] is None else _view(raw[row.buffer], value)
             for row, value in zip(self.rows, self.planned)
         ]
+
+    def per_run(self, xp: Any, pooled: list[Any]) -> list[Any]:
+        """``pooled`` (from ``allocate``) with the outputs' per-run buffers filled in: each
+        output is a new array of its own shape, and what was lent of it views its bytes.
+
+        Example:
+            >>> from dualflow.graph_ir.builder import GraphBuilder
+            >>> b = GraphBuilder("f"); x = b.input((128, 128), "float32")
+            >>> (y,) = b.node("exp", [x]); b.output(*b.node("tanh", [y]))
+            >>> memory = plan_memory(b.build())
+            >>> [a.base is None for a in memory.per_run(np, memory.allocate(np))]
+            [False, True]
+        """
+        if not self.fresh:
+            return pooled
+        bufs = list(pooled)
+        arrays = {b: xp.empty(v.shape, v.dtype) for b, v in zip(self.fresh_buffers, self.fresh)}
+        raw = {b: a.reshape(-1).view(np.uint8) for b, a in arrays.items()}
+        owners = dict(zip(self.fresh_buffers, self.fresh))
+        for i, (row, value) in enumerate(zip(self.rows, self.planned)):
+            if owners.get(row.buffer) is value:  # the output itself: the new array, no view
+                bufs[i] = arrays[row.buffer]
+            elif row.buffer in raw:
+                bufs[i] = _view(raw[row.buffer], value)
+        return bufs
 
     def table(self) -> str:
         """The plan as aligned text: one line per planned value, then totals.
@@ -84,11 +121,17 @@ class MemoryPlan:
                 f"{'%' + str(r.value):>6} {r.buffer:>6} {r.nbytes:>10} {r.first:>5} {r.last:>5}"
                 f"  {r.how:<7} {shared}"
             )
+        per_run = f" + {self.fresh_bytes} B of outputs" if self.fresh else ""
         lines.append(
             f"predicted peak {self.predicted_peak} B = {self.buffer_bytes} B in "
-            f"{len(self.buffer_sizes)} buffers + {self.dynamic_peak} B unplanned"
+            f"{len(self.buffer_sizes) - len(self.fresh)} buffers{per_run} + "
+            f"{self.dynamic_peak} B unplanned"
         )
         return "\n".join(lines)
+
+
+def _view(raw: Any, value: Value) -> Any:
+    return raw[: value.nbytes].view(value.dtype).reshape(value.shape)
 
 
 def _kind(node: Node) -> str:
@@ -149,12 +192,23 @@ def _inplace_source(
     return None
 
 
-def _best_fit(free: list[int], sizes: list[int], need: int) -> tuple[int, str]:
-    fitting = [b for b in free if sizes[b] >= need]
+def _best_fit(
+    free: list[int], sizes: list[int], need: int, release: int, until: dict[int, int]
+) -> tuple[int, str]:
+    """A free buffer for a value alive until step ``release``: an output's per-run buffer when
+    one fits and the value dies before that output is written (it costs nothing more), else
+    the smallest pooled one that fits (or the largest grown, or a new one)."""
+    lent = [b for b in free if b in until and sizes[b] >= need and release < until[b]]
+    if lent:
+        buffer = min(lent, key=lambda b: sizes[b])
+        free.remove(buffer)
+        return buffer, "lent"
+    pooled = [b for b in free if b not in until]
+    fitting = [b for b in pooled if sizes[b] >= need]
     if fitting:
         buffer = min(fitting, key=lambda b: sizes[b])
-    elif free:  # growing the largest free buffer costs less than a new one
-        buffer = max(free, key=lambda b: sizes[b])
+    elif pooled:  # growing the largest free buffer costs less than a new one
+        buffer = max(pooled, key=lambda b: sizes[b])
         sizes[buffer] = need
     else:
         sizes.append(need)
@@ -163,42 +217,97 @@ def _best_fit(free: list[int], sizes: list[int], need: int) -> tuple[int, str]:
     return buffer, "reuse"
 
 
+def _place(
+    node: Node, out: Value, step: int, state: tuple, fresh: dict[Value, int], ctx: tuple
+) -> tuple[int, str]:
+    """The buffer of one planned value and how it got it (``_assign``'s per-step choice)."""
+    buffer_of, sizes, free, freed_after, until = state
+    planned, roots, release = ctx
+    if out in fresh:  # free again: whatever was lent of it died before this step
+        free.remove(fresh[out])
+        return fresh[out], "output"
+    source = _inplace_source(node, out, step, planned, roots, release)
+    taken = None if source is None else buffer_of[source]
+    if taken is not None and (taken not in until or release[out] < until[taken]):
+        freed_after[step].remove(taken)
+        return taken, "inplace"
+    return _best_fit(free, sizes, max(out.nbytes, 1), release[out], until)
+
+
 def _assign(
-    graph: Graph, planned: set, roots: dict, release: dict
+    graph: Graph, planned: set, roots: dict, release: dict, fresh: dict[Value, int]
 ) -> tuple[dict[Value, int], dict[Value, str], list[int]]:
-    """Walk the schedule giving each planned value a buffer: in place, best fit, or new."""
+    """Walk the schedule giving each planned value a buffer: in place, best fit, or new.
+    ``fresh`` maps each output with a per-run buffer to that buffer's index (they come first)."""
     buffer_of: dict[Value, int] = {}
     how: dict[Value, str] = {}
-    sizes: list[int] = []
-    free: list[int] = []
+    sizes = [v.nbytes for v in fresh]
+    free = list(fresh.values())  # lent out until their output's step
+    defined = {v: i for i, n in enumerate(graph.nodes) for v in n.outputs}
+    until = {b: defined[v] for v, b in fresh.items()}
     freed_after: dict[int, list[int]] = {}
+    state, ctx = (buffer_of, sizes, free, freed_after, until), (planned, roots, release)
     for step, node in enumerate(graph.nodes):
         out = node.outputs[0] if node.outputs and node.outputs[0] in planned else None
         if out is not None:
-            source = _inplace_source(node, out, step, planned, roots, release)
-            if source is not None:
-                buffer_of[out], how[out] = buffer_of[source], "inplace"
-                freed_after[step].remove(buffer_of[source])
-            else:
-                buffer_of[out], how[out] = _best_fit(free, sizes, max(out.nbytes, 1))
+            buffer_of[out], how[out] = _place(node, out, step, state, fresh, ctx)
             freed_after.setdefault(release[out], []).append(buffer_of[out])
         free.extend(freed_after.pop(step, []))
     return buffer_of, how, sizes
 
 
-def _dynamic_peak(graph: Graph, planned: set, roots: dict, release: dict) -> int:
-    """Most bytes of unplanned, memory-owning node outputs alive at any one step."""
+def _scratch(node: Node) -> int:
+    """Bytes the step's CPU kernel allocates and frees within the step (its op's fact)."""
+    op = OPS.get(node.op)
+    if op is None or op.scratch is None:
+        return 0
+    return int(op.scratch(tuple((v.shape, v.dtype) for v in node.inputs), node.attrs))
+
+
+def _dynamic_peak(
+    graph: Graph, planned: set, roots: dict, release: dict, no_alloc: frozenset, cpu: bool
+) -> int:
+    """Most bytes of unplanned, memory-owning node outputs alive at any one step, plus the
+    kernels' scratch on the CPU; ``no_alloc``: values written straight into state (donated)."""
     live = np.zeros(len(graph.nodes) + 2, dtype=np.int64)
     for step, node in enumerate(graph.nodes):
         for v in node.outputs:
-            if v not in planned and v in roots[v]:
+            if v not in planned and v not in no_alloc and v in roots[v]:
                 live[step] += v.nbytes
                 live[release[v] + 1] -= v.nbytes
+        scratch = _scratch(node) if cpu else 0
+        live[step] += scratch
+        live[step + 1] -= scratch
     return int(np.cumsum(live).max(initial=0))
 
 
-def plan_memory(graph: Graph) -> MemoryPlan:
-    """Plan buffers for every step that can write ``out=``; outputs and updates are never planned.
+FRESH_MIN_BYTES = 64 * 1024  # below this, a per-run buffer and its views cost more than they save
+
+
+def _fresh_outputs(graph: Graph, roots: dict, out_roots: set, update_roots: set) -> list[Value]:
+    """Outputs written by an ``out=`` step into memory of their own (not a view, not state):
+    each gets a per-run buffer, lent to earlier values before it is written."""
+    found = []
+    for node in graph.nodes:
+        out = node.outputs[0] if node.outputs else None
+        if (
+            out in out_roots
+            and out not in update_roots
+            and roots[out] == frozenset({out})
+            and out.nbytes >= FRESH_MIN_BYTES
+            and writes_out(node)
+        ):
+            found.append(out)
+    return found
+
+
+def plan_memory(
+    graph: Graph, donated: frozenset = frozenset(), device_kind: str = "cpu"
+) -> MemoryPlan:
+    """Plan buffers for every step that can write ``out=``: intermediates in pooled buffers kept
+    across runs, large outputs in per-run buffers of their own; updates are never planned.
+    ``donated`` values are written into state (no allocation); on the CPU the predicted peak
+    counts the kernels' scratch.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -209,11 +318,14 @@ def plan_memory(graph: Graph) -> MemoryPlan:
         (['new', 'inplace', 'inplace'], (1024,))
     """
     roots = alias_roots(graph)
-    escaping = set().union(*(roots.get(v, ()) for v in graph.outputs))
-    escaping |= set().union(*(roots.get(new, ()) for _, new in graph.updates))
+    out_roots = set().union(*(roots.get(v, ()) for v in graph.outputs))
+    update_roots = set().union(*(roots.get(new, ()) for _, new in graph.updates))
+    fresh = {v: b for b, v in enumerate(_fresh_outputs(graph, roots, out_roots, update_roots))}
+    escaping = out_roots | update_roots
     planned = {n.outputs[0] for n in graph.nodes if writes_out(n) and n.outputs[0] not in escaping}
+    planned |= set(fresh)
     release = _release(graph, roots)
-    buffer_of, how, sizes = _assign(graph, planned, roots, release)
+    buffer_of, how, sizes = _assign(graph, planned, roots, release, fresh)
     order = tuple(v for n in graph.nodes for v in n.outputs if v in planned)
     defined = {v: i for i, n in enumerate(graph.nodes) for v in n.outputs}
     sharing: dict[int, list[Value]] = {}  # buffer -> its values (a scan per row was quadratic)
@@ -231,4 +343,5 @@ def plan_memory(graph: Graph) -> MemoryPlan:
         )
         for v in order
     )
-    return MemoryPlan(rows, tuple(sizes), order, _dynamic_peak(graph, planned, roots, release))
+    dynamic = _dynamic_peak(graph, planned, roots, release, donated, device_kind == "cpu")
+    return MemoryPlan(rows, tuple(sizes), order, dynamic, tuple(fresh), tuple(fresh.values()))

@@ -124,10 +124,13 @@ class Plan:
             self._consts = [send(c, self.device) for c in self.graph.consts.values()]
             self._buffers = [] if self.memory is None else self.memory.allocate(self._xp)
         xp, consts = self._xp, self._consts
+        bufs = self._buffers
+        if self.memory is not None and self.memory.fresh:  # large outputs: new arrays per run
+            bufs = self.memory.per_run(xp, bufs)
         if profile:
             times = self.profile_times = np.zeros(len(self.graph.nodes))
             run = self._profiled()
-            outputs, updates, failed = run(xp, inputs, state, consts, self._buffers, times)
+            outputs, updates, failed = run(xp, inputs, state, consts, bufs, times)
         else:
             if not (_c_ordered(inputs) and _c_ordered(state)):
                 run = self._checked()  # a strided argument: every step checks its operands
@@ -135,20 +138,21 @@ class Plan:
                 run = self._run
             else:
                 run = self._undonated()
-            outputs, updates, failed = self._execute(run, xp, inputs, state, consts)
+            outputs, updates, failed = self._execute(run, xp, (inputs, state, consts, bufs))
         if failed is not None:  # ``updates`` holds the failed guard's operands
             seen = updates[0] if updates else None
             return RunResult(None, None, self.graph.nodes[failed], _concrete(seen))
         return RunResult(tuple(xp.asarray(o) for o in outputs), updates)
 
-    def _execute(self, run: Any, xp: Any, inputs: list, state: list, consts: list) -> tuple:
+    def _execute(self, run: Any, xp: Any, arguments: tuple) -> tuple:
         """One run: debug_print messages appear only once every guard passed, and an error a
-        step raises names that step's op and line rather than the compiled function's caller."""
+        step raises names that step's op and line rather than the compiled function's caller.
+        ``arguments``: inputs, state, consts and the planned buffers of this run."""
         try:
             if not self.prints:
-                return run(xp, inputs, state, consts, self._buffers)
+                return run(xp, *arguments)
             with held_messages() as messages:
-                result = run(xp, inputs, state, consts, self._buffers)
+                result = run(xp, *arguments)
             if result[2] is None and messages:
                 sys.stdout.write("".join(m + "\n" for m in messages))
             return result
@@ -172,7 +176,7 @@ class Plan:
         """  # noqa: E501
         if self._buffers is None or self.memory is None:
             return 0
-        return int(sum(self.memory.buffer_sizes))  # the raw buffers, not their per-value views
+        return self.memory.buffer_bytes  # the pooled raw buffers, not per-value views or outputs
 
     def _undonated(self) -> Any:
         # a state array a kernel cannot write out= into (read-only): commit at the end
@@ -271,10 +275,10 @@ def lower(
     # it ran: no buffer sharing (an in-place fused step would have overwritten them).
     if unfused is not None:
         plan_memory = False
-    memory = _plan_memory(graph) if plan_memory else None
-    planned = () if memory is None else memory.planned
     # debug mode checks every step and may raise mid-plan: updates must then be untouched
-    donated = donations(graph) if donate and not debug and memory is not None else {}
+    donated = donations(graph) if donate and not debug and plan_memory else {}
+    memory = _plan_memory(graph, frozenset(donated), Device(device).kind) if plan_memory else None
+    planned = () if memory is None else memory.planned
     proven = proven_c_ordered(graph)
     source, run = _compile(
         graph, debug=debug, planned=planned, donated=donated, proven=proven, unfused=unfused

@@ -6,6 +6,7 @@ safely across runs, and tracemalloc's measured peak matches the predicted one.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from dualflow.bench.harness import peak_memory
 from dualflow.graph_ir import Graph, GraphBuilder, interpret, verify
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
+from dualflow.runtime import memory as memory_module
 from dualflow.runtime.memory import alias_roots, plan_memory
 
 _UNARY = ("exp", "tanh", "negative", "relu", "sqrt", "abs", "sigmoid", "leaky_relu")
@@ -67,15 +69,19 @@ def _graphs(draw: st.DrawFn) -> Graph:
     return verify(b.build())
 
 
-@settings(max_examples=150, deadline=None)
-@given(_graphs(), st.integers(0, 2**31))
-def test_live_values_never_share_storage_and_runs_match_the_interpreter(
-    graph: Graph, seed: int
-) -> None:
+def _check_plan(graph: Graph, seed: int) -> None:
+    """Live values never share storage, outputs only live in their own per-run buffers, and
+    two runs give the interpreter's results without writing into the first run's outputs."""
     plan = lower(graph)
-    rows = plan.memory.rows
-    escaping = {v.id for v in (*graph.inputs, *graph.state, *graph.consts, *graph.outputs)}
+    memory = plan.memory
+    rows = memory.rows
+    outputs = {v.id for v in graph.outputs}
+    escaping = {v.id for v in (*graph.inputs, *graph.state, *graph.consts)}
     assert not escaping & {r.value for r in rows}
+    owners = {b: v.id for b, v in zip(memory.fresh_buffers, memory.fresh)}
+    for r in rows:
+        if r.value in outputs:
+            assert owners.get(r.buffer) == r.value and r.how == "output", r
     for i, a in enumerate(rows):
         for b in rows[i + 1 :]:
             if a.buffer == b.buffer:  # b starts only after a's last reader (or takes it in place)
@@ -95,6 +101,23 @@ def test_live_values_never_share_storage_and_runs_match_the_interpreter(
         _same(result.updates, want.state[: len(result.updates)])
     _same(first.outputs, kept)  # the second run did not write into returned arrays
     _same([*inputs, *state], before)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_graphs(), st.integers(0, 2**31))
+def test_live_values_never_share_storage_and_runs_match_the_interpreter(
+    graph: Graph, seed: int
+) -> None:
+    _check_plan(graph, seed)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_graphs(), st.integers(0, 2**31))
+def test_outputs_own_per_run_buffers_lent_to_earlier_values(graph: Graph, seed: int) -> None:
+    # every output gets its per-run buffer here (the graphs are small): lending is exercised
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(memory_module, "FRESH_MIN_BYTES", 0)
+        _check_plan(graph, seed)
 
 
 def _chain(n: int = 64) -> Graph:
@@ -173,12 +196,15 @@ def test_measured_peak_matches_the_prediction_on_an_mlp() -> None:
     graph, inputs, state = _mlp()
     plan = lower(graph)
     act = 256 * 512 * 4
-    # matmul and add+relu in place: two buffers ping-pong; only the final relu is unplanned
-    assert len(plan.memory.buffer_sizes) == 2 and plan.memory.dynamic_peak == act
-    cold = peak_memory(lambda: plan.run(inputs, state))  # allocates the buffers too
+    # matmul and add+relu in place, ping-pong between one pooled buffer and the returned
+    # output's own per-run buffer (lent to every other layer before the last one writes it)
+    memory = plan.memory
+    assert (memory.buffer_bytes, memory.fresh_bytes, memory.dynamic_peak) == (act, act, 0)
+    assert {"lent", "inplace", "output"} <= {r.how for r in memory.rows}
+    cold = peak_memory(lambda: plan.run(inputs, state))  # allocates the pooled buffer too
     assert abs(cold - plan.predicted_peak) <= 0.1 * plan.predicted_peak, (cold, plan.predicted_peak)
-    warm = peak_memory(lambda: plan.run(inputs, state))  # buffers exist: only unplanned values
-    assert abs(warm - plan.memory.dynamic_peak) <= 0.1 * plan.memory.dynamic_peak, warm
+    warm = peak_memory(lambda: plan.run(inputs, state))  # pooled buffer exists: the output only
+    assert abs(warm - memory.fresh_bytes) <= 0.1 * memory.fresh_bytes, warm
     unplanned = lower(graph, plan_memory=False)
     assert unplanned.predicted_peak is None
     _same(plan.run(inputs, state).outputs, unplanned.run(inputs, state).outputs)
