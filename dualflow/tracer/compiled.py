@@ -115,7 +115,12 @@ class CompiledFunction:
         return self.fn(*args, **kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        flat = flatten(args, kwargs, self._names)
+        try:
+            flat = flatten(args, kwargs, self._names)
+        except TracingError as exc:  # a container it cannot follow exactly: fail closed
+            if self.fallback == "error":
+                raise
+            return self._give_up(args, kwargs, str(exc))
         key = (flat.key, config.snapshot(), flat.aliases)
         reason = None  # why the newest trace of this signature did not serve the call
         for trace in self.traces.get(key, ()):

@@ -1,8 +1,9 @@
-"""Argument signatures: flatten call arguments into tensor leaves plus a hashable cache key.
+"""Argument signatures: call arguments as tensor leaves plus a hashable cache key.
 
-Tensors (and numpy arrays) become graph inputs keyed by shape, dtype, device and requires-grad;
-Python scalars and strings are static and keyed by value; tuples, lists, dicts and dataclasses are
-walked. Each leaf carries a readable path (``x.shape[0]``-style messages in ``explain``).
+``pytree`` walks the containers; this module says what each leaf means for the key. Tensors (and
+numpy arrays) become graph inputs keyed by shape, dtype, device and requires-grad; Python scalars
+and strings are static and keyed by value; other objects are keyed by identity and reads through
+them are guarded. Each leaf carries a readable path (``x.shape[0]``-style messages in ``explain``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._tensor import Tensor
+from dualflow.tracer import pytree
 
 STATIC_TYPES = (int, float, bool, str, bytes, type(None))
 
@@ -50,47 +52,33 @@ def describe_leaf(value: Any) -> Any:
 def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
     """Flatten call arguments; ``names`` are the positional parameter names (for paths).
 
+    The key holds each argument's ``TreeDef`` (container types, dict keys in insertion order:
+    the function may iterate them), the keyword names in call order and every leaf's part.
+
     Example:
         >>> f = flatten(((np.zeros(2), 3),), {}, ["batch"])
         >>> f.paths, f.described[1]
         (['batch[0]'], ('batch[1]', ('static', 'int', 3)))
     """
-    leaves: list[Any] = []
-    paths: list[str] = []
-    parts: list[Any] = []
-    described: list[tuple[str, Any]] = []
-    objects: list[tuple[Any, str]] = []
-
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, tuple | list):
-            return (
-                type(value).__name__,
-                tuple(walk(v, f"{path}[{i}]") for i, v in enumerate(value)),
-            )
-        if isinstance(value, dict):
-            # insertion order, not sorted: the function may iterate the dict (cat(d.values()))
-            return ("dict", tuple((k, walk(v, f"{path}[{k!r}]")) for k, v in value.items()))
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = [f.name for f in dataclasses.fields(value)]
-            return (
-                type(value).__name__,
-                tuple(walk(getattr(value, n), f"{path}.{n}") for n in fields),
-            )
-        part = describe_leaf(value)
-        described.append((path, part))
+    roots = [(names[i] if i < len(names) else f"args[{i}]", v) for i, v in enumerate(args)]
+    roots += kwargs.items()  # call order matters as for dicts (a function may iterate **kwargs)
+    trees, values, paths = [], [], []
+    for name, value in roots:
+        # containers pytree cannot rebuild stay whole: objects whose reads are guarded
+        found, where, tree = pytree.flatten(value, name, opaque=True)
+        trees.append(tree)
+        values += found
+        paths += where
+    described = [(path, describe_leaf(v)) for path, v in zip(paths, values)]
+    flat = Flat([], [], (tuple(trees), tuple(kwargs), tuple(p for _, p in described)), described)
+    for value, (path, part) in zip(values, described):
         if part[0] in ("tensor", "array"):
-            leaves.append(value)
-            paths.append(path)
+            flat.leaves.append(value)
+            flat.paths.append(path)
         elif part[0] == "object":  # reads through it are guarded (env_probe roots)
-            objects.append((value, path))
-        return part
-
-    for i, value in enumerate(args):
-        parts.append(walk(value, names[i] if i < len(names) else f"args[{i}]"))
-    for name in kwargs:  # call order matters as for dicts (a function may iterate **kwargs)
-        parts.append((name, walk(kwargs[name], name)))
-    walk = None  # a recursive closure is a reference cycle: break it (garbage per call otherwise)
-    return Flat(leaves, paths, tuple(parts), described, _alias_pattern(leaves), objects)
+            flat.objects.append((value, path))
+    flat.aliases = _alias_pattern(flat.leaves)
+    return flat
 
 
 def _alias_pattern(leaves: list[Any]) -> tuple[int, ...]:

@@ -6,12 +6,12 @@ called by ``compiled``) and loading a stored plan from disk (``plan_load``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow._config import config
 from dualflow._tensor import Tensor
+from dualflow.errors import TracingError
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
 from dualflow.runtime.memory import alias_roots
@@ -20,8 +20,8 @@ from dualflow.tracer.autodiff import Backward, trace_backward
 from dualflow.tracer.environment import finish_environment
 from dualflow.tracer.history import HistorySpec
 from dualflow.tracer.interpreter import TracingInterpreter
-from dualflow.tracer.outputs import flatten_output
 from dualflow.tracer.pipeline import build_plan
+from dualflow.tracer.pytree import TreeDef, flatten
 from dualflow.tracer.side_effects import Replay
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state import StateChecks, plan_device
@@ -37,7 +37,7 @@ class Trace:
     update_slots: list[int]
     grad_owners: list[tuple[str, Any]]  # outputs after the user's: new .grad of these slots
     grads_to_none: list[tuple[str, Any]]  # ("state", tensor) or ("input", flat position)
-    rebuild: Callable[[list[Any]], Any]
+    output_tree: TreeDef  # the result's containers and statics; tensors are its leaves
     n_outputs: int
     described: list[tuple[str, Any]]
     reason: str
@@ -55,6 +55,11 @@ class Trace:
     pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
     cache_note: str = ""  # what the plan cache did with it (stored, loaded, or why not)
     source_graph: Graph | None = None  # as traced, before the passes (explain(passes=True))
+
+
+def is_tensor(value: Any) -> bool:
+    """Whether a result leaf is a tensor (an output of the plan) rather than a static value."""
+    return isinstance(value, Tensor)
 
 
 def _unique(leaves: list[Tensor]) -> tuple[list[Tensor], list[int]]:
@@ -81,7 +86,11 @@ def finish_trace(
     None when the run turned out unusable (``tracer.failure`` says why): a side effect that
     cannot be replayed, an environment array changed in place, a fail-closed event.
     """
-    leaves, rebuild = flatten_output(out)
+    try:  # a result whose containers a plan cannot rebuild exactly: eager, not a wrong type
+        leaves, _, output_tree = flatten(out, "result", is_leaf=is_tensor)
+    except TracingError as exc:
+        tracer.fail_closed(str(exc))
+        return None
     leaves, leaf_index = _unique(leaves)
     replay = finish_environment(tracer, leaves, flat.leaves)  # may append side-effect tensors
     if tracer.failure is not None:
@@ -115,7 +124,7 @@ def finish_trace(
         slots,
         grad_owners,
         to_none,
-        rebuild,
+        output_tree,
         len(leaves),
         described,
         reason,
