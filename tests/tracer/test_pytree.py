@@ -1,0 +1,360 @@
+"""The pytree module: flatten/unflatten round trips over random nested containers, the plan
+cache's encoding of a TreeDef, and compiled-vs-eager results and arguments for every container
+kind it knows (and the ones it refuses, which run eagerly with a warning)."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import warnings
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dualflow
+from dualflow.errors import TracingError
+from dualflow.tracer import pytree
+
+
+class Point(NamedTuple):
+    x: Any
+    y: Any = 5
+
+
+@dataclasses.dataclass
+class Box:
+    a: Any
+    b: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    x: Any
+    scale: float = 1.0
+
+
+@dataclasses.dataclass
+class Derived:
+    x: Any
+    total: Any = dataclasses.field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self.total = "set by __post_init__"
+
+
+class MyList(list):
+    pass
+
+
+class MyDict(dict):
+    pass
+
+
+def _t(values: Any) -> dualflow.Tensor:
+    return dualflow.tensor(np.asarray(values, np.float64))
+
+
+# ---------------------------------------------------------------- flatten / unflatten
+
+
+def _containers(children: Any) -> Any:
+    keys = st.lists(st.text("abcxyz", min_size=1, max_size=3), max_size=4, unique=True)
+
+    def dicts(kind: Any) -> Any:
+        return keys.flatmap(
+            lambda ks: st.lists(children, min_size=len(ks), max_size=len(ks)).map(
+                lambda vs: kind(zip(ks, vs))
+            )
+        )
+
+    return st.one_of(
+        st.lists(children, max_size=4),
+        st.lists(children, max_size=4).map(tuple),
+        dicts(dict),
+        dicts(collections.OrderedDict),
+        dicts(lambda pairs: collections.defaultdict(list, pairs)),
+        st.tuples(children, children).map(lambda p: Point(*p)),
+        st.tuples(children, children).map(lambda p: Box(*p)),
+    )
+
+
+LEAVES = st.one_of(st.none(), st.integers(-5, 5), st.text("pq", max_size=2), st.floats(0, 1))
+TREES = st.recursive(LEAVES, _containers, max_leaves=20)
+
+
+def _same(a: Any, b: Any) -> None:
+    """Same types, keys in the same order and equal leaves, all the way down."""
+    assert type(a) is type(b), (a, b)
+    if isinstance(a, dict):
+        assert list(a) == list(b)
+        if isinstance(a, collections.defaultdict):
+            assert a.default_factory is b.default_factory
+        for k in a:
+            _same(a[k], b[k])
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b)
+        for x, y in zip(a, b):
+            _same(x, y)
+    elif dataclasses.is_dataclass(a):
+        assert vars(a).keys() == vars(b).keys()
+        for f in dataclasses.fields(a):
+            _same(getattr(a, f.name), getattr(b, f.name))
+    elif isinstance(a, dualflow.Tensor | np.ndarray):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    else:
+        assert a == b or (a != a and b != b)
+
+
+@settings(max_examples=150, deadline=None)
+@given(TREES)
+def test_flatten_unflatten_round_trip(tree: Any) -> None:
+    leaves, paths, treedef = pytree.flatten(tree, "root")
+    assert len(paths) == len(leaves) == pytree.count_leaves(treedef)
+    assert all(p.startswith("root") for p in paths)
+    _same(pytree.unflatten(treedef, leaves), tree)
+    assert pytree.flatten(pytree.unflatten(treedef, leaves), "root")[2] == treedef
+
+
+@settings(max_examples=150, deadline=None)
+@given(TREES)
+def test_statics_stay_in_the_treedef_and_new_leaves_go_in_order(tree: Any) -> None:
+    leaves, _, treedef = pytree.flatten(tree, is_leaf=lambda v: isinstance(v, int))
+    assert all(isinstance(v, int) for v in leaves)
+    rebuilt = pytree.unflatten(treedef, [v + 100 for v in leaves])
+    assert pytree.flatten(rebuilt, is_leaf=lambda v: isinstance(v, int))[0] == [
+        v + 100 for v in leaves
+    ]
+
+
+@settings(max_examples=150, deadline=None)
+@given(TREES)
+def test_encode_decode_round_trip_or_refuse(tree: Any) -> None:
+    _, _, treedef = pytree.flatten(tree, is_leaf=lambda v: isinstance(v, float))
+    try:
+        data = pytree.encode(treedef)
+    except pytree.Unencodable:  # namedtuples, dataclasses, defaultdicts are not stored
+        kinds = repr(treedef)
+        assert "namedtuple" in kinds or "dataclass" in kinds or "defaultdict" in kinds
+        return
+    assert pytree.decode(data) == treedef
+
+
+def test_dicts_keep_insertion_order() -> None:
+    leaves, paths, _ = pytree.flatten({"b": 1, "a": 2, "c": {"z": 3, "y": 4}}, "d")
+    assert leaves == [1, 2, 3, 4]
+    assert paths == ["d['b']", "d['a']", "d['c']['z']", "d['c']['y']"]
+
+
+def test_paths_of_namedtuples_and_dataclasses() -> None:
+    _, paths, _ = pytree.flatten([Point(1, 2), Box(3, 4)], "batch")
+    assert paths == ["batch[0][0]", "batch[0][1]", "batch[1].a", "batch[1].b"]
+
+
+def test_unflatten_checks_the_leaf_count() -> None:
+    _, _, treedef = pytree.flatten((1, [2]))
+    with pytest.raises(ValueError, match="fewer"):
+        pytree.unflatten(treedef, [1])
+    with pytest.raises(ValueError, match="more"):
+        pytree.unflatten(treedef, [1, 2, 3])
+
+
+def test_subclasses_are_refused_with_type_and_path() -> None:
+    for value in (MyList([1]), MyDict(a=1)):
+        with pytest.raises(TracingError, match=r"out\['k'\] is a .*My(List|Dict)"):
+            pytree.flatten({"k": value}, "out")
+        with pytest.raises(TracingError):  # arguments too: their items could not be guarded
+            pytree.flatten({"k": value}, "out", opaque=True)
+
+
+def test_dataclass_with_extra_attributes_is_an_opaque_leaf_for_arguments() -> None:
+    box = Box(1, 2)
+    box.extra = 3
+    with pytest.raises(TracingError, match="Box"):
+        pytree.flatten([box], "out")
+    assert pytree.flatten([box], "arg", opaque=True)[0] == [box]
+
+
+def test_a_cycle_is_refused() -> None:
+    loop: list = [1]
+    loop.append(loop)
+    with pytest.raises(TracingError, match="nested deeper"):
+        pytree.flatten(loop, "x")
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"namedtuple": [{"leaf": None}]},  # kinds encode refuses are never decoded
+        {"dataclass": [["x", {"leaf": None}]]},
+        {"module": "os"},
+        {"static": [1, 2]},  # only plain scalars
+        {"leaf": 0},
+        {"dict": [[1, {"leaf": None}]]},  # keys are strings
+        {"tuple": {"a": 1}},
+        {"tuple": [], "list": []},
+        "leaf",
+    ],
+)
+def test_decode_refuses_anything_encode_does_not_write(data: Any) -> None:
+    with pytest.raises(ValueError):
+        pytree.decode(data)
+
+
+# ---------------------------------------------------------------- compiled vs eager: results
+
+
+def _compare(fn: Any, make: Any, calls: int = 3) -> Any:
+    """Call compiled and eager ``fn`` on fresh arguments; results must match in type and value."""
+    compiled = dualflow.compile(fn)
+    for i in range(calls):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # refused kinds warn once
+            got = compiled(*make(i))
+        want = fn(*make(i))
+        _same(got, want)
+    return compiled
+
+
+def _one(i: int) -> tuple:
+    return (_t([float(i), 1.0]),)
+
+
+def test_ordered_dict_result_keeps_its_type() -> None:  # was a plain dict on main
+    compiled = _compare(lambda x: collections.OrderedDict(b=x * 2, a=x + 1, tag="t"), _one)
+    assert compiled.stats().plan_runs == 2
+
+
+def test_defaultdict_result_keeps_type_and_factory() -> None:  # was a plain dict on main
+    compiled = _compare(lambda x: collections.defaultdict(list, {"s": x.sum(), "n": 3}), _one)
+    out = compiled(_t([1.0, 2.0]))
+    assert out["missing"] == [] and compiled.stats().plan_runs == 3
+
+
+def test_namedtuple_with_defaults_result() -> None:
+    compiled = _compare(lambda x: Point(x * 2), _one)
+    assert compiled.stats().plan_runs == 2
+
+
+def test_frozen_dataclass_result() -> None:
+    compiled = _compare(lambda x: Frozen(x * 2, 3.0), _one)
+    assert compiled.stats().plan_runs == 2
+
+
+def test_dataclass_init_false_field_result() -> None:  # main returned __post_init__'s value
+    def fn(x: Any) -> Derived:
+        out = Derived(x * 2)
+        out.total = out.x.sum()
+        return out
+
+    compiled = _compare(fn, _one)
+    assert compiled.stats().plan_runs == 2
+
+
+@pytest.mark.parametrize("make", [MyDict, lambda **kw: MyList(kw.values())], ids=["dict", "list"])
+def test_subclass_results_run_eagerly_with_a_warning(make: Any) -> None:  # dict: main's was dict
+    fn = lambda x: make(a=x * 2, b=x + 1)  # noqa: E731
+    compiled = _compare(fn, _one)
+    assert compiled.stats().plan_runs == 0 and compiled.stats().eager_fallbacks >= 2
+    with pytest.warns(RuntimeWarning, match=r"result\[?.*is a .*My(Dict|List)"):
+        dualflow.compile(fn)(_t([1.0]))
+
+
+# ---------------------------------------------------------------- compiled vs eager: arguments
+
+
+def test_ordered_dict_and_defaultdict_arguments() -> None:
+    def fn(od: Any, dd: Any) -> Any:
+        return [v * 2 for v in od.values()] + [dd["a"] + 1]
+
+    def make(i: int) -> tuple:
+        od = collections.OrderedDict(z=_t([float(i)]), y=_t([1.0]))
+        return od, collections.defaultdict(list, a=_t([float(i)]))
+
+    compiled = _compare(fn, make)
+    assert compiled.stats().plan_runs == 2
+
+
+def test_argument_order_of_an_ordered_dict_is_part_of_the_signature() -> None:
+    fn = lambda od: list(od.values())  # noqa: E731
+    compiled = dualflow.compile(fn)
+    a, b = _t([1.0]), _t([2.0])
+    for od in (collections.OrderedDict(a=a, b=b), collections.OrderedDict(b=b, a=a)):
+        _same(compiled(od), fn(od))
+    assert compiled.stats().traces == 2
+
+
+def test_namedtuple_frozen_and_init_false_dataclass_arguments() -> None:
+    def fn(p: Point, f: Frozen, d: Derived) -> Any:
+        return p.x * p.y + f.x * f.scale + d.x * (2.0 if d.total == "set by __post_init__" else 3)
+
+    compiled = _compare(fn, lambda i: (Point(_t([i])), Frozen(_t([1.0]), 2.0), Derived(_t([i]))))
+    assert compiled.stats().plan_runs == 2
+
+
+def test_numpy_array_in_a_namedtuple_argument_is_not_baked_in() -> None:  # was on main
+    fn = lambda p: dualflow.tensor(p.x * 2.0)  # noqa: E731  # numpy computation: fail closed
+    _compare(fn, lambda i: (Point(np.array([float(i)])),))
+
+
+def test_numpy_array_in_a_dict_subclass_argument_is_not_baked_in() -> None:  # was on main
+    fn = lambda d: dualflow.tensor(d["a"] * 2.0)  # noqa: E731
+    compiled = _compare(fn, lambda i: (MyDict(a=np.array([float(i)])),))
+    assert compiled.stats().plan_runs == 0
+
+
+def test_list_subclass_argument_attributes_are_not_baked_in() -> None:  # was on main
+    def make(i: int) -> tuple:
+        items = MyList([_t([1.0])])
+        items.scale = float(i)
+        return (items,)
+
+    compiled = _compare(lambda items: items[0] * items.scale, make)
+    assert compiled.stats().plan_runs == 0
+
+
+def test_dataclass_argument_extra_attributes_are_guarded() -> None:  # was baked in on main
+    box = Box(_t([1.0]))
+    fn = lambda b: b.a * b.scale  # noqa: E731
+    compiled = dualflow.compile(fn)
+    for i in range(3):
+        box.scale = float(i)
+        _same(compiled(box), fn(box))
+    assert compiled.stats().traces == 3
+
+
+def test_cyclic_argument_runs_eagerly_with_a_warning() -> None:
+    loop: list = [_t([1.0])]
+    loop.append(loop)
+    fn = lambda items: items[0] * 2  # noqa: E731
+    with pytest.warns(RuntimeWarning, match="nested deeper"):
+        _same(dualflow.compile(fn)(loop), fn(loop))
+
+
+# ---------------------------------------------------------------- the plan cache
+
+
+def ordered_result(x: Any) -> Any:
+    return collections.OrderedDict(b=x * 2, a=[x + 1, "tag", None])
+
+
+def test_ordered_dict_result_round_trips_through_the_plan_cache(tmp_path: Path) -> None:
+    first = dualflow.compile(ordered_result, cache_dir=tmp_path)
+    first(_t([1.0]))
+    assert first.stats().cache_stores == 1, first.history[0].cache_note
+    second = dualflow.compile(ordered_result, cache_dir=tmp_path)
+    _same(second(_t([3.0])), ordered_result(_t([3.0])))
+    assert second.stats().cache_loads == 1 and second.stats().traces == 0
+
+
+def dataclass_result(x: Any) -> Any:
+    return Box(x * 2, "s")
+
+
+def test_dataclass_results_run_but_are_not_stored(tmp_path: Path) -> None:
+    f = dualflow.compile(dataclass_result, cache_dir=tmp_path)
+    _same(f(_t([1.0])), dataclass_result(_t([1.0])))
+    assert "not stored" in f.history[0].cache_note and "dataclass" in f.history[0].cache_note
