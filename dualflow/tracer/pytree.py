@@ -26,6 +26,8 @@ _EXACT = {
     defaultdict: "defaultdict",
 }
 DICTS = ("dict", "OrderedDict", "defaultdict")
+_BY_TYPE: dict[type, str | None] = dict(_EXACT)  # kind_of's answers that follow from the type
+_UNKNOWN: Any = object()
 
 
 class TreeDef(NamedTuple):
@@ -55,17 +57,19 @@ def kind_of(value: Any) -> str | None:
         ('tuple', 'dict', None, 'opaque')
     """
     cls = type(value)
-    kind = _EXACT.get(cls)
-    if kind is not None:
+    kind = _BY_TYPE.get(cls, _UNKNOWN)
+    if kind is not _UNKNOWN:
         return kind
     if isinstance(value, tuple) and hasattr(cls, "_fields") and hasattr(cls, "_make"):
         return "namedtuple" if not getattr(value, "__dict__", None) else OPAQUE
     if dataclasses.is_dataclass(cls):
         names = {f.name for f in dataclasses.fields(cls)}
         return "dataclass" if set(getattr(value, "__dict__", ())) <= names else OPAQUE
-    if isinstance(value, tuple | list | dict):  # a subclass: attributes, __init__ unknown
-        return OPAQUE
-    return None
+    # a subclass of a container: its attributes and __init__ are unknown
+    kind = OPAQUE if isinstance(value, tuple | list | dict) else None
+    if len(_BY_TYPE) < 1000:  # the type alone decided: remember it (flatten runs every call)
+        _BY_TYPE[cls] = kind
+    return kind
 
 
 def items(value: Any, kind: str) -> list[tuple[Any, Any]]:
@@ -97,12 +101,6 @@ def _data(value: Any, kind: str, keys: tuple) -> Any:
     return None
 
 
-def _step(kind: str, key: Any) -> str:
-    if kind == "dataclass":
-        return f".{key}"
-    return f"[{key!r}]" if kind in DICTS else f"[{key}]"
-
-
 class _Walk:
     """One flatten in progress: the options and what it found so far."""
 
@@ -123,10 +121,14 @@ class _Walk:
             return _LEAF
         if depth >= MAX_DEPTH:
             raise TracingError(f"{path}: containers nested deeper than {MAX_DEPTH} (or a cycle)")
-        pairs = items(value, kind)
-        children = tuple(self.walk(v, path + _step(kind, k), depth + 1) for k, v in pairs)
-        keys = tuple(k for k, _ in pairs) if kind in (*DICTS, "dataclass") else ()
-        return TreeDef(kind, _data(value, kind, keys), children)
+        pairs, depth = items(value, kind), depth + 1
+        if kind in DICTS or kind == "dataclass":
+            step = "[{!r}]" if kind in DICTS else ".{}"
+            keys = tuple(k for k, _ in pairs)
+            children = tuple(self.walk(v, path + step.format(k), depth) for k, v in pairs)
+            return TreeDef(kind, _data(value, kind, keys), children)
+        children = tuple(self.walk(v, f"{path}[{k}]", depth) for k, v in pairs)
+        return TreeDef(kind, _data(value, kind, ()), children)
 
 
 def _opaque_message(value: Any, path: str) -> str:
@@ -168,9 +170,25 @@ def flatten(
         >>> unflatten(tree, [10, 20, 30])
         {'b': [10, 20], 'a': (30,)}
     """
+    leaves, paths, (tree,) = flatten_all([(path, value)], is_leaf=is_leaf, opaque=opaque)
+    return leaves, paths, tree
+
+
+def flatten_all(
+    named: Iterable[tuple[str, Any]],
+    *,
+    is_leaf: Callable[[Any], bool] | None = None,
+    opaque: bool = False,
+) -> tuple[list[Any], list[str], tuple[TreeDef, ...]]:
+    """``flatten`` of several roots at once (call arguments), each named by its path.
+
+    Example:
+        >>> flatten_all([("x", 1), ("kw", {"a": 2})])[:2]
+        ([1, 2], ['x', "kw['a']"])
+    """
     walk = _Walk(is_leaf, opaque)
-    tree = walk.walk(value, path, 0)
-    return walk.leaves, walk.paths, tree
+    trees = tuple(walk.walk(value, path, 0) for path, value in named)
+    return walk.leaves, walk.paths, trees
 
 
 def count_leaves(tree: TreeDef) -> int:

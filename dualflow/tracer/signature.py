@@ -62,21 +62,18 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
     """
     roots = [(names[i] if i < len(names) else f"args[{i}]", v) for i, v in enumerate(args)]
     roots += kwargs.items()  # call order matters as for dicts (a function may iterate **kwargs)
-    trees, values, paths = [], [], []
-    for name, value in roots:
-        # containers pytree cannot rebuild stay whole: objects whose reads are guarded
-        found, where, tree = pytree.flatten(value, name, opaque=True)
-        trees.append(tree)
-        values += found
-        paths += where
-    described = [(path, describe_leaf(v)) for path, v in zip(paths, values)]
-    flat = Flat([], [], (tuple(trees), tuple(kwargs), tuple(p for _, p in described)), described)
-    for value, (path, part) in zip(values, described):
+    # dataclasses with attributes beyond their fields stay whole: objects whose reads are guarded
+    values, paths, trees = pytree.flatten_all(roots, opaque=True)
+    flat = Flat([], [], (), [])
+    for value, path in zip(values, paths):
+        part = describe_leaf(value)
+        flat.described.append((path, part))
         if part[0] in ("tensor", "array"):
             flat.leaves.append(value)
             flat.paths.append(path)
         elif part[0] == "object":  # reads through it are guarded (env_probe roots)
             flat.objects.append((value, path))
+    flat.key = (trees, tuple(kwargs), tuple(part for _, part in flat.described))
     flat.aliases = _alias_pattern(flat.leaves)
     return flat
 
