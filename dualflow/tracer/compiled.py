@@ -26,7 +26,7 @@ from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
-from dualflow.tracer.signature import Flat, explain_difference, flatten
+from dualflow.tracer.signature import Flat, changed_argument, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.trace import Trace, finish_trace
 from dualflow.tracer.tracing_run import trace_call
@@ -173,6 +173,7 @@ class CompiledFunction:
         tracer.strict = self.fallback == "error"
         out = trace_call(tracer, self.fn, args, kwargs, flat)
         try:
+            self._check_arguments_kept(tracer, flat, args, kwargs)
             trace = finish_trace(tracer, out, flat, _described(flat), reason, self.passes)
         except BaseException:
             tracer.rollback()  # a pass or lowering failed: the call must not half-happen
@@ -186,6 +187,20 @@ class CompiledFunction:
         trace.compile_seconds = time.perf_counter() - start
         self._keep(trace, tracer, key, flat, args, kwargs)
         return out
+
+    def _check_arguments_kept(self, tracer: Any, flat: Flat, args: tuple, kwargs: dict) -> None:
+        """Fail closed when the call changed its arguments' containers (``d["k"] = v``, a
+        defaultdict's missing key, ``items.append``): a plan run would not do it again."""
+        try:
+            changed = changed_argument(flat, flatten(args, kwargs, self._names))
+        except TracingError as exc:  # it put a container pytree refuses into an argument
+            changed = str(exc)
+        if changed is not None:
+            tracer.fail_closed(
+                f"the compiled function changes its argument {changed} in place (an item added, "
+                "removed or replaced); a plan cannot do that again at later calls. Return the "
+                "new values instead"
+            )
 
     def _keep(
         self,

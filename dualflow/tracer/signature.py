@@ -29,6 +29,7 @@ class Flat:
     described: list[tuple[str, Any]]  # (path, key part) for every leaf, for retrace reasons
     aliases: tuple[int, ...] = ()  # per array leaf: index of the first leaf sharing its array
     objects: list[tuple[Any, str]] = dataclasses.field(default_factory=list)  # (object, path)
+    roots: list[str] = dataclasses.field(default_factory=list)  # each argument's name
 
 
 def describe_leaf(value: Any) -> Any:
@@ -64,7 +65,7 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
     roots += kwargs.items()  # call order matters as for dicts (a function may iterate **kwargs)
     # dataclasses with attributes beyond their fields stay whole: objects whose reads are guarded
     values, paths, trees = pytree.flatten_all(roots, opaque=True)
-    flat = Flat([], [], (), [])
+    flat = Flat([], [], (), [], roots=[name for name, _ in roots])
     for value, path in zip(values, paths):
         part = describe_leaf(value)
         flat.described.append((path, part))
@@ -85,6 +86,32 @@ def _alias_pattern(leaves: list[Any]) -> tuple[int, ...]:
         first.setdefault(id(leaf._array if isinstance(leaf, Tensor) else leaf), i)
         for i, leaf in enumerate(leaves)
     )
+
+
+def changed_argument(before: Flat, after: Flat) -> str | None:
+    """The first argument path whose container contents differ between two flattenings of the
+    same call's arguments (before and after it ran), or None.
+
+    Example:
+        >>> d = {"a": 1}
+        >>> before = flatten((d,), {}, ["d"])
+        >>> d["b"] = 2
+        >>> changed_argument(before, flatten((d,), {}, ["d"]))
+        "d['b']"
+    """
+    old, new = before.described, after.described
+    for (path, a), (other, b) in zip(old, new):
+        if path != other:
+            return path
+        if a[0] != b[0] or (a[0] in ("static", "object") and a != b):
+            return path
+    if len(old) != len(new):
+        return (old if len(old) > len(new) else new)[min(len(old), len(new))][0]
+    for root, x, y in zip(before.roots, before.key[0], after.key[0]):
+        if x != y:  # same leaves, other containers (an empty list added, a dict made a list)
+            return root
+    pairs = zip(before.paths, before.leaves, after.leaves)
+    return next((path for path, x, y in pairs if x is not y), None)
 
 
 def explain_difference(old: list[tuple[str, Any]], new: list[tuple[str, Any]]) -> str:

@@ -334,6 +334,47 @@ def test_cyclic_argument_runs_eagerly_with_a_warning() -> None:
         _same(dualflow.compile(fn)(loop), fn(loop))
 
 
+def _write_item(d: dict) -> Any:
+    d["double"] = d["x"] * 2
+    return d["x"] + 1
+
+
+def _append(items: list) -> Any:
+    items.append(items[0] * 2)
+    return items[0] + 1
+
+
+def _read_missing(d: Any) -> Any:
+    return d["x"] * len(d["missing"])  # a defaultdict inserts the missing key, every call
+
+
+@pytest.mark.parametrize(
+    "fn, make",
+    [
+        (_write_item, lambda i: {"x": _t([float(i)])}),
+        (_append, lambda i: [_t([float(i)])]),
+        (_read_missing, lambda i: collections.defaultdict(list, x=_t([float(i)]))),
+    ],
+    ids=["dict item", "list append", "defaultdict missing key"],
+)
+def test_changes_to_argument_containers_happen_at_every_call(fn: Any, make: Any) -> None:
+    # main: only the traced call changed the caller's container; plan runs silently did not
+    compiled = dualflow.compile(fn)
+    for i in range(3):
+        got_arg, want_arg = make(i), make(i)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            got = compiled(got_arg)
+        _same(got, fn(want_arg))
+        _same(got_arg, want_arg)
+    assert compiled.stats().plan_runs == 0
+
+
+def test_changed_argument_names_the_path() -> None:
+    with pytest.warns(RuntimeWarning, match=r"changes its argument d\['double'\] in place"):
+        dualflow.compile(_write_item)({"x": _t([1.0])})
+
+
 # ---------------------------------------------------------------- the plan cache
 
 
