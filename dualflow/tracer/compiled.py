@@ -21,7 +21,8 @@ from typing import Any
 from dualflow._config import config
 from dualflow.errors import TracingError
 from dualflow.passes.manager import resolve_passes
-from dualflow.tracer import collective_agreement
+from dualflow.tracer import collective_agreement, pytree
+from dualflow.tracer.array_argument import ArrayArgument, unwrap
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
@@ -171,8 +172,13 @@ class CompiledFunction:
         start = time.perf_counter()
         tracer = TracingInterpreter(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         tracer.strict = self.fallback == "error"
-        out = trace_call(tracer, self.fn, args, kwargs, flat)
+        out, proxies = _without_proxies(trace_call(tracer, self.fn, args, kwargs, flat))
         try:
+            if proxies:  # a plan would hand back the first call's array
+                tracer.fail_closed(
+                    f"the compiled function returns its numpy-array argument as {proxies[0]}; "
+                    "a plan cannot return each call's own array. Return dualflow.tensor(x)"
+                )
             self._check_arguments_kept(tracer, flat, args, kwargs)
             trace = finish_trace(tracer, out, flat, _described(flat), reason, self.passes)
         except BaseException:
@@ -287,6 +293,22 @@ class CompiledFunction:
             stacklevel=8,  # the caller of the compiled function (through collective_agreement)
         )
         return self.fn(*args, **kwargs) if result is _MISS else result
+
+
+def _without_proxies(out: Any) -> tuple[Any, list[str]]:
+    """The result with the caller's own numpy arrays in place of the ``ArrayArgument``s the
+    traced run handed the function, and the paths where they were."""
+    try:
+        leaves, paths, tree = pytree.flatten(out, "result", is_leaf=_is_proxy)
+    except TracingError:  # containers finish_trace refuses anyway: nothing was rebuilt
+        return out, []
+    if not leaves:
+        return out, []
+    return pytree.unflatten(tree, [unwrap(v) for v in leaves]), paths
+
+
+def _is_proxy(value: Any) -> bool:
+    return type(value) is ArrayArgument
 
 
 def _closest(history: list[Trace], flat: Flat) -> list[tuple[str, Any]]:

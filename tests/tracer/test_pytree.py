@@ -375,6 +375,22 @@ def test_changed_argument_names_the_path() -> None:
         dualflow.compile(_write_item)({"x": _t([1.0])})
 
 
+def test_returned_numpy_argument_is_the_callers_array() -> None:
+    # main: the traced call returned the ArrayArgument proxy, plan runs the first call's proxy
+    fn = lambda a, x: {"y": x * 2, "a": [a]}  # noqa: E731
+    compiled = dualflow.compile(fn)
+    for i in range(3):
+        a = np.array([float(i)])
+        if i == 0:
+            with pytest.warns(RuntimeWarning, match=r"numpy-array argument as result\['a'\]\[0\]"):
+                out = compiled(a, _t([1.0]))
+        else:
+            out = compiled(a, _t([1.0]))
+        assert out["a"][0] is a
+        _same(out, fn(a, _t([1.0])))
+    assert compiled.stats().plan_runs == 0
+
+
 # ---------------------------------------------------------------- the plan cache
 
 
