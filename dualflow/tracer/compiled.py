@@ -121,7 +121,7 @@ class CompiledFunction:
         except TracingError as exc:  # a container it cannot follow exactly: fail closed
             if self.fallback == "error":
                 raise
-            return self._give_up(args, kwargs, str(exc))
+            return self._give_up(args, kwargs, str(exc), stacklevel=7)
         key = (flat.key, config.snapshot(), flat.aliases)
         reason = None  # why the newest trace of this signature did not serve the call
         for trace in self.traces.get(key, ()):
@@ -279,7 +279,9 @@ class CompiledFunction:
         self._disk_entries.add(entry)
         self._stats.cache_stores += 1
 
-    def _give_up(self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS) -> Any:
+    def _give_up(
+        self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS, stacklevel: int = 8
+    ) -> Any:
         """Run eagerly from now on; ``result`` is this call's, when it already ran eagerly."""
         self._eager_reason = reason
         self._stats.eager_fallbacks += 1
@@ -290,7 +292,7 @@ class CompiledFunction:
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
             f"that keeps failing: {reason}",
             RuntimeWarning,
-            stacklevel=8,  # the caller of the compiled function (through collective_agreement)
+            stacklevel=stacklevel,  # the compiled function's caller (through _retrace)
         )
         return self.fn(*args, **kwargs) if result is _MISS else result
 
