@@ -65,16 +65,17 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
     roots += kwargs.items()  # call order matters as for dicts (a function may iterate **kwargs)
     # dataclasses with attributes beyond their fields stay whole: objects whose reads are guarded
     values, paths, trees = pytree.flatten_all(roots, opaque=True)
-    flat = Flat([], [], (), [], roots=[name for name, _ in roots])
-    for value, path in zip(values, paths):
-        part = describe_leaf(value)
-        flat.described.append((path, part))
+    parts = [describe_leaf(value) for value in values]
+    leaves, leaf_paths, objects = [], [], []
+    for value, path, part in zip(values, paths, parts):
         if part[0] in ("tensor", "array"):
-            flat.leaves.append(value)
-            flat.paths.append(path)
+            leaves.append(value)
+            leaf_paths.append(path)
         elif part[0] == "object":  # reads through it are guarded (env_probe roots)
-            flat.objects.append((value, path))
-    flat.key = (trees, tuple(kwargs), tuple(part for _, part in flat.described))
+            objects.append((value, path))
+    key = (trees, tuple(kwargs), tuple(parts))
+    flat = Flat(leaves, leaf_paths, key, list(zip(paths, parts)), objects=objects)
+    flat.roots = [name for name, _ in roots]
     flat.aliases = _alias_pattern(flat.leaves)
     return flat
 
