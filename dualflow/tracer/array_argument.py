@@ -9,7 +9,6 @@ result would be baked into the graph. ``isinstance(x, np.ndarray)`` stays true.
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 from collections.abc import Callable
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._tensor import Tensor
+from dualflow.tracer import pytree
 
 
 class ArrayArgument:
@@ -166,26 +166,30 @@ def wrap_arguments(
     """Replace numpy arrays (``paths``: id -> argument path) by ArrayArguments for one trace.
 
     Lists, dicts and dataclass fields are changed in place (the function sees the caller's own
-    containers) and put back by the returned ``restore()``; tuples are rebuilt.
+    containers) and put back by the returned ``restore()``; tuples and namedtuples holding one
+    are rebuilt. The containers are ``pytree``'s, as in the signature that found the arrays.
     """
     undo: list[Callable[[], None]] = []
 
     def walk(value: Any) -> Any:
         if isinstance(value, np.ndarray) and id(value) in paths:
             return ArrayArgument(value, paths[id(value)], fail)
-        if type(value) is tuple:
-            return tuple(walk(v) for v in value)
-        if type(value) is list:
+        kind = pytree.kind_of(value)  # the containers signature.flatten found the arrays in
+        if kind in ("tuple", "namedtuple"):
+            new = [walk(v) for v in value]
+            if all(a is b for a, b in zip(new, value)):
+                return value
+            return tuple(new) if kind == "tuple" else type(value)._make(new)
+        if kind == "list":
             _swap(value, range(len(value)), walk, undo)
-        elif type(value) is dict:
+        elif kind in pytree.DICTS:
             _swap(value, list(value), walk, undo)
-        elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-            for f in dataclasses.fields(value):
-                new = walk(getattr(value, f.name))
-                if new is not getattr(value, f.name):
-                    old = getattr(value, f.name)
-                    object.__setattr__(value, f.name, new)
-                    undo.append(lambda v=value, n=f.name, o=old: object.__setattr__(v, n, o))
+        elif kind == "dataclass":
+            for name, old in pytree.items(value, kind):
+                new = walk(old)
+                if new is not old:
+                    object.__setattr__(value, name, new)
+                    undo.append(lambda v=value, n=name, o=old: object.__setattr__(v, n, o))
         return value
 
     new_args = tuple(walk(a) for a in args)

@@ -15,9 +15,9 @@ from dualflow._tensor import Tensor
 from dualflow.tracer import collective_agreement, interrupts
 from dualflow.tracer.autodiff import connect, released_node
 from dualflow.tracer.collective_agreement import EAGER_RUN
-from dualflow.tracer.outputs import flatten_output
+from dualflow.tracer.pytree import flatten, unflatten
 from dualflow.tracer.signature import Flat
-from dualflow.tracer.trace import Trace
+from dualflow.tracer.trace import Trace, is_tensor
 
 
 class GuardFailed:
@@ -68,7 +68,7 @@ def run_trace(
         replay = _rerun(compiled.fn, args, kwargs, trace, state, before)
         refs = trace.checks.refs
         connect(trace.backward, outputs, flat.leaves, refs, residuals, replay, lock)
-    return trace.rebuild([outputs[k] for k in trace.leaf_index])
+    return unflatten(trace.output_tree, [outputs[k] for k in trace.leaf_index])
 
 
 def commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[list, list]:
@@ -116,6 +116,6 @@ def _rerun(fn: Any, args: tuple, kwargs: dict, trace: Trace, state: list, before
         finally:
             for slot, new in zip(trace.update_slots, after):
                 state[slot][...] = new
-        return flatten_output(out)[0]
+        return flatten(out, is_leaf=is_tensor)[0]
 
     return replay

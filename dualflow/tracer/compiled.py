@@ -21,12 +21,13 @@ from typing import Any
 from dualflow._config import config
 from dualflow.errors import TracingError
 from dualflow.passes.manager import resolve_passes
-from dualflow.tracer import collective_agreement
+from dualflow.tracer import collective_agreement, pytree
+from dualflow.tracer.array_argument import ArrayArgument, unwrap
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
-from dualflow.tracer.signature import Flat, explain_difference, flatten
+from dualflow.tracer.signature import Flat, changed_argument, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.trace import Trace, finish_trace
 from dualflow.tracer.tracing_run import trace_call
@@ -115,7 +116,12 @@ class CompiledFunction:
         return self.fn(*args, **kwargs)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
-        flat = flatten(args, kwargs, self._names)
+        try:
+            flat = flatten(args, kwargs, self._names)
+        except TracingError as exc:  # a container it cannot follow exactly: fail closed
+            if self.fallback == "error":
+                raise
+            return self._give_up(args, kwargs, str(exc), stacklevel=7)
         key = (flat.key, config.snapshot(), flat.aliases)
         reason = None  # why the newest trace of this signature did not serve the call
         for trace in self.traces.get(key, ()):
@@ -166,8 +172,14 @@ class CompiledFunction:
         start = time.perf_counter()
         tracer = TracingInterpreter(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         tracer.strict = self.fallback == "error"
-        out = trace_call(tracer, self.fn, args, kwargs, flat)
+        out, proxies = _without_proxies(trace_call(tracer, self.fn, args, kwargs, flat))
         try:
+            if proxies:  # a plan would hand back the first call's array
+                tracer.fail_closed(
+                    f"the compiled function returns its numpy-array argument as {proxies[0]}; "
+                    "a plan cannot return each call's own array. Return dualflow.tensor(x)"
+                )
+            self._check_arguments_kept(tracer, flat, args, kwargs)
             trace = finish_trace(tracer, out, flat, _described(flat), reason, self.passes)
         except BaseException:
             tracer.rollback()  # a pass or lowering failed: the call must not half-happen
@@ -181,6 +193,20 @@ class CompiledFunction:
         trace.compile_seconds = time.perf_counter() - start
         self._keep(trace, tracer, key, flat, args, kwargs)
         return out
+
+    def _check_arguments_kept(self, tracer: Any, flat: Flat, args: tuple, kwargs: dict) -> None:
+        """Fail closed when the call changed its arguments' containers (``d["k"] = v``, a
+        defaultdict's missing key, ``items.append``): a plan run would not do it again."""
+        try:
+            changed = changed_argument(flat, flatten(args, kwargs, self._names))
+        except TracingError as exc:  # it put a container pytree refuses into an argument
+            changed = str(exc)
+        if changed is not None:
+            tracer.fail_closed(
+                f"the compiled function changes its argument {changed} in place (an item added, "
+                "removed or replaced); a plan cannot do that again at later calls. Return the "
+                "new values instead"
+            )
 
     def _keep(
         self,
@@ -253,7 +279,9 @@ class CompiledFunction:
         self._disk_entries.add(entry)
         self._stats.cache_stores += 1
 
-    def _give_up(self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS) -> Any:
+    def _give_up(
+        self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS, stacklevel: int = 8
+    ) -> Any:
         """Run eagerly from now on; ``result`` is this call's, when it already ran eagerly."""
         self._eager_reason = reason
         self._stats.eager_fallbacks += 1
@@ -264,9 +292,25 @@ class CompiledFunction:
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
             f"that keeps failing: {reason}",
             RuntimeWarning,
-            stacklevel=8,  # the caller of the compiled function (through collective_agreement)
+            stacklevel=stacklevel,  # the compiled function's caller (through _retrace)
         )
         return self.fn(*args, **kwargs) if result is _MISS else result
+
+
+def _without_proxies(out: Any) -> tuple[Any, list[str]]:
+    """The result with the caller's own numpy arrays in place of the ``ArrayArgument``s the
+    traced run handed the function, and the paths where they were."""
+    try:
+        leaves, paths, tree = pytree.flatten(out, "result", is_leaf=_is_proxy)
+    except TracingError:  # containers finish_trace refuses anyway: nothing was rebuilt
+        return out, []
+    if not leaves:
+        return out, []
+    return pytree.unflatten(tree, [unwrap(v) for v in leaves]), paths
+
+
+def _is_proxy(value: Any) -> bool:
+    return type(value) is ArrayArgument
 
 
 def _closest(history: list[Trace], flat: Flat) -> list[tuple[str, Any]]:

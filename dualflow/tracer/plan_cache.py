@@ -31,12 +31,15 @@ from dualflow.graph_ir.ir import Graph
 from dualflow.graph_ir.json_format import graph_from_data, graph_to_data
 from dualflow.graph_ir.printer import print_graph
 from dualflow.graph_ir.verify import verify
+from dualflow.tracer import pytree
 from dualflow.tracer.env_cache import NotStorable, encode_guards, fingerprint
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state_paths import UnreachableState, find_paths
 from dualflow.tracer.trace import Trace
 
-FORMAT = 3  # bump when the entry layout changes (2: signed files, 3: environment guards)
+# bump when the entry layout changes (2: signed files, 3: environment guards, 4: the output
+# structure as a pytree TreeDef: leaves in order, OrderedDicts kept)
+FORMAT = 4
 _MAX_META = 64 * 2**20
 _MAX_USER_SOURCE = 64 * 2**20  # a user file the trace ran through, hashed at store and load
 
@@ -96,13 +99,10 @@ def _code_digest(code: types.CodeType, digest: Any) -> None:
             digest.update(repr(const).encode())
 
 
-def _stable(part: Any) -> Any:
+def _stable(key: tuple) -> tuple:
     # An object argument is keyed by id() in memory; on disk by its type (paths find it again).
-    if isinstance(part, tuple):
-        if len(part) == 3 and part[0] == "object":
-            return ("object", part[1])
-        return tuple(_stable(p) for p in part)
-    return part
+    trees, names, parts = key
+    return (trees, names, tuple(("object", p[1]) if p[0] == "object" else p for p in parts))
 
 
 def cache_key(fn: Any, flat: Flat, snapshot: tuple, passes: tuple[str, ...]) -> str:
@@ -134,36 +134,6 @@ def _file_hash(path: str) -> str:
         return hashlib.sha256(read_regular(path, _MAX_USER_SOURCE, own=False)).hexdigest()
     except Untrusted as exc:
         raise NotCacheable(str(exc)) from None
-
-
-def _encode_structure(node: Any) -> Any:
-    kind, body = node
-    if kind == "leaf":
-        return {"leaf": body}
-    if kind == "static":
-        if body is not None and type(body) not in (bool, int, float, str):
-            raise NotCacheable(f"it returns a {type(body).__name__} (not JSON-storable)")
-        return {"static": body}
-    if kind in (list, tuple):
-        return {kind.__name__: [_encode_structure(v) for v in body]}
-    if kind is dict and all(isinstance(k, str) for k, _ in body):
-        return {"dict": [[k, _encode_structure(v)] for k, v in body]}
-    raise NotCacheable(f"its return value holds a {kind!r} (only tuples/lists/str-keyed dicts)")
-
-
-def decode_structure(data: dict[str, Any]) -> Any:
-    """Inverse of the stored output structure encoding.
-
-    Example:
-        >>> decode_structure({"tuple": [{"leaf": 0}, {"static": 3}]})
-        (<class 'tuple'>, [('leaf', 0), ('static', 3)])
-    """
-    ((kind, body),) = data.items()
-    if kind in ("leaf", "static"):
-        return (kind, body)
-    if kind == "dict":
-        return (dict, [(k, decode_structure(v)) for k, v in body])
-    return ({"list": list, "tuple": tuple}[kind], [decode_structure(v) for v in body])
 
 
 def _ref_record(ref: Any, path: list) -> dict[str, Any]:
@@ -222,6 +192,13 @@ def _environment(trace: Trace) -> dict[str, Any]:
     }
 
 
+def _structure(tree: pytree.TreeDef) -> Any:
+    try:
+        return pytree.encode(tree)
+    except pytree.Unencodable as exc:
+        raise NotCacheable(str(exc)) from None
+
+
 def _meta(trace: Trace, roots: dict, files: set[str]) -> dict[str, Any]:
     environment = _environment(trace)
     try:
@@ -239,7 +216,7 @@ def _meta(trace: Trace, roots: dict, files: set[str]) -> dict[str, Any]:
         "update_slots": trace.update_slots,
         "grad_owners": [_slot_record(s, paths) for s in trace.grad_owners],
         "grads_to_none": [_slot_record(s, paths) for s in trace.grads_to_none],
-        "structure": _encode_structure(trace.rebuild.structure),  # type: ignore[attr-defined]
+        "structure": _structure(trace.output_tree),
         "n_outputs": trace.n_outputs,
         "input_updates": trace.input_updates,
         "const_outputs": trace.const_outputs,
@@ -365,6 +342,9 @@ def _load_entry(cache: Store, name: str) -> tuple[dict[str, Any], Any, Any] | No
         if raw is None:
             raise _Damaged()
         meta = json.loads(raw)
+        meta["structure"] = pytree.decode(meta["structure"])  # checked here, not at a call
+        if pytree.count_leaves(meta["structure"]) != len(meta["leaf_index"]):
+            raise ValueError("the output structure does not match the outputs")
         if any(_file_hash(p) != h for p, h in meta["files"].items()):
             shutil.rmtree(entry, ignore_errors=True)  # the user's code changed
             return None

@@ -17,9 +17,7 @@ from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
 from dualflow.tracer.autodiff import Backward, backward_op
 from dualflow.tracer.env_cache import canonical, decode_guards, fingerprint
-from dualflow.tracer.outputs import rebuilder
 from dualflow.tracer.pipeline import build_plan
-from dualflow.tracer.plan_cache import decode_structure
 from dualflow.tracer.state import StateChecks, StateRef, plan_device
 from dualflow.tracer.state_paths import UnreachableState, format_path, resolve
 from dualflow.tracer.trace import Trace
@@ -112,7 +110,7 @@ def load_trace(
         list(meta["update_slots"]),
         [_slot(s, roots) for s in meta["grad_owners"]],
         [_slot(s, roots) for s in meta["grads_to_none"]],
-        rebuilder(decode_structure(meta["structure"])),
+        meta["structure"],  # a TreeDef: plan_cache decoded and checked it
         meta["n_outputs"],
         described,
         "loaded from the plan cache",

@@ -1,8 +1,9 @@
-"""Argument signatures: flatten call arguments into tensor leaves plus a hashable cache key.
+"""Argument signatures: call arguments as tensor leaves plus a hashable cache key.
 
-Tensors (and numpy arrays) become graph inputs keyed by shape, dtype, device and requires-grad;
-Python scalars and strings are static and keyed by value; tuples, lists, dicts and dataclasses are
-walked. Each leaf carries a readable path (``x.shape[0]``-style messages in ``explain``).
+``pytree`` walks the containers; this module says what each leaf means for the key. Tensors (and
+numpy arrays) become graph inputs keyed by shape, dtype, device and requires-grad; Python scalars
+and strings are static and keyed by value; other objects are keyed by identity and reads through
+them are guarded. Each leaf carries a readable path (``x.shape[0]``-style messages in ``explain``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._tensor import Tensor
+from dualflow.tracer import pytree
 
 STATIC_TYPES = (int, float, bool, str, bytes, type(None))
 
@@ -27,6 +29,7 @@ class Flat:
     described: list[tuple[str, Any]]  # (path, key part) for every leaf, for retrace reasons
     aliases: tuple[int, ...] = ()  # per array leaf: index of the first leaf sharing its array
     objects: list[tuple[Any, str]] = dataclasses.field(default_factory=list)  # (object, path)
+    roots: list[str] = dataclasses.field(default_factory=list)  # each argument's name
 
 
 def describe_leaf(value: Any) -> Any:
@@ -50,47 +53,31 @@ def describe_leaf(value: Any) -> Any:
 def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
     """Flatten call arguments; ``names`` are the positional parameter names (for paths).
 
+    The key holds each argument's ``TreeDef`` (container types, dict keys in insertion order:
+    the function may iterate them), the keyword names in call order and every leaf's part.
+
     Example:
         >>> f = flatten(((np.zeros(2), 3),), {}, ["batch"])
         >>> f.paths, f.described[1]
         (['batch[0]'], ('batch[1]', ('static', 'int', 3)))
     """
-    leaves: list[Any] = []
-    paths: list[str] = []
-    parts: list[Any] = []
-    described: list[tuple[str, Any]] = []
-    objects: list[tuple[Any, str]] = []
-
-    def walk(value: Any, path: str) -> Any:
-        if isinstance(value, tuple | list):
-            return (
-                type(value).__name__,
-                tuple(walk(v, f"{path}[{i}]") for i, v in enumerate(value)),
-            )
-        if isinstance(value, dict):
-            # insertion order, not sorted: the function may iterate the dict (cat(d.values()))
-            return ("dict", tuple((k, walk(v, f"{path}[{k!r}]")) for k, v in value.items()))
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            fields = [f.name for f in dataclasses.fields(value)]
-            return (
-                type(value).__name__,
-                tuple(walk(getattr(value, n), f"{path}.{n}") for n in fields),
-            )
-        part = describe_leaf(value)
-        described.append((path, part))
+    roots = [(names[i] if i < len(names) else f"args[{i}]", v) for i, v in enumerate(args)]
+    roots += kwargs.items()  # call order matters as for dicts (a function may iterate **kwargs)
+    # dataclasses with attributes beyond their fields stay whole: objects whose reads are guarded
+    values, paths, trees = pytree.flatten_all(roots, opaque=True)
+    parts = [describe_leaf(value) for value in values]
+    leaves, leaf_paths, objects = [], [], []
+    for value, path, part in zip(values, paths, parts):
         if part[0] in ("tensor", "array"):
             leaves.append(value)
-            paths.append(path)
+            leaf_paths.append(path)
         elif part[0] == "object":  # reads through it are guarded (env_probe roots)
             objects.append((value, path))
-        return part
-
-    for i, value in enumerate(args):
-        parts.append(walk(value, names[i] if i < len(names) else f"args[{i}]"))
-    for name in kwargs:  # call order matters as for dicts (a function may iterate **kwargs)
-        parts.append((name, walk(kwargs[name], name)))
-    walk = None  # a recursive closure is a reference cycle: break it (garbage per call otherwise)
-    return Flat(leaves, paths, tuple(parts), described, _alias_pattern(leaves), objects)
+    key = (trees, tuple(kwargs), tuple(parts))
+    flat = Flat(leaves, leaf_paths, key, list(zip(paths, parts)), objects=objects)
+    flat.roots = [name for name, _ in roots]
+    flat.aliases = _alias_pattern(flat.leaves)
+    return flat
 
 
 def _alias_pattern(leaves: list[Any]) -> tuple[int, ...]:
@@ -100,6 +87,32 @@ def _alias_pattern(leaves: list[Any]) -> tuple[int, ...]:
         first.setdefault(id(leaf._array if isinstance(leaf, Tensor) else leaf), i)
         for i, leaf in enumerate(leaves)
     )
+
+
+def changed_argument(before: Flat, after: Flat) -> str | None:
+    """The first argument path whose container contents differ between two flattenings of the
+    same call's arguments (before and after it ran), or None.
+
+    Example:
+        >>> d = {"a": 1}
+        >>> before = flatten((d,), {}, ["d"])
+        >>> d["b"] = 2
+        >>> changed_argument(before, flatten((d,), {}, ["d"]))
+        "d['b']"
+    """
+    old, new = before.described, after.described
+    for (path, a), (other, b) in zip(old, new):
+        if path != other:
+            return path
+        if a[0] != b[0] or (a[0] in ("static", "object") and a != b):
+            return path
+    if len(old) != len(new):
+        return (old if len(old) > len(new) else new)[min(len(old), len(new))][0]
+    for root, x, y in zip(before.roots, before.key[0], after.key[0]):
+        if x != y:  # same leaves, other containers (an empty list added, a dict made a list)
+            return root
+    pairs = zip(before.paths, before.leaves, after.leaves)
+    return next((path for path, x, y in pairs if x is not y), None)
 
 
 def explain_difference(old: list[tuple[str, Any]], new: list[tuple[str, Any]]) -> str:

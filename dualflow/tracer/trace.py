@@ -6,12 +6,12 @@ called by ``compiled``) and loading a stored plan from disk (``plan_load``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow._config import config
 from dualflow._tensor import Tensor
+from dualflow.errors import TracingError
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
 from dualflow.runtime.memory import alias_roots
@@ -20,8 +20,8 @@ from dualflow.tracer.autodiff import Backward, trace_backward
 from dualflow.tracer.environment import finish_environment
 from dualflow.tracer.history import HistorySpec
 from dualflow.tracer.interpreter import TracingInterpreter
-from dualflow.tracer.outputs import flatten_output
 from dualflow.tracer.pipeline import build_plan
+from dualflow.tracer.pytree import TreeDef, flatten
 from dualflow.tracer.side_effects import Replay
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state import StateChecks, plan_device
@@ -37,7 +37,7 @@ class Trace:
     update_slots: list[int]
     grad_owners: list[tuple[str, Any]]  # outputs after the user's: new .grad of these slots
     grads_to_none: list[tuple[str, Any]]  # ("state", tensor) or ("input", flat position)
-    rebuild: Callable[[list[Any]], Any]
+    output_tree: TreeDef  # the result's containers and statics; tensors are its leaves
     n_outputs: int
     described: list[tuple[str, Any]]
     reason: str
@@ -55,6 +55,11 @@ class Trace:
     pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
     cache_note: str = ""  # what the plan cache did with it (stored, loaded, or why not)
     source_graph: Graph | None = None  # as traced, before the passes (explain(passes=True))
+
+
+def is_tensor(value: Any) -> bool:
+    """Whether a result leaf is a tensor (an output of the plan) rather than a static value."""
+    return isinstance(value, Tensor)
 
 
 def _unique(leaves: list[Tensor]) -> tuple[list[Tensor], list[int]]:
@@ -77,45 +82,32 @@ def finish_trace(
     passes: Any,
 ) -> Trace | None:
     """A finished tracing run as a Trace: outputs, .grad writes, backward, passes and plan.
-
     None when the run turned out unusable (``tracer.failure`` says why): a side effect that
-    cannot be replayed, an environment array changed in place, a fail-closed event.
-    """
-    leaves, rebuild = flatten_output(out)
-    leaves, leaf_index = _unique(leaves)
+    cannot be replayed, an environment array changed in place, a fail-closed event."""
+    found = _user_outputs(tracer, out)
+    if found is None:
+        return None
+    leaves, leaf_index, output_tree = found
     replay = finish_environment(tracer, leaves, flat.leaves)  # may append side-effect tensors
     if tracer.failure is not None:
         return None
-    builder = tracer.builder
-    builder.output(*(tracer.value_of(t) for t in leaves))
-    grad_owners, to_none = [], []
-    for owner in tracer.grad_written.values():
-        slot = tracer.grad_slot(owner)
-        if owner._grad is None:
-            to_none.append(slot)
-        else:
-            grad_owners.append(slot)
-            builder.output(tracer.value_of(owner._grad))
-    builder.output(*tracer.input_updates.values())  # new contents of written arguments
+    tracer.builder.output(*(tracer.value_of(t) for t in leaves))
+    grad_owners, to_none = _grad_outputs(tracer)
+    tracer.builder.output(*tracer.input_updates.values())  # new contents of written arguments
     device = plan_device(flat.leaves, tracer.checks.refs)
     identity = _identity_outputs(tracer, leaves)
-    backward = None
-    if config.grad_enabled:
-        backward = trace_backward(tracer, leaves, flat.leaves, passes, device, skip=identity)
-    if backward is not None:
-        builder.output(*backward.residuals)  # what the backward graph reads from the forward
+    backward = _backward(tracer, leaves, flat, passes, device, identity)
     debug = config.debug or tracer.debug_seen
-    source = builder.build()
+    source = tracer.builder.build()
     graph, plan, pass_stats = build_plan(source, passes, device, debug=debug, donate=True)
-    slots = [graph.state.index(target) for target, _ in graph.updates]
     trace = Trace(
         graph,
         plan,
         tracer.checks,
-        slots,
+        [graph.state.index(target) for target, _ in graph.updates],
         grad_owners,
         to_none,
-        rebuild,
+        output_tree,
         len(leaves),
         described,
         reason,
@@ -126,18 +118,60 @@ def finish_trace(
     trace.pass_stats, trace.source_graph = pass_stats, source
     trace.leaf_index, trace.replay = leaf_index, replay
     trace.history = tracer.history.finish()
+    trace.commits = bool(graph.updates or grad_owners or to_none or trace.input_updates or replay)
+    trace.identity_outputs = identity
+    _output_facts(trace, leaves)
+    return trace
+
+
+def _user_outputs(tracer: TracingInterpreter, out: Any) -> tuple[list, list, TreeDef] | None:
+    """The result's distinct tensors, each leaf's index among them, and the result's TreeDef;
+    None (the trace failed closed) for containers a plan cannot rebuild exactly."""
+    try:
+        leaves, _, output_tree = flatten(out, "result", is_leaf=is_tensor)
+    except TracingError as exc:  # eager it is, not a plain dict where eager gave another type
+        tracer.fail_closed(str(exc))
+        return None
+    return (*_unique(leaves), output_tree)
+
+
+def _backward(
+    tracer: TracingInterpreter, leaves: list, flat: Flat, passes: Any, device: Any, skip: dict
+) -> Backward | None:
+    """The backward graph of the outputs (grad mode only); its residuals become outputs."""
+    if not config.grad_enabled:
+        return None
+    backward = trace_backward(tracer, leaves, flat.leaves, passes, device, skip=skip)
+    if backward is not None:
+        tracer.builder.output(*backward.residuals)  # what the backward graph reads
+    return backward
+
+
+def _grad_outputs(tracer: TracingInterpreter) -> tuple[list, list]:
+    """The ``.grad`` slots the call wrote: (slots set, each a graph output; slots set to None)."""
+    grad_owners, to_none = [], []
+    for owner in tracer.grad_written.values():
+        slot = tracer.grad_slot(owner)
+        if owner._grad is None:
+            to_none.append(slot)
+        else:
+            grad_owners.append(slot)
+            tracer.builder.output(tracer.value_of(owner._grad))
+    return grad_owners, to_none
+
+
+def _output_facts(trace: Trace, leaves: list[Tensor]) -> None:
+    """Which user outputs are released from the tape, constants, or views of updated state."""
+    graph = trace.graph
     trace.released_outputs = [
         i
         for i, t in enumerate(leaves)
         if t.requires_grad and t._creator is not None and t._creator.released
     ]
-    trace.commits = bool(graph.updates or grad_owners or to_none or trace.input_updates or replay)
     trace.const_outputs = [
         i for i, v in enumerate(graph.outputs[: len(leaves)]) if v in graph.consts
     ]
-    trace.identity_outputs = identity
     trace.state_outputs = _outputs_of_updated_state(graph, len(leaves))
-    return trace
 
 
 def _identity_outputs(

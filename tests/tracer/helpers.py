@@ -12,24 +12,30 @@ import numpy as np
 import dualflow
 from dualflow import graph_ir
 from dualflow._config import config
+from dualflow.tracer import pytree
 from dualflow.tracer.signature import flatten
 
 
 def arrays_of(value: Any) -> list[np.ndarray]:
-    """Every tensor/array leaf of a (nested) result, as numpy arrays, in order."""
-    if isinstance(value, dualflow.Tensor):
-        return [np.asarray(value._array)]
-    if isinstance(value, tuple | list):
-        return [a for v in value for a in arrays_of(v)]
-    if isinstance(value, dict):
-        return [a for k in sorted(value) for a in arrays_of(value[k])]
-    if value is None:
-        return []
-    return [np.asarray(value)]
+    """Every tensor/array leaf of a (nested) result, as numpy arrays, in order (dicts in
+    insertion order, as ``pytree`` walks them); None leaves are left out."""
+    leaves = pytree.flatten(value, opaque=True)[0]
+    return [
+        np.asarray(v._array if isinstance(v, dualflow.Tensor) else v)
+        for v in leaves
+        if v is not None
+    ]
+
+
+def _containers(value: Any) -> Any:
+    """The containers of a result, with leaves blanked (a tensor and an array are both leaves)."""
+    return pytree.flatten(value, opaque=True)[2]
 
 
 def assert_same(got: Any, want: Any, rtol: float = 0.0, atol: float = 0.0, msg: str = "") -> None:
-    """Leaf-by-leaf equality of two results (shapes, dtypes and values; NaNs compare equal)."""
+    """Same containers (types, keys in order) and leaf-by-leaf equality (shapes, dtypes and
+    values; NaNs compare equal)."""
+    assert _containers(got) == _containers(want), f"{msg}: structure {got!r} vs {want!r}"
     got_leaves, want_leaves = arrays_of(got), arrays_of(want)
     assert len(got_leaves) == len(want_leaves), f"{msg}: {len(got_leaves)} vs {len(want_leaves)}"
     for i, (g, w) in enumerate(zip(got_leaves, want_leaves)):
