@@ -13,6 +13,7 @@ from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node
 from dualflow.device import Device, array_from_dlpack, device_of, send
 from dualflow.errors import TracingError, with_location
+from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
 
 
@@ -50,7 +51,7 @@ def to_device(x: Tensor, device: Device | str) -> Tensor:
     source = device_of(x._array)
     if source == target:
         return x
-    if config.tracer is not None:
+    if tracing() is not None:
         raise TracingError(
             with_location(
                 f"to_device: moving a tensor from {source} to {target} inside a compiled "

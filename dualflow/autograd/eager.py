@@ -79,6 +79,8 @@ def explain_failure(op: OpDef, arrays: list, attrs: dict[str, Any], exc: Excepti
 class EagerInterpreter:
     """Runs ops immediately on arrays; the default interpreter."""
 
+    hooks = None  # not a tracing interpreter (dispatch.tracing())
+
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
         # One pass over the inputs collects arrays, the array module and the tape edges.
         arrays = []

@@ -20,6 +20,7 @@ from dualflow.autograd.eager import check_finite
 from dualflow.autograd.observers import Observation, start_observing
 from dualflow.autograd.tape import GraphReleasedError, Node
 from dualflow.errors import ShapeError, with_location
+from dualflow.ops.dispatch import tracing
 
 
 def _edge_of(t: Tensor) -> Any:
@@ -67,7 +68,7 @@ class _Run:
         elif self.targets is None:  # backward(): accumulate into the leaf's .grad
             if gx.dtype != edge.dtype:
                 gx = ops.cast(gx, edge.dtype)
-            if config.tracer is None:  # skip the .grad property's tracing hook
+            if tracing() is None:  # skip the .grad property's tracing hook
                 edge._grad = gx if edge._grad is None else edge._grad + gx
             else:
                 edge.grad = gx if edge.grad is None else edge.grad + gx
@@ -86,15 +87,12 @@ class _Run:
 
     def run(self) -> None:
         debug = config.debug
-        tracer = config.tracer
-        older = -1 if tracer is None else tracer.first_seq  # tape made before the traced call
+        tracer = tracing()
         while self.heap:
             node = heapq.heappop(self.heap)[1]
             gys = self.pending.pop(node)
             if tracer is not None:  # the ops of this backward belong to the node's forward op
-                tracer.differentiating = node
-                if node.seq < older:  # backward into an argument's history (tracer/history.py)
-                    tracer.on_outside_node(node)
+                tracer.on_backward_node(node)
             if self.targets is not None:
                 for index, gy in enumerate(gys):
                     if (node, index) in self.targets and gy is not None:
@@ -103,7 +101,7 @@ class _Run:
                     continue
             self.run_node(node, gys, debug)
         if tracer is not None:
-            tracer.differentiating = None
+            tracer.on_backward_node(None)
 
     def run_node(self, node: Node, gys: list, debug: bool) -> None:
         edges = node.edges

@@ -20,6 +20,7 @@ from dualflow._config import config
 from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node
 from dualflow.errors import TracingError, with_location
+from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class RemovableHandle:
 
 
 def _fail_closed(what: str) -> None:
-    if config.tracer is not None:
+    if tracing() is not None:
         raise TracingError(
             with_location(
                 f"{what} inside a compiled function: hooks change what the graph computes. "
@@ -199,7 +200,7 @@ def _identity_node(tensors: list[Tensor], backward: Callable, name: str) -> list
         tuple(t.shape for t in tensors),
         tuple(Meta(t.shape, t.dtype) for t in tensors),
     )
-    tracer = config.tracer
+    tracer = tracing()
     outs = []
     for k, t in enumerate(tensors):
         out = Tensor._wrap(t._array, node, k, True)

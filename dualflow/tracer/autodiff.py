@@ -109,13 +109,10 @@ def _traced_grads(
         tracer.bind_input(gy, f"grad_output{k}")
         gys.append(gy)
     with interpreting(tracer), no_grad():
-        config.tracer = tracer
         try:
             return grad(outputs, sources, gys, retain_graph=True, allow_unused=True)
         except GraphReleasedError:
             return None
-        finally:
-            config.tracer = None
 
 
 def backward_op(name: str, mask: list[bool], n_outputs: int) -> OpDef:
