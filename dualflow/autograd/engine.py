@@ -19,12 +19,9 @@ from dualflow._tensor import Tensor, as_tensor
 from dualflow.autograd.eager import check_finite
 from dualflow.autograd.observers import Observation, start_observing
 from dualflow.autograd.tape import GraphReleasedError, Node
+from dualflow.autograd.tape import edge as edge_of
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.dispatch import tracing
-
-
-def _edge_of(t: Tensor) -> Any:
-    return t if t._creator is None else (t._creator, t._index)
 
 
 def _seed_gradient(output: Tensor, gy: Any) -> Tensor:
@@ -187,7 +184,7 @@ def backward(
         with using_config(grad_enabled=create_graph):
             for out, gy in zip(outputs, grad_outputs):
                 if out.requires_grad:
-                    run.push(_edge_of(out), _seed_gradient(out, gy))
+                    run.push(edge_of(out), _seed_gradient(out, gy))
             run.run()
     except BaseException:
         if observation is not None:
@@ -225,14 +222,15 @@ def grad(
     for t in inputs:
         if not t.requires_grad:
             raise ValueError(with_location("grad: an input does not require grad"))
-        keys.append(id(t) if t._creator is None else (t._creator, t._index))
+        key = edge_of(t)  # a leaf's key is its id: the engine's targets hash what it pushes
+        keys.append(id(t) if key is t else key)
     targets = dict.fromkeys(keys)
     retain = create_graph if retain_graph is None else retain_graph
     run = _Run(targets, _reaching(outputs, targets), retain)
     with using_config(grad_enabled=create_graph):
         for out, gy in zip(outputs, grad_outputs):
             if out.requires_grad:
-                run.push(_edge_of(out), _seed_gradient(out, gy))
+                run.push(edge_of(out), _seed_gradient(out, gy))
         run.run()
     result = tuple(  # in the input's dtype; materialize_grads: zeros for unused inputs
         (ops.zeros_like(t) if materialize_grads else None) if g is None

@@ -3,7 +3,9 @@
 A node holds the op, its attrs, one edge per input (``None``, ``(creator_node, index)`` or a
 leaf Tensor), the values its op declared in ``saves`` and the input shapes. It never holds input
 arrays that backward does not read, and ``release()`` drops everything once backward used it.
-The node is also the ``ctx`` that an op's backward receives.
+The node is also the ``ctx`` that an op's backward receives. ``record`` is the one place nodes
+are built (eager ops, ``to_device``, module backward hooks, compiled calls' outputs), and ``edge``
+the one definition of where an input's gradient goes.
 """
 
 from __future__ import annotations
@@ -110,3 +112,49 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<node {self.op.name} #{self.seq}>"
+
+
+def edge(value: Any) -> Any:
+    """Where backward sends the gradient of op input ``value``: None when it takes none (not a
+    Tensor, or not requiring grad), ``(creator node, output index)`` for a computed tensor, and
+    the tensor itself for a leaf (whose ``.grad`` accumulates it).
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.tensor([1.0], requires_grad=True)
+        >>> edge(x) is x, edge(x * 2)[1], edge(dualflow.tensor([1.0])), edge(2.0)
+        (True, 0, None, None)
+    """
+    if not isinstance(value, _tensor.Tensor) or not value.requires_grad:
+        return None
+    creator = value._creator
+    return value if creator is None else (creator, value._index)
+
+
+def record(
+    op: OpDef,
+    attrs: dict[str, Any],
+    inputs: Any,
+    saved_inputs: tuple = (),
+    saved_outputs: tuple = (),
+    in_shapes: tuple | None = None,
+    out_metas: tuple | None = None,
+    loc: Any = None,
+) -> Node:
+    """The tape node of one call of ``op`` on ``inputs`` (its arguments, Tensors or not): one
+    ``edge`` per input, the values its backward reads, the input shapes (by default each
+    input's ``shape``, ``()`` for a Python scalar). The only place tape nodes are built
+    (``tests/autograd/test_record.py``); the caller makes it its outputs' ``_creator``.
+
+    Example:
+        >>> import dualflow
+        >>> from dualflow.ops import OPS
+        >>> x = dualflow.tensor([1.0, 2.0], requires_grad=True)
+        >>> node = record(OPS["multiply"], {}, (x, 2.0))
+        >>> node.edges[0] is x, node.edges[1], node.in_shapes
+        (True, None, ((2,), ()))
+    """
+    edges = tuple([edge(a) for a in inputs])
+    if in_shapes is None:
+        in_shapes = tuple([getattr(a, "shape", ()) for a in inputs])
+    return Node(op, attrs, edges, saved_inputs, saved_outputs, in_shapes, out_metas, loc)

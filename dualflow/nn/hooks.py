@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dualflow import ops
 from dualflow._config import config
 from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node
+from dualflow.autograd.tape import Node, record
 from dualflow.errors import TracingError, with_location
 from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
@@ -184,22 +184,10 @@ def call_with_hooks(module: Module, args: tuple, kwargs: dict) -> Any:
     return output if call is None else call.wrap_outputs(output)
 
 
-def _edge(t: Tensor) -> Any:
-    return t if t._creator is None else (t._creator, t._index)
-
-
 def _identity_node(tensors: list[Tensor], backward: Callable, name: str) -> list[Tensor]:
     """New tensors sharing ``tensors``' arrays (and traced values) whose backward is a hook."""
     op = OpDef(name, "hook", None, None, backward=backward, nout=len(tensors))
-    node = Node(
-        op,
-        {},
-        tuple(_edge(t) for t in tensors),
-        (),
-        (),
-        tuple(t.shape for t in tensors),
-        tuple(Meta(t.shape, t.dtype) for t in tensors),
-    )
+    node = record(op, {}, tensors, out_metas=tuple(Meta(t.shape, t.dtype) for t in tensors))
     tracer = tracing()
     outs = []
     for k, t in enumerate(tensors):
