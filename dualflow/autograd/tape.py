@@ -18,6 +18,7 @@ import dualflow._tensor as _tensor
 from dualflow.ops.registry import OpDef
 
 _sequence = itertools.count()
+_new = object.__new__
 
 
 def next_seq() -> int:
@@ -30,7 +31,7 @@ class GraphReleasedError(RuntimeError):
 
 
 class Node:
-    """One recorded op call (the ``ctx`` of its backward)."""
+    """One recorded op call (the ``ctx`` of its backward); built by ``record`` only."""
 
     __slots__ = (
         "attrs",
@@ -44,28 +45,16 @@ class Node:
         "saved_outputs",
         "seq",
     )
-
-    def __init__(
-        self,
-        op: OpDef,
-        attrs: dict[str, Any],
-        edges: tuple,
-        saved_inputs: tuple,
-        saved_outputs: tuple,
-        in_shapes: tuple,
-        out_metas: tuple,
-        loc: Any = None,
-    ) -> None:
-        self.op = op
-        self.attrs = attrs
-        self.edges = edges
-        self.saved_inputs = saved_inputs
-        self.saved_outputs = saved_outputs
-        self.in_shapes = in_shapes
-        self.out_metas = out_metas
-        self.seq = next(_sequence)
-        self.loc = loc
-        self.needs: tuple[bool, ...] | None = None  # set by grad() when it prunes inputs
+    op: OpDef
+    attrs: dict[str, Any]
+    edges: tuple | None  # one per input: None, (creator node, output index) or a leaf Tensor
+    saved_inputs: tuple | None
+    saved_outputs: tuple | None
+    in_shapes: tuple
+    out_metas: tuple | None
+    seq: int  # creation order: backward runs nodes newest first
+    loc: Any  # the user's line (debug mode)
+    needs: tuple[bool, ...] | None  # set by grad() when it prunes inputs
 
     def release(self) -> None:
         """Free the saved values (Chainer's memory-efficient backprop); attrs too: a compiled
@@ -125,10 +114,9 @@ def edge(value: Any) -> Any:
         >>> edge(x) is x, edge(x * 2)[1], edge(dualflow.tensor([1.0])), edge(2.0)
         (True, 0, None, None)
     """
-    if not isinstance(value, _tensor.Tensor) or not value.requires_grad:
-        return None
-    creator = value._creator
-    return value if creator is None else (creator, value._index)
+    if isinstance(value, _tensor.Tensor) and value.requires_grad:
+        return value if value._creator is None else (value._creator, value._index)
+    return None
 
 
 def record(
@@ -154,7 +142,20 @@ def record(
         >>> node.edges[0] is x, node.edges[1], node.in_shapes
         (True, None, ((2,), ()))
     """
-    edges = tuple([edge(a) for a in inputs])
+    tensor = _tensor.Tensor
+    edges = []
+    for value in inputs:  # edge(value), written out: this runs for every recorded eager op
+        if isinstance(value, tensor) and value.requires_grad:
+            edges.append(value if value._creator is None else (value._creator, value._index))
+        else:
+            edges.append(None)
     if in_shapes is None:
         in_shapes = tuple([getattr(a, "shape", ()) for a in inputs])
-    return Node(op, attrs, edges, saved_inputs, saved_outputs, in_shapes, out_metas, loc)
+    # the constructor itself (no __init__ frame: this is the eager hot path)
+    node = _new(Node)
+    node.op, node.attrs, node.edges = op, attrs, tuple(edges)
+    node.saved_inputs, node.saved_outputs = saved_inputs, saved_outputs
+    node.in_shapes, node.out_metas, node.loc = in_shapes, out_metas, loc
+    node.seq = next(_sequence)
+    node.needs = None
+    return node

@@ -6,6 +6,7 @@ the package's source, like the layering test. Also: what ``record`` builds, per 
 from __future__ import annotations
 
 import ast
+import inspect
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +34,8 @@ def _tape_names(tree: ast.Module) -> tuple[set[str], set[str]]:
 
 
 def node_constructions(source: str, defines_node: bool = False) -> list[int]:
-    """Lines where ``source`` calls the tape's ``Node`` class (by any imported name; by its own
-    name in the module that ``defines_node``)."""
+    """Lines where ``source`` makes a tape ``Node``: calls it, or hands it to a ``__new__``
+    (by any imported name; by its own name in the module that ``defines_node``)."""
     tree = ast.parse(source)
     classes, modules = _tape_names(tree)
     classes |= {"Node"} if defines_node else set()
@@ -42,27 +43,31 @@ def node_constructions(source: str, defines_node: bool = False) -> list[int]:
     for call in ast.walk(tree):
         if not isinstance(call, ast.Call):
             continue
-        func = call.func
-        if isinstance(func, ast.Name) and func.id in classes:
+        func, names = ast.unparse(call.func), [ast.unparse(a) for a in call.args[:1]]
+        owner, _, attr = func.rpartition(".")
+        by_module = attr == "Node" and (owner in modules or owner.endswith("autograd.tape"))
+        node_class = func in classes or by_module
+        allocates = "new" in attr and any(n in classes or n.endswith(".Node") for n in names)
+        if node_class or allocates:
             lines.append(call.lineno)
-        elif isinstance(func, ast.Attribute) and func.attr in ("Node", "__new__"):
-            base = ast.unparse(func.value)
-            if base in modules or base.endswith("autograd.tape") or base in classes:
-                lines.append(call.lineno)
     return lines
 
 
-def edge_expressions(source: str) -> list[int]:
-    """Lines of ``t if t._creator is None else (t._creator, t._index)``-shaped expressions: a
+def edge_expressions(source: str) -> list[ast.IfExp]:
+    """``t if t._creator is None else (t._creator, t._index)``-shaped expressions: a
     conditional whose either branch is a tuple naming a tensor's ``_index``."""
-    lines = []
+    found = []
     for expr in ast.walk(ast.parse(source)):
         if isinstance(expr, ast.IfExp):
             branches = [b for b in (expr.body, expr.orelse) if isinstance(b, ast.Tuple)]
             items = [e for b in branches for e in b.elts]
             if any(isinstance(e, ast.Attribute) and e.attr == "_index" for e in items):
-                lines.append(expr.lineno)
-    return lines
+                found.append(expr)
+    return found
+
+
+def edge_lines(source: str) -> list[int]:
+    return [expr.lineno for expr in edge_expressions(source)]
 
 
 def _offenders(find) -> list[str]:
@@ -76,19 +81,25 @@ def _offenders(find) -> list[str]:
 def test_tape_nodes_are_built_only_by_record() -> None:
     assert _offenders(node_constructions) == []
     assert len(node_constructions(TAPE.read_text(), defines_node=True)) == 1  # record's own
+    assert "_new(Node)" in inspect.getsource(record)
 
 
 def test_the_edge_expression_is_written_once() -> None:
-    assert _offenders(edge_expressions) == []
-    assert len(edge_expressions(TAPE.read_text())) == 1  # edge()'s own
+    assert _offenders(edge_lines) == []
+    # edge() and record's loop (inlined there: it runs for every recorded eager op), identical
+    copies = [ast.unparse(e) for e in edge_expressions(TAPE.read_text())]
+    assert len(copies) == 2 and copies[0] == copies[1]
+    assert copies[0] in inspect.getsource(edge) and copies[0] in inspect.getsource(record)
 
 
 def test_the_scanners_find_what_they_look_for() -> None:
     direct = "from dualflow.autograd.tape import Node as N\nn = N(op, {}, (), (), (), (), None)\n"
     by_module = "from dualflow.autograd import tape\nn = tape.Node(op)\nm = x.Node(op)\n"
+    allocated = "from dualflow.autograd.tape import Node\nn = object.__new__(Node)\nm = f(Node)\n"
     assert node_constructions(direct) == [2] and node_constructions(by_module) == [2]
+    assert node_constructions(allocated) == [2]
     copied = "e = t if t._creator is None else (t._creator, t._index)\n"
-    assert edge_expressions(copied) == [1]
+    assert edge_lines(copied) == [1]
 
 
 def test_record_builds_edges_and_shapes() -> None:
