@@ -27,9 +27,6 @@ class Config(threading.local):
     grad_enabled: bool = True
     train: bool = True
     debug: bool = _env_flag("DUALFLOW_DEBUG")
-    # The active tracer of this thread (None when not tracing); Tensor and Module consult it
-    # for the few operations a trace must observe (.grad, .item(), raw array reads...).
-    tracer: Any = None
 
     def snapshot(self) -> tuple[bool, bool, bool]:
         """The flags that change what a traced function computes (part of a compile cache key)."""

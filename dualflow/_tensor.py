@@ -11,11 +11,10 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._config import config
 from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
-from dualflow.ops.dispatch import apply
+from dualflow.ops.dispatch import apply, tracing
 from dualflow.tensor_methods import TensorMethods
 
 _FLOAT_KINDS = "fc"
@@ -61,8 +60,9 @@ class Tensor(TensorMethods):
         self._grad: Tensor | None = None
         self.value = None
         self.name = name
-        if config.tracer is not None:  # a tensor built inside a compiled function: a constant
-            config.tracer.on_new_tensor(self)
+        hooks = tracing()
+        if hooks is not None:  # a tensor built inside a compiled function: a constant
+            hooks.on_new_tensor(self)
 
     @classmethod
     def _wrap(cls, array: Any, creator: Any, index: int, requires_grad: bool) -> Tensor:
@@ -80,21 +80,24 @@ class Tensor(TensorMethods):
         Inside a compiled function this fails closed with a TracingError: a raw array would be
         baked into the graph as a constant.
         """
-        if config.tracer is not None:
-            config.tracer.on_raw_access(self, "reading .array")
+        hooks = tracing()
+        if hooks is not None:
+            hooks.on_raw_access(self, "reading .array")
         return self._array
 
     @property
     def grad(self) -> Tensor | None:
         """The accumulated gradient (a Tensor) or None."""
-        if config.tracer is not None:
-            return config.tracer.on_grad_read(self, self._grad)
+        hooks = tracing()
+        if hooks is not None:
+            return hooks.on_grad_read(self, self._grad)
         return self._grad
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
-        if config.tracer is not None:
-            config.tracer.on_grad_write(self, value)
+        hooks = tracing()
+        if hooks is not None:
+            hooks.on_grad_write(self, value)
         self._grad = value
 
     @property
@@ -157,8 +160,9 @@ class Tensor(TensorMethods):
         if self._array.size != 1:
             raise ValueError(f"{kind}() needs a tensor with one element, got shape {self.shape}")
         value = convert(self._array.item())
-        if config.tracer is not None:
-            config.tracer.on_concrete(self, kind, value)
+        hooks = tracing()
+        if hooks is not None:
+            hooks.on_concrete(self, kind, value)
         return value
 
     def item(self) -> Any:
@@ -310,7 +314,8 @@ def tensor(
         >>> tensor([1.5]).dtype
         dtype('float32')
     """
-    source = data = data if config.tracer is None else config.tracer.unwrap(data)
+    hooks = tracing()
+    source = data = data if hooks is None else hooks.unwrap(data)
     if isinstance(data, Tensor):
         data = data._array
     if dtype is None:
@@ -322,8 +327,8 @@ def tensor(
     else:  # lists, scalars, other libraries' arrays
         array = send(np.array(data, dtype=dtype), target)
     result = Tensor(array, requires_grad=requires_grad)
-    if config.tracer is not None:  # a copy of traced data is a graph node, not a constant
-        config.tracer.on_copy(source, result)
+    if hooks is not None:  # a copy of traced data is a graph node, not a constant
+        hooks.on_copy(source, result)
     return result
 
 
@@ -336,8 +341,9 @@ def as_tensor(value: Any) -> Tensor:
     """
     if isinstance(value, Tensor):
         return value
-    if config.tracer is not None:  # a numpy-array argument of a traced call: its input
-        value = config.tracer.unwrap(value)
+    hooks = tracing()
+    if hooks is not None:  # a numpy-array argument of a traced call: its input
+        value = hooks.unwrap(value)
     if not hasattr(value, "dtype") or isinstance(value, np.generic):
         value = np.asarray(value)
     return Tensor._wrap(value, None, 0, False)

@@ -11,8 +11,10 @@ from typing import Any
 from dualflow._config import config
 from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node
+from dualflow.autograd.tape import record as record_node
 from dualflow.device import Device, array_from_dlpack, device_of, send
 from dualflow.errors import TracingError, with_location
+from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
 
 
@@ -50,7 +52,7 @@ def to_device(x: Tensor, device: Device | str) -> Tensor:
     source = device_of(x._array)
     if source == target:
         return x
-    if config.tracer is not None:
+    if tracing() is not None:
         raise TracingError(
             with_location(
                 f"to_device: moving a tensor from {source} to {target} inside a compiled "
@@ -61,9 +63,8 @@ def to_device(x: Tensor, device: Device | str) -> Tensor:
     record = x.requires_grad and config.grad_enabled
     result = Tensor._wrap(send(x._array, target), None, 0, record)
     if record:
-        edge = x if x._creator is None else (x._creator, x._index)
         attrs = {"device": str(target), "source": str(source)}
-        result._creator = Node(TO_DEVICE, attrs, (edge,), (), (), (x.shape,), None)
+        result._creator = record_node(TO_DEVICE, attrs, (x,))
     return result
 
 

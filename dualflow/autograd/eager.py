@@ -14,7 +14,7 @@ import numpy as np
 
 from dualflow._config import config
 from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node
+from dualflow.autograd.tape import record as record_node
 from dualflow.device import device_of, get_array_module
 from dualflow.errors import (
     DeviceError,
@@ -79,10 +79,11 @@ def explain_failure(op: OpDef, arrays: list, attrs: dict[str, Any], exc: Excepti
 class EagerInterpreter:
     """Runs ops immediately on arrays; the default interpreter."""
 
+    hooks = None  # not a tracing interpreter (dispatch.tracing())
+
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
-        # One pass over the inputs collects arrays, the array module and the tape edges.
+        # One pass over the inputs collects arrays, the array module and whether to record.
         arrays = []
-        edges = []
         requires = False
         xp: ModuleType = np
         for a in args:
@@ -90,11 +91,7 @@ class EagerInterpreter:
                 arr = a._array
                 if a.requires_grad:
                     requires = True
-                    edges.append(a if a._creator is None else (a._creator, a._index))
-                else:
-                    edges.append(None)
             else:
-                edges.append(None)
                 arr = a if type(a) in _SCALARS or hasattr(a, "shape") else np.asarray(a)
             if type(arr) is not _ndarray and xp is np and type(arr) not in _SCALARS:
                 xp = get_array_module(arr)
@@ -110,7 +107,7 @@ class EagerInterpreter:
             raise explain_failure(op, arrays, attrs, exc) from exc
         record = requires and op.differentiable and config.grad_enabled
         if op.nout != 1:
-            return _wrap_many(op, args, arrays, attrs, out, edges if record else None, debug)
+            return _wrap_many(op, args, arrays, attrs, out, record, debug)
         if type(out) is not _ndarray:
             out = xp.asarray(out)
         if record and out.dtype.kind not in "fc":
@@ -119,10 +116,10 @@ class EagerInterpreter:
             check_finite(op, (out,), "output")
         result = Tensor._wrap(out, None, 0, record)
         if record:
-            result._creator = Node(
+            result._creator = record_node(
                 op,
                 attrs,
-                tuple(edges),
+                args,
                 tuple([args[i] for i in op.save_inputs]) if op.save_inputs else (),
                 (out,) if op.save_outputs else (),
                 tuple([getattr(a, "shape", ()) for a in arrays]),
@@ -133,23 +130,22 @@ class EagerInterpreter:
 
 
 def _wrap_many(
-    op: OpDef, args: tuple, arrays: list, attrs: dict, out: Any, edges: list | None, debug: bool
+    op: OpDef, args: tuple, arrays: list, attrs: dict, out: Any, record: bool, debug: bool
 ) -> tuple:
-    """Wrap the outputs of a multi-output op (and record its node when ``edges`` is given)."""
+    """Wrap the outputs of a multi-output op (and record its tape node when ``record``)."""
     xp = get_array_module(*out)
     outs = tuple(o if type(o) is _ndarray else xp.asarray(o) for o in out)
     if debug:
         check_finite(op, outs, "output")
-    record = edges is not None
     # integer outputs (max's indices) never require grad, as in PyTorch
     results = tuple(
         Tensor._wrap(o, None, i, record and o.dtype.kind in "fc") for i, o in enumerate(outs)
     )
     if record:
-        node = Node(
+        node = record_node(
             op,
             attrs,
-            tuple(edges),
+            args,
             tuple(args[i] for i in op.save_inputs),
             tuple(outs[i] for i in op.save_outputs),
             tuple(getattr(a, "shape", ()) for a in arrays),

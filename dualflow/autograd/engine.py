@@ -19,11 +19,9 @@ from dualflow._tensor import Tensor, as_tensor
 from dualflow.autograd.eager import check_finite
 from dualflow.autograd.observers import Observation, start_observing
 from dualflow.autograd.tape import GraphReleasedError, Node
+from dualflow.autograd.tape import edge as edge_of
 from dualflow.errors import ShapeError, with_location
-
-
-def _edge_of(t: Tensor) -> Any:
-    return t if t._creator is None else (t._creator, t._index)
+from dualflow.ops.dispatch import tracing
 
 
 def _seed_gradient(output: Tensor, gy: Any) -> Tensor:
@@ -67,7 +65,7 @@ class _Run:
         elif self.targets is None:  # backward(): accumulate into the leaf's .grad
             if gx.dtype != edge.dtype:
                 gx = ops.cast(gx, edge.dtype)
-            if config.tracer is None:  # skip the .grad property's tracing hook
+            if tracing() is None:  # skip the .grad property's tracing hook
                 edge._grad = gx if edge._grad is None else edge._grad + gx
             else:
                 edge.grad = gx if edge.grad is None else edge.grad + gx
@@ -86,15 +84,12 @@ class _Run:
 
     def run(self) -> None:
         debug = config.debug
-        tracer = config.tracer
-        older = -1 if tracer is None else tracer.first_seq  # tape made before the traced call
+        tracer = tracing()
         while self.heap:
             node = heapq.heappop(self.heap)[1]
             gys = self.pending.pop(node)
             if tracer is not None:  # the ops of this backward belong to the node's forward op
-                tracer.differentiating = node
-                if node.seq < older:  # backward into an argument's history (tracer/history.py)
-                    tracer.on_outside_node(node)
+                tracer.on_backward_node(node)
             if self.targets is not None:
                 for index, gy in enumerate(gys):
                     if (node, index) in self.targets and gy is not None:
@@ -103,7 +98,7 @@ class _Run:
                     continue
             self.run_node(node, gys, debug)
         if tracer is not None:
-            tracer.differentiating = None
+            tracer.on_backward_node(None)
 
     def run_node(self, node: Node, gys: list, debug: bool) -> None:
         edges = node.edges
@@ -189,7 +184,7 @@ def backward(
         with using_config(grad_enabled=create_graph):
             for out, gy in zip(outputs, grad_outputs):
                 if out.requires_grad:
-                    run.push(_edge_of(out), _seed_gradient(out, gy))
+                    run.push(edge_of(out), _seed_gradient(out, gy))
             run.run()
     except BaseException:
         if observation is not None:
@@ -227,14 +222,15 @@ def grad(
     for t in inputs:
         if not t.requires_grad:
             raise ValueError(with_location("grad: an input does not require grad"))
-        keys.append(id(t) if t._creator is None else (t._creator, t._index))
+        key = edge_of(t)  # a leaf's key is its id: the engine's targets hash what it pushes
+        keys.append(id(t) if key is t else key)
     targets = dict.fromkeys(keys)
     retain = create_graph if retain_graph is None else retain_graph
     run = _Run(targets, _reaching(outputs, targets), retain)
     with using_config(grad_enabled=create_graph):
         for out, gy in zip(outputs, grad_outputs):
             if out.requires_grad:
-                run.push(_edge_of(out), _seed_gradient(out, gy))
+                run.push(edge_of(out), _seed_gradient(out, gy))
         run.run()
     result = tuple(  # in the input's dtype; materialize_grads: zeros for unused inputs
         (ops.zeros_like(t) if materialize_grads else None) if g is None

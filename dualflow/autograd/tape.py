@@ -3,7 +3,9 @@
 A node holds the op, its attrs, one edge per input (``None``, ``(creator_node, index)`` or a
 leaf Tensor), the values its op declared in ``saves`` and the input shapes. It never holds input
 arrays that backward does not read, and ``release()`` drops everything once backward used it.
-The node is also the ``ctx`` that an op's backward receives.
+The node is also the ``ctx`` that an op's backward receives. ``record`` is the one place nodes
+are built (eager ops, ``to_device``, module backward hooks, compiled calls' outputs), and ``edge``
+the one definition of where an input's gradient goes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import dualflow._tensor as _tensor
 from dualflow.ops.registry import OpDef
 
 _sequence = itertools.count()
+_new = object.__new__
 
 
 def next_seq() -> int:
@@ -28,7 +31,7 @@ class GraphReleasedError(RuntimeError):
 
 
 class Node:
-    """One recorded op call (the ``ctx`` of its backward)."""
+    """One recorded op call (the ``ctx`` of its backward); built by ``record`` only."""
 
     __slots__ = (
         "attrs",
@@ -42,28 +45,16 @@ class Node:
         "saved_outputs",
         "seq",
     )
-
-    def __init__(
-        self,
-        op: OpDef,
-        attrs: dict[str, Any],
-        edges: tuple,
-        saved_inputs: tuple,
-        saved_outputs: tuple,
-        in_shapes: tuple,
-        out_metas: tuple,
-        loc: Any = None,
-    ) -> None:
-        self.op = op
-        self.attrs = attrs
-        self.edges = edges
-        self.saved_inputs = saved_inputs
-        self.saved_outputs = saved_outputs
-        self.in_shapes = in_shapes
-        self.out_metas = out_metas
-        self.seq = next(_sequence)
-        self.loc = loc
-        self.needs: tuple[bool, ...] | None = None  # set by grad() when it prunes inputs
+    op: OpDef
+    attrs: dict[str, Any]
+    edges: tuple | None  # one per input: None, (creator node, output index) or a leaf Tensor
+    saved_inputs: tuple | None
+    saved_outputs: tuple | None
+    in_shapes: tuple
+    out_metas: tuple | None
+    seq: int  # creation order: backward runs nodes newest first
+    loc: Any  # the user's line (debug mode)
+    needs: tuple[bool, ...] | None  # set by grad() when it prunes inputs
 
     def release(self) -> None:
         """Free the saved values (Chainer's memory-efficient backprop); attrs too: a compiled
@@ -110,3 +101,61 @@ class Node:
 
     def __repr__(self) -> str:
         return f"<node {self.op.name} #{self.seq}>"
+
+
+def edge(value: Any) -> Any:
+    """Where backward sends the gradient of op input ``value``: None when it takes none (not a
+    Tensor, or not requiring grad), ``(creator node, output index)`` for a computed tensor, and
+    the tensor itself for a leaf (whose ``.grad`` accumulates it).
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.tensor([1.0], requires_grad=True)
+        >>> edge(x) is x, edge(x * 2)[1], edge(dualflow.tensor([1.0])), edge(2.0)
+        (True, 0, None, None)
+    """
+    if isinstance(value, _tensor.Tensor) and value.requires_grad:
+        return value if value._creator is None else (value._creator, value._index)
+    return None
+
+
+def record(
+    op: OpDef,
+    attrs: dict[str, Any],
+    inputs: Any,
+    saved_inputs: tuple = (),
+    saved_outputs: tuple = (),
+    in_shapes: tuple | None = None,
+    out_metas: tuple | None = None,
+    loc: Any = None,
+) -> Node:
+    """The tape node of one call of ``op`` on ``inputs`` (its arguments, Tensors or not): one
+    ``edge`` per input, the values its backward reads, the input shapes (by default each
+    input's ``shape``, ``()`` for a Python scalar). The only place tape nodes are built
+    (``tests/autograd/test_record.py``); the caller makes it its outputs' ``_creator``.
+
+    Example:
+        >>> import dualflow
+        >>> from dualflow.ops import OPS
+        >>> x = dualflow.tensor([1.0, 2.0], requires_grad=True)
+        >>> node = record(OPS["multiply"], {}, (x, 2.0))
+        >>> node.edges[0] is x, node.edges[1], node.in_shapes
+        (True, None, ((2,), ()))
+    """
+    tensor = _tensor.Tensor
+    edges = []
+    for value in inputs:  # edge(value), written out: this runs for every recorded eager op
+        if isinstance(value, tensor) and value.requires_grad:
+            edges.append(value if value._creator is None else (value._creator, value._index))
+        else:
+            edges.append(None)
+    if in_shapes is None:
+        in_shapes = tuple([getattr(a, "shape", ()) for a in inputs])
+    # the constructor itself (no __init__ frame: this is the eager hot path)
+    node = _new(Node)
+    node.op, node.attrs, node.edges = op, attrs, tuple(edges)
+    node.saved_inputs, node.saved_outputs = saved_inputs, saved_outputs
+    node.in_shapes, node.out_metas, node.loc = in_shapes, out_metas, loc
+    node.seq = next(_sequence)
+    node.needs = None
+    return node

@@ -62,6 +62,8 @@ def held_bytes(fn: Callable[[], Any]) -> int:
 class _CountingInterpreter:
     # Forwards every op to the eager interpreter, counting them: eager runs one kernel per op
     # (forward, backward and update alike), which is what a compiled plan's steps replace.
+    hooks = None  # not a tracing interpreter (dispatch.tracing())
+
     def __init__(self) -> None:
         self.calls = 0
 

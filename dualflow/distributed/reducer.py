@@ -14,11 +14,12 @@ import weakref
 from typing import Any
 
 from dualflow import ops
-from dualflow._config import config, no_grad
+from dualflow._config import no_grad
 from dualflow._tensor import Tensor
 from dualflow.autograd.observers import add_backward_observer
 from dualflow.device import get_array_module
 from dualflow.ops.collective import agreed_collectives
+from dualflow.ops.dispatch import tracing
 
 
 class GradReducer:
@@ -134,7 +135,7 @@ class GradReducer:
             flat = self.optimizer.pack(self.members[index])
             comm = self.optimizer.comm
             # the ranks agreed on the whole bucket layout in backward_started: no check each
-            if config.tracer is not None:  # traced: bucket_allreduce overlaps it in the plan
+            if tracing() is not None:  # traced: bucket_allreduce overlaps it in the plan
                 with agreed_collectives(comm):
                     self.started[index] = ops.allreduce(flat, comm, "mean", bucket=index)
             else:

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from dualflow import ops
 from dualflow._config import config
 from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node
+from dualflow.autograd.tape import Node, record
 from dualflow.errors import TracingError, with_location
+from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ class RemovableHandle:
 
 
 def _fail_closed(what: str) -> None:
-    if config.tracer is not None:
+    if tracing() is not None:
         raise TracingError(
             with_location(
                 f"{what} inside a compiled function: hooks change what the graph computes. "
@@ -183,23 +184,11 @@ def call_with_hooks(module: Module, args: tuple, kwargs: dict) -> Any:
     return output if call is None else call.wrap_outputs(output)
 
 
-def _edge(t: Tensor) -> Any:
-    return t if t._creator is None else (t._creator, t._index)
-
-
 def _identity_node(tensors: list[Tensor], backward: Callable, name: str) -> list[Tensor]:
     """New tensors sharing ``tensors``' arrays (and traced values) whose backward is a hook."""
     op = OpDef(name, "hook", None, None, backward=backward, nout=len(tensors))
-    node = Node(
-        op,
-        {},
-        tuple(_edge(t) for t in tensors),
-        (),
-        (),
-        tuple(t.shape for t in tensors),
-        tuple(Meta(t.shape, t.dtype) for t in tensors),
-    )
-    tracer = config.tracer
+    node = record(op, {}, tensors, out_metas=tuple(Meta(t.shape, t.dtype) for t in tensors))
+    tracer = tracing()
     outs = []
     for k, t in enumerate(tensors):
         out = Tensor._wrap(t._array, node, k, True)

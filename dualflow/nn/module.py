@@ -11,12 +11,12 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dualflow._config import config
 from dualflow._tensor import Tensor
 from dualflow.nn import hooks, module_state
 from dualflow.nn.missing import MissingAttribute
 from dualflow.nn.module_state import fail_closed
 from dualflow.nn.parameter import Parameter
+from dualflow.ops.dispatch import tracing
 
 
 class Module(hooks.HookMethods, module_state.ConversionMethods):
@@ -48,8 +48,9 @@ class Module(hooks.HookMethods, module_state.ConversionMethods):
     def __setattr__(self, name: str, value: Any) -> None:
         if "_params" not in self.__dict__:
             raise AttributeError(f"call super().__init__() before assigning {name!r}")
-        if config.tracer is not None:  # fails closed: the graph cannot replay Python state
-            config.tracer.on_module_write(self, name, value)
+        tracer = tracing()
+        if tracer is not None:  # fails closed: the graph cannot replay Python state
+            tracer.on_module_write(self, name, value)
         if isinstance(value, Parameter):
             home = self._params
         elif isinstance(value, Module):
@@ -84,8 +85,9 @@ class Module(hooks.HookMethods, module_state.ConversionMethods):
         for table in ("_params", "_buffers", "_modules"):
             entries = self.__dict__.get(table)
             if entries is not None and name in entries:
-                if config.tracer is not None:  # the trace depends on this module's structure
-                    config.tracer.on_module_read(self)
+                tracer = tracing()
+                if tracer is not None:  # the trace depends on this module's structure
+                    tracer.on_module_read(self)
                 return entries[name]
         if name.startswith("__"):
             raise AttributeError(name)
@@ -348,8 +350,9 @@ class Module(hooks.HookMethods, module_state.ConversionMethods):
         raise NotImplementedError(f"{type(self).__name__} must define forward()")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if config.tracer is not None:  # modules without parameters matter too (Dropout.p)
-            config.tracer.on_module_read(self)
+        tracer = tracing()
+        if tracer is not None:  # modules without parameters matter too (Dropout.p)
+            tracer.on_module_read(self)
         if hooks.any_hooks(self):
             return hooks.call_with_hooks(self, args, kwargs)
         return self.forward(*args, **kwargs)

@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from dualflow import ops
-from dualflow._config import config, no_grad
+from dualflow._config import no_grad
 from dualflow._tensor import Tensor
 from dualflow.device import Device, send
 from dualflow.errors import DTypeError, ShapeError, TracingError, with_location
+from dualflow.ops.dispatch import tracing
 from dualflow.serialization import check_cast
 
 if TYPE_CHECKING:
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 def fail_closed(what: str) -> None:
     """Raise TracingError when called inside a compiled function (``what`` names the act)."""
-    if config.tracer is not None:  # a graph cannot replay a Python-level structural change
+    if tracing() is not None:  # a graph cannot replay a Python-level structural change
         raise TracingError(
             with_location(
                 f"{what} inside a compiled function: a compiled graph cannot replay it. Do it "

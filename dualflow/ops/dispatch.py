@@ -1,8 +1,9 @@
 """THE dispatch point: ``apply(op, *args, **attrs)`` hands every op call to the current interpreter.
 
-The interpreter (eager, or the tracer's) lives in a contextvar. This module sits in ``ops`` rather
-than ``autograd`` so that op functions can call it without importing the autograd layer; the eager
-interpreter installs itself as the default when ``dualflow.autograd`` is imported.
+The interpreter (eager, or the tracer's) lives in a contextvar, the one slot: ``tracing()`` reads
+the tracing interpreter's hooks from it too. This module sits in ``ops`` rather than ``autograd``
+so that op functions can call it without importing the autograd layer; the eager interpreter
+installs itself as the default when ``dualflow.autograd`` is imported.
 """
 
 from __future__ import annotations
@@ -13,10 +14,14 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from dualflow.ops.registry import OpDef
+from dualflow.ops.tracing_hooks import TracingHooks
 
 
 class Interpreter(Protocol):
-    """Something that can execute one op call."""
+    """Something that can execute one op call; ``hooks`` is the interpreter itself when it
+    traces (Tensor, Module and the engine report to it), None for any other (op counters)."""
+
+    hooks: TracingHooks | None
 
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any: ...
 
@@ -34,6 +39,20 @@ current_interpreter: contextvars.ContextVar[Interpreter | None] = contextvars.Co
     "dualflow_interpreter", default=None
 )
 _get_current = current_interpreter.get
+
+
+def tracing() -> TracingHooks | None:
+    """The hooks of the tracing interpreter running on this thread, None when not tracing.
+
+    The same contextvar as the interpreter: a trace is seen by the code it runs, never by
+    another thread's (a new thread starts with an empty context) nor after it ended.
+
+    Example:
+        >>> tracing() is None
+        True
+    """
+    interpreter = _get_current()
+    return None if interpreter is None else interpreter.hooks
 
 
 def set_default_interpreter(interpreter: Interpreter) -> None:

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments, ops
-from dualflow._config import config, enable_grad, no_grad
+from dualflow._config import enable_grad, no_grad
 from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
+from dualflow.ops.dispatch import tracing
 from dualflow.optim.param_group import ParamGroup
 from dualflow.optim.param_group import as_float as _as_float
 from dualflow.optim.state_check import check_same_kind
@@ -172,8 +173,9 @@ class Optimizer:
             >>> opt.step(closure).item(), p.tolist()
             (9.0, [1.5])
         """
-        if config.tracer is not None:  # a compiled step depends on the hyperparameters
-            config.tracer.on_module_read(self)
+        tracer = tracing()
+        if tracer is not None:  # a compiled step depends on the hyperparameters
+            tracer.on_module_read(self)
         loss = None
         if closure is not None:
             with enable_grad():

@@ -15,9 +15,10 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._config import config, no_grad
+from dualflow._config import no_grad
 from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
+from dualflow.ops.dispatch import tracing
 
 
 def as_float(value: Any) -> float:
@@ -89,7 +90,7 @@ class ParamGroup(dict):
     def value(self, key: str, index: int = 0) -> Any:
         """What an update computes with: the Python number eagerly (no extra ops), the mirror
         tensor when traced (read by reference). Both round alike (see ``as_dtype``)."""
-        if config.tracer is None:
+        if tracing() is None:
             return _items(self[key])[index]
         return self.tensors[key][index]
 

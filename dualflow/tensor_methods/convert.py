@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._config import config
 from dualflow.device import Device
 from dualflow.errors import DTypeError, TracingError, with_location
+from dualflow.ops.dispatch import tracing
 from dualflow.tensor_methods.inplace import alias_of
 from dualflow.tensor_methods.size import shape_args
 
@@ -284,7 +284,7 @@ class ConvertMethods:
 
     @data.setter
     def data(self, value: Any) -> None:
-        if config.tracer is not None:
+        if tracing() is not None:
             raise TracingError(
                 with_location(
                     "assigning .data inside a compiled function; write in place instead: "

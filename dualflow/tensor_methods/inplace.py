@@ -20,6 +20,7 @@ import numpy as np
 from dualflow import ops
 from dualflow._config import config, no_grad
 from dualflow.errors import DTypeError, TracingError, with_location
+from dualflow.ops.dispatch import tracing
 
 # id(alias) -> (weak reference to the alias, the tensor whose array it shares). The alias keeps
 # its owner alive, as a PyTorch .data tensor keeps its storage.
@@ -106,8 +107,8 @@ def write(target: Any, value: Any, op: str, operands: tuple = ()) -> Any:
     """
     _check_autograd(target, operands, op)
     owner = owner_of(target)
-    tracing = config.tracer is not None
-    if tracing and owner._array.base is not None:
+    traced = tracing() is not None
+    if traced and owner._array.base is not None:
         raise TracingError(
             with_location(
                 f"{op}: in-place write into a view (of view/reshape/indexing/transpose...) inside "
@@ -117,7 +118,7 @@ def write(target: Any, value: Any, op: str, operands: tuple = ()) -> Any:
         )
     with no_grad():
         ops.assign(owner, value)
-        if tracing:  # every alias now reads the written value (eager: the same memory)
+        if traced:  # every alias now reads the written value (eager: the same memory)
             for alias in _aliases(owner):
                 ops.assign(alias, owner)
     return target

@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._config import config
 from dualflow.device import send
+from dualflow.ops.dispatch import tracing
 
 # shape queries read no values: they answer from the tensor's shape (no raw read when traced)
 _SHAPE_QUERIES = {np.shape: lambda t: t.shape, np.ndim: lambda t: len(t.shape)}
@@ -70,8 +70,9 @@ def _flat(value: Any) -> tuple:
 def _to_numpy(value: Any, where: str) -> Any:
     """``value`` with every Tensor (also inside tuples, lists and dicts) as a numpy array."""
     if _is_tensor(value):
-        if config.tracer is not None:  # a value read inside a compiled function: fail closed
-            config.tracer.on_raw_access(value, where)
+        tracer = tracing()
+        if tracer is not None:  # a value read inside a compiled function: fail closed
+            tracer.on_raw_access(value, where)
         return np.asarray(send(value._array, "cpu"))
     if type(value) in (tuple, list):
         return type(value)(_to_numpy(v, where) for v in value)

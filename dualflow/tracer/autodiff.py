@@ -16,7 +16,7 @@ from typing import Any
 from dualflow._config import config, no_grad
 from dualflow._tensor import Tensor
 from dualflow.autograd.engine import grad
-from dualflow.autograd.tape import GraphReleasedError, Node
+from dualflow.autograd.tape import GraphReleasedError, Node, record
 from dualflow.device import Device, get_array_module
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
@@ -109,13 +109,10 @@ def _traced_grads(
         tracer.bind_input(gy, f"grad_output{k}")
         gys.append(gy)
     with interpreting(tracer), no_grad():
-        config.tracer = tracer
         try:
             return grad(outputs, sources, gys, retain_graph=True, allow_unused=True)
         except GraphReleasedError:
             return None
-        finally:
-            config.tracer = None
 
 
 def backward_op(name: str, mask: list[bool], n_outputs: int) -> OpDef:
@@ -134,7 +131,8 @@ def released_node() -> Node:
     Released nodes hold nothing, so every such output shares one."""
     if not _RELEASED:
         op = OpDef("compiled:released", "compiled", None, None, backward=None)
-        node = Node(op, {}, None, (), (), (), None)
+        node = record(op, {}, ())
+        node.release()
         _RELEASED.append(node)
     return _RELEASED[0]
 
@@ -146,12 +144,6 @@ def _make_backward(mask: list[bool]) -> Any:
         return ctx.attrs["run"](gys, mask)
 
     return backward
-
-
-def _edge(tensor: Tensor) -> Any:
-    if not tensor.requires_grad:
-        return None
-    return tensor if tensor._creator is None else (tensor._creator, tensor._index)
 
 
 def connect(
@@ -199,9 +191,6 @@ def connect(
         arrays = iter(result.outputs)
         return tuple(Tensor._wrap(next(arrays), None, 0, False) if m else None for m in mask)
 
-    edges = tuple(_edge(t) for t in sources)
-    shapes = tuple(t._array.shape for t in sources)
-    attrs = {"run": run, "differentiable": differentiable}
-    node = Node(bwd.op, attrs, edges, (), (), shapes, None)
+    node = record(bwd.op, {"run": run, "differentiable": differentiable}, sources)
     for k in bwd.grad_outputs:
         outputs[k]._creator, outputs[k]._index, outputs[k].requires_grad = node, k, True

@@ -20,6 +20,7 @@ from typing import Any
 
 from dualflow._config import config
 from dualflow.errors import TracingError
+from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
 from dualflow.tracer import collective_agreement, pytree
 from dualflow.tracer.array_argument import ArrayArgument, unwrap
@@ -99,7 +100,7 @@ class CompiledFunction:
         return self if obj is None else functools.partial(self, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _disabled[0] or config.tracer is not None:  # nested inside a trace: inline it
+        if _disabled[0] or tracing() is not None:  # nested inside a trace: inline it
             return self.fn(*args, **kwargs)
         # issue 15: a function that issues collectives decides plan-or-eager with every rank
         return collective_agreement.call(self, lambda: self._serialized(args, kwargs))

@@ -52,7 +52,8 @@ def _loc(tracer: TracingInterpreter) -> str | None:
 
 
 class TracingInterpreter(GradSlots):
-    """One trace in progress; installed as the interpreter and as ``config.tracer``."""
+    """One trace in progress, installed as the current interpreter with ``interpreting()``; its
+    ``on_*`` hooks implement ``ops.tracing_hooks.TracingHooks`` (``dispatch.tracing()``)."""
 
     def __init__(self, name: str, parent: TracingInterpreter | None = None) -> None:
         self.parent = parent  # the forward trace, when this one traces its backward
@@ -74,6 +75,7 @@ class TracingInterpreter(GradSlots):
         self.assigned_roots: dict[int, tuple[int, Value]] = {}
         self.grad_backups: dict[int, tuple[Tensor, Any]] = {}
         self.single_use = False
+        self.hooks = self  # dispatch.tracing() returns it while this trace is current
         self.files: set[str] = set()  # user source files that issued traced ops
         self.collective_at: str | None = None  # where the first all-reduce was traced
         self.env = EnvRecorder(self.on_module_read)  # what the run read/wrote of Python
@@ -122,9 +124,11 @@ class TracingInterpreter(GradSlots):
             tracer = tracer.parent
         return None
 
-    def on_outside_node(self, node: Any) -> None:
-        """The engine is about to run the backward of a tape node made before this call."""
-        self.history.enter(node, self.leaves)
+    def on_backward_node(self, node: Any) -> None:
+        """The engine runs tape ``node``'s backward next (None: the backward pass ended)."""
+        self.differentiating = node  # the ops it records belong to the node's forward op
+        if node is not None and node.seq < self.first_seq:  # tape made before the traced call
+            self.history.enter(node, self.leaves)  # an argument's history (history.py)
 
     def value_of(self, tensor: Tensor) -> Value:
         """The Value a tensor has in this trace, capturing it as state if it is new."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from dualflow._config import config
 from dualflow._tensor import Tensor
 from dualflow.ops.dispatch import interpreting
 from dualflow.tracer.array_argument import wrap_arguments
@@ -31,11 +30,7 @@ def trace_call(tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, f
         args, kwargs, restore = wrap_arguments(args, kwargs, arrays, tracer.fail_closed)
     try:
         with interpreting(tracer), EnvProbe(tracer.env, tracer.fail_closed, fn):
-            config.tracer = tracer
-            try:
-                return fn(*args, **kwargs)
-            finally:
-                config.tracer = None
+            return fn(*args, **kwargs)
     except BaseException:
         tracer.rollback()  # bad input must leave state untouched
         raise

@@ -22,6 +22,8 @@ def _leaf(values: Any, dtype: Any = np.float64) -> dualflow.Tensor:
 class CountingInterpreter:
     """Runs every op eagerly and counts the op names it sees."""
 
+    hooks = None  # not a tracing interpreter (dispatch.tracing())
+
     def __init__(self) -> None:
         self.calls: list[str] = []
 

@@ -23,6 +23,8 @@ def _t(values: Any, requires_grad: bool = False, dtype: Any = np.float64) -> dua
 class _Recorder:
     """An interpreter that runs ops eagerly and remembers their names."""
 
+    hooks = None  # not a tracing interpreter (dispatch.tracing())
+
     def __init__(self) -> None:
         self.names: list[str] = []
 

@@ -76,6 +76,8 @@ def test_forward_matches_reference(info: OpInfo, dtype: Any) -> None:
 class InferChecker:
     """An interpreter that runs every op eagerly and checks its ``infer`` against the result."""
 
+    hooks = None  # not a tracing interpreter (dispatch.tracing())
+
     def __init__(self) -> None:
         self.seen: set[str] = set()
 

@@ -23,6 +23,8 @@ NAMES = ["sgd", "adam", "adamw", "rmsprop"]
 class Recorder:
     """An interpreter that runs ops eagerly and records each (op name, args)."""
 
+    hooks = None  # not a tracing interpreter (dispatch.tracing())
+
     def __init__(self) -> None:
         self.calls: list[tuple[str, tuple]] = []
 
