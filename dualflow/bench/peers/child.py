@@ -1,4 +1,5 @@
-"""One peer measurement in a fresh process: ``python child.py FRAMEWORK WORKLOAD REPEATS WARMUP``.
+"""One peer measurement in a fresh process: ``python child.py FRAMEWORK WORKLOAD REPEATS WARMUP``
+(workload ``-``: only check that the framework imports).
 
 Runs as a plain script under the peers' interpreter (stdlib only here; the framework module is
 imported from this file's folder), times the workload's step like ``dualflow.bench.harness`` and
@@ -18,6 +19,7 @@ from typing import Any
 
 MARKER = "DUALFLOW_PEER_RESULT "
 MODULES = {"torch": "torch_workloads", "jax": "jax_workloads"}
+PROBE = "-"  # the workload name that only checks the framework imports (and reports its version)
 
 
 def time_step(
@@ -72,6 +74,8 @@ def measure(framework: str, workload: str, repeats: int, warmup: int) -> dict[st
     except ImportError as exc:
         return {"skip": f"{framework} is not importable by {sys.executable}: {exc}"}
     module = _framework_module(framework)
+    if workload == PROBE:
+        return {"probe": True, "mode": module.MODE, "version": module.VERSION}
     if workload not in module.WORKLOADS:
         return {"skip": f"no {framework} version of {workload}"}
     try:
