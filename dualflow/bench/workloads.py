@@ -42,7 +42,8 @@ class Workload:
     """A named benchmark: ``build(rng, device)`` returns the ``step`` callable and extras.
 
     The extras: ``params`` (compared across modes), ``baseline`` (a callable timed alongside)
-    and ``bytes`` (what a fused kernel must read and write per step, for GB/s). A workload that
+    and ``bytes`` (what a fused kernel must read and write per step, for GB/s); ``inputs`` (the
+    step's input tensors, for tests). A workload that
     measures itself (e.g. in other processes) has ``rows(repeats, seed)`` instead, returning
     its table rows; ``build`` is then None.
     """
@@ -225,7 +226,7 @@ def build_gradient_penalty_mlp(
         (g,) = dualflow.grad(h.sum(), [x], create_graph=True)
         return dualflow.grad((g**2).sum(), params, allow_unused=True)
 
-    return {"step": step, "params": params}
+    return {"step": step, "params": params, "inputs": [x]}
 
 
 WORKLOADS: dict[str, Workload] = {
