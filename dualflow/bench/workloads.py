@@ -43,9 +43,8 @@ class Workload:
 
     The extras: ``params`` (compared across modes), ``baseline`` (a callable timed alongside)
     and ``bytes`` (what a fused kernel must read and write per step, for GB/s); ``inputs`` (the
-    step's input tensors, for tests). A workload that
-    measures itself (e.g. in other processes) has ``rows(repeats, seed)`` instead, returning
-    its table rows; ``build`` is then None.
+    step's input tensors, for tests). A workload that measures itself (e.g. in other processes)
+    has ``rows(repeats, seed)`` instead, returning its table rows; ``build`` is then None.
     """
 
     name: str
