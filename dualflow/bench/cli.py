@@ -18,6 +18,7 @@ import numpy as np
 
 from dualflow.bench.devices import describe, resolve_device
 from dualflow.bench.harness import Measurement, measure
+from dualflow.bench.idle import wait_until_idle
 from dualflow.bench.modes import (
     MATCH_ABS,
     MODES,
@@ -28,6 +29,8 @@ from dualflow.bench.modes import (
     held_bytes,
     prepare,
 )
+from dualflow.bench.peers import section
+from dualflow.bench.peers.goals import ISSUE_WORKLOADS
 from dualflow.bench.workloads import ALIASES, GPU_SCALE, WORKLOADS, default_workloads, resolve_names
 from dualflow.device import CPU, Device
 from dualflow.errors import DeviceError
@@ -54,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-chart", action="store_true", help="skip the PNG chart")
     parser.add_argument("--compare-to", default=None, help="an earlier bench.json to compare to")
     parser.add_argument("--passes", default=None, help="also run mode compiled[a,b] (pass list)")
+    section.add_arguments(parser)
     return parser
 
 
@@ -107,6 +111,16 @@ def _own_rows(name: str, count: int, seed: int, device: Device) -> list[Measurem
     return WORKLOADS[name].rows(count, seed)
 
 
+def repeats_of(name: str, repeats_scale: float, repeats: int | None) -> int:
+    """Timed calls of a workload's cell: ``--repeats``, else its quick count times the scale.
+
+    Example:
+        >>> repeats_of("mlp", 1.0, None), repeats_of("mlp", 10.0, None), repeats_of("mlp", 1.0, 2)
+        (30, 300, 2)
+    """
+    return repeats or max(3, int(WORKLOADS[name].quick_repeats * repeats_scale))
+
+
 def run(
     names: Sequence[str],
     repeats_scale: float,
@@ -114,8 +128,12 @@ def run(
     repeats: int | None = None,
     modes: Sequence[str] = MODES,
     device: Device = CPU,
+    idle_wait: float | None = None,
 ) -> list[Measurement]:
     """Measure every (workload, mode) pair; returns the table rows (in ``names`` order).
+
+    With ``idle_wait`` each cell first waits up to that many seconds for an idle machine
+    (``dualflow.bench.idle``) and its row records what the gate saw.
 
     Example:
         >>> [r.mode for r in run(["tiny-ops"], 1.0, 0, repeats=3)]
@@ -123,13 +141,14 @@ def run(
     """
 
     def count(name: str) -> int:
-        return repeats or max(3, int(WORKLOADS[name].quick_repeats * repeats_scale))
+        return repeats_of(name, repeats_scale, repeats)
 
     rows = []
     own = [name for name in names if WORKLOADS[name].rows is not None]
     cells = [(name, mode) for name in names if name not in own for mode in modes]
     reference: dict[str, tuple[Measurement, list]] = {}
     for name, mode in _progress(cells, "bench"):
+        check = None if idle_wait is None else wait_until_idle(idle_wait)
         try:
             row, state = _measure_cell(name, mode, seed, count(name), device)
         except Exception as exc:  # one broken cell must not hide the others' numbers
@@ -137,6 +156,8 @@ def run(
             note = f"failed: {type(exc).__name__}: {message}"
             rows.append(Measurement(name, mode, 0.0, 0.0, 0.0, 0, 0, note=note))
             continue
+        if check is not None:
+            row.idle, row.others_cpu = check.idle, check.others
         if mode == "eager":
             reference[name] = (row, state)
         elif name in reference:
@@ -180,7 +201,11 @@ _NOISY = "noisy: min-max spread wider than the median (busy machine); rerun, e.g
 
 
 def _note(row: Measurement) -> str:
-    return "; ".join(n for n in (row.note, _NOISY if row.noisy and row.repeats else None) if n)
+    notes = [row.note, _NOISY if row.noisy and row.repeats else None]
+    notes.append("busy: spread too wide" if row.busy and not row.noisy else None)
+    if row.idle is False:
+        notes.append(f"machine not idle (others used {row.others_cpu or 0.0:.0%} of the CPUs)")
+    return "; ".join(n for n in notes if n)
 
 
 def format_table(rows: list[Measurement]) -> str:
@@ -215,9 +240,15 @@ def format_table(rows: list[Measurement]) -> str:
 
 
 def write_outputs(
-    rows: list[Measurement], out: str, chart: bool, device: Device = CPU
+    rows: list[Measurement],
+    out: str,
+    chart: bool,
+    device: Device = CPU,
+    extra: dict[str, Any] | None = None,
 ) -> list[str]:
     """Write ``bench.json`` (and ``bench.png`` when matplotlib is present); returns paths.
+
+    ``extra`` adds top-level keys to the JSON (``run``: whether it counts; ``peers``: goals).
 
     Example:
         >>> import tempfile
@@ -234,7 +265,8 @@ def write_outputs(
     }
     path = os.path.join(out, "bench.json")
     with open(path, "w") as f:
-        json.dump({"meta": meta, "results": [r.as_dict() for r in rows]}, f, indent=2)
+        results = [r.as_dict() for r in rows]
+        json.dump({"meta": meta, "results": results, **(extra or {})}, f, indent=2)
     written = [path]
     if chart:
         png = _chart(rows, os.path.join(out, "bench.png"))
@@ -309,14 +341,18 @@ def compare_to(rows: list[Measurement], path: str) -> str:
     return "\n".join(lines)
 
 
-def _names(spec: str | None, device: Device) -> list[str]:
+def _names(spec: str | None, device: Device, peers: bool = False) -> list[str]:
     if spec is None:
-        return default_workloads(device)
+        return list(ISSUE_WORKLOADS) if peers else default_workloads(device)
     names, unknown = resolve_names(spec)
     if unknown:
         known = [*WORKLOADS, *ALIASES]
         raise ValueError(f"unknown workloads {unknown}; choose from {known}")
     return names
+
+
+def _warmup(name: str) -> int:
+    return WORKLOADS[name].warmup
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -331,18 +367,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         device = resolve_device(args.device)
-        names = _names(args.workloads, device)
+        names = _names(args.workloads, device, args.peers)
         modes = MODES
         if args.passes is not None:
             modes = (*MODES, f"compiled[{','.join(resolve_passes(args.passes))}]")
     except (DeviceError, ValueError) as exc:
         print(f"dualflow bench: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    rows = run(names, 10.0 if args.full else 1.0, args.seed, args.repeats, modes, device)
+    scale = 10.0 if args.full else 1.0
+    wait = section.idle_wait(args)
+    rows = run(names, scale, args.seed, args.repeats, modes, device, wait)
+    peer_rows, text, extra = section.report(
+        args, names, rows, lambda n: repeats_of(n, scale, args.repeats), _warmup
+    )
     print(format_table(rows))
+    print(text)
+    rows += peer_rows
     if args.compare_to:
         print(compare_to(rows, args.compare_to))
-    for path in write_outputs(rows, args.out, not args.no_chart, device):
+    for path in write_outputs(rows, args.out, not args.no_chart, device, extra):
         print(f"wrote {path}")
     failed = [f"{r.workload} {r.mode}" for r in rows if (r.note or "").startswith("failed")]
     if failed:

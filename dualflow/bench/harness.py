@@ -40,6 +40,10 @@ class Measurement:
     matches: bool | None = None  # max_diff or max_rel_diff within tolerance (modes.compare)
     gbps: float | None = None  # bytes the fused kernel must read + write, per second
     noisy: bool = False  # min-max spread wider than the median (its or eager's): no speedup
+    spread: float | None = None  # (max - min) / median (dualflow.bench.idle.mark_busy)
+    busy: bool = False  # spread above the run's --max-spread: the run does not count
+    idle: bool | None = None  # the idle gate's verdict before this cell (None: not gated)
+    others_cpu: float | None = None  # other processes' share of the CPUs at the gate
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

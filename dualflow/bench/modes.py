@@ -87,10 +87,17 @@ def count_eager_ops(step: Callable[[], Any]) -> tuple[Any, int]:
 
 
 def final_state(built: dict[str, Any], last_output: Any) -> list[np.ndarray]:
-    """The arrays that must agree across modes: every parameter, then the last output."""
+    """The arrays that must agree across modes: every parameter, then the last output (each
+    tensor of it when the step returns a tuple or list, e.g. gradients).
+
+    Example:
+        >>> x = dualflow.tensor([1.0])
+        >>> len(final_state({"params": [x]}, (x, x))), len(final_state({}, None))
+        (3, 0)
+    """
     arrays = [p.numpy().astype(np.float64) for p in built.get("params", [])]
-    if isinstance(last_output, dualflow.Tensor):
-        arrays.append(last_output.numpy().astype(np.float64))
+    outputs = last_output if isinstance(last_output, tuple | list) else [last_output]
+    arrays += [t.numpy().astype(np.float64) for t in outputs if isinstance(t, dualflow.Tensor)]
     return arrays
 
 

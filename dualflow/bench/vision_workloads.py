@@ -1,4 +1,5 @@
-"""The bench's image-model training workloads: the digits CNN, ResNet-18 (CIFAR) and ResNet-50.
+"""The bench's image-model training workloads: the digits CNN, the peers' small CNN, ResNet-18
+(CIFAR) and ResNet-50.
 
 Each builder returns the same ``{"step", "params"}`` dict as ``dualflow.bench.workloads`` and
 builds its tensors and modules on the requested device; the modes compile the whole step
@@ -76,14 +77,18 @@ def build_cnn(rng: np.random.Generator, device: Device = CPU, batch: int = 64) -
 
 
 def _classifier_step(
-    model: nn.Module, rng: np.random.Generator, device: Device, shape: tuple[int, ...]
+    model: nn.Module,
+    rng: np.random.Generator,
+    device: Device,
+    shape: tuple[int, ...],
+    classes: int,
+    momentum: float = 0.9,
 ) -> dict[str, Any]:
     # Random images and labels: the step's cost does not depend on the pixel values.
     x = dualflow.tensor(rng.standard_normal(shape, dtype=np.float32), device=device)
-    classes = model.fc.out_features
     labels = dualflow.tensor(rng.integers(0, classes, shape[0]), device=device)
     params = list(model.params())
-    opt = optim.SGD(params, lr=0.01, momentum=0.9)
+    opt = optim.SGD(params, lr=0.01, momentum=momentum)
 
     def step() -> Any:
         opt.zero_grad()
@@ -102,10 +107,48 @@ def _seeded(rng: np.random.Generator, factory: Callable[[], nn.Module], device: 
     return factory().to_device(device)
 
 
+def _small_cnn(width: int) -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, width, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(width, 2 * width, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(2 * width, 2 * width, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(2 * width, 10),
+    )
+
+
+def build_small_cnn(
+    rng: np.random.Generator,
+    device: Device = CPU,
+    batch: int = 32,
+    size: int = 32,
+    width: int = 32,
+) -> dict[str, Any]:
+    """The peers' small CNN train step: conv3x3 3->32 + ReLU, conv3x3 32->64 + ReLU, max pool 2,
+    conv3x3 64->64 + ReLU, global average pool, linear 64->10, cross entropy, SGD lr 0.01.
+
+    ``width`` is the first conv's output channels (the others are twice it); ``size`` the image
+    side (3 x ``size`` x ``size`` inputs).
+
+    Example:
+        >>> built = build_small_cnn(np.random.default_rng(0), batch=2, size=8, width=4)
+        >>> built["step"]().shape, [tuple(p.shape) for p in built["params"]][:2]
+        ((), [(4, 3, 3, 3), (4,)])
+    """
+    model = _seeded(rng, lambda: _small_cnn(width), device)
+    return _classifier_step(model, rng, device, (batch, 3, size, size), 10, momentum=0.0)
+
+
 def build_resnet18(
     rng: np.random.Generator, device: Device = CPU, batch: int = 16, width: float = 1.0
 ) -> dict[str, Any]:
-    """ResNet-18 (CIFAR stem, 10 classes) train step on ``batch`` 3x32x32 images, SGD momentum.
+    """ResNet-18 (CIFAR stem, 10 classes) train step on ``batch`` 3x32x32 images, plain SGD
+    lr 0.01 (as the peers' ``w6_resnet18_torch.py``).
 
     Example:
         >>> built = build_resnet18(np.random.default_rng(0), batch=2, width=0.125)
@@ -113,7 +156,7 @@ def build_resnet18(
         ()
     """
     model = _seeded(rng, lambda: resnet18(num_classes=10, cifar_stem=True, width=width), device)
-    return _classifier_step(model, rng, device, (batch, 3, 32, 32))
+    return _classifier_step(model, rng, device, (batch, 3, 32, 32), 10, momentum=0.0)
 
 
 def build_resnet50(
@@ -131,4 +174,4 @@ def build_resnet50(
         ()
     """
     model = _seeded(rng, lambda: resnet50(num_classes=1000, width=width), device)
-    return _classifier_step(model, rng, device, (batch, 3, size, size))
+    return _classifier_step(model, rng, device, (batch, 3, size, size), 1000)

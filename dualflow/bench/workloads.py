@@ -17,8 +17,21 @@ import numpy as np
 import dualflow
 from dualflow import nn, ops, optim
 from dualflow.bench.distributed import distributed_rows
+from dualflow.bench.elementwise_workloads import (
+    build_arith_chain,
+    build_elementwise,
+    build_elementwise_64m,
+    build_poly_chain,
+    build_sum_of_squares,
+)
 from dualflow.bench.harness import Measurement
-from dualflow.bench.vision_workloads import build_cnn, build_resnet18, build_resnet50, sgd_step
+from dualflow.bench.vision_workloads import (
+    build_cnn,
+    build_resnet18,
+    build_resnet50,
+    build_small_cnn,
+    sgd_step,
+)
 from dualflow.device import CPU, Device
 
 GPU_SCALE = "gpu-scale"  # tag: too big for the CPU default set; runs by name or on a GPU
@@ -29,9 +42,9 @@ class Workload:
     """A named benchmark: ``build(rng, device)`` returns the ``step`` callable and extras.
 
     The extras: ``params`` (compared across modes), ``baseline`` (a callable timed alongside)
-    and ``bytes`` (what a fused kernel must read and write per step, for GB/s). A workload that
-    measures itself (e.g. in other processes) has ``rows(repeats, seed)`` instead, returning
-    its table rows; ``build`` is then None.
+    and ``bytes`` (what a fused kernel must read and write per step, for GB/s); ``inputs`` (the
+    step's input tensors, for tests). A workload that measures itself (e.g. in other processes)
+    has ``rows(repeats, seed)`` instead, returning its table rows; ``build`` is then None.
     """
 
     name: str
@@ -44,20 +57,10 @@ class Workload:
 
 
 def _tiny_chain(x: Any, w: Any) -> Any:
-    # 50 tiny elementwise ops mixing binary, unary and scalar operands.
+    # The peers' 50 tiny ops: 10 x [*0.9, +0.1, tanh, *w, sigmoid], then a sum.
     h = x
-    for i in range(50):
-        kind = i % 5
-        if kind == 0:
-            h = h * w
-        elif kind == 1:
-            h = h + w
-        elif kind == 2:
-            h = ops.tanh(h)
-        elif kind == 3:
-            h = h - 0.5
-        else:
-            h = ops.sigmoid(h)
+    for _ in range(10):
+        h = ops.sigmoid(ops.tanh(h * 0.9 + 0.1) * w)
     return h.sum()
 
 
@@ -67,19 +70,16 @@ def _randn(rng: np.random.Generator, shape: Any, device: Device, grad: bool = Fa
 
 
 def build_tiny_ops(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
-    """50 elementwise ops on 16x16 float32, forward + backward.
+    """50 elementwise ops on 16x16 float32 and the gradients wrt both inputs (dispatch overhead).
 
     Example:
-        >>> build_tiny_ops(np.random.default_rng(0))["step"]().shape
-        ()
+        >>> [g.shape for g in build_tiny_ops(np.random.default_rng(0))["step"]()]
+        [(16, 16), (16, 16)]
     """
     x, w = _randn(rng, (16, 16), device, True), _randn(rng, (16, 16), device, True)
 
     def step() -> Any:
-        x.grad = w.grad = None
-        loss = _tiny_chain(x, w)
-        loss.backward()
-        return loss
+        return dualflow.grad(_tiny_chain(x, w), [x, w])  # the peers' autograd.grad((x, w))
 
     return {"step": step, "params": [x, w]}
 
@@ -144,92 +144,6 @@ def build_mlp(rng: np.random.Generator, device: Device = CPU, batch: int = 64) -
     return {"step": step, "params": params, "baseline": gemms_only}
 
 
-BIG = 4 * 1024 * 1024  # elements of the large elementwise workloads (4M float32, 16 MiB)
-HUGE = 64 * 1024 * 1024  # elements of the GPU-scale elementwise workload (64M float32, 256 MiB)
-
-
-def _copy_of(x: Any) -> Callable[[], None]:
-    def copy_only() -> None:
-        # the memory-bandwidth floor: one read and one write of x
-        x.array.copy()
-
-    return copy_only
-
-
-def build_elementwise(
-    rng: np.random.Generator, device: Device = CPU, size: int = BIG
-) -> dict[str, Any]:
-    """``tanh(x*0.5+1)*sigmoid(x) - x**2`` on ``size`` float32, forward only under no_grad.
-
-    ``bytes`` is what the fused kernel must move: read ``x`` once, write the result once.
-
-    Example:
-        >>> build_elementwise(np.random.default_rng(0), size=8)["bytes"]
-        64
-    """
-    x = dualflow.tensor(rng.standard_normal(size, dtype=np.float32), device=device)
-
-    def step() -> Any:
-        with dualflow.no_grad():
-            return ops.tanh(x * 0.5 + 1) * ops.sigmoid(x) - x**2
-
-    return {"step": step, "params": [], "baseline": _copy_of(x), "bytes": 2 * x.array.nbytes}
-
-
-def build_elementwise_64m(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
-    """The ``elementwise`` chain on 64M float32 (256 MiB read, 256 MiB written per step).
-
-    Example:
-        >>> build_elementwise_64m(np.random.default_rng(0))["bytes"] // 2**20  # MiB per step
-        512
-    """
-    return build_elementwise(rng, device, HUGE)
-
-
-def build_arith_chain(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
-    """An arithmetic-only 12-op chain (with a ``maximum``) on 4M float32, forward only.
-
-    Example:
-        >>> sorted(build_arith_chain(np.random.default_rng(0)))
-        ['baseline', 'bytes', 'params', 'step']
-    """
-    x = _randn(rng, BIG, device)
-
-    def step() -> Any:
-        with dualflow.no_grad():
-            h = ((x * 1.5 + 2.0) * x - 0.5) / (x * x + 1.0)
-            h = ops.maximum(h * 0.75 - x * 0.25, 0.0)
-            return h * h + x * 0.125
-
-    return {"step": step, "params": [], "baseline": _copy_of(x), "bytes": 2 * x.array.nbytes}
-
-
-def build_sum_of_squares(
-    rng: np.random.Generator, device: Device = CPU, size: int = BIG
-) -> dict[str, Any]:
-    """``((x - y) ** 2).sum()`` on ``size`` float32, forward only: one fused sum when compiled.
-
-    ``bytes`` is what the fused kernel must move: read ``x`` and ``y`` once (eager also writes
-    and reads back two ``size`` temporaries).
-
-    Example:
-        >>> build_sum_of_squares(np.random.default_rng(0), size=8)["bytes"]
-        64
-    """
-    x, y = _randn(rng, size, device), _randn(rng, size, device)
-
-    def step() -> Any:
-        with dualflow.no_grad():
-            return ((x - y) ** 2).sum()
-
-    def read_only() -> None:
-        # near the memory-bandwidth floor: BLAS dot products read each input once
-        x.array.dot(x.array)
-        y.array.dot(y.array)
-
-    return {"step": step, "params": [], "baseline": read_only, "bytes": 2 * x.array.nbytes}
-
-
 def build_inference(rng: np.random.Generator, device: Device = CPU) -> dict[str, Any]:
     """A 20-layer MLP of width 512, batch 64, forward only under no_grad.
 
@@ -287,6 +201,33 @@ def build_gradient_penalty(
     return {"step": step, "params": list(critic.params())}
 
 
+def build_gradient_penalty_mlp(
+    rng: np.random.Generator, device: Device = CPU, batch: int = 64, hidden: int = 1000
+) -> dict[str, Any]:
+    """Double backward through the MLP 784-``hidden``-``hidden``-10 (ReLU) at ``batch``:
+    ``g = d sum(f(x)) / dx``, then the gradients of ``sum(g**2)`` wrt the parameters (None for
+    the biases: ``g`` does not depend on them, ReLU's second derivative being zero).
+
+    Example:
+        >>> built = build_gradient_penalty_mlp(np.random.default_rng(0), batch=2, hidden=8)
+        >>> [None if g is None else g.shape for g in built["step"]()]
+        [(8, 784), None, (8, 8), None, (10, 8), None]
+    """
+    params = _mlp_params(rng, (784, hidden, hidden, 10), device)
+    x = _randn(rng, (batch, 784), device, True)
+
+    def step() -> Any:
+        h = x
+        for i in range(0, len(params), 2):
+            h = ops.linear(h, params[i], params[i + 1])
+            if i + 2 < len(params):
+                h = ops.relu(h)
+        (g,) = dualflow.grad(h.sum(), [x], create_graph=True)
+        return dualflow.grad((g**2).sum(), params, allow_unused=True)
+
+    return {"step": step, "params": params, "inputs": [x]}
+
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in [
@@ -295,14 +236,22 @@ WORKLOADS: dict[str, Workload] = {
         Workload("mlp", "MLP 784-1000-1000-10 train step, batch 64", build_mlp, 30),
         Workload("elementwise", "tanh(x*0.5+1)*sigmoid(x)-x**2, 4M f32", build_elementwise, 10),
         Workload("arith-chain", "12 arithmetic ops with a maximum, 4M f32", build_arith_chain, 10),
+        Workload("poly-chain", "(x*0.5+1)*(x-2) - x*x, 4M f32", build_poly_chain, 10),
         Workload("sum-of-squares", "((x - y) ** 2).sum(), 4M f32", build_sum_of_squares, 10),
         Workload("inference", "20x512 MLP forward (no grad), batch 64", build_inference, 50),
         Workload("cnn", "digits CNN train step, batch 64", build_cnn, 20),
+        Workload("small-cnn", "3-conv CNN train step, batch 32 x 3x32x32", build_small_cnn, 10),
         # full-width ResNet-18 takes ~1 s a step on 2 cores: 5 repeats (with 3 the median was
         # noise); a compiled step traces on call 1 and retraces on call 2 (momentum buffers
         # appear), so warm up twice
         Workload("resnet18", "ResNet-18 CIFAR train step, batch 16", build_resnet18, 5, warmup=2),
         Workload("gradient-penalty", "WGAN-GP critic step, 64x128", build_gradient_penalty, 20),
+        Workload(
+            "gradient-penalty-mlp",
+            "double backward through the MLP 784-1000-1000-10, batch 64",
+            build_gradient_penalty_mlp,
+            20,
+        ),
         Workload(
             "distributed",
             "digits CNN data-parallel step, 2 MPI ranks x batch 64",

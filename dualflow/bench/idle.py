@@ -1,0 +1,132 @@
+"""Busy-machine checks of the bench: an idle gate before each cell and the spread verdict.
+
+Before a cell ``wait_until_idle`` samples how much CPU other processes use (over a short sleep,
+from /proc/stat; the 1-minute load average per core where that is missing) and waits up to a limit
+for it to settle. After the run ``mark_busy`` flags rows whose ``(max - min) / median`` over the
+repeats exceeds a threshold, and ``verdict`` says whether the run counts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dualflow.bench.harness import Measurement
+
+MAX_SPREAD = 0.5  # (max - min) / median above this: the timings were disturbed
+OTHERS_LIMIT = 0.15  # others' share of all cores' time below this: the machine is idle
+
+
+@dataclass
+class IdleCheck:
+    """What the gate saw before a cell: idle or not, others' CPU share, seconds waited."""
+
+    idle: bool
+    others: float
+    waited_s: float
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    # (busy, total) jiffies over all cores since boot; None off Linux.
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(v) for v in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + fields[4]  # idle + iowait
+    return sum(fields) - idle, sum(fields)
+
+
+def others_cpu(window_s: float = 0.25) -> float:
+    """Share (0..1) of all cores' time that was busy while this process slept ``window_s``
+    (so: other processes' use). The 1-minute load average per core where /proc/stat is missing
+    (it lags, and counts this process's last cell for a minute).
+
+    Example:
+        >>> 0.0 <= others_cpu(0.01) <= 1.0
+        True
+    """
+    before = _cpu_times()
+    time.sleep(window_s)
+    after = _cpu_times()
+    if before is None or after is None or after[1] == before[1]:
+        return min(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+    return (after[0] - before[0]) / (after[1] - before[1])
+
+
+def wait_until_idle(
+    max_wait_s: float,
+    limit: float = OTHERS_LIMIT,
+    probe: Callable[[], float] = others_cpu,
+    clock: Callable[[], float] = time.monotonic,
+) -> IdleCheck:
+    """Probe until others use less than ``limit`` of the machine or ``max_wait_s`` has passed.
+
+    Example:
+        >>> samples = iter([0.9, 0.5, 0.05])
+        >>> check = wait_until_idle(60.0, probe=lambda: next(samples))
+        >>> check.idle, check.others
+        (True, 0.05)
+        >>> wait_until_idle(0.0, probe=lambda: 0.9).idle
+        False
+    """
+    start = clock()
+    while True:
+        others = probe()
+        waited = clock() - start
+        if others < limit or waited >= max_wait_s:
+            return IdleCheck(others < limit, others, waited)
+
+
+def spread(row: Measurement) -> float | None:
+    """``(max - min) / median`` of a row's timings; None for a note-only row.
+
+    Example:
+        >>> spread(Measurement("w", "eager", 2.0, 1.5, 2.5, 5, 0))
+        0.5
+    """
+    if not row.repeats or row.ms_median <= 0:
+        return None
+    return (row.ms_max - row.ms_min) / row.ms_median
+
+
+def mark_busy(rows: Sequence[Measurement], max_spread: float = MAX_SPREAD) -> None:
+    """Set each row's ``spread`` and flag ``busy`` when it exceeds ``max_spread``.
+
+    Example:
+        >>> rows = [Measurement("w", "eager", 1.0, 0.9, 1.1, 5, 0),
+        ...         Measurement("w", "compiled", 1.0, 0.5, 2.0, 5, 0)]
+        >>> mark_busy(rows); [r.busy for r in rows]
+        [False, True]
+    """
+    for row in rows:
+        row.spread = spread(row)
+        row.busy = row.spread is not None and row.spread > max_spread
+
+
+def verdict(rows: Sequence[Measurement], max_spread: float, gated: bool) -> tuple[bool, str]:
+    """(counts, footer line): a run counts when no row's spread is too wide and, when gated,
+    the machine was idle before every cell.
+
+    Example:
+        >>> row = Measurement("w", "eager", 1.0, 0.9, 1.1, 5, 0, idle=True)
+        >>> mark_busy([row]); verdict([row], 0.5, gated=True)
+        (True, 'run counts: every cell started on an idle machine, spreads within 0.50 x median')
+    """
+    measured = [r for r in rows if r.repeats]
+    wide = [f"{r.workload} {r.mode}" for r in measured if r.busy]
+    not_idle = [r for r in measured if r.idle is False]
+    if wide:
+        shown = ", ".join(wide[:6]) + (", ..." if len(wide) > 6 else "")
+        reason = f"spread too wide ((max-min)/median > {max_spread:.2f}) in {len(wide)} of "
+        return False, f"busy: {reason}{len(measured)} rows ({shown}); this run does not count"
+    if gated and not_idle:
+        worst = max(r.others_cpu or 0.0 for r in not_idle)
+        reason = f"machine not idle before {len(not_idle)} cells (others used up to {worst:.0%})"
+        return False, f"busy: {reason}; this run does not count"
+    within = f"spreads within {max_spread:.2f} x median"
+    if not gated:
+        return False, f"{within}; no idle gate (--idle-wait): does not count"
+    return True, f"run counts: every cell started on an idle machine, {within}"

@@ -1,0 +1,137 @@
+"""The issue's goals against the peers, and the side-by-side table that checks them.
+
+A goal says dualflow's ``mode`` row (eager or compiled) must take at most ``factor`` times the
+peer row's median ms/step; ``evaluate`` computes each ratio within this one run and ``format``
+prints dualflow's and the peers' rows next to each other with the goal and whether it holds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dualflow.bench.harness import Measurement
+
+TORCH, JAX = "torch eager", "jax jit"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """dualflow's ``mode`` median ≤ ``factor`` × the ``peer`` row's median; ``text`` as the
+    issue writes it."""
+
+    mode: str
+    peer: str
+    factor: float
+    text: str
+
+
+@dataclass
+class GoalResult:
+    """One goal of one workload in one run: the ratio (None when a row is missing) and verdict."""
+
+    workload: str
+    goal: str
+    ratio: float | None
+    holds: bool | None
+    busy: bool
+
+
+GOALS: dict[str, tuple[Goal, ...]] = {
+    "tiny-ops": (
+        Goal("compiled", JAX, 1.0, "≤ JAX"),
+        Goal("eager", TORCH, 0.6, "eager ≤ 0.6× PyTorch eager"),
+    ),
+    "mlp": (Goal("compiled", JAX, 1.0, "≤ JAX"),),
+    "elementwise": (Goal("compiled", JAX, 0.7, "≤ 0.7× JAX"),),
+    "poly-chain": (Goal("compiled", JAX, 1.0, "≤ JAX"),),
+    "small-cnn": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
+    "resnet18": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
+    "gradient-penalty-mlp": (Goal("compiled", JAX, 1.0, "≤ JAX"),),
+}
+ISSUE_WORKLOADS = tuple(GOALS)  # what `dualflow bench --peers` runs without --workloads
+
+
+def _find(rows: Sequence[Measurement], workload: str, mode: str) -> Measurement | None:
+    return next((r for r in rows if r.workload == workload and r.mode == mode and r.repeats), None)
+
+
+def evaluate(rows: Sequence[Measurement]) -> list[GoalResult]:
+    """Every goal of the workloads present in ``rows``, judged on their medians.
+
+    Example:
+        >>> rows = [Measurement("mlp", "compiled", 4.0, 4.0, 4.0, 3, 0),
+        ...         Measurement("mlp", "jax jit", 5.0, 5.0, 5.0, 3, 0)]
+        >>> evaluate(rows)
+        [GoalResult(workload='mlp', goal='≤ JAX', ratio=0.8, holds=True, busy=False)]
+    """
+    results = []
+    for workload in dict.fromkeys(r.workload for r in rows):
+        for goal in GOALS.get(workload, ()):
+            ours, peer = _find(rows, workload, goal.mode), _find(rows, workload, goal.peer)
+            if ours is None or peer is None:
+                results.append(GoalResult(workload, goal.text, None, None, False))
+                continue
+            ratio = ours.ms_median / peer.ms_median
+            busy = ours.busy or peer.busy
+            results.append(GoalResult(workload, goal.text, ratio, ratio <= goal.factor, busy))
+    return results
+
+
+def _ms(row: Measurement | None) -> str:
+    if row is None:
+        return "-"
+    return f"{row.ms_median:.3f} ({row.ms_min:.3f}–{row.ms_max:.3f})"
+
+
+def _ratio(a: Measurement | None, b: Measurement | None) -> str:
+    return "-" if a is None or b is None else f"{a.ms_median / b.ms_median:.2f}x"
+
+
+def _holds(result: GoalResult) -> str:
+    if result.holds is None:
+        return "- (no peer row)"
+    return ("yes" if result.holds else "NO") + (" (busy)" if result.busy else "")
+
+
+def _line(rows: Sequence[Measurement], workload: str) -> list[str]:
+    eager, compiled = _find(rows, workload, "eager"), _find(rows, workload, "compiled")
+    torch, jax = _find(rows, workload, TORCH), _find(rows, workload, JAX)
+    results = evaluate([r for r in rows if r.workload == workload])
+    busy = [r for r in (eager, compiled, torch, jax) if r is not None and r.busy]
+    return [
+        workload,
+        *(_ms(r) for r in (eager, compiled, torch, jax)),
+        _ratio(compiled, torch),
+        _ratio(compiled, jax),
+        _ratio(eager, torch),
+        "; ".join(r.goal for r in results) or "-",
+        "; ".join(_holds(r) for r in results) or "-",
+        "busy: spread too wide" if busy else "",
+    ]
+
+
+HEADER = ["workload", "eager ms", "compiled ms", f"{TORCH} ms", f"{JAX} ms"]
+HEADER += ["compiled/torch", "compiled/jax", "eager/torch", "goal", "holds", "note"]
+
+
+def format_table(rows: Sequence[Measurement], notes: Sequence[str], footer: str) -> str:
+    """dualflow's eager and compiled rows beside the peers' (ms/step median (min–max)), the
+    ratios, each workload's goals and whether they hold; the skip notes, then the footer.
+
+    Example:
+        >>> rows = [Measurement("mlp", "compiled", 4.0, 4.0, 4.0, 3, 0)]
+        >>> print(format_table(rows, ["jax peers skipped: no jax"], "busy: ..."))
+        ... # doctest: +NORMALIZE_WHITESPACE
+        workload  eager ms  compiled ms  torch eager ms  jax jit ms  compiled/torch  compiled/jax
+          eager/torch  goal  holds  note
+        mlp  -  4.000 (4.000–4.000)  -  -  -  -  -  ≤ JAX  - (no peer row)
+        jax peers skipped: no jax
+        busy: ...
+    """
+    lines = [_line(rows, w) for w in dict.fromkeys(r.workload for r in rows)]
+    widths = [max(len(c) for c in col) for col in zip(HEADER, *lines)]
+    text = [
+        "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [HEADER, *lines]
+    ]
+    return "\n".join([*text, *notes, footer])

@@ -1,0 +1,160 @@
+"""PyTorch (eager) versions of the bench workloads, with the same definitions and shapes.
+
+Imported only by ``child.py`` in a fresh process under the peers' interpreter: each builder
+returns ``(step, sync)``; ``WORKLOADS`` maps dualflow's workload names to them. Threads follow
+``OMP_NUM_THREADS`` (the runner sets 2), as in /work/shared/peers' reference scripts.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+MODE = "torch eager"
+VERSION = torch.__version__
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
+torch.manual_seed(0)
+
+Built = tuple[Callable[[], Any], Callable[[Any], None]]
+
+
+def _no_sync(result: Any) -> None:
+    return None  # eager torch on the CPU is synchronous
+
+
+def _tiny_chain(x: Any, w: Any) -> Any:
+    h = x
+    for _ in range(10):
+        h = torch.sigmoid(torch.tanh(h * 0.9 + 0.1) * w)
+    return h.sum()
+
+
+def tiny_ops() -> Built:
+    """50 tiny ops on 16x16 and ``autograd.grad`` wrt both inputs."""
+    x = torch.randn(16, 16, requires_grad=True)
+    w = torch.randn(16, 16, requires_grad=True)
+    return (lambda: torch.autograd.grad(_tiny_chain(x, w), (x, w))), _no_sync
+
+
+def tiny_ops_fwd() -> Built:
+    """The same chain, forward only under no_grad."""
+    x, w = torch.randn(16, 16), torch.randn(16, 16)
+
+    def step() -> Any:
+        with torch.no_grad():
+            return _tiny_chain(x, w)
+
+    return step, _no_sync
+
+
+def _mlp() -> nn.Module:
+    layers = [nn.Linear(784, 1000), nn.ReLU(), nn.Linear(1000, 1000), nn.ReLU()]
+    return nn.Sequential(*layers, nn.Linear(1000, 10))
+
+
+def _train_step(model: nn.Module, x: Any, y: Any) -> Built:
+    sgd = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step() -> Any:
+        sgd.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        sgd.step()
+        return loss
+
+    return step, _no_sync
+
+
+def mlp() -> Built:
+    """MLP 784-1000-1000-10 train step (softmax-CE, SGD lr 0.01), batch 64."""
+    return _train_step(_mlp(), torch.randn(64, 784), torch.randint(0, 10, (64,)))
+
+
+def elementwise() -> Built:
+    """``tanh(x*0.5+1)*sigmoid(x) - x**2`` on 4M float32."""
+    x = torch.randn(4 * 1024 * 1024)
+    return (lambda: torch.tanh(x * 0.5 + 1) * torch.sigmoid(x) - x**2), _no_sync
+
+
+def poly_chain() -> Built:
+    """``(x*0.5+1)*(x-2) - x*x`` on 4M float32."""
+    x = torch.randn(4 * 1024 * 1024)
+    return (lambda: (x * 0.5 + 1) * (x - 2) - x * x), _no_sync
+
+
+def small_cnn() -> Built:
+    """The 3-conv CNN train step, batch 32 x 3x32x32 (convs with padding 1)."""
+    model = nn.Sequential(
+        nn.Conv2d(3, 32, 3, padding=1),
+        nn.ReLU(),
+        nn.Conv2d(32, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.MaxPool2d(2),
+        nn.Conv2d(64, 64, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(64, 10),
+    )
+    return _train_step(model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
+
+
+class _Block(nn.Module):
+    # torchvision's BasicBlock: two 3x3 convs with batch norm, a 1x1 projection when reshaped.
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.c1, self.b1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False), nn.BatchNorm2d(cout)
+        self.c2, self.b2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout)
+        self.short = nn.Sequential()
+        if stride != 1 or cin != cout:
+            conv = nn.Conv2d(cin, cout, 1, stride, bias=False)
+            self.short = nn.Sequential(conv, nn.BatchNorm2d(cout))
+
+    def forward(self, x: Any) -> Any:
+        h = F.relu(self.b1(self.c1(x)))
+        return F.relu(self.b2(self.c2(h)) + self.short(x))
+
+
+def _resnet18() -> nn.Module:
+    stem = [nn.Conv2d(3, 64, 3, 1, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU()]
+    blocks, cin = [], 64
+    for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+        blocks += [_Block(cin, cout, stride), _Block(cout, cout, 1)]
+        cin = cout
+    pool = [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(512, 10)]
+    return nn.Sequential(*stem, *blocks, *pool).train()
+
+
+def resnet18() -> Built:
+    """ResNet-18 (CIFAR stem, no max pool) train step, batch 16 x 3x32x32, SGD lr 0.01."""
+    return _train_step(_resnet18(), torch.randn(16, 3, 32, 32), torch.randint(0, 10, (16,)))
+
+
+def gradient_penalty_mlp() -> Built:
+    """Double backward through the MLP at batch 64: grads of ``sum((d sum(f(x))/dx)**2)``."""
+    model = _mlp()
+    params = list(model.parameters())
+    x = torch.randn(64, 784, requires_grad=True)
+
+    def step() -> Any:
+        (g,) = torch.autograd.grad(model(x).sum(), x, create_graph=True)
+        return torch.autograd.grad((g**2).sum(), params, allow_unused=True)
+
+    return step, _no_sync
+
+
+WORKLOADS: dict[str, Callable[[], Built]] = {
+    "tiny-ops": tiny_ops,
+    "tiny-ops-fwd": tiny_ops_fwd,
+    "mlp": mlp,
+    "elementwise": elementwise,
+    "poly-chain": poly_chain,
+    "small-cnn": small_cnn,
+    "resnet18": resnet18,
+    "gradient-penalty-mlp": gradient_penalty_mlp,
+}
