@@ -112,3 +112,17 @@ def test_gradient_penalty_backward_reaches_parameters() -> None:
         d[i] = eps
         numeric[i] = (penalty(w.numpy() + d) - penalty(w.numpy() - d)) / (2 * eps)
     np.testing.assert_allclose(w.grad.numpy(), numeric, rtol=1e-6, atol=1e-8)
+
+
+def test_gradient_penalty_of_a_relu_layer_gives_its_bias_zeros_as_pytorch() -> None:
+    # PyTorch (2.13, this network): grad of sum(g**2) w.r.t. [W1, b1, W2, b2] with
+    # allow_unused=True is [tensor, zeros, tensor, None]: relu's backward keeps what feeds its
+    # output connected (derivative zero), while b2 never reaches g at all
+    rng = np.random.default_rng(0)
+    x, w1, b1, w2, b2 = (_leaf(rng.normal(size=s)) for s in ((4, 3), (3, 5), (5,), (5, 2), (2,)))
+    out = (ops.relu(x @ w1 + b1) @ w2 + b2).sum()
+    (g,) = dualflow.grad(out, x, create_graph=True)
+    got = dualflow.grad((g**2).sum(), [w1, b1, w2, b2], allow_unused=True)
+    assert got[3] is None and all(t is not None for t in got[:3])
+    np.testing.assert_array_equal(got[1].numpy(), np.zeros(5))
+    assert np.abs(got[0].numpy()).sum() > 0 and np.abs(got[2].numpy()).sum() > 0
