@@ -70,6 +70,14 @@ def _rows(col: Any, groups: int) -> Any:
     return col.reshape(-1, groups, taps).transpose(1, 0, 2)
 
 
+def _matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
+    """``out[...] = a @ b``; straight into ``out`` when it is one contiguous block (one group)."""
+    if out.shape[0] == 1:  # other modules' matmul may not take a strided out=
+        xp.matmul(a, b, out=out)
+    else:
+        out[...] = xp.matmul(a, b)
+
+
 def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, groups: int) -> Any:
     """Cross-correlation of x (N, C, H, W) with w (O, C/G, kh, kw): (N, O, Ho, Wo).
 
@@ -91,7 +99,7 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
     for n0 in range(0, n, step):
         col = columns(xp, xpad[n0 : n0 + step], (kh, kw), stride, dilation, (ho, wo))
         y_rows = y[n0 : n0 + step].reshape(-1, groups, og).transpose(1, 0, 2)
-        xp.matmul(_rows(col, groups), w2, out=y_rows)
+        _matmul_into(xp, _rows(col, groups), w2, y_rows)
     return xp.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
 
 
@@ -150,9 +158,8 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
     for n0 in range(0, n, step):
         m = min(step, n - n0)
         col = xp.empty((m, h, wd, groups, kh, kw, cog), dtype=x.dtype)
-        xp.matmul(
-            xs[n0 : n0 + m].reshape(-1, groups, cig).transpose(1, 0, 2), w2, out=_rows(col, groups)
-        )
+        xs_rows = xs[n0 : n0 + m].reshape(-1, groups, cig).transpose(1, 0, 2)
+        _matmul_into(xp, xs_rows, w2, _rows(col, groups))
         part = image[n0 : n0 + m]
         for i, j, (rows, cols) in offsets((kh, kw), stride, dilation, (h, wd)):
             part[:, rows, cols] += col[:, :, :, :, i, j]
