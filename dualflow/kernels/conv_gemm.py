@@ -60,6 +60,28 @@ def columns(xp: Any, xpad: Any, ksize: Pair, stride: Pair, dilation: Pair, out_h
     return col
 
 
+def _source(xp: Any, x: Any, ksize: Pair, pad: Pair, groups: int) -> Any:
+    """What the columns are cut from: x itself for an unpadded 1x1 kernel (no full copy), else
+    the padded channels-last copy."""
+    if tuple(ksize) == (1, 1) and tuple(pad) == (0, 0):
+        return x
+    return channels_last(xp, x, pad, groups)
+
+
+def _chunk_columns(xp: Any, src: Any, images: slice, geometry: tuple, groups: int) -> Any:
+    """Columns (m, Ho, Wo, G, kh, kw, Cg) of the ``images`` of ``_source``'s result."""
+    ksize, stride, dilation, (ho, wo) = geometry
+    if src.ndim == 5:
+        return columns(xp, src[images], ksize, stride, dilation, (ho, wo))
+    # 1x1 without padding: the strided pixels, channels last, are the columns (one small copy).
+    part = src[
+        images, :, : stride[0] * (ho - 1) + 1 : stride[0], : stride[1] * (wo - 1) + 1 : stride[1]
+    ]
+    m, c = part.shape[:2]
+    part = xp.ascontiguousarray(part.transpose(0, 2, 3, 1))
+    return part.reshape(m, ho, wo, groups, 1, 1, c // groups)
+
+
 def _out_hw(x_hw: tuple, ksize: Pair, stride: Pair, pad: Pair, dilation: Pair) -> Pair:
     return tuple(out_size(x_hw[k], ksize[k], stride[k], pad[k], dilation[k]) for k in range(2))
 
@@ -90,14 +112,15 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
     n = x.shape[0]
     o, cg, kh, kw = w.shape
     og, (ho, wo) = o // groups, _out_hw(x.shape[2:], (kh, kw), stride, pad, dilation)
-    xpad = channels_last(xp, x, pad, groups)
+    src = _source(xp, x, (kh, kw), pad, groups)
     # (G, kh*kw*Cg, Og): the weight in the columns' order, a contiguous copy (small).
     w2 = w.reshape(groups, og, cg, kh, kw).transpose(0, 3, 4, 2, 1)
     w2 = xp.ascontiguousarray(w2).reshape(groups, kh * kw * cg, og)
     y = xp.empty((n, ho, wo, groups, og), dtype=x.dtype)
     step = images_per_chunk(n, ho * wo * kh * kw * cg * groups * x.dtype.itemsize)
     for n0 in range(0, n, step):
-        col = columns(xp, xpad[n0 : n0 + step], (kh, kw), stride, dilation, (ho, wo))
+        images = slice(n0, n0 + step)
+        col = _chunk_columns(xp, src, images, ((kh, kw), stride, dilation, (ho, wo)), groups)
         y_rows = y[n0 : n0 + step].reshape(-1, groups, og).transpose(1, 0, 2)
         _matmul_into(xp, _rows(col, groups), w2, y_rows)
     return xp.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
@@ -117,12 +140,13 @@ def conv2d_grad_weight(
     n, c = x.shape[:2]
     o, ho, wo = gy.shape[1:]
     (kh, kw), og, cg = ksize, o // groups, c // groups
-    xpad = channels_last(xp, x, pad, groups)
+    src = _source(xp, x, ksize, pad, groups)
     g = xp.ascontiguousarray(gy.transpose(0, 2, 3, 1)).reshape(n, ho * wo, groups, og)
     step = images_per_chunk(n, ho * wo * kh * kw * c * x.dtype.itemsize)
     gw = None  # (G, kh*kw*Cg, Og), summed over chunks of images in a fixed order
     for n0 in range(0, n, step):
-        col = columns(xp, xpad[n0 : n0 + step], ksize, stride, dilation, (ho, wo))
+        images = slice(n0, n0 + step)
+        col = _chunk_columns(xp, src, images, (ksize, stride, dilation, (ho, wo)), groups)
         part = xp.matmul(
             _rows(col, groups).transpose(0, 2, 1),
             g[n0 : n0 + step].reshape(-1, groups, og).transpose(1, 0, 2),
