@@ -1,8 +1,9 @@
-"""Sliding-window kernels shared by conv and pooling: output sizes, tap offsets, im2col/col2im.
+"""Sliding-window helpers shared by conv and pooling: output sizes, tap offsets, padding.
 
 Pure helpers over ``xp`` (numpy or cupy) and shape tuples (the ops' argument checks are in
-``ops/geometry.py``). Every loop runs over kernel offsets
-(``kh * kw`` strided slice copies or adds), never over output pixels, so the work stays in numpy.
+``ops/geometry.py``; the convolution columns are built in ``conv_gemm.py``). Every loop over a
+window runs over kernel offsets (``kh * kw`` strided slices), never over output pixels, so the
+work stays in the array module.
 """
 
 from __future__ import annotations
@@ -51,45 +52,3 @@ def pad_hw(xp: Any, x: Any, pad: Pair, value: float = 0.0) -> Any:
         return x
     (ph, pw) = pad
     return xp.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)), constant_values=value)
-
-
-def im2col(xp: Any, x: Any, ksize: Pair, stride: Pair, pad: Pair, dilation: Pair) -> Any:
-    """Copy the windows of ``x`` (N, C, H, W) into columns of shape (N, C, kh, kw, Ho, Wo).
-
-    Example:
-        >>> import numpy as np
-        >>> x = np.arange(9.0).reshape(1, 1, 3, 3)
-        >>> im2col(np, x, (2, 2), (1, 1), (0, 0), (1, 1))[0, 0, 1, 1]
-        array([[4., 5.],
-               [7., 8.]])
-    """
-    n, c, h, w = x.shape
-    ho = out_size(h, ksize[0], stride[0], pad[0], dilation[0])
-    wo = out_size(w, ksize[1], stride[1], pad[1], dilation[1])
-    padded = pad_hw(xp, x, pad)
-    col = xp.empty((n, c, ksize[0], ksize[1], ho, wo), dtype=x.dtype)
-    # One strided slice copy per tap is several times faster than reshaping an as_strided view.
-    for i, j, (rows, cols) in offsets(ksize, stride, dilation, (ho, wo)):
-        col[:, :, i, j] = padded[:, :, rows, cols]
-    return col
-
-
-def col2im(xp: Any, col: Any, out_hw: Pair, stride: Pair, pad: Pair, dilation: Pair) -> Any:
-    """Sum columns (N, C, kh, kw, Ho, Wo) back into an image (N, C, H, W): im2col's adjoint.
-
-    Example:
-        >>> import numpy as np
-        >>> col2im(np, np.ones((1, 1, 2, 2, 2, 2)), (3, 3), (1, 1), (0, 0), (1, 1))[0, 0]
-        array([[1., 2., 1.],
-               [2., 4., 2.],
-               [1., 2., 1.]])
-    """
-    n, c, kh, kw, ho, wo = col.shape
-    (h, w), (ph, pw) = out_hw, pad
-    image = xp.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=col.dtype)
-    for i, j, (rows, cols) in offsets((kh, kw), stride, dilation, (ho, wo)):
-        image[:, :, rows, cols] += col[:, :, i, j]
-    if pad == (0, 0):
-        return image
-    # A contiguous copy rather than a view, so the padded border's memory is not kept alive.
-    return xp.ascontiguousarray(image[:, :, ph : ph + h, pw : pw + w])

@@ -1,9 +1,10 @@
 """2-D convolution ops (NCHW, OIHW weights): conv2d, conv_transpose2d and conv2d_grad_weight.
 
-All three are im2col/col2im plus one batched GEMM per call, or cuDNN on cupy arrays when it runs
-the case (``kernels.cudnn``). They close under differentiation: conv2d's input gradient is
-conv_transpose2d and vice versa, and the weight gradient of both is ``conv2d_grad_weight``, whose
-own backward is again conv2d and conv_transpose2d.
+All three are channels-last im2col/col2im around one GEMM per chunk of images
+(``kernels.conv_gemm``), or cuDNN on cupy arrays when it runs the case (``kernels.cudnn``). They
+close under differentiation: conv2d's input gradient is conv_transpose2d and vice versa, and the
+weight gradient of both is ``conv2d_grad_weight``, whose own backward is again conv2d and
+conv_transpose2d.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.kernels import conv_gemm
 from dualflow.kernels.backend import backend_of
-from dualflow.kernels.im2col import Pair, col2im, im2col, out_size
+from dualflow.kernels.im2col import Pair, out_size
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.registry import Meta, primitive
@@ -76,15 +78,9 @@ class Conv2d:
         library = backend_of(xp).library  # cuDNN on cupy
         if library is not None and library.conv_usable(x, w):
             y = library.conv2d(x, w, stride, pad, dilation, groups)
-            if y is not None:  # else cuDNN refused the case: im2col below
+            if y is not None:  # else cuDNN refused the case: the GEMM kernels below
                 return y
-        n = x.shape[0]
-        o, cg, kh, kw = w.shape
-        col = im2col(xp, x, (kh, kw), stride, pad, dilation)
-        ho, wo = col.shape[4:]
-        col = col.reshape(n, groups, cg * kh * kw, ho * wo)
-        y = xp.matmul(w.reshape(groups, o // groups, cg * kh * kw), col)
-        return y.reshape(n, o, ho, wo)
+        return conv_gemm.conv2d(xp, x, w, stride, pad, dilation, groups)
 
     def backward(ctx, gy):
         x, w = ctx.x0, ctx.x1
@@ -132,8 +128,6 @@ class ConvTranspose2d:
         return (Meta((x.shape[0], cout) + out, np.result_type(x.dtype, w.dtype)),)
 
     def forward(xp, x, w, *, stride, pad, dilation, groups, output_padding):
-        n, cin, h, wd = x.shape
-        cog, kh, kw = w.shape[1:]
         out = tuple(
             (x.shape[2 + k] - 1) * stride[k]
             - 2 * pad[k]
@@ -142,17 +136,13 @@ class ConvTranspose2d:
             + 1
             for k in range(2)
         )
+        geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
         library = backend_of(xp).library  # cuDNN on cupy
         if library is not None and library.conv_usable(x, w):  # conv2d's data gradient
-            geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
             y = library.conv_transpose2d(x, w, geometry, out)
             if y is not None:
                 return y
-        # Columns = w^T @ x per group, then col2im scatters every tap back to its output pixel.
-        wt = w.reshape(groups, cin // groups, cog * kh * kw).swapaxes(1, 2)
-        col = xp.matmul(wt, x.reshape(n, groups, cin // groups, h * wd))
-        col = col.reshape(n, groups * cog, kh, kw, h, wd)
-        return col2im(xp, col, out, stride, pad, dilation)
+        return conv_gemm.conv_transpose2d(xp, x, w, geometry, out)
 
     def backward(ctx, gy):
         x, w = ctx.x0, ctx.x1
@@ -192,13 +182,7 @@ class Conv2dGradWeight:
             gw = library.conv2d_grad_weight(x, gy, {**attrs, "groups": groups})
             if gw is not None:
                 return gw
-        n, c = x.shape[:2]
-        o, ho, wo = gy.shape[1:]
-        cgk = c // groups * ksize[0] * ksize[1]
-        col = im2col(xp, x, ksize, stride, pad, dilation).reshape(n, groups, cgk, ho * wo)
-        gy2 = gy.reshape(n, groups, o // groups, ho * wo)
-        gw = xp.matmul(gy2, col.swapaxes(2, 3)).sum(axis=0)
-        return gw.reshape((o, c // groups) + tuple(ksize))
+        return conv_gemm.conv2d_grad_weight(xp, x, gy, ksize, stride, pad, dilation, groups)
 
     def backward(ctx, ggw):
         x, gy = ctx.x0, ctx.x1

@@ -1,0 +1,191 @@
+"""Convolution kernels as one GEMM per chunk of images: channels-last columns, bounded scratch.
+
+conv2d, its input gradient (conv_transpose2d) and its weight gradient over any array module
+(numpy, cupy). The input is copied once to a padded channels-last array; columns hold one row
+per output pixel, laid out (pixels, groups, kh, kw, C/groups), so every tap copies runs of
+channels and one GEMM per group covers a whole chunk of images (per-image GEMMs paid the BLAS
+thread wake-up once per image). Why this layout: docs/design-notes.md "CPU convolution kernels".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dualflow.kernels.im2col import Pair, offsets, out_size
+
+COLUMN_BUDGET = 1 << 26
+"""Bytes of column scratch one chunk of images may take (the last chunk may be smaller)."""
+
+
+def images_per_chunk(n: int, bytes_per_image: int) -> int:
+    """How many of ``n`` images fit one chunk of columns (at least one).
+
+    Example:
+        >>> [images_per_chunk(n, b) for n, b in ((32, 1 << 20), (256, 1 << 20), (4, 1 << 30))]
+        [32, 64, 1]
+    """
+    return max(1, min(n, COLUMN_BUDGET // max(1, bytes_per_image)))
+
+
+def channels_last(xp: Any, x: Any, pad: Pair, groups: int) -> Any:
+    """A zero-padded channels-last copy of ``x`` (N, C, H, W): shape (N, H+2ph, W+2pw, G, C/G).
+
+    Example:
+        >>> import numpy as np
+        >>> channels_last(np, np.ones((1, 4, 2, 2)), (1, 0), 2).shape
+        (1, 4, 2, 2, 2)
+    """
+    n, c, h, w = x.shape
+    (ph, pw) = pad
+    out = xp.zeros((n, h + 2 * ph, w + 2 * pw, groups, c // groups), dtype=x.dtype)
+    out[:, ph : ph + h, pw : pw + w] = x.transpose(0, 2, 3, 1).reshape(n, h, w, groups, -1)
+    return out
+
+
+def columns(xp: Any, xpad: Any, ksize: Pair, stride: Pair, dilation: Pair, out_hw: Pair) -> Any:
+    """im2col of a channels-last ``xpad`` (N, Hp, Wp, G, Cg): (N, Ho, Wo, G, kh, kw, Cg).
+
+    Example:
+        >>> import numpy as np
+        >>> xpad = np.arange(9.0).reshape(1, 3, 3, 1, 1)
+        >>> columns(np, xpad, (2, 2), (1, 1), (1, 1), (2, 2))[0, 1, 1, 0, :, :, 0]
+        array([[4., 5.],
+               [7., 8.]])
+    """
+    n, _, _, groups, cg = xpad.shape
+    (kh, kw), (ho, wo) = ksize, out_hw
+    col = xp.empty((n, ho, wo, groups, kh, kw, cg), dtype=xpad.dtype)
+    for i, j, (rows, cols) in offsets(ksize, stride, dilation, out_hw):
+        col[:, :, :, :, i, j] = xpad[:, rows, cols]
+    return col
+
+
+def _source(xp: Any, x: Any, ksize: Pair, pad: Pair, groups: int) -> Any:
+    """What the columns are cut from: x itself for an unpadded 1x1 kernel (no full copy), else
+    the padded channels-last copy."""
+    if tuple(ksize) == (1, 1) and tuple(pad) == (0, 0):
+        return x
+    return channels_last(xp, x, pad, groups)
+
+
+def _chunk_columns(xp: Any, src: Any, images: slice, geometry: tuple, groups: int) -> Any:
+    """Columns (m, Ho, Wo, G, kh, kw, Cg) of the ``images`` of ``_source``'s result."""
+    ksize, stride, dilation, (ho, wo) = geometry
+    if src.ndim == 5:
+        return columns(xp, src[images], ksize, stride, dilation, (ho, wo))
+    # 1x1 without padding: the strided pixels, channels last, are the columns (one small copy).
+    part = src[
+        images, :, : stride[0] * (ho - 1) + 1 : stride[0], : stride[1] * (wo - 1) + 1 : stride[1]
+    ]
+    m, c = part.shape[:2]
+    part = xp.ascontiguousarray(part.transpose(0, 2, 3, 1))
+    return part.reshape(m, ho, wo, groups, 1, 1, c // groups)
+
+
+def _out_hw(x_hw: tuple, ksize: Pair, stride: Pair, pad: Pair, dilation: Pair) -> Pair:
+    return tuple(out_size(x_hw[k], ksize[k], stride[k], pad[k], dilation[k]) for k in range(2))
+
+
+def _rows(col: Any, groups: int) -> Any:
+    """Columns as a (G, pixels, kh*kw*Cg) stack of row blocks (a view, no copy)."""
+    taps = col.shape[4] * col.shape[5] * col.shape[6]
+    return col.reshape(-1, groups, taps).transpose(1, 0, 2)
+
+
+def _matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
+    """``out[...] = a @ b``; straight into ``out`` when it is one contiguous block (one group)."""
+    if out.shape[0] == 1:  # other modules' matmul may not take a strided out=
+        xp.matmul(a, b, out=out)
+    else:
+        out[...] = xp.matmul(a, b)
+
+
+def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, groups: int) -> Any:
+    """Cross-correlation of x (N, C, H, W) with w (O, C/G, kh, kw): (N, O, Ho, Wo).
+
+    Example:
+        >>> import numpy as np
+        >>> x = np.arange(16.0).reshape(1, 1, 4, 4)
+        >>> conv2d(np, x, np.ones((1, 1, 2, 2)), (2, 2), (0, 0), (1, 1), 1).tolist()
+        [[[[10.0, 18.0], [42.0, 50.0]]]]
+    """
+    n = x.shape[0]
+    o, cg, kh, kw = w.shape
+    og, (ho, wo) = o // groups, _out_hw(x.shape[2:], (kh, kw), stride, pad, dilation)
+    src = _source(xp, x, (kh, kw), pad, groups)
+    # (G, kh*kw*Cg, Og): the weight in the columns' order, a contiguous copy (small).
+    w2 = w.reshape(groups, og, cg, kh, kw).transpose(0, 3, 4, 2, 1)
+    w2 = xp.ascontiguousarray(w2).reshape(groups, kh * kw * cg, og)
+    y = xp.empty((n, ho, wo, groups, og), dtype=x.dtype)
+    step = images_per_chunk(n, ho * wo * kh * kw * cg * groups * x.dtype.itemsize)
+    for n0 in range(0, n, step):
+        images = slice(n0, n0 + step)
+        col = _chunk_columns(xp, src, images, ((kh, kw), stride, dilation, (ho, wo)), groups)
+        y_rows = y[n0 : n0 + step].reshape(-1, groups, og).transpose(1, 0, 2)
+        _matmul_into(xp, _rows(col, groups), w2, y_rows)
+    return xp.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
+
+
+def conv2d_grad_weight(
+    xp: Any, x: Any, gy: Any, ksize: Pair, stride: Pair, pad: Pair, dilation: Pair, groups: int
+) -> Any:
+    """Weight gradient of conv2d: x (N, C, H, W), gy (N, O, Ho, Wo) -> (O, C/G, kh, kw).
+
+    Example:
+        >>> import numpy as np
+        >>> conv2d_grad_weight(np, np.ones((1, 1, 3, 3)), np.ones((1, 2, 2, 2)), (2, 2),
+        ...                    (1, 1), (0, 0), (1, 1), 1)[1, 0].tolist()
+        [[4.0, 4.0], [4.0, 4.0]]
+    """
+    n, c = x.shape[:2]
+    o, ho, wo = gy.shape[1:]
+    (kh, kw), og, cg = ksize, o // groups, c // groups
+    src = _source(xp, x, ksize, pad, groups)
+    g = xp.ascontiguousarray(gy.transpose(0, 2, 3, 1)).reshape(n, ho * wo, groups, og)
+    step = images_per_chunk(n, ho * wo * kh * kw * c * x.dtype.itemsize)
+    gw = None  # (G, kh*kw*Cg, Og), summed over chunks of images in a fixed order
+    for n0 in range(0, n, step):
+        images = slice(n0, n0 + step)
+        col = _chunk_columns(xp, src, images, (ksize, stride, dilation, (ho, wo)), groups)
+        part = xp.matmul(
+            _rows(col, groups).transpose(0, 2, 1),
+            g[n0 : n0 + step].reshape(-1, groups, og).transpose(1, 0, 2),
+        )
+        gw = part if gw is None else xp.add(gw, part, out=gw)
+    gw = gw.reshape(groups, kh, kw, cg, og).transpose(0, 4, 3, 1, 2)
+    return xp.ascontiguousarray(gw).reshape(o, cg, kh, kw)
+
+
+def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> Any:
+    """Transposed convolution of x (N, Cin, H, W) with w (Cin, Cout/G, kh, kw): conv2d's adjoint.
+
+    ``geometry`` holds stride, pad, dilation and groups; ``out_hw`` is the output's (H, W).
+
+    Example:
+        >>> import numpy as np
+        >>> g = {"stride": (1, 1), "pad": (0, 0), "dilation": (1, 1), "groups": 1}
+        >>> conv_transpose2d(np, np.ones((1, 1, 2, 2)), np.ones((1, 1, 2, 2)), g, (3, 3))[0, 0]
+        array([[1., 2., 1.],
+               [2., 4., 2.],
+               [1., 2., 1.]])
+    """
+    stride, pad, dilation, groups = (geometry[k] for k in ("stride", "pad", "dilation", "groups"))
+    n, cin, h, wd = x.shape
+    cog, kh, kw = w.shape[1:]
+    cig, (ph, pw), (oh, ow) = cin // groups, pad, out_hw
+    xs = xp.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, h * wd, groups, cig)
+    # (G, Cin/G, kh*kw*Cout/G): rows of the weight in the columns' order.
+    w2 = w.reshape(groups, cig, cog, kh, kw).transpose(0, 1, 3, 4, 2)
+    w2 = xp.ascontiguousarray(w2).reshape(groups, cig, kh * kw * cog)
+    image = xp.zeros((n, oh + 2 * ph, ow + 2 * pw, groups, cog), dtype=x.dtype)
+    step = images_per_chunk(n, h * wd * kh * kw * cog * groups * x.dtype.itemsize)
+    for n0 in range(0, n, step):
+        m = min(step, n - n0)
+        col = xp.empty((m, h, wd, groups, kh, kw, cog), dtype=x.dtype)
+        xs_rows = xs[n0 : n0 + m].reshape(-1, groups, cig).transpose(1, 0, 2)
+        _matmul_into(xp, xs_rows, w2, _rows(col, groups))
+        part = image[n0 : n0 + m]
+        for i, j, (rows, cols) in offsets((kh, kw), stride, dilation, (h, wd)):
+            part[:, rows, cols] += col[:, :, :, :, i, j]
+    image = image[:, ph : ph + oh, pw : pw + ow].reshape(n, oh, ow, groups * cog)
+    return xp.ascontiguousarray(image.transpose(0, 3, 1, 2))
