@@ -104,3 +104,39 @@ def layouts(graph: Graph, arguments: str = ANY) -> dict[Value, str]:
         layout = _node_layout(node, known)
         known.update((v, layout) for v in node.outputs)
     return known
+
+
+def _permutes_order(node: Node) -> bool:
+    """Whether a permute node moves two axes longer than 1 past each other (so a C input gives
+    a result that is not C-contiguous)."""
+    shape, axes = node.inputs[0].shape, node.attrs.get("axes")
+    order = tuple(reversed(range(len(shape)))) if axes is None else tuple(axes)
+    kept = [a for a in order if shape[a] > 1]
+    return kept != sorted(kept)
+
+
+def surely_strided(graph: Graph) -> set[Value]:
+    """Values numpy surely gives a non-C layout when the arguments are C: non-trivial transposes
+    of C values, and elementwise results whose full-shape operands are all such (order 'K').
+
+    Example:
+        >>> from dualflow.graph_ir import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2, 3), "float32")
+        >>> (y,) = b.node("exp", [x]); (t,) = b.node("transpose", [y], {"axes": (1, 0)})
+        >>> (u,) = b.node("tanh", [t]); b.output(u)
+        >>> sorted(v.id for v in surely_strided(b.build())) == [t.id, u.id]
+        True
+    """
+    known, found = layouts(graph, C), set()
+    for node in graph.nodes:
+        op = OPS.get(node.op)
+        if op is None or len(node.outputs) != 1 or int(np.prod(node.outputs[0].shape)) <= 1:
+            continue
+        out = node.outputs[0]
+        if op.layout == "permute" and known.get(node.inputs[0]) == C and _permutes_order(node):
+            found.add(out)
+        elif op.layout == "elementwise":
+            full = [v for v in node.value_inputs if v.shape == out.shape]
+            if full and all(v in found for v in full):
+                found.add(out)
+    return found

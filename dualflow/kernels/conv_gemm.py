@@ -189,3 +189,77 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
             part[:, rows, cols] += col[:, :, :, :, i, j]
     image = image[:, ph : ph + oh, pw : pw + ow].reshape(n, oh, ow, groups * cog)
     return xp.ascontiguousarray(image.transpose(0, 3, 1, 2))
+
+
+def _source_bytes(x_shape: tuple, ksize: Pair, pad: Pair, item: int) -> int:
+    n, c, h, w = x_shape
+    if tuple(ksize) == (1, 1) and tuple(pad) == (0, 0):
+        return 0  # the columns come from x's strided pixels
+    return n * (h + 2 * pad[0]) * (w + 2 * pad[1]) * c * item
+
+
+def conv2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
+    """Bytes ``conv2d`` holds besides its inputs and result: the padded channels-last input,
+    the weight in column order, the channels-last result and one chunk of columns.
+
+    Example:
+        >>> a = {"stride": (1, 1), "pad": (1, 1), "dilation": (1, 1), "groups": 1}
+        >>> conv2d_scratch((2, 3, 8, 8), (4, 3, 3, 3), 4, a)  # 600 + 108 + 512 + 3456 floats
+        18704
+    """
+    (n, _, h, wd), (o, cg, kh, kw) = x, w
+    stride, pad, dilation, groups = (attrs[k] for k in ("stride", "pad", "dilation", "groups"))
+    ho, wo = _out_hw((h, wd), (kh, kw), stride, pad, dilation)
+    per_image = ho * wo * kh * kw * cg * groups * item
+    chunk = images_per_chunk(n, per_image) * per_image
+    grouped = chunk // (kh * kw * cg) * (o // groups) if groups > 1 else 0  # matmul's own result
+    weight, result = o * cg * kh * kw * item, n * ho * wo * o * item
+    return _source_bytes(x, (kh, kw), pad, item) + weight + result + chunk + grouped
+
+
+def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int, attrs: dict) -> int:
+    """Bytes ``conv2d_grad_weight`` holds besides its inputs and result: the padded input, the
+    channels-last gradient, one chunk of columns and the per-chunk weight gradients.
+
+    Example:
+        >>> a = {"ksize": (3, 3), "stride": (1, 1), "pad": (1, 1), "dilation": (1, 1),
+        ...      "groups": 1}
+        >>> conv2d_grad_weight_scratch((2, 3, 8, 8), (2, 4, 8, 8), 4, a)
+        18704
+    """
+    (n, c, _, _), (_, o, ho, wo) = x, gy
+    (kh, kw), pad = attrs["ksize"], attrs["pad"]
+    per_image = ho * wo * kh * kw * c * item
+    step = images_per_chunk(n, per_image)
+    weight = o * c // attrs["groups"] * kh * kw * item
+    sums = weight * (2 if step < n else 1)  # the running sum and the last chunk's part
+    gradient = n * ho * wo * o * item
+    return _source_bytes(x, (kh, kw), pad, item) + gradient + step * per_image + sums
+
+
+def conv_transpose2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
+    """Bytes ``conv_transpose2d`` holds besides its inputs and result: the channels-last input,
+    the weight in column order, the padded image and one chunk of columns (the crop is a view).
+
+    Example:
+        >>> a = {"stride": (1, 1), "pad": (1, 1), "dilation": (1, 1), "groups": 1,
+        ...      "output_padding": (0, 0)}
+        >>> conv_transpose2d_scratch((2, 4, 8, 8), (4, 3, 3, 3), 4, a)
+        18704
+    """
+    (n, cin, h, wd), (_, cog, kh, kw) = x, w
+    stride, pad, dilation, groups = (attrs[k] for k in ("stride", "pad", "dilation", "groups"))
+    out = [
+        (x[2 + k] - 1) * stride[k]
+        - 2 * pad[k]
+        + dilation[k] * (w[2 + k] - 1)
+        + attrs["output_padding"][k]
+        + 1
+        for k in range(2)
+    ]
+    per_image = h * wd * kh * kw * cog * groups * item
+    chunk = images_per_chunk(n, per_image) * per_image
+    grouped = chunk if groups > 1 else 0  # matmul's own result before the strided copy
+    image = n * (out[0] + 2 * pad[0]) * (out[1] + 2 * pad[1]) * groups * cog * item
+    inputs = n * h * wd * cin * item + cin * cog * kh * kw * item
+    return inputs + image + chunk + grouped

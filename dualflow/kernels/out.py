@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
+
 from dualflow.kernels.expr import XP_FUNCTIONS, Expr, render_numpy
+from dualflow.kernels.expr_typing import lower_expr
 from dualflow.kernels.scalar import FUNCTIONS
 
 _CACHE: dict[tuple, Callable | None] = {}
@@ -78,3 +81,38 @@ def expression_out(
         function = namespace["forward_out"]
     _CACHE[key] = function
     return function
+
+
+def _typing_tree(expr: Expr, scalars: frozenset, attrs: dict) -> Expr:
+    """``expr`` with attributes as their values and Python-scalar operands as constants."""
+    if expr[0] == "attr":
+        return ("const", attrs[expr[1]])
+    if expr[0] == "var" and expr[1] in scalars:
+        return ("const", 0.0)
+    if expr[0] == "call":
+        return ("call", expr[1], *(_typing_tree(a, scalars, attrs) for a in expr[2:]))
+    return expr
+
+
+def expression_scratch(expr: Expr, args: tuple[str, ...], metas: tuple, attrs: dict) -> int:
+    """Bytes of the temporaries numpy allocates for an expression's inner calls (each call's
+    result but the last, which is the op's own): an upper bound, as if all lived at once.
+    ``metas``: (shape, dtype) per argument, None for a Python scalar operand.
+
+    Example:
+        >>> e = ("call", "where", ("call", "greater", ("var", "y"), ("const", 0)),
+        ...      ("var", "g"), ("const", 0))
+        >>> expression_scratch(e, ("y", "g"), (((4, 8), "float32"), ((4, 8), "float32")), {})
+        32
+    """
+    arrays = [(a, m) for a, m in zip(args, metas) if m is not None]
+    scalars = frozenset(a for a, m in zip(args, metas) if m is None)
+    names, dtypes = tuple(a for a, _ in arrays), tuple(np.dtype(m[1]).name for _, m in arrays)
+    try:
+        steps = lower_expr(_typing_tree(expr, scalars, attrs), names, dtypes).steps
+    except (KeyError, TypeError, ValueError):  # an estimate never stops a plan: count nothing
+        return 0
+    if len(steps) < 2:
+        return 0
+    size = int(np.prod(np.broadcast_shapes(*(tuple(m[0]) for _, m in arrays)), dtype=np.int64))
+    return size * sum(step.dtype.itemsize for step in steps[:-1])

@@ -56,7 +56,17 @@ def _geometry(attrs: dict) -> dict:
     return {k: attrs[k] for k in ("stride", "pad", "dilation", "groups")}
 
 
-@primitive("conv2d", saves=("x0", "x1"))
+def _scratch(kernel_scratch: Any) -> Any:
+    """The op's scratch fact from its GEMM kernel's (cuDNN on cupy: the plan counts CPU only)."""
+
+    def scratch(metas: tuple, attrs: dict) -> int:
+        (xs, xd), (ws, wd) = metas
+        return kernel_scratch(tuple(xs), tuple(ws), np.result_type(xd, wd).itemsize, attrs)
+
+    return scratch
+
+
+@primitive("conv2d", saves=("x0", "x1"), scratch=_scratch(conv_gemm.conv2d_scratch))
 class Conv2d:
     """Cross-correlation of x (N, C, H, W) with w (O, C/groups, kh, kw), no bias."""
 
@@ -94,7 +104,9 @@ class Conv2d:
         return gx, gw
 
 
-@primitive("conv_transpose2d", saves=("x0", "x1"))
+@primitive(
+    "conv_transpose2d", saves=("x0", "x1"), scratch=_scratch(conv_gemm.conv_transpose2d_scratch)
+)
 class ConvTranspose2d:
     """Transposed convolution of x (N, Cin, H, W) with w (Cin, Cout/groups, kh, kw), no bias."""
 
@@ -155,7 +167,11 @@ class ConvTranspose2d:
         return gx, gw
 
 
-@primitive("conv2d_grad_weight", saves=("x0", "x1"))
+@primitive(
+    "conv2d_grad_weight",
+    saves=("x0", "x1"),
+    scratch=_scratch(conv_gemm.conv2d_grad_weight_scratch),
+)
 class Conv2dGradWeight:
     """Weight gradient of conv2d: correlate x (N, C, H, W) with gy (N, O, Ho, Wo)."""
 

@@ -16,7 +16,7 @@ import numpy as np
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.kernels.backend import device_elementwise
 from dualflow.kernels.expr import compile_numpy, parse_expr
-from dualflow.kernels.out import expression_out, writes_out
+from dualflow.kernels.out import expression_out, expression_scratch, writes_out
 
 
 class Meta(NamedTuple):
@@ -246,6 +246,7 @@ def elementwise(
             aliasing="fresh",  # numpy allocates every ufunc, where and astype result
             layout="elementwise",  # in its operands' memory order (order='K')
             out=functools.partial(expression_out, name, tree, args, attrs) if ufunc else None,
+            scratch=functools.partial(expression_scratch, tree, args),
         )
         return register(op)
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.graph_ir.layout import surely_strided
 from dualflow.ops.registry import OPS
 from dualflow.runtime.out_forward import inplace_inputs, writes_out
 
@@ -257,11 +258,13 @@ def _assign(
 
 
 def _scratch(node: Node) -> int:
-    """Bytes the step's CPU kernel allocates and frees within the step (its op's fact)."""
+    """Bytes the step's CPU kernel allocates and frees within the step (its op's fact; a
+    Python-scalar operand's meta is None)."""
     op = OPS.get(node.op)
     if op is None or op.scratch is None:
         return 0
-    return int(op.scratch(tuple((v.shape, v.dtype) for v in node.inputs), node.attrs))
+    metas = tuple((v.shape, v.dtype) if isinstance(v, Value) else None for v in node.inputs)
+    return int(op.scratch(metas, node.attrs))
 
 
 def _dynamic_peak(
@@ -320,8 +323,18 @@ def plan_memory(
     roots = alias_roots(graph)
     out_roots = set().union(*(roots.get(v, ()) for v in graph.outputs))
     update_roots = set().union(*(roots.get(new, ()) for _, new in graph.updates))
-    fresh = {v: b for b, v in enumerate(_fresh_outputs(graph, roots, out_roots, update_roots))}
-    escaping = out_roots | update_roots
+    # a checked elementwise step reading a surely non-C operand always allocates as eager does
+    # (its result keeps that layout): a buffer for it would sit unused, and the peak be wrong
+    strided = surely_strided(graph)
+    never = {
+        n.outputs[0]
+        for n in graph.nodes
+        if getattr(OPS.get(n.op), "layout", None) == "elementwise"
+        and any(v in strided for v in n.value_inputs)
+    }
+    found = _fresh_outputs(graph, roots, out_roots, update_roots)
+    fresh = {v: b for b, v in enumerate(v for v in found if v not in never)}
+    escaping = out_roots | update_roots | never
     planned = {n.outputs[0] for n in graph.nodes if writes_out(n) and n.outputs[0] not in escaping}
     planned |= set(fresh)
     release = _release(graph, roots)

@@ -233,3 +233,24 @@ def test_fused_steps_are_planned_in_place_but_never_over_a_broadcast_input() -> 
     for _ in range(2):
         _same(plan.run(inputs, []).outputs, interpret(graph, inputs).outputs)
     _same(inputs, kept)
+
+
+def test_a_step_over_transposed_operands_is_not_planned() -> None:
+    """``add(a.T, b.T)`` is F-ordered in eager numpy: its checked kernel never writes a C
+    buffer, so the plan gives it none (it would sit unused) and counts it as allocated."""
+    b = GraphBuilder("transposed")
+    x = b.input((64, 32), "float32", "x")
+    (a,) = b.node("exp", [x])
+    (c,) = b.node("tanh", [x])
+    (at,) = b.node("transpose", [a], {"axes": (1, 0)})
+    (ct,) = b.node("transpose", [c], {"axes": (1, 0)})
+    (s,) = b.node("add", [at, ct])
+    b.output(*b.node("sum", [s], {"axis": 0, "keepdims": False}))
+    graph = verify(b.build())
+    memory = plan_memory(graph)
+    assert s.id not in {r.value for r in memory.rows} and {a.id, c.id} <= {
+        r.value for r in memory.rows
+    }
+    assert memory.dynamic_peak >= s.nbytes
+    xs = np.random.default_rng(0).normal(size=(64, 32)).astype(np.float32)
+    _same(lower(graph).run([xs], []).outputs, interpret(graph, [xs]).outputs)

@@ -123,3 +123,24 @@ def test_predicted_peak_of_a_training_step_leaves_out_donated_updates() -> None:
 
     measured, predicted = _measured(step, x, labels)
     assert abs(measured - predicted) <= 0.1 * predicted, (measured, predicted)
+
+
+def test_predicted_peak_counts_convolution_scratch() -> None:
+    # im2col columns, channels-last copies and the backward's padded images dominate a conv step
+    rng = np.random.default_rng(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1), nn.ReLU(), nn.Conv2d(16, 16, 3, padding=1), nn.ReLU()
+    )
+    opt = optim.SGD(model.parameters(), lr=0.01)
+    x = dualflow.tensor(rng.normal(size=(8, 3, 16, 16)).astype(np.float32))
+
+    @dualflow.compile
+    def step(x: dualflow.Tensor) -> dualflow.Tensor:
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    measured, predicted = _measured(step, x)
+    assert abs(measured - predicted) <= 0.1 * predicted, (measured, predicted)
