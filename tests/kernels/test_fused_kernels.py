@@ -169,7 +169,8 @@ def test_numba_disk_cache_reused_by_second_process(tmp_path: Path) -> None:
     (first_hits, first_misses, _, value), (hits, misses, elapsed, value2) = runs
     assert (first_hits, first_misses) == ("0", "1")  # compiled, then saved
     assert (hits, misses) == ("1", "0")  # loaded from disk: nothing compiled
-    assert float(elapsed) < 0.2 and value == value2 == "-0.25"
+    # hits/misses prove nothing was compiled; no time limit (a loaded machine is not a failure)
+    assert float(elapsed) >= 0 and value == value2 == "-0.25"
     assert len(list((tmp_path / "kernels").glob("k_*.py"))) == 1
 
 
