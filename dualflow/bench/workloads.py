@@ -205,13 +205,14 @@ def build_gradient_penalty_mlp(
     rng: np.random.Generator, device: Device = CPU, batch: int = 64, hidden: int = 1000
 ) -> dict[str, Any]:
     """Double backward through the MLP 784-``hidden``-``hidden``-10 (ReLU) at ``batch``:
-    ``g = d sum(f(x)) / dx``, then the gradients of ``sum(g**2)`` wrt the parameters (None for
-    the biases: ``g`` does not depend on them, ReLU's second derivative being zero).
+    ``g = d sum(f(x)) / dx``, then the gradients of ``sum(g**2)`` wrt the parameters (zeros for
+    the biases feeding a ReLU, None for the last: ``g`` does not depend on them, ReLU's second
+    derivative being zero; PyTorch gives the same).
 
     Example:
         >>> built = build_gradient_penalty_mlp(np.random.default_rng(0), batch=2, hidden=8)
         >>> [None if g is None else g.shape for g in built["step"]()]
-        [(8, 784), None, (8, 8), None, (10, 8), None]
+        [(8, 784), (8,), (8, 8), (8,), (10, 8), None]
     """
     params = _mlp_params(rng, (784, hidden, hidden, 10), device)
     x = _randn(rng, (batch, 784), device, True)

@@ -34,7 +34,8 @@ def _eager_and_compiled(build, steps: int = 3, **kwargs) -> list[list[np.ndarray
         (build_small_cnn, {"batch": 2, "size": 8, "width": 4}, 8 + 1),  # params, loss
         (build_poly_chain, {"size": 1000}, 1),
         (build_tiny_ops, {}, 2 + 2),  # x, w, their grads
-        (build_gradient_penalty_mlp, {"batch": 3, "hidden": 16}, 6 + 3),  # params, weight grads
+        # params, weight grads, the zero grads of the two biases feeding a ReLU (the last is None)
+        (build_gradient_penalty_mlp, {"batch": 3, "hidden": 16}, 6 + 5),
     ],
 )
 def test_compiled_equals_eager(build, kwargs, arrays: int) -> None:
@@ -97,7 +98,8 @@ def test_gradient_penalty_mlp_matches_its_formula() -> None:
     weights = [p.numpy().astype(np.float64) for p in built["params"]]
     xs = built["inputs"][0].numpy().astype(np.float64)
     grads = built["step"]()
-    assert grads[1] is None and grads[3] is None and grads[5] is None  # biases: zero 2nd order
+    # biases: zero second order; those feeding a ReLU stay connected (zeros, as PyTorch gives)
+    assert grads[5] is None and not grads[1].numpy().any() and not grads[3].numpy().any()
     for k in (0, 2, 4):  # d penalty / d W by central differences, one element each
         bumped = [w.copy() for w in weights]
         bumped[k][1, 2] += 1e-6
