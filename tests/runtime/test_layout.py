@@ -42,6 +42,24 @@ def test_a_planned_step_on_a_transposed_view_keeps_eager_summation_order() -> No
     for _ in range(3):
         assert_same_bits(compiled(x).numpy(), _transpose_program(x).numpy())
     assert compiled.stats().plan_runs == 2
+    # the multiply reads a transposed C value: the plan knows it allocates as eager, no buffer
+    graph, memory = compiled.history[0].plan.graph, compiled.history[0].plan.memory
+    (product,) = (n.outputs[0] for n in graph.nodes if n.op == "multiply")
+    assert product not in memory.planned
+
+
+def _scaled_elu_sum(x: dualflow.Tensor) -> dualflow.Tensor:
+    return ops.sum(ops.elu(x * 1.5), axis=0)
+
+
+def test_a_planned_step_given_a_strided_argument_keeps_eager_summation_order() -> None:
+    # planned for C arguments; called with an F-ordered one, the checked kernel falls back
+    rng = np.random.default_rng(3)
+    x = dualflow.tensor(np.asfortranarray(rng.normal(size=(64, 128)).astype(np.float32)))
+    compiled = dualflow.compile(_scaled_elu_sum, passes="O0", fallback="error")
+    for _ in range(3):
+        assert_same_bits(compiled(x).numpy(), _scaled_elu_sum(x).numpy())
+    assert compiled.stats().plan_runs == 2
     assert compiled.history[0].plan.memory.planned  # the multiply is a planned step
 
 
