@@ -110,6 +110,16 @@ def _mlp_params(rng: np.random.Generator, sizes: tuple[int, ...], device: Device
     return params
 
 
+def _mlp_forward(x: Any, params: list[Any]) -> Any:
+    # linear layers with ReLU between them (none after the last): the peers' MLP
+    h = x
+    for i in range(0, len(params), 2):
+        h = ops.linear(h, params[i], params[i + 1])
+        if i + 2 < len(params):
+            h = ops.relu(h)
+    return h
+
+
 def build_mlp(rng: np.random.Generator, device: Device = CPU, batch: int = 64) -> dict[str, Any]:
     """MLP 784-1000-1000-10 training step (forward, backward, SGD update) at ``batch``.
 
@@ -122,12 +132,7 @@ def build_mlp(rng: np.random.Generator, device: Device = CPU, batch: int = 64) -
     labels = dualflow.tensor(rng.integers(0, 10, size=batch), device=device)
 
     def step() -> Any:
-        h = x
-        for i in range(0, len(params), 2):
-            h = ops.linear(h, params[i], params[i + 1])
-            if i + 2 < len(params):
-                h = ops.relu(h)
-        return sgd_step(ops.softmax_cross_entropy(h, labels), params, 0.01)
+        return sgd_step(ops.softmax_cross_entropy(_mlp_forward(x, params), labels), params, 0.01)
 
     def gemms_only() -> None:
         # The 8 GEMMs of the step (3 forward, 5 backward: no gradient for the input).
@@ -218,12 +223,7 @@ def build_gradient_penalty_mlp(
     x = _randn(rng, (batch, 784), device, True)
 
     def step() -> Any:
-        h = x
-        for i in range(0, len(params), 2):
-            h = ops.linear(h, params[i], params[i + 1])
-            if i + 2 < len(params):
-                h = ops.relu(h)
-        (g,) = dualflow.grad(h.sum(), [x], create_graph=True)
+        (g,) = dualflow.grad(_mlp_forward(x, params).sum(), [x], create_graph=True)
         return dualflow.grad((g**2).sum(), params, allow_unused=True)
 
     return {"step": step, "params": params, "inputs": [x]}
