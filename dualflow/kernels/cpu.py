@@ -9,6 +9,7 @@ no contraction, so also bit-identical), transcendental ones and powers other tha
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections import OrderedDict
@@ -231,6 +232,7 @@ def _blocked(program: Program) -> bool:
     return any(_libm_power(step) for step in program.steps)
 
 
+@functools.lru_cache(maxsize=1024)  # asked for every fused node at every lowering
 def cpu_scratch(
     expr: tuple, args: tuple[str, ...], in_metas: tuple[tuple[tuple[int, ...], str], ...]
 ) -> int:
