@@ -82,7 +82,13 @@ def _chunk_columns(xp: Any, src: Any, images: slice, geometry: tuple, groups: in
     return part.reshape(m, ho, wo, groups, 1, 1, c // groups)
 
 
-def _out_hw(x_hw: tuple, ksize: Pair, stride: Pair, pad: Pair, dilation: Pair) -> Pair:
+def conv_out_hw(x_hw: tuple, ksize: Pair, stride: Pair, pad: Pair, dilation: Pair) -> Pair:
+    """The (H, W) of a convolution's result.
+
+    Example:
+        >>> conv_out_hw((32, 32), (3, 3), (2, 2), (1, 1), (1, 1))
+        (16, 16)
+    """
     return tuple(out_size(x_hw[k], ksize[k], stride[k], pad[k], dilation[k]) for k in range(2))
 
 
@@ -111,7 +117,7 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
     """
     n = x.shape[0]
     o, cg, kh, kw = w.shape
-    og, (ho, wo) = o // groups, _out_hw(x.shape[2:], (kh, kw), stride, pad, dilation)
+    og, (ho, wo) = o // groups, conv_out_hw(x.shape[2:], (kh, kw), stride, pad, dilation)
     src = _source(xp, x, (kh, kw), pad, groups)
     # (G, kh*kw*Cg, Og): the weight in the columns' order, a contiguous copy (small).
     w2 = w.reshape(groups, og, cg, kh, kw).transpose(0, 3, 4, 2, 1)
@@ -209,7 +215,7 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
     """
     (n, _, h, wd), (o, cg, kh, kw) = x, w
     stride, pad, dilation, groups = (attrs[k] for k in ("stride", "pad", "dilation", "groups"))
-    ho, wo = _out_hw((h, wd), (kh, kw), stride, pad, dilation)
+    ho, wo = conv_out_hw((h, wd), (kh, kw), stride, pad, dilation)
     per_image = ho * wo * kh * kw * cg * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk // (kh * kw * cg) * (o // groups) if groups > 1 else 0  # matmul's own result

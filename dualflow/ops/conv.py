@@ -66,7 +66,30 @@ def _scratch(kernel_scratch: Any) -> Any:
     return scratch
 
 
-@primitive("conv2d", saves=("x0", "x1"), scratch=_scratch(conv_gemm.conv2d_scratch))
+def _conv2d_flops(metas: tuple, attrs: dict) -> int:
+    (x, _), (w, _) = metas
+    geometry = (attrs[k] for k in ("stride", "pad", "dilation"))
+    ho, wo = conv_gemm.conv_out_hw(tuple(x[2:]), tuple(w[2:]), *geometry)
+    return 2 * x[0] * ho * wo * w[0] * w[1] * w[2] * w[3]  # N Ho Wo O (C/G kh kw) MACs
+
+
+def _conv_transpose2d_flops(metas: tuple, attrs: dict) -> int:
+    (x, _), (w, _) = metas
+    return 2 * x[0] * x[2] * x[3] * w[0] * w[1] * w[2] * w[3]  # N H W Cin (Cout/G kh kw)
+
+
+def _conv2d_grad_weight_flops(metas: tuple, attrs: dict) -> int:
+    (x, _), (gy, _) = metas
+    kh, kw = attrs["ksize"]
+    return 2 * gy[0] * gy[1] * gy[2] * gy[3] * x[1] // attrs["groups"] * kh * kw
+
+
+@primitive(
+    "conv2d",
+    saves=("x0", "x1"),
+    scratch=_scratch(conv_gemm.conv2d_scratch),
+    flops=_conv2d_flops,
+)
 class Conv2d:
     """Cross-correlation of x (N, C, H, W) with w (O, C/groups, kh, kw), no bias."""
 
@@ -105,7 +128,10 @@ class Conv2d:
 
 
 @primitive(
-    "conv_transpose2d", saves=("x0", "x1"), scratch=_scratch(conv_gemm.conv_transpose2d_scratch)
+    "conv_transpose2d",
+    saves=("x0", "x1"),
+    scratch=_scratch(conv_gemm.conv_transpose2d_scratch),
+    flops=_conv_transpose2d_flops,
 )
 class ConvTranspose2d:
     """Transposed convolution of x (N, Cin, H, W) with w (Cin, Cout/groups, kh, kw), no bias."""
@@ -171,6 +197,7 @@ class ConvTranspose2d:
     "conv2d_grad_weight",
     saves=("x0", "x1"),
     scratch=_scratch(conv_gemm.conv2d_grad_weight_scratch),
+    flops=_conv2d_grad_weight_flops,
 )
 class Conv2dGradWeight:
     """Weight gradient of conv2d: correlate x (N, C, H, W) with gy (N, O, Ho, Wo)."""

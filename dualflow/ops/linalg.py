@@ -46,12 +46,20 @@ def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
 
 # BLAS reads its operands while writing: never in place; its result is C-ordered whatever the
 # operands' layout, so its out= forward needs no layout check
+def _matmul_flops(metas: tuple, attrs: dict) -> int:
+    (a, _), (b, _) = metas
+    a, b = (1, *a) if len(a) == 1 else a, (*b, 1) if len(b) == 1 else b
+    batch = int(np.prod(np.broadcast_shapes(a[:-2], b[:-2]), dtype=np.int64))
+    return 2 * batch * a[-2] * a[-1] * b[-1]
+
+
 @primitive(
     "matmul",
     saves=("x0", "x1"),
     aliasing="fresh",
     layout="C",
     out=lambda checked: _matmul_out,
+    flops=_matmul_flops,
 )
 class Matmul:
     """Matrix product with numpy's rules (batched, broadcasting, 1-D promotion)."""

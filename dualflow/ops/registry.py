@@ -49,6 +49,7 @@ class OpDef:
         "doc",
         "expr",
         "expr_text",
+        "flops",
         "forward",
         "guard",
         "impure",
@@ -147,6 +148,7 @@ FACTS: dict[str, tuple[Any, str]] = {
     "prints": (False, "writes to stdout: a plan holds its text until every guard passed"),
     "region": (False, "stands for a region of ops of the graph before fusion (attrs 'locs')"),
     "node_kernel": (None, "kernel built per node: f(metas, attrs, checked) -> kernel"),
+    "flops": (None, "floating-point operations of one call: f(metas, attrs) -> int (profiles)"),
     "scratch": (
         None,
         "bytes of temporaries its CPU kernel allocates and frees within one step (im2col "

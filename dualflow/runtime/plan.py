@@ -86,6 +86,7 @@ class Plan:
     prints: bool = False  # has debug_print steps (their messages wait for the guards)
     unfused: Graph | None = field(default=None, repr=False)  # debug: the graph before fusion
     _checked_run: Any = field(default=None, repr=False)
+    profile_next: bool = False  # the next run records per-step times (``explain(profile=True)``)
 
     @property
     def steps(self) -> int:
@@ -124,6 +125,8 @@ class Plan:
             self._consts = [send(c, self.device) for c in self.graph.consts.values()]
             self._buffers = [] if self.memory is None else self.memory.allocate(self._xp)
         xp, consts = self._xp, self._consts
+        if self.profile_next:  # a real call, timed step by step (no donation: commits as usual)
+            profile, self.profile_next = True, False
         bufs = self._buffers
         if self.memory is not None and self.memory.fresh:  # large outputs: new arrays per run
             bufs = self.memory.per_run(xp, bufs)

@@ -14,6 +14,7 @@ from dualflow.graph_ir.printer import print_graph
 from dualflow.tracer.compiled import CompiledFunction, Stats
 from dualflow.tracer.env_guards import is_value
 from dualflow.tracer.explain_passes import describe_passes
+from dualflow.tracer.explain_profile import profile_lines, request_profile
 from dualflow.tracer.trace import Trace
 
 
@@ -76,6 +77,9 @@ def _describe(index: int, trace: Trace) -> list[str]:
     peak = trace.plan.predicted_peak
     if peak is not None:
         lines.append(f"  predicted peak: {peak} B ({peak / 2**20:.2f} MiB)")
+    lines += profile_lines(trace.plan, "plan")
+    if trace.backward is not None:
+        lines += profile_lines(trace.backward.plan, "backward plan")
     return lines
 
 
@@ -106,11 +110,16 @@ def _type(value: Any) -> str:
     return f"{kind} {name}" if isinstance(name, str) else kind
 
 
-def explain(fn: Any, *args: Any, passes: bool = False, **kwargs: Any) -> Explanation:
+def explain(
+    fn: Any, *args: Any, passes: bool = False, profile: bool = False, **kwargs: Any
+) -> Explanation:
     """Explain a compiled function; with arguments, first call it once with them (for real).
 
     ``passes=True`` also prints each trace's graph as traced and after every pass (forward and
-    backward), in process: what ``DUALFLOW_DUMP_IR`` writes to files.
+    backward), in process: what ``DUALFLOW_DUMP_IR`` writes to files. ``profile=True`` then
+    calls it once more with the same arguments (for real: state updates commit as usual) with
+    every plan timing its steps, and prints the slowest steps with their source lines and the
+    GFLOP/s of matmuls and convolutions.
 
     Example:
         >>> import dualflow
@@ -122,6 +131,9 @@ def explain(fn: Any, *args: Any, passes: bool = False, **kwargs: Any) -> Explana
     if not isinstance(fn, CompiledFunction):
         raise TypeError(f"explain needs a function made by dualflow.compile, got {fn!r}")
     if args or kwargs:
+        fn(*args, **kwargs)
+    if profile:
+        request_profile(fn)
         fn(*args, **kwargs)
     name = getattr(fn.fn, "__qualname__", None) or type(fn.fn).__name__
     return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason, passes)

@@ -1,0 +1,57 @@
+"""The step profile ``explain(fn, ..., profile=True)`` prints: time per plan step, slowest first,
+with the achieved GFLOP/s of steps whose op knows its work (``OpDef.flops``: matmul and the
+convolutions, forward and backward), so a slow layer shows how far it is from the GEMM rate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dualflow.graph_ir.ir import Node, Value
+from dualflow.ops.registry import OPS
+
+ROWS = 20  # the slowest steps shown per plan
+
+
+def step_flops(node: Node) -> int | None:
+    """Floating-point operations of one run of ``node``'s step, or None when its op has no
+    ``flops`` fact.
+
+    Example:
+        >>> n = Node("matmul", (Value(0, (4, 8), "float32"), Value(1, (8, 2), "float32")),
+        ...          (Value(2, (4, 2), "float32"),))
+        >>> step_flops(n)
+        128
+    """
+    op = OPS.get(node.op)
+    if op is None or op.flops is None:
+        return None
+    metas = tuple((v.shape, v.dtype) if isinstance(v, Value) else None for v in node.inputs)
+    return int(op.flops(metas, node.attrs))
+
+
+def profile_lines(plan: Any, title: str) -> list[str]:
+    """The rows of one plan's last profiled run (none when it has not run profiled)."""
+    times = getattr(plan, "profile_times", None)
+    if times is None:
+        return []
+    total = float(times.sum())
+    lines = [f"  profile of the {title}'s last profiled run: {total * 1e3:.3f} ms in steps"]
+    order = sorted(range(len(times)), key=lambda i: -times[i])[:ROWS]
+    for i in order:
+        node, seconds = plan.graph.nodes[i], float(times[i])
+        flops = step_flops(node)
+        rate = f"  {flops / seconds / 1e9:8.1f} GFLOP/s" if flops and seconds > 0 else ""
+        share = 100 * seconds / total if total > 0 else 0.0
+        lines.append(
+            f"    {seconds * 1e3:9.3f} ms {share:5.1f}%  {node.op:<20} {node.loc or '-'}{rate}"
+        )
+    return lines
+
+
+def request_profile(fn: Any) -> None:
+    """Have every plan of ``fn``'s traces (forward and backward) time its next run."""
+    for trace in fn.history:
+        trace.plan.profile_next = True
+        if trace.backward is not None:
+            trace.backward.plan.profile_next = True
