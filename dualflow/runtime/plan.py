@@ -133,7 +133,7 @@ class Plan:
         if profile:
             times = self.profile_times = np.zeros(len(self.graph.nodes))
             run = self._profiled()
-            outputs, updates, failed = run(xp, inputs, state, consts, bufs, times)
+            outputs, updates, failed = self._execute(run, xp, (inputs, state, consts, bufs, times))
         else:
             if not (_c_ordered(inputs) and _c_ordered(state)):
                 run = self._checked()  # a strided argument: every step checks its operands

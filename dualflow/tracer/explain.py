@@ -134,6 +134,9 @@ def explain(
         fn(*args, **kwargs)
     if profile:
         request_profile(fn)
-        fn(*args, **kwargs)
+        try:
+            fn(*args, **kwargs)
+        finally:
+            request_profile(fn, on=False)
     name = getattr(fn.fn, "__qualname__", None) or type(fn.fn).__name__
     return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason, passes)

@@ -49,9 +49,10 @@ def profile_lines(plan: Any, title: str) -> list[str]:
     return lines
 
 
-def request_profile(fn: Any) -> None:
-    """Have every plan of ``fn``'s traces (forward and backward) time its next run."""
+def request_profile(fn: Any, on: bool = True) -> None:
+    """Have every plan of ``fn``'s traces (forward and backward) time its next run (``on``), or
+    no longer (a call that retraced or ran eagerly leaves the request unused)."""
     for trace in fn.history:
-        trace.plan.profile_next = True
+        trace.plan.profile_next = on
         if trace.backward is not None:
-            trace.backward.plan.profile_next = True
+            trace.backward.plan.profile_next = on

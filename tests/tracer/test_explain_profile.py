@@ -4,11 +4,12 @@ steps printed with their lines and the GFLOP/s of matmuls and convolutions (``Op
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import dualflow
 from dualflow import nn, optim
 from dualflow.graph_ir.ir import Node, Value
-from dualflow.tracer.explain_profile import step_flops
+from dualflow.tracer.explain_profile import request_profile, step_flops
 
 
 def _model_and_step(seed: int) -> tuple:
@@ -56,3 +57,28 @@ def test_convolution_flops_count_every_multiply_add_twice() -> None:
     transpose = Node("conv_transpose2d", (y, w), (x,), {**geometry, "output_padding": (1, 1)})
     assert step_flops(transpose) == forward
     assert step_flops(Node("exp", (x,), (Value(3, x.shape, "float32"),))) is None
+
+
+def test_a_profiled_call_prints_once_even_when_its_guard_fails(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # the profiled run holds debug_print messages until every guard passed, as plain runs do:
+    # a failing guard's eager re-run prints the only line
+    @dualflow.compile
+    def f(x):
+        y = x * 2
+        dualflow.debug.print("sum={}", y.sum())
+        if y.sum() > 0:
+            return y
+        return -y
+
+    positive, negative = dualflow.tensor([1.0, 2.0]), dualflow.tensor([-1.0, -2.0])
+    f(positive)
+    f(positive)
+    dualflow.explain(f)  # no arguments: nothing runs
+    request_profile(f)
+    f(negative)
+    assert capsys.readouterr().out.splitlines() == ["sum=6.0", "sum=6.0", "sum=-6.0"]
+    assert not any(t.plan.profile_next for t in f.history)  # the run used the request
+    dualflow.explain(f, dualflow.tensor([1.0, 2.0, 3.0]), profile=True)  # new shape: retraces
+    assert not any(t.plan.profile_next for t in f.history)  # explain withdrew what was unused
