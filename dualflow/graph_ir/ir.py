@@ -66,6 +66,12 @@ class Node:
         """The inputs that are Values (literals dropped)."""
         return tuple(v for v in self.inputs if isinstance(v, Value))
 
+    @property
+    def input_metas(self) -> tuple[tuple[tuple[int, ...], Any] | None, ...]:
+        """(shape, dtype) per input, None for a literal: what op facts such as ``scratch`` and
+        ``flops`` take."""
+        return tuple((v.shape, v.dtype) if isinstance(v, Value) else None for v in self.inputs)
+
 
 @dataclass(frozen=True, eq=False)
 class Graph:

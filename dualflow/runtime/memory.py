@@ -263,8 +263,7 @@ def _scratch(node: Node) -> int:
     op = OPS.get(node.op)
     if op is None or op.scratch is None:
         return 0
-    metas = tuple((v.shape, v.dtype) if isinstance(v, Value) else None for v in node.inputs)
-    return int(op.scratch(metas, node.attrs))
+    return int(op.scratch(node.input_metas, node.attrs))
 
 
 def _dynamic_peak(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow.graph_ir.ir import Node, Value
+from dualflow.graph_ir.ir import Node
 from dualflow.ops.registry import OPS
 
 ROWS = 20  # the slowest steps shown per plan
@@ -18,6 +18,7 @@ def step_flops(node: Node) -> int | None:
     ``flops`` fact.
 
     Example:
+        >>> from dualflow.graph_ir.ir import Value
         >>> n = Node("matmul", (Value(0, (4, 8), "float32"), Value(1, (8, 2), "float32")),
         ...          (Value(2, (4, 2), "float32"),))
         >>> step_flops(n)
@@ -26,8 +27,7 @@ def step_flops(node: Node) -> int | None:
     op = OPS.get(node.op)
     if op is None or op.flops is None:
         return None
-    metas = tuple((v.shape, v.dtype) if isinstance(v, Value) else None for v in node.inputs)
-    return int(op.flops(metas, node.attrs))
+    return int(op.flops(node.input_metas, node.attrs))
 
 
 def profile_lines(plan: Any, title: str) -> list[str]:
