@@ -10,15 +10,14 @@ no contraction, so also bit-identical), transcendental ones and powers other tha
 from __future__ import annotations
 
 import functools
-import os
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.cpu_threads import THREADS, run_parts
 from dualflow.kernels.expr_typing import Program, Step, apply_numpy, lower_expr
 from dualflow.kernels.scalar import FUNCTIONS, squares
 
@@ -29,7 +28,6 @@ BLOCK = 262144
 # Outputs at least this big are split over ``THREADS`` threads (numpy ufuncs release the GIL);
 # chunks are independent, so results stay bit-identical.
 THREAD_MIN = 1 << 20
-THREADS = min(2, os.cpu_count() or 1)
 
 
 class _Recent(OrderedDict):
@@ -54,7 +52,6 @@ class _Recent(OrderedDict):
 
 
 _CACHE: dict[tuple, Callable] = _Recent(128)
-_POOL: list[ThreadPoolExecutor] = []
 _warned_no_numba = False
 
 
@@ -92,19 +89,10 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
         starts = range(0, target.shape[0], step)
         parts = THREADS if out.size >= THREAD_MIN and len(starts) > 1 else 1
         jobs = [(plan, ins, target, starts[k::parts], step, chunk_shape) for k in range(parts)]
-        if parts == 1:
-            _run_chunks(*jobs[0])
-        else:
-            list(_pool().map(lambda job: _run_chunks(*job), jobs))
+        run_parts([functools.partial(_run_chunks, *job) for job in jobs])
         return out
 
     return run
-
-
-def _pool() -> ThreadPoolExecutor:
-    if not _POOL:
-        _POOL.append(ThreadPoolExecutor(THREADS, thread_name_prefix="dualflow-blocked"))
-    return _POOL[0]
 
 
 def _run_chunks(plan: tuple, ins: list, out: np.ndarray, starts: range, step: int, shape) -> None:

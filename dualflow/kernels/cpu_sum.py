@@ -7,6 +7,7 @@ the elementwise intermediate never exists in full. Results are numpy's sum dtype
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels import cpu as kc
+from dualflow.kernels.cpu_threads import run_parts
 from dualflow.kernels.expr_typing import Program, lower_expr, sum_dtypes
 
 # Broadcast rows shorter than this (after merging axes) go to the blocked evaluator: the numba
@@ -125,10 +127,7 @@ def blocked_sum_kernel(
             (plan, program.dtype, ins, partial, range(k, len(starts), parts), starts, chunk_shape)
             for k in range(parts)
         ]
-        if parts == 1:
-            _sum_chunks(*jobs[0])
-        else:
-            list(kc._pool().map(lambda job: _sum_chunks(*job), jobs))
+        run_parts([functools.partial(_sum_chunks, *job) for job in jobs])
         if out is None:
             out = np.empty(out_shape, dtype)
         out[...] = partial.sum()  # numpy's pairwise sum over the chunks' partial sums
