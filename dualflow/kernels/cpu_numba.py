@@ -118,7 +118,7 @@ def render_source(
     body = loads + steps
     last = f"t{len(program.steps) - 1}"
     body.append(f"out[{index}] = {last}")
-    lines = header(consts)
+    lines = header(consts, imports(program))
     lines.append(f"def kernel(out, {', '.join(names)}):")
     lines += ["    " + s for s in before]
     for depth, loop in enumerate(loops):
@@ -163,14 +163,20 @@ def render_steps(program: Program, consts: list[str]) -> list[str]:
     return lines
 
 
-def header(consts: list[str]) -> list[str]:
+def imports(program: Program) -> tuple[str, ...]:
+    """The import lines of the scalar functions the program's steps call (``fast_tanh``'s)."""
+    rows = {FUNCTIONS[step.fn] for step in program.steps}
+    return tuple(sorted(row.numba_import() for row in rows if row.numba_import is not None))
+
+
+def header(consts: list[str], imports: tuple[str, ...] = ()) -> list[str]:
     """A kernel module's imports and typed constants, ending with the first function's decorator.
 
     Example:
         >>> header(["np.float32(0.5)"])[4]
         '_c0 = np.float32(0.5)'
     """
-    lines = ["import math", "import numba", "import numpy as np", ""]
+    lines = ["import math", "import numba", "import numpy as np", *imports, ""]
     lines += [f"_c{i} = {c}" for i, c in enumerate(consts)]
     return lines + ["", "", NJIT]
 
@@ -333,7 +339,7 @@ def render_sum_source(
     body = [f"lanes = np.zeros({LANES}, {acc_t})", f"total = {acc_t}(0)", "pending = 0", *body]
     body += [f"for k in range({LANES}):", "    total += lanes[k]", f"out[0] = {out_t}(total)"]
     # the header last: it holds the constants the element's statements collected
-    lines = header(consts) + element + ["", "", NJIT]
+    lines = header(consts, imports(program)) + element + ["", "", NJIT]
     lines.append(f"def kernel(out, dims, {', '.join(names)}):")
     return "\n".join(lines + ["    " + line for line in body]) + "\n"
 

@@ -32,7 +32,7 @@ _SYMBOLS = {
 }
 # Functions an expression may call, with their arity (one row each in scalar.TABLE).
 FUNCTIONS = {row.name: row.arity for row in TABLE}
-# Array-module functions generated code calls as ``_<name>(xp, ...)`` (erf).
+# Array-module functions generated code calls as ``_<name>(xp, ...)`` (erf, tanh).
 XP_FUNCTIONS = {f"_{row.name}": row.xp_function for row in TABLE if row.xp_function}
 
 Expr = tuple  # ("var", name) | ("const", number) | ("attr", name) | ("call", fn, *args)
@@ -148,11 +148,13 @@ def render_numpy(expr: Expr) -> str:
     if kind != "call" or FUNCTIONS.get(expr[1]) != len(expr) - 2:  # only checked text
         raise ValueError(f"bad expression: {expr!r}")
     row, operands = SCALAR[expr[1]], [render_numpy(e) for e in expr[2:]]
+    if row.xp_function is not None:  # an XP_FUNCTIONS entry (tanh: ours for numpy's float32)
+        return f"_{row.name}(xp, {', '.join(operands)})"
     if row.ufunc is not None:
         return f"xp.{row.ufunc}({', '.join(operands)})"
-    if row.numpy is not None:
-        return row.numpy.format(*operands)
-    return f"_{row.name}(xp, {', '.join(operands)})"  # an XP_FUNCTIONS entry
+    if row.numpy is None:
+        raise ValueError(f"bad expression: no numpy rendering for {row.name}")
+    return row.numpy.format(*operands)
 
 
 def compile_numpy(

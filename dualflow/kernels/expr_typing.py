@@ -46,8 +46,12 @@ class Program:
 
     @property
     def transcendental(self) -> bool:
-        """Whether any step calls a transcendental function (slow as scalar libm in numba)."""
-        return any(FUNCTIONS[s.fn].transcendental for s in self.steps)
+        """Whether any step calls a transcendental function that numba would compute with its
+        scalar libm (slow, and not numpy's bits): all but the ``vectorized`` ones."""
+        return any(
+            FUNCTIONS[s.fn].transcendental and not FUNCTIONS[s.fn].in_numba(s.ctype)
+            for s in self.steps
+        )
 
 
 def apply_numpy(fn: str, operands: list[Any], out: Any = None) -> Any:

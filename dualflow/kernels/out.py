@@ -74,13 +74,20 @@ def expression_out(
         source = (
             f"def forward_out(xp, {', '.join(args)}, *, out{keywords}):\n"
             + (check if checked else "")
-            + f"    return xp.{FUNCTIONS[expr[1]].ufunc}({operands}, out=out)\n"
+            + f"    return {_callee(expr[1])}{operands}, out=out)\n"
         )
         namespace: dict[str, Any] = {**XP_FUNCTIONS, "_c": c_ordered}
         exec(compile(source, f"<dualflow out {name}>", "exec"), namespace)
         function = namespace["forward_out"]
     _CACHE[key] = function
     return function
+
+
+def _callee(name: str) -> str:
+    """What an ``out=`` forward calls: ``_<name>(xp, ...`` when the row has its own function
+    (tanh), else the ufunc ``xp.<ufunc>(...``."""
+    row = FUNCTIONS[name]
+    return f"_{name}(xp, " if row.xp_function is not None else f"xp.{row.ufunc}("
 
 
 def _typing_tree(expr: Expr, scalars: frozenset, attrs: dict) -> Expr:

@@ -6,7 +6,8 @@ evaluator runs it: numba's scalar libm is slower than numpy's SIMD loops and not
 whether the blocked evaluator may write its result over an operand, how numpy types its loop,
 and one rendering per backend: numpy source (``expr.render_numpy``), numba (``cpu_numba``), CUDA C
 (``expr_cuda``). Adding a scalar function is adding a row here (tests/kernels/test_scalar_table.py
-checks every row on every backend available).
+checks every row on every backend available). float32 ``tanh`` is dualflow's own vectorized
+function on every CPU path (``fast_tanh``), so numba kernels may compute it.
 """
 
 from __future__ import annotations
@@ -38,8 +39,23 @@ class ScalarFunction:
     loop: str = "result"  # numpy's loop type: of the "result", of the "operands", or the "first"'s
     operands: tuple[str, ...] = ()  # per operand "value" (default), "bool" or "dtype" (a name)
     numpy: str | None = None  # numpy source template when it is not ``xp.<ufunc>(...)``
-    xp_function: Callable | None = None  # ``f(xp, *operands)`` for array modules lacking one
+    xp_function: Callable | None = None  # ``f(xp, *operands)``: numpy lacks it or runs ours
     evaluate: Callable | None = None  # ``f(operands, out)`` when it is not the ufunc
+    # compute types whose numba rendering calls the function numpy runs too (imported by the
+    # line ``numba_import()`` gives): a transcendental step of one of these may go to numba
+    vectorized: tuple[str, ...] = ()
+    numba_import: Callable[[], str] | None = None
+
+    def in_numba(self, ctype: Any) -> bool:
+        """Whether a step computed in ``ctype`` may run in a numba kernel.
+
+        Example:
+            >>> FUNCTIONS["tanh"].in_numba("float32"), FUNCTIONS["tanh"].in_numba("float64")
+            (True, False)
+        """
+        if self.numba is None:
+            return False
+        return not self.transcendental or np.dtype(ctype).name in self.vectorized
 
     @property
     def out(self) -> bool:
@@ -149,6 +165,31 @@ def _erf(operands: list, out: Any) -> Any:
     return result if out is None else (np.copyto(out, result, casting="unsafe") or out)
 
 
+def _tanh(xp: Any, x: Any, out: Any = None) -> Any:
+    """``xp.tanh``, except numpy's float32 loop, which is ``fast_tanh`` (in numba kernels too)."""
+    if xp is np:
+        from dualflow.kernels.fast_tanh import numpy_tanh  # noqa: PLC0415 - imports numba
+
+        return numpy_tanh(x, out)
+    return xp.tanh(x) if out is None else xp.tanh(x, out=out)
+
+
+def _tanh_evaluate(operands: list, out: Any) -> Any:
+    return _tanh(np, operands[0], out)
+
+
+def _tanh_import() -> str:
+    from dualflow.kernels.fast_tanh import IMPORT  # noqa: PLC0415 - imports numba
+
+    return IMPORT
+
+
+def _py_tanh(o: list[str], s: Any) -> str:
+    if np.dtype(s.ctype) != np.float32:  # numba would call libm's tanh: not numpy's bits
+        raise NotImplementedError(f"no numba tanh for {np.dtype(s.ctype)}")
+    return f"tanh_f32({o[0]})"
+
+
 def _arithmetic(name: str, symbol: str) -> ScalarFunction:
     return ScalarFunction(name, 2, name, _c_infix(symbol), _py_infix(symbol), symbol)
 
@@ -198,7 +239,18 @@ TABLE: tuple[ScalarFunction, ...] = (
     ScalarFunction("abs", 1, "abs", _c_abs, lambda o, s: f"abs({o[0]})"),
     _math("sin"),
     _math("cos"),
-    _math("tanh"),
+    ScalarFunction(
+        "tanh",
+        1,
+        "tanh",
+        _c_math("tanh"),
+        _py_tanh,
+        transcendental=True,
+        xp_function=_tanh,  # takes out= as the ufunc does
+        evaluate=_tanh_evaluate,
+        vectorized=("float32",),
+        numba_import=_tanh_import,
+    ),
     ScalarFunction("atan", 1, "arctan", _c_math("atan"), transcendental=True),
     ScalarFunction(
         "erf",

@@ -111,10 +111,15 @@ def test_kernel_choice_numba_blocked_and_short_rows() -> None:
     )
     short = [(4000, 3), (1, 3)]  # broadcast rows of 3: per-row cost would dominate numba
     assert _kernel_kind(_graph(short, "float32", False), short, "float32") == "blocked_sum_kernel"
-    b = GraphBuilder("tanh")
-    x = b.input((5000,), "float32")
-    b.output(*b.node("sum", [*b.node("tanh", [x])], {"axis": None, "keepdims": False}))
-    assert _kernel_kind(b.build(), [(5000,)], "float32") == "blocked_sum_kernel"
+    for op, dtype, kind in [
+        ("exp", "float32", "blocked_sum_kernel"),  # numba's scalar libm: slow, not numpy's bits
+        ("tanh", "float64", "blocked_sum_kernel"),
+        ("tanh", "float32", "numba_sum_kernel"),  # fast_tanh, what eager runs too
+    ]:
+        b = GraphBuilder(op)
+        x = b.input((5000,), dtype)
+        b.output(*b.node("sum", [*b.node(op, [x])], {"axis": None, "keepdims": False}))
+        assert _kernel_kind(b.build(), [(5000,)], dtype) == kind, (op, dtype)
     _check(_graph(short, "float32", True), _inputs(short, "float32"))
 
 
