@@ -6,12 +6,15 @@ evaluator runs it: numba's scalar libm is slower than numpy's SIMD loops and not
 whether the blocked evaluator may write its result over an operand, how numpy types its loop,
 and one rendering per backend: numpy source (``expr.render_numpy``), numba (``cpu_numba``), CUDA C
 (``expr_cuda``). Adding a scalar function is adding a row here (tests/kernels/test_scalar_table.py
-checks every row on every backend available). float32 ``tanh`` is dualflow's own vectorized
-function on every CPU path (``fast_tanh``), so numba kernels may compute it.
+checks every row on every backend available). float32 ``tanh`` and ``exp`` are dualflow's own
+vectorized functions on every CPU path (``fast_tanh``, ``fast_exp``), so numba kernels may
+compute them.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -165,29 +168,54 @@ def _erf(operands: list, out: Any) -> Any:
     return result if out is None else (np.copyto(out, result, casting="unsafe") or out)
 
 
-def _tanh(xp: Any, x: Any, out: Any = None) -> Any:
-    """``xp.tanh``, except numpy's float32 loop, which is ``fast_tanh`` (in numba kernels too)."""
-    if xp is np:
-        from dualflow.kernels.fast_tanh import numpy_tanh  # noqa: PLC0415 - imports numba
-
-        return numpy_tanh(x, out)
-    return xp.tanh(x) if out is None else xp.tanh(x, out=out)
-
-
-def _tanh_evaluate(operands: list, out: Any) -> Any:
-    return _tanh(np, operands[0], out)
+# Functions whose numpy float32 loop is dualflow's own vectorized one (module, numpy function,
+# scalar numba function): eager, the blocked evaluator and numba kernels all run it
+_OWN = {
+    "tanh": ("fast_tanh", "numpy_tanh", "tanh_f32"),
+    "exp": ("fast_exp", "numpy_exp", "exp_f32"),
+}
 
 
-def _tanh_import() -> str:
-    from dualflow.kernels.fast_tanh import IMPORT  # noqa: PLC0415 - imports numba
+@functools.cache
+def _own_module(name: str) -> Any:
+    return importlib.import_module(f"dualflow.kernels.{_OWN[name][0]}")  # imports numba
 
-    return IMPORT
+
+def _own_function(name: str) -> Callable:
+    """``f(xp, x, out=None)``: ``xp.<name>``, but numpy's float32 loop is dualflow's own."""
+    numpy_name = _OWN[name][1]
+
+    def function(xp: Any, x: Any, out: Any = None) -> Any:
+        if xp is np:
+            return getattr(_own_module(name), numpy_name)(x, out)
+        ufunc = getattr(xp, name)
+        return ufunc(x) if out is None else ufunc(x, out=out)
+
+    return function
 
 
-def _py_tanh(o: list[str], s: Any) -> str:
-    if np.dtype(s.ctype) != np.float32:  # numba would call libm's tanh: not numpy's bits
-        raise NotImplementedError(f"no numba tanh for {np.dtype(s.ctype)}")
-    return f"tanh_f32({o[0]})"
+def _own_row(name: str) -> ScalarFunction:
+    """A ufunc row whose float32 loop is dualflow's vectorized function (``_OWN``): numba
+    kernels may inline it (other compute types stay transcendental: the blocked evaluator)."""
+    function, scalar = _own_function(name), _OWN[name][2]
+
+    def numba(o: list[str], s: Any) -> str:
+        if np.dtype(s.ctype) != np.float32:  # numba would call libm: not numpy's bits
+            raise NotImplementedError(f"no numba {name} for {np.dtype(s.ctype)}")
+        return f"{scalar}({o[0]})"
+
+    return ScalarFunction(
+        name,
+        1,
+        name,
+        _c_math(name),
+        numba,
+        transcendental=True,
+        xp_function=function,  # takes out= as the ufunc does
+        evaluate=lambda operands, out: function(np, operands[0], out),
+        vectorized=("float32",),
+        numba_import=lambda: _own_module(name).IMPORT,
+    )
 
 
 def _arithmetic(name: str, symbol: str) -> ScalarFunction:
@@ -231,7 +259,7 @@ TABLE: tuple[ScalarFunction, ...] = (
         numpy="xp.where({0}, {1}, {2})",
         evaluate=_where,
     ),
-    _math("exp"),
+    _own_row("exp"),
     _math("log"),
     _math("log1p"),
     _math("expm1"),
@@ -239,18 +267,7 @@ TABLE: tuple[ScalarFunction, ...] = (
     ScalarFunction("abs", 1, "abs", _c_abs, lambda o, s: f"abs({o[0]})"),
     _math("sin"),
     _math("cos"),
-    ScalarFunction(
-        "tanh",
-        1,
-        "tanh",
-        _c_math("tanh"),
-        _py_tanh,
-        transcendental=True,
-        xp_function=_tanh,  # takes out= as the ufunc does
-        evaluate=_tanh_evaluate,
-        vectorized=("float32",),
-        numba_import=_tanh_import,
-    ),
+    _own_row("tanh"),
     ScalarFunction("atan", 1, "arctan", _c_math("atan"), transcendental=True),
     ScalarFunction(
         "erf",

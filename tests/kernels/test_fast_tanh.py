@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dualflow.kernels import fast_tanh
+from dualflow.kernels import float32_loops
 from dualflow.kernels.fast_tanh import MAX_STEP_BACK, MAX_ULP, SATURATE, numpy_tanh, tanh_f32
 from dualflow.ops.registry import OPS
 
@@ -139,6 +139,7 @@ def test_numpy_tanh_scalars_out_and_layouts() -> None:
     want = numpy_tanh(x)
     scalar = numpy_tanh(np.float32(0.5))
     assert isinstance(scalar, np.float32) and scalar == numpy_tanh(np.array([0.5], np.float32))[0]
+    assert isinstance(numpy_tanh(np.array(0.5, np.float32)), np.float32)  # 0-d: as np.tanh
     fortran = numpy_tanh(np.asfortranarray(x))
     assert fortran.flags.f_contiguous and fortran.tobytes("C") == want.tobytes()  # order K
     strided = numpy_tanh(x[:, ::3])
@@ -159,7 +160,7 @@ def test_numpy_tanh_scalars_out_and_layouts() -> None:
 def test_big_arrays_split_over_threads_give_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.random.default_rng(3).normal(0, 3, (1 << 21) + 7).astype(np.float32)
     threaded = numpy_tanh(x)
-    monkeypatch.setattr(fast_tanh, "MIN_PART", 1 << 40)  # one part
+    monkeypatch.setattr(float32_loops, "MIN_PART", 1 << 40)  # one part
     assert threaded.tobytes() == numpy_tanh(x).tobytes()
     y = x.copy()
     monkeypatch.undo()

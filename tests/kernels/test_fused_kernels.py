@@ -324,11 +324,11 @@ def test_square_power_exact(exponent: float, transcendental: bool) -> None:
     x = _special_values(50_000, 7)
     body = ("call", "power", ("var", "a0"), ("const", exponent))
     if transcendental:
-        body = ("call", "add", body, ("call", "exp", ("var", "a0")))
+        body = ("call", "add", body, ("call", "sin", ("var", "a0")))  # the blocked evaluator
     expr = ("call", "subtract", body, ("const", 1.0))
     got = kc.cpu_kernel(expr, ("a0",), (((x.size,), "float32"),))(np, x)
     with np.errstate(all="ignore"):
-        want = x**exponent + np.exp(x) if transcendental else x**exponent
+        want = x**exponent + np.sin(x) if transcendental else x**exponent
         want = want - 1.0
     np.testing.assert_array_equal(got, want.astype(np.float32))
 

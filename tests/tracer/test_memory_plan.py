@@ -93,13 +93,13 @@ def test_inference_holds_about_twice_its_largest_activation() -> None:
 
 
 def test_predicted_peak_counts_the_blocked_evaluators_scratch() -> None:
-    # two chunks on one thread (two threads' slots would overlap in time only by chance); exp
-    # keeps the region on the blocked evaluator (float32 tanh alone would go to numba)
+    # two chunks on one thread (two threads' slots would overlap in time only by chance); sin
+    # keeps the region on the blocked evaluator (float32 tanh and exp alone would go to numba)
     x = dualflow.tensor(np.random.default_rng(0).normal(size=1 << 19).astype(np.float32))
 
     @dualflow.compile
     def chain(x: dualflow.Tensor) -> dualflow.Tensor:
-        return ops.exp(x * -0.5) * ops.sigmoid(x) - x**2
+        return ops.sin(x * -0.5) * ops.sigmoid(x) - x**2
 
     with dualflow.no_grad():
         measured, predicted = _measured(chain, x)
