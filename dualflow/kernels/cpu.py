@@ -229,7 +229,7 @@ def cpu_scratch(
     blocked evaluator's chunk-sized slots on each thread; numba kernels keep values in registers.
 
     Example:
-        >>> e = ("call", "tanh", ("call", "exp", ("var", "a0")))
+        >>> e = ("call", "tanh", ("call", "sin", ("var", "a0")))
         >>> cpu_scratch(e, ("a0",), (((1 << 22,), "float32"),))  # 2 threads x 1 slot x 256K
         2097152
     """

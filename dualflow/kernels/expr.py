@@ -136,8 +136,8 @@ def render_numpy(expr: Expr) -> str:
     """Render an expression tree as Python source calling ``xp`` functions.
 
     Example:
-        >>> render_numpy(parse_expr("exp(-x)", ("x",)))
-        'xp.exp(xp.negative(x))'
+        >>> render_numpy(parse_expr("exp(-x)", ("x",)))  # exp: numpy's float32 loop is ours
+        '_exp(xp, xp.negative(x))'
     """
     kind = expr[0]
     if kind in ("var", "attr") and type(expr[1]) is str and expr[1].isidentifier():
