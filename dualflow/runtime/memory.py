@@ -7,6 +7,7 @@ allocates as before. ``predicted_peak`` covers every intermediate and output the
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,9 +80,14 @@ class MemoryPlan:
             for row, value in zip(self.rows, self.planned)
         ]
 
-    def per_run(self, xp: Any, pooled: list[Any]) -> list[Any]:
+    def per_run(self, xp: Any, pooled: list[Any], spare: list[Any] | None = None) -> list[Any]:
         """``pooled`` (from ``allocate``) with the outputs' per-run buffers filled in: each
-        output is a new array of its own shape, and what was lent of it views its bytes.
+        output is an array of its own shape, and what was lent of it views its bytes.
+
+        ``spare`` holds the previous run's outputs: one nobody else references any more (the
+        caller dropped it and every view of it) is written again instead of a new array, whose
+        fresh pages the kernel would first have to fault in and zero (~0.4 ms for 16 MB). The
+        list is refilled with this run's outputs.
 
         Example:
             >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -94,7 +100,17 @@ class MemoryPlan:
         if not self.fresh:
             return pooled
         bufs = list(pooled)
-        arrays = {b: xp.empty(v.shape, v.dtype) for b, v in zip(self.fresh_buffers, self.fresh)}
+        kept = (
+            spare
+            if spare is not None and len(spare) == len(self.fresh)
+            else [None] * len(self.fresh)
+        )
+        arrays = {
+            b: _unreferenced(kept, k, lambda v=v: xp.empty(v.shape, v.dtype))
+            for k, (b, v) in enumerate(zip(self.fresh_buffers, self.fresh))
+        }
+        if spare is not None:
+            spare[:] = arrays.values()
         raw = {b: a.reshape(-1).view(np.uint8) for b, a in arrays.items()}
         owners = dict(zip(self.fresh_buffers, self.fresh))
         for i, (row, value) in enumerate(zip(self.rows, self.planned)):
@@ -129,6 +145,31 @@ class MemoryPlan:
             f"{self.dynamic_peak} B unplanned"
         )
         return "\n".join(lines)
+
+
+def _unreferenced(kept: list[Any], k: int, new: Any) -> Any:
+    """``kept[k]`` (taken out of the list) when the list held its only reference, else ``new()``.
+
+    Any view keeps its base alive and counts, and so does a Tensor wrapping it; memory nobody
+    references is free to overwrite, as it would be after being freed and allocated again.
+    """
+    array = kept[k]
+    kept[k] = None
+    # references: the local name and getrefcount's argument
+    return array if array is not None and sys.getrefcount(array) == 2 else new()
+
+
+def unreferenced_bytes(kept: list[Any]) -> int:
+    """Bytes of the arrays in ``kept`` that nothing else references (``per_run``'s spares).
+
+    Example:
+        >>> kept = [np.zeros(4), np.zeros(2)]
+        >>> other = kept[1]
+        >>> unreferenced_bytes(kept)
+        32
+    """
+    # references while counted: the list, the loop name and getrefcount's argument
+    return sum(a.nbytes for a in kept if a is not None and sys.getrefcount(a) == 3)
 
 
 def _view(raw: Any, value: Value) -> Any:
