@@ -64,8 +64,16 @@ def _gather_columns(image, col, sh, sw, dh, dw, ph, pw):  # pragma: no cover - n
                         image[b, r, q, g, c] = acc[c]
 
 
-def _kernel(name: str, py_func: Callable) -> Any:
-    """``py_func`` compiled by numba (nogil), its machine code in the signed kernels store."""
+def numba_kernel(name: str, py_func: Callable) -> Any:
+    """``py_func`` compiled by numba (nogil) on first use, its machine code in the signed
+    kernels store under ``k_<name>``.
+
+    Example:
+        >>> def _twice(a):
+        ...     return 2 * a
+        >>> numba_kernel("doc_twice", _twice)(3)
+        6
+    """
     kernel = _KERNELS.get(name)
     if kernel is None:
         import numba  # noqa: PLC0415 - only when a convolution runs
@@ -100,8 +108,16 @@ def available(*arrays: Any) -> bool:
     return True
 
 
-def _by_images(fn: Callable, out: Any, ins: tuple, args: tuple) -> None:
-    """``fn(out[part], *(a[part] for a in ins), *args)`` over contiguous parts of the images."""
+def by_images(fn: Callable, out: Any, ins: tuple, args: tuple) -> None:
+    """``fn(out[part], *(a[part] for a in ins), *args)`` over contiguous parts of the images
+    (axis 0), at once when they are big enough to pay for the hand-off.
+
+    Example:
+        >>> out = np.zeros(4)
+        >>> by_images(np.copyto, out, (np.arange(4.0),), ())
+        >>> out.tolist()
+        [0.0, 1.0, 2.0, 3.0]
+    """
     parts = split(out.shape[0], parts_for(out.nbytes, PART_MIN_BYTES))
     run_parts([functools.partial(fn, out[a:b], *(x[a:b] for x in ins), *args) for a, b in parts])
 
@@ -117,7 +133,7 @@ def columns(xpad: Any, ksize: tuple, stride: tuple, dilation: tuple, out_hw: tup
     """
     n, _, _, groups, cg = xpad.shape
     col = np.empty((n, *out_hw, groups, *ksize, cg), dtype=xpad.dtype)
-    _by_images(_kernel("columns", _columns), col, (xpad,), (*stride, *dilation))
+    by_images(numba_kernel("columns", _columns), col, (xpad,), (*stride, *dilation))
     return col
 
 
@@ -137,6 +153,6 @@ def add_columns(
     """
     n, _, _, groups, _, _, cg = col.shape
     image = np.empty((n, *out_hw, groups, cg), dtype=col.dtype) if out is None else out
-    kernel = _kernel("gather_columns", _gather_columns)
-    _by_images(kernel, image, (col,), (*stride, *dilation, *pad))
+    kernel = numba_kernel("gather_columns", _gather_columns)
+    by_images(kernel, image, (col,), (*stride, *dilation, *pad))
     return image

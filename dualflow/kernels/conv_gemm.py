@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels import columns_cpu
+from dualflow.kernels import columns_cpu, layout_cpu
 from dualflow.kernels.im2col import Pair, offsets, out_size
 
 COLUMN_BUDGET = 1 << 26
@@ -38,11 +38,27 @@ def channels_last(xp: Any, x: Any, pad: Pair, groups: int) -> Any:
         >>> channels_last(np, np.ones((1, 4, 2, 2)), (1, 0), 2).shape
         (1, 4, 2, 2, 2)
     """
+    if xp is np and columns_cpu.available(x):  # image by image in cache, not one strided walk
+        return layout_cpu.channels_last(x, pad, groups)
     n, c, h, w = x.shape
     (ph, pw) = pad
     out = xp.zeros((n, h + 2 * ph, w + 2 * pw, groups, c // groups), dtype=x.dtype)
     out[:, ph : ph + h, pw : pw + w] = x.transpose(0, 2, 3, 1).reshape(n, h, w, groups, -1)
     return out
+
+
+def _nhwc(xp: Any, x: Any) -> Any:
+    """A C-ordered channels-last copy (N, H, W, C) of x (N, C, H, W)."""
+    if xp is np and columns_cpu.available(x):
+        return layout_cpu.channels_last(x, (0, 0), 1).reshape(*x.shape[:1], *x.shape[2:], -1)
+    return xp.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+def _nchw(xp: Any, y: Any) -> Any:
+    """A C-ordered NCHW copy of a channels-last y (N, H, W, C)."""
+    if xp is np and columns_cpu.available(y):
+        return layout_cpu.channels_first(y)
+    return xp.ascontiguousarray(y.transpose(0, 3, 1, 2))
 
 
 def columns(xp: Any, xpad: Any, ksize: Pair, stride: Pair, dilation: Pair, out_hw: Pair) -> Any:
@@ -134,7 +150,7 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
         col = _chunk_columns(xp, src, images, ((kh, kw), stride, dilation, (ho, wo)), groups)
         y_rows = y[n0 : n0 + step].reshape(-1, groups, og).transpose(1, 0, 2)
         _matmul_into(xp, _rows(col, groups), w2, y_rows)
-    return xp.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
+    return _nchw(xp, y.reshape(n, ho, wo, o))
 
 
 def conv2d_grad_weight(
@@ -152,7 +168,7 @@ def conv2d_grad_weight(
     o, ho, wo = gy.shape[1:]
     (kh, kw), og, cg = ksize, o // groups, c // groups
     src = _source(xp, x, ksize, pad, groups)
-    g = xp.ascontiguousarray(gy.transpose(0, 2, 3, 1)).reshape(n, ho * wo, groups, og)
+    g = _nhwc(xp, gy).reshape(n, ho * wo, groups, og)
     step = images_per_chunk(n, ho * wo * kh * kw * c * x.dtype.itemsize)
     gw = None  # (G, kh*kw*Cg, Og), summed over chunks of images in a fixed order
     for n0 in range(0, n, step):
@@ -184,7 +200,7 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
     n, cin, h, wd = x.shape
     cog, kh, kw = w.shape[1:]
     cig, (ph, pw), (oh, ow) = cin // groups, pad, out_hw
-    xs = xp.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, h * wd, groups, cig)
+    xs = _nhwc(xp, x).reshape(n, h * wd, groups, cig)
     # (G, Cin/G, kh*kw*Cout/G): rows of the weight in the columns' order.
     w2 = w.reshape(groups, cig, cog, kh, kw).transpose(0, 1, 3, 4, 2)
     w2 = xp.ascontiguousarray(w2).reshape(groups, cig, kh * kw * cog)
@@ -205,8 +221,7 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
             part[:, rows, cols] += col[:, :, :, :, i, j]
     if not fast:
         image = image[:, ph : ph + oh, pw : pw + ow]
-    image = image.reshape(n, oh, ow, groups * cog)
-    return xp.ascontiguousarray(image.transpose(0, 3, 1, 2))
+    return _nchw(xp, image.reshape(n, oh, ow, groups * cog))
 
 
 def _source_bytes(x_shape: tuple, ksize: Pair, pad: Pair, item: int) -> int:
