@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
+from dualflow.kernels import cpu
 from dualflow.kernels.backend import device_elementwise
 from dualflow.kernels.expr import compile_numpy, parse_expr
 from dualflow.kernels.out import expression_out, expression_scratch, writes_out
@@ -227,7 +228,10 @@ def elementwise(
     plain = compile_numpy(tree, args, attrs)  # numpy, and device cases CUDA C cannot type
     # other array modules run their backend's elementwise kernels (cupy: one cached
     # ElementwiseKernel of the whole expression, not a ufunc per call)
-    forward = compile_numpy(tree, args, attrs, device_elementwise(name, tree, args, plain))
+    device = device_elementwise(name, tree, args, plain)
+    # big numpy calls of selection/comparison ops run one pass on both cores (bit-equal)
+    big = (cpu.EAGER_MIN, cpu.eager_kernel(tree, args)) if cpu.quiet(tree) and not attrs else None
+    forward = compile_numpy(tree, args, attrs, device, big)
     infer = _elementwise_infer(name, args, forward)
 
     def decorate(backward: Callable | None) -> OpDef:
