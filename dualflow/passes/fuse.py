@@ -19,6 +19,10 @@ from dualflow.ops.synthetic import FUSED, FUSED_REDUCTIONS
 # Below this many output elements a fused kernel call (numba dispatch ~5-10 µs, the blocked
 # evaluator's setup ~10 µs) costs more than the numpy calls and temporaries it saves.
 MIN_FUSE_SIZE = 4096
+# One elementwise node this big is a region of its own: its kernel makes one pass on both cores
+# (``relu_grad``'s ``where(y > 0, gy, 0)`` is two numpy passes on one) -- 2M float32, ms, numpy /
+# fused: see docs/design-notes.md, "Fused kernels on both cores".
+MIN_SINGLE_SIZE = 1 << 18
 # Reductions a region may end in (over all axes only): the kernels accumulate the elements as they
 # are computed, so the elementwise intermediate is never materialized.
 REDUCTIONS = FUSED_REDUCTIONS
@@ -167,8 +171,9 @@ def _reduced_producer(
 
 
 def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Graph:
-    """Replace each maximal elementwise region of ≥ 2 nodes (output ≥ ``min_size`` elements)
-    by one ``fused`` node placed at the region's last node; the same graph if none qualifies.
+    """Replace each maximal elementwise region of ≥ 2 nodes (output ≥ ``min_size`` elements),
+    or of one node with an output of ≥ ``MIN_SINGLE_SIZE``, by one ``fused`` node placed at the
+    region's last node; the same graph if none qualifies.
 
     With ``sums``, a full ``sum`` (``axis=None``) whose input only it reads, made by a region of
     ≥ 1 node of ≥ ``min_size`` elements, joins that region: the fused node replaces the sum
@@ -196,7 +201,8 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
             reduction, enough = node, _numel(graph.nodes[producer].outputs[0]) >= min_size
         elif fusible(node):
             members, reduction = _region(graph, root, taken, leaving, index), None
-            enough = len(members) >= 2 and _numel(node.outputs[0]) >= min_size
+            size = _numel(node.outputs[0])
+            enough = size >= min_size and (len(members) >= 2 or size >= MIN_SINGLE_SIZE)
         else:
             continue
         fused = _fused_node(graph, members, reduction) if enough else None

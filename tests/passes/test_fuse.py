@@ -102,6 +102,21 @@ def test_nothing_to_fuse_returns_same_object_and_cost_model() -> None:
     assert _ops(fuse(small, min_size=8)) == ["fused"]
 
 
+def test_one_big_elementwise_node_is_a_region_of_its_own() -> None:
+    from dualflow.passes.fuse import MIN_SINGLE_SIZE
+
+    for size, want in ((MIN_SINGLE_SIZE, ["fused"]), (MIN_SINGLE_SIZE - 1, ["relu_grad"])):
+        b = GraphBuilder("f")
+        y, gy = b.input((size,), "float32"), b.input((size,), "float32")
+        b.output(*b.node("relu_grad", [y, gy]))
+        graph = b.build()
+        assert _ops(fuse(graph)) == want
+        rng = np.random.default_rng(0)
+        inputs = [rng.standard_normal(size).astype(np.float32) for _ in range(2)]
+        inputs[0][:4] = [np.nan, -0.0, 0.0, np.inf]
+        _same_run(graph, fuse(graph), inputs)
+
+
 def test_update_source_and_impure_stay_out() -> None:
     b = GraphBuilder("f")
     x = b.input((4,), "float32")
