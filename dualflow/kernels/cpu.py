@@ -260,6 +260,25 @@ def eager_kernel(expr: tuple, args: tuple[str, ...]) -> Callable:
     return run
 
 
+def one_loop(expr: tuple, args: tuple[str, ...], dtypes: tuple[str, ...]) -> bool:
+    """Whether ``cpu_kernel`` runs the expression over inputs of ``dtypes`` as one numba loop
+    (arithmetic only, no float16, no libm power, numba importable).
+
+    Example:
+        >>> one_loop(("call", "add", ("var", "a0"), ("const", 1)), ("a0",), ("float32",))
+        True
+        >>> one_loop(("call", "tanh", ("var", "a0")), ("a0",), ("float32",))
+        False
+    """
+    if _blocked(lower_expr(expr, args, dtypes)):
+        return False
+    try:
+        import numba  # noqa: F401, PLC0415
+    except ImportError:  # pragma: no cover - numba is a core dependency
+        return False
+    return True
+
+
 def _blocked(program: Program) -> bool:
     """Whether the program runs on the blocked numpy evaluator rather than numba."""
     types = {*program.in_dtypes, *(t for st in program.steps for t in (st.dtype, st.ctype))}

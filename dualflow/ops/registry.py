@@ -227,11 +227,10 @@ def elementwise(
     ufunc = writes_out(tree)  # its last call takes out=: the planner may give it a buffer
     plain = compile_numpy(tree, args, attrs)  # numpy, and device cases CUDA C cannot type
     # other array modules run their backend's elementwise kernels (cupy: one cached
-    # ElementwiseKernel of the whole expression, not a ufunc per call)
-    device = device_elementwise(name, tree, args, plain)
-    # big numpy calls of selection/comparison ops run one pass on both cores (bit-equal)
+    # ElementwiseKernel of the whole expression); big numpy calls of selection/comparison ops
+    # run one pass on both cores (bit-equal)
     big = (cpu.EAGER_MIN, cpu.eager_kernel(tree, args)) if cpu.quiet(tree) and not attrs else None
-    forward = compile_numpy(tree, args, attrs, device, big)
+    forward = compile_numpy(tree, args, attrs, device_elementwise(name, tree, args, plain), big)
     infer = _elementwise_infer(name, args, forward)
 
     def decorate(backward: Callable | None) -> OpDef:

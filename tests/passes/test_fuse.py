@@ -117,6 +117,28 @@ def test_one_big_elementwise_node_is_a_region_of_its_own() -> None:
         _same_run(graph, fuse(graph), inputs)
 
 
+def test_a_long_arithmetic_region_fuses_at_any_size_a_transcendental_one_does_not() -> None:
+    from dualflow.passes.fuse import MIN_FUSE_OPS
+
+    def chain(ops: list[str]) -> Graph:
+        b = GraphBuilder("f")
+        x, w = b.input((4, 4), "float32"), b.input((4, 4), "float32")
+        h = x
+        for op in ops:
+            (h,) = b.node(op, [h] if op == "tanh" else [h, w])
+        b.output(h)
+        return b.build()
+
+    arithmetic = chain(["add", "multiply"] * (MIN_FUSE_OPS // 2))
+    assert _ops(fuse(arithmetic)) == ["fused"]
+    rng = np.random.default_rng(0)
+    _same_run(arithmetic, fuse(arithmetic), [rng.standard_normal((4, 4), np.float32)] * 2)
+    short = chain(["add", "multiply"] * (MIN_FUSE_OPS // 2 - 1))
+    assert "fused" not in _ops(fuse(short))  # too short for its size
+    with_tanh = chain(["add", "tanh"] * (MIN_FUSE_OPS // 2))
+    assert "fused" not in _ops(fuse(with_tanh))  # the blocked evaluator would not save calls
+
+
 def test_update_source_and_impure_stay_out() -> None:
     b = GraphBuilder("f")
     x = b.input((4,), "float32")
