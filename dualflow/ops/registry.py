@@ -225,11 +225,9 @@ def elementwise(
     if tree[0] != "call":
         raise ValueError(f"{name}: an elementwise expression calls a function, got {expr!r}")
     ufunc = writes_out(tree)  # its last call takes out=: the planner may give it a buffer
+    big = _big_numpy_calls(tree, args, attrs)
     plain = compile_numpy(tree, args, attrs)  # numpy, and device cases CUDA C cannot type
-    # other array modules run their backend's elementwise kernels (cupy: one cached
-    # ElementwiseKernel of the whole expression); big numpy calls of selection/comparison ops
-    # run one pass on both cores (bit-equal)
-    big = (cpu.EAGER_MIN, cpu.eager_kernel(tree, args)) if cpu.quiet(tree) and not attrs else None
+    # other array modules: their backend's elementwise kernels (cupy: one ElementwiseKernel)
     forward = compile_numpy(tree, args, attrs, device_elementwise(name, tree, args, plain), big)
     infer = _elementwise_infer(name, args, forward)
 
@@ -256,6 +254,14 @@ def elementwise(
         return register(op)
 
     return decorate
+
+
+def _big_numpy_calls(
+    tree: tuple, args: tuple[str, ...], attrs: tuple[str, ...]
+) -> tuple[int, Callable] | None:
+    """``compile_numpy``'s ``big``: big numpy calls of a selection/comparison op (relu,
+    relu_grad, where...) run ``cpu.eager_kernel``, one pass on both cores (bit-equal)."""
+    return (cpu.EAGER_MIN, cpu.eager_kernel(tree, args)) if cpu.quiet(tree) and not attrs else None
 
 
 def _elementwise_infer(name: str, args: tuple[str, ...], forward: Callable) -> Callable:
