@@ -84,10 +84,11 @@ class MemoryPlan:
         """``pooled`` (from ``allocate``) with the outputs' per-run buffers filled in: each
         output is an array of its own shape, and what was lent of it views its bytes.
 
-        ``spare`` holds the previous run's outputs: one nobody else references any more (the
-        caller dropped it and every view of it) is written again instead of a new array, whose
-        fresh pages the kernel would first have to fault in and zero (~0.4 ms for 16 MB). The
-        list is refilled with this run's outputs.
+        ``spare`` holds the outputs of the last ``RECYCLED_RUNS`` runs: one nobody else
+        references any more (the caller dropped it and every view of it) is written again instead
+        of a new array, whose fresh pages the kernel would first have to fault in and zero
+        (~0.4 ms for 16 MB). The list is refilled with this run's outputs and the last run's
+        untaken ones.
 
         Example:
             >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -99,18 +100,15 @@ class MemoryPlan:
         """
         if not self.fresh:
             return pooled
-        bufs = list(pooled)
-        kept = (
-            spare
-            if spare is not None and len(spare) == len(self.fresh)
-            else [None] * len(self.fresh)
-        )
-        arrays = {
-            b: _unreferenced(kept, k, lambda v=v: xp.empty(v.shape, v.dtype))
-            for k, (b, v) in enumerate(zip(self.fresh_buffers, self.fresh))
-        }
+        bufs, count = list(pooled), len(self.fresh)
+        kept = spare if spare is not None and len(spare) == RECYCLED_RUNS * count else []
+        arrays, untaken = {}, []
+        for k, (b, v) in enumerate(zip(self.fresh_buffers, self.fresh)):
+            array, last = _take_unreferenced(kept, range(k, len(kept), count))
+            arrays[b] = xp.empty(v.shape, v.dtype) if array is None else array
+            untaken.append(last)
         if spare is not None:
-            spare[:] = arrays.values()
+            spare[:] = [*arrays.values(), *untaken]
         raw = {b: a.reshape(-1).view(np.uint8) for b, a in arrays.items()}
         owners = dict(zip(self.fresh_buffers, self.fresh))
         for i, (row, value) in enumerate(zip(self.rows, self.planned)):
@@ -147,16 +145,23 @@ class MemoryPlan:
         return "\n".join(lines)
 
 
-def _unreferenced(kept: list[Any], k: int, new: Any) -> Any:
-    """``kept[k]`` (taken out of the list) when the list held its only reference, else ``new()``.
+def _take_unreferenced(kept: list[Any], slots: range) -> tuple[Any, Any]:
+    """(the first array of ``kept[slots]`` nobody else references, or None; the last run's
+    array when it was not taken, else None). Taken and dropped arrays leave the list.
 
     Any view keeps its base alive and counts, and so does a Tensor wrapping it; memory nobody
     references is free to overwrite, as it would be after being freed and allocated again.
     """
-    array = kept[k]
-    kept[k] = None
-    # references: the local name and getrefcount's argument
-    return array if array is not None and sys.getrefcount(array) == 2 else new()
+    taken, last = None, None
+    for n, slot in enumerate(slots):
+        array = kept[slot]
+        kept[slot] = None
+        # references: the local name and getrefcount's argument
+        if taken is None and array is not None and sys.getrefcount(array) == 2:
+            taken = array
+        elif n == 0:
+            last = array  # still held by the caller (``y = f(x)`` in a loop): a later candidate
+    return taken, last
 
 
 def unreferenced_bytes(kept: list[Any]) -> int:
@@ -324,6 +329,9 @@ def _dynamic_peak(
     return int(np.cumsum(live).max(initial=0))
 
 
+# Runs whose outputs a plan may write again: with ``y = f(x)`` in a loop the last run's output is
+# still held during the call, the one before is free (the two alternate).
+RECYCLED_RUNS = 2
 FRESH_MIN_BYTES = 64 * 1024  # below this, a per-run buffer and its views cost more than they save
 
 

@@ -82,3 +82,20 @@ def test_held_bytes_count_a_dropped_output_but_not_a_kept_one() -> None:
     del kept
     gc.collect()
     assert held_bytes(compiled) == base + N * 4
+
+
+def test_assigning_each_result_to_one_name_alternates_two_arrays() -> None:
+    # ``y = f(x)`` in a loop: the last output is still held during the call, the one before
+    # is free and written again
+    step, x = _step_and_state()
+    compiled = dualflow.compile(step)
+    y = compiled()
+    refs = [weakref.ref(y.array)]
+    for k in range(6):
+        with dualflow.no_grad():
+            dualflow.ops.assign(x, x + 0.25)
+        y = compiled()
+        refs.append(weakref.ref(y.array))
+        np.testing.assert_array_equal(y.numpy(), step().numpy())
+        if k >= 2:  # the first call traces (its result is eager's), plan runs follow
+            assert refs[-1]() is refs[-3]() and refs[-1]() is not refs[-2]()
