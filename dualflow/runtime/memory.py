@@ -7,7 +7,6 @@ allocates as before. ``predicted_peak`` covers every intermediate and output the
 
 from __future__ import annotations
 
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +16,7 @@ from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.layout import surely_strided
 from dualflow.ops.registry import OPS
 from dualflow.runtime.out_forward import inplace_inputs, writes_out
+from dualflow.runtime.recycle import run_outputs
 
 
 @dataclass(frozen=True)
@@ -100,15 +100,8 @@ class MemoryPlan:
         """
         if not self.fresh:
             return pooled
-        bufs, count = list(pooled), len(self.fresh)
-        kept = spare if spare is not None and len(spare) == RECYCLED_RUNS * count else []
-        arrays, untaken = {}, []
-        for k, (b, v) in enumerate(zip(self.fresh_buffers, self.fresh)):
-            array, last = _take_unreferenced(kept, range(k, len(kept), count))
-            arrays[b] = xp.empty(v.shape, v.dtype) if array is None else array
-            untaken.append(last)
-        if spare is not None:
-            spare[:] = [*arrays.values(), *untaken]
+        bufs = list(pooled)
+        arrays = dict(zip(self.fresh_buffers, run_outputs(xp, self.fresh, spare)))
         raw = {b: a.reshape(-1).view(np.uint8) for b, a in arrays.items()}
         owners = dict(zip(self.fresh_buffers, self.fresh))
         for i, (row, value) in enumerate(zip(self.rows, self.planned)):
@@ -143,38 +136,6 @@ class MemoryPlan:
             f"{self.dynamic_peak} B unplanned"
         )
         return "\n".join(lines)
-
-
-def _take_unreferenced(kept: list[Any], slots: range) -> tuple[Any, Any]:
-    """(the first array of ``kept[slots]`` nobody else references, or None; the last run's
-    array when it was not taken, else None). Taken and dropped arrays leave the list.
-
-    Any view keeps its base alive and counts, and so does a Tensor wrapping it; memory nobody
-    references is free to overwrite, as it would be after being freed and allocated again.
-    """
-    taken, last = None, None
-    for n, slot in enumerate(slots):
-        array = kept[slot]
-        kept[slot] = None
-        # references: the local name and getrefcount's argument
-        if taken is None and array is not None and sys.getrefcount(array) == 2:
-            taken = array
-        elif n == 0:
-            last = array  # still held by the caller (``y = f(x)`` in a loop): a later candidate
-    return taken, last
-
-
-def unreferenced_bytes(kept: list[Any]) -> int:
-    """Bytes of the arrays in ``kept`` that nothing else references (``per_run``'s spares).
-
-    Example:
-        >>> kept = [np.zeros(4), np.zeros(2)]
-        >>> other = kept[1]
-        >>> unreferenced_bytes(kept)
-        32
-    """
-    # references while counted: the list, the loop name and getrefcount's argument
-    return sum(a.nbytes for a in kept if a is not None and sys.getrefcount(a) == 3)
 
 
 def _view(raw: Any, value: Value) -> Any:
@@ -329,9 +290,6 @@ def _dynamic_peak(
     return int(np.cumsum(live).max(initial=0))
 
 
-# Runs whose outputs a plan may write again: with ``y = f(x)`` in a loop the last run's output is
-# still held during the call, the one before is free (the two alternate).
-RECYCLED_RUNS = 2
 FRESH_MIN_BYTES = 64 * 1024  # below this, a per-run buffer and its views cost more than they save
 
 

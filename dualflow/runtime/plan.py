@@ -23,9 +23,10 @@ from dualflow.ops.registry import OPS
 from dualflow.runtime.bytecode_cache import compile_plan
 from dualflow.runtime.codegen import render
 from dualflow.runtime.donation import donations
-from dualflow.runtime.memory import MemoryPlan, unreferenced_bytes
+from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
 from dualflow.runtime.out_forward import node_kernel, out_kernel
+from dualflow.runtime.recycle import unreferenced_bytes
 from dualflow.runtime.step_errors import check_finite, relocated, step_lines, step_of
 
 
