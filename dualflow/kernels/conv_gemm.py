@@ -11,6 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from dualflow.kernels import columns_cpu, layout_cpu
 from dualflow.kernels.im2col import Pair, offsets, out_size
 
 COLUMN_BUDGET = 1 << 26
@@ -35,11 +38,27 @@ def channels_last(xp: Any, x: Any, pad: Pair, groups: int) -> Any:
         >>> channels_last(np, np.ones((1, 4, 2, 2)), (1, 0), 2).shape
         (1, 4, 2, 2, 2)
     """
+    if xp is np and columns_cpu.available(x):  # image by image in cache, not one strided walk
+        return layout_cpu.channels_last(x, pad, groups)
     n, c, h, w = x.shape
     (ph, pw) = pad
     out = xp.zeros((n, h + 2 * ph, w + 2 * pw, groups, c // groups), dtype=x.dtype)
     out[:, ph : ph + h, pw : pw + w] = x.transpose(0, 2, 3, 1).reshape(n, h, w, groups, -1)
     return out
+
+
+def _nhwc(xp: Any, x: Any) -> Any:
+    """A C-ordered channels-last copy (N, H, W, C) of x (N, C, H, W)."""
+    if xp is np and columns_cpu.available(x):
+        return layout_cpu.channels_last(x, (0, 0), 1).reshape(*x.shape[:1], *x.shape[2:], -1)
+    return xp.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+def _nchw(xp: Any, y: Any) -> Any:
+    """A C-ordered NCHW copy of a channels-last y (N, H, W, C)."""
+    if xp is np and columns_cpu.available(y):
+        return layout_cpu.channels_first(y)
+    return xp.ascontiguousarray(y.transpose(0, 3, 1, 2))
 
 
 def columns(xp: Any, xpad: Any, ksize: Pair, stride: Pair, dilation: Pair, out_hw: Pair) -> Any:
@@ -52,6 +71,8 @@ def columns(xp: Any, xpad: Any, ksize: Pair, stride: Pair, dilation: Pair, out_h
         array([[4., 5.],
                [7., 8.]])
     """
+    if xp is np and columns_cpu.available(xpad):  # one pass in numba, not kh*kw strided ones
+        return columns_cpu.columns(xpad, ksize, stride, dilation, out_hw)
     n, _, _, groups, cg = xpad.shape
     (kh, kw), (ho, wo) = ksize, out_hw
     col = xp.empty((n, ho, wo, groups, kh, kw, cg), dtype=xpad.dtype)
@@ -129,7 +150,7 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
         col = _chunk_columns(xp, src, images, ((kh, kw), stride, dilation, (ho, wo)), groups)
         y_rows = y[n0 : n0 + step].reshape(-1, groups, og).transpose(1, 0, 2)
         _matmul_into(xp, _rows(col, groups), w2, y_rows)
-    return xp.ascontiguousarray(y.reshape(n, ho, wo, o).transpose(0, 3, 1, 2))
+    return _nchw(xp, y.reshape(n, ho, wo, o))
 
 
 def conv2d_grad_weight(
@@ -147,7 +168,7 @@ def conv2d_grad_weight(
     o, ho, wo = gy.shape[1:]
     (kh, kw), og, cg = ksize, o // groups, c // groups
     src = _source(xp, x, ksize, pad, groups)
-    g = xp.ascontiguousarray(gy.transpose(0, 2, 3, 1)).reshape(n, ho * wo, groups, og)
+    g = _nhwc(xp, gy).reshape(n, ho * wo, groups, og)
     step = images_per_chunk(n, ho * wo * kh * kw * c * x.dtype.itemsize)
     gw = None  # (G, kh*kw*Cg, Og), summed over chunks of images in a fixed order
     for n0 in range(0, n, step):
@@ -179,11 +200,13 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
     n, cin, h, wd = x.shape
     cog, kh, kw = w.shape[1:]
     cig, (ph, pw), (oh, ow) = cin // groups, pad, out_hw
-    xs = xp.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(n, h * wd, groups, cig)
+    xs = _nhwc(xp, x).reshape(n, h * wd, groups, cig)
     # (G, Cin/G, kh*kw*Cout/G): rows of the weight in the columns' order.
     w2 = w.reshape(groups, cig, cog, kh, kw).transpose(0, 1, 3, 4, 2)
     w2 = xp.ascontiguousarray(w2).reshape(groups, cig, kh * kw * cog)
-    image = xp.zeros((n, oh + 2 * ph, ow + 2 * pw, groups, cog), dtype=x.dtype)
+    fast = xp is np and columns_cpu.available(x, w)  # numba's col2im writes the crop only
+    shape = (n, oh, ow) if fast else (n, oh + 2 * ph, ow + 2 * pw)
+    image = (xp.empty if fast else xp.zeros)((*shape, groups, cog), dtype=x.dtype)
     step = images_per_chunk(n, h * wd * kh * kw * cog * groups * x.dtype.itemsize)
     for n0 in range(0, n, step):
         m = min(step, n - n0)
@@ -191,10 +214,14 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
         xs_rows = xs[n0 : n0 + m].reshape(-1, groups, cig).transpose(1, 0, 2)
         _matmul_into(xp, xs_rows, w2, _rows(col, groups))
         part = image[n0 : n0 + m]
+        if fast:
+            columns_cpu.add_columns(col, stride, dilation, pad, (oh, ow), out=part)
+            continue
         for i, j, (rows, cols) in offsets((kh, kw), stride, dilation, (h, wd)):
             part[:, rows, cols] += col[:, :, :, :, i, j]
-    image = image[:, ph : ph + oh, pw : pw + ow].reshape(n, oh, ow, groups * cog)
-    return xp.ascontiguousarray(image.transpose(0, 3, 1, 2))
+    if not fast:
+        image = image[:, ph : ph + oh, pw : pw + ow]
+    return _nchw(xp, image.reshape(n, oh, ow, groups * cog))
 
 
 def _source_bytes(x_shape: tuple, ksize: Pair, pad: Pair, item: int) -> int:
@@ -245,13 +272,14 @@ def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int, attrs: dict) -> i
 
 def conv_transpose2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
     """Bytes ``conv_transpose2d`` holds besides its inputs and result: the channels-last input,
-    the weight in column order, the padded image and one chunk of columns (the crop is a view).
+    the weight in column order, the image (padded only off numba's path, whose col2im writes the
+    crop alone) and one chunk of columns.
 
     Example:
         >>> a = {"stride": (1, 1), "pad": (1, 1), "dilation": (1, 1), "groups": 1,
         ...      "output_padding": (0, 0)}
         >>> conv_transpose2d_scratch((2, 4, 8, 8), (4, 3, 3, 3), 4, a)
-        18704
+        17840
     """
     (n, cin, h, wd), (_, cog, kh, kw) = x, w
     stride, pad, dilation, groups = (attrs[k] for k in ("stride", "pad", "dilation", "groups"))
@@ -266,6 +294,8 @@ def conv_transpose2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
     per_image = h * wd * kh * kw * cog * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk if groups > 1 else 0  # matmul's own result before the strided copy
-    image = n * (out[0] + 2 * pad[0]) * (out[1] + 2 * pad[1]) * groups * cog * item
+    # numba's col2im (float32/float64 on numpy) writes the cropped image only
+    border = (0, 0) if item in (4, 8) else pad
+    image = n * (out[0] + 2 * border[0]) * (out[1] + 2 * border[1]) * groups * cog * item
     inputs = n * h * wd * cin * item + cin * cog * kh * kw * item
     return inputs + image + chunk + grouped

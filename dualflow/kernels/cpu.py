@@ -212,6 +212,74 @@ def cpu_kernel(
     return kernel
 
 
+# Scalar functions that never raise a floating-point flag numpy warns about (comparisons,
+# selection, maximum/minimum, sign): an eager op made only of them runs the same in a kernel.
+QUIET = frozenset(
+    ("where", "greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
+    + ("maximum", "minimum", "abs", "negative")
+)
+# Elements from which an eager call of such an op runs its kernel: ``relu_grad`` on 2M float32
+# is two numpy passes and a bool temporary on one core, one pass on two in the kernel.
+EAGER_MIN = 1 << 18
+_EAGER_DTYPES = frozenset(np.dtype(d) for d in ("bool", "float32", "float64"))
+
+
+def quiet(expr: tuple) -> bool:
+    """Whether every function ``expr`` calls is in ``QUIET``.
+
+    Example:
+        >>> quiet(("call", "maximum", ("var", "x"), ("const", 0))), quiet(("call", "exp", ("var", "x")))
+        (True, False)
+    """  # noqa: E501
+    if expr[0] != "call":
+        return True
+    return expr[1] in QUIET and all(quiet(e) for e in expr[2:])
+
+
+def eager_kernel(expr: tuple, args: tuple[str, ...]) -> Callable:
+    """``f(*arrays)``: an eager op's expression over C-ordered numpy arrays of one shape (bool,
+    float32 or float64) in ``cpu_kernel``'s kernel; None for any other arguments (the op's
+    numpy expression runs instead). Meant for ``quiet`` expressions: the kernels are bit-equal
+    to numpy's ufuncs, and these raise no warning numpy would have shown.
+
+    Example:
+        >>> f = eager_kernel(("call", "maximum", ("var", "x"), ("const", 0)), ("x",))
+        >>> f(np.array([-1.0, 2.0])).tolist(), f(np.array([1, 2])), f(2.0)
+        ([0.0, 2.0], None, None)
+    """
+
+    def run(*arrays: Any) -> Any:
+        first = arrays[0]
+        for a in arrays:
+            if type(a) is not np.ndarray or a.shape != first.shape or not a.flags.c_contiguous:
+                return None
+            if a.dtype not in _EAGER_DTYPES:
+                return None
+        metas = tuple((a.shape, a.dtype.name) for a in arrays)
+        return cpu_kernel(expr, args, metas)(np, *arrays)
+
+    return run
+
+
+def one_loop(expr: tuple, args: tuple[str, ...], dtypes: tuple[str, ...]) -> bool:
+    """Whether ``cpu_kernel`` runs the expression over inputs of ``dtypes`` as one numba loop
+    (arithmetic only, no float16, no libm power, numba importable).
+
+    Example:
+        >>> one_loop(("call", "add", ("var", "a0"), ("const", 1)), ("a0",), ("float32",))
+        True
+        >>> one_loop(("call", "tanh", ("var", "a0")), ("a0",), ("float32",))
+        False
+    """
+    if _blocked(lower_expr(expr, args, dtypes)):
+        return False
+    try:
+        import numba  # noqa: F401, PLC0415
+    except ImportError:  # pragma: no cover - numba is a core dependency
+        return False
+    return True
+
+
 def _blocked(program: Program) -> bool:
     """Whether the program runs on the blocked numpy evaluator rather than numba."""
     types = {*program.in_dtypes, *(t for st in program.steps for t in (st.dtype, st.ctype))}

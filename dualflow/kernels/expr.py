@@ -158,13 +158,19 @@ def render_numpy(expr: Expr) -> str:
 
 
 def compile_numpy(
-    expr: Expr, args: tuple[str, ...], attrs: tuple[str, ...], device: Callable | None = None
+    expr: Expr,
+    args: tuple[str, ...],
+    attrs: tuple[str, ...],
+    device: Callable | None = None,
+    big: tuple[int, Callable] | None = None,
 ) -> Callable:
     """Build ``forward(xp, *args, **attrs)`` from an expression (once, at op registration).
 
     With ``device``, any ``xp`` other than numpy goes to ``device(xp, args, attrs)`` (its
     backend's elementwise kernels: ``backend.device_elementwise``); the numpy path pays one
-    identity check for it.
+    identity check for it. With ``big = (size, kernel)``, numpy calls whose first argument has
+    at least ``size`` elements go to ``kernel(*arrays)`` first (``cpu.eager_kernel``: one pass
+    on both cores), which returns None for arguments it does not take.
 
     Example:
         >>> import numpy as np
@@ -178,7 +184,17 @@ def compile_numpy(
         arrays = "".join(f"{a}, " for a in args)
         values = ", ".join(f"{a!r}: {a}" for a in attrs)
         branch = f"    if xp is not _np:\n        return _device(xp, ({arrays}), {{{values}}})\n"
+    if big is not None:
+        arrays, first = ", ".join(args), args[0]
+        branch += (
+            f"    if xp is _np and getattr({first}, 'size', 0) >= _big_size:\n"
+            f"        result = _big({arrays})\n"
+            "        if result is not None:\n"
+            "            return result\n"
+        )
     source = f"def forward(xp, {params}):\n{branch}    return {render_numpy(expr)}\n"
     namespace: dict[str, Any] = {**XP_FUNCTIONS, "_np": np, "_device": device}
+    if big is not None:
+        namespace["_big_size"], namespace["_big"] = big
     exec(compile(source, f"<dualflow expr {render_numpy(expr)}>", "exec"), namespace)
     return namespace["forward"]

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
+from dualflow.kernels import cpu
 from dualflow.kernels.backend import device_elementwise
 from dualflow.kernels.expr import compile_numpy, parse_expr
 from dualflow.kernels.out import expression_out, expression_scratch, writes_out
@@ -224,10 +225,10 @@ def elementwise(
     if tree[0] != "call":
         raise ValueError(f"{name}: an elementwise expression calls a function, got {expr!r}")
     ufunc = writes_out(tree)  # its last call takes out=: the planner may give it a buffer
+    big = _big_numpy_calls(tree, args, attrs)
     plain = compile_numpy(tree, args, attrs)  # numpy, and device cases CUDA C cannot type
-    # other array modules run their backend's elementwise kernels (cupy: one cached
-    # ElementwiseKernel of the whole expression, not a ufunc per call)
-    forward = compile_numpy(tree, args, attrs, device_elementwise(name, tree, args, plain))
+    # other array modules: their backend's elementwise kernels (cupy: one ElementwiseKernel)
+    forward = compile_numpy(tree, args, attrs, device_elementwise(name, tree, args, plain), big)
     infer = _elementwise_infer(name, args, forward)
 
     def decorate(backward: Callable | None) -> OpDef:
@@ -253,6 +254,14 @@ def elementwise(
         return register(op)
 
     return decorate
+
+
+def _big_numpy_calls(
+    tree: tuple, args: tuple[str, ...], attrs: tuple[str, ...]
+) -> tuple[int, Callable] | None:
+    """``compile_numpy``'s ``big``: big numpy calls of a selection/comparison op (relu,
+    relu_grad, where...) run ``cpu.eager_kernel``, one pass on both cores (bit-equal)."""
+    return (cpu.EAGER_MIN, cpu.eager_kernel(tree, args)) if cpu.quiet(tree) and not attrs else None
 
 
 def _elementwise_infer(name: str, args: tuple[str, ...], forward: Callable) -> Callable:

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import heapq
 
+import numpy as np
+
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.rewrite import escaping
+from dualflow.kernels import cpu
 from dualflow.kernels.expr import Expr
 from dualflow.ops.registry import OPS
 from dualflow.ops.synthetic import FUSED, FUSED_REDUCTIONS
@@ -19,9 +22,17 @@ from dualflow.ops.synthetic import FUSED, FUSED_REDUCTIONS
 # Below this many output elements a fused kernel call (numba dispatch ~5-10 µs, the blocked
 # evaluator's setup ~10 µs) costs more than the numpy calls and temporaries it saves.
 MIN_FUSE_SIZE = 4096
+# One elementwise node this big is a region of its own: its kernel makes one pass on both cores
+# (``relu_grad``'s ``where(y > 0, gy, 0)`` is two numpy passes on one) -- 2M float32, ms, numpy /
+# fused: see docs/design-notes.md, "Fused kernels on both cores".
+MIN_SINGLE_SIZE = 1 << 18
 # Reductions a region may end in (over all axes only): the kernels accumulate the elements as they
 # are computed, so the elementwise intermediate is never materialized.
 REDUCTIONS = FUSED_REDUCTIONS
+# Elementwise nodes from which a region below ``min_size`` still fuses when its CPU kernel is one
+# numba loop: a 10-op float32 chain on 16x16 took 4.3 us as one kernel call, 6.0 us as ten
+# in-place numpy ufunc calls.
+MIN_FUSE_OPS = 6
 # Shared subexpressions are duplicated in the composed tree; cap its size so diamonds of diamonds
 # cannot grow it exponentially.
 MAX_EXPR_NODES = 400
@@ -150,6 +161,12 @@ def _fused_node(graph: Graph, members: list[int], reduction: Node | None = None)
     return Node(FUSED.name, inputs, root.outputs, attrs, locs[0] if locs else None)
 
 
+def _one_loop(node: Node) -> bool:
+    """Whether the CPU kernel of a fused node is one numba loop (``kernels.cpu.one_loop``)."""
+    dtypes = tuple(np.dtype(v.dtype).name for v in node.inputs)
+    return cpu.one_loop(node.attrs["expr"], node.attrs["args"], dtypes)
+
+
 def _reduced_producer(
     graph: Graph, node: Node, escaping: set[Value], index: dict[int, int]
 ) -> int | None:
@@ -167,8 +184,9 @@ def _reduced_producer(
 
 
 def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Graph:
-    """Replace each maximal elementwise region of ≥ 2 nodes (output ≥ ``min_size`` elements)
-    by one ``fused`` node placed at the region's last node; the same graph if none qualifies.
+    """Replace each maximal elementwise region of ≥ 2 nodes (output ≥ ``min_size`` elements),
+    or of one node with an output of ≥ ``MIN_SINGLE_SIZE``, by one ``fused`` node placed at the
+    region's last node; the same graph if none qualifies.
 
     With ``sums``, a full ``sum`` (``axis=None``) whose input only it reads, made by a region of
     ≥ 1 node of ≥ ``min_size`` elements, joins that region: the fused node replaces the sum
@@ -194,13 +212,14 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
             # one elementwise node is enough here: fusing saves the temporary it writes
             members = _region(graph, producer, taken, leaving, index)
             reduction, enough = node, _numel(graph.nodes[producer].outputs[0]) >= min_size
+            loop = False
         elif fusible(node):
             members, reduction = _region(graph, root, taken, leaving, index), None
-            enough = len(members) >= 2 and _numel(node.outputs[0]) >= min_size
+            enough, loop = _worth_fusing(len(members), _numel(node.outputs[0]), min_size)
         else:
             continue
-        fused = _fused_node(graph, members, reduction) if enough else None
-        if fused is None:
+        fused = _fused_node(graph, members, reduction) if enough or loop else None
+        if fused is None or (loop and not _one_loop(fused)):
             continue
         taken.update(members + [root])
         replaced.update({i: None for i in members})
@@ -211,6 +230,14 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
         replaced.get(i, n) for i, n in enumerate(graph.nodes) if replaced.get(i, n) is not None
     )
     return graph.replace(nodes=nodes)
+
+
+def _worth_fusing(members: int, size: int, min_size: int) -> tuple[bool, bool]:
+    """(fuse, fuse only if one numba loop) for an elementwise region of ``members`` nodes with an
+    output of ``size`` elements: a long region is worth one loop at any size, not the blocked
+    evaluator (that makes the same ufunc calls plus its own setup)."""
+    enough = size >= min_size and (members >= 2 or size >= MIN_SINGLE_SIZE)
+    return enough, not enough and members >= MIN_FUSE_OPS
 
 
 def _numel(value: Value) -> int:

@@ -26,6 +26,7 @@ from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
 from dualflow.runtime.out_forward import node_kernel, out_kernel
+from dualflow.runtime.recycle import unreferenced_bytes
 from dualflow.runtime.step_errors import check_finite, relocated, step_lines, step_of
 
 
@@ -87,6 +88,7 @@ class Plan:
     unfused: Graph | None = field(default=None, repr=False)  # debug: the graph before fusion
     _checked_run: Any = field(default=None, repr=False)
     profile_next: bool = False  # the next run records per-step times (``explain(profile=True)``)
+    _spare: list = field(default_factory=list, repr=False)  # last run's outputs, maybe reused
 
     @property
     def steps(self) -> int:
@@ -129,7 +131,7 @@ class Plan:
             profile, self.profile_next = True, False
         bufs = self._buffers
         if self.memory is not None and self.memory.fresh:  # large outputs: new arrays per run
-            bufs = self.memory.per_run(xp, bufs)
+            bufs = self.memory.per_run(xp, bufs, self._spare)
         if profile:
             times = self.profile_times = np.zeros(len(self.graph.nodes))
             run = self._profiled()
@@ -168,7 +170,8 @@ class Plan:
 
     @property
     def held_bytes(self) -> int:
-        """Bytes of the planned buffers this plan keeps between runs (0 before its first run).
+        """Bytes this plan keeps between runs (0 before its first run): the planned buffers, and
+        the last run's outputs that only the plan still references (to be written again).
 
         Example:
             >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -179,7 +182,8 @@ class Plan:
         """  # noqa: E501
         if self._buffers is None or self.memory is None:
             return 0
-        return self.memory.buffer_bytes  # the pooled raw buffers, not per-value views or outputs
+        # the pooled raw buffers (not per-value views) and the outputs the caller dropped
+        return self.memory.buffer_bytes + unreferenced_bytes(self._spare)
 
     def _undonated(self) -> Any:
         # a state array a kernel cannot write out= into (read-only): commit at the end

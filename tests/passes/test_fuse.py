@@ -102,6 +102,43 @@ def test_nothing_to_fuse_returns_same_object_and_cost_model() -> None:
     assert _ops(fuse(small, min_size=8)) == ["fused"]
 
 
+def test_one_big_elementwise_node_is_a_region_of_its_own() -> None:
+    from dualflow.passes.fuse import MIN_SINGLE_SIZE
+
+    for size, want in ((MIN_SINGLE_SIZE, ["fused"]), (MIN_SINGLE_SIZE - 1, ["relu_grad"])):
+        b = GraphBuilder("f")
+        y, gy = b.input((size,), "float32"), b.input((size,), "float32")
+        b.output(*b.node("relu_grad", [y, gy]))
+        graph = b.build()
+        assert _ops(fuse(graph)) == want
+        rng = np.random.default_rng(0)
+        inputs = [rng.standard_normal(size).astype(np.float32) for _ in range(2)]
+        inputs[0][:4] = [np.nan, -0.0, 0.0, np.inf]
+        _same_run(graph, fuse(graph), inputs)
+
+
+def test_a_long_arithmetic_region_fuses_at_any_size_a_transcendental_one_does_not() -> None:
+    from dualflow.passes.fuse import MIN_FUSE_OPS
+
+    def chain(ops: list[str]) -> Graph:
+        b = GraphBuilder("f")
+        x, w = b.input((4, 4), "float32"), b.input((4, 4), "float32")
+        h = x
+        for op in ops:
+            (h,) = b.node(op, [h] if op == "tanh" else [h, w])
+        b.output(h)
+        return b.build()
+
+    arithmetic = chain(["add", "multiply"] * (MIN_FUSE_OPS // 2))
+    assert _ops(fuse(arithmetic)) == ["fused"]
+    rng = np.random.default_rng(0)
+    _same_run(arithmetic, fuse(arithmetic), [rng.standard_normal((4, 4), np.float32)] * 2)
+    short = chain(["add", "multiply"] * (MIN_FUSE_OPS // 2 - 1))
+    assert "fused" not in _ops(fuse(short))  # too short for its size
+    with_tanh = chain(["add", "tanh"] * (MIN_FUSE_OPS // 2))
+    assert "fused" not in _ops(fuse(with_tanh))  # the blocked evaluator would not save calls
+
+
 def test_update_source_and_impure_stay_out() -> None:
     b = GraphBuilder("f")
     x = b.input((4,), "float32")

@@ -37,8 +37,12 @@ class Run:
     program: Program
 
 
-def run(spec: Spec, passes: str | None = None) -> Run:
-    """Build ``spec`` and call it ``spec.calls`` times: eagerly, or compiled with ``passes``."""
+def run(spec: Spec, passes: str | None = None, keep_outputs: bool = True) -> Run:
+    """Build ``spec`` and call it ``spec.calls`` times: eagerly, or compiled with ``passes``.
+
+    The records hold each call's very output arrays (a later call overwriting one shows as a
+    mismatch), or with ``keep_outputs=False`` copies, so the next call may write the dropped
+    arrays again (``runtime.memory``'s recycled outputs)."""
     program = build(spec)
     fn = program.step
     if passes is not None:
@@ -50,6 +54,8 @@ def run(spec: Spec, passes: str | None = None) -> Run:
         try:
             with program.context():
                 arrays = arrays_of(fn(*args))
+                if not keep_outputs:
+                    arrays = [np.array(a, copy=True) for a in arrays]
             if spec.penalty > 0:
                 grad = args[0].grad
                 arrays.append(None if grad is None else np.array(grad.numpy(), copy=True))
@@ -98,7 +104,9 @@ def diff_runs(want: Run, got: Run) -> list[str]:
     ]
 
 
-def differences(spec: Spec, passes: str, eager: Run | None = None) -> list[str]:
+def differences(
+    spec: Spec, passes: str, eager: Run | None = None, keep_outputs: bool = True
+) -> list[str]:
     """Run ``spec`` eagerly (unless given) and compiled with ``passes``; list every mismatch.
 
     A compiled function that gave up and runs eagerly would compare equal without proving
@@ -110,7 +118,7 @@ def differences(spec: Spec, passes: str, eager: Run | None = None) -> list[str]:
         []
     """
     eager = eager if eager is not None else run(spec)
-    compiled = run(spec, passes)
+    compiled = run(spec, passes, keep_outputs)
     found = diff_runs(eager, compiled)
     stats = compiled.fn.stats()
     # every call traced (the environment or the batch changed each time) is no evidence either

@@ -66,6 +66,21 @@ def test_fast_o0_is_bit_identical_to_eager() -> None:
     assert _fuzz(FAST, 100, _exact("O0")) >= 100
 
 
+def test_fast_o0_with_every_output_recycled_or_kept_is_bit_identical(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # every output gets a per-run buffer; dropped ones are written again by the next call, kept
+    # ones (the records hold them) must never be
+    monkeypatch.setattr(memory, "FRESH_MIN_BYTES", 0)
+
+    def check(spec: Spec) -> None:
+        for keep in (False, True):
+            found = differences(spec, "O0", keep_outputs=keep)
+            assert not found, f"{spec!r} keep_outputs={keep}:\n" + "\n".join(found[:10])
+
+    assert _fuzz(FAST, 30, check) >= 30
+
+
 def test_fast_exact_pipeline_is_bit_identical_to_eager() -> None:
     assert _fuzz(FAST, 30, _exact("exact")) >= 30
 
