@@ -125,7 +125,7 @@ def test_a_long_arithmetic_region_fuses_at_any_size_a_transcendental_one_does_no
         x, w = b.input((4, 4), "float32"), b.input((4, 4), "float32")
         h = x
         for op in ops:
-            (h,) = b.node(op, [h] if op == "tanh" else [h, w])
+            (h,) = b.node(op, [h] if op in ("tanh", "sin") else [h, w])
         b.output(h)
         return b.build()
 
@@ -135,8 +135,11 @@ def test_a_long_arithmetic_region_fuses_at_any_size_a_transcendental_one_does_no
     _same_run(arithmetic, fuse(arithmetic), [rng.standard_normal((4, 4), np.float32)] * 2)
     short = chain(["add", "multiply"] * (MIN_FUSE_OPS // 2 - 1))
     assert "fused" not in _ops(fuse(short))  # too short for its size
-    with_tanh = chain(["add", "tanh"] * (MIN_FUSE_OPS // 2))
-    assert "fused" not in _ops(fuse(with_tanh))  # the blocked evaluator would not save calls
+    with_sin = chain(["add", "sin"] * (MIN_FUSE_OPS // 2))
+    assert "fused" not in _ops(fuse(with_sin))  # the blocked evaluator would not save calls
+    with_tanh = chain(["add", "tanh"] * (MIN_FUSE_OPS // 2))  # float32: fast_tanh, one loop
+    assert _ops(fuse(with_tanh)) == ["fused"]
+    _same_run(with_tanh, fuse(with_tanh), [rng.standard_normal((4, 4), np.float32)] * 2)
 
 
 def test_update_source_and_impure_stay_out() -> None:
