@@ -148,14 +148,6 @@ def _zero(gx, p):  # pragma: no cover - a loop LLVM turns into memset (gx[p] = 0
 
 
 @jit(inline="always")
-def _put(gx, p, r, c, v, add):  # pragma: no cover - runs compiled
-    if add:
-        gx[p, U(r), U(c)] += v
-    else:
-        gx[p, U(r), U(c)] = v
-
-
-@jit(inline="always")
 def _span(tb, sw, pw, w, wo):  # pragma: no cover - runs compiled
     """Output columns [lo, hi) whose tap column tb falls inside the image (0 <= col < w)."""
     return max(0, -((tb - pw) // sw)), min(wo, (w - 1 + pw - tb) // sw + 1)
@@ -169,15 +161,14 @@ def _max_pool_gather(x, g, y, lo, hi, kh, kw, sh, sw, ph, pw, ij):  # pragma: no
     for p in range(lo, hi):
         for i in range(ho):
             _row_argmax(x, p, i, taps, h, w, kh, kw, sh, sw, ph, pw, ij)
+            r0, (a, b) = i * sh - ph, _cols(i, ij, wo)
             for j in range(wo):
-                y[p, U(i), U(j)] = zero  # where padding won
-            for ta in range(kh):
-                r = i * sh - ph + ta
-                for tb in range(kw if 0 <= r < h else 0):
-                    lo_j, hi_j = _span(tb, sw, pw, w, wo)
-                    for j in range(lo_j, hi_j):
-                        v = g[p, U(r), U(j * sw - pw + tb)]
-                        y[p, U(i), U(j)] = v if taps[U(j)] == ta * kw + tb else y[p, U(i), U(j)]
+                t = taps[U(j)]
+                r, c = r0 + t // kw, j * sw - pw + t % kw
+                if a <= j < b:
+                    y[p, U(i), U(j)] = g[p, U(r), U(c)]
+                else:  # tap 0 out of range wins where nothing beats -inf: padding reads 0
+                    y[p, U(i), U(j)] = g[p, U(r), U(c)] if 0 <= r < h and 0 <= c < w else zero
 
 
 @jit(inline="always")
@@ -198,22 +189,16 @@ def _spread_in(gx, p, r0, c0, g, t, zero, kh, kw):  # pragma: no cover - runs co
 
 
 @jit(inline="always")
-def _max_pool_grad_disjoint(
-    x, gy, gx, p, taps, zero, kh, kw, sh, sw, ph, pw, ij
-):  # pragma: no cover
-    """One plane of max_pool2d_grad whose windows do not overlap: each is written once."""
-    _, h, w = x.shape
-    _, ho, wo = gy.shape
-    _zero(gx, p)  # pixels no window covers
-    for i in range(ho):
-        _row_argmax(x, p, i, taps, h, w, kh, kw, sh, sw, ph, pw, ij)
-        r0, (a, b) = i * sh - ph, _cols(i, ij, wo)
-        for j in range(wo):
-            g, t = gy[p, U(i), U(j)], taps[U(j)]
-            if a <= j < b:
-                _spread_in(gx, p, r0, j * sw - pw, g, t, zero, kh, kw)
-            else:
-                _spread(gx, p, r0, j * sw - pw, g, t, zero, h, w, kh, kw)
+def _add_row(gx, gy, p, i, taps, zero, h, w, kh, kw, sh, sw, ph, pw):  # pragma: no cover
+    """Add output row i's gy (or 0) at every tap of its windows, taps in order (overlapping)."""
+    wo = taps.size
+    for ta in range(kh):
+        r = i * sh - ph + ta
+        for tb in range(kw if 0 <= r < h else 0):
+            lo_j, hi_j = _span(tb, sw, pw, w, wo)
+            for j in range(lo_j, hi_j):
+                g = gy[p, U(i), U(j)]  # loaded first: a select, not a mispredicted branch
+                gx[p, U(r), U(j * sw - pw + tb)] += g if taps[U(j)] == ta * kw + tb else zero
 
 
 @jit(inline="always")
@@ -223,22 +208,23 @@ def _max_pool_grad(x, gy, gx, lo, hi, kh, kw, sh, sw, ph, pw, ij):  # pragma: no
     add = sh < kh or sw < kw  # overlapping windows add up; else each pixel is written once
     taps, zero = np.empty(wo, np.int32), np.zeros(1, gx.dtype)[0]
     for p in range(lo, hi):
-        if not add:
-            _max_pool_grad_disjoint(x, gy, gx, p, taps, zero, kh, kw, sh, sw, ph, pw, ij)
-            continue
-        _zero(gx, p)
-        # rows in reverse and taps in order: the windows covering a pixel come in increasing tap
-        # order, adding gy or 0 like numpy's per-tap passes did
-        for i in range(ho - 1, -1, -1):
+        _zero(gx, p)  # also the pixels no window covers
+        # overlapping: rows in reverse and taps in order, so the windows covering a pixel add gy
+        # (or 0) in increasing tap order, as numpy's per-tap passes did; disjoint windows go
+        # forward (walking rows backwards made k=2 s=2 3x slower)
+        for n in range(ho):
+            i = ho - 1 - n if add else n
             _row_argmax(x, p, i, taps, h, w, kh, kw, sh, sw, ph, pw, ij)
-            for ta in range(kh):
-                r = i * sh - ph + ta
-                for tb in range(kw if 0 <= r < h else 0):
-                    lo_j, hi_j = _span(tb, sw, pw, w, wo)
-                    for j in range(lo_j, hi_j):
-                        g = gy[p, U(i), U(j)]  # loaded first: a select, not a mispredicted branch
-                        v = g if taps[U(j)] == ta * kw + tb else zero
-                        gx[p, U(r), U(j * sw - pw + tb)] += v
+            if add:
+                _add_row(gx, gy, p, i, taps, zero, h, w, kh, kw, sh, sw, ph, pw)
+                continue
+            r0, (a, b) = i * sh - ph, _cols(i, ij, wo)
+            for j in range(wo):  # disjoint windows: g at the picked tap, zeros at the others
+                g, t = gy[p, U(i), U(j)], taps[U(j)]
+                if a <= j < b:
+                    _spread_in(gx, p, r0, j * sw - pw, g, t, zero, kh, kw)
+                else:
+                    _spread(gx, p, r0, j * sw - pw, g, t, zero, h, w, kh, kw)
 
 
 @jit(inline="always")
@@ -265,15 +251,25 @@ def _avg_pool_grad(gy, gx, scale, lo, hi, kh, kw, sh, sw, ph, pw, ij):  # pragma
     scaled = np.empty(wo, gy.dtype)
     for p in range(lo, hi):
         _zero(gx, p)
-        for i in range(ho - 1, -1, -1):  # increasing tap order per pixel, as in _max_pool_grad
+        for n in range(ho):
+            i = ho - 1 - n if add else n  # increasing tap order per pixel, as in _max_pool_grad
             for j in range(wo):
                 scaled[U(j)] = gy[p, U(i), U(j)] * scale
+            if not add:  # disjoint windows: the value at each in-range tap, window by window
+                r0, (a, b) = i * sh - ph, _cols(i, ij, wo)
+                for j in range(wo):
+                    v = scaled[U(j)]
+                    if a <= j < b:
+                        _spread_in(gx, p, r0, j * sw - pw, v, 0, v, kh, kw)
+                    else:
+                        _spread(gx, p, r0, j * sw - pw, v, 0, v, h, w, kh, kw)
+                continue
             for ta in range(kh):
                 r = i * sh - ph + ta
                 for tb in range(kw if 0 <= r < h else 0):
                     lo_j, hi_j = _span(tb, sw, pw, w, wo)
                     for j in range(lo_j, hi_j):
-                        _put(gx, p, r, j * sw - pw + tb, scaled[U(j)], add)
+                        gx[p, U(r), U(j * sw - pw + tb)] += scaled[U(j)]
 
 
 BODIES = {
