@@ -25,7 +25,7 @@ from dualflow.kernels.pool_loops import BODIES, jit
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 PART_MIN = 1 << 15  # image elements per part below which a second thread costs more than it saves
-FIXED_MIN = 1 << 18  # images this large get kernels compiled for their window and stride
+FIXED_MIN = 1 << 16  # images this large get kernels compiled for their window and stride
 # numba_cache's key covers a kernel's own bytecode, not the closure constants or the inlined
 # bodies: the stem names the constants and this digest of both modules' source the bodies
 _DIGEST = hashlib.sha256(
