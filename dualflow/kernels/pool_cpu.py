@@ -129,7 +129,9 @@ def max_pool2d(x: Any, ksize: Pair, stride: Pair, pad: Pair) -> Any:
     """
     geometry = (ksize, stride, pad)
     y = _out(x, _pooled(x.shape[2:], ksize, stride, pad), x.dtype)
-    _run("maxpool", (_planes(x), _planes(y), x.dtype.type(0)), x, y.shape[2:], geometry)
+    # windows sharing rows: fold each row once (3x3 stride 2: ~1.6 vs ~2.0 ms, 16x64x32x32)
+    name = "maxpoolrows" if stride[0] < ksize[0] else "maxpool"
+    _run(name, (_planes(x), _planes(y), x.dtype.type(0)), x, y.shape[2:], geometry)
     return y
 
 

@@ -128,6 +128,33 @@ def _max_pool(x, y, _, lo, hi, kh, kw, sh, sw, ph, pw, ij):  # pragma: no cover 
 
 
 @jit(inline="always")
+def _max_pool_rows(x, y, _, lo, hi, kh, kw, sh, sw, ph, pw, ij):  # pragma: no cover
+    """max_pool2d in two folds: each input row over its windows' columns, then those rows over
+    each window's rows; the same result (the last maximal tap in row-major order, or the first
+    NaN), and overlapping windows share the row folds."""
+    _, h, w = x.shape
+    _, ho, wo = y.shape
+    _, _, j0, j1 = ij
+    rows = np.empty((h, wo), x.dtype)
+    for p in range(lo, hi):
+        for r in range(h):
+            for j in range(j0):
+                rows[U(r), U(j)] = _vmax_edge(x, p, r, j * sw - pw, h, w, 1, kw)
+            for j in range(j0, j1):
+                rows[U(r), U(j)] = _vmax_in(x, p, r, j * sw - pw, 1, kw)
+            for j in range(j1, wo):
+                rows[U(r), U(j)] = _vmax_edge(x, p, r, j * sw - pw, h, w, 1, kw)
+        for i in range(ho):
+            r0 = max(i * sh - ph, 0)
+            for j in range(wo):
+                y[p, U(i), U(j)] = rows[U(r0), U(j)]
+            for r in range(r0 + 1, min(i * sh - ph + kh, h)):
+                for j in range(wo):
+                    v, best = rows[U(r), U(j)], y[p, U(i), U(j)]
+                    y[p, U(i), U(j)] = v if best == best and not best > v else best
+
+
+@jit(inline="always")
 def _row_argmax(x, p, i, taps, h, w, kh, kw, sh, sw, ph, pw, ij):  # pragma: no cover
     """taps[j] = the tap of output (i, j)'s first maximum, for the row's every j."""
     r0, (a, b) = i * sh - ph, _cols(i, ij, taps.size)
@@ -274,6 +301,7 @@ def _avg_pool_grad(gy, gx, scale, lo, hi, kh, kw, sh, sw, ph, pw, ij):  # pragma
 
 BODIES = {
     "maxpool": _max_pool,
+    "maxpoolrows": _max_pool_rows,
     "maxpoolgrad": _max_pool_grad,
     "maxpoolgather": _max_pool_gather,
     "avgpool": _avg_pool,
