@@ -65,7 +65,7 @@ def _make(name: str, geometry: tuple[int, int, int, int] | None) -> Any:
 def _kernel(name: str, geometry: tuple[int, int, int, int] | None) -> Any:
     """Kernel ``name`` (``_make``), built once per process, its machine code in the signed
     kernels store under a stem naming the constants (numba_cache's key sees neither closure
-    values nor the inlined bodies: the digest of this module's source stands for them)."""
+    values nor the inlined bodies: the digest of both modules' source stands for them)."""
     key = (name, geometry)
     with _LOCK:
         kernel = _KERNELS.get(key)
