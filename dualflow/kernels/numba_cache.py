@@ -27,6 +27,24 @@ except ImportError:  # pragma: no cover - a numba that reorganized its caching
 MAX_MACHINE_CODE = 64 * 2**20  # one compiled kernel is ~100 KB; anything near this is not ours
 
 
+def code_fingerprint(code: Any) -> bytes:
+    """The bytes that decide what a function compiles to: its bytecode, and its constants and
+    names (``co_code`` only indexes them: ``x * 2`` and ``x * 3`` share it), nested functions'
+    code included.
+
+    Example:
+        >>> code_fingerprint((lambda x: x * 2).__code__) == code_fingerprint(
+        ...     (lambda x: x * 3).__code__)
+        False
+    """
+    consts = [
+        code_fingerprint(c) if hasattr(c, "co_code") else repr((type(c).__name__, c)).encode()
+        for c in code.co_consts
+    ]
+    names = repr((code.co_names, code.co_varnames, code.co_freevars)).encode()
+    return b"\0".join([code.co_code, names, *consts])
+
+
 class SignedCache(_Cache or object):  # type: ignore[misc]
     """A dispatcher's disk cache (``dispatcher._cache``) reading and writing signed entries."""
 
@@ -35,7 +53,7 @@ class SignedCache(_Cache or object):  # type: ignore[misc]
         # the module is part of the key: a pickled entry names the module it rebuilds in, so a
         # function that moved (dualflow.ops.expr -> dualflow.kernels.expr) gets new entries
         where = f"{py_func.__module__}.{py_func.__qualname__}".encode()
-        self._code = hashlib.sha256(where + py_func.__code__.co_code).hexdigest()
+        self._code = hashlib.sha256(where + code_fingerprint(py_func.__code__)).hexdigest()
 
     @property
     def cache_path(self) -> str:

@@ -4,8 +4,9 @@ Pairs of ops are each other's adjoints, so any order of derivative closes over t
 ``max_pool2d_grad`` scatters gy to each window's argmax and ``max_pool2d_gather`` reads values
 back from those positions; ``avg_pool2d_grad`` spreads gy evenly and ``avg_pool2d`` averages.
 The argmax is recomputed from the saved input, so no integer index array travels with the graph.
-On cupy arrays the pooling forwards and avg_pool2d_grad run in cuDNN when it can
-(``kernels.cudnn``).
+On numpy float32/float64 arrays every op runs a numba kernel of ``kernels.pool_cpu`` (one pass
+per output, bit-equal to the numpy window loops here, which remain for other dtypes, array modules
+and a missing numba); on cupy the forwards and avg_pool2d_grad run in cuDNN when it can.
 """
 
 from __future__ import annotations
@@ -23,6 +24,21 @@ from dualflow.ops.reduction import mean
 from dualflow.ops.registry import Meta, primitive
 
 _ONE = (1, 1)
+_POOL_CPU: list[Any] = []  # kernels.pool_cpu once imported, or None when numba is missing
+
+
+def _kernels(xp: Any, *arrays: Any) -> Any:
+    """``kernels.pool_cpu`` when its numba kernels take these arrays, else None."""
+    if xp is not np:
+        return None
+    if not _POOL_CPU:
+        try:  # numba is imported on first use only
+            from dualflow.kernels import pool_cpu  # noqa: PLC0415
+        except ImportError:
+            pool_cpu = None
+        _POOL_CPU.append(pool_cpu)
+    kernels = _POOL_CPU[0]
+    return kernels if kernels is not None and kernels.covers(*arrays) else None
 
 
 def _pooled_hw(op: str, x: Meta, ksize: Pair, stride: Pair, pad: Pair) -> Pair:
@@ -98,6 +114,9 @@ class MaxPool2d:
             y = library.pool2d(x, "max", ksize, stride, pad)
             if y is not None:  # else cuDNN refused the case: the window loop below
                 return y
+        kernels = _kernels(xp, x)
+        if kernels is not None:
+            return kernels.max_pool2d(x, ksize, stride, pad)
         out = tuple(out_size(x.shape[2 + k], ksize[k], stride[k], pad[k]) for k in range(2))
         padded = pad_hw(xp, x, pad, -np.inf)
         y = None
@@ -123,6 +142,9 @@ class MaxPool2dGrad:
         # No cuDNN here: cudnnPoolingBackward does not document which of several equal maxima
         # (common after relu) gets the gradient, and max_pool2d_gather, this op's adjoint, must
         # pick the same one (the first) for double backward to be exact.
+        kernels = _kernels(xp, x, gy)
+        if kernels is not None:
+            return kernels.max_pool2d_grad(x, gy, ksize, stride, pad)
         index = _argmax(xp, x, ksize, stride, pad)
         return _scatter(xp, gy, index, x.shape[2:], ksize, stride, pad)
 
@@ -141,6 +163,9 @@ class MaxPool2dGather:
         return (Meta(tuple(x.shape[:2]) + out, g.dtype),)
 
     def forward(xp, x, g, *, ksize, stride, pad):
+        kernels = _kernels(xp, x, g)
+        if kernels is not None:
+            return kernels.max_pool2d_gather(x, g, ksize, stride, pad)
         index = _argmax(xp, x, ksize, stride, pad)
         padded = pad_hw(xp, g, pad)
         y = xp.zeros(index.shape, dtype=g.dtype)
@@ -166,6 +191,9 @@ class AvgPool2d:
             y = library.pool2d(x, "avg", ksize, stride, pad)
             if y is not None:
                 return y
+        kernels = _kernels(xp, x)
+        if kernels is not None:
+            return kernels.avg_pool2d(x, ksize, stride, pad)
         out = tuple(out_size(x.shape[2 + k], ksize[k], stride[k], pad[k]) for k in range(2))
         padded = pad_hw(xp, x, pad)
         y = None
@@ -195,6 +223,9 @@ class AvgPool2dGrad:
             gx = library.avg_pool2d_grad(gy, shape, ksize, stride, pad)
             if gx is not None:
                 return gx
+        kernels = _kernels(xp, gy)
+        if kernels is not None:
+            return kernels.avg_pool2d_grad(gy, shape, ksize, stride, pad)
         scaled = gy * gy.dtype.type(1.0 / (ksize[0] * ksize[1]))
         return _scatter(xp, scaled, None, shape, ksize, stride, pad)
 

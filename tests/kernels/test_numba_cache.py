@@ -1,0 +1,48 @@
+"""numba machine code in the signed kernels store: an entry is only ever loaded for the very
+function it was compiled from (a changed constant is a new entry, not the old machine code)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numba
+
+from dualflow.disk_cache import open_store
+from dualflow.kernels import numba_cache
+
+
+def _twice(x):
+    return x * 2
+
+
+def _times(k: int):
+    """A function ``f(x) = x * k``: same module, name and bytecode for every k."""
+    namespace = {"__name__": __name__}
+    exec(f"def f(x):\n    return x * {int(k)}\n", namespace)
+    return namespace["f"]
+
+
+def test_a_function_differing_only_in_a_constant_does_not_load_anothers_machine_code(
+    tmp_path: Path,
+) -> None:
+    two, three = _times(2), _times(3)
+    assert two.__code__.co_code == three.__code__.co_code and two.__qualname__ == "f"
+    store = open_store("kernels", tmp_path)
+    first = numba.njit(cache=False)(two)
+    numba_cache.attach(first, store, "k_same_stem")
+    assert first(5) == 10
+    second = numba.njit(cache=False)(three)
+    numba_cache.attach(second, store, "k_same_stem")
+    assert second(5) == 15
+    assert len(list(store.directory.glob("__pycache__/k_same_stem.*.nbc"))) == 2
+
+
+def test_an_unchanged_function_loads_its_entry_in_a_new_dispatcher(tmp_path: Path) -> None:
+    store = open_store("kernels", tmp_path)
+    first = numba.njit(cache=False)(_twice)
+    numba_cache.attach(first, store, "k_twice")
+    assert first(4) == 8
+    again = numba.njit(cache=False)(_twice)
+    numba_cache.attach(again, store, "k_twice")
+    assert again(4) == 8
+    assert again.stats.cache_hits.get(again.signatures[0], 0) == 1
