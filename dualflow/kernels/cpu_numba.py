@@ -170,7 +170,8 @@ def render_steps(program: Program, consts: list[str]) -> list[str]:
 
 
 def imports(program: Program) -> tuple[str, ...]:
-    """The import lines of the scalar functions the program's steps call (``fast_tanh``'s)."""
+    """The import lines of the scalar functions the program's steps call (``fast_tanh``'s,
+    ``fast_exp``'s), each naming its function's fingerprint."""
     rows = {FUNCTIONS[step.fn] for step in program.steps}
     return tuple(sorted(row.numba_import() for row in rows if row.numba_import is not None))
 

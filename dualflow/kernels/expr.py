@@ -32,7 +32,7 @@ _SYMBOLS = {
 }
 # Functions an expression may call, with their arity (one row each in scalar.TABLE).
 FUNCTIONS = {row.name: row.arity for row in TABLE}
-# Array-module functions generated code calls as ``_<name>(xp, ...)`` (erf, tanh).
+# Array-module functions generated code calls as ``_<name>(xp, ...)`` (erf, tanh, exp).
 XP_FUNCTIONS = {f"_{row.name}": row.xp_function for row in TABLE if row.xp_function}
 
 Expr = tuple  # ("var", name) | ("const", number) | ("attr", name) | ("call", fn, *args)

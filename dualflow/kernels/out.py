@@ -85,7 +85,7 @@ def expression_out(
 
 def _callee(name: str) -> str:
     """What an ``out=`` forward calls: ``_<name>(xp, ...`` when the row has its own function
-    (tanh), else the ufunc ``xp.<ufunc>(...``."""
+    (tanh, exp), else the ufunc ``xp.<ufunc>(...``."""
     row = FUNCTIONS[name]
     return f"_{name}(xp, " if row.xp_function is not None else f"xp.{row.ufunc}("
 
