@@ -110,6 +110,14 @@ def apply(ufunc: Callable, compiled: Callable[[], tuple[Any, Any]], x: Any, out:
         result = np.empty(x.shape, np.float32)  # the common case, kept short (~2 us a call)
         _run(compiled(), x.ravel(), result.ravel())
         return result if result.ndim else result[()]  # a 0-d operand: a scalar, as numpy
+    if out is not None and _same_c_float32(x, out):  # a plan's planned buffer (~1 us less)
+        flat_out = out.ravel()
+        if not np.may_share_memory(x, out):
+            _run(compiled(), x.ravel(), flat_out)
+            return out
+        if _address(x) == _address(out):  # in place (another view of the same buffer)
+            _run(compiled(), flat_out, flat_out)
+            return out
     array = np.asarray(x)
     if array.dtype not in FLOAT32_LOOP:
         return ufunc(x) if out is None else ufunc(x, out=out)
@@ -122,6 +130,19 @@ def apply(ufunc: Callable, compiled: Callable[[], tuple[Any, Any]], x: Any, out:
         return out
     _into(compiled(), array, out)
     return out
+
+
+def _same_c_float32(x: Any, out: Any) -> bool:
+    """Both C-ordered float32 numpy arrays of one shape."""
+    return (
+        type(x) is np.ndarray
+        and type(out) is np.ndarray
+        and x.dtype == np.float32
+        and out.dtype == np.float32
+        and x.shape == out.shape
+        and x.flags.c_contiguous
+        and out.flags.c_contiguous
+    )
 
 
 def _flat(a: np.ndarray) -> bool:
