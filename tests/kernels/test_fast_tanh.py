@@ -165,3 +165,18 @@ def test_big_arrays_split_over_threads_give_the_same_bits(monkeypatch: pytest.Mo
     y = x.copy()
     monkeypatch.undo()
     assert numpy_tanh(y, out=y).tobytes() == threaded.tobytes()  # the in-place loop, threaded
+
+
+def test_out_as_another_view_of_x_or_overlapping_it_gives_the_plain_result() -> None:
+    # a plan's in-place step passes two views of one buffer; a shifted one must not be read
+    # after it was written
+    raw = np.random.default_rng(4).normal(0, 2, 300).astype(np.float32)
+    want = numpy_tanh(raw[:256].copy())
+    for shift in (0, 1, -1):
+        buffer = np.zeros(300, np.float32)
+        buffer[8:264] = raw[:256]
+        x = buffer[8:264].reshape(16, 16)
+        out = buffer[8 + shift : 264 + shift].reshape(16, 16)
+        assert x is not out
+        assert numpy_tanh(x, out=out) is out
+        assert out.tobytes() == want.tobytes(), shift
