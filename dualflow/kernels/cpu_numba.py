@@ -34,10 +34,12 @@ _MODULES_LOCK = threading.Lock()
 # cache=False: numba's own disk cache unpickles unverified files; numba_cache replaces it
 # nogil: ``cpu_threads`` runs parts of one call at once (numba's own prange pool fought OpenBLAS)
 NJIT = '@numba.njit(parallel=False, nogil=True, cache=False, error_model="numpy")'
-# Elements per part below which one thread runs the whole call (the hand-off costs ~50 us): the
-# 4M float32 poly-chain kernel took 1.08 ms in one part, 0.80 in two (memory-bound; design notes,
-# "CPU kernels on both cores")
-PART_MIN = 1 << 17
+# Elements per part below which one thread runs the whole call: the 4M float32 poly-chain kernel
+# took 1.08 ms in one part, 0.80 in two, but the MLP step's 1M-element SGD updates, which run
+# right after GEMMs whose OpenBLAS threads still spin, took 1.18-1.43 ms in one part and
+# 1.54-1.67 in two (GEMMs unchanged: 4.7-5.1 ms either way; design notes, "CPU kernels on both
+# cores")
+PART_MIN = 1 << 21
 _MAX_SOURCE = 2**20
 
 
