@@ -66,13 +66,7 @@ IMPORT = f"from dualflow.kernels.fast_exp import exp_f32  # {FINGERPRINT}"
 """The line a generated numba kernel imports ``exp_f32`` with (``cpu_numba.header``)."""
 
 
-_KERNELS: list[tuple[Any, Any]] = []
-
-
-def _kernels() -> tuple[Any, Any]:
-    if not _KERNELS:  # compiled (or loaded) once; then a list read (~0.3 us less a call)
-        _KERNELS.append(float32_loops.loops(exp_f32, f"k_exp32_{FINGERPRINT}"))
-    return _KERNELS[0]
+_kernels = float32_loops.lazy_loops(exp_f32, f"k_exp32_{FINGERPRINT}")
 
 
 def numpy_exp(x: Any, out: Any = None) -> Any:
