@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.blocked_invariants import hoisted
 from dualflow.kernels.cpu_threads import THREADS, run_parts
 from dualflow.kernels.expr_typing import Program, Step, apply_numpy, lower_expr
 from dualflow.kernels.scalar import FUNCTIONS, squares
@@ -78,8 +79,9 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
         arrays = tuple(np.asarray(a) for a in arrays)
         if out is None:
             out = np.empty(shape, program.dtype)
+        steps = hoisted(plan, program, arrays)  # one-element parts once, not per element
         if out.size <= block or not shape:
-            _evaluate(plan, arrays, out, _temps(plan, shape))
+            _evaluate(steps, arrays, out, _temps(steps, shape))
             return out
         if all(_flat_ok(a, shape) for a in arrays):
             ins = [a.reshape(-1) for a in arrays]
@@ -90,7 +92,7 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
             target, chunk_shape = out, (step, *shape[1:])
         starts = range(0, target.shape[0], step)
         parts = THREADS if out.size >= THREAD_MIN and len(starts) > 1 else 1
-        jobs = [(plan, ins, target, starts[k::parts], step, chunk_shape) for k in range(parts)]
+        jobs = [(steps, ins, target, starts[k::parts], step, chunk_shape) for k in range(parts)]
         run_parts([functools.partial(_run_chunks, *job) for job in jobs])
         return out
 
