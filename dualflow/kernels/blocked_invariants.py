@@ -9,7 +9,6 @@ steps that read it take the value as a constant.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -17,7 +16,6 @@ import numpy as np
 from dualflow.kernels.expr_typing import Program
 
 
-@functools.lru_cache(maxsize=1024)
 def invariant_steps(program: Program, small: frozenset[int]) -> frozenset[int]:
     """Steps (all but the last, which writes the output) whose operands are constants, inputs
     numbered in ``small`` (one element) or other such steps.
@@ -43,10 +41,11 @@ def _known(ref: tuple, small: frozenset[int], found: set[int]) -> bool:
     return ref[1] in (small if ref[0] == "in" else found)
 
 
-def hoisted(plan: tuple, program: Program, arrays: tuple) -> tuple:
+def hoisted(plan: tuple, program: Program, arrays: tuple, known: dict | None = None) -> tuple:
     """``plan`` (``cpu._schedule``'s, one op per step) for this call: invariant steps computed
     now (into arrays of their broadcast operand shape and the step's dtype, as the chunks would
-    have written them) and read as constants by the ops left.
+    have written them) and read as constants by the ops left. ``known`` caches the invariant
+    steps per pattern of one-element inputs.
 
     Example:
         >>> from dualflow.kernels import cpu
@@ -58,7 +57,12 @@ def hoisted(plan: tuple, program: Program, arrays: tuple) -> tuple:
         (1, 1.0)
     """
     small = frozenset(k for k, a in enumerate(arrays) if a.size == 1)
-    invariant = invariant_steps(program, small)
+    # ``known``: the kernel's own cache per pattern (hashing the Program costs more per call)
+    invariant = None if known is None else known.get(small)
+    if invariant is None:
+        invariant = invariant_steps(program, small)
+        if known is not None:
+            known[small] = invariant
     if not invariant:
         return plan
     ops, dtypes = plan

@@ -73,13 +73,13 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
     """
     shape = tuple(shape)
     inner = int(np.prod(shape[1:], dtype=np.int64)) if shape else 1
-    plan = _schedule(program)
+    plan, known = _schedule(program), {}
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         arrays = tuple(np.asarray(a) for a in arrays)
         if out is None:
             out = np.empty(shape, program.dtype)
-        steps = hoisted(plan, program, arrays)  # one-element parts once, not per element
+        steps = hoisted(plan, program, arrays, known)  # one-element parts once, not per element
         if out.size <= block or not shape:
             _evaluate(steps, arrays, out, _temps(steps, shape))
             return out
