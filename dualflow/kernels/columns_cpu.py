@@ -76,16 +76,9 @@ def numba_kernel(name: str, py_func: Callable) -> Any:
     """
     kernel = _KERNELS.get(name)
     if kernel is None:
-        import numba  # noqa: PLC0415 - only when a convolution runs
+        from dualflow.kernels import numba_cache  # noqa: PLC0415 - numba, when a conv runs
 
-        from dualflow.disk_cache import open_store  # noqa: PLC0415
-        from dualflow.kernels import numba_cache  # noqa: PLC0415
-
-        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(py_func)
-        store = open_store("kernels")
-        if store is not None:
-            numba_cache.attach(kernel, store, f"k_{name}")
-        _KERNELS[name] = kernel
+        kernel = _KERNELS[name] = numba_cache.cached_njit(py_func, f"k_{name}")
     return kernel
 
 

@@ -13,13 +13,11 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-from dualflow.disk_cache import open_store
 from dualflow.kernels import numba_cache
 from dualflow.kernels.cpu_threads import parts_for, run_parts, split
 
@@ -65,6 +63,7 @@ def fingerprint(function: Any, *constants: Any) -> str:
     it in their source, so a changed function is a new kernel, never stale cached machine code.
 
     Example:
+        >>> import numba
         >>> len(fingerprint(numba.njit(lambda x: x), 1.0))
         16
     """
@@ -115,12 +114,9 @@ def loops(scalar: Any, stem: str) -> tuple[Any, Any]:
         for i in range(out.shape[0]):
             out[i] = scalar(out[i])
 
-    store = open_store("kernels")
     compiled = []
     for fn, signature in ((loop, "b1(f4[::1], f4[::1])"), (inplace, "void(f4[::1])")):
-        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(fn)
-        if store is not None:
-            numba_cache.attach(kernel, store, f"{stem}_{fn.__name__}")
+        kernel = numba_cache.cached_njit(fn, f"{stem}_{fn.__name__}")
         kernel.compile(signature)
         kernel.disable_compile()
         compiled.append(kernel)

@@ -116,6 +116,36 @@ def attach(dispatcher: Any, store: Store, stem: str) -> None:
         dispatcher._cache = SignedCache(dispatcher.py_func, store, stem)
 
 
+def in_kernels_store(dispatcher: Any, stem: str) -> None:
+    """``attach`` the dispatcher to the signed kernels store (nothing when it cannot be opened:
+    the kernel then compiles in every process).
+
+    Example:
+        >>> f = numba.njit(lambda x: x - 1)
+        >>> in_kernels_store(f, "k_doc_minus"); f(1)
+        0
+    """
+    store = open_store("kernels")
+    if store is not None:
+        attach(dispatcher, store, stem)
+
+
+def cached_njit(py_func: Any, stem: str) -> Any:
+    """``py_func`` compiled as dualflow's fixed kernels are (``nogil`` for ``cpu_threads``,
+    numpy's error model, numba's own unverified cache off), its machine code in the signed
+    kernels store as ``stem``.
+
+    Example:
+        >>> def _double(x):
+        ...     return 2 * x
+        >>> cached_njit(_double, "k_doc_double")(4)
+        8
+    """
+    kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(py_func)
+    in_kernels_store(kernel, stem)
+    return kernel
+
+
 def cached_ufunc(py_func: Any, signatures: list[str], stem: str) -> Any:
     """``numba.vectorize(signatures)(py_func)`` whose machine code is kept in the signed kernels
     store as ``stem`` (numba's ``cache=True`` would write its unverified pickles instead).

@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.disk_cache import open_store
 from dualflow.kernels import numba_cache
 from dualflow.kernels.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.im2col import Pair, out_size
@@ -71,10 +70,8 @@ def _kernel(name: str, geometry: tuple[int, int, int, int] | None) -> Any:
         kernel = _KERNELS.get(key)
         if kernel is None:
             kernel = _make(name, geometry)
-            store = open_store("kernels")
-            if store is not None:
-                fixed = "any" if geometry is None else "x".join(map(str, geometry))
-                numba_cache.attach(kernel, store, f"k_pool{name}{fixed}x{_DIGEST}")
+            fixed = "any" if geometry is None else "x".join(map(str, geometry))
+            numba_cache.in_kernels_store(kernel, f"k_pool{name}{fixed}x{_DIGEST}")
             _KERNELS[key] = kernel
         return kernel
 
