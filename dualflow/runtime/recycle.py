@@ -9,6 +9,7 @@ array, exactly as if it had been freed and allocated again.
 from __future__ import annotations
 
 import sys
+import weakref
 from typing import Any
 
 # Runs whose outputs a plan may write again: with ``y = f(x)`` in a loop the last run's output is
@@ -49,14 +50,21 @@ def _take_unreferenced(kept: list[Any], slots: range) -> tuple[Any, Any]:
     array when it was not taken, else None). Taken and dropped arrays leave the list.
 
     Any view keeps its base alive and counts, and so does a Tensor wrapping it; memory nobody
-    references is free to overwrite, as it would be after being freed and allocated again.
+    references is free to overwrite, as it would be after being freed and allocated again. A
+    weak reference does not count in ``getrefcount`` but would see the new values, so an array
+    anyone holds one to is never taken (it only lives on until the plan lets it go).
     """
     taken, last = None, None
     for n, slot in enumerate(slots):
         array = kept[slot]
         kept[slot] = None
         # references: the local name and getrefcount's argument
-        if taken is None and array is not None and sys.getrefcount(array) == 2:
+        if (
+            taken is None
+            and array is not None
+            and sys.getrefcount(array) == 2
+            and not weakref.getweakrefcount(array)
+        ):
             taken = array
         elif n == 0:
             last = array  # still held by the caller (``y = f(x)`` in a loop): a later candidate
