@@ -224,6 +224,10 @@ QUIET = frozenset(
 # Elements from which an eager call of such an op runs its kernel: ``relu_grad`` on 2M float32
 # is two numpy passes and a bool temporary on one core, one pass on two in the kernel.
 EAGER_MIN = 1 << 18
+# ... and from this many when numpy's own loop is slow: ``where`` (a branch per element:
+# relu_grad on 64K float32 ~240 us in numpy 2.4, ~17 us in the kernel) or a constant operand of
+# maximum/minimum (relu: 31 vs 10 us at 64K); both cross over between 4K and 16K elements.
+SELECT_MIN = 1 << 13
 _EAGER_DTYPES = frozenset(np.dtype(d) for d in ("bool", "float32", "float64"))
 
 
@@ -239,6 +243,29 @@ def quiet(expr: tuple) -> bool:
     return expr[1] in QUIET and all(quiet(e) for e in expr[2:])
 
 
+def eager_min(expr: tuple) -> int:
+    """Elements from which an eager call of the ``quiet`` expression runs ``eager_kernel``.
+
+    Example:
+        >>> relu_grad = ("call", "where", ("call", "greater", ("var", "y"), ("const", 0)),
+        ...              ("var", "gy"), ("const", 0))
+        >>> eager_min(relu_grad) == SELECT_MIN, eager_min(("call", "abs", ("var", "x")))
+        (True, 262144)
+    """
+    return SELECT_MIN if _slow_in_numpy(expr) else EAGER_MIN
+
+
+def _slow_in_numpy(expr: tuple) -> bool:
+    if expr[0] != "call":
+        return False
+    operands = expr[2:]
+    if expr[1] == "where":
+        return True
+    if expr[1] in ("maximum", "minimum") and any(e[0] == "const" for e in operands):
+        return True
+    return any(_slow_in_numpy(e) for e in operands)
+
+
 def eager_kernel(expr: tuple, args: tuple[str, ...]) -> Callable:
     """``f(*arrays)``: an eager op's expression over C-ordered numpy arrays of one shape (bool,
     float32 or float64) in ``cpu_kernel``'s kernel; None for any other arguments (the op's
@@ -251,15 +278,24 @@ def eager_kernel(expr: tuple, args: tuple[str, ...]) -> Callable:
         ([0.0, 2.0], None, None)
     """
 
+    built: dict[tuple, Callable | None] = {}  # (shape, dtypes) -> kernel; None: numpy's
+
     def run(*arrays: Any) -> Any:
         first = arrays[0]
         for a in arrays:
             if type(a) is not np.ndarray or a.shape != first.shape or not a.flags.c_contiguous:
                 return None
-            if a.dtype not in _EAGER_DTYPES:
-                return None
-        metas = tuple((a.shape, a.dtype.name) for a in arrays)
-        return cpu_kernel(expr, args, metas)(np, *arrays)
+        key = (first.shape, *[a.dtype for a in arrays])  # dtype.name costs ~5 us: not per call
+        kernel = built.get(key, False)
+        if kernel is False:
+            if len(built) >= 64:
+                built.clear()
+            if all(a.dtype in _EAGER_DTYPES for a in arrays):
+                kernel = cpu_kernel(expr, args, tuple((a.shape, a.dtype.name) for a in arrays))
+            else:
+                kernel = None
+            built[key] = kernel
+        return None if kernel is None else kernel(np, *arrays)
 
     return run
 

@@ -261,7 +261,9 @@ def _big_numpy_calls(
 ) -> tuple[int, Callable] | None:
     """``compile_numpy``'s ``big``: big numpy calls of a selection/comparison op (relu,
     relu_grad, where...) run ``cpu.eager_kernel``, one pass on both cores (bit-equal)."""
-    return (cpu.EAGER_MIN, cpu.eager_kernel(tree, args)) if cpu.quiet(tree) and not attrs else None
+    if not cpu.quiet(tree) or attrs:
+        return None
+    return cpu.eager_min(tree), cpu.eager_kernel(tree, args)
 
 
 def _elementwise_infer(name: str, args: tuple[str, ...], forward: Callable) -> Callable:

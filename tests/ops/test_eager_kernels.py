@@ -44,12 +44,28 @@ def test_the_quiet_ops_include_the_cnn_ones() -> None:
     assert "add" not in QUIET_OPS and "exp" not in QUIET_OPS  # may warn / transcendental
 
 
+def test_ops_numpy_runs_slowly_take_the_kernel_from_select_min() -> None:
+    # where (a branch per element) and maximum with a constant (relu): numpy's slow loops
+    starts = {name: OPS[name].forward.__globals__["_big_size"] for name in QUIET_OPS}
+    assert {n for n, size in starts.items() if size == cpu.SELECT_MIN} == {
+        "relu",
+        "relu_grad",
+        "where",
+    }
+    assert starts["maximum"] == starts["greater"] == starts["abs"] == cpu.EAGER_MIN
+    assert cpu.SELECT_MIN < cpu.EAGER_MIN
+
+
+@pytest.mark.parametrize("size", ["select", "big"])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", QUIET_OPS)
-def test_big_eager_calls_are_bit_equal_to_the_numpy_expression(name: str, dtype: str) -> None:
+def test_big_eager_calls_are_bit_equal_to_the_numpy_expression(
+    name: str, dtype: str, size: str
+) -> None:
     op = OPS[name]
     plain = compile_numpy(op.expr, op.args, ())
-    arrays = _operands(name, dtype, (N,), 0)
+    n = cpu.eager_min(op.expr) + 3 if size == "select" else N
+    arrays = _operands(name, dtype, (n,), 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither path warns
         want = plain(np, *arrays)
