@@ -95,3 +95,25 @@ def test_strided_broadcast_small_and_other_dtypes_take_the_numpy_expression(name
 
 def _finite(arrays: list[np.ndarray]) -> list[np.ndarray]:
     return [np.clip(np.nan_to_num(a), -6e4, 6e4) if a.dtype != bool else a for a in arrays]
+
+
+@pytest.mark.parametrize("passes", ["O0", "O2"])
+def test_a_compiled_relu_step_above_select_min_equals_eager_bit_for_bit(passes: str) -> None:
+    # relu and relu_grad at 96x96 (>= SELECT_MIN) run the kernels in eager mode and in the plan's
+    # unfused steps (O0); at O2 they are fused: every path gives eager's bits
+    import dualflow
+
+    rng = np.random.default_rng(3)
+    assert cpu.SELECT_MIN <= 96 * 96
+    x = dualflow.tensor(rng.standard_normal((96, 96)).astype(np.float32))
+    x.array[0] = 0.0  # a row of exact zeros: relu_grad's y == 0 case
+    w = dualflow.tensor(rng.standard_normal((96, 96)).astype(np.float32), requires_grad=True)
+
+    def step():
+        h = dualflow.ops.relu(x @ w)
+        return dualflow.grad((h * h).sum(), [w])[0]
+
+    compiled = dualflow.compile(step, passes=passes)
+    for _ in range(3):
+        got, want = compiled().numpy(), step().numpy()
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

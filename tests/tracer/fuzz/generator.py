@@ -24,7 +24,9 @@ class Profile:
 
     widths: tuple[int, ...]
     batches: tuple[int, ...]
-    large: tuple[tuple[int, int], ...]  # (batch, width) with >= 4096 elements (fused kernels)
+    # (batch, width) with >= 4096 elements (fused kernels); 96x96 is above cpu.SELECT_MIN (eager
+    # relu/relu_grad/where kernels)
+    large: tuple[tuple[int, int], ...]
     large_percent: int  # how often a program uses a large activation
     max_fragments: int
     max_calls: int
@@ -35,7 +37,7 @@ class Profile:
 FAST = Profile(
     widths=(3, 8, 16),
     batches=(2, 5, 16),
-    large=((64, 64),),
+    large=((64, 64), (96, 96)),
     large_percent=15,
     max_fragments=4,
     max_calls=5,
@@ -43,7 +45,7 @@ FAST = Profile(
 SLOW = Profile(
     widths=(3, 8, 16, 33),
     batches=(2, 5, 16, 32),
-    large=((64, 64), (32, 128), (128, 48)),
+    large=((64, 64), (32, 128), (128, 48), (96, 96)),
     large_percent=25,
     max_fragments=7,
     max_calls=6,
