@@ -381,5 +381,7 @@ def _numba_or_none(
             _warned_no_numba = True
         return None
     if sum_layout is not None:
-        return cpu_numba.numba_sum_kernel(program, *sum_layout)
+        from dualflow.kernels import cpu_numba_sum  # noqa: PLC0415 - imports numba
+
+        return cpu_numba_sum.numba_sum_kernel(program, *sum_layout)
     return cpu_numba.numba_kernel(program, shapes, shape)

@@ -1,5 +1,5 @@
-"""numba kernels for arithmetic-only fused expressions (elementwise, or summed in lanes as they
-are computed), rendered to Python source and executed as a module (at most ``MAX_MODULES`` kept).
+"""numba kernels for arithmetic-only elementwise fused expressions (their sums: ``cpu_numba_sum``),
+rendered to Python source and executed as a module (at most ``MAX_MODULES`` kept).
 The source is stored signed in the kernels cache for people to read, never imported from there;
 the machine code numba compiles goes to that cache through ``numba_cache`` (signed and verified
 before it is loaded), so a later process loads machine code (~5 ms), not compiles (~330 ms).
@@ -23,7 +23,8 @@ import numpy as np
 from dualflow.disk_cache import open_store
 from dualflow.kernels import numba_cache
 from dualflow.kernels.cpu_threads import parts_for, run_parts, split
-from dualflow.kernels.expr_typing import Program, Ref, Step, sum_dtypes
+from dualflow.kernels.expr import number_source
+from dualflow.kernels.expr_typing import Program, Ref, Step
 from dualflow.kernels.scalar import FUNCTIONS
 
 # Each kernel module holds ~1.1 MB of numba state; the least recently used beyond this are
@@ -43,27 +44,22 @@ PART_MIN = 1 << 21
 _MAX_SOURCE = 2**20
 
 
-def _scalar_type(dtype: np.dtype) -> str:
+def scalar_type(dtype: np.dtype) -> str:
+    """The numba source text of a numeric dtype's scalar type.
+
+    Example:
+        >>> scalar_type(np.dtype("float32")), scalar_type(np.dtype("bool"))
+        ('np.float32', 'bool')
+    """
     dtype = np.dtype(dtype)
     if dtype.kind not in "biuf":  # the name is written into source: numeric dtypes only
         raise NotImplementedError(f"no numba rendering for dtype {dtype}")
     return "bool" if dtype == np.bool_ else f"np.{dtype.name}"
 
 
-def _literal(value: Any) -> str:
-    """A number as Python source: ``repr`` of a plain bool/int/float, never other text."""
-    if isinstance(value, np.generic | np.ndarray) and np.ndim(value) == 0:
-        value = value.item()
-    if type(value) not in (bool, int, float):
-        raise NotImplementedError(f"a kernel constant must be a number, not {value!r}")
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"float({str(value)!r})"
-    return repr(value)
-
-
 def _const(value: Any, dtype: np.dtype, consts: list[str]) -> str:
     """A module-level typed constant (numba freezes globals), so float32 math stays float32."""
-    consts.append(f"{_scalar_type(dtype)}({_literal(value)})")
+    consts.append(f"{scalar_type(dtype)}({number_source(value)})")
     return f"_c{len(consts) - 1}"
 
 
@@ -74,7 +70,7 @@ def _operand(ref: Ref, ctype: np.dtype, consts: list[str], in_types: tuple) -> s
         raise NotImplementedError(f"bad operand {ref!r}")
     name = f"x{ref[1]}" if ref[0] == "in" else f"t{ref[1]}"
     source = in_types[ref[1]] if ref[0] == "in" else None
-    return name if source == ctype else f"{_scalar_type(ctype)}({name})"
+    return name if source == ctype else f"{scalar_type(ctype)}({name})"
 
 
 def _statement(step: Step, ops: list[str]) -> str:
@@ -84,7 +80,7 @@ def _statement(step: Step, ops: list[str]) -> str:
     if row.numba is None:
         raise NotImplementedError(f"no numba rendering for {step.fn}")
     body = row.numba(ops, step)
-    return body if row.predicate else f"{_scalar_type(step.dtype)}({body})"
+    return body if row.predicate else f"{scalar_type(step.dtype)}({body})"
 
 
 def render_source(
@@ -228,9 +224,50 @@ def load_module(source: str) -> Any:
     return module
 
 
+_ndarray = np.ndarray
+
+
+def _flat_copy(value: Any) -> Any:
+    """A 1-D C-contiguous array of a non-ndarray operand (a numpy scalar: shape (1,))."""
+    return np.ascontiguousarray(value).reshape(-1)
+
+
 def _part(fn: Callable, out: Any, ins: list, full: tuple, start: int, stop: int) -> None:
     """The kernel over rows ``start:stop`` of ``out`` and of the full-size inputs."""
     fn(out[start:stop], *(a[start:stop] if f else a for a, f in zip(ins, full)))
+
+
+def _small_flat_runner(
+    kernel: Any, variant: Callable[[int], Any], flat: tuple[bool, ...], shape: tuple, dtype: Any
+) -> Callable:
+    """``run(xp, a0, ..., *, out=None)`` of a one-part kernel over flat operands, generated for its
+    arity: the generic runner's argument tuple, list and loops cost ~1 us of a ~2 us small call.
+
+    Example:
+        >>> run = _small_flat_runner(lambda o, a: o.__setitem__(slice(None), a * 2), None,
+        ...                          (True,), (2,), np.float64)
+        >>> run(np, np.array([1.0, 2.0])).tolist()
+        [2.0, 4.0]
+    """
+    names = [f"a{k}" for k in range(len(flat))]
+    # an ndarray's ravel is a view when C-contiguous (else a C copy, as ascontiguousarray's)
+    flats = ", ".join(f"({a}.ravel() if type({a}) is _nd else _copy({a}))" for a in names)
+    call = f"(out.reshape(_size), {flats})"
+    lines = [f"def run(xp, {', '.join(names)}, *, out=None, **_attrs):"]
+    lines += ["    if out is None:", "        out = _empty(_shape, _dtype)"]
+    lines += [f"        _kernel{call}", "        return out"]
+    for k, name in enumerate(names):  # writing over an input (a donated update): via ``out``
+        if flat[k]:
+            lines += [
+                f"    if {name} is out:",
+                f"        _variant({k}){call}",
+                "        return out",
+            ]
+    lines += [f"    _kernel{call}", "    return out"]
+    namespace = {"_nd": _ndarray, "_copy": _flat_copy, "_empty": np.empty, "_kernel": kernel}
+    namespace.update(_variant=variant, _size=math.prod(shape), _shape=shape, _dtype=dtype)
+    exec(compile("\n".join(lines) + "\n", "<dualflow small kernel runner>", "exec"), namespace)
+    return namespace["run"]
 
 
 def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Callable:
@@ -259,14 +296,22 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
             in_place[k] = load_module(render_source(program, flat, len(shape), k)).kernel
         return in_place[k]
 
+    if flat is not None and size < 2 * PART_MIN:
+        return _small_flat_runner(kernel, variant, flat, shape, dtype)
+
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
-        if out is None:
+        fresh = out is None
+        if fresh:
             out = np.empty(shape, dtype)
         if flat is not None:
-            ins = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
-            # writing over an input (a donated update): read it through ``out``
-            alias = next((k for k, a in enumerate(arrays) if a is out and flat[k]), None)
-            fn, target, rows = kernel if alias is None else variant(alias), out.reshape(size), size
+            # plain loops, no generators: a small call's Python overhead is most of its time
+            ins = [a.ravel() if type(a) is _ndarray else _flat_copy(a) for a in arrays]
+            fn, target, rows = kernel, out.reshape(size), size
+            if not fresh:  # writing over an input (a donated update): read it through ``out``
+                for k, a in enumerate(arrays):
+                    if a is out and flat[k]:
+                        fn = variant(k)
+                        break
         else:
             fn, target, ins = kernel, out, [np.broadcast_to(a, shape) for a in arrays]
             rows = shape[0] if shape else 1
@@ -278,118 +323,6 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
         parts = split(rows, parts_for(size, PART_MIN))
         cut = flat if flat is not None else flat_ins
         run_parts([functools.partial(_part, fn, target, ins, cut, a, b) for a, b in parts])
-        return out
-
-    return run
-
-
-# Independent accumulators of a fused sum, a local array LLVM can vectorize over. Without
-# fastmath (which numba would apply to the inlined element expression too, changing its rounding)
-# one float64 accumulator is a chain of dependent adds. 4M float32, ms for x*x / (x-y)**2 /
-# maximum(x,0)*y: 16 lanes 1.32/1.81/1.78, 32 lanes 1.38/0.78/0.75 (some loops left scalar),
-# 64 lanes 0.45/0.79/0.74 (numpy eager 1.41/2.28/2.90).
-LANES = 64
-# Elements added into the lanes (of one row, or of several short ones) before the lanes join the
-# total: with float64 lanes the rounding error stays near float64's own whatever the size, as
-# with numpy's pairwise blocks.
-CHUNK = 4096
-
-
-def _chunk_loop(names: list[str], prefixes: list[str | None]) -> list[str]:
-    """The lanes along the last axis (``dims[-1]`` elements), added to ``total``: input k is the
-    row ``names[k][prefixes[k] start:start + m]``, or the scalar ``x<k>`` if its prefix is None."""
-    rows = [f"r{k}" if p is not None else f"x{k}" for k, p in enumerate(prefixes)]
-
-    def element(index: str) -> str:
-        loads = (f"{r}[{index}]" if p is not None else r for r, p in zip(rows, prefixes))
-        return f"element({', '.join(loads)})"
-
-    slices = [
-        f"r{k} = {name}[{p}start:start + m]"
-        for k, (name, p) in enumerate(zip(names, prefixes))
-        if p is not None
-    ]
-    inner = [
-        *slices,
-        f"stop = m - m % {LANES}",
-        f"for j in range(0, stop, {LANES}):",
-        f"    for k in range({LANES}):",
-        f"        lanes[k] += {element('j + k')}",
-        "for j in range(stop, m):",  # the rest, one lane each: no chain of dependent adds
-        f"    lanes[j - stop] += {element('j')}",
-        "pending += m",
-        f"if pending >= {CHUNK}:",  # short rows share a fold, so its cost stays per chunk
-        f"    for k in range({LANES}):",
-        "        total += lanes[k]",
-        "    lanes[:] = 0",
-        "    pending = 0",
-    ]
-    head = [f"for start in range(0, dims[-1], {CHUNK}):", f"    m = min({CHUNK}, dims[-1] - start)"]
-    return head + ["    " + line for line in inner]
-
-
-def render_sum_source(
-    program: Program, pattern: tuple[tuple[bool, ...], ...], acc: np.dtype, dtype: np.dtype
-) -> str:
-    """Python source of ``kernel(out, dims, *inputs)`` writing the sum of the program over the
-    shape ``dims``, added in ``acc`` and cast to ``dtype``, into ``out[0]``.
-
-    Input k is C-contiguous with ``len(dims)`` axes, ``pattern[k][d]`` saying whether axis d is
-    full (else size 1, broadcast): loops run over the leading axes and lanes along the last one,
-    where a broadcast input is one scalar per row.
-
-    Example:
-        >>> from dualflow.kernels.expr_typing import lower_expr
-        >>> p = lower_expr(("call", "multiply", ("var", "a0"), ("var", "a0")), ("a0",), ("int32",))
-        >>> src = render_sum_source(p, ((True,),), np.dtype("int64"), np.dtype("int64"))
-        >>> "return np.int64(t0)" in src and "def kernel(out, dims, in0):" in src
-        True
-    """
-    consts: list[str] = []
-    count, ndim = len(program.in_dtypes), len(pattern[0])
-    names = [f"in{k}" for k in range(count)]
-    acc_t, out_t = _scalar_type(acc), _scalar_type(dtype)
-    element = [f"def element({', '.join(f'x{k}' for k in range(count))}):"]
-    element += ["    " + line for line in render_steps(program, consts)]
-    element.append(f"    return {acc_t}(t{len(program.steps) - 1})")
-    body = ["    " * d + f"for i{d} in range(dims[{d}]):" for d in range(ndim - 1)]
-    prefixes: list[str | None] = []
-    for k, axes in enumerate(pattern):
-        index = "".join(f"{f'i{d}' if full else 0}, " for d, full in enumerate(axes[:-1]))
-        if not axes[-1]:  # broadcast along the rows: one load per row
-            body.append("    " * (ndim - 1) + f"x{k} = {names[k]}[{index}0]")
-        prefixes.append(index if axes[-1] else None)
-    body += ["    " * (ndim - 1) + line for line in _chunk_loop(names, prefixes)]
-    body = [f"lanes = np.zeros({LANES}, {acc_t})", f"total = {acc_t}(0)", "pending = 0", *body]
-    body += [f"for k in range({LANES}):", "    total += lanes[k]", f"out[0] = {out_t}(total)"]
-    # the header last: it holds the constants the element's statements collected
-    lines = header(consts, imports(program)) + element + ["", "", NJIT]
-    lines.append(f"def kernel(out, dims, {', '.join(names)}):")
-    return "\n".join(lines + ["    " + line for line in body]) + "\n"
-
-
-def numba_sum_kernel(
-    program: Program, dims: tuple[int, ...], views: tuple, out_shape: tuple[int, ...]
-) -> Callable:
-    """``f(xp, *arrays, out=None)``: the sum of the program over the loop shape ``dims`` (input k
-    viewed C-contiguous as ``views[k]``: ``cpu_sum.sum_layout``), as an array of
-    ``out_shape`` in numpy's sum dtype, written into ``out`` when given; floats add in float64.
-
-    Example:
-        >>> from dualflow.kernels.expr_typing import lower_expr
-        >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1)), ("a0",), ("int32",))
-        >>> numba_sum_kernel(p, (3,), ((3,),), ())(np, np.arange(3, dtype=np.int32)).item()
-        6
-    """
-    acc, dtype = sum_dtypes(program.dtype)
-    pattern = tuple(tuple(d != 1 for d in view) for view in views)
-    kernel = load_module(render_sum_source(program, pattern, acc, dtype)).kernel
-
-    def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
-        if out is None:
-            out = np.empty(out_shape, dtype)
-        ins = (np.ascontiguousarray(a).reshape(v) for a, v in zip(arrays, views))
-        kernel(out.reshape(1), dims, *ins)
         return out
 
     return run

@@ -1,6 +1,6 @@
 """CPU kernels for ``fused`` nodes ending in a full ``sum``: elements are added as they are made.
 
-numba (``cpu_numba.numba_sum_kernel``) where the elementwise part would use numba; else the
+numba (``cpu_numba_sum.numba_sum_kernel``) where the elementwise part would use numba; else the
 blocked numpy evaluator's chunks, each summed (floats in float64) right after it is computed, so
 the elementwise intermediate never exists in full. Results are numpy's sum dtype and shape.
 """

@@ -8,6 +8,7 @@ drives the eager forward, fusion and the kernel renderers.
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -123,6 +124,24 @@ def _number(value: Any) -> bool:
     return type(value) in (bool, int, float)
 
 
+def number_source(value: Any) -> str:
+    """A number as Python source: ``repr`` of a plain bool/int/float (numpy scalars unwrapped),
+    ``float('inf')``-style for non-finite floats (``repr`` gives ``inf``, not an expression),
+    never other text.
+
+    Example:
+        >>> number_source(np.float32(0.5)), number_source(-np.inf), number_source(3)
+        ('0.5', "float('-inf')", '3')
+    """
+    if isinstance(value, np.generic | np.ndarray) and np.ndim(value) == 0:
+        value = value.item()
+    if type(value) not in (bool, int, float):
+        raise NotImplementedError(f"a kernel constant must be a number, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    return repr(value)
+
+
 def _dtype_name(value: Any) -> bool:
     if type(value) is not str or not value.isidentifier():
         return False
@@ -142,9 +161,10 @@ def render_numpy(expr: Expr) -> str:
     kind = expr[0]
     if kind in ("var", "attr") and type(expr[1]) is str and expr[1].isidentifier():
         return expr[1]
-    if kind == "const" and (_number(expr[1]) or _dtype_name(expr[1])):
-        value = expr[1]
-        return repr(value.item() if isinstance(value, np.generic | np.ndarray) else value)
+    if kind == "const" and _number(expr[1]):
+        return number_source(expr[1])
+    if kind == "const" and _dtype_name(expr[1]):
+        return repr(expr[1])
     if kind != "call" or FUNCTIONS.get(expr[1]) != len(expr) - 2:  # only checked text
         raise ValueError(f"bad expression: {expr!r}")
     row, operands = SCALAR[expr[1]], [render_numpy(e) for e in expr[2:]]

@@ -398,3 +398,21 @@ def test_blocked_schedule_value_read_twice_keeps_its_own_slot() -> None:
     got = kc.blocked_kernel(program, x.shape, 4096)(np, x)
     sx, hx = np.sin(x), apply_numpy("tanh", [x])  # eager's tanh (float32: fast_tanh)
     np.testing.assert_array_equal(got, (sx + sx) + hx * np.cos(hx))
+
+
+@pytest.mark.parametrize("bound", [-np.inf, np.inf, np.nan])
+def test_non_finite_constants_render_in_every_cpu_kernel(bound: float) -> None:
+    # clip's gradient with lo=-inf fused a ("const", -inf) leaf: numpy's rendering wrote ``-inf``
+    # (a NameError), numba's ``float('-inf')``; both now share expr.number_source
+    below = ("call", "less", ("var", "a0"), ("const", bound))
+    expr = ("call", "where", below, ("const", 0), ("var", "a1"))
+    x = np.array([-np.inf, -1.0, 0.0, 2.0, np.nan], np.float32)
+    g = np.arange(5, dtype=np.float32)
+    want = np.where(np.less(x, bound), 0, g)
+    metas = (((5,), "float32"), ((5,), "float32"))
+    for got in (
+        compile_numpy(expr, ("a0", "a1"), ())(np, x, g),
+        kc.cpu_kernel(expr, ("a0", "a1"), metas)(np, x, g),
+        kc.blocked_kernel(lower_expr(expr, ("a0", "a1"), ("float32", "float32")), (5,))(np, x, g),
+    ):
+        np.testing.assert_array_equal(got, want)
