@@ -29,10 +29,11 @@ MIN_SINGLE_SIZE = 1 << 18
 # Reductions a region may end in (over all axes only): the kernels accumulate the elements as they
 # are computed, so the elementwise intermediate is never materialized.
 REDUCTIONS = FUSED_REDUCTIONS
-# Elementwise nodes from which a region below ``min_size`` still fuses when its CPU kernel is one
-# numba loop: a 10-op float32 chain on 16x16 took 4.3 us as one kernel call, 6.0 us as ten
-# in-place numpy ufunc calls.
-MIN_FUSE_OPS = 6
+# numpy ufunc calls (over the full output size) from which a region below ``min_size`` still
+# fuses when its CPU kernel is one numba loop: an op like sigmoid (4 calls) or tanh_grad (3) on
+# 16x16 float32 took 3.6-5.7 us as its ufunc calls and ~1.5 us as one kernel call; the 50-op
+# tiny-ops step (36 plan steps) 0.11-0.14 ms at 3, 0.15-0.17 at 4, 0.19-0.22 at 6 (one run).
+MIN_FUSE_OPS = 3
 # Shared subexpressions are duplicated in the composed tree; cap its size so diamonds of diamonds
 # cannot grow it exponentially.
 MAX_EXPR_NODES = 400
@@ -142,6 +143,28 @@ def expr_size(expr: Expr) -> int:
     return 1 + sum(expr_size(e) for e in expr[2:]) if expr[0] == "call" else 1
 
 
+def expr_calls(expr: Expr) -> int:
+    """Number of function calls in an expression tree (the ufunc calls numpy makes for it).
+
+    Example:
+        >>> expr_calls(("call", "add", ("call", "exp", ("var", "a0")), ("const", 1)))
+        2
+    """
+    return 1 + sum(expr_calls(e) for e in expr[2:]) if expr[0] == "call" else 0
+
+
+def _full_size_calls(graph: Graph, members: list[int]) -> int:
+    """The ufunc calls numpy makes over the region's full output size: its members' calls,
+    counting only members as big as the root (smaller ones, e.g. a bias computed from
+    parameters, are cheap in numpy and would be recomputed per element in one loop)."""
+    size = _numel(graph.nodes[members[-1]].outputs[0])
+    return sum(
+        expr_calls(OPS[graph.nodes[i].op].expr)
+        for i in members
+        if _numel(graph.nodes[i].outputs[0]) == size
+    )
+
+
 def _fused_node(graph: Graph, members: list[int], reduction: Node | None = None) -> Node | None:
     """The ``fused`` node of a region, ending in ``reduction`` (a full ``sum``) when given."""
     expr, inputs = _compose(graph, members)
@@ -184,9 +207,10 @@ def _reduced_producer(
 
 
 def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Graph:
-    """Replace each maximal elementwise region of ≥ 2 nodes (output ≥ ``min_size`` elements),
-    or of one node with an output of ≥ ``MIN_SINGLE_SIZE``, by one ``fused`` node placed at the
-    region's last node; the same graph if none qualifies.
+    """Replace each maximal elementwise region of ≥ 2 ufunc calls (output ≥ ``min_size``
+    elements; ≥ ``MIN_FUSE_OPS`` calls at any size when one numba loop), or of one node with an
+    output of ≥ ``MIN_SINGLE_SIZE``, by one ``fused`` node placed at the region's last node; the
+    same graph if none qualifies.
 
     With ``sums``, a full ``sum`` (``axis=None``) whose input only it reads, made by a region of
     ≥ 1 node of ≥ ``min_size`` elements, joins that region: the fused node replaces the sum
@@ -215,7 +239,9 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
             loop = False
         elif fusible(node):
             members, reduction = _region(graph, root, taken, leaving, index), None
-            enough, loop = _worth_fusing(len(members), _numel(node.outputs[0]), min_size)
+            enough, loop = _worth_fusing(
+                _full_size_calls(graph, members), _numel(node.outputs[0]), min_size
+            )
         else:
             continue
         fused = _fused_node(graph, members, reduction) if enough or loop else None
@@ -232,12 +258,12 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
     return graph.replace(nodes=nodes)
 
 
-def _worth_fusing(members: int, size: int, min_size: int) -> tuple[bool, bool]:
-    """(fuse, fuse only if one numba loop) for an elementwise region of ``members`` nodes with an
-    output of ``size`` elements: a long region is worth one loop at any size, not the blocked
-    evaluator (that makes the same ufunc calls plus its own setup)."""
-    enough = size >= min_size and (members >= 2 or size >= MIN_SINGLE_SIZE)
-    return enough, not enough and members >= MIN_FUSE_OPS
+def _worth_fusing(calls: int, size: int, min_size: int) -> tuple[bool, bool]:
+    """(fuse, fuse only if one numba loop) for an elementwise region making ``calls`` ufunc calls
+    in numpy with an output of ``size`` elements: a long region is worth one loop at any size,
+    not the blocked evaluator (that makes the same ufunc calls plus its own setup)."""
+    enough = size >= min_size and (calls >= 2 or size >= MIN_SINGLE_SIZE)
+    return enough, not enough and calls >= MIN_FUSE_OPS
 
 
 def _numel(value: Value) -> int:

@@ -206,7 +206,11 @@ def test_folded_model_equals_unfolded_and_eager(dtype: str) -> None:
     for graph in (graphs["O2"], fold_bn(graphs["O0"])):
         ops_left = _activation_ops(graph, batch)
         assert set(ops_left) <= {"conv2d", "matmul", "add", "relu", "reshape", "fused"}, ops_left
-        fused = [str(n.attrs["expr"]) for n in graph.nodes if n.op == "fused"]
+        fused = [  # on activations (the folded weights' own arithmetic may be fused)
+            str(n.attrs["expr"])
+            for n in graph.nodes
+            if n.op == "fused" and n.outputs[0].shape[:1] == (batch,)
+        ]
         assert not any("multiply" in e or "fma" in e for e in fused), fused
     assert len(_activation_ops(graphs["O2"], batch)) < len(_activation_ops(graphs["O0"], batch))
     folded = fold_bn(graphs["O0"])

@@ -103,14 +103,22 @@ def test_nothing_to_fuse_returns_same_object_and_cost_model() -> None:
 
 
 def test_one_big_elementwise_node_is_a_region_of_its_own() -> None:
-    from dualflow.passes.fuse import MIN_SINGLE_SIZE
+    # one ufunc call (maximum) from MIN_SINGLE_SIZE; two (relu_grad's where and greater) from
+    # MIN_FUSE_SIZE, like a region of two one-call nodes
+    from dualflow.passes.fuse import MIN_FUSE_SIZE, MIN_SINGLE_SIZE
 
-    for size, want in ((MIN_SINGLE_SIZE, ["fused"]), (MIN_SINGLE_SIZE - 1, ["relu_grad"])):
+    cases = [
+        ("maximum", MIN_SINGLE_SIZE, ["fused"]),
+        ("maximum", MIN_SINGLE_SIZE - 1, ["maximum"]),
+        ("relu_grad", MIN_FUSE_SIZE, ["fused"]),
+        ("relu_grad", MIN_FUSE_SIZE - 1, ["relu_grad"]),
+    ]
+    for op, size, want in cases:
         b = GraphBuilder("f")
         y, gy = b.input((size,), "float32"), b.input((size,), "float32")
-        b.output(*b.node("relu_grad", [y, gy]))
+        b.output(*b.node(op, [y, gy]))
         graph = b.build()
-        assert _ops(fuse(graph)) == want
+        assert _ops(fuse(graph)) == want, (op, size)
         rng = np.random.default_rng(0)
         inputs = [rng.standard_normal(size).astype(np.float32) for _ in range(2)]
         inputs[0][:4] = [np.nan, -0.0, 0.0, np.inf]
@@ -129,15 +137,17 @@ def test_a_long_arithmetic_region_fuses_at_any_size_a_transcendental_one_does_no
         b.output(h)
         return b.build()
 
-    arithmetic = chain(["add", "multiply"] * (MIN_FUSE_OPS // 2))
+    arithmetic = chain((["add", "multiply"] * MIN_FUSE_OPS)[:MIN_FUSE_OPS])
     assert _ops(fuse(arithmetic)) == ["fused"]
     rng = np.random.default_rng(0)
     _same_run(arithmetic, fuse(arithmetic), [rng.standard_normal((4, 4), np.float32)] * 2)
-    short = chain(["add", "multiply"] * (MIN_FUSE_OPS // 2 - 1))
+    short = chain((["add", "multiply"] * MIN_FUSE_OPS)[: MIN_FUSE_OPS - 1])
     assert "fused" not in _ops(fuse(short))  # too short for its size
-    with_sin = chain(["add", "sin"] * (MIN_FUSE_OPS // 2))
+    with_sin = chain((["add", "sin"] * MIN_FUSE_OPS)[:MIN_FUSE_OPS])
     assert "fused" not in _ops(fuse(with_sin))  # the blocked evaluator would not save calls
-    with_tanh = chain(["add", "tanh"] * (MIN_FUSE_OPS // 2))  # float32: fast_tanh, one loop
+    with_tanh = chain(
+        (["add", "tanh"] * MIN_FUSE_OPS)[:MIN_FUSE_OPS]
+    )  # float32: fast_tanh, one loop
     assert _ops(fuse(with_tanh)) == ["fused"]
     _same_run(with_tanh, fuse(with_tanh), [rng.standard_normal((4, 4), np.float32)] * 2)
 

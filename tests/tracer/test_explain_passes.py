@@ -35,7 +35,7 @@ def test_explain_passes_prints_each_graph_after_every_pass() -> None:
     assert print_graph(stages[-1][1]) == print_graph(trace.graph)
     traced = print_graph(trace.source_graph)
     assert "multiply(%1, 1.0)" in traced and "fma(" not in traced
-    assert "fma(" in print_graph(trace.graph)
+    assert "fma(" in print_graph(dict(stages)["fold"])  # fuse may then take it into a region
     assert "forward graph after pass fold (" in text  # fold changed it: printed, not "unchanged"
     line = _step.__code__.co_firstlineno + 1
     assert f"# test_explain_passes.py:{line}" in text  # the user's lines survive every pass
