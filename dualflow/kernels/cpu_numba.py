@@ -57,13 +57,25 @@ def scalar_type(dtype: np.dtype) -> str:
     return "bool" if dtype == np.bool_ else f"np.{dtype.name}"
 
 
-def _const(value: Any, dtype: np.dtype, consts: list[str]) -> str:
-    """A module-level typed constant (numba freezes globals), so float32 math stays float32."""
-    consts.append(f"{scalar_type(dtype)}({number_source(value)})")
+def _const(value: Any, dtype: np.dtype, consts: list[tuple]) -> str:
+    """A typed constant ``_c<k>`` (its (dtype, value) appended to ``consts``): a module-level
+    global (``header``) or an elementwise kernel's argument (``render_source``), so float32 math
+    stays float32."""
+    consts.append((np.dtype(dtype), value))
     return f"_c{len(consts) - 1}"
 
 
-def _operand(ref: Ref, ctype: np.dtype, consts: list[str], in_types: tuple) -> str:
+def const_values(consts: list[tuple]) -> tuple:
+    """The constants as typed numpy scalars, the arguments an elementwise kernel takes them as.
+
+    Example:
+        >>> const_values([(np.dtype("float32"), 0.1)])
+        (np.float32(0.1),)
+    """
+    return tuple(dtype.type(value) for dtype, value in consts)
+
+
+def _operand(ref: Ref, ctype: np.dtype, consts: list[tuple], in_types: tuple) -> str:
     if ref[0] == "const":
         return _const(ref[1], ctype, consts)
     if ref[0] not in ("in", "step") or type(ref[1]) is not int or ref[1] < 0:
@@ -85,19 +97,22 @@ def _statement(step: Step, ops: list[str]) -> str:
 
 def render_source(
     program: Program, flat: tuple[bool, ...] | None, ndim: int, from_out: int | None = None
-) -> str:
-    """Python source of ``kernel(out, *inputs)``: flat (``flat[k]``: input k is full-size, else a
-    one-element array) or an ``ndim`` loop nest over broadcast views. ``from_out=k`` (flat only)
-    reads input k from ``out`` itself, for calls where it is ``out``'s very array: the loop then
-    has no two pointers to one array, which LLVM needs to vectorize it.
+) -> tuple[str, tuple]:
+    """(Python source of ``kernel(out, *inputs, *constants)``, the constants' typed values):
+    flat (``flat[k]``: input k is full-size, else a one-element array) or an ``ndim`` loop nest
+    over broadcast views. ``from_out=k`` (flat only) reads input k from ``out`` itself, for calls
+    where it is ``out``'s very array: the loop then has no two pointers to one array, which LLVM
+    needs to vectorize it. Constants are arguments, not text: programs that differ only in them
+    (a batch norm's running-variance factor per layer) share one module and its machine code.
 
     Example:
         >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1.0)), ("a0",), ("float32",))
-        >>> "np.float32(1.0)" in render_source(p, (True,), 1)
-        True
+        >>> source, values = render_source(p, (True,), 1)
+        >>> "def kernel(out, in0, _c0):" in source, values
+        (True, (np.float32(1.0),))
     """
-    consts: list[str] = []
+    consts: list[tuple] = []
     in_types = program.in_dtypes
     names = [f"in{k}" for k in range(len(in_types))]
     steps = render_steps(program, consts)
@@ -123,13 +138,14 @@ def render_source(
     body = loads + steps
     last = f"t{len(program.steps) - 1}"
     body.append(f"out[{index}] = {last}")
-    lines = header(consts, imports(program))
-    lines.append(f"def kernel(out, {', '.join(names)}):")
+    lines = header([], imports(program))
+    params = names + [f"_c{k}" for k in range(len(consts))]
+    lines.append(f"def kernel(out, {', '.join(params)}):")
     lines += ["    " + s for s in before]
     for depth, loop in enumerate(loops):
         lines.append("    " * (depth + 1) + loop)
     lines += ["    " * (len(loops) + 1) + s for s in body]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n", const_values(consts)
 
 
 def _invariant_steps(program: Program, flat: tuple[bool, ...]) -> set[int]:
@@ -147,7 +163,7 @@ def _invariant_steps(program: Program, flat: tuple[bool, ...]) -> set[int]:
     return invariant
 
 
-def render_steps(program: Program, consts: list[str]) -> list[str]:
+def render_steps(program: Program, consts: list[tuple]) -> list[str]:
     """Statements ``t0 = ...`` .. ``tN = ...`` over scalar inputs ``x0``.. (typed constants are
     appended to ``consts``, to be rendered by ``header``).
 
@@ -175,15 +191,16 @@ def imports(program: Program) -> tuple[str, ...]:
     return tuple(sorted(row.numba_import() for row in rows if row.numba_import is not None))
 
 
-def header(consts: list[str], imports: tuple[str, ...] = ()) -> list[str]:
-    """A kernel module's imports and typed constants, ending with the first function's decorator.
+def header(consts: list[tuple], imports: tuple[str, ...] = ()) -> list[str]:
+    """A kernel module's imports and typed module-level constants (``_const``'s (dtype, value)
+    pairs), ending with the first function's decorator.
 
     Example:
-        >>> header(["np.float32(0.5)"])[4]
+        >>> header([(np.dtype("float32"), 0.5)])[4]
         '_c0 = np.float32(0.5)'
     """
     lines = ["import math", "import numba", "import numpy as np", *imports, ""]
-    lines += [f"_c{i} = {c}" for i, c in enumerate(consts)]
+    lines += [f"_c{i} = {scalar_type(d)}({number_source(v)})" for i, (d, v) in enumerate(consts)]
     return lines + ["", "", NJIT]
 
 
@@ -232,27 +249,33 @@ def _flat_copy(value: Any) -> Any:
     return np.ascontiguousarray(value).reshape(-1)
 
 
-def _part(fn: Callable, out: Any, ins: list, full: tuple, start: int, stop: int) -> None:
+def _part(
+    fn: Callable, out: Any, ins: list, full: tuple, values: tuple, start: int, stop: int
+) -> None:
     """The kernel over rows ``start:stop`` of ``out`` and of the full-size inputs."""
-    fn(out[start:stop], *(a[start:stop] if f else a for a, f in zip(ins, full)))
+    fn(out[start:stop], *(a[start:stop] if f else a for a, f in zip(ins, full)), *values)
 
 
 def _small_flat_runner(
-    kernel: Any, variant: Callable[[int], Any], flat: tuple[bool, ...], shape: tuple, dtype: Any
+    kernel: Any,
+    variant: Callable[[int], Any],
+    flat: tuple[bool, ...],
+    out_meta: tuple[tuple, Any],
+    values: tuple = (),
 ) -> Callable:
     """``run(xp, a0, ..., *, out=None)`` of a one-part kernel over flat operands, generated for its
     arity: the generic runner's argument tuple, list and loops cost ~1 us of a ~2 us small call.
 
     Example:
-        >>> run = _small_flat_runner(lambda o, a: o.__setitem__(slice(None), a * 2), None,
-        ...                          (True,), (2,), np.float64)
+        >>> run = _small_flat_runner(lambda o, a, c: o.__setitem__(slice(None), a * c), None,
+        ...                          (True,), ((2,), np.float64), (2.0,))
         >>> run(np, np.array([1.0, 2.0])).tolist()
         [2.0, 4.0]
     """
-    names = [f"a{k}" for k in range(len(flat))]
+    (shape, dtype), names = out_meta, [f"a{k}" for k in range(len(flat))]
     # an ndarray's ravel is a view when C-contiguous (else a C copy, as ascontiguousarray's)
     flats = ", ".join(f"({a}.ravel() if type({a}) is _nd else _copy({a}))" for a in names)
-    call = f"(out.reshape(_size), {flats})"
+    call = f"(out.reshape(_size), {flats}{''.join(f', _q{k}' for k in range(len(values)))})"
     lines = [f"def run(xp, {', '.join(names)}, *, out=None, **_attrs):"]
     lines += ["    if out is None:", "        out = _empty(_shape, _dtype)"]
     lines += [f"        _kernel{call}", "        return out"]
@@ -266,6 +289,7 @@ def _small_flat_runner(
     lines += [f"    _kernel{call}", "    return out"]
     namespace = {"_nd": _ndarray, "_copy": _flat_copy, "_empty": np.empty, "_kernel": kernel}
     namespace.update(_variant=variant, _size=math.prod(shape), _shape=shape, _dtype=dtype)
+    namespace.update({f"_q{k}": value for k, value in enumerate(values)})
     exec(compile("\n".join(lines) + "\n", "<dualflow small kernel runner>", "exec"), namespace)
     return namespace["run"]
 
@@ -287,17 +311,17 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
     flat = tuple(math.prod(s) != 1 for s in shapes)
     if not all(not full or tuple(s) == shape for s, full in zip(shapes, flat)):
         flat = None  # a partly broadcast input: index broadcast views instead
-    module = load_module(render_source(program, flat, len(shape)))
-    kernel, dtype = module.kernel, program.dtype
+    source, values = render_source(program, flat, len(shape))
+    kernel, dtype = load_module(source).kernel, program.dtype
     in_place: dict[int, Any] = {}  # input index -> the kernel reading that input from ``out``
 
     def variant(k: int) -> Any:
         if k not in in_place:
-            in_place[k] = load_module(render_source(program, flat, len(shape), k)).kernel
+            in_place[k] = load_module(render_source(program, flat, len(shape), k)[0]).kernel
         return in_place[k]
 
     if flat is not None and size < 2 * PART_MIN:
-        return _small_flat_runner(kernel, variant, flat, shape, dtype)
+        return _small_flat_runner(kernel, variant, flat, (shape, dtype), values)
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         fresh = out is None
@@ -317,12 +341,13 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
             rows = shape[0] if shape else 1
             flat_ins = (True,) * len(ins)
         if size < 2 * PART_MIN:  # one part: no hand-off (a small call costs ~1 us less)
-            fn(target, *ins)
+            fn(target, *ins, *values)
             return out
         # every part writes its own rows of ``target``: the result never depends on the split
         parts = split(rows, parts_for(size, PART_MIN))
         cut = flat if flat is not None else flat_ins
-        run_parts([functools.partial(_part, fn, target, ins, cut, a, b) for a, b in parts])
+        jobs = [functools.partial(_part, fn, target, ins, cut, values, a, b) for a, b in parts]
+        run_parts(jobs)
         return out
 
     return run

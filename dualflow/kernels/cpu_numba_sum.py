@@ -83,7 +83,7 @@ def render_sum_source(
         >>> "return np.int64(t0)" in src and "def kernel(out, dims, in0):" in src
         True
     """
-    consts: list[str] = []
+    consts: list[tuple] = []
     count, ndim = len(program.in_dtypes), len(pattern[0])
     names = [f"in{k}" for k in range(count)]
     acc_t, out_t = scalar_type(acc), scalar_type(dtype)

@@ -148,7 +148,7 @@ def _numba_programs(dtype: str) -> list[tuple[ScalarFunction, Program]]:
 
 def _numba_module(programs: list[Program]) -> Any:
     """One numba kernel per program, rendered by ``cpu_numba`` from the table, in one module."""
-    consts: list[str] = []
+    consts: list[tuple] = []
     bodies = []
     for j, program in enumerate(programs):
         count = len(program.in_dtypes)
