@@ -23,13 +23,16 @@ def fused_kernel(
     reduce: str | None = None,
     keepdims: bool = False,
     checked: bool = True,
+    xp: Any = None,
 ) -> Callable:
     """``f(xp, *arrays, out=None)`` computing ``expr`` over inputs of ``metas`` ((shape, dtype)
     each), or with ``reduce="sum"`` its sum over all axes (``keepdims``: an output of ones).
 
     ``checked``: an elementwise kernel writes C-ordered results, so when an operand is not
     C-ordered the call runs eager's own ufuncs instead (unchecked when a plan proved its
-    operands C-ordered).
+    operands C-ordered). Unchecked with a known array module ``xp`` (a CPU plan's), the
+    backend's kernel itself, built now: one Python call less per step (~0.4 us of a ~2 us small
+    step).
 
     Example:
         >>> import numpy as np
@@ -37,6 +40,8 @@ def fused_kernel(
         >>> fused_kernel(e, ("a0",), (((3,), "float64"),))(np, np.arange(3.0)).tolist()
         [0.0, 2.0, 4.0]
     """
+    if xp is not None and not checked:
+        return _backend_kernel(xp, expr, args, metas, (reduce, keepdims))
     built: dict[Any, Callable] = {}
     eager = compile_numpy(expr, args, ())
 
@@ -47,12 +52,16 @@ def fused_kernel(
             return eager(xp, *arrays)
         kernel = built.get(xp)
         if kernel is None:
-            backend = backend_of(xp)
-            if reduce is not None:
-                kernel = backend.fused_sum(expr, args, metas, keepdims)
-            else:
-                kernel = backend.fused(expr, args, metas)
-            built[xp] = kernel
+            kernel = built[xp] = _backend_kernel(xp, expr, args, metas, (reduce, keepdims))
         return kernel(xp, *arrays, out=out)
 
     return run
+
+
+def _backend_kernel(xp: Any, expr: Expr, args: tuple, metas: Metas, reduction: tuple) -> Callable:
+    """``xp``'s backend kernel of the expression, or of its sum when ``reduction[0]`` is set."""
+    reduce, keepdims = reduction
+    backend = backend_of(xp)
+    if reduce is not None:
+        return backend.fused_sum(expr, args, metas, keepdims)
+    return backend.fused(expr, args, metas)

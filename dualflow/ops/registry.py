@@ -148,7 +148,7 @@ FACTS: dict[str, tuple[Any, str]] = {
     "guard": (False, "checks a speculation: a failing one ends the run before any commit"),
     "prints": (False, "writes to stdout: a plan holds its text until every guard passed"),
     "region": (False, "stands for a region of ops of the graph before fusion (attrs 'locs')"),
-    "node_kernel": (None, "kernel built per node: f(metas, attrs, checked) -> kernel"),
+    "node_kernel": (None, "kernel built per node: f(metas, attrs, checked, xp=None) -> kernel"),
     "flops": (None, "floating-point operations of one call: f(metas, attrs) -> int (profiles)"),
     "scratch": (
         None,

@@ -115,9 +115,9 @@ def _fused_check(node: Any) -> None:
         )
 
 
-def _fused_kernel(metas: tuple, attrs: dict[str, Any], checked: bool) -> Any:
+def _fused_kernel(metas: tuple, attrs: dict[str, Any], checked: bool, xp: Any = None) -> Any:
     reduce, keepdims = attrs.get("reduce"), bool(attrs.get("keepdims"))
-    return fused_kernel(attrs["expr"], attrs["args"], metas, reduce, keepdims, checked)
+    return fused_kernel(attrs["expr"], attrs["args"], metas, reduce, keepdims, checked, xp)
 
 
 def _fused_scratch(metas: tuple, attrs: dict[str, Any]) -> int:

@@ -10,13 +10,15 @@ eager's layout); ``matmul`` through ``xp.matmul(a, b, out=out)``; ops with a per
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from dualflow.graph_ir.ir import Node, Value
 from dualflow.ops.registry import OPS
 
 
-def node_kernel(node: Node, checked: bool = True) -> Callable:
-    """The kernel built for this node by its op's ``node_kernel`` (a fused node's).
+def node_kernel(node: Node, checked: bool = True, xp: Any = None) -> Callable:
+    """The kernel built for this node by its op's ``node_kernel`` (a fused node's); ``xp``: the
+    array module every call will pass, when the plan knows it (a CPU plan's numpy).
 
     Example:
         >>> import numpy as np
@@ -27,12 +29,12 @@ def node_kernel(node: Node, checked: bool = True) -> Callable:
         [1.0, 1.0]
     """
     metas = tuple((v.shape, v.dtype) for v in node.inputs)
-    return OPS[node.op].node_kernel(metas, node.attrs, checked)
+    return OPS[node.op].node_kernel(metas, node.attrs, checked, xp)
 
 
-def out_kernel(node: Node, checked: bool = True) -> Callable | None:
+def out_kernel(node: Node, checked: bool = True, xp: Any = None) -> Callable | None:
     """The ``out=`` forward of a single-output node, or None when its op always allocates
-    (``checked``: see ``kernels.out.expression_out``).
+    (``checked``: see ``kernels.out.expression_out``; ``xp``: see ``node_kernel``).
 
     Example:
         >>> x = Value(0, (2, 2), "float32")
@@ -42,7 +44,7 @@ def out_kernel(node: Node, checked: bool = True) -> Callable | None:
     if not writes_out(node):
         return None
     if OPS[node.op].node_kernel is not None:
-        return node_kernel(node, checked)
+        return node_kernel(node, checked, xp)
     return OPS[node.op].out_forward(checked)
 
 

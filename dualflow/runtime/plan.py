@@ -195,6 +195,7 @@ class Plan:
                 planned=planned,
                 proven=self.proven,
                 unfused=self.unfused,
+                host=self.device.kind == "cpu",
             )[1]
         return self._undonated_run
 
@@ -210,7 +211,8 @@ class Plan:
     def _profiled(self) -> Any:
         if self._profiled_run is None:
             planned = () if self.memory is None else self.memory.planned
-            self._profiled_run = _compile(self.graph, profile=True, planned=planned)[1]
+            host = self.device.kind == "cpu"
+            self._profiled_run = _compile(self.graph, profile=True, planned=planned, host=host)[1]
         return self._profiled_run
 
     def profile_table(self) -> list[tuple[str, str | None, float]]:
@@ -245,11 +247,14 @@ def _compile(
     donated: dict | None = None,
     proven: frozenset[int] = frozenset(),
     unfused: Graph | None = None,
+    host: bool = False,
 ) -> tuple[str, Any]:
-    # ``checked`` kernels look at their operands' layout; steps proven C-ordered need not
+    # ``checked`` kernels look at their operands' layout; steps proven C-ordered need not. On the
+    # host every call passes numpy: per-node kernels are bound to it now (``host``)
+    xp = np if host else None
     kernels = {
-        "node": lambda node: node_kernel(node, id(node) not in proven),
-        "out": lambda node: out_kernel(node, id(node) not in proven),
+        "node": lambda node: node_kernel(node, id(node) not in proven, xp),
+        "out": lambda node: out_kernel(node, id(node) not in proven, xp),
         "check": functools.partial(check_finite, unfused=unfused) if debug else None,
     }
     source, namespace = render(graph, kernels, profile, planned, donated)
@@ -287,8 +292,15 @@ def lower(
     memory = _plan_memory(graph, frozenset(donated), Device(device).kind) if plan_memory else None
     planned = () if memory is None else memory.planned
     proven = proven_c_ordered(graph)
+    host = Device(device).kind == "cpu"
     source, run = _compile(
-        graph, debug=debug, planned=planned, donated=donated, proven=proven, unfused=unfused
+        graph,
+        debug=debug,
+        planned=planned,
+        donated=donated,
+        proven=proven,
+        unfused=unfused,
+        host=host,
     )
     slots = tuple(graph.state.index(s) for s in donated.values())
     return Plan(
