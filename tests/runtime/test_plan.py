@@ -169,3 +169,26 @@ def test_intermediates_are_freed_early() -> None:
         tracemalloc.stop()
     assert peak < 3.5 * x.nbytes, f"peak {peak / x.nbytes:.1f} arrays; 12 would be kept without del"
     _same(result.outputs, interpret(graph, [x]).outputs)
+
+
+def test_a_host_plan_binds_proven_fused_steps_to_numpys_kernel() -> None:
+    # one Python call less per step; a step whose operands may be strided keeps the checking
+    # wrapper (it runs eager's own ufuncs for them), and results are the same either way
+    from dualflow.passes.fuse import fuse
+
+    b = GraphBuilder("f")
+    x = b.input((8, 8), "float32")
+    (h,) = b.node("multiply", [x, 0.5])
+    (h,) = b.node("add", [h, 1.0])
+    b.output(*b.node("multiply", [h, h]))
+    graph = fuse(b.build(), min_size=0)
+    plan = lower(graph)
+    kernel = plan._run.__globals__["k0"]
+    assert "fused_kernel" not in kernel.__qualname__, kernel.__qualname__
+    checked = plan._checked()
+    assert "fused_kernel" in checked.__globals__["k0"].__qualname__
+    data = np.arange(64, dtype=np.float32).reshape(8, 8)
+    want = (data * 0.5 + 1.0) * (data * 0.5 + 1.0)
+    np.testing.assert_array_equal(plan.run([data], []).outputs[0], want)
+    strided = np.asfortranarray(data)  # not C-ordered: the plan takes its checked run
+    np.testing.assert_array_equal(plan.run([strided], []).outputs[0], want)
