@@ -245,9 +245,10 @@ def fold_bn(graph: Graph) -> Graph:
     return graph.replace(nodes=tuple(n for n in nodes if id(n) not in dropped))
 
 
-def folds(graph: Graph) -> list[_Match]:
-    """The chains ``fold_bn`` folds in ``graph``, in schedule order (``passes/rules.py`` bounds
-    the difference each one makes).
+def folds_and_producers(graph: Graph) -> tuple[list[_Match], dict[Value, Node]]:
+    """The chains ``fold_bn`` folds in ``graph``, in schedule order (``passes/rules.py`` bounds the
+    difference each one makes), and the producer of every value the rewrite made, including those
+    a later fold of the same chain replaced (a chained fold's core reads such a folded weight).
 
     Example:
         >>> from dualflow.graph_ir import GraphBuilder
@@ -256,10 +257,12 @@ def folds(graph: Graph) -> list[_Match]:
         >>> s, t = b.add_state((4,), "float64"), b.add_state((4,), "float64")
         >>> (h,) = b.node("matmul", [x, w]); (y,) = b.node("multiply", [h, s])
         >>> (z,) = b.node("add", [y, t]); b.output(z)
-        >>> [(m.core.op, m.tail.outputs[0] is z) for m in folds(b.build())]
-        [('matmul', True)]
+        >>> matches, producers = folds_and_producers(b.build())
+        >>> producers[matches[0].tail.outputs[0]].op
+        'add'
     """
-    return _fold(graph)[2]
+    nodes, _, matches = _fold(graph)
+    return matches, {v: node for node in nodes for v in node.outputs}
 
 
 def _fold(graph: Graph) -> tuple[list[Node], set[int], list[_Match]]:

@@ -19,7 +19,7 @@ import numpy as np
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.kernels.expr import compile_numpy
 from dualflow.ops.registry import OPS
-from dualflow.passes.fold_bn import folds
+from dualflow.passes.fold_bn import folds_and_producers
 
 Lookup = Callable[[Value], Any]  # a value of the graph before the pass (eager's, in checks)
 
@@ -122,7 +122,7 @@ def _fused_sum_site(node: Node) -> Site:
     return Site("fused_sum", node.outputs[0], allowed)
 
 
-def _fold_bn_site(match: Any) -> Site:
+def _fold_bn_site(match: Any, producers: dict[Value, Node]) -> Site:
     core = match.core
     x, w = core.inputs
     products = int(np.prod(w.shape[1:])) if core.op == "conv2d" else int(w.shape[0])
@@ -130,14 +130,34 @@ def _fold_bn_site(match: Any) -> Site:
     factor = 2 * gamma(products + 3, unit_roundoff(out.dtype))
 
     def allowed(lookup: Lookup) -> np.ndarray:
-        s, t = np.abs(lookup(match.scale)), np.abs(lookup(match.shift))
-        dots = OPS[core.op].forward(np, np.abs(lookup(x)), np.abs(lookup(w)), **core.attrs)
+        value = _through(lookup, producers)  # a chained fold's core reads a folded weight
+        s, t = np.abs(value(match.scale)), np.abs(value(match.shift))
+        dots = OPS[core.op].forward(np, np.abs(value(x)), np.abs(value(w)), **core.attrs)
         magnitude = s * dots + t
         if match.bias is not None:
-            magnitude = magnitude + np.abs(lookup(match.bias) * lookup(match.scale))
+            magnitude = magnitude + np.abs(value(match.bias) * value(match.scale))
         return factor * magnitude.astype(np.float64)
 
     return Site("fold_bn", out, allowed)
+
+
+def _through(lookup: Lookup, producers: dict[Value, Node]) -> Lookup:
+    """``lookup``, and for a value only the fold's rewrite made (the graphs on either side of the
+    pass need not hold it) its producer's result, computed from values ``lookup`` knows."""
+    made: dict[Value, Any] = {}
+
+    def value(v: Value) -> Any:
+        if v in made:
+            return made[v]
+        try:
+            return lookup(v)
+        except KeyError:
+            node = producers[v]
+            args = [value(u) if isinstance(u, Value) else u for u in node.inputs]
+            made[v] = OPS[node.op].forward(np, *args, **node.attrs)
+            return made[v]
+
+    return value
 
 
 def sites(name: str, before: Graph, after: Graph) -> dict[Value, Site]:
@@ -159,6 +179,7 @@ def sites(name: str, before: Graph, after: Graph) -> dict[Value, Site]:
             if OPS[node.op].region and node.attrs.get("reduce") == "sum":  # fuse's own nodes
                 found[node.outputs[0]] = _fused_sum_site(node)
     elif name == "fold_bn":
-        for match in folds(before):
-            found[match.tail.outputs[0]] = _fold_bn_site(match)
+        matches, producers = folds_and_producers(before)
+        for match in matches:
+            found[match.tail.outputs[0]] = _fold_bn_site(match, producers)
     return found

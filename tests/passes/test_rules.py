@@ -89,6 +89,25 @@ def test_fold_bn_conv2d_is_within_its_bound() -> None:
     assert check.rules == ("fold_bn",) and check.within
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_chained_fold_bn_is_within_its_bound(dtype: str) -> None:
+    # two affine maps after one matmul fold in one run: the second fold's core reads the first
+    # fold's weight, a value neither graph holds (the rule check raised KeyError on it)
+    b = GraphBuilder("lbn2")
+    x = b.input((16, 32), dtype, "x")
+    (h,) = b.node("matmul", [x, b.add_state((32, 8), dtype, "w")])
+    for k in range(2):
+        (h,) = b.node("multiply", [h, b.add_state((8,), dtype, f"s{k}")])
+        (h,) = b.node("add", [h, b.add_state((8,), dtype, f"t{k}")])
+    b.output(h)
+    graph, rng = verify(b.build()), np.random.default_rng(5)
+    inputs = [rng.normal(size=(16, 32)).astype(dtype)]
+    state = [rng.normal(size=v.shape).astype(dtype) for v in graph.state]
+    checks = check_rules(graph, inputs, state, ("fold_bn",))
+    assert checks and all(c.rules == ("fold_bn",) and c.within for c in checks), checks
+    assert [n.op for n in run_passes(graph, ("fold_bn",))[0].nodes].count("matmul") == 1
+
+
 def test_only_fuse_and_fold_bn_have_rules() -> None:
     assert {p for rule in RULES.values() for p in rule.passes} == {"fuse", "fold_bn"}
     graph = _linear_bn(4, 3, "float32", True)
