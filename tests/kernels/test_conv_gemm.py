@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import dualflow
-from dualflow import nn, ops
+from dualflow import nn
 from dualflow.kernels import conv_gemm
+from tests.kernels.sgd_steps import assert_compiled_equals_eager
 
 # (N, C, H, W, O, kh, kw, stride, pad, dilation, groups)
 GEOMETRIES = [
@@ -88,9 +88,8 @@ def test_chunked_columns_agree_with_one_chunk(geometry, monkeypatch):
 def test_compiled_conv_step_is_bit_equal_to_eager_at_O0():
     """Strided, grouped, 1x1 and 3x3 convs, forward and both gradients, in one training step."""
 
-    def run(compiled: bool):
-        dualflow.random.seed(0)
-        model = nn.Sequential(
+    def model():
+        return nn.Sequential(
             nn.Conv2d(3, 8, 3, padding=1),
             nn.ReLU(),
             nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=2),
@@ -99,23 +98,5 @@ def test_compiled_conv_step_is_bit_equal_to_eager_at_O0():
             nn.AdaptiveAvgPool2d(1),
             nn.Flatten(),
         )
-        x = dualflow.tensor(np.random.default_rng(3).standard_normal((4, 3, 9, 9), np.float32))
-        opt = dualflow.optim.SGD(model.parameters(), lr=0.1)
 
-        def step():
-            opt.zero_grad()
-            loss = ops.sum(model(x) ** 2)
-            loss.backward()
-            opt.step()
-            return loss
-
-        fn = dualflow.compile(step, passes="O0") if compiled else step
-        losses = [fn().item() for _ in range(3)]
-        if compiled:  # it really ran as a plan
-            assert fn.stats().plan_runs >= 1 and fn.stats().eager_fallbacks == 0
-        return losses, [p.numpy().copy() for p in model.parameters()]
-
-    eager, compiled = run(False), run(True)
-    assert eager[0] == compiled[0]
-    for a, b in zip(eager[1], compiled[1]):
-        np.testing.assert_array_equal(a, b)
+    assert_compiled_equals_eager(model, (4, 3, 9, 9), ("O0",))

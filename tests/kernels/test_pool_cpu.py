@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dualflow
 from dualflow import nn, ops
 from dualflow.kernels import pool_cpu
 from dualflow.ops import pooling
+from tests.kernels.sgd_steps import assert_compiled_equals_eager
 
 KERNELS = ("max_pool2d", "max_pool2d_grad", "max_pool2d_gather", "avg_pool2d", "avg_pool2d_grad")
 
@@ -153,9 +153,8 @@ def test_compiled_cnn_step_with_max_and_avg_pooling_is_bit_equal_to_eager() -> N
     """Max pooling (disjoint and overlapping windows), average pooling with padding, forward and
     gradients, in one training step at O0 and at the default passes."""
 
-    def run(passes: str | None):
-        dualflow.random.seed(0)
-        model = nn.Sequential(
+    def model():
+        return nn.Sequential(
             nn.Conv2d(3, 6, 3, padding=1),
             nn.ReLU(),
             nn.MaxPool2d(2),
@@ -165,25 +164,5 @@ def test_compiled_cnn_step_with_max_and_avg_pooling_is_bit_equal_to_eager() -> N
             nn.AvgPool2d(3, stride=1, padding=1),
             nn.Flatten(),
         )
-        x = dualflow.tensor(np.random.default_rng(3).standard_normal((4, 3, 12, 12), np.float32))
-        opt = dualflow.optim.SGD(model.parameters(), lr=0.1)
 
-        def step():
-            opt.zero_grad()
-            loss = ops.sum(model(x) ** 2)
-            loss.backward()
-            opt.step()
-            return loss
-
-        fn = step if passes is None else dualflow.compile(step, passes=passes)
-        losses = [fn().item() for _ in range(3)]
-        if passes is not None:  # it really ran as a plan
-            assert fn.stats().plan_runs >= 1 and fn.stats().eager_fallbacks == 0
-        return losses, [p.numpy().copy() for p in model.parameters()]
-
-    eager = run(None)
-    for passes in ("O0", "O2"):
-        compiled = run(passes)
-        assert eager[0] == compiled[0], passes
-        for a, b in zip(eager[1], compiled[1]):
-            np.testing.assert_array_equal(a, b)
+    assert_compiled_equals_eager(model, (4, 3, 12, 12), ("O0", "O2"))
