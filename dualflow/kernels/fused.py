@@ -1,9 +1,10 @@
-"""The kernel of one fused node: its backend's fused (or fused-sum) kernel, built on first call.
+"""The kernel of one fused node: its backend's fused (or fused-sum) kernel.
 
 Which kernel runs (numba, the blocked numpy evaluator, CUDA) depends on the array module of the
-call, so it is chosen at the first call per module (a plan that never runs never pays numba's
-import or compile time). A non-C operand runs eager's own ufuncs instead (``checked``), so the
-result has eager's layout (docs/memory-planner.md, "Same layout as eager").
+call, so it is chosen at the first call per module; a host plan's proven steps know it (numpy)
+and get the backend kernel at lowering (numba compiles it at its first call either way). A non-C
+operand runs eager's own ufuncs instead (``checked``), so the result has eager's layout
+(docs/memory-planner.md, "Same layout as eager").
 """
 
 from __future__ import annotations
