@@ -22,27 +22,30 @@ def _times(k: int):
     return namespace["f"]
 
 
+def _in_store(fn, store, stem: str):
+    """``fn`` under numba without its own cache, its machine code kept in ``store`` as ``stem``."""
+    dispatcher = numba.njit(cache=False)(fn)
+    numba_cache.attach(dispatcher, store, stem)
+    return dispatcher
+
+
 def test_a_function_differing_only_in_a_constant_does_not_load_anothers_machine_code(
     tmp_path: Path,
 ) -> None:
     two, three = _times(2), _times(3)
     assert two.__code__.co_code == three.__code__.co_code and two.__qualname__ == "f"
     store = open_store("kernels", tmp_path)
-    first = numba.njit(cache=False)(two)
-    numba_cache.attach(first, store, "k_same_stem")
+    first = _in_store(two, store, "k_same_stem")
     assert first(5) == 10
-    second = numba.njit(cache=False)(three)
-    numba_cache.attach(second, store, "k_same_stem")
+    second = _in_store(three, store, "k_same_stem")
     assert second(5) == 15
     assert len(list(store.directory.glob("__pycache__/k_same_stem.*.nbc"))) == 2
 
 
 def test_an_unchanged_function_loads_its_entry_in_a_new_dispatcher(tmp_path: Path) -> None:
     store = open_store("kernels", tmp_path)
-    first = numba.njit(cache=False)(_twice)
-    numba_cache.attach(first, store, "k_twice")
+    first = _in_store(_twice, store, "k_twice")
     assert first(4) == 8
-    again = numba.njit(cache=False)(_twice)
-    numba_cache.attach(again, store, "k_twice")
+    again = _in_store(_twice, store, "k_twice")
     assert again(4) == 8
     assert again.stats.cache_hits.get(again.signatures[0], 0) == 1
