@@ -16,16 +16,18 @@ import numpy as np
 from dualflow.kernels import columns_cpu, layout_cpu
 from dualflow.kernels.im2col import Pair, offsets, out_size
 
-COLUMN_BUDGET = 1 << 26
-"""Bytes of column scratch one chunk of images may take (the last chunk may be smaller)."""
+COLUMN_BUDGET = 1 << 24
+"""Bytes of column scratch one chunk of images may take (the last chunk may be smaller). Below
+glibc's mmap threshold (32 MiB, ``dualflow._memory``), so a chunk's columns reuse heap memory
+instead of fresh pages the kernel zeroes at every call (design notes: "Winograd convolutions")."""
 
 
 def images_per_chunk(n: int, bytes_per_image: int) -> int:
     """How many of ``n`` images fit one chunk of columns (at least one).
 
     Example:
-        >>> [images_per_chunk(n, b) for n, b in ((32, 1 << 20), (256, 1 << 20), (4, 1 << 30))]
-        [32, 64, 1]
+        >>> [images_per_chunk(n, b) for n, b in ((8, 1 << 20), (256, 1 << 20), (4, 1 << 30))]
+        [8, 16, 1]
     """
     return max(1, min(n, COLUMN_BUDGET // max(1, bytes_per_image)))
 
