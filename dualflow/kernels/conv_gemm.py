@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels import columns_cpu, layout_cpu
+from dualflow.kernels import columns_cpu, layout_cpu, winograd_cpu
 from dualflow.kernels.im2col import Pair, offsets, out_size
 
 COLUMN_BUDGET = 1 << 24
@@ -121,6 +121,21 @@ def _rows(col: Any, groups: int) -> Any:
     return col.reshape(-1, groups, taps).transpose(1, 0, 2)
 
 
+def _winograd(
+    xp: Any, arrays: tuple, geometry: dict, ksize: Pair, channels: Pair, out: tuple
+) -> bool:
+    """Whether the Winograd kernels (``winograd_cpu``) take this convolution: numpy arrays the
+    numba loops take, and ``winograd_cpu.runs``'s shape rule (``out``: output (H, W) and batch).
+    """
+    runs = winograd_cpu.runs(geometry, ksize, channels, out[:2], out[2])
+    return runs and xp is np and columns_cpu.available(*arrays)
+
+
+def _winograd_scratch(item: int, geometry: dict, ksize: Pair, channels: Pair, out: tuple) -> bool:
+    """``_winograd`` from shapes alone, for the scratch facts (float32/float64 on the CPU)."""
+    return item in (4, 8) and winograd_cpu.runs(geometry, ksize, channels, out[:2], out[2])
+
+
 def _matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
     """``out[...] = a @ b``; straight into ``out`` when it is one contiguous block (one group)."""
     if out.shape[0] == 1:  # other modules' matmul may not take a strided out=
@@ -141,6 +156,9 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
     n = x.shape[0]
     o, cg, kh, kw = w.shape
     og, (ho, wo) = o // groups, conv_out_hw(x.shape[2:], (kh, kw), stride, pad, dilation)
+    geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
+    if _winograd(xp, (x, w), geometry, (kh, kw), (cg, o), (ho, wo, n)):
+        return winograd_cpu.conv2d(x, w, pad)
     src = _source(xp, x, (kh, kw), pad, groups)
     # (G, kh*kw*Cg, Og): the weight in the columns' order, a contiguous copy (small).
     w2 = w.reshape(groups, og, cg, kh, kw).transpose(0, 3, 4, 2, 1)
@@ -169,6 +187,9 @@ def conv2d_grad_weight(
     n, c = x.shape[:2]
     o, ho, wo = gy.shape[1:]
     (kh, kw), og, cg = ksize, o // groups, c // groups
+    geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
+    if _winograd(xp, (x, gy), geometry, ksize, (c, o), (ho, wo, n)):
+        return winograd_cpu.conv2d_grad_weight(x, gy, pad)
     src = _source(xp, x, ksize, pad, groups)
     g = _nhwc(xp, gy).reshape(n, ho * wo, groups, og)
     step = images_per_chunk(n, ho * wo * kh * kw * c * x.dtype.itemsize)
@@ -198,6 +219,9 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
                [2., 4., 2.],
                [1., 2., 1.]])
     """
+    runs = winograd_cpu.runs_transposed(geometry, w.shape, x.shape, out_hw)
+    if runs and xp is np and columns_cpu.available(x, w):
+        return winograd_cpu.conv_transpose2d(x, w, geometry["pad"])
     stride, pad, dilation, groups = (geometry[k] for k in ("stride", "pad", "dilation", "groups"))
     n, cin, h, wd = x.shape
     cog, kh, kw = w.shape[1:]
@@ -245,6 +269,8 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
     (n, _, h, wd), (o, cg, kh, kw) = x, w
     stride, pad, dilation, groups = (attrs[k] for k in ("stride", "pad", "dilation", "groups"))
     ho, wo = conv_out_hw((h, wd), (kh, kw), stride, pad, dilation)
+    if _winograd_scratch(item, attrs, (kh, kw), (cg, o), (ho, wo, n)):
+        return winograd_cpu.conv2d_scratch(x, w, item, pad)
     per_image = ho * wo * kh * kw * cg * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk // (kh * kw * cg) * (o // groups) if groups > 1 else 0  # matmul's own result
@@ -264,6 +290,8 @@ def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int, attrs: dict) -> i
     """
     (n, c, _, _), (_, o, ho, wo) = x, gy
     (kh, kw), pad = attrs["ksize"], attrs["pad"]
+    if _winograd_scratch(item, attrs, (kh, kw), (c, o), (ho, wo, n)):
+        return winograd_cpu.conv2d_grad_weight_scratch(x, gy, item)
     per_image = ho * wo * kh * kw * c * item
     step = images_per_chunk(n, per_image)
     weight = o * c // attrs["groups"] * kh * kw * item
@@ -293,6 +321,8 @@ def conv_transpose2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
         + 1
         for k in range(2)
     ]
+    if item in (4, 8) and winograd_cpu.runs_transposed(attrs, w, x, tuple(out)):
+        return winograd_cpu.conv_transpose2d_scratch(x, w, item, pad)
     per_image = h * wd * kh * kw * cog * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk if groups > 1 else 0  # matmul's own result before the strided copy
