@@ -1,5 +1,6 @@
 """The built-in fragments: elementwise math, broadcasting, reductions, matmul, views, clip,
-activations, softmax, dropout, batch norm, state writes with ``ops.assign`` and linear+BN.
+activations, softmax, dropout, batch norm, state writes with ``ops.assign``, linear+BN and 3x3
+convolutions.
 
 Every statement maps an activation of shape (batch, width) to the same shape, so fragments
 compose in any order and the batch may change between calls.
@@ -193,6 +194,23 @@ def _linear_bn(scope: Scope, piece: Piece) -> Statement:
     return lambda h, env: bn(linear(h))
 
 
+def _conv(scope: Scope, piece: Piece) -> Statement:
+    """The activation as one 1-channel image through three 3x3 convolutions: the middle one
+    (16 -> 16 channels) runs the Winograd kernels from 256 tiles (a 32x32 activation) up, the
+    others im2col + GEMM (1 channel in or out)."""
+    lift = scope.param((16, 1, 3, 3), 1 / 3)
+    mix, back = scope.param((16, 16, 3, 3), 1 / 12), scope.param((1, 16, 3, 3), 1 / 12)
+    pad = piece.get("pad")
+
+    def statement(h: Any, env: Any) -> Any:
+        image = ops.relu(ops.conv2d(ops.reshape(h, (1, 1, *h.shape)), lift, pad=1))
+        image = ops.tanh(ops.conv2d(image, mix, pad=pad))
+        out = ops.conv2d(image, back, pad=2 - pad)  # back to the activation's shape
+        return h + ops.reshape(out, h.shape) * 0.5
+
+    return statement
+
+
 def _assign_draw(draw: Any, ctx: Context) -> dict[str, Any]:
     kind = draw(st.sampled_from(["write_then_read", "read_then_write"]))
     return {"kind": kind, "shape": draw(st.sampled_from(["row", "row2"]))}
@@ -235,6 +253,7 @@ def _register_all() -> None:
         Fragment("dropout", lambda d, c: {"ratio": d(st.sampled_from([0.1, 0.3, 0.5]))}, _dropout),
         Fragment("batchnorm", lambda d, c: {}, _batchnorm),
         Fragment("linear_bn", lambda d, c: {}, _linear_bn),
+        Fragment("conv", lambda d, c: {"pad": d(st.sampled_from([1, 2]))}, _conv),
         Fragment("assign", _assign_draw, _assign, weight=2),
     ):
         register(fragment)

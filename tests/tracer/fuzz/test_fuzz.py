@@ -17,6 +17,7 @@ import dualflow
 import dualflow.kernels.out as out_forward
 import dualflow.runtime.memory as memory
 from dualflow import ops
+from dualflow.kernels import winograd_cpu
 from tests.tracer.fuzz import fragments
 from tests.tracer.fuzz.build import OPTIMIZERS
 from tests.tracer.fuzz.compare import differences, rule_violations, run
@@ -202,3 +203,25 @@ def test_slow_ten_thousand_programs_with_the_python_environment() -> None:
     """Issue 13's long run: 10,000 programs (Python-environment reads that change between calls,
     side effects, branches and early raises among the fragments), bit for bit at O0."""
     assert _fuzz(SLOW, 10_000, _exact("O0")) >= 10_000
+
+
+@pytest.mark.parametrize("pad", [1, 2])
+def test_convolutions_through_the_winograd_kernels(pad: int, monkeypatch: pytest.MonkeyPatch):
+    """The conv fragment at 64x64 (a 16 -> 16 channel 3x3 layer over 1,024 tiles: the Winograd
+    kernels, forward and both gradients), with a gradient penalty and a batch change."""
+    ran = set()
+    for name in ("conv2d", "conv2d_grad_weight", "conv_transpose2d"):
+        kernel = getattr(winograd_cpu, name)
+        spy = lambda *a, _k=kernel, _n=name: (ran.add(_n), _k(*a))[1]  # noqa: E731
+        monkeypatch.setattr(winograd_cpu, name, spy)
+    spec = Spec(
+        3,
+        width=64,
+        batches=(64, 64, 64, 64, 48),
+        body=(_piece("conv", pad=pad), _piece("unary", kind="tanh")),
+        optimizer="momentum",
+        penalty=0.05,
+    )
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes) == [], passes
+    assert ran == {"conv2d", "conv2d_grad_weight", "conv_transpose2d"}
