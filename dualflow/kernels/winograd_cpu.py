@@ -84,13 +84,6 @@ def tiles_hw(out_hw: tuple) -> tuple[int, int]:
     return (out_hw[0] + 1) // 2, (out_hw[1] + 1) // 2
 
 
-def _g_rows(a: Any, axis: int) -> Any:
-    # G a along axis 0 or 1 (3 -> 4): G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
-    a0, a1, a2 = (a[k] if axis == 0 else a[:, k] for k in range(3))
-    half = a.dtype.type(0.5)
-    return np.stack([a0, (a0 + a2 + a1) * half, (a0 + a2 - a1) * half, a2], axis=axis)
-
-
 def _gt_rows(m: Any, axis: int) -> Any:
     # G^T m along axis 0 or 1 (4 -> 3)
     m0, m1, m2, m3 = (m[k] if axis == 0 else m[:, k] for k in range(4))
@@ -98,15 +91,21 @@ def _gt_rows(m: Any, axis: int) -> Any:
     return np.stack([m0 + (m1 + m2) * half, (m1 - m2) * half, (m1 + m2) * half + m3], axis=axis)
 
 
-def weight_tiles(w: Any) -> Any:
-    """G g G^T of every (output, input) pair of w (O, C, 3, 3), as (16, C, O) for the GEMMs.
+def weight_tiles(w: Any, flip: bool = False) -> Any:
+    """G g G^T of every (output, input) filter g of w (O, C, 3, 3), as a (16, O, C) stack
+    (the GEMMs read it transposed); with ``flip``, of the convolution that the transposed
+    convolution of w (C, O, 3, 3) is (each filter turned by 180 degrees).
 
     Example:
-        >>> weight_tiles(np.ones((2, 1, 3, 3), np.float32))[:, 0, 0].reshape(4, 4)[1]
-        array([1.5 , 2.25, 0.75, 1.5 ], dtype=float32)
+        >>> u = weight_tiles(np.ones((2, 1, 3, 3), np.float32))
+        >>> u.shape, u[:, 0, 0].reshape(4, 4)[1].tolist()
+        ((16, 2, 1), [1.5, 2.25, 0.75, 1.5])
     """
-    taps = np.ascontiguousarray(w.transpose(2, 3, 1, 0))  # (3, 3, C, O)
-    return _g_rows(_g_rows(taps, 0), 1).reshape(16, w.shape[1], w.shape[0])
+    filters = w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1] if flip else w  # a view
+    o, c = filters.shape[:2]
+    u = np.empty((16, o, c), w.dtype)
+    _by_images("_weight_tiles", u, (filters, w.dtype.type(0.5)), o)
+    return u
 
 
 def _by_images(name: str, out: Any, args: tuple, count: int) -> None:
@@ -139,13 +138,17 @@ def conv2d(x: Any, w: Any, pad: tuple) -> Any:
         >>> conv2d(x, np.ones((1, 1, 3, 3)), (0, 0)).tolist()
         [[[[45.0, 54.0], [81.0, 90.0]]]]
     """
-    n, o = x.shape[0], w.shape[0]
+    return _conv(x, weight_tiles(w), pad)
+
+
+def _conv(x: Any, u: Any, pad: tuple) -> Any:
+    """conv2d of x with the filters whose transforms are ``u`` (16, O, C)."""
+    n, o = x.shape[0], u.shape[1]
     out_hw = (x.shape[2] + 2 * pad[0] - 2, x.shape[3] + 2 * pad[1] - 2)
     tiles = tiles_hw(out_hw)
-    u = weight_tiles(w)
     out = np.empty((n, o, *out_hw), x.dtype)
     for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, CHUNK_BYTES):
-        m = np.matmul(_input_tiles(x[a:b], tiles, pad), u)
+        m = np.matmul(_input_tiles(x[a:b], tiles, pad), u.transpose(0, 2, 1))
         _by_images("_output_tiles", out[a:b], (m, *tiles), b - a)
     return out
 
@@ -160,14 +163,14 @@ def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
     """
     n, o = gy.shape[:2]
     tiles = tiles_hw(gy.shape[2:])
-    total = None  # (16, C, O)
+    total = None  # (16, O, C): gradient tiles^T @ input tiles (faster than the other order)
     for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, GRADIENT_CHUNK_BYTES):
         g = np.empty((16, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
         _by_images("_gradient_tiles", g, (gy[a:b], *tiles), b - a)
-        part = np.matmul(_input_tiles(x[a:b], tiles, pad).transpose(0, 2, 1), g)
+        part = np.matmul(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
         total = part if total is None else np.add(total, part, out=total)
-    gw = _gt_rows(_gt_rows(total.reshape(4, 4, *total.shape[1:]), 0), 1)  # (3, 3, C, O)
-    return np.ascontiguousarray(gw.transpose(3, 2, 0, 1))
+    gw = _gt_rows(_gt_rows(total.reshape(4, 4, *total.shape[1:]), 0), 1)  # (3, 3, O, C)
+    return np.ascontiguousarray(gw.transpose(2, 3, 0, 1))
 
 
 def conv_transpose2d(x: Any, w: Any, pad: tuple) -> Any:
@@ -179,8 +182,7 @@ def conv_transpose2d(x: Any, w: Any, pad: tuple) -> Any:
         ...                  (0, 0))[0, 0].tolist()
         [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]
     """
-    flipped = np.ascontiguousarray(w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1])
-    return conv2d(x, flipped, (2 - pad[0], 2 - pad[1]))
+    return _conv(x, weight_tiles(w, flip=True), (2 - pad[0], 2 - pad[1]))
 
 
 def _tile_bytes(n: int, tiles: tuple, channels: int, item: int, budget: int) -> int:

@@ -12,6 +12,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+# Indices known to be in range are unsigned: numba then adds no negative-index wraparound, which
+# kept LLVM from vectorizing (as in pool_loops).
+U = np.uint64
+
 # B^T d B of a 4x4 input tile d, and A^T m A of a 4x4 product tile m (Lavin & Gray 2016):
 #   B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
 #   A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
@@ -22,10 +26,11 @@ import numpy as np
 def _image_in(img, x, b, top, left):  # pragma: no cover - inlined by numba
     # img (Hb, Wb, C) channels-last: x[b] (C, H, W) at (top, left); the border is left alone.
     c, h, w = x.shape[1], x.shape[2], x.shape[3]
-    for k in range(c):
+    for k_ in range(c):
+        k = U(k_)
         for r in range(h):
             for q in range(w):
-                img[top + r, left + q, k] = x[b, k, r, q]
+                img[U(top + r), U(left + q), k] = x[b, k, U(r), U(q)]
 
 
 def _input_tiles(v, x, b0, b1, th, tw, ph, pw):  # pragma: no cover - compiled by numba
@@ -34,25 +39,29 @@ def _input_tiles(v, x, b0, b1, th, tw, ph, pw):  # pragma: no cover - compiled b
     img = np.zeros((2 * th + 2, 2 * tw + 2, c), v.dtype)  # its border stays zero
     rows = np.empty((4, 4, c), v.dtype)  # B^T d: rows[i, s] is row i of the tile's column s
     for b in range(b0, b1):
-        _image_in(img, x, b, ph, pw)
+        _image_in(img, x, U(b), ph, pw)
         for ty in range(th):
-            r = 2 * ty
+            r = U(2 * ty)
             for tx in range(tw):
-                q, t = 2 * tx, (b * th + ty) * tw + tx
-                for s in range(4):
-                    for k in range(c):
-                        d1, d2 = img[r + 1, q + s, k], img[r + 2, q + s, k]
-                        rows[0, s, k] = img[r, q + s, k] - d2
-                        rows[1, s, k] = d1 + d2
-                        rows[2, s, k] = d2 - d1
-                        rows[3, s, k] = d1 - img[r + 3, q + s, k]
-                for i in range(4):
-                    for k in range(c):
-                        e1, e2 = rows[i, 1, k], rows[i, 2, k]
-                        v[4 * i, t, k] = rows[i, 0, k] - e2
-                        v[4 * i + 1, t, k] = e1 + e2
-                        v[4 * i + 2, t, k] = e2 - e1
-                        v[4 * i + 3, t, k] = e1 - rows[i, 3, k]
+                q, t = U(2 * tx), U((b * th + ty) * tw + tx)
+                for s_ in range(4):
+                    s, qs = U(s_), q + U(s_)
+                    for k_ in range(c):
+                        k = U(k_)
+                        d1, d2 = img[r + U(1), qs, k], img[r + U(2), qs, k]
+                        rows[U(0), s, k] = img[r, qs, k] - d2
+                        rows[U(1), s, k] = d1 + d2
+                        rows[U(2), s, k] = d2 - d1
+                        rows[U(3), s, k] = d1 - img[r + U(3), qs, k]
+                for i_ in range(4):
+                    i, i4 = U(i_), U(4 * i_)
+                    for k_ in range(c):
+                        k = U(k_)
+                        e1, e2 = rows[i, U(1), k], rows[i, U(2), k]
+                        v[i4, t, k] = rows[i, U(0), k] - e2
+                        v[i4 + U(1), t, k] = e1 + e2
+                        v[i4 + U(2), t, k] = e2 - e1
+                        v[i4 + U(3), t, k] = e1 - rows[i, U(3), k]
 
 
 def _output_tiles(y, m, b0, b1, th, tw):  # pragma: no cover - compiled by numba
@@ -62,23 +71,28 @@ def _output_tiles(y, m, b0, b1, th, tw):  # pragma: no cover - compiled by numba
     cols = np.empty((2, 4, o), m.dtype)  # A^T m: cols[i, j] is row i of the tile's column j
     for b in range(b0, b1):
         for ty in range(th):
-            r = 2 * ty
+            r = U(2 * ty)
             for tx in range(tw):
-                q, t = 2 * tx, (b * th + ty) * tw + tx
-                for j in range(4):
-                    for k in range(o):
-                        m1, m2 = m[4 + j, t, k], m[8 + j, t, k]
-                        cols[0, j, k] = m[j, t, k] + m1 + m2
-                        cols[1, j, k] = m1 - m2 - m[12 + j, t, k]
-                for i in range(2):
-                    for k in range(o):
-                        e1, e2 = cols[i, 1, k], cols[i, 2, k]
-                        img[r + i, q, k] = cols[i, 0, k] + e1 + e2
-                        img[r + i, q + 1, k] = e1 - e2 - cols[i, 3, k]
-        for k in range(o):
-            for r in range(ho):
-                for q in range(wo):
-                    y[b, k, r, q] = img[r, q, k]
+                q, t = U(2 * tx), U((b * th + ty) * tw + tx)
+                for j_ in range(4):
+                    j = U(j_)
+                    for k_ in range(o):
+                        k = U(k_)
+                        m1, m2 = m[U(4) + j, t, k], m[U(8) + j, t, k]
+                        cols[U(0), j, k] = m[j, t, k] + m1 + m2
+                        cols[U(1), j, k] = m1 - m2 - m[U(12) + j, t, k]
+                for i_ in range(2):
+                    i = U(i_)
+                    for k_ in range(o):
+                        k = U(k_)
+                        e1, e2 = cols[i, U(1), k], cols[i, U(2), k]
+                        img[r + i, q, k] = cols[i, U(0), k] + e1 + e2
+                        img[r + i, q + U(1), k] = e1 - e2 - cols[i, U(3), k]
+        for k_ in range(o):
+            k = U(k_)
+            for r_ in range(ho):
+                for q_ in range(wo):
+                    y[U(b), k, U(r_), U(q_)] = img[U(r_), U(q_), k]
 
 
 def _gradient_tiles(w, g, b0, b1, th, tw):  # pragma: no cover - compiled by numba
@@ -87,22 +101,57 @@ def _gradient_tiles(w, g, b0, b1, th, tw):  # pragma: no cover - compiled by num
     img = np.zeros((2 * th, 2 * tw, o), w.dtype)  # its border (odd Ho or Wo) stays zero
     rows = np.empty((4, 2, o), w.dtype)  # A g: rows[i, s] is row i of the tile's column s
     for b in range(b0, b1):
-        _image_in(img, g, b, 0, 0)
+        _image_in(img, g, U(b), 0, 0)
         for ty in range(th):
-            r = 2 * ty
+            r = U(2 * ty)
             for tx in range(tw):
-                q, t = 2 * tx, (b * th + ty) * tw + tx
-                for s in range(2):
-                    for k in range(o):
-                        g0, g1 = img[r, q + s, k], img[r + 1, q + s, k]
-                        rows[0, s, k] = g0
-                        rows[1, s, k] = g0 + g1
-                        rows[2, s, k] = g0 - g1
-                        rows[3, s, k] = -g1
-                for i in range(4):
-                    for k in range(o):
-                        e0, e1 = rows[i, 0, k], rows[i, 1, k]
-                        w[4 * i, t, k] = e0
-                        w[4 * i + 1, t, k] = e0 + e1
-                        w[4 * i + 2, t, k] = e0 - e1
-                        w[4 * i + 3, t, k] = -e1
+                q, t = U(2 * tx), U((b * th + ty) * tw + tx)
+                for s_ in range(2):
+                    s, qs = U(s_), q + U(s_)
+                    for k_ in range(o):
+                        k = U(k_)
+                        g0, g1 = img[r, qs, k], img[r + U(1), qs, k]
+                        rows[U(0), s, k] = g0
+                        rows[U(1), s, k] = g0 + g1
+                        rows[U(2), s, k] = g0 - g1
+                        rows[U(3), s, k] = -g1
+                for i_ in range(4):
+                    i, i4 = U(i_), U(4 * i_)
+                    for k_ in range(o):
+                        k = U(k_)
+                        e0, e1 = rows[i, U(0), k], rows[i, U(1), k]
+                        w[i4, t, k] = e0
+                        w[i4 + U(1), t, k] = e0 + e1
+                        w[i4 + U(2), t, k] = e0 - e1
+                        w[i4 + U(3), t, k] = -e1
+
+
+@numba.njit(nogil=True, cache=False, error_model="numpy", inline="always")
+def _g(a0, a1, a2, half):  # pragma: no cover - inlined by numba
+    # G (a0, a1, a2): G = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
+    return a0, (a0 + a2 + a1) * half, (a0 + a2 - a1) * half, a2
+
+
+def _weight_tiles(u, w, o0, o1, half):  # pragma: no cover - compiled by numba
+    # u (16, O, C): G g G^T of every 3x3 filter g = w[o, c] (w: O, C, 3, 3; any strides) for o
+    # in [o0, o1); ``half`` is 1/2 in the arrays' dtype. The 16 planes of u lie a multiple of
+    # 4 KiB apart (same cache sets): 64 filters are transformed into ``buf``, then each plane's
+    # run is copied (storing each filter's 16 values at once was 5x slower).
+    c = u.shape[2]
+    buf = np.empty((16, 64), u.dtype)
+    for o_ in range(o0, o1):
+        o = U(o_)
+        for k0 in range(0, c, 64):
+            n = min(64, c - k0)
+            for j_ in range(n):
+                j, k = U(j_), U(k0 + j_)
+                t00, t10, t20, t30 = _g(w[o, k, 0, 0], w[o, k, 1, 0], w[o, k, 2, 0], half)
+                t01, t11, t21, t31 = _g(w[o, k, 0, 1], w[o, k, 1, 1], w[o, k, 2, 1], half)
+                t02, t12, t22, t32 = _g(w[o, k, 0, 2], w[o, k, 1, 2], w[o, k, 2, 2], half)
+                buf[0, j], buf[1, j], buf[2, j], buf[3, j] = _g(t00, t01, t02, half)
+                buf[4, j], buf[5, j], buf[6, j], buf[7, j] = _g(t10, t11, t12, half)
+                buf[8, j], buf[9, j], buf[10, j], buf[11, j] = _g(t20, t21, t22, half)
+                buf[12, j], buf[13, j], buf[14, j], buf[15, j] = _g(t30, t31, t32, half)
+            for i in range(16):
+                for j_ in range(n):
+                    u[U(i), o, U(k0 + j_)] = buf[U(i), U(j_)]
