@@ -4,7 +4,9 @@ Nodes run in reverse creation order (a node is always created after its inputs' 
 is a reverse topological order), gradients of a value used several times are summed, broadcasting
 is undone once here with ``sum_to``, and each node is released right after its backward ran unless
 ``retain_graph`` (Chainer's memory-efficient backprop). With ``create_graph`` the backward's own
-ops are recorded, so gradients can be differentiated again.
+ops are recorded, so gradients can be differentiated again. A backward may return a
+``ZeroGradient`` (a symbolic zero): it adds nothing to a sum, a node that gets only such zeros
+passes them on without running, and zeros are made only where a gradient is handed out.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dualflow.autograd.observers import Observation, start_observing
 from dualflow.autograd.tape import GraphReleasedError, Node
 from dualflow.autograd.tape import edge as edge_of
 from dualflow.errors import ShapeError, with_location
+from dualflow.ops.creation import ZeroGradient
 from dualflow.ops.dispatch import tracing
 
 
@@ -44,6 +47,15 @@ def _seed_gradient(output: Tensor, gy: Any) -> Tensor:
     return gy
 
 
+def _add(old: Any, gx: Any) -> Any:
+    """``old + gx`` where either may be None (no gradient yet) or a symbolic ``ZeroGradient``."""
+    if type(gx) is ZeroGradient:
+        return gx if old is None else old
+    if old is None or type(old) is ZeroGradient:
+        return gx
+    return old + gx
+
+
 class _Run:
     """The state of one backward pass."""
 
@@ -60,9 +72,15 @@ class _Run:
             if slot is None:
                 slot = self.pending[node] = [None] * node.op.nout
                 heapq.heappush(self.heap, (-node.seq, node))
-            old = slot[index]
-            slot[index] = gx if old is None else old + gx
+            slot[index] = _add(slot[index], gx)
         elif self.targets is None:  # backward(): accumulate into the leaf's .grad
+            if type(gx) is ZeroGradient:  # zeros where it had no gradient (as PyTorch's)
+                if tracing() is None:
+                    if edge._grad is None:
+                        edge._grad = ops.zeros_like(edge)
+                elif edge.grad is None:
+                    edge.grad = ops.zeros_like(edge)
+                return
             if gx.dtype != edge.dtype:
                 gx = ops.cast(gx, edge.dtype)
             if tracing() is None:  # skip the .grad property's tracing hook
@@ -70,8 +88,7 @@ class _Run:
             else:
                 edge.grad = gx if edge.grad is None else edge.grad + gx
         elif id(edge) in self.targets:
-            old = self.found.get(id(edge))
-            self.found[id(edge)] = gx if old is None else old + gx
+            self.found[id(edge)] = _add(self.found.get(id(edge)), gx)
 
     def needed(self, edge: Any) -> bool:
         if edge is None:
@@ -109,7 +126,35 @@ class _Run:
                     "freed by the first backward; call backward(retain_graph=True) the first time"
                 )
             )
-        node.needs = None if self.targets is None else tuple([self.needed(e) for e in edges])
+        zero = _only_zeros(gys)
+        if zero is not None:  # nothing to compute: the inputs' gradients are zeros too
+            gxs = tuple([zero] * len(edges))
+        else:
+            gys = [g.materialize() if type(g) is ZeroGradient else g for g in gys]
+            gxs = self._backward(node, gys, debug)
+        pending = self.pending
+        for edge, gx, shape in zip(edges, gxs, node.in_shapes):
+            if edge is None or gx is None:
+                continue
+            if type(gx) is ZeroGradient:
+                gx = ZeroGradient(gx.like, shape)
+            elif gx._array.shape != shape:
+                gx = ops.sum_to(gx, shape)
+            if type(edge) is tuple and self.targets is None:  # the common case, inlined
+                creator, index = edge
+                slot = pending.get(creator)
+                if slot is None:
+                    slot = pending[creator] = [None] * creator.op.nout
+                    heapq.heappush(self.heap, (-creator.seq, creator))
+                slot[index] = _add(slot[index], gx)
+            elif self.needed(edge):
+                self.push(edge, gx)
+        if not self.retain:
+            node.release()
+
+    def _backward(self, node: Node, gys: list, debug: bool) -> tuple:
+        """The node's backward on ``gys``: its inputs' gradients, one per edge."""
+        node.needs = None if self.targets is None else tuple([self.needed(e) for e in node.edges])
         if debug:  # check the gradients below, naming this node's op and forward line
             with using_config(debug=False):
                 gxs = node.op.backward(node, *gys)
@@ -118,27 +163,21 @@ class _Run:
         if type(gxs) is not tuple:
             gxs = (gxs,)
         if debug:
-            check_finite(
-                node.op, tuple(g._array for g in gxs if g is not None), "gradient", node.loc
-            )
-        pending, push = self.pending, self.push
-        for edge, gx, shape in zip(edges, gxs, node.in_shapes):
-            if edge is None or gx is None:
-                continue
-            if gx._array.shape != shape:
-                gx = ops.sum_to(gx, shape)
-            if type(edge) is tuple and self.targets is None:  # the common case, inlined
-                creator, index = edge
-                slot = pending.get(creator)
-                if slot is None:
-                    slot = pending[creator] = [None] * creator.op.nout
-                    heapq.heappush(self.heap, (-creator.seq, creator))
-                old = slot[index]
-                slot[index] = gx if old is None else old + gx
-            elif self.needed(edge):
-                push(edge, gx)
-        if not self.retain:
-            node.release()
+            arrays = tuple(g._array for g in gxs if g is not None and type(g) is not ZeroGradient)
+            check_finite(node.op, arrays, "gradient", node.loc)
+        return gxs
+
+
+def _only_zeros(gys: list) -> ZeroGradient | None:
+    """A symbolic zero of ``gys`` when there is one and every other entry is None, else None."""
+    zero = None
+    for g in gys:
+        if g is None:
+            continue
+        if type(g) is not ZeroGradient:
+            return None
+        zero = g
+    return zero
 
 
 class _ObservedRun(_Run):
@@ -234,6 +273,7 @@ def grad(
         run.run()
     result = tuple(  # in the input's dtype; materialize_grads: zeros for unused inputs
         (ops.zeros_like(t) if materialize_grads else None) if g is None
+        else ops.zeros_like(t) if type(g) is ZeroGradient
         else g if g.dtype == t.dtype else ops.cast(g, t.dtype)
         for g, t in zip((run.found.get(k) for k in keys), inputs)
     )  # fmt: skip

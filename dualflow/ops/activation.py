@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from dualflow.ops.arithmetic import erf, exp, greater, where
-from dualflow.ops.creation import zeros_like
+from dualflow.ops.creation import ZeroGradient
 from dualflow.ops.registry import elementwise, public_function
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -62,8 +62,9 @@ def RELU(ctx, gy):
 def RELU_GRAD(ctx, ggx):
     """Gradient of relu from its output: ``gy`` where ``y > 0``."""
     # zero, not None, for ``y`` (PyTorch's threshold_backward): what feeds ``y`` stays connected,
-    # so a gradient penalty's grad() of a ReLU layer's bias is zeros as in PyTorch, not unused
-    return zeros_like(ggx), relu_grad(ctx.x0, ggx)
+    # so a gradient penalty's grad() of a ReLU layer's bias is zeros as in PyTorch, not unused;
+    # a symbolic zero: the engine computes nothing below it (a gradient penalty's extra GEMMs)
+    return ZeroGradient(ggx), relu_grad(ctx.x0, ggx)
 
 
 @elementwise("leaky_relu", "where(x > 0, x, x * slope)", attrs=("slope",), saves=("x0",))

@@ -176,6 +176,30 @@ def ones_like(x: Any, dtype: Any = None, device: Device | str | None = None) -> 
     return full_like(x, 1, dtype, device)
 
 
+class ZeroGradient:
+    """A gradient known to be zero, of ``shape``, in the dtype and on the device of ``like``:
+    what a backward returns for an input its result does not vary with (``relu_grad``'s
+    ``y``), so the engine runs nothing for it (JAX's symbolic zeros) and makes zeros only where
+    a gradient is handed out (``grad``, ``.grad``, a backward that needs a tensor).
+
+    Example:
+        >>> from dualflow import ops
+        >>> ZeroGradient(ops.ones_like([1.0, 2.0]), (3,)).materialize().tolist()
+        [0.0, 0.0, 0.0]
+    """
+
+    __slots__ = ("like", "shape")
+
+    def __init__(self, like: Any, shape: tuple | None = None) -> None:
+        self.like, self.shape = like, tuple(like.shape) if shape is None else tuple(shape)
+
+    def materialize(self) -> Any:
+        """These zeros as a tensor."""
+        if tuple(self.like.shape) == self.shape:
+            return zeros_like(self.like)
+        return zeros(self.shape, self.like.dtype, self.like.device)
+
+
 def copy(x: Any) -> Any:
     """A copy of ``x`` with its own (C-ordered) memory; gradients flow back to ``x``.
 
