@@ -104,13 +104,13 @@ def weight_tiles(w: Any, flip: bool = False) -> Any:
     filters = w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1] if flip else w  # a view
     o, c = filters.shape[:2]
     u = np.empty((16, o, c), w.dtype)
-    _by_images("_weight_tiles", u, (filters, w.dtype.type(0.5)), o)
+    _in_parts("_weight_tiles", u, (filters, w.dtype.type(0.5)), o)
     return u
 
 
-def _by_images(name: str, out: Any, args: tuple, count: int) -> None:
-    """Run loop ``name`` of ``winograd_loops`` as ``loop(out, *args[0], b0, b1, *args[1:])``
-    over ``count`` images in parts on both cores (each part writes only its images' rows)."""
+def _in_parts(name: str, out: Any, args: tuple, count: int) -> None:
+    """Run loop ``name`` of ``winograd_loops`` as ``loop(out, args[0], a, b, *args[1:])`` over
+    ``[0, count)`` (tile rows or filters) in parts on both cores, each writing only its own."""
     loop = numba_kernel(f"winograd{name}{_DIGEST}", getattr(winograd_loops, name))
     parts = split(count, parts_for(out.nbytes, PART_MIN_BYTES))
     run_parts([functools.partial(loop, out, args[0], a, b, *args[1:]) for a, b in parts])
@@ -119,7 +119,7 @@ def _by_images(name: str, out: Any, args: tuple, count: int) -> None:
 def _input_tiles(x: Any, tiles: tuple, pad: tuple) -> Any:
     """B^T d B of the tiles of images x (n, C, H, W) padded by ``pad``: (16, n * tiles, C)."""
     v = np.empty((16, x.shape[0] * tiles[0] * tiles[1], x.shape[1]), x.dtype)
-    _by_images("_input_tiles", v, (x, *tiles, *pad), x.shape[0])
+    _in_parts("_input_tiles", v, (x, *tiles, *pad), x.shape[0] * tiles[0])
     return v
 
 
@@ -149,7 +149,7 @@ def _conv(x: Any, u: Any, pad: tuple) -> Any:
     out = np.empty((n, o, *out_hw), x.dtype)
     for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, CHUNK_BYTES):
         m = np.matmul(_input_tiles(x[a:b], tiles, pad), u.transpose(0, 2, 1))
-        _by_images("_output_tiles", out[a:b], (m, *tiles), b - a)
+        _in_parts("_output_tiles", out[a:b], (m, *tiles), (b - a) * tiles[0])
     return out
 
 
@@ -166,7 +166,7 @@ def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
     total = None  # (16, O, C): gradient tiles^T @ input tiles (faster than the other order)
     for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, GRADIENT_CHUNK_BYTES):
         g = np.empty((16, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
-        _by_images("_gradient_tiles", g, (gy[a:b], *tiles), b - a)
+        _in_parts("_gradient_tiles", g, (gy[a:b], *tiles), (b - a) * tiles[0])
         part = np.matmul(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
         total = part if total is None else np.add(total, part, out=total)
     gw = _gt_rows(_gt_rows(total.reshape(4, 4, *total.shape[1:]), 0), 1)  # (3, 3, O, C)

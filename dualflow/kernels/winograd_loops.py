@@ -1,10 +1,11 @@
 """The numba loops of the Winograd F(2x2, 3x3) convolution: the tile transforms around its GEMMs.
 
-Each loop covers the tiles of images ``[b0, b1)`` and writes only their part of the result, so
-``winograd_cpu`` runs two image ranges at once on both cores and the result never depends on the
-split. Images are NCHW; each loop copies one row of tiles at a time to or from a small
-channels-last buffer (in L1), so the transforms' inner loops run over contiguous channels, which
-LLVM vectorizes. The transforms are sums and differences only, in the fixed order written here.
+Each tile loop covers the tile rows ``[r0, r1)`` of a chunk of images (row r is row r % th of
+image r // th) and writes only their part of the result, so ``winograd_cpu`` runs two ranges at
+once on both cores (even within one image) and the result never depends on the split. Images
+are NCHW; the loops copy the rows they need to or from a channels-last buffer, so the
+transforms' inner loops run over contiguous channels, which LLVM vectorizes. The transforms are
+sums and differences only, in the fixed order written here.
 """
 
 from __future__ import annotations
@@ -23,36 +24,48 @@ U = np.uint64
 
 
 @numba.njit(nogil=True, cache=False, error_model="numpy", inline="always")
-def _image_in(img, x, b, top, left):  # pragma: no cover - inlined by numba
-    # img (Hb, Wb, C) channels-last: x[b] (C, H, W) at (top, left); the border is left alone.
+def _rows_in(img, x, b, p0, p1, top, left):  # pragma: no cover - inlined by numba
+    # img (Hb, Wb, C) channels-last, x[b] (C, H, W) placed at (top, left): its rows [p0, p1)
+    # that lie on the image are copied; the others (padding) are never written, so stay zero.
     c, h, w = x.shape[1], x.shape[2], x.shape[3]
+    lo, hi = max(p0, top), min(p1, top + h)
     for k_ in range(c):
         k = U(k_)
-        for r in range(h):
+        for p in range(lo, hi):
             for q in range(w):
-                img[U(top + r), U(left + q), k] = x[b, k, U(r), U(q)]
+                img[U(p), U(left + q), k] = x[b, k, U(p - top), U(q)]
 
 
-def _input_tiles(v, x, b0, b1, th, tw, ph, pw):  # pragma: no cover - compiled by numba
-    # v (16, n*th*tw, C): B^T d B of every tile of x (n, C, H, W) padded by (ph, pw).
+@numba.njit(nogil=True, cache=False, error_model="numpy", inline="always")
+def _segment(r, r1, th):  # pragma: no cover - inlined by numba
+    # the image of global tile row r and its tile rows [ty0, ty1) within [r, r1)
+    b = r // th
+    return b, r - b * th, min(th, r1 - b * th)
+
+
+def _input_tiles(v, x, r0, r1, th, tw, ph, pw):  # pragma: no cover - compiled by numba
+    # v (16, n*th*tw, C): B^T d B of the tiles in tile rows [r0, r1) (row r: image r // th) of
+    # x (n, C, H, W) padded by (ph, pw).
     c = x.shape[1]
-    img = np.zeros((2 * th + 2, 2 * tw + 2, c), v.dtype)  # its border stays zero
+    img = np.zeros((2 * th + 2, 2 * tw + 2, c), v.dtype)  # padding rows and columns stay zero
     rows = np.empty((4, 4, c), v.dtype)  # B^T d: rows[i, s] is row i of the tile's column s
-    for b in range(b0, b1):
-        _image_in(img, x, U(b), ph, pw)
-        for ty in range(th):
-            r = U(2 * ty)
+    r = r0
+    while r < r1:
+        b, ty0, ty1 = _segment(r, r1, th)
+        _rows_in(img, x, U(b), 2 * ty0, 2 * ty1 + 2, ph, pw)
+        for ty in range(ty0, ty1):
+            p = U(2 * ty)
             for tx in range(tw):
                 q, t = U(2 * tx), U((b * th + ty) * tw + tx)
                 for s_ in range(4):
                     s, qs = U(s_), q + U(s_)
                     for k_ in range(c):
                         k = U(k_)
-                        d1, d2 = img[r + U(1), qs, k], img[r + U(2), qs, k]
-                        rows[U(0), s, k] = img[r, qs, k] - d2
+                        d1, d2 = img[p + U(1), qs, k], img[p + U(2), qs, k]
+                        rows[U(0), s, k] = img[p, qs, k] - d2
                         rows[U(1), s, k] = d1 + d2
                         rows[U(2), s, k] = d2 - d1
-                        rows[U(3), s, k] = d1 - img[r + U(3), qs, k]
+                        rows[U(3), s, k] = d1 - img[p + U(3), qs, k]
                 for i_ in range(4):
                     i, i4 = U(i_), U(4 * i_)
                     for k_ in range(c):
@@ -62,55 +75,59 @@ def _input_tiles(v, x, b0, b1, th, tw, ph, pw):  # pragma: no cover - compiled b
                         v[i4 + U(1), t, k] = e1 + e2
                         v[i4 + U(2), t, k] = e2 - e1
                         v[i4 + U(3), t, k] = e1 - rows[i, U(3), k]
+        r += ty1 - ty0
 
 
-def _output_tiles(y, m, b0, b1, th, tw):  # pragma: no cover - compiled by numba
-    # y (n, O, Ho, Wo): A^T m A of every tile of m (16, n*th*tw, O), cropped to Ho x Wo.
+def _output_tiles(y, m, r0, r1, th, tw):  # pragma: no cover - compiled by numba
+    # y (n, O, Ho, Wo): A^T m A of the tiles in tile rows [r0, r1) of m (16, n*th*tw, O),
+    # cropped to Ho x Wo; each tile row is made channels-last in ``buf``, then copied out.
     o, ho, wo = y.shape[1], y.shape[2], y.shape[3]
-    img = np.empty((2 * th, 2 * tw, o), m.dtype)
+    buf = np.empty((2, 2 * tw, o), m.dtype)
     cols = np.empty((2, 4, o), m.dtype)  # A^T m: cols[i, j] is row i of the tile's column j
-    for b in range(b0, b1):
-        for ty in range(th):
-            r = U(2 * ty)
-            for tx in range(tw):
-                q, t = U(2 * tx), U((b * th + ty) * tw + tx)
-                for j_ in range(4):
-                    j = U(j_)
-                    for k_ in range(o):
-                        k = U(k_)
-                        m1, m2 = m[U(4) + j, t, k], m[U(8) + j, t, k]
-                        cols[U(0), j, k] = m[j, t, k] + m1 + m2
-                        cols[U(1), j, k] = m1 - m2 - m[U(12) + j, t, k]
-                for i_ in range(2):
-                    i = U(i_)
-                    for k_ in range(o):
-                        k = U(k_)
-                        e1, e2 = cols[i, U(1), k], cols[i, U(2), k]
-                        img[r + i, q, k] = cols[i, U(0), k] + e1 + e2
-                        img[r + i, q + U(1), k] = e1 - e2 - cols[i, U(3), k]
+    for r in range(r0, r1):
+        b, ty = U(r // th), r % th
+        for tx in range(tw):
+            q, t = U(2 * tx), U(r * tw + tx)
+            for j_ in range(4):
+                j = U(j_)
+                for k_ in range(o):
+                    k = U(k_)
+                    m1, m2 = m[U(4) + j, t, k], m[U(8) + j, t, k]
+                    cols[U(0), j, k] = m[j, t, k] + m1 + m2
+                    cols[U(1), j, k] = m1 - m2 - m[U(12) + j, t, k]
+            for i_ in range(2):
+                i = U(i_)
+                for k_ in range(o):
+                    k = U(k_)
+                    e1, e2 = cols[i, U(1), k], cols[i, U(2), k]
+                    buf[i, q, k] = cols[i, U(0), k] + e1 + e2
+                    buf[i, q + U(1), k] = e1 - e2 - cols[i, U(3), k]
         for k_ in range(o):
             k = U(k_)
-            for r_ in range(ho):
-                for q_ in range(wo):
-                    y[U(b), k, U(r_), U(q_)] = img[U(r_), U(q_), k]
+            for i in range(min(2, ho - 2 * ty)):
+                for p in range(wo):
+                    y[b, k, U(2 * ty + i), U(p)] = buf[U(i), U(p), k]
 
 
-def _gradient_tiles(w, g, b0, b1, th, tw):  # pragma: no cover - compiled by numba
-    # w (16, n*th*tw, O): A g A^T of every 2x2 tile of g (n, O, Ho, Wo), zero beyond its edge.
+def _gradient_tiles(w, g, r0, r1, th, tw):  # pragma: no cover - compiled by numba
+    # w (16, n*th*tw, O): A g A^T of the 2x2 tiles in tile rows [r0, r1) of g (n, O, Ho, Wo),
+    # zero beyond its edge.
     o = g.shape[1]
-    img = np.zeros((2 * th, 2 * tw, o), w.dtype)  # its border (odd Ho or Wo) stays zero
+    img = np.zeros((2 * th, 2 * tw, o), w.dtype)  # rows and columns past the edge stay zero
     rows = np.empty((4, 2, o), w.dtype)  # A g: rows[i, s] is row i of the tile's column s
-    for b in range(b0, b1):
-        _image_in(img, g, U(b), 0, 0)
-        for ty in range(th):
-            r = U(2 * ty)
+    r = r0
+    while r < r1:
+        b, ty0, ty1 = _segment(r, r1, th)
+        _rows_in(img, g, U(b), 2 * ty0, 2 * ty1, 0, 0)
+        for ty in range(ty0, ty1):
+            p = U(2 * ty)
             for tx in range(tw):
                 q, t = U(2 * tx), U((b * th + ty) * tw + tx)
                 for s_ in range(2):
                     s, qs = U(s_), q + U(s_)
                     for k_ in range(o):
                         k = U(k_)
-                        g0, g1 = img[r, qs, k], img[r + U(1), qs, k]
+                        g0, g1 = img[p, qs, k], img[p + U(1), qs, k]
                         rows[U(0), s, k] = g0
                         rows[U(1), s, k] = g0 + g1
                         rows[U(2), s, k] = g0 - g1
@@ -124,6 +141,7 @@ def _gradient_tiles(w, g, b0, b1, th, tw):  # pragma: no cover - compiled by num
                         w[i4 + U(1), t, k] = e0 + e1
                         w[i4 + U(2), t, k] = e0 - e1
                         w[i4 + U(3), t, k] = -e1
+        r += ty1 - ty0
 
 
 @numba.njit(nogil=True, cache=False, error_model="numpy", inline="always")
