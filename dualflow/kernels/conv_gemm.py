@@ -136,6 +136,15 @@ def _winograd_scratch(item: int, geometry: dict, ksize: Pair, channels: Pair, ou
     return item in (4, 8) and winograd_cpu.runs(geometry, ksize, channels, out[:2], out[2])
 
 
+def _taps_first(xp: Any, w: Any, groups: int) -> Any:
+    """The weight (O, C/G, kh, kw) in the columns' order: (G, kh*kw*C/G, O/G), C-ordered."""
+    o, cg, kh, kw = w.shape
+    if groups == 1 and xp is np and columns_cpu.available(w):  # numpy's copy: 4.7 ms at 512^2
+        return layout_cpu.filters_to_taps(w)[None]
+    w2 = w.reshape(groups, o // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1)
+    return xp.ascontiguousarray(w2).reshape(groups, kh * kw * cg, o // groups)
+
+
 def _matmul_into(xp: Any, a: Any, b: Any, out: Any) -> None:
     """``out[...] = a @ b``; straight into ``out`` when it is one contiguous block (one group)."""
     if out.shape[0] == 1:  # other modules' matmul may not take a strided out=
@@ -161,8 +170,7 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
         return winograd_cpu.conv2d(x, w, pad)
     src = _source(xp, x, (kh, kw), pad, groups)
     # (G, kh*kw*Cg, Og): the weight in the columns' order, a contiguous copy (small).
-    w2 = w.reshape(groups, og, cg, kh, kw).transpose(0, 3, 4, 2, 1)
-    w2 = xp.ascontiguousarray(w2).reshape(groups, kh * kw * cg, og)
+    w2 = _taps_first(xp, w, groups)
     y = xp.empty((n, ho, wo, groups, og), dtype=x.dtype)
     step = images_per_chunk(n, ho * wo * kh * kw * cg * groups * x.dtype.itemsize)
     for n0 in range(0, n, step):
@@ -202,6 +210,8 @@ def conv2d_grad_weight(
             g[n0 : n0 + step].reshape(-1, groups, og).transpose(1, 0, 2),
         )
         gw = part if gw is None else xp.add(gw, part, out=gw)
+    if groups == 1 and xp is np and columns_cpu.available(gw):
+        return layout_cpu.taps_to_filters(gw[0], (o, cg, kh, kw))
     gw = gw.reshape(groups, kh, kw, cg, og).transpose(0, 4, 3, 1, 2)
     return xp.ascontiguousarray(gw).reshape(o, cg, kh, kw)
 

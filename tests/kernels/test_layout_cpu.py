@@ -48,3 +48,26 @@ def test_groups_split_the_channels_and_the_split_over_threads_changes_nothing(
     np.testing.assert_array_equal(results[0], results[1])
     assert results[0].shape == (6, 7, 7, 2, 2)
     np.testing.assert_array_equal(results[0][:, 1:6, 1:6, 1, 0], x[:, 2])
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.tuples(st.integers(1, 70), st.integers(1, 40), st.integers(1, 3), st.integers(1, 3)),
+    st.sampled_from(["float32", "float64"]),
+    st.booleans(),
+)
+def test_filter_reorders_equal_numpys_transposes(shape: tuple, dtype: str, split: bool) -> None:
+    # tiles of 32 channels: shapes below, at and across a tile's edge; parts over threads or not
+    o, c, kh, kw = shape
+    w = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
+    saved = layout_cpu.PART_MIN_BYTES
+    try:
+        layout_cpu.PART_MIN_BYTES = 1 if split else 1 << 40
+        taps = layout_cpu.filters_to_taps(w)
+        back = layout_cpu.taps_to_filters(taps, shape)
+    finally:
+        layout_cpu.PART_MIN_BYTES = saved
+    want = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(kh * kw * c, o)
+    np.testing.assert_array_equal(taps, want)
+    np.testing.assert_array_equal(back, w)
+    assert taps.flags.c_contiguous and back.flags.c_contiguous and back.dtype == w.dtype
