@@ -24,11 +24,12 @@ MIN_CHANNELS = 16
 """Input and output channels a layer needs for the Winograd kernels (below, GEMMs of K < 16 run
 far below the BLAS rate and im2col + one GEMM is faster)."""
 
-CHUNK_BYTES = 1 << 21
+CHUNK_BYTES = 1 << 23
 """Bytes of transformed tiles (input and product) one chunk of images may take (at least one
-image): small enough to stay in cache between a transform and its GEMM (measured 2-8 MiB)."""
+image): each chunk is 16 BLAS calls (at 256 tiles a call the GEMMs took twice as long as at
+8192), and its tiles should stay in cache between a transform and its GEMM (measured 2-30 MiB)."""
 
-GRADIENT_CHUNK_BYTES = 1 << 23
+GRADIENT_CHUNK_BYTES = 1 << 24
 """The same for the weight gradient, whose GEMMs sum over the chunk's tiles (fewer, longer sums
 pay there)."""
 
@@ -150,6 +151,7 @@ def _conv(x: Any, u: Any, pad: tuple) -> Any:
     for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, CHUNK_BYTES):
         m = np.matmul(_input_tiles(x[a:b], tiles, pad), u.transpose(0, 2, 1))
         _in_parts("_output_tiles", out[a:b], (m, *tiles), (b - a) * tiles[0])
+        del m  # before the next chunk's: the scratch fact counts one chunk
     return out
 
 
@@ -168,7 +170,9 @@ def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
         g = np.empty((16, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
         _in_parts("_gradient_tiles", g, (gy[a:b], *tiles), (b - a) * tiles[0])
         part = np.matmul(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
+        del g  # before the next chunk's (the scratch fact counts one chunk)
         total = part if total is None else np.add(total, part, out=total)
+        del part
     gw = _gt_rows(_gt_rows(total.reshape(4, 4, *total.shape[1:]), 0), 1)  # (3, 3, O, C)
     return np.ascontiguousarray(gw.transpose(2, 3, 0, 1))
 
