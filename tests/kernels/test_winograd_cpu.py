@@ -158,3 +158,21 @@ def test_compiled_winograd_steps_are_bit_equal_to_eager(monkeypatch) -> None:
     calls = _routed(monkeypatch)
     assert_compiled_equals_eager(_winograd_model, (2, 3, 32, 30), ("O0", "O2"))
     assert {"conv2d", "conv_transpose2d", "conv2d_grad_weight"} <= set(calls)
+
+
+def test_large_and_unequal_padding(monkeypatch) -> None:
+    # the forward and weight gradient take any padding (pads above 2 leave the input gradient
+    # to im2col: the flipped map would need a negative one)
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((2, 16, 30, 31)), rng.standard_normal((16, 16, 3, 3))
+    calls, pad = _routed(monkeypatch), (3, 1)
+    y = conv_gemm.conv2d(np, x, w, (1, 1), pad, (1, 1), 1)
+    want = _direct(x, w, (1, 1), pad, (1, 1), 1)
+    np.testing.assert_allclose(y, want, rtol=0, atol=1e-12 * np.abs(want).max())
+    gy = rng.standard_normal(y.shape)
+    gw = conv_gemm.conv2d_grad_weight(np, x, gy, (3, 3), (1, 1), pad, (1, 1), 1)
+    gx = conv_gemm.conv_transpose2d(np, gy, w, {**PLAIN, "pad": pad}, x.shape[2:])
+    assert calls == ["conv2d", "conv2d_grad_weight"]  # gx: im2col (pad 3)
+    inner = float(np.sum(want * gy))
+    assert np.isclose(float(np.sum(w * gw)), inner, rtol=1e-11)
+    assert np.isclose(float(np.sum(x * gx)), inner, rtol=1e-11)
