@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels import columns_cpu, layout_cpu, winograd_cpu
+from dualflow.kernels import columns_cpu, columns_first, layout_cpu, winograd_cpu
 from dualflow.kernels.im2col import Pair, offsets, out_size
 
 COLUMN_BUDGET = 1 << 24
@@ -168,6 +168,8 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
     geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
     if _winograd(xp, (x, w), geometry, (kh, kw), (cg, o), (ho, wo, n)):
         return winograd_cpu.conv2d(x, w, pad)
+    if xp is np and columns_first.runs(x, w, groups):  # few input channels: a first layer
+        return columns_first.conv2d(x, w, (stride, pad, dilation), (ho, wo))
     src = _source(xp, x, (kh, kw), pad, groups)
     # (G, kh*kw*Cg, Og): the weight in the columns' order, a contiguous copy (small).
     w2 = _taps_first(xp, w, groups)
@@ -198,6 +200,8 @@ def conv2d_grad_weight(
     geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
     if _winograd(xp, (x, gy), geometry, ksize, (c, o), (ho, wo, n)):
         return winograd_cpu.conv2d_grad_weight(x, gy, pad)
+    if xp is np and columns_first.runs(x, gy, groups):
+        return columns_first.conv2d_grad_weight(x, gy, ksize, (stride, pad, dilation))
     src = _source(xp, x, ksize, pad, groups)
     g = _nhwc(xp, gy).reshape(n, ho * wo, groups, og)
     step = images_per_chunk(n, ho * wo * kh * kw * c * x.dtype.itemsize)
@@ -273,14 +277,16 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
 
     Example:
         >>> a = {"stride": (1, 1), "pad": (1, 1), "dilation": (1, 1), "groups": 1}
-        >>> conv2d_scratch((2, 3, 8, 8), (4, 3, 3, 3), 4, a)  # 600 + 108 + 512 + 3456 floats
-        18704
+        >>> conv2d_scratch((2, 6, 8, 8), (4, 6, 3, 3), 4, a)  # 1200 + 216 + 512 + 6912 floats
+        35360
     """
     (n, _, h, wd), (o, cg, kh, kw) = x, w
     stride, pad, dilation, groups = (attrs[k] for k in ("stride", "pad", "dilation", "groups"))
     ho, wo = conv_out_hw((h, wd), (kh, kw), stride, pad, dilation)
     if _winograd_scratch(item, attrs, (kh, kw), (cg, o), (ho, wo, n)):
         return winograd_cpu.conv2d_scratch(x, w, item, pad)
+    if item in (4, 8) and groups == 1 and cg <= columns_first.MAX_CHANNELS:
+        return columns_first.conv2d_scratch(x, w, (ho, wo), item)
     per_image = ho * wo * kh * kw * cg * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk // (kh * kw * cg) * (o // groups) if groups > 1 else 0  # matmul's own result
@@ -295,13 +301,15 @@ def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int, attrs: dict) -> i
     Example:
         >>> a = {"ksize": (3, 3), "stride": (1, 1), "pad": (1, 1), "dilation": (1, 1),
         ...      "groups": 1}
-        >>> conv2d_grad_weight_scratch((2, 3, 8, 8), (2, 4, 8, 8), 4, a)
-        18704
+        >>> conv2d_grad_weight_scratch((2, 6, 8, 8), (2, 4, 8, 8), 4, a)
+        35360
     """
     (n, c, _, _), (_, o, ho, wo) = x, gy
     (kh, kw), pad = attrs["ksize"], attrs["pad"]
     if _winograd_scratch(item, attrs, (kh, kw), (c, o), (ho, wo, n)):
         return winograd_cpu.conv2d_grad_weight_scratch(x, gy, item)
+    if item in (4, 8) and attrs["groups"] == 1 and c <= columns_first.MAX_CHANNELS:
+        return columns_first.conv2d_grad_weight_scratch(x, gy, (kh, kw), item)
     per_image = ho * wo * kh * kw * c * item
     step = images_per_chunk(n, per_image)
     weight = o * c // attrs["groups"] * kh * kw * item

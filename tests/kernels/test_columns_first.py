@@ -1,0 +1,77 @@
+"""The channels-first column kernels for few input channels (kernels/columns_first.py): routing
+from conv_gemm, conv2d against a direct per-tap sum over strides, pads, dilations and kernel
+shapes, the weight gradient through the adjoint identity, and results independent of chunks and
+of the split over threads (compiled == eager: test_conv_gemm's and test_winograd_cpu's steps
+start with such a layer)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dualflow.kernels import columns_first, conv_gemm
+from tests.kernels.test_conv_gemm import _direct
+
+# (N, C, H, W, O, kh, kw, stride, pad, dilation)
+GEOMETRIES = [
+    (2, 3, 9, 8, 5, 3, 3, (1, 1), (1, 1), (1, 1)),
+    (3, 1, 7, 7, 4, 1, 1, (1, 1), (0, 0), (1, 1)),
+    (2, 4, 10, 9, 3, 3, 2, (2, 1), (2, 1), (1, 2)),
+    (2, 2, 8, 11, 6, 5, 5, (3, 2), (2, 3), (1, 1)),
+    (1, 3, 6, 6, 2, 2, 2, (1, 1), (0, 0), (2, 2)),
+]
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_matches_direct_sum_and_weight_gradient_is_adjoint(geometry, dtype, monkeypatch):
+    n, c, h, wd, o, kh, kw, stride, pad, dilation = geometry
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((n, c, h, wd)), rng.standard_normal((o, c, kh, kw))
+    routed = []
+    for name in ("conv2d", "conv2d_grad_weight"):
+        kernel = getattr(columns_first, name)
+        spy = lambda *a, _k=kernel, _n=name: (routed.append(_n), _k(*a))[1]  # noqa: E731
+        monkeypatch.setattr(columns_first, name, spy)
+    x32, w32 = x.astype(dtype), w.astype(dtype)
+    y = conv_gemm.conv2d(np, x32, w32, stride, pad, dilation, 1)
+    want = _direct(x, w, stride, pad, dilation, 1)
+    tol = 1e-12 if dtype == "float64" else 1e-5
+    np.testing.assert_allclose(y, want, rtol=0, atol=tol * np.abs(want).max())
+    gy = rng.standard_normal(y.shape)
+    gw = conv_gemm.conv2d_grad_weight(np, x, gy, (kh, kw), stride, pad, dilation, 1)
+    assert routed == ["conv2d", "conv2d_grad_weight"]
+    assert y.dtype == dtype and y.flags.c_contiguous and gw.shape == w.shape
+    assert np.isclose(float(np.sum(w * gw)), float(np.sum(want * gy)), rtol=1e-11)
+
+
+@pytest.mark.parametrize(("channels", "groups"), [(5, 1), (4, 2)])
+def test_more_channels_or_groups_stay_on_im2col(channels: int, groups: int) -> None:
+    x = np.zeros((1, channels, 6, 6), np.float32)
+    w = np.zeros((4, channels // groups, 3, 3), np.float32)
+    assert not columns_first.runs(x, w, groups)
+    assert columns_first.runs(x[:, :4], np.zeros((4, 4, 3, 3), np.float32), 1)
+
+
+def test_chunks_and_threads_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 3, 12, 11)).astype(np.float32)
+    w = rng.standard_normal((6, 3, 3, 3)).astype(np.float32)
+    gy = rng.standard_normal((5, 6, 12, 11)).astype(np.float32)
+    geometry = ((1, 1), (1, 1), (1, 1))
+
+    def run():
+        return (
+            columns_first.conv2d(x, w, geometry, (12, 11)),
+            columns_first.conv2d_grad_weight(x, gy, (3, 3), geometry),
+        )
+
+    monkeypatch.setattr(columns_first, "PART_MIN_BYTES", 1 << 40)  # one part
+    whole = run()
+    monkeypatch.setattr(columns_first, "PART_MIN_BYTES", 1)  # two parts
+    for got, want in zip(run(), whole, strict=True):
+        np.testing.assert_array_equal(got, want)
+    monkeypatch.setattr(columns_first, "COLUMN_BUDGET", 1)  # one image per chunk
+    y, gw = run()
+    np.testing.assert_array_equal(y, whole[0])  # each output pixel is its own dot product
+    np.testing.assert_allclose(gw, whole[1], rtol=1e-5, atol=1e-5 * np.abs(whole[1]).max())
