@@ -1,6 +1,7 @@
 """The step profile ``explain(fn, ..., profile=True)`` prints: time per plan step, slowest first,
 with the achieved GFLOP/s of steps whose op knows its work (``OpDef.flops``: matmul and the
 convolutions, forward and backward), so a slow layer shows how far it is from the GEMM rate.
+A convolution counts its direct form's work: a Winograd layer may show more than the GEMM rate.
 """
 
 from __future__ import annotations
