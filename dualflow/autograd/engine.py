@@ -126,11 +126,11 @@ class _Run:
                     "freed by the first backward; call backward(retain_graph=True) the first time"
                 )
             )
-        zero = _only_zeros(gys)
-        if zero is not None:  # nothing to compute: the inputs' gradients are zeros too
-            gxs = tuple([zero] * len(edges))
+        for gy in gys:  # one short loop on the hot path: symbolic zeros are rare
+            if type(gy) is ZeroGradient:
+                gxs = self._with_zeros(node, gys, debug)
+                break
         else:
-            gys = [g.materialize() if type(g) is ZeroGradient else g for g in gys]
             gxs = self._backward(node, gys, debug)
         pending = self.pending
         for edge, gx, shape in zip(edges, gxs, node.in_shapes):
@@ -146,11 +146,21 @@ class _Run:
                 if slot is None:
                     slot = pending[creator] = [None] * creator.op.nout
                     heapq.heappush(self.heap, (-creator.seq, creator))
-                slot[index] = _add(slot[index], gx)
+                old = slot[index]
+                slot[index] = gx if old is None else _add(old, gx)
             elif self.needed(edge):
                 self.push(edge, gx)
         if not self.retain:
             node.release()
+
+    def _with_zeros(self, node: Node, gys: list, debug: bool) -> tuple:
+        """The inputs' gradients when some of ``gys`` are symbolic zeros: symbolic zeros too
+        when every other one is None (nothing to compute), else the backward on real zeros."""
+        zero = _only_zeros(gys)
+        if zero is not None:
+            return tuple([zero] * len(node.edges))
+        gys = [g.materialize() if type(g) is ZeroGradient else g for g in gys]
+        return self._backward(node, gys, debug)
 
     def _backward(self, node: Node, gys: list, debug: bool) -> tuple:
         """The node's backward on ``gys``: its inputs' gradients, one per edge."""
