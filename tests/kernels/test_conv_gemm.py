@@ -100,3 +100,20 @@ def test_compiled_conv_step_is_bit_equal_to_eager_at_O0():
         )
 
     assert_compiled_equals_eager(model, (4, 3, 9, 9), ("O0",))
+
+
+@pytest.mark.parametrize("channels", [3, 16])  # channels-first columns; Winograd
+def test_results_do_not_depend_on_the_inputs_strides(channels: int) -> None:
+    # a compiled plan may hand a kernel a C-ordered buffer where eager had a view: same bits
+    rng = np.random.default_rng(channels)
+    x = rng.standard_normal((2, channels, 34, 33)).astype(np.float32)
+    view = np.ascontiguousarray(x.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
+    assert not view.flags.c_contiguous
+    w = rng.standard_normal((16, channels, 3, 3)).astype(np.float32)
+    y = conv_gemm.conv2d(np, x, w, (1, 1), (1, 1), (1, 1), 1)
+    np.testing.assert_array_equal(conv_gemm.conv2d(np, view, w, (1, 1), (1, 1), (1, 1), 1), y)
+    gy = rng.standard_normal(y.shape).astype(np.float32)
+    gy_view = np.ascontiguousarray(gy.transpose(0, 1, 3, 2)).transpose(0, 1, 3, 2)
+    args = ((3, 3), (1, 1), (1, 1), (1, 1), 1)
+    gw = conv_gemm.conv2d_grad_weight(np, x, gy, *args)
+    np.testing.assert_array_equal(conv_gemm.conv2d_grad_weight(np, view, gy_view, *args), gw)
