@@ -1,6 +1,7 @@
 """The channels-last GEMM convolution kernels (kernels/conv_gemm.py): conv2d against a direct
 per-tap sum, its input and weight gradients through the adjoint identities, the chunked columns
-(bounded scratch) against one chunk, and a compiled (O0) conv training step bit-equal to eager."""
+(bounded scratch) against one chunk, a compiled (O0) conv training step bit-equal to eager, and
+results independent of the inputs' strides."""
 
 from __future__ import annotations
 
