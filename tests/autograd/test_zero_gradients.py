@@ -96,3 +96,29 @@ def test_compiled_penalty_step_equals_eager() -> None:
 
     for a, b in zip(results(False), results(True), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_compiled_backward_hands_out_the_same_zeros() -> None:
+    # only symbolic zeros reach b1 and x: their .grad are zeros (made inside the compiled step)
+    def results(compiled: bool) -> list[np.ndarray]:
+        rng = np.random.default_rng(5)
+        x, w1, b1, w2 = (_leaf(rng.normal(size=s)) for s in ((4, 3), (3, 5), (5,), (5, 2)))
+
+        def step() -> None:
+            (g,) = dualflow.grad((ops.relu(x @ w1 + b1) @ w2).sum(), x, create_graph=True)
+            (g**2).sum().backward()
+
+        fn = dualflow.compile(step) if compiled else step
+        for _ in range(3):
+            for t in (x, w1, b1, w2):  # each call starts without gradients
+                t.grad = None
+            fn()
+        if compiled:
+            assert fn.stats().plan_runs >= 1 and fn.stats().eager_fallbacks == 0
+        return [t.grad.numpy() for t in (x, w1, b1, w2)]
+
+    eager, compiled = results(False), results(True)
+    np.testing.assert_array_equal(eager[0], np.zeros((4, 3)))
+    np.testing.assert_array_equal(eager[2], np.zeros(5))
+    for a, b in zip(eager, compiled, strict=True):
+        np.testing.assert_array_equal(a, b)
