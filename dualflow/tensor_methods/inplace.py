@@ -44,6 +44,9 @@ def alias_of(x: Any) -> Any:
     alias = type(x)._wrap(x._array, None, 0, False)
     key = id(alias)
     _OWNERS[key] = (weakref.ref(alias, _forget(key)), owner)
+    hooks = tracing()
+    if hooks is not None:  # made inside a compiled call: eagerly a new alias of x's array at
+        alias.value = hooks.value_of(x)  # every call, so the trace reads x, never this object
     return alias
 
 

@@ -327,3 +327,41 @@ def test_resetting_optimizer_state_after_compiling() -> None:
 
     got, want = _two_runs(reset)[::-1]
     assert_same(got, want)
+
+
+def test_an_alias_made_inside_reads_the_tensors_current_data() -> None:
+    # eagerly ``x.detach()`` / ``x.data`` is a new alias of x's array at every call: the trace
+    # reads x, not the alias object it made (which kept the first call's array: stale results)
+    for alias in (lambda t: t.detach(), lambda t: t.data):
+        x = _t(np.arange(6.0).reshape(2, 3))
+        w = _t(np.ones((3, 2)), requires_grad=True)
+
+        def product(alias=alias, x=x, w=w) -> dualflow.Tensor:
+            return (alias(x) @ w).sum()
+
+        compiled = dualflow.compile(product, fallback="error")
+        for i in range(4):
+            assert compiled().item() == product().item(), i
+            x.data = _t(np.full((2, 3), 10.0 + i))  # x's data rebound outside
+        assert compiled.stats().traces == 1 and compiled.stats().plan_runs == 3
+
+
+def test_a_leaf_detached_inside_and_given_a_grad_does_not_retrace() -> None:
+    # a gradient penalty's pattern: backward() also writes the detached leaf's .grad; that leaf
+    # is new at every call, so no guard may hold on to the first call's one
+    x = _t(np.arange(6.0).reshape(2, 3))
+    w = _t(np.ones((3, 2)), requires_grad=True)
+
+    def step() -> dualflow.Tensor:
+        xs = x.detach().requires_grad_(True)
+        (g,) = dualflow.grad(ops.tanh(xs @ w).sum(), xs, create_graph=True)
+        (g**2).sum().backward()
+        return w.grad
+
+    compiled = dualflow.compile(step, fallback="error")
+    for i in range(3):
+        w.grad = None
+        got = compiled().numpy()
+        w.grad = None
+        np.testing.assert_array_equal(got, step().numpy(), err_msg=f"call {i}")
+    assert compiled.stats().traces == 1
