@@ -1,6 +1,6 @@
 """The built-in fragments: elementwise math, broadcasting, reductions, matmul, views, clip,
-activations, softmax, dropout, batch norm, state writes with ``ops.assign``, linear+BN and 3x3
-convolutions.
+activations, softmax, dropout, batch norm, state writes with ``ops.assign``, state read through
+an alias made in the step, linear+BN and 3x3 convolutions.
 
 Every statement maps an activation of shape (batch, width) to the same shape, so fragments
 compose in any order and the batch may change between calls.
@@ -13,6 +13,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+import dualflow
 from dualflow import nn, ops
 from tests.tracer.fuzz.fragments import Context, Fragment, Statement, register
 from tests.tracer.fuzz.scope import Scope
@@ -211,6 +212,25 @@ def _conv(scope: Scope, piece: Piece) -> Statement:
     return statement
 
 
+def _alias_draw(draw: Any, ctx: Context) -> dict[str, Any]:
+    return {"kind": draw(st.sampled_from(["detach", "data"])), "change_at": draw(st.integers(1, 4))}
+
+
+def _alias_read(scope: Scope, piece: Piece) -> Statement:
+    """A state buffer read through an alias made inside the step (``detach()`` or ``.data``)
+    whose data a hook rebinds between calls (``buf.data = ...``): the step reads the new data."""
+    buf = scope.buffer((scope.width,), 0.1)
+    start, change_at = buf.numpy().copy(), piece.get("change_at")
+
+    def hook(call: int) -> None:
+        if call == change_at:
+            buf.data = dualflow.tensor(start * 3.0 + 0.5)
+
+    scope.between_calls(hook)
+    read = (lambda t: t.detach()) if piece.get("kind") == "detach" else (lambda t: t.data)
+    return lambda h, env: h * (1.0 + read(buf))
+
+
 def _assign_draw(draw: Any, ctx: Context) -> dict[str, Any]:
     kind = draw(st.sampled_from(["write_then_read", "read_then_write"]))
     return {"kind": kind, "shape": draw(st.sampled_from(["row", "row2"]))}
@@ -255,6 +275,7 @@ def _register_all() -> None:
         Fragment("linear_bn", lambda d, c: {}, _linear_bn),
         Fragment("conv", lambda d, c: {"pad": d(st.sampled_from([1, 2]))}, _conv),
         Fragment("assign", _assign_draw, _assign, weight=2),
+        Fragment("alias_read", _alias_draw, _alias_read),
     ):
         register(fragment)
 

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 import dualflow
 import dualflow.kernels.out as out_forward
 import dualflow.runtime.memory as memory
+import dualflow.tensor_methods.inplace as inplace
 from dualflow import ops
 from dualflow.kernels import winograd_cpu
 from tests.tracer.fuzz import fragments
@@ -225,3 +226,14 @@ def test_convolutions_through_the_winograd_kernels(pad: int, monkeypatch: pytest
     for passes in ("O0", "exact"):
         assert differences(spec, passes) == [], passes
     assert ran == {"conv2d", "conv2d_grad_weight", "conv_transpose2d"}
+
+
+@pytest.mark.parametrize("kind", ["detach", "data"])
+def test_the_fuzzer_finds_stale_alias_reads(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # a buffer read through x.detach() / x.data made in the step, its data rebound on call 2
+    spec = Spec(4, width=8, body=(_piece("alias_read", kind=kind, change_at=2),))
+    assert differences(spec, "O0") == [] and differences(spec, "exact") == []
+    # the bug this fixed: the trace captured the alias it made, not the tensor it aliases
+    monkeypatch.setattr(inplace, "tracing", lambda: None)
+    found = differences(spec, "O0")
+    assert found and found[0].startswith("call 2: ")
