@@ -48,15 +48,25 @@ def _columns(col, x, b0, b1, kw, sh, sw, ph, pw, dh, dw):  # pragma: no cover - 
                     col[U(k), U(b), U(y), U(q)] = x[U(b), U(c), U(r), U(q * sw + left)]
 
 
+def takes(channels: int, groups: int) -> bool:
+    """The shape rule (also the scratch facts'): one group of at most ``MAX_CHANNELS``.
+
+    Example:
+        >>> takes(3, 1), takes(5, 1), takes(4, 2)
+        (True, False, False)
+    """
+    return groups == 1 and channels <= MAX_CHANNELS
+
+
 def runs(x: Any, w: Any, groups: int) -> bool:
-    """Whether ``conv_gemm`` hands conv2d(x, w) and its weight gradient to these kernels: numpy
-    float32/float64 arrays of one dtype, one group, at most ``MAX_CHANNELS`` input channels.
+    """Whether ``conv_gemm`` hands conv2d(x, w) and its weight gradient to these kernels:
+    ``takes``'s shape rule and numpy float32/float64 arrays of one dtype.
 
     Example:
         >>> runs(np.zeros((1, 3, 8, 8), np.float32), np.zeros((4, 3, 3, 3), np.float32), 1)
         True
     """
-    return groups == 1 and x.shape[1] <= MAX_CHANNELS and available(x, w)
+    return takes(x.shape[1], groups) and available(x, w)
 
 
 def columns(x: Any, ksize: tuple, geometry: tuple, out_hw: tuple) -> Any:

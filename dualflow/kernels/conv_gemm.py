@@ -285,7 +285,7 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
     ho, wo = conv_out_hw((h, wd), (kh, kw), stride, pad, dilation)
     if _winograd_scratch(item, attrs, (kh, kw), (cg, o), (ho, wo, n)):
         return winograd_cpu.conv2d_scratch(x, w, item, pad)
-    if item in (4, 8) and groups == 1 and cg <= columns_first.MAX_CHANNELS:
+    if item in (4, 8) and columns_first.takes(cg, groups):
         return columns_first.conv2d_scratch(x, w, (ho, wo), item)
     per_image = ho * wo * kh * kw * cg * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
@@ -308,7 +308,7 @@ def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int, attrs: dict) -> i
     (kh, kw), pad = attrs["ksize"], attrs["pad"]
     if _winograd_scratch(item, attrs, (kh, kw), (c, o), (ho, wo, n)):
         return winograd_cpu.conv2d_grad_weight_scratch(x, gy, item)
-    if item in (4, 8) and attrs["groups"] == 1 and c <= columns_first.MAX_CHANNELS:
+    if item in (4, 8) and columns_first.takes(c, attrs["groups"]):
         return columns_first.conv2d_grad_weight_scratch(x, gy, (kh, kw), item)
     per_image = ho * wo * kh * kw * c * item
     step = images_per_chunk(n, per_image)
