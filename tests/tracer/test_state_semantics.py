@@ -365,3 +365,30 @@ def test_a_leaf_detached_inside_and_given_a_grad_does_not_retrace() -> None:
         w.grad = None
         np.testing.assert_array_equal(got, step().numpy(), err_msg=f"call {i}")
     assert compiled.stats().traces == 1
+
+
+def test_in_place_writes_through_an_alias_made_inside_after_a_rebind() -> None:
+    # p.data.sub_() / p.detach().sub_() inside the step write p's current data, as eager does,
+    # also after p.data was rebound outside between calls
+    def run(compiled: bool, alias: Any) -> tuple[list[float], list[float]]:
+        p = Parameter(np.arange(3.0))
+        x = _t(np.ones(3))
+
+        def step() -> dualflow.Tensor:
+            loss = (p * x).sum()
+            loss.backward()
+            with dualflow.no_grad():
+                alias(p).sub_(0.1 * p.grad)
+            p.grad = None
+            return loss
+
+        fn = dualflow.compile(step, fallback="error") if compiled else step
+        losses = []
+        for i in range(4):
+            losses.append(fn().item())
+            if i == 1:
+                p.data = _t(np.full(3, 5.0))
+        return losses, p.numpy().tolist()
+
+    for alias in (lambda t: t.data, lambda t: t.detach()):
+        assert run(True, alias) == run(False, alias)
