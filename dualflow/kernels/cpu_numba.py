@@ -22,6 +22,7 @@ import numpy as np
 
 from dualflow.disk_cache import open_store
 from dualflow.kernels import numba_cache
+from dualflow.kernels.broadcast_nest import collapse, render_nest
 from dualflow.kernels.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.expr import number_source
 from dualflow.kernels.expr_typing import Program, Ref, Step
@@ -96,14 +97,16 @@ def _statement(step: Step, ops: list[str]) -> str:
 
 
 def render_source(
-    program: Program, flat: tuple[bool, ...] | None, ndim: int, from_out: int | None = None
+    program: Program, flat: tuple[bool, ...] | None, nest: tuple = (), from_out: int | None = None
 ) -> tuple[str, tuple]:
     """(Python source of ``kernel(out, *inputs, *constants)``, the constants' typed values):
-    flat (``flat[k]``: input k is full-size, else a one-element array) or an ``ndim`` loop nest
-    over broadcast views. ``from_out=k`` (flat only) reads input k from ``out`` itself, for calls
-    where it is ``out``'s very array: the loop then has no two pointers to one array, which LLVM
-    needs to vectorize it. Constants are arguments, not text: programs that differ only in them
-    (a batch norm's running-variance factor per layer) share one module and its machine code.
+    flat (``flat[k]``: input k is full-size, else a one-element array) or, with ``flat`` None,
+    the loop nest ``nest`` = (the output's dims, each input's dims) of ``broadcast_nest
+    .collapse`` (inputs reshaped to those dims). ``from_out=k`` reads input k from ``out``
+    itself, for calls where it is ``out``'s very array: the loop then has no two
+    pointers to one array, which LLVM needs to vectorize it. Constants are arguments, not text:
+    programs that differ only in them (a batch norm's running-variance factor per layer) share
+    one module and its machine code.
 
     Example:
         >>> from dualflow.kernels.expr_typing import lower_expr
@@ -113,39 +116,43 @@ def render_source(
         (True, (np.float32(1.0),))
     """
     consts: list[tuple] = []
-    in_types = program.in_dtypes
-    names = [f"in{k}" for k in range(len(in_types))]
+    names = [f"in{k}" for k in range(len(program.in_dtypes))]
     steps = render_steps(program, consts)
-    before: list[str] = []
-    if flat is not None:
-        loops, index = ["for i in range(out.shape[0]):"], "i"
-        # One-element inputs and the steps that need nothing else are computed once, before
-        # the loop: when ``out`` is an input's own array (a donated update), LLVM cannot prove
-        # they are loop-invariant and would reload and recompute them per element (47x slower).
-        before = [f"x{k} = {n}[0]" for k, (n, full) in enumerate(zip(names, flat)) if not full]
-        loads = [
-            f"x{k} = {'out' if k == from_out else n}[i]"
-            for k, (n, full) in enumerate(zip(names, flat))
-            if full
+    store = f"out[{{}}] = t{len(program.steps) - 1}"
+    if flat is None:
+        refs = [
+            {r[1] if r[0] == "in" else -1 - r[1] for r in step.operands if r[0] != "const"}
+            for step in program.steps
         ]
-        invariant = _invariant_steps(program, flat)
-        before += [line for j, line in enumerate(steps) if j in invariant]
-        steps = [line for j, line in enumerate(steps) if j not in invariant]
+        body = render_nest(steps, refs, nest, store, from_out)
     else:
-        loops = [f"for i{d} in range(out.shape[{d}]):" for d in range(ndim)]
-        index = ", ".join(f"i{d}" for d in range(ndim)) or "()"
-        loads = [f"x{k} = {n}[{index}]" for k, n in enumerate(names)]
-    body = loads + steps
-    last = f"t{len(program.steps) - 1}"
-    body.append(f"out[{index}] = {last}")
+        body = _flat_body(program, flat, steps, from_out, store)
     lines = header([], imports(program))
     params = names + [f"_c{k}" for k in range(len(consts))]
     lines.append(f"def kernel(out, {', '.join(params)}):")
-    lines += ["    " + s for s in before]
-    for depth, loop in enumerate(loops):
-        lines.append("    " * (depth + 1) + loop)
-    lines += ["    " * (len(loops) + 1) + s for s in body]
-    return "\n".join(lines) + "\n", const_values(consts)
+    return "\n".join(lines + body) + "\n", const_values(consts)
+
+
+def _flat_body(
+    program: Program, flat: tuple, steps: list[str], from_out: int | None, store: str
+) -> list[str]:
+    """The indented body of a flat kernel (``render_source``)."""
+    # One-element inputs and the steps that need nothing else are computed once, before the
+    # loop: when ``out`` is an input's own array (a donated update), LLVM cannot prove they are
+    # loop-invariant and would reload and recompute them per element (47x slower).
+    before = [f"x{k} = in{k}[0]" for k, full in enumerate(flat) if not full]
+    loads = [
+        f"x{k} = {'out' if k == from_out else f'in{k}'}[i]" for k, full in enumerate(flat) if full
+    ]
+    invariant = _invariant_steps(program, flat)
+    before += [line for j, line in enumerate(steps) if j in invariant]
+    inner = loads + [line for j, line in enumerate(steps) if j not in invariant]
+    inner.append(store.format("i"))
+    return (
+        [f"    {s}" for s in before]
+        + ["    for i in range(out.shape[0]):"]
+        + [f"        {s}" for s in inner]
+    )
 
 
 def _invariant_steps(program: Program, flat: tuple[bool, ...]) -> set[int]:
@@ -309,15 +316,16 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
     """
     size = math.prod(shape)
     flat = tuple(math.prod(s) != 1 for s in shapes)
+    nest: tuple = ()
     if not all(not full or tuple(s) == shape for s, full in zip(shapes, flat)):
-        flat = None  # a partly broadcast input: index broadcast views instead
-    source, values = render_source(program, flat, len(shape))
+        flat, nest = None, collapse(shapes, shape)  # a partly broadcast input: a loop nest
+    source, values = render_source(program, flat, nest)
     kernel, dtype = load_module(source).kernel, program.dtype
     in_place: dict[int, Any] = {}  # input index -> the kernel reading that input from ``out``
 
     def variant(k: int) -> Any:
         if k not in in_place:
-            in_place[k] = load_module(render_source(program, flat, len(shape), k)[0]).kernel
+            in_place[k] = load_module(render_source(program, flat, nest, k)[0]).kernel
         return in_place[k]
 
     if flat is not None and size < 2 * PART_MIN:
@@ -336,16 +344,20 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
                     if a is out and flat[k]:
                         fn = variant(k)
                         break
-        else:
-            fn, target, ins = kernel, out, [np.broadcast_to(a, shape) for a in arrays]
-            rows = shape[0] if shape else 1
-            flat_ins = (True,) * len(ins)
+        else:  # C-ordered views of the nest's dims (``broadcast_nest``)
+            fn, target, rows = kernel, out.reshape(nest[0]), nest[0][0]
+            ins = [np.asarray(a).reshape(dims) for a, dims in zip(arrays, nest[1])]
+            if not fresh:  # as above: a full input that is ``out`` is read through it
+                for k, (a, dims) in enumerate(zip(arrays, nest[1])):
+                    if a is out and dims == nest[0]:
+                        fn = variant(k)
+                        break
         if size < 2 * PART_MIN:  # one part: no hand-off (a small call costs ~1 us less)
             fn(target, *ins, *values)
             return out
         # every part writes its own rows of ``target``: the result never depends on the split
         parts = split(rows, parts_for(size, PART_MIN))
-        cut = flat if flat is not None else flat_ins
+        cut = flat if flat is not None else tuple(dims[0] == rows for dims in nest[1])
         jobs = [functools.partial(_part, fn, target, ins, cut, values, a, b) for a, b in parts]
         run_parts(jobs)
         return out
