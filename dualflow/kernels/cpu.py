@@ -79,7 +79,9 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
         arrays = tuple(np.asarray(a) for a in arrays)
         if out is None:
             out = np.empty(shape, program.dtype)
-        steps = hoisted(plan, program, arrays, known)  # one-element parts once, not per element
+        # one-element parts once, not per element: read as extra inputs
+        steps, extra = hoisted(plan, program, arrays, known)
+        arrays += extra
         if out.size <= block or not shape:
             _evaluate(steps, arrays, out, _temps(steps, shape))
             return out

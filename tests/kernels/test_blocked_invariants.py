@@ -61,3 +61,16 @@ def test_a_full_size_input_is_never_hoisted() -> None:
     program = lower_expr(parse_expr("exp(a) * b", ("a", "b")), ("a", "b"), ("float64",) * 2)
     assert invariant_steps(program, frozenset({1})) == frozenset()
     assert invariant_steps(program, frozenset({0})) == frozenset({0})
+
+
+def test_hoisted_steps_over_a_broadcast_operand_give_eagers_bits() -> None:
+    # v (700,) over p, m (3, 700): chunks of broadcast views read the hoisted values as inputs
+    expr = _adam()
+    arrays = _inputs((3, 700), 1)
+    arrays[5] = np.abs(arrays[5][0]).copy()
+    program = lower_expr(expr, ARGS, tuple(a.dtype.name for a in arrays))
+    kernel = cpu.blocked_kernel(program, (3, 700), block=256)
+    with np.errstate(all="ignore"):
+        want = compile_numpy(expr, ARGS, ())(np, *arrays)
+    got = kernel(np, *arrays)
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
