@@ -75,8 +75,16 @@ class MemoryPlan:
             None if b in self.fresh_buffers else xp.empty(size, dtype=np.uint8)
             for b, size in enumerate(self.buffer_sizes)
         ]
+        # Values of one shape and dtype in one buffer share one view object, so a step writing
+        # over its dying input (an "inplace" row) gets ``out is input``: kernels then read that
+        # input through ``out`` (two pointers to one array kept LLVM from vectorizing: 3-8x).
+        views: dict[tuple, Any] = {}
+        for row, value in zip(self.rows, self.planned):
+            key = (row.buffer, tuple(value.shape), np.dtype(value.dtype).str)
+            if raw[row.buffer] is not None and key not in views:
+                views[key] = _view(raw[row.buffer], value)
         return [
-            None if raw[row.buffer] is None else _view(raw[row.buffer], value)
+            views.get((row.buffer, tuple(value.shape), np.dtype(value.dtype).str))
             for row, value in zip(self.rows, self.planned)
         ]
 
