@@ -75,18 +75,7 @@ class MemoryPlan:
             None if b in self.fresh_buffers else xp.empty(size, dtype=np.uint8)
             for b, size in enumerate(self.buffer_sizes)
         ]
-        # Values of one shape and dtype in one buffer share one view object, so a step writing
-        # over its dying input (an "inplace" row) gets ``out is input``: kernels then read that
-        # input through ``out`` (two pointers to one array kept LLVM from vectorizing: 3-8x).
-        views: dict[tuple, Any] = {}
-        for row, value in zip(self.rows, self.planned):
-            key = (row.buffer, tuple(value.shape), np.dtype(value.dtype).str)
-            if raw[row.buffer] is not None and key not in views:
-                views[key] = _view(raw[row.buffer], value)
-        return [
-            views.get((row.buffer, tuple(value.shape), np.dtype(value.dtype).str))
-            for row, value in zip(self.rows, self.planned)
-        ]
+        return self._views(dict(enumerate(raw)), {})
 
     def per_run(self, xp: Any, pooled: list[Any], spare: list[Any] | None = None) -> list[Any]:
         """``pooled`` (from ``allocate``) with the outputs' per-run buffers filled in: each
@@ -108,16 +97,30 @@ class MemoryPlan:
         """
         if not self.fresh:
             return pooled
-        bufs = list(pooled)
         arrays = dict(zip(self.fresh_buffers, run_outputs(xp, self.fresh, spare)))
         raw = {b: a.reshape(-1).view(np.uint8) for b, a in arrays.items()}
-        owners = dict(zip(self.fresh_buffers, self.fresh))
-        for i, (row, value) in enumerate(zip(self.rows, self.planned)):
-            if owners.get(row.buffer) is value:  # the output itself: the new array, no view
-                bufs[i] = arrays[row.buffer]
-            elif row.buffer in raw:
-                bufs[i] = _view(raw[row.buffer], value)
-        return bufs
+        # the output itself is the new array, no view (and what was lent of it in its shape)
+        owners = {_key(b, value): arrays[b] for b, value in zip(self.fresh_buffers, self.fresh)}
+        fresh = self._views(raw, owners)
+        return [p if b not in raw else f for p, f, b in zip(pooled, fresh, self._buffer_of)]
+
+    @property
+    def _buffer_of(self) -> list[int]:
+        return [row.buffer for row in self.rows]
+
+    def _views(self, raw: dict[int, Any], views: dict[tuple, Any]) -> list[Any]:
+        """One array per planned value over its buffer's ``raw`` bytes (None where a buffer has
+        none); values of one shape and dtype in one buffer share one view object (``views``,
+        seeded with any given), so a step writing over its dying input (an "inplace" row) gets
+        ``out is input`` and kernels read that input through ``out`` (two pointers to one array
+        kept LLVM from vectorizing: 3-8x slower loops)."""
+        arrays = []
+        for row, value in zip(self.rows, self.planned):
+            key = _key(row.buffer, value)
+            if key not in views and raw.get(row.buffer) is not None:
+                views[key] = _view(raw[row.buffer], value)
+            arrays.append(views.get(key))
+        return arrays
 
     def table(self) -> str:
         """The plan as aligned text: one line per planned value, then totals.
@@ -144,6 +147,10 @@ class MemoryPlan:
             f"{self.dynamic_peak} B unplanned"
         )
         return "\n".join(lines)
+
+
+def _key(buffer: int, value: Value) -> tuple:
+    return buffer, tuple(value.shape), np.dtype(value.dtype).str
 
 
 def _view(raw: Any, value: Value) -> Any:

@@ -282,3 +282,26 @@ def test_a_step_written_over_its_input_gets_that_inputs_array() -> None:
     graph = b.build()
     x0 = np.random.default_rng(0).normal(size=(16, 16)).astype(np.float32)
     _same(lower(graph).run([x0], []).outputs, interpret(graph, [x0]).outputs)
+
+
+def test_a_value_lent_an_outputs_buffer_in_its_shape_is_that_output(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # exp's value lives in the output's per-run buffer and tanh writes over it there: out is
+    # input there too (views made per run were new objects, so the kernel's loop stayed scalar)
+    monkeypatch.setattr(memory_module, "FRESH_MIN_BYTES", 0)
+    b = GraphBuilder("f")
+    x = b.input((16, 16), "float32")
+    (y,) = b.node("exp", [x])
+    (w,) = b.node("tanh", [y])
+    (s,) = b.node("sum", [w], {"axis": None, "keepdims": False})
+    (z,) = b.node("multiply", [x, s])
+    b.output(z)
+    graph = b.build()
+    memory = plan_memory(graph)
+    hows = {value: row.how for value, row in zip(memory.planned, memory.rows)}
+    assert (hows[y], hows[w], hows[z]) == ("lent", "inplace", "output")
+    arrays = dict(zip(memory.planned, memory.per_run(np, memory.allocate(np))))
+    assert arrays[y] is arrays[w] is arrays[z] and arrays[z].base is None
+    x0 = np.random.default_rng(1).normal(size=(16, 16)).astype(np.float32)
+    _same(lower(graph).run([x0], []).outputs, interpret(graph, [x0]).outputs)
