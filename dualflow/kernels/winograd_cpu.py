@@ -102,10 +102,9 @@ def weight_tiles(w: Any, flip: bool = False) -> Any:
         >>> u.shape, u[:, 0, 0].reshape(4, 4)[1].tolist()
         ((16, 2, 1), [1.5, 2.25, 0.75, 1.5])
     """
-    filters = w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1] if flip else w  # a view
-    o, c = filters.shape[:2]
+    o, c = (w.shape[1], w.shape[0]) if flip else w.shape[:2]
     u = np.empty((16, o, c), w.dtype)
-    _in_parts("_weight_tiles", u, (filters, w.dtype.type(0.5)), o)
+    _in_parts("_weight_tiles", u, (np.ascontiguousarray(w), w.dtype.type(0.5), flip), o)
     return u
 
 

@@ -150,9 +150,19 @@ def _g(a0, a1, a2, half):  # pragma: no cover - inlined by numba
     return a0, (a0 + a2 + a1) * half, (a0 + a2 - a1) * half, a2
 
 
-def _weight_tiles(u, w, o0, o1, half):  # pragma: no cover - compiled by numba
-    # u (16, O, C): G g G^T of every 3x3 filter g = w[o, c] (w: O, C, 3, 3; any strides) for o
-    # in [o0, o1); ``half`` is 1/2 in the arrays' dtype. The 16 planes of u lie a multiple of
+@numba.njit(nogil=True, cache=False, error_model="numpy", inline="always")
+def _tap(w, o, k, a, b, flip):  # pragma: no cover - inlined by numba
+    # tap (a, b) of filter (o, k): w[o, k, a, b], or with ``flip`` w[k, o, 2 - a, 2 - b] (the
+    # convolution a transposed convolution of w is); one signature for both (numba compiled the
+    # flipped view's strides as a second one: ~1-2 s more on a cold cache)
+    if flip:
+        return w[k, o, U(2 - a), U(2 - b)]
+    return w[o, k, U(a), U(b)]
+
+
+def _weight_tiles(u, w, o0, o1, half, flip):  # pragma: no cover - compiled by numba
+    # u (16, O, C): G g G^T of every 3x3 filter g (see ``_tap``) of w (C-ordered) for o in
+    # [o0, o1); ``half`` is 1/2 in the arrays' dtype. The 16 planes of u lie a multiple of
     # 4 KiB apart (same cache sets): 64 filters are transformed into ``buf``, then each plane's
     # run is copied (storing each filter's 16 values at once was 5x slower).
     c = u.shape[2]
@@ -163,9 +173,24 @@ def _weight_tiles(u, w, o0, o1, half):  # pragma: no cover - compiled by numba
             n = min(64, c - k0)
             for j_ in range(n):
                 j, k = U(j_), U(k0 + j_)
-                t00, t10, t20, t30 = _g(w[o, k, 0, 0], w[o, k, 1, 0], w[o, k, 2, 0], half)
-                t01, t11, t21, t31 = _g(w[o, k, 0, 1], w[o, k, 1, 1], w[o, k, 2, 1], half)
-                t02, t12, t22, t32 = _g(w[o, k, 0, 2], w[o, k, 1, 2], w[o, k, 2, 2], half)
+                t00, t10, t20, t30 = _g(
+                    _tap(w, o, k, 0, 0, flip),
+                    _tap(w, o, k, 1, 0, flip),
+                    _tap(w, o, k, 2, 0, flip),
+                    half,
+                )
+                t01, t11, t21, t31 = _g(
+                    _tap(w, o, k, 0, 1, flip),
+                    _tap(w, o, k, 1, 1, flip),
+                    _tap(w, o, k, 2, 1, flip),
+                    half,
+                )
+                t02, t12, t22, t32 = _g(
+                    _tap(w, o, k, 0, 2, flip),
+                    _tap(w, o, k, 1, 2, flip),
+                    _tap(w, o, k, 2, 2, flip),
+                    half,
+                )
                 buf[0, j], buf[1, j], buf[2, j], buf[3, j] = _g(t00, t01, t02, half)
                 buf[4, j], buf[5, j], buf[6, j], buf[7, j] = _g(t10, t11, t12, half)
                 buf[8, j], buf[9, j], buf[10, j], buf[11, j] = _g(t20, t21, t22, half)
