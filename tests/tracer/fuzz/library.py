@@ -198,13 +198,14 @@ def _linear_bn(scope: Scope, piece: Piece) -> Statement:
 def _conv(scope: Scope, piece: Piece) -> Statement:
     """The activation as one 1-channel image through three 3x3 convolutions: the middle one
     (16 -> 16 channels) runs the Winograd kernels from 256 tiles (a 32x32 activation) up, the
-    others im2col + GEMM (1 channel in or out)."""
-    lift = scope.param((16, 1, 3, 3), 1 / 3)
+    others im2col + GEMM (1 channel in or out); a per-channel bias broadcasts over the first
+    one's planes (a fused kernel's loop nest)."""
+    lift, bias = scope.param((16, 1, 3, 3), 1 / 3), scope.param((1, 16, 1, 1), 0.5)
     mix, back = scope.param((16, 16, 3, 3), 1 / 12), scope.param((1, 16, 3, 3), 1 / 12)
     pad = piece.get("pad")
 
     def statement(h: Any, env: Any) -> Any:
-        image = ops.relu(ops.conv2d(ops.reshape(h, (1, 1, *h.shape)), lift, pad=1))
+        image = ops.relu(ops.conv2d(ops.reshape(h, (1, 1, *h.shape)), lift, pad=1) + bias)
         image = ops.tanh(ops.conv2d(image, mix, pad=pad))
         out = ops.conv2d(image, back, pad=2 - pad)  # back to the activation's shape
         return h + ops.reshape(out, h.shape) * 0.5
