@@ -77,6 +77,22 @@ def test_a_donating_plan_writes_the_state_array_and_returns_it() -> None:
     np.testing.assert_array_equal(untouched.updates[0], w)
 
 
+def test_a_profiled_run_donates_as_the_real_run_does() -> None:
+    # explain(profile=True) times the program that runs: an update allocated instead of written
+    # in place showed costs the real run never has (a 9 MB weight's SGD step: 27 ms, not 1)
+    graph, _ = _sgd()
+    g, w = np.ones(64, np.float32), np.full(64, 3.0, np.float32)
+    plan = lower(graph, donate=True)
+    plan.profile_next = True
+    result = plan.run([g], [w])
+    assert result.updates[0] is w and w.tolist() == [2.5] * 64
+    assert plan.profile_times.shape == (len(graph.nodes),) and plan.profile_times.sum() > 0
+    strided = np.full(128, 3.0, np.float32)[::2]  # the checked program, profiled: committed
+    plan.profile_next = True
+    result = plan.run([g], [strided])
+    assert result.updates[0] is not strided and result.updates[0].tolist() == [2.5] * 64
+
+
 def test_a_strided_state_array_is_committed_instead() -> None:
     graph, _ = _sgd()
     plan = lower(graph, donate=True)
