@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels import columns_cpu, columns_first, layout_cpu, winograd_cpu
+from dualflow.kernels import columns_cpu, columns_first, layout_cpu, pointwise_conv, winograd_cpu
 from dualflow.kernels.im2col import Pair, offsets, out_size
 
 COLUMN_BUDGET = 1 << 24
@@ -136,6 +136,11 @@ def _winograd_scratch(item: int, geometry: dict, ksize: Pair, channels: Pair, ou
     return item in (4, 8) and winograd_cpu.runs(geometry, ksize, channels, out[:2], out[2])
 
 
+def _pointwise_scratch(item: int, ksize: Pair, pad: Pair, groups: int) -> bool:
+    """``pointwise_conv.runs`` from shapes alone, for the scratch facts (CPU float32/64)."""
+    return item in (4, 8) and tuple(ksize) == (1, 1) and tuple(pad) == (0, 0) and groups == 1
+
+
 def _taps_first(xp: Any, w: Any, groups: int) -> Any:
     """The weight (O, C/G, kh, kw) in the columns' order: (G, kh*kw*C/G, O/G), C-ordered."""
     o, cg, kh, kw = w.shape
@@ -170,6 +175,8 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
         return winograd_cpu.conv2d(x, w, pad)
     if xp is np and columns_first.runs(x, w, groups):  # few input channels: a first layer
         return columns_first.conv2d(x, w, (stride, pad, dilation), (ho, wo))
+    if pointwise_conv.runs(xp, (x, w), (kh, kw), pad, groups):
+        return pointwise_conv.conv2d(x, w, stride)
     src = _source(xp, x, (kh, kw), pad, groups)
     # (G, kh*kw*Cg, Og): the weight in the columns' order, a contiguous copy (small).
     w2 = _taps_first(xp, w, groups)
@@ -202,6 +209,8 @@ def conv2d_grad_weight(
         return winograd_cpu.conv2d_grad_weight(x, gy, pad)
     if xp is np and columns_first.runs(x, gy, groups):
         return columns_first.conv2d_grad_weight(x, gy, ksize, (stride, pad, dilation))
+    if pointwise_conv.runs(xp, (x, gy), ksize, pad, groups):
+        return pointwise_conv.conv2d_grad_weight(x, gy, stride)
     src = _source(xp, x, ksize, pad, groups)
     g = _nhwc(xp, gy).reshape(n, ho * wo, groups, og)
     step = images_per_chunk(n, ho * wo * kh * kw * c * x.dtype.itemsize)
@@ -237,6 +246,8 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
     if runs and xp is np and columns_cpu.available(x, w):
         return winograd_cpu.conv_transpose2d(x, w, geometry["pad"])
     stride, pad, dilation, groups = (geometry[k] for k in ("stride", "pad", "dilation", "groups"))
+    if pointwise_conv.runs(xp, (x, w), w.shape[2:], pad, groups):
+        return pointwise_conv.conv_transpose2d(x, w, stride, out_hw)
     n, cin, h, wd = x.shape
     cog, kh, kw = w.shape[1:]
     cig, (ph, pw), (oh, ow) = cin // groups, pad, out_hw
@@ -287,6 +298,8 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
         return winograd_cpu.conv2d_scratch(x, w, item, pad)
     if item in (4, 8) and columns_first.takes(cg, groups):
         return columns_first.conv2d_scratch(x, w, (ho, wo), item)
+    if _pointwise_scratch(item, (kh, kw), pad, groups):
+        return pointwise_conv.conv2d_scratch(x, w, item, stride)
     per_image = ho * wo * kh * kw * cg * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk // (kh * kw * cg) * (o // groups) if groups > 1 else 0  # matmul's own result
@@ -310,6 +323,8 @@ def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int, attrs: dict) -> i
         return winograd_cpu.conv2d_grad_weight_scratch(x, gy, item)
     if item in (4, 8) and columns_first.takes(c, attrs["groups"]):
         return columns_first.conv2d_grad_weight_scratch(x, gy, (kh, kw), item)
+    if _pointwise_scratch(item, (kh, kw), pad, attrs["groups"]):
+        return pointwise_conv.conv2d_grad_weight_scratch(x, gy, item, attrs["stride"])
     per_image = ho * wo * kh * kw * c * item
     step = images_per_chunk(n, per_image)
     weight = o * c // attrs["groups"] * kh * kw * item
@@ -341,6 +356,8 @@ def conv_transpose2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
     ]
     if item in (4, 8) and winograd_cpu.runs_transposed(attrs, w, x, tuple(out)):
         return winograd_cpu.conv_transpose2d_scratch(x, w, item, pad)
+    if _pointwise_scratch(item, (kh, kw), pad, groups):
+        return pointwise_conv.conv_transpose2d_scratch(x, w, item, stride, tuple(out))
     per_image = h * wd * kh * kw * cog * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk if groups > 1 else 0  # matmul's own result before the strided copy
