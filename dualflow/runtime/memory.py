@@ -8,6 +8,7 @@ allocates as before. ``predicted_peak`` covers every intermediate and output the
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -98,27 +99,42 @@ class MemoryPlan:
         if not self.fresh:
             return pooled
         arrays = dict(zip(self.fresh_buffers, run_outputs(xp, self.fresh, spare)))
-        raw = {b: a.reshape(-1).view(np.uint8) for b, a in arrays.items()}
         # the output itself is the new array, no view (and what was lent of it in its shape)
-        owners = {_key(b, value): arrays[b] for b, value in zip(self.fresh_buffers, self.fresh)}
-        fresh = self._views(raw, owners)
-        return [p if b not in raw else f for p, f, b in zip(pooled, fresh, self._buffer_of)]
+        views = {key: arrays[key[0]] for key in self._output_keys}
+        bufs = list(pooled)
+        for i in self._lent_rows:  # a hot path: per call, only the outputs' buffers' rows
+            key = self._keys[i]
+            array = views.get(key)
+            if array is None:
+                raw = arrays[key[0]].reshape(-1).view(np.uint8)
+                array = views[key] = _view(raw, self.planned[i])
+            bufs[i] = array
+        return bufs
 
-    @property
-    def _buffer_of(self) -> list[int]:
-        return [row.buffer for row in self.rows]
+    @cached_property
+    def _keys(self) -> tuple[tuple, ...]:
+        """Per planned value: (its buffer, shape, dtype); values of one key share one array
+        object, so a step writing over its dying input (an "inplace" row) gets ``out is
+        input`` and kernels read that input through ``out`` (two pointers to one array kept
+        LLVM from vectorizing: 3-8x slower loops)."""
+        return tuple(_key(row.buffer, value) for row, value in zip(self.rows, self.planned))
+
+    @cached_property
+    def _output_keys(self) -> tuple[tuple, ...]:
+        return tuple(_key(b, value) for b, value in zip(self.fresh_buffers, self.fresh))
+
+    @cached_property
+    def _lent_rows(self) -> tuple[int, ...]:
+        fresh = set(self.fresh_buffers)
+        return tuple(i for i, row in enumerate(self.rows) if row.buffer in fresh)
 
     def _views(self, raw: dict[int, Any], views: dict[tuple, Any]) -> list[Any]:
         """One array per planned value over its buffer's ``raw`` bytes (None where a buffer has
-        none); values of one shape and dtype in one buffer share one view object (``views``,
-        seeded with any given), so a step writing over its dying input (an "inplace" row) gets
-        ``out is input`` and kernels read that input through ``out`` (two pointers to one array
-        kept LLVM from vectorizing: 3-8x slower loops)."""
+        none), one object per ``_keys`` key (``views`` seeded with any given)."""
         arrays = []
-        for row, value in zip(self.rows, self.planned):
-            key = _key(row.buffer, value)
-            if key not in views and raw.get(row.buffer) is not None:
-                views[key] = _view(raw[row.buffer], value)
+        for key, value in zip(self._keys, self.planned):
+            if key not in views and raw.get(key[0]) is not None:
+                views[key] = _view(raw[key[0]], value)
             arrays.append(views.get(key))
         return arrays
 
