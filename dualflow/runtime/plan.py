@@ -133,17 +133,14 @@ class Plan:
         bufs = self._buffers
         if self.memory is not None and self.memory.fresh:  # large outputs: new arrays per run
             bufs = self.memory.per_run(xp, bufs, self._spare)
-        if not (_c_ordered(inputs) and _c_ordered(state)):
-            run = self._checked()  # a strided argument: every step checks its operands
-        elif _writable(state, self.donated_slots):
-            run = self._run
-        else:
-            run = self._undonated()
+        c_ordered = _c_ordered(inputs) and _c_ordered(state)  # else every step checks
+        fast = c_ordered and _writable(state, self.donated_slots)
         if profile:  # the same program, timed: donation and unchecked steps as the real run's
             times = self.profile_times = np.zeros(len(self.graph.nodes))
-            run = self._profiled(fast=run is self._run)
+            run = self._profiled(fast)
             outputs, updates, failed = self._execute(run, xp, (inputs, state, consts, bufs, times))
         else:
+            run = self._run if fast else (self._undonated() if c_ordered else self._checked())
             outputs, updates, failed = self._execute(run, xp, (inputs, state, consts, bufs))
         if failed is not None:  # ``updates`` holds the failed guard's operands
             seen = updates[0] if updates else None
