@@ -80,13 +80,11 @@ def render_nest(
     from_out: int | None = None,
 ) -> list[str]:
     """The body lines, indented, of a kernel over ``nest`` = (the output's dims, each input's
-    dims): input k is
-    ``in<k>`` (``out`` itself for ``from_out``, a full input that is ``out``'s very array: two
-    pointers to one array keep LLVM from vectorizing) loaded into ``x<k>`` at its depth; step j
-    (``steps[j]``,
-    reading the inputs and steps in ``operands[j]``, step refs as ``-1 - j``) is placed at the
-    deepest of its operands' depths, the last one in the innermost loop, followed by ``store``
-    formatted with the output's index.
+    dims): input k is ``in<k>`` (``out`` itself for ``from_out``, a full input that is ``out``'s
+    very array: two pointers to one array keep LLVM from vectorizing), loaded into ``x<k>`` at
+    its depth; step j (``steps[j]``, reading the inputs and steps in ``operands[j]``, step refs
+    as ``-1 - j``) is placed at the deepest of its operands' depths, the last one in the
+    innermost loop, followed by ``store`` formatted with the output's index.
 
     Example:
         >>> lines = render_nest(["t0 = x0 + x1"], [{0, 1}], ((4, 8), [(4, 8), (1, 8)]),
