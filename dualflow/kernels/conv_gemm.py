@@ -138,7 +138,7 @@ def _winograd_scratch(item: int, geometry: dict, ksize: Pair, channels: Pair, ou
 
 def _pointwise_scratch(item: int, ksize: Pair, pad: Pair, groups: int) -> bool:
     """``pointwise_conv.runs`` from shapes alone, for the scratch facts (CPU float32/64)."""
-    return item in (4, 8) and tuple(ksize) == (1, 1) and tuple(pad) == (0, 0) and groups == 1
+    return item in (4, 8) and pointwise_conv.takes(ksize, pad, groups)
 
 
 def _taps_first(xp: Any, w: Any, groups: int) -> Any:

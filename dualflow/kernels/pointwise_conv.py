@@ -17,17 +17,26 @@ from dualflow.kernels import columns_cpu
 from dualflow.kernels.im2col import Pair
 
 
+def takes(ksize: Pair, pad: Pair, groups: int) -> bool:
+    """The shape rule (also the scratch facts'): a 1x1 kernel, no padding, one group.
+
+    Example:
+        >>> takes((1, 1), (0, 0), 1), takes((1, 1), (1, 1), 1), takes((3, 3), (0, 0), 1)
+        (True, False, False)
+    """
+    return tuple(ksize) == (1, 1) and tuple(pad) == (0, 0) and groups == 1
+
+
 def runs(xp: Any, arrays: tuple, ksize: Pair, pad: Pair, groups: int) -> bool:
-    """Whether a convolution runs here: a 1x1 kernel, no padding, one group, numpy arrays of one
-    float dtype (shapes and dtypes only, so eager and compiled calls agree).
+    """Whether a convolution runs here: ``takes``'s shape rule and numpy arrays of one float
+    dtype (shapes and dtypes only, so eager and compiled calls agree).
 
     Example:
         >>> x = np.zeros((2, 8, 4, 4), np.float32)
         >>> runs(np, (x, x), (1, 1), (0, 0), 1), runs(np, (x, x), (3, 3), (1, 1), 1)
         (True, False)
     """
-    plain = tuple(ksize) == (1, 1) and tuple(pad) == (0, 0) and groups == 1
-    return plain and xp is np and columns_cpu.available(*arrays)
+    return takes(ksize, pad, groups) and xp is np and columns_cpu.available(*arrays)
 
 
 def _pixels(x: Any, stride: Pair) -> Any:
