@@ -4,9 +4,9 @@ An expression whose last call is a ufunc (the scalar-function table's ``out`` co
 ``forward_out`` passing ``out=out`` to that call. numpy allocates a ufunc's result in its
 operands' memory order (``order='K'``), and a C-ordered buffer in place of eager's F-ordered
 result would change the summation order of every later reduction (docs/memory-planner.md, "Same
-layout as eager"), so the checked variant writes ``out`` only when every operand is C-contiguous
-and otherwise returns eager's own result; a plan uses the unchecked one where its operands are
-proven C-ordered.
+layout as eager"), so the checked variant writes ``out`` only when every operand is C-ordered
+(C-contiguous, or a C array broadcast) and otherwise returns eager's own result; a plan uses the
+unchecked one where its operands are proven C-ordered.
 """
 
 from __future__ import annotations
@@ -24,15 +24,32 @@ _CACHE: dict[tuple, Callable | None] = {}
 
 
 def c_ordered(value: Any) -> bool:
-    """Whether ``value`` is a Python scalar or a C-contiguous array (numpy or cupy).
+    """Whether ``value`` is a Python scalar, a C-contiguous array (numpy or cupy) or a C array
+    broadcast to a larger shape (zero strides added, the others those of a C array): numpy
+    allocates an elementwise result of such operands C-ordered (``graph_ir.layout.C_BROADCAST``).
 
     Example:
         >>> import numpy as np
         >>> c_ordered(2.0), c_ordered(np.ones((2, 3))), c_ordered(np.ones((2, 3)).T)
         (True, True, False)
+        >>> c_ordered(np.broadcast_to(np.ones((2, 1)), (2, 3)))  # a column across the rows
+        True
     """
     flags = getattr(value, "flags", None)
-    return flags is None or bool(flags.c_contiguous)
+    return flags is None or bool(flags.c_contiguous) or _c_broadcast(value)
+
+
+def _c_broadcast(array: Any) -> bool:
+    # the axes that move (stride not 0, extent above 1) must be those of a C array, innermost
+    # first; a loss's gradient broadcast over an activation took eager's allocating path before
+    expected = array.itemsize
+    for extent, stride in zip(reversed(array.shape), reversed(array.strides), strict=True):
+        if stride == 0 or extent == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= extent
+    return True
 
 
 def writes_out(expr: Expr | None) -> bool:
@@ -51,8 +68,8 @@ def expression_out(
     """``forward_out(xp, *args, out, **attrs)`` of the expression, or None when its last call
     takes no ``out=``; built once per (expression, checked).
 
-    ``checked``: it writes ``out`` only when every operand is C-contiguous, so that the result
-    has the layout eager's allocating call gives it (numpy's ``order='K'``: C exactly when the
+    ``checked``: it writes ``out`` only when every operand is C-ordered (``c_ordered``), so that
+    the result has the layout eager's allocating call gives it (numpy's ``order='K'``: C when the
     operands are); otherwise it returns eager's own result and leaves ``out`` unused. Unchecked,
     for a plan that proved its operands C-ordered, it always writes ``out``.
 

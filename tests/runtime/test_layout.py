@@ -14,6 +14,7 @@ import numpy as np
 import dualflow
 from dualflow import nn, ops, optim
 from dualflow.graph_ir import GraphBuilder
+from dualflow.graph_ir.ir import Node, Value
 from dualflow.nn import Parameter
 from dualflow.ops.registry import OPS
 from dualflow.runtime import lower
@@ -29,6 +30,32 @@ def test_out_kernel_writes_out_only_when_eager_would_be_c_ordered() -> None:
     assert got is not buf and got.strides == eager.strides == (4, 20)  # F-ordered, like eager
     assert forward_out(np, x.T.copy(), 1.5, out=buf) is buf  # C operands: the buffer is used
     assert_same_bits(got, eager)
+
+
+def test_out_kernels_write_out_for_broadcast_operands() -> None:
+    # a C array broadcast (a loss's gradient over an activation) gives eager a C result too, so
+    # the checked kernels write the buffer (they allocated another activation before)
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(4, 6, 5)).astype(np.float32)
+    grad = np.broadcast_to(np.float32(0.25), x.shape)
+    column = np.broadcast_to(rng.normal(size=(4, 6, 1)).astype(np.float32), x.shape)
+    forward_out, buf = OPS["multiply"].out_forward(), np.empty_like(x)
+    for other in (grad, column):
+        assert forward_out(np, x, other, out=buf) is buf
+        assert_same_bits(buf, OPS["multiply"].forward(np, x, other))
+    relu_grad = ("call", "where", ("call", "greater", ("var", "a0"), ("const", 0)), ("var", "a1"),
+                 ("const", 0))  # fmt: skip
+    a0, a1, out = (Value(i, x.shape, "float32") for i in range(3))
+    fused = Node(
+        "fused", (a0, a1), (out,), {"expr": relu_grad, "args": ("a0", "a1"), "dtype": "float32"}
+    )
+    kernel = node_kernel(fused, True, np)  # checked: operands not proven C-ordered
+    assert kernel(np, x, grad, out=buf) is buf
+    assert_same_bits(buf, np.where(x > 0, grad, np.float32(0.0)))
+    # a broadcast of a transposed array is not C-ordered: eager's own (strided) result
+    strided = np.broadcast_to(rng.normal(size=(5, 6)).astype(np.float32).T, x.shape)
+    got, eager = forward_out(np, strided, 1.5, out=buf), OPS["multiply"].forward(np, strided, 1.5)
+    assert got is not buf and got.strides == eager.strides and not eager.flags.c_contiguous
 
 
 def _transpose_program(x: dualflow.Tensor) -> dualflow.Tensor:
