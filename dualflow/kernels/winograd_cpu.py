@@ -1,16 +1,19 @@
-"""Winograd F(2x2, 3x3) convolutions on numpy arrays: 3x3 stride-1 layers in 2.25x fewer multiplies.
+"""Winograd F(4x4, 3x3) convolutions on numpy arrays: 3x3 stride-1 layers in 4x fewer multiplies.
 
-Every 2x2 block of outputs is computed from a 4x4 input tile as A^T [(G g G^T) . (B^T d B)] A
+Every 4x4 block of outputs is computed from a 6x6 input tile as A^T [(G g G^T) . (B^T d B)] A
 (Lavin & Gray 2016): the tile transforms are numba loops (``winograd_loops``), the channel sums
-are 16 GEMMs over all tiles of a chunk of images. The weight gradient is this map's adjoint
-(G^T [(A gy A^T) . (B^T d B)] G, summed over tiles by the GEMMs) and the input gradient is the
-forward map of the flipped weight. Why and when: docs/design-notes.md "Winograd convolutions".
+are 36 GEMMs over all tiles of a chunk of images, the filters' transform one GEMM. The weight
+gradient is this map's adjoint (G^T [(A gy A^T) . (B^T d B)] G, summed over tiles by the GEMMs)
+and the input gradient is the forward map of the flipped weight. Why, when, and the float32
+error: docs/design-notes.md "Winograd convolutions" and "Winograd F(4x4, 3x3)".
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import math
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -26,16 +29,17 @@ far below the BLAS rate and im2col + one GEMM is faster)."""
 
 CHUNK_BYTES = 1 << 23
 """Bytes of transformed tiles (input and product) one chunk of images may take (at least one
-image): each chunk is 16 BLAS calls (at 256 tiles a call the GEMMs took twice as long as at
+image): each chunk is 36 BLAS calls (at 256 tiles a call the GEMMs took twice as long as at
 8192), and its tiles should stay in cache between a transform and its GEMM (measured 2-30 MiB)."""
 
 GRADIENT_CHUNK_BYTES = 1 << 24
 """The same for the weight gradient, whose GEMMs sum over the chunk's tiles (fewer, longer sums
 pay there)."""
 
-MIN_TILES = 256
-"""Tiles (2x2 outputs over the batch) a layer needs: the weight's transform is 16 C x O values
-whatever the batch, and at 64 tiles (4x4 images, batch 16) it cost more than the GEMMs saved."""
+MIN_TILES = 64
+"""Tiles (4x4 outputs over the batch) a layer needs: the weight's transform is 36 C x O values
+whatever the batch, and at 16 tiles (4x4 images, batch 16) it costs more than the GEMMs save
+(F(2x2, 3x3) measured 64 of its 2x2 tiles there slower than im2col)."""
 
 # numba_cache's key covers a kernel's own bytecode, not the helpers numba inlines into it: this
 # digest of the loops' module stands for them
@@ -76,56 +80,82 @@ def runs_transposed(geometry: dict, w_shape: tuple, x_shape: tuple, out_hw: tupl
 
 
 def tiles_hw(out_hw: tuple) -> tuple[int, int]:
-    """Tiles down and across for an output of ``out_hw`` (each tile is 2x2 outputs).
+    """Tiles down and across for an output of ``out_hw`` (each tile is 4x4 outputs).
 
     Example:
         >>> tiles_hw((32, 31))
-        (16, 16)
+        (8, 8)
     """
-    return (out_hw[0] + 1) // 2, (out_hw[1] + 1) // 2
+    return (out_hw[0] + 3) // 4, (out_hw[1] + 3) // 4
 
 
-def _gt_rows(m: Any, axis: int) -> Any:
-    # G^T m along axis 0 or 1 (4 -> 3)
-    m0, m1, m2, m3 = (m[k] if axis == 0 else m[:, k] for k in range(4))
-    half = m.dtype.type(0.5)
-    return np.stack([m0 + (m1 + m2) * half, (m1 - m2) * half, (m1 + m2) * half + m3], axis=axis)
+def _toom_cook(points: tuple) -> tuple[list, list, list]:
+    """A^T (4x6), G (6x3) and B^T (6x6) of F(4, 3) at ``points`` and infinity, exact."""
+    ps = [Fraction(p) for p in points]
+
+    def product(roots: list) -> list:  # coefficients (x^0 up) of the product of (x - root)
+        poly = [Fraction(1)]
+        for root in roots:
+            poly = [a - root * b for a, b in zip([0, *poly], [*poly, 0], strict=True)]
+        return poly
+
+    a_t = [[p**i for p in ps] + [Fraction(i == 3)] for i in range(4)]
+    g = [[p**k / math.prod(p - q for q in ps if q != p) for k in range(3)] for p in ps]
+    b_t = [[*product([q for q in ps if q != p]), Fraction(0)] for p in ps] + [product(ps)]
+    return a_t, [*g, [Fraction(0), Fraction(0), Fraction(1)]], b_t
+
+
+POINTS = (0, -1, 1, Fraction(1, 2), -2)
+"""The interpolation points besides infinity: mixing p and 1/p gave a third of the float32
+error of Lavin & Gray's 0, +-1, +-2 (design notes: "Winograd F(4x4, 3x3)"). The numba loops
+write out B^T and A^T at these points (``winograd_loops``); G is applied here."""
+
+_G = np.array(_toom_cook(POINTS)[1], dtype=np.float64)
+_TAPS = np.kron(_G, _G)
+"""(36, 9): row 6i + j maps a filter's taps (a, b) -> 3a + b to G g G^T [i, j]."""
+
+CONSTANTS = (0.5, 0.25, 0.125, 1.5, 2.0, 2.5, 4.0, 8.0)
+"""The constants of the loops' B^T, A^T and A (all exact in binary), passed in the arrays'
+dtype."""
 
 
 def weight_tiles(w: Any, flip: bool = False) -> Any:
-    """G g G^T of every (output, input) filter g of w (O, C, 3, 3), as a (16, O, C) stack
+    """G g G^T of every (output, input) filter g of w (O, C, 3, 3), as a (36, O, C) stack
     (the GEMMs read it transposed); with ``flip``, of the convolution that the transposed
-    convolution of w (C, O, 3, 3) is (each filter turned by 180 degrees).
+    convolution of w (C, O, 3, 3) is (each filter turned by 180 degrees), as (36, C, O). One
+    GEMM of the taps' map (``_TAPS``, rounded to w's dtype) with the filters' taps.
 
     Example:
-        >>> u = weight_tiles(np.ones((2, 1, 3, 3), np.float32))
-        >>> u.shape, u[:, 0, 0].reshape(4, 4)[1].tolist()
-        ((16, 2, 1), [1.5, 2.25, 0.75, 1.5])
+        >>> u = weight_tiles(np.ones((2, 1, 3, 3)))
+        >>> u.shape, [round(float(t), 4) for t in u[:6, 0, 0]]
+        ((36, 2, 1), [1.0, -0.3333, 1.0, -1.8667, 0.2, 1.0])
     """
-    o, c = (w.shape[1], w.shape[0]) if flip else w.shape[:2]
-    u = np.empty((16, o, c), w.dtype)
-    _in_parts("_weight_tiles", u, (np.ascontiguousarray(w), w.dtype.type(0.5), flip), o)
-    return u
+    taps = np.ascontiguousarray(w).reshape(w.shape[0] * w.shape[1], 9)
+    matrix = (_TAPS[:, ::-1] if flip else _TAPS).astype(w.dtype)
+    u = np.matmul(matrix, taps.T).reshape(36, *w.shape[:2])
+    return u.transpose(0, 2, 1) if flip else u
 
 
 def _in_parts(name: str, out: Any, args: tuple, count: int) -> None:
-    """Run loop ``name`` of ``winograd_loops`` as ``loop(out, args[0], a, b, *args[1:])`` over
-    ``[0, count)`` (tile rows or filters) in parts on both cores, each writing only its own."""
+    """Run loop ``name`` of ``winograd_loops`` as ``loop(out, args[0], a, b, *args[1:], k)``
+    over ``[0, count)`` tile rows in parts on both cores, each writing only its own (``k``: the
+    loops' ``CONSTANTS`` in out's dtype)."""
     loop = numba_kernel(f"winograd{name}{_DIGEST}", getattr(winograd_loops, name))
     parts = split(count, parts_for(out.nbytes, PART_MIN_BYTES))
-    run_parts([functools.partial(loop, out, args[0], a, b, *args[1:]) for a, b in parts])
+    k = np.array(CONSTANTS, out.dtype)
+    run_parts([functools.partial(loop, out, args[0], a, b, *args[1:], k) for a, b in parts])
 
 
 def _input_tiles(x: Any, tiles: tuple, pad: tuple) -> Any:
-    """B^T d B of the tiles of images x (n, C, H, W) padded by ``pad``: (16, n * tiles, C)."""
-    v = np.empty((16, x.shape[0] * tiles[0] * tiles[1], x.shape[1]), x.dtype)
+    """B^T d B of the tiles of images x (n, C, H, W) padded by ``pad``: (36, n * tiles, C)."""
+    v = np.empty((36, x.shape[0] * tiles[0] * tiles[1], x.shape[1]), x.dtype)
     _in_parts("_input_tiles", v, (x, *tiles, *pad), x.shape[0] * tiles[0])
     return v
 
 
 def _chunks(n: int, tiles: tuple, channels: int, item: int, budget: int) -> list[tuple[int, int]]:
     """Ranges of images whose transformed tiles (``channels`` values each) fit ``budget``."""
-    per_image = 16 * tiles[0] * tiles[1] * channels * item
+    per_image = 36 * tiles[0] * tiles[1] * channels * item
     step = max(1, min(n, budget // max(1, per_image)))
     return [(a, min(n, a + step)) for a in range(0, n, step)]
 
@@ -135,14 +165,14 @@ def conv2d(x: Any, w: Any, pad: tuple) -> Any:
 
     Example:
         >>> x = np.arange(16.0).reshape(1, 1, 4, 4)
-        >>> conv2d(x, np.ones((1, 1, 3, 3)), (0, 0)).tolist()
+        >>> conv2d(x, np.ones((1, 1, 3, 3)), (0, 0)).round(9).tolist()  # exact up to rounding
         [[[[45.0, 54.0], [81.0, 90.0]]]]
     """
     return _conv(x, weight_tiles(w), pad)
 
 
 def _conv(x: Any, u: Any, pad: tuple) -> Any:
-    """conv2d of x with the filters whose transforms are ``u`` (16, O, C)."""
+    """conv2d of x with the filters whose transforms are ``u`` (36, O, C)."""
     n, o = x.shape[0], u.shape[1]
     out_hw = (x.shape[2] + 2 * pad[0] - 2, x.shape[3] + 2 * pad[1] - 2)
     tiles = tiles_hw(out_hw)
@@ -159,21 +189,22 @@ def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
     chunks' sums are added in a fixed order.
 
     Example:
-        >>> conv2d_grad_weight(np.ones((1, 1, 3, 3)), np.ones((1, 1, 1, 1)), (0, 0)).tolist()
+        >>> gw = conv2d_grad_weight(np.ones((1, 1, 3, 3)), np.ones((1, 1, 1, 1)), (0, 0))
+        >>> gw.round(9).tolist()
         [[[[1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]]]]
     """
     n, o = gy.shape[:2]
     tiles = tiles_hw(gy.shape[2:])
-    total = None  # (16, O, C): gradient tiles^T @ input tiles (faster than the other order)
+    total = None  # (36, O, C): gradient tiles^T @ input tiles (faster than the other order)
     for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, GRADIENT_CHUNK_BYTES):
-        g = np.empty((16, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
+        g = np.empty((36, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
         _in_parts("_gradient_tiles", g, (gy[a:b], *tiles), (b - a) * tiles[0])
         part = np.matmul(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
         del g  # before the next chunk's (the scratch fact counts one chunk)
         total = part if total is None else np.add(total, part, out=total)
         del part
-    gw = _gt_rows(_gt_rows(total.reshape(4, 4, *total.shape[1:]), 0), 1)  # (3, 3, O, C)
-    return np.ascontiguousarray(gw.transpose(2, 3, 0, 1))
+    gw = np.matmul(_TAPS.T.astype(total.dtype), total.reshape(36, -1))  # G^T (.) G: (9, O * C)
+    return np.ascontiguousarray(gw.reshape(3, 3, o, x.shape[1]).transpose(2, 3, 0, 1))
 
 
 def conv_transpose2d(x: Any, w: Any, pad: tuple) -> Any:
@@ -182,8 +213,8 @@ def conv_transpose2d(x: Any, w: Any, pad: tuple) -> Any:
 
     Example:
         >>> conv_transpose2d(np.ones((1, 1, 1, 1)), np.arange(9.0).reshape(1, 1, 3, 3),
-        ...                  (0, 0))[0, 0].tolist()
-        [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0], [6.0, 7.0, 8.0]]
+        ...                  (0, 0))[0, 0].round().astype(int).tolist()
+        [[0, 1, 2], [3, 4, 5], [6, 7, 8]]
     """
     return _conv(x, weight_tiles(w, flip=True), (2 - pad[0], 2 - pad[1]))
 
@@ -191,43 +222,46 @@ def conv_transpose2d(x: Any, w: Any, pad: tuple) -> Any:
 def _tile_bytes(n: int, tiles: tuple, channels: int, item: int, budget: int) -> int:
     """Bytes of one (the largest) chunk's transformed tiles of ``channels`` values."""
     (a, b), *_ = _chunks(n, tiles, channels, item, budget)
-    return 16 * (b - a) * tiles[0] * tiles[1] * channels * item
+    return 36 * (b - a) * tiles[0] * tiles[1] * channels * item
 
 
 def conv2d_scratch(x: tuple, w: tuple, item: int, pad: tuple) -> int:
-    """Bytes ``conv2d`` holds besides its inputs and result: the weight's taps and transform
-    (37 C x O values while it is made, 16 afterwards) or, with those 16, one chunk's tiles.
+    """Bytes ``conv2d`` holds besides its inputs and result: the filters' transform (36 C x O
+    values) and one chunk's tiles (input and product).
 
     Example:
-        >>> conv2d_scratch((2, 16, 8, 8), (16, 16, 3, 3), 4, (1, 1))  # 16 C x O + 2 images' tiles
-        81920
+        >>> conv2d_scratch((2, 16, 8, 8), (16, 16, 3, 3), 4, (1, 1))  # 36 C x O + 2 images' tiles
+        73728
     """
     (n, c, h, wd), o = x, w[0]
     tiles = tiles_hw((h + 2 * pad[0] - 2, wd + 2 * pad[1] - 2))
-    chunk = _tile_bytes(n, tiles, c + o, item, CHUNK_BYTES)
-    return 16 * c * o * item + max(21 * c * o * item, chunk)
+    return 36 * c * o * item + _tile_bytes(n, tiles, c + o, item, CHUNK_BYTES)
 
 
 def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int) -> int:
     """Bytes ``conv2d_grad_weight`` holds besides its inputs and result: one chunk's tiles and
-    the running and chunk sums (16 C x O values each), then the sums' inverse transform.
+    the running and chunk sums (36 C x O values each; one when one chunk holds the batch), then
+    the sums and their inverse transform (9 C x O).
 
     Example:
-        >>> conv2d_grad_weight_scratch((2, 16, 8, 8), (2, 16, 8, 8), 4)  # 32 C x O + tiles
-        98304
+        >>> conv2d_grad_weight_scratch((2, 16, 8, 8), (2, 16, 8, 8), 4)  # 36 C x O + tiles
+        73728
     """
     (n, c), (o, ho, wo) = x[:2], gy[1:]
-    chunk = _tile_bytes(n, tiles_hw((ho, wo)), c + o, item, GRADIENT_CHUNK_BYTES)
-    return max(32 * c * o * item + chunk, (16 + 12 + 9 + 9) * c * o * item)
+    tiles = tiles_hw((ho, wo))
+    chunks = _chunks(n, tiles, c + o, item, GRADIENT_CHUNK_BYTES)
+    sums = (72 if len(chunks) > 1 else 36) * c * o * item
+    chunk = _tile_bytes(n, tiles, c + o, item, GRADIENT_CHUNK_BYTES)
+    return max(sums + chunk, 45 * c * o * item)
 
 
 def conv_transpose2d_scratch(x: tuple, w: tuple, item: int, pad: tuple) -> int:
-    """Bytes ``conv_transpose2d`` holds besides its inputs and result: the flipped weight and
-    ``conv2d``'s scratch.
+    """Bytes ``conv_transpose2d`` holds besides its inputs and result: ``conv2d``'s scratch for
+    the flipped weight (its transform reads w in place).
 
     Example:
         >>> conv_transpose2d_scratch((2, 16, 8, 8), (16, 16, 3, 3), 4, (1, 1))
-        91136
+        73728
     """
     flipped = (w[1], w[0], 3, 3)
-    return 9 * w[0] * w[1] * item + conv2d_scratch(x, flipped, item, (2 - pad[0], 2 - pad[1]))
+    return conv2d_scratch(x, flipped, item, (2 - pad[0], 2 - pad[1]))

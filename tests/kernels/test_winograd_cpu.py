@@ -1,7 +1,8 @@
-"""The Winograd F(2x2, 3x3) convolution kernels (kernels/winograd_cpu.py): the shape rule that
-routes conv_gemm to them, conv2d against a direct per-tap sum (odd and rectangular outputs, pads
-0-2), both gradients through the adjoint identities, the float32 error, results independent of
-the thread split and chunking, and compiled training steps bit-equal to eager."""
+"""The Winograd F(4x4, 3x3) convolution kernels (kernels/winograd_cpu.py): the shape rule that
+routes conv_gemm to them, the loops' transforms against the Toom-Cook matrices of the chosen
+points, conv2d against a direct per-tap sum (odd and rectangular outputs, pads 0-2), both
+gradients through the adjoint identities, the float32 error, results independent of the thread
+split and chunking, and compiled training steps bit-equal to eager."""
 
 from __future__ import annotations
 
@@ -33,8 +34,10 @@ def _geometry(pad: int) -> dict:
         ({"ksize": (1, 1)}, False),
         ({"channels": (15, 64)}, False),
         ({"channels": (64, 15)}, False),
-        ({"out_hw": (4, 4), "n": 16}, False),  # 64 tiles: the weight's transform costs more
-        ({"out_hw": (8, 8), "n": 16}, True),  # 256 tiles
+        ({"out_hw": (4, 4), "n": 16}, False),  # 16 tiles: the weight's transform costs more
+        ({"out_hw": (8, 8), "n": 16}, True),  # 64 tiles
+        ({"out_hw": (8, 7), "n": 16}, True),  # partial tiles count whole
+        ({"out_hw": (8, 8), "n": 15}, False),
     ],
 )
 def test_shape_rule(change: dict, expected: bool) -> None:
@@ -58,7 +61,24 @@ def _routed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return calls
 
 
-# (N, C, H, W, O, pad): odd and rectangular outputs, pads 0-2, C != O, >= 256 tiles each
+def test_loops_apply_the_toom_cook_matrices() -> None:
+    # the loops write B^T, A^T and A out by hand: on unit tiles they must give the matrices of
+    # winograd_cpu.POINTS (kron: row 6i + j of a 2-D transform is entry (i, j) of the tile)
+    a_t, _, b_t = (
+        np.array(m, dtype=np.float64) for m in winograd_cpu._toom_cook(winograd_cpu.POINTS)
+    )
+    unit = np.eye(36).reshape(36, 1, 6, 6)  # image p: a 6x6 tile with a one at position p
+    v = winograd_cpu._input_tiles(unit, (1, 1), (0, 0))  # (36, 36 tiles, 1)
+    np.testing.assert_array_equal(v[:, :, 0], np.kron(b_t, b_t))
+    y = np.empty((36, 1, 4, 4))
+    winograd_cpu._in_parts("_output_tiles", y, (np.eye(36)[:, :, None], 1, 1), 36)
+    np.testing.assert_array_equal(y.reshape(36, 16).T, np.kron(a_t, a_t))
+    g = np.empty((36, 16, 1))
+    winograd_cpu._in_parts("_gradient_tiles", g, (np.eye(16).reshape(16, 1, 4, 4), 1, 1), 16)
+    np.testing.assert_array_equal(g[:, :, 0], np.kron(a_t.T, a_t.T))
+
+
+# (N, C, H, W, O, pad): odd and rectangular outputs (partial tiles), pads 0-2, C != O
 SHAPES = [(2, 16, 31, 33, 17, 1), (1, 20, 34, 36, 16, 0), (3, 16, 19, 21, 18, 2)]
 
 
@@ -82,9 +102,10 @@ def test_matches_direct_sum_and_gradients_are_adjoints(shape, monkeypatch) -> No
     assert np.isclose(float(np.sum(w * gw)), inner, rtol=1e-11)
 
 
-def test_float32_error_is_that_of_the_direct_form() -> None:
-    # max |error| / max |y| against float64, weights scaled 1/sqrt(9C) (design notes: 2.7e-7 to
-    # 6.6e-7 on the bench's layers; im2col + GEMM 4.2e-7 to 7.5e-7)
+def test_float32_error_is_bounded() -> None:
+    # max |error| / max |y| against float64, weights scaled 1/sqrt(9C) (design notes "Winograd
+    # F(4x4, 3x3)": 2.0e-6 to 4.6e-6 at 64-256 channels; F(2x2, 3x3) and im2col + GEMM 4e-7 to
+    # 9e-7; Lavin & Gray's points 0, +-1, +-2 1.4e-5 at 256 channels)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((4, 64, 16, 16))
     w = rng.standard_normal((64, 64, 3, 3)) / np.sqrt(9 * 64)
@@ -99,7 +120,7 @@ def test_float32_error_is_that_of_the_direct_form() -> None:
     ]  # fmt: skip
     for got, want in pairs:
         assert got.dtype == np.float32
-        assert np.abs(got - want).max() <= 2e-6 * np.abs(want).max()
+        assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
 
 def _all(x, w, gy, pad):
@@ -136,10 +157,11 @@ def test_results_do_not_depend_on_threads_or_chunks(n, side, channels, pad) -> N
     finally:
         cpu_threads.THREADS, winograd_cpu.CHUNK_BYTES, winograd_cpu.GRADIENT_CHUNK_BYTES = saved
         winograd_cpu.PART_MIN_BYTES = PART_MIN_BYTES
-    np.testing.assert_array_equal(y, base[0])  # tiles are independent of their chunk
-    np.testing.assert_array_equal(gx, base[1])
-    # the weight gradient adds per-chunk sums: the same up to rounding
-    np.testing.assert_allclose(gw, base[2], rtol=1e-5, atol=1e-5 * np.abs(base[2]).max())
+    # other chunks are other GEMM shapes, which OpenBLAS may run with another kernel (its
+    # small-matrix one for a few tiles) and the weight gradient adds per-chunk sums: the same up
+    # to rounding (the chunks follow from shapes alone, so eager and compiled calls share them)
+    for got, want in zip((y, gx, gw), base, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
 
 
 def _winograd_model() -> nn.Module:
