@@ -27,14 +27,27 @@ MIN_CHANNELS = 16
 """Input and output channels a layer needs for the Winograd kernels (below, GEMMs of K < 16 run
 far below the BLAS rate and im2col + one GEMM is faster)."""
 
-CHUNK_BYTES = 1 << 23
-"""Bytes of transformed tiles (input and product) one chunk of images may take (at least one
-image): each chunk is 36 BLAS calls (at 256 tiles a call the GEMMs took twice as long as at
-8192), and its tiles should stay in cache between a transform and its GEMM (measured 2-30 MiB)."""
+MIN_CHUNK_BYTES = 1 << 21
+CHUNK_BYTES = 1 << 24
+"""Bytes of transformed tiles (input and product, or input and gradient) one chunk of images
+takes (at least one image): 4x the transformed filters' bytes, within these bounds. A chunk is
+36 GEMMs that read the filters (or write and add a sum of their size): few channels pay for
+small chunks whose tiles stay in cache between a transform and its GEMMs (ResNet-18's 64-channel
+layer at 32x32: 7.7 ms weight gradient with 2 MiB chunks, 13.6 with 16), many channels for
+large ones that spread the filters' traffic over more tiles (256 channels at 8x8: 9.2 ms with
+16 MiB, 15.6 with 2)."""
 
-GRADIENT_CHUNK_BYTES = 1 << 24
-"""The same for the weight gradient, whose GEMMs sum over the chunk's tiles (fewer, longer sums
-pay there)."""
+
+def chunk_bytes(channels: tuple[int, int], item: int) -> int:
+    """The tile budget of one chunk for ``channels`` (C, O) of ``item`` bytes.
+
+    Example:
+        >>> [chunk_bytes((c, c), 4) >> 20 for c in (64, 128, 256)]
+        [2, 9, 16]
+    """
+    filters = 36 * channels[0] * channels[1] * item
+    return min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, 4 * filters))
+
 
 MIN_TILES = 64
 """Tiles (4x4 outputs over the batch) a layer needs: the weight's transform is 36 C x O values
@@ -177,7 +190,8 @@ def _conv(x: Any, u: Any, pad: tuple) -> Any:
     out_hw = (x.shape[2] + 2 * pad[0] - 2, x.shape[3] + 2 * pad[1] - 2)
     tiles = tiles_hw(out_hw)
     out = np.empty((n, o, *out_hw), x.dtype)
-    for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, CHUNK_BYTES):
+    budget = chunk_bytes((x.shape[1], o), x.dtype.itemsize)
+    for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget):
         m = np.matmul(_input_tiles(x[a:b], tiles, pad), u.transpose(0, 2, 1))
         _in_parts("_output_tiles", out[a:b], (m, *tiles), (b - a) * tiles[0])
         del m  # before the next chunk's: the scratch fact counts one chunk
@@ -196,7 +210,8 @@ def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
     n, o = gy.shape[:2]
     tiles = tiles_hw(gy.shape[2:])
     total = None  # (36, O, C): gradient tiles^T @ input tiles (faster than the other order)
-    for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, GRADIENT_CHUNK_BYTES):
+    budget = chunk_bytes((x.shape[1], o), x.dtype.itemsize)
+    for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget):
         g = np.empty((36, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
         _in_parts("_gradient_tiles", g, (gy[a:b], *tiles), (b - a) * tiles[0])
         part = np.matmul(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
@@ -235,7 +250,7 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, pad: tuple) -> int:
     """
     (n, c, h, wd), o = x, w[0]
     tiles = tiles_hw((h + 2 * pad[0] - 2, wd + 2 * pad[1] - 2))
-    return 36 * c * o * item + _tile_bytes(n, tiles, c + o, item, CHUNK_BYTES)
+    return 36 * c * o * item + _tile_bytes(n, tiles, c + o, item, chunk_bytes((c, o), item))
 
 
 def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int) -> int:
@@ -249,9 +264,9 @@ def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int) -> int:
     """
     (n, c), (o, ho, wo) = x[:2], gy[1:]
     tiles = tiles_hw((ho, wo))
-    chunks = _chunks(n, tiles, c + o, item, GRADIENT_CHUNK_BYTES)
-    sums = (72 if len(chunks) > 1 else 36) * c * o * item
-    chunk = _tile_bytes(n, tiles, c + o, item, GRADIENT_CHUNK_BYTES)
+    budget = chunk_bytes((c, o), item)
+    sums = (72 if len(_chunks(n, tiles, c + o, item, budget)) > 1 else 36) * c * o * item
+    chunk = _tile_bytes(n, tiles, c + o, item, budget)
     return max(sums + chunk, 45 * c * o * item)
 
 

@@ -144,7 +144,7 @@ def test_results_do_not_depend_on_threads_or_chunks(n, side, channels, pad) -> N
     w = rng.standard_normal((channels[1], channels[0], 3, 3)).astype(np.float32)
     gy = rng.standard_normal((n, channels[1], side + 2 * pad - 2, side + 2 * pad - 1))
     gy = gy.astype(np.float32)
-    saved = (cpu_threads.THREADS, winograd_cpu.CHUNK_BYTES, winograd_cpu.GRADIENT_CHUNK_BYTES)
+    saved = (cpu_threads.THREADS, winograd_cpu.MIN_CHUNK_BYTES, winograd_cpu.CHUNK_BYTES)
     try:
         winograd_cpu.PART_MIN_BYTES = 1  # every loop runs as two parts (n >= 2 images)
         base = _all(x, w, gy, pad)
@@ -152,10 +152,10 @@ def test_results_do_not_depend_on_threads_or_chunks(n, side, channels, pad) -> N
         for got, want in zip(_all(x, w, gy, pad), base, strict=True):
             np.testing.assert_array_equal(got, want)
         cpu_threads.THREADS = saved[0]
-        winograd_cpu.CHUNK_BYTES = winograd_cpu.GRADIENT_CHUNK_BYTES = 1  # one image per chunk
+        winograd_cpu.MIN_CHUNK_BYTES = winograd_cpu.CHUNK_BYTES = 1  # one image per chunk
         y, gx, gw = _all(x, w, gy, pad)
     finally:
-        cpu_threads.THREADS, winograd_cpu.CHUNK_BYTES, winograd_cpu.GRADIENT_CHUNK_BYTES = saved
+        cpu_threads.THREADS, winograd_cpu.MIN_CHUNK_BYTES, winograd_cpu.CHUNK_BYTES = saved
         winograd_cpu.PART_MIN_BYTES = PART_MIN_BYTES
     # other chunks are other GEMM shapes, which OpenBLAS may run with another kernel (its
     # small-matrix one for a few tiles) and the weight gradient adds per-chunk sums: the same up
