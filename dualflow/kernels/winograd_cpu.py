@@ -135,8 +135,9 @@ dtype."""
 def weight_tiles(w: Any, flip: bool = False) -> Any:
     """G g G^T of every (output, input) filter g of w (O, C, 3, 3), as a (36, O, C) stack
     (the GEMMs read it transposed); with ``flip``, of the convolution that the transposed
-    convolution of w (C, O, 3, 3) is (each filter turned by 180 degrees), as (36, C, O). One
-    GEMM of the taps' map (``_TAPS``, rounded to w's dtype) with the filters' taps.
+    convolution of w (Cin, Cout, 3, 3) is (each filter turned by 180 degrees): (36, Cout, Cin),
+    a transposed view of a C-ordered array (what the GEMMs read). One GEMM of the taps' map
+    (``_TAPS``, rounded to w's dtype) with the filters' taps.
 
     Example:
         >>> u = weight_tiles(np.ones((2, 1, 3, 3)))
