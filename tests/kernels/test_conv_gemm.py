@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dualflow import nn
-from dualflow.kernels import conv_gemm
+from dualflow.kernels import conv_gemm, layout_cpu
 from tests.kernels.sgd_steps import assert_compiled_equals_eager
 
 # (N, C, H, W, O, kh, kw, stride, pad, dilation, groups)
@@ -20,6 +20,8 @@ GEOMETRIES = [
     (2, 6, 9, 9, 6, 3, 2, (1, 2), (2, 1), (2, 1), 3),
     (2, 4, 7, 8, 8, 2, 2, (3, 1), (1, 0), (1, 1), 4),
     (1, 2, 5, 5, 2, 1, 1, (1, 1), (0, 0), (1, 1), 1),
+    (2, 64, 4, 4, 128, 3, 3, (1, 1), (1, 1), (1, 1), 1),  # weight >= ROWS_FIRST_MIN elements
+    (2, 64, 8, 7, 128, 3, 3, (2, 2), (1, 1), (1, 1), 1),
 ]
 
 
@@ -84,6 +86,25 @@ def test_chunked_columns_agree_with_one_chunk(geometry, monkeypatch):
     assert conv_gemm.images_per_chunk(x.shape[0], 100) == 1
     for got, want in zip(run(), whole):
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("geometry", GEOMETRIES[-2:])
+def test_a_large_weights_gradient_comes_as_rows(geometry, monkeypatch):
+    # (O, taps*C) rows and a reorder within each filter, instead of the (taps*C, O) product's
+    # transpose: the same sums up to rounding, in the filters' layout
+    x, w, (stride, pad, dilation, groups) = _case(geometry, seed=3)
+    gy = np.random.default_rng(4).standard_normal(
+        conv_gemm.conv2d(np, x, w, stride, pad, dilation, groups).shape
+    )
+    reorders = []
+    real = layout_cpu.rows_to_filters
+    monkeypatch.setattr(layout_cpu, "rows_to_filters", lambda *a: reorders.append(1) or real(*a))
+    rows = conv_gemm.conv2d_grad_weight(np, x, gy, w.shape[2:], stride, pad, dilation, groups)
+    assert reorders == [1]
+    monkeypatch.setattr(conv_gemm, "ROWS_FIRST_MIN", w.size + 1)
+    taps = conv_gemm.conv2d_grad_weight(np, x, gy, w.shape[2:], stride, pad, dilation, groups)
+    assert reorders == [1] and rows.flags.c_contiguous
+    np.testing.assert_allclose(rows, taps, rtol=1e-12, atol=1e-12 * np.abs(taps).max())
 
 
 def test_compiled_conv_step_is_bit_equal_to_eager_at_O0():

@@ -64,7 +64,8 @@ def test_filter_reorders_equal_numpys_transposes(shape: tuple, dtype: str, split
     try:
         layout_cpu.PART_MIN_BYTES = 1 if split else 1 << 40
         taps = layout_cpu.filters_to_taps(w)
-        back = layout_cpu.taps_to_filters(taps, shape)
+        rows = np.ascontiguousarray(taps.T)  # (O, kh*kw*C): what the weight gradient's GEMM gives
+        back = layout_cpu.rows_to_filters(rows, shape)
     finally:
         layout_cpu.PART_MIN_BYTES = saved
     want = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(kh * kw * c, o)
