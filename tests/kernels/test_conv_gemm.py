@@ -89,13 +89,18 @@ def test_chunked_columns_agree_with_one_chunk(geometry, monkeypatch):
 
 
 @pytest.mark.parametrize("geometry", GEOMETRIES[-2:])
-def test_a_large_weights_gradient_comes_as_rows(geometry, monkeypatch):
-    # (O, taps*C) rows and a reorder within each filter, instead of the (taps*C, O) product's
-    # transpose: the same sums up to rounding, in the filters' layout
+def test_large_filters_over_few_pixels_read_the_weight_as_rows(geometry, monkeypatch):
+    # more filters than output pixels: the forward's GEMM reads (O, taps*C) rows (no taps-first
+    # transpose of the weight); a large weight's gradient comes as rows reordered within each
+    # filter: the same sums up to rounding, in the filters' layout
     x, w, (stride, pad, dilation, groups) = _case(geometry, seed=3)
-    gy = np.random.default_rng(4).standard_normal(
-        conv_gemm.conv2d(np, x, w, stride, pad, dilation, groups).shape
-    )
+    forwards = []
+    real_rows = conv_gemm._conv2d_rows
+    monkeypatch.setattr(conv_gemm, "_conv2d_rows", lambda *a: forwards.append(1) or real_rows(*a))
+    y = conv_gemm.conv2d(np, x, w, stride, pad, dilation, groups)
+    assert forwards == [1] and y.flags.c_contiguous
+    np.testing.assert_allclose(y, _direct(x, w, stride, pad, dilation, groups), atol=1e-12)
+    gy = np.random.default_rng(4).standard_normal(y.shape)
     reorders = []
     real = layout_cpu.rows_to_filters
     monkeypatch.setattr(layout_cpu, "rows_to_filters", lambda *a: reorders.append(1) or real(*a))
