@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.kernels import conv_gemm
+from dualflow.kernels import conv_gemm, conv_scratch
 from dualflow.kernels.backend import backend_of
 from dualflow.kernels.im2col import Pair, out_size
 from dualflow.ops.dispatch import apply
@@ -87,7 +87,7 @@ def _conv2d_grad_weight_flops(metas: tuple, attrs: dict) -> int:
 @primitive(
     "conv2d",
     saves=("x0", "x1"),
-    scratch=_scratch(conv_gemm.conv2d_scratch),
+    scratch=_scratch(conv_scratch.conv2d_scratch),
     flops=_conv2d_flops,
 )
 class Conv2d:
@@ -130,7 +130,7 @@ class Conv2d:
 @primitive(
     "conv_transpose2d",
     saves=("x0", "x1"),
-    scratch=_scratch(conv_gemm.conv_transpose2d_scratch),
+    scratch=_scratch(conv_scratch.conv_transpose2d_scratch),
     flops=_conv_transpose2d_flops,
 )
 class ConvTranspose2d:
@@ -196,7 +196,7 @@ class ConvTranspose2d:
 @primitive(
     "conv2d_grad_weight",
     saves=("x0", "x1"),
-    scratch=_scratch(conv_gemm.conv2d_grad_weight_scratch),
+    scratch=_scratch(conv_scratch.conv2d_grad_weight_scratch),
     flops=_conv2d_grad_weight_flops,
 )
 class Conv2dGradWeight:
