@@ -153,6 +153,28 @@ def test_predicted_peak_of_a_step_with_a_broadcast_loss_gradient() -> None:
     assert abs(measured - predicted) <= 0.05 * predicted, (measured, predicted)
 
 
+def test_predicted_peak_of_a_deep_layer_on_few_pixels() -> None:
+    # more filters than pixels: the kernels that read the weight as rows (the forward and the
+    # weight gradient) and their buffers
+    rng = np.random.default_rng(1)
+    model = nn.Sequential(
+        nn.Conv2d(16, 64, 3, padding=1), nn.ReLU(), nn.Conv2d(64, 128, 3, padding=1), nn.ReLU()
+    )
+    opt = optim.SGD(model.parameters(), lr=0.01)
+    x = dualflow.tensor(rng.normal(size=(2, 16, 4, 4)).astype(np.float32))
+
+    @dualflow.compile
+    def step(x: dualflow.Tensor) -> dualflow.Tensor:
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    measured, predicted = _measured(step, x)
+    assert abs(measured - predicted) <= 0.1 * predicted, (measured, predicted)
+
+
 def test_predicted_peak_counts_convolution_scratch() -> None:
     # im2col columns, channels-last copies and the backward's padded images dominate a conv step
     rng = np.random.default_rng(0)
