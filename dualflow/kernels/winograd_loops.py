@@ -87,6 +87,17 @@ def _a(g0, g1, g2, g3, k):  # pragma: no cover - inlined by numba
     )
 
 
+@numba.njit(nogil=True, cache=False, error_model="numpy", inline="always")
+def _put6(a, i, s, j, e):  # pragma: no cover - inlined by numba
+    # a[i + m, s, j] = e[m] for the six values of a 1-D map
+    a[i, s, j] = e[0]
+    a[i + U(1), s, j] = e[1]
+    a[i + U(2), s, j] = e[2]
+    a[i + U(3), s, j] = e[3]
+    a[i + U(4), s, j] = e[4]
+    a[i + U(5), s, j] = e[5]
+
+
 def _input_tiles(v, x, r0, r1, th, tw, ph, pw, k):  # pragma: no cover - compiled by numba
     # v (36, n*th*tw, C): B^T d B of the 6x6 tiles (stride 4) in tile rows [r0, r1) (row r:
     # image r // th) of x (n, C, H, W) padded by (ph, pw).
@@ -110,12 +121,7 @@ def _input_tiles(v, x, r0, r1, th, tw, ph, pw, k):  # pragma: no cover - compile
                             img[p, qs, j], img[p + U(1), qs, j], img[p + U(2), qs, j],
                             img[p + U(3), qs, j], img[p + U(4), qs, j], img[p + U(5), qs, j], kk,
                         )  # fmt: skip
-                        rows[U(0), s, j] = e[0]
-                        rows[U(1), s, j] = e[1]
-                        rows[U(2), s, j] = e[2]
-                        rows[U(3), s, j] = e[3]
-                        rows[U(4), s, j] = e[4]
-                        rows[U(5), s, j] = e[5]
+                        _put6(rows, U(0), s, j, e)
                 for i_ in range(6):
                     i, i6 = U(i_), U(6 * i_)
                     for c_ in range(c):
@@ -124,12 +130,7 @@ def _input_tiles(v, x, r0, r1, th, tw, ph, pw, k):  # pragma: no cover - compile
                             rows[i, U(0), j], rows[i, U(1), j], rows[i, U(2), j],
                             rows[i, U(3), j], rows[i, U(4), j], rows[i, U(5), j], kk,
                         )  # fmt: skip
-                        v[i6, t, j] = e[0]
-                        v[i6 + U(1), t, j] = e[1]
-                        v[i6 + U(2), t, j] = e[2]
-                        v[i6 + U(3), t, j] = e[3]
-                        v[i6 + U(4), t, j] = e[4]
-                        v[i6 + U(5), t, j] = e[5]
+                        _put6(v, i6, t, j, e)
         r += ty1 - ty0
 
 
@@ -198,22 +199,12 @@ def _gradient_tiles(w, g, r0, r1, th, tw, k):  # pragma: no cover - compiled by 
                             img[p, qs, j], img[p + U(1), qs, j], img[p + U(2), qs, j],
                             img[p + U(3), qs, j], kk,
                         )  # fmt: skip
-                        rows[U(0), s, j] = e[0]
-                        rows[U(1), s, j] = e[1]
-                        rows[U(2), s, j] = e[2]
-                        rows[U(3), s, j] = e[3]
-                        rows[U(4), s, j] = e[4]
-                        rows[U(5), s, j] = e[5]
+                        _put6(rows, U(0), s, j, e)
                 for i_ in range(6):
                     i, i6 = U(i_), U(6 * i_)
                     for c_ in range(o):
                         j = U(c_)
                         e = _a(rows[i, U(0), j], rows[i, U(1), j], rows[i, U(2), j],
                                rows[i, U(3), j], kk)  # fmt: skip
-                        w[i6, t, j] = e[0]
-                        w[i6 + U(1), t, j] = e[1]
-                        w[i6 + U(2), t, j] = e[2]
-                        w[i6 + U(3), t, j] = e[3]
-                        w[i6 + U(4), t, j] = e[4]
-                        w[i6 + U(5), t, j] = e[5]
+                        _put6(w, i6, t, j, e)
         r += ty1 - ty0
