@@ -70,7 +70,7 @@ def test_conv2d_matches_direct_sum_and_gradients_are_adjoints(geometry):
     assert np.isclose(float(np.sum(w * gw)), inner, rtol=1e-12, atol=1e-10)
 
 
-@pytest.mark.parametrize("geometry", GEOMETRIES[:4])
+@pytest.mark.parametrize("geometry", GEOMETRIES[:4] + GEOMETRIES[-2:])  # -2: the rows routes
 def test_chunked_columns_agree_with_one_chunk(geometry, monkeypatch):
     x, w, (stride, pad, dilation, groups) = _case(geometry, seed=2)
     attrs = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
