@@ -128,8 +128,10 @@ def render_source(
     else:
         body = _flat_body(program, flat, steps, from_out, store)
     lines = header([], imports(program))
+    suffix = "_" if flat is not None else ""  # flat: any-shape operands the body flattens
+    names = [f"{name}{suffix}" for name in ["out", *names]]
     params = names + [f"_c{k}" for k in range(len(consts))]
-    lines.append(f"def kernel(out, {', '.join(params)}):")
+    lines.append(f"def kernel({', '.join(params)}):")
     return "\n".join(lines + body) + "\n", const_values(consts)
 
 
@@ -140,7 +142,14 @@ def _flat_body(
     # One-element inputs and the steps that need nothing else are computed once, before the
     # loop: when ``out`` is an input's own array (a donated update), LLVM cannot prove they are
     # loop-invariant and would reload and recompute them per element (47x slower).
-    before = [f"x{k} = in{k}[0]" for k, full in enumerate(flat) if not full]
+    # Operands of any shape, flattened here rather than by the caller: a small call passes its
+    # arrays as they are (ravel and reshape in Python cost ~1 us of a ~2.5 us call). A C array's
+    # flat view is free; any other layout is copied C-ordered first, as ``ravel`` would.
+    before = ["out = out_.reshape(out_.size)"]
+    before += [
+        f"in{k} = np.ascontiguousarray(in{k}_).reshape(in{k}_.size)" for k in range(len(flat))
+    ]
+    before += [f"x{k} = in{k}[0]" for k, full in enumerate(flat) if not full]
     loads = [
         f"x{k} = {'out' if k == from_out else f'in{k}'}[i]" for k, full in enumerate(flat) if full
     ]
@@ -281,8 +290,10 @@ def _small_flat_runner(
     """
     (shape, dtype), names = out_meta, [f"a{k}" for k in range(len(flat))]
     # an ndarray's ravel is a view when C-contiguous (else a C copy, as ascontiguousarray's)
-    flats = ", ".join(f"({a}.ravel() if type({a}) is _nd else _copy({a}))" for a in names)
-    call = f"(out.reshape(_size), {flats}{''.join(f', _q{k}' for k in range(len(values)))})"
+    # the kernel flattens its operands itself (``_flat_body``); a non-ndarray (a numpy scalar)
+    # becomes an array first
+    flats = ", ".join(f"({a} if type({a}) is _nd else _copy({a}))" for a in names)
+    call = f"(out, {flats}{''.join(f', _q{k}' for k in range(len(values)))})"
     lines = [f"def run(xp, {', '.join(names)}, *, out=None, **_attrs):"]
     lines += ["    if out is None:", "        out = _empty(_shape, _dtype)"]
     lines += [f"        _kernel{call}", "        return out"]
@@ -295,7 +306,7 @@ def _small_flat_runner(
             ]
     lines += [f"    _kernel{call}", "    return out"]
     namespace = {"_nd": _ndarray, "_copy": _flat_copy, "_empty": np.empty, "_kernel": kernel}
-    namespace.update(_variant=variant, _size=math.prod(shape), _shape=shape, _dtype=dtype)
+    namespace.update(_variant=variant, _shape=shape, _dtype=dtype)
     namespace.update({f"_q{k}": value for k, value in enumerate(values)})
     exec(compile("\n".join(lines) + "\n", "<dualflow small kernel runner>", "exec"), namespace)
     return namespace["run"]

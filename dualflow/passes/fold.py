@@ -11,7 +11,10 @@ shape), ``reshape(reshape(x, s), t) => reshape(x, t)`` when ``x`` is C-ordered, 
 => x`` (gradients are already traced), ``add(multiply(a, b), c) => fma(a, b, c)`` and
 ``add(c, multiply(a, b)) => fma(a, b, c)`` when the multiply has no other use (``fma`` rounds
 twice, as the unfused ops do). Pure nodes whose inputs are all constants or literals become
-constants (up to 1 MiB) when numpy's result is C-ordered. Every rule preserves bits; replaced
+constants (up to 1 MiB) when numpy's result is C-ordered, and so does ``full_like(x)`` of a
+C-ordered ``x`` (it reads only x's type: the backward seed ``ones_like(loss)``); an elementwise
+node reading ``broadcast_to(x)`` reads ``x`` where that keeps its output's type (numpy broadcasts
+alike). Every rule preserves bits; replaced
 values' uses, graph outputs and update sources are rewired; nodes left unused are for dce.
 
 In the example ``%5`` multiplies a dense ``tanh`` result by one.
@@ -143,6 +146,21 @@ def _try_constant(node: Node, state: _Rewrite) -> bool:
     return True
 
 
+def _try_fill(node: Node, state: _Rewrite) -> bool:
+    """``full_like`` reads only its operand's type: a constant (numpy's ``full``) where numpy's
+    fill would be C-ordered (a C operand, or one whose layout cannot steer it). The backward
+    seed ``ones_like(loss)`` is one; folded, its reshape and broadcast fold or fuse too."""
+    like = node.inputs[0] if node.op == "full_like" else None
+    if not isinstance(like, Value) or sum(v.nbytes for v in node.outputs) > MAX_FOLD_BYTES:
+        return False
+    if not (exact_in_any_layout(like) or state.layout.get(like) == C):
+        return False
+    (out,) = node.outputs
+    state.consts[out] = np.full(out.shape, node.attrs["value"], dtype=out.dtype)
+    state.layout[out] = C
+    return True
+
+
 def _perm(axes: tuple | None, ndim: int) -> tuple[int, ...]:
     if axes is None:
         return tuple(range(ndim))[::-1]
@@ -213,6 +231,23 @@ _STRUCTURAL: dict[str, Callable[[Node, _Rewrite], Value | Node | None]] = {
 }
 
 
+def _unbroadcast(node: Node, state: _Rewrite) -> Node | None:
+    """An elementwise node reading ``broadcast_to(x)`` reads ``x`` where its output keeps its
+    type: numpy broadcasts ``x`` to the same zero strides, so values and layout are the same,
+    and the broadcast (a numpy call per step) becomes dead."""
+    if OPS[node.op].kind != "elementwise":
+        return None
+    inputs = list(node.inputs)
+    for k, value in enumerate(inputs):
+        producer = state.producer(value, "broadcast_to")
+        if producer is not None and isinstance(producer.inputs[0], Value):
+            inputs[k] = producer.inputs[0]
+    if inputs == list(node.inputs):
+        return None
+    narrowed = Node(node.op, tuple(inputs), node.outputs, node.attrs, node.loc)
+    return narrowed if _infers(narrowed) else None
+
+
 def _simplify(node: Node, state: _Rewrite) -> Value | Node:
     """Apply the algebraic rules until none fires: a replacement Value or the (new) node."""
     for _ in range(8):  # each rewrite shortens a chain, so this settles in a step or two
@@ -222,8 +257,8 @@ def _simplify(node: Node, state: _Rewrite) -> Value | Node:
         same = _identity(node, state)
         if same is not None and _same_type(same, out):
             return same
-        rule = _STRUCTURAL.get(node.op)
-        result = rule(node, state) if rule is not None else None
+        rule = _STRUCTURAL.get(node.op, _unbroadcast)
+        result = rule(node, state) if node.op in OPS else None
         if isinstance(result, Value) and _same_type(result, out):
             return result
         if not isinstance(result, Node):
@@ -236,7 +271,7 @@ def _fold_node(node: Node, state: _Rewrite) -> None:
     if is_effectful(node) or not node.outputs:
         state.emit(node)
         return
-    if _try_constant(node, state):
+    if _try_constant(node, state) or _try_fill(node, state):
         state.changed = True
         return
     result = _simplify(node, state)

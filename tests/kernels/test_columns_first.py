@@ -73,5 +73,8 @@ def test_chunks_and_threads_change_nothing(monkeypatch: pytest.MonkeyPatch) -> N
         np.testing.assert_array_equal(got, want)
     monkeypatch.setattr(columns_first, "COLUMN_BUDGET", 1)  # one image per chunk
     y, gw = run()
-    np.testing.assert_array_equal(y, whole[0])  # each output pixel is its own dot product
-    np.testing.assert_allclose(gw, whole[1], rtol=1e-5, atol=1e-5 * np.abs(whole[1]).max())
+    # Chunks are chosen from shapes alone (eager and compiled calls chunk alike), but a chunk's
+    # result is only close to the unchunked one: OpenBLAS may round an output's dot product
+    # differently in a GEMM of another size (Zen 1: 46 of 3960 outputs, up to 3e-6 apart).
+    for got, want in zip((y, gw), whole, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())

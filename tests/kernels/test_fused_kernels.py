@@ -26,7 +26,7 @@ from dualflow.kernels.cuda_fused import (
     wrap_global,
     wrap_sum_global,
 )
-from dualflow.kernels.expr import FUNCTIONS, compile_numpy
+from dualflow.kernels.expr import FUNCTIONS, compile_numpy, parse_expr
 from dualflow.kernels.expr_typing import apply_numpy, lower_expr
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
@@ -416,3 +416,29 @@ def test_non_finite_constants_render_in_every_cpu_kernel(bound: float) -> None:
         kc.blocked_kernel(lower_expr(expr, ("a0", "a1"), ("float32", "float32")), (5,))(np, x, g),
     ):
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    "layout", ["c", "transposed", "reversed", "broadcast", "numpy scalar", "zero-d"]
+)
+def test_small_kernels_take_operands_of_any_layout(layout: str) -> None:
+    """A small call passes its arrays unflattened; the kernel flattens them itself (a C view, or
+    a C copy of any other layout), so every layout gives the values eager's ufuncs give."""
+    args = ("a", "b")
+    expr = parse_expr("a * b + a", args)
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((6, 5)).astype(np.float32)
+    b = {
+        "c": lambda: rng.standard_normal((6, 5)).astype(np.float32),
+        "transposed": lambda: rng.standard_normal((5, 6)).astype(np.float32).T,
+        "reversed": lambda: rng.standard_normal((6, 5)).astype(np.float32)[::-1, ::-1],
+        "broadcast": lambda: np.broadcast_to(np.float32(1.5), (6, 5)),
+        "numpy scalar": lambda: np.float32(1.5),
+        "zero-d": lambda: np.array(1.5, np.float32),
+    }[layout]()
+    kc._CACHE.clear()  # this call's metas build a fresh kernel
+    kernel = kc.cpu_kernel(expr, args, ((a.shape, "float32"), (np.shape(b), "float32")))
+    out = np.empty((6, 5), np.float32)
+    assert kernel(np, a, b, out=out) is out
+    np.testing.assert_array_equal(out, a * b + a)
+    np.testing.assert_array_equal(kernel(np, a, b), a * b + a)

@@ -233,3 +233,45 @@ graph c(%0: float32[3] "x") {
     assert [n.op for n in out.nodes] == ["full", "add"]
     assert [v.id for v in out.consts] == [3]
     assert_same_run(graph, out, *random_args(graph))
+
+
+SEED = """
+graph g(%0: float32[4,3] "x", %1: float32[4,3] "w") {{
+  %2: float32[4,3] = multiply(%0, %1)
+  %3: float32[] = sum(%2) {{axis=None, keepdims=False}}
+  %4: float32[] = full_like(%3) {{dtype=None, value=1}}
+  %5: float32[1,1] = reshape(%4) {{shape=(1, 1)}}
+  %6: float32[4,3] = broadcast_to(%5) {{shape=(4, 3)}}
+  %7: float32[4,3] = {op}
+  return %7
+}}"""
+
+
+def test_the_seed_gradient_folds_and_its_broadcast_is_read_unbroadcast() -> None:
+    # the backward seed ones_like(loss) reads only the loss's type: a constant, so the loss's
+    # sum is dead; the multiply reads the (1, 1) constant with numpy's own broadcasting
+    graph = parse_graph(SEED.format(op="multiply(%1, %6)"))
+    out, _ = run_passes(graph, ("fold", "dce"), verify_each=True)
+    assert [n.op for n in out.nodes] == ["multiply"]
+    assert [tuple(v.shape) for v in out.nodes[0].inputs] == [(4, 3), (1, 1)]
+    assert_same_run(graph, out, *random_args(graph))
+
+
+def test_a_broadcast_stays_where_reading_its_source_would_change_the_type() -> None:
+    graph = parse_graph(SEED.format(op="tanh(%6)"))  # tanh of the (1, 1) source is (1, 1)
+    out, _ = run_passes(graph, ("fold", "dce"), verify_each=True)
+    assert [n.op for n in out.nodes] == ["broadcast_to", "tanh"]
+    assert_same_run(graph, out, *random_args(graph))
+
+
+def test_full_like_of_a_transposed_value_is_not_a_constant() -> None:
+    # numpy's full_like keeps a transposed operand's strides, a folded constant is C-ordered
+    assert not np.full_like(np.ones((4, 3)).T, 1).flags.c_contiguous
+    text = """
+graph f(%0: float32[4,3] "x") {
+  %1: float32[3,4] = transpose(%0) {axes=None}
+  %2: float32[3,4] = full_like(%1) {dtype=None, value=2.0}
+  return %2
+}"""
+    graph = parse_graph(text)
+    assert PASSES["fold"](graph) is graph
