@@ -100,7 +100,8 @@ def render_source(
     program: Program, flat: tuple[bool, ...] | None, nest: tuple = (), from_out: int | None = None
 ) -> tuple[str, tuple]:
     """(Python source of ``kernel(out, *inputs, *constants)``, the constants' typed values):
-    flat (``flat[k]``: input k is full-size, else a one-element array) or, with ``flat`` None,
+    flat (operands of any shape and layout, which it flattens; ``flat[k]``: input k is
+    full-size, else a one-element array) or, with ``flat`` None,
     the loop nest ``nest`` = (the output's dims, each input's dims) of ``broadcast_nest
     .collapse`` (inputs reshaped to those dims). ``from_out=k`` reads input k from ``out``
     itself, for calls where it is ``out``'s very array: the loop then has no two
@@ -112,7 +113,7 @@ def render_source(
         >>> from dualflow.kernels.expr_typing import lower_expr
         >>> p = lower_expr(("call", "add", ("var", "a0"), ("const", 1.0)), ("a0",), ("float32",))
         >>> source, values = render_source(p, (True,), 1)
-        >>> "def kernel(out, in0, _c0):" in source, values
+        >>> "def kernel(out_, in0_, _c0):" in source, values  # flat: it flattens them
         (True, (np.float32(1.0),))
     """
     consts: list[tuple] = []
