@@ -12,6 +12,8 @@ $(BIN)/python:
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
+	@# the fixed CPU kernels compiled now, not in a model's first compiled call (no cache: skip)
+	$(BIN)/dualflow cache warm || echo "kernels not warmed: they compile at first use"
 	touch $(STAMP)
 
 bench: $(STAMP)

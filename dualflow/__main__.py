@@ -1,4 +1,4 @@
-"""The ``dualflow`` command line: ``dualflow bench ...``, ``dualflow cache info|clear``."""
+"""The ``dualflow`` command line: ``dualflow bench ...``, ``dualflow cache info|clear|warm``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 USAGE = (
     "usage: dualflow bench [--quick|--full] [--workloads a,b] [--out DIR]\n"
-    "       dualflow cache info|clear"
+    "       dualflow cache info|clear|warm"
 )
 
 
@@ -17,7 +17,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Example:
         >>> main(["--help"])
         usage: dualflow bench [--quick|--full] [--workloads a,b] [--out DIR]
-               dualflow cache info|clear
+               dualflow cache info|clear|warm
         0
     """
     args = list(sys.argv[1:] if argv is None else argv)

@@ -1,4 +1,5 @@
-"""``dualflow cache info|clear``: what the disk caches hold, where, under which limit; empty them.
+"""``dualflow cache info|clear|warm``: what the disk caches hold, where, under which limit; empty
+them; fill the kernels store with the fixed CPU kernels (``kernels/warm.py``).
 
 ``clear`` removes only files that are cache entries (kernels, bytecode, plan entries); the key
 and anything else in a plans folder the user chose are left alone.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from dualflow._config import cache_dir, cache_limit
 from dualflow.disk_cache import KINDS, clear, open_store, usage
 from dualflow.disk_trust import PROBLEMS, trusted_root
 
-USAGE = "usage: dualflow cache info|clear"
+USAGE = "usage: dualflow cache info|clear|warm"
 
 
 def _budgets(root: Path) -> list[tuple[str, tuple[tuple[Path, str], ...]]]:
@@ -59,15 +61,15 @@ def info() -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    """Run ``dualflow cache <info|clear>``; 0 on success, 1 when the cache is not usable, 2 for a
-    bad argument.
+    """Run ``dualflow cache <info|clear|warm>``; 0 on success, 1 when the cache is not usable, 2
+    for a bad argument.
 
     Example:
         >>> main(["nope"])
-        usage: dualflow cache info|clear
+        usage: dualflow cache info|clear|warm
         2
     """
-    if list(argv) not in (["info"], ["clear"]):
+    if list(argv) not in (["info"], ["clear"], ["warm"]):
         print(USAGE)
         return 2
     root = trusted_root()
@@ -77,6 +79,18 @@ def main(argv: Sequence[str]) -> int:
     if argv[0] == "info":
         print(info())
         return 0
+    if argv[0] == "warm":
+        return _warm()
     for title, budget in _budgets(root.path):
         print(f"{title}: removed {_mb(clear(budget))}")
+    return 0
+
+
+def _warm() -> int:
+    """Compile the fixed CPU kernels into the kernels store, one line per route."""
+    from dualflow.kernels.warm import warm  # noqa: PLC0415 - imports numba; a cold store compiles for a minute
+
+    start = time.perf_counter()
+    done = warm(lambda name: print(f"  {name}", flush=True))
+    print(f"warmed {len(done)} kernel routes in {time.perf_counter() - start:.1f} s")
     return 0

@@ -1,0 +1,94 @@
+"""Compile the fixed CPU kernels ahead of time, so a model's first compiled call does not.
+
+``warm`` runs every fixed numba kernel route once (convolutions: Winograd, channels-first and
+im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
+float32 tanh/exp loops) on small arrays, which puts their machine code in the signed kernels
+store. ``dualflow cache warm`` and the Makefile's install step run it. Generated fused kernels
+depend on the model and still compile at its first call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from dualflow import ops
+from dualflow._tensor import Tensor
+
+DTYPES = ("float32", "float64")
+# (name, images, channels in, channels out, side, kernel, stride, pad): each picks one route
+CONVOLUTIONS = (
+    ("winograd", 4, 16, 16, 16, 3, 1, 1),  # 3x3 stride 1, >= 16 channels, >= 64 4x4 tiles
+    ("channels-first columns", 2, 3, 8, 16, 3, 1, 1),  # few input channels (a network's stem)
+    ("im2col columns", 2, 16, 16, 16, 3, 2, 1),  # strided: columns, layout copies, col2im
+    ("pointwise", 2, 16, 16, 8, 1, 2, 0),  # 1x1: batched GEMMs
+    ("weight rows", 1, 32, 256, 4, 3, 1, 1),  # 64K+ filter values on few pixels: rows GEMMs
+)
+# max/avg pooling geometries (window, stride, pad) compiled with constants for large images
+# (``pool_cpu.FIXED_MIN``), on one such image and one small image (the generic kernels)
+POOLS = ((2, 2, 0), (3, 2, 1))
+
+
+def _leaf(shape: tuple[int, ...], dtype: str) -> Tensor:
+    array = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    return Tensor(array, requires_grad=True)
+
+
+def _backward(y: Tensor) -> None:
+    """Backpropagate a C-ordered gradient, as a loss does (``sum()``'s would be a broadcast view,
+    another numba signature than a training step's)."""
+    y.backward(Tensor(np.random.default_rng(1).standard_normal(y.shape).astype(y.dtype)))
+
+
+def _convolution(dtype: str, n: int, c: int, o: int, side: int, k: int, s: int, p: int) -> None:
+    """A convolution's forward, input gradient and weight gradient, as a training step runs."""
+    x, w = _leaf((n, c, side, side), dtype), _leaf((o, c, k, k), dtype)
+    _backward(ops.conv2d(x, w, stride=s, pad=p))
+
+
+def _pooling(dtype: str, side: int, window: int, stride: int, pad: int) -> None:
+    """Max and average pooling forward and backward, and the max's double-backward gather."""
+    x = _leaf((1, 64, side, side), dtype)
+    _backward(ops.max_pool2d(x, window, stride, pad))
+    _backward(ops.avg_pool2d(x, window, stride, pad))
+    ops.max_pool2d_gather(x.array, x.array, window, stride, pad)
+
+
+def routes() -> list[tuple[str, Callable[[], None]]]:
+    """(name, run) of every route ``warm`` compiles, for each dtype.
+
+    Example:
+        >>> names = [name for name, _ in routes()]
+        >>> "winograd float32" in names, "max/avg pooling 2x2/2 float64" in names
+        (True, True)
+    """
+    found: list[tuple[str, Callable[[], None]]] = []
+    for dtype in DTYPES:
+        for name, *shape in CONVOLUTIONS:
+            found.append((f"{name} {dtype}", lambda d=dtype, s=shape: _convolution(d, *s)))
+        for window, stride, pad in POOLS:
+            label = f"max/avg pooling {window}x{window}/{stride} {dtype}"
+            found.append((label, lambda d=dtype, g=(window, stride, pad): _pooling(d, 32, *g)))
+        for window, stride, pad in POOLS:  # small images: the generic kernels
+            label = f"pooling {window}x{window}/{stride} any size {dtype}"
+            found.append((label, lambda d=dtype, g=(window, stride, pad): _pooling(d, 8, *g)))
+    unary = (ops.tanh, ops.exp, ops.sigmoid)
+    found.append(("float32 tanh/exp", lambda: [f(_leaf((4096,), "float32")) for f in unary]))
+    return found
+
+
+def warm(report: Callable[[str], None] | None = None) -> list[str]:
+    """Run every route of ``routes`` (calling ``report`` with each name first); the names run.
+
+    Example:
+        >>> "float32 tanh/exp" in warm()
+        True
+    """
+    done = []
+    for name, run in routes():
+        if report is not None:
+            report(name)
+        run()
+        done.append(name)
+    return done

@@ -1,0 +1,48 @@
+"""``kernels/warm.py``: ``warm`` builds every fixed CPU kernel (a kernel added without a warm
+route fails here), and ``dualflow cache warm`` runs it."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from dualflow import cache_cli
+from dualflow.kernels import columns_cpu, pool_cpu, warm
+from dualflow.kernels.pool_loops import BODIES
+
+KERNELS = Path(columns_cpu.__file__).parent
+
+
+def _named_kernels() -> set[str]:
+    """Every fixed numba kernel name the package builds through ``numba_kernel``."""
+    names = set()
+    for path in KERNELS.glob("*.py"):
+        names.update(re.findall(r'(?:numba_kernel|_by_filters)\("(\w+)"', path.read_text()))
+        if re.search(r'numba_kernel\(f"winograd\{name\}', path.read_text()):
+            loops = re.findall(r'_in_parts\("(\w+)"', path.read_text())
+            names.update(f"winograd{loop}" for loop in loops)
+    return names - {"doc_twice"}  # a docstring's example
+
+
+def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
+    # empty in-process tables: whatever warm does not reach is missing from them afterwards
+    monkeypatch.setattr(columns_cpu, "_KERNELS", {})
+    monkeypatch.setattr(pool_cpu, "_KERNELS", {})
+    warm.warm()
+    built = {re.sub(r"[0-9a-f]{16}$", "", name) for name in columns_cpu._KERNELS}
+    assert _named_kernels() <= built, _named_kernels() - built
+    assert {"winograd_input_tiles", "winograd_output_tiles", "winograd_gradient_tiles"} <= built
+    pools = set(pool_cpu._KERNELS)
+    for body in BODIES:  # every body generic, and fixed for 2x2/2 or 3x3/2 (overlapping)
+        assert (body, None) in pools
+        fixed = (3, 3, 2, 2) if body == "maxpoolrows" else (2, 2, 2, 2)
+        assert (body, fixed) in pools
+
+
+def test_cache_warm_command_lists_each_route(capsys: pytest.CaptureFixture) -> None:
+    assert cache_cli.main(["warm"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.strip() for line in out[:-1]] == [name for name, _ in warm.routes()]
+    assert out[-1].startswith(f"warmed {len(warm.routes())} kernel routes in ")
