@@ -156,7 +156,11 @@ def _try_fill(node: Node, state: _Rewrite) -> bool:
     if not (exact_in_any_layout(like) or state.layout.get(like) == C):
         return False
     (out,) = node.outputs
-    state.consts[out] = np.full(out.shape, node.attrs["value"], dtype=out.dtype)
+    try:  # a fill numpy warns about (NaN into an integer) runs, and warns, at every call
+        with np.errstate(all="raise"):
+            state.consts[out] = np.full(out.shape, node.attrs["value"], dtype=out.dtype)
+    except (TypeError, ValueError, OverflowError, FloatingPointError):
+        return False
     state.layout[out] = C
     return True
 

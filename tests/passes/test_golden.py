@@ -275,3 +275,13 @@ graph f(%0: float32[4,3] "x") {
 }"""
     graph = parse_graph(text)
     assert PASSES["fold"](graph) is graph
+
+
+def test_a_fill_numpy_cannot_make_is_left_for_the_runtime() -> None:
+    text = """
+graph f(%0: int64[3] "i") {
+  %1: int64[3] = full_like(%0) {dtype=None, value=nan}
+  return %1
+}"""
+    graph = parse_graph(text)
+    assert PASSES["fold"](graph) is graph

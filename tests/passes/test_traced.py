@@ -48,3 +48,25 @@ def test_traced_mlp_step(traced, passes) -> None:
     assert_same_run(graph, out, inputs, state)
     if passes == "O2":
         assert stats[-1].nodes_after < stats[0].nodes_before
+
+
+def test_gradients_of_a_sum_need_no_seed_at_run_time() -> None:
+    """``dualflow.grad`` of a sum: the seed ``ones_like(loss)`` folds, so the loss is dead and
+    its broadcast is read as a (1, 1) constant; the gradients are eager's, bit for bit."""
+    rng = np.random.default_rng(2)
+    x = dualflow.tensor(rng.normal(size=(16, 16)).astype(np.float32), requires_grad=True)
+    w = dualflow.tensor(rng.normal(size=(16, 16)).astype(np.float32), requires_grad=True)
+
+    def step():
+        y = x
+        for _ in range(4):
+            y = ops.sigmoid(ops.tanh(y * 0.9 + 0.1) * w)
+        return dualflow.grad(y.sum(), [x, w])
+
+    compiled = dualflow.compile(step, fallback="error")
+    for _ in range(3):
+        got, want = compiled(), step()
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    ops_run = [node.op for node in compiled.history[-1].plan.graph.nodes]
+    assert not {"full_like", "broadcast_to", "sum"} & set(ops_run), ops_run
