@@ -1,5 +1,5 @@
 """``dualflow cache info|clear|warm``: what the disk caches hold, where, under which limit; empty
-them; fill the kernels store with the fixed CPU kernels (``kernels/warm.py``).
+them; fill the kernels store with the fixed CPU kernels (``cache_warm.py``).
 
 ``clear`` removes only files that are cache entries (kernels, bytecode, plan entries); the key
 and anything else in a plans folder the user chose are left alone.
@@ -88,7 +88,8 @@ def main(argv: Sequence[str]) -> int:
 
 def _warm() -> int:
     """Compile the fixed CPU kernels into the kernels store, one line per route."""
-    from dualflow.kernels.warm import warm  # noqa: PLC0415 - imports numba; a cold store compiles for a minute
+    # imports numba; a cold store compiles for a minute or two
+    from dualflow.cache_warm import warm  # noqa: PLC0415
 
     start = time.perf_counter()
     done = warm(lambda name: print(f"  {name}", flush=True))

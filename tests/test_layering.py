@@ -37,7 +37,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("nn/optim", ("nn", "optim")),
     ("training", ("training",)),
     ("vision", ("vision",)),
-    ("tools", ("debug", "bench", "cache_cli", "__main__", "")),  # "": dualflow/__init__.py
+    (
+        "tools",
+        ("debug", "bench", "cache_cli", "cache_warm", "__main__", ""),
+    ),  # "": dualflow/__init__.py
 )
 TENSOR_UNIT = ("_tensor", "tensor_methods", "autograd", "transfer", "functions", "factories")
 TENSOR_UNIT += ("random", "gradcheck")

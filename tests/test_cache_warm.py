@@ -1,4 +1,4 @@
-"""``kernels/warm.py``: ``warm`` builds every fixed CPU kernel (a kernel added without a warm
+"""``cache_warm.py``: ``warm`` builds every fixed CPU kernel (a kernel added without a warm
 route fails here), and ``dualflow cache warm`` runs it."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from dualflow import cache_cli
-from dualflow.kernels import columns_cpu, pool_cpu, warm
+from dualflow import cache_warm as warm
+from dualflow.kernels import columns_cpu, pool_cpu
 from dualflow.kernels.pool_loops import BODIES
 
 KERNELS = Path(columns_cpu.__file__).parent
