@@ -9,6 +9,7 @@ depend on the model and still compile at its first call.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -60,19 +61,18 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
 
     Example:
         >>> names = [name for name, _ in routes()]
-        >>> "winograd float32" in names, "max/avg pooling 2x2/2 float64" in names
+        >>> "winograd float32" in names, "max/avg pooling 2x2/2 32x32 float64" in names
         (True, True)
     """
     found: list[tuple[str, Callable[[], None]]] = []
     for dtype in DTYPES:
         for name, *shape in CONVOLUTIONS:
             found.append((f"{name} {dtype}", lambda d=dtype, s=shape: _convolution(d, *s)))
-        for window, stride, pad in POOLS:
-            label = f"max/avg pooling {window}x{window}/{stride} {dtype}"
-            found.append((label, lambda d=dtype, g=(window, stride, pad): _pooling(d, 32, *g)))
-        for window, stride, pad in POOLS:  # small images: the generic kernels
-            label = f"pooling {window}x{window}/{stride} any size {dtype}"
-            found.append((label, lambda d=dtype, g=(window, stride, pad): _pooling(d, 8, *g)))
+        for (window, stride, pad), side in itertools.product(POOLS, (32, 8)):
+            # 32x32: kernels with the window as constants; 8x8: the generic ones
+            label = f"max/avg pooling {window}x{window}/{stride} {side}x{side} {dtype}"
+            geometry = (side, window, stride, pad)
+            found.append((label, lambda d=dtype, g=geometry: _pooling(d, *g)))
     unary = (ops.tanh, ops.exp, ops.sigmoid)
     found.append(("float32 tanh/exp", lambda: [f(_leaf((4096,), "float32")) for f in unary]))
     return found
