@@ -74,6 +74,8 @@ def flatten(args: tuple, kwargs: dict[str, Any], names: list[str]) -> Flat:
         >>> f.paths, f.described[1]
         (['batch[0]'], ('batch[1]', ('static', 'int', 3)))
     """
+    if not args and not kwargs:  # what the walk below gives for no arguments, without it
+        return Flat([], [], ((), (), ()), [])
     roots = [(names[i] if i < len(names) else f"args[{i}]", v) for i, v in enumerate(args)]
     roots += kwargs.items()  # call order matters as for dicts (a function may iterate **kwargs)
     # dataclasses with attributes beyond their fields stay whole: objects whose reads are guarded

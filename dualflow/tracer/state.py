@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from dualflow._tensor import Tensor
 from dualflow.device import Device, device_of
 from dualflow.tracer.env_guards import EnvGuards
@@ -63,7 +65,9 @@ class StateRef:
             return f"{label}.shape: {self.shape} -> {array.shape}"
         if array.dtype != self.dtype:
             return f"{label}.dtype: {self.dtype} -> {array.dtype}"
-        if str(device_of(array)) != self.device:
+        # a numpy array is on the CPU: no Device built and printed per ref per call
+        on_cpu = type(array) is np.ndarray
+        if (self.device != "cpu") if on_cpu else (str(device_of(array)) != self.device):
             return f"{label}.device: {self.device} -> {device_of(array)}"
         if current.requires_grad != self.requires_grad:
             return f"{label}.requires_grad: {self.requires_grad} -> {current.requires_grad}"
