@@ -290,7 +290,6 @@ def _small_flat_runner(
         [2.0, 4.0]
     """
     (shape, dtype), names = out_meta, [f"a{k}" for k in range(len(flat))]
-    # an ndarray's ravel is a view when C-contiguous (else a C copy, as ascontiguousarray's)
     # the kernel flattens its operands itself (``_flat_body``); a non-ndarray (a numpy scalar)
     # becomes an array first
     flats = ", ".join(f"({a} if type({a}) is _nd else _copy({a}))" for a in names)

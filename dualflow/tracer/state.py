@@ -66,8 +66,8 @@ class StateRef:
         if array.dtype != self.dtype:
             return f"{label}.dtype: {self.dtype} -> {array.dtype}"
         # a numpy array is on the CPU: no Device built and printed per ref per call
-        on_cpu = type(array) is np.ndarray
-        if (self.device != "cpu") if on_cpu else (str(device_of(array)) != self.device):
+        device = "cpu" if type(array) is np.ndarray else str(device_of(array))
+        if device != self.device:
             return f"{label}.device: {self.device} -> {device_of(array)}"
         if current.requires_grad != self.requires_grad:
             return f"{label}.requires_grad: {self.requires_grad} -> {current.requires_grad}"
