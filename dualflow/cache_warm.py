@@ -2,9 +2,9 @@
 
 ``warm`` runs every fixed numba kernel route once (convolutions: Winograd, channels-first and
 im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
-float32 tanh/exp loops) on small arrays, which puts their machine code in the signed kernels
-store. ``dualflow cache warm`` and the Makefile's install step run it. Generated fused kernels
-depend on the model and still compile at its first call.
+relu's eager kernels; float32 tanh/exp loops) on small arrays, which puts their machine code in
+the signed kernels store. ``dualflow cache warm`` and the Makefile's install step run it.
+Generated fused kernels depend on the model and still compile at its first call.
 """
 
 from __future__ import annotations
@@ -73,6 +73,9 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
             label = f"max/avg pooling {window}x{window}/{stride} {side}x{side} {dtype}"
             geometry = (side, window, stride, pad)
             found.append((label, lambda d=dtype, g=geometry: _pooling(d, *g)))
+        # relu and relu_grad from ``cpu.SELECT_MIN`` elements: the eager kernels (one flat
+        # signature for every shape), which compiled plans run unfused too
+        found.append((f"relu {dtype}", lambda d=dtype: _backward(ops.relu(_leaf((16, 4096), d)))))
     unary = (ops.tanh, ops.exp, ops.sigmoid)
     found.append(("float32 tanh/exp", lambda: [f(_leaf((4096,), "float32")) for f in unary]))
     return found

@@ -10,8 +10,9 @@ import pytest
 
 from dualflow import cache_cli
 from dualflow import cache_warm as warm
-from dualflow.kernels import columns_cpu, pool_cpu
+from dualflow.kernels import columns_cpu, cpu, pool_cpu
 from dualflow.kernels.pool_loops import BODIES
+from dualflow.ops.registry import OPS
 
 KERNELS = Path(columns_cpu.__file__).parent
 
@@ -31,6 +32,7 @@ def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     # empty in-process tables: whatever warm does not reach is missing from them afterwards
     monkeypatch.setattr(columns_cpu, "_KERNELS", {})
     monkeypatch.setattr(pool_cpu, "_KERNELS", {})
+    monkeypatch.setattr(cpu, "_CACHE", {})
     warm.warm()
     built = {re.sub(r"[0-9a-f]{16}$", "", name) for name in columns_cpu._KERNELS}
     assert _named_kernels() <= built, _named_kernels() - built
@@ -40,6 +42,11 @@ def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None
         assert (body, None) in pools
         fixed = (3, 3, 2, 2) if body == "maxpoolrows" else (2, 2, 2, 2)
         assert (body, fixed) in pools
+    # relu's eager kernels, forward and gradient, as one flat (1-D) signature per dtype
+    eager = {(key[0], key[2], len(key[3][0])) for key in cpu._CACHE}
+    for dtype in warm.DTYPES:
+        for name, count in (("relu", 1), ("relu_grad", 2)):
+            assert (OPS[name].expr, (dtype,) * count, 1) in eager, (name, dtype)
 
 
 def test_cache_warm_command_lists_each_route(capsys: pytest.CaptureFixture) -> None:

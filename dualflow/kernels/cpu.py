@@ -293,11 +293,16 @@ def eager_kernel(expr: tuple, args: tuple[str, ...]) -> Callable:
             if len(built) >= 64:
                 built.clear()
             if all(a.dtype in _EAGER_DTYPES for a in arrays):
-                kernel = cpu_kernel(expr, args, tuple((a.shape, a.dtype.name) for a in arrays))
+                # one flat signature for every shape: relu of a 4-D and of a 2-D array share
+                # one machine code (numba compiles per ndim), which ``cache warm`` compiles
+                metas = tuple(((first.size,), a.dtype.name) for a in arrays)
+                kernel = cpu_kernel(expr, args, metas)
             else:
                 kernel = None
             built[key] = kernel
-        return None if kernel is None else kernel(np, *arrays)
+        if kernel is None:
+            return None
+        return kernel(np, *[a.reshape(-1) for a in arrays]).reshape(first.shape)
 
     return run
 

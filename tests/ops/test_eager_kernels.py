@@ -74,6 +74,21 @@ def test_big_eager_calls_are_bit_equal_to_the_numpy_expression(
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))  # bits, -0.0 too
 
 
+@pytest.mark.parametrize("name", ["relu", "relu_grad", "where"])
+def test_every_shape_runs_one_flat_kernel(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # numba compiles per ndim: a 2-D and a 4-D relu share the flat kernel ``cache warm`` builds
+    monkeypatch.setattr(cpu, "_CACHE", {})
+    op = OPS[name]
+    plain = compile_numpy(op.expr, op.args, ())
+    for shape in [(cpu.SELECT_MIN // 16, 32), (3, 4, 25, cpu.SELECT_MIN // 100)]:
+        arrays = _operands(name, "float32", shape, 4)
+        got, want = op.forward(np, *arrays), plain(np, *arrays)
+        assert got.shape == want.shape and got.flags.c_contiguous
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert {len(shape) for key in cpu._CACHE for shape in key[3]} == {1}
+    assert len({key[3] for key in cpu._CACHE}) == 2  # one flat size per call shape
+
+
 @pytest.mark.parametrize("name", ["relu_grad", "maximum", "where"])
 def test_strided_broadcast_small_and_other_dtypes_take_the_numpy_expression(name: str) -> None:
     op = OPS[name]
