@@ -21,7 +21,7 @@ import numba  # fails at import when numba is missing (the caller falls back)
 import numpy as np
 
 from dualflow.disk_cache import open_store
-from dualflow.kernels import numba_cache
+from dualflow.kernels import flat_view, numba_cache
 from dualflow.kernels.broadcast_nest import collapse, render_nest
 from dualflow.kernels.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.expr import number_source
@@ -42,6 +42,10 @@ NJIT = '@numba.njit(parallel=False, nogil=True, cache=False, error_model="numpy"
 # 1.54-1.67 in two (GEMMs unchanged: 4.7-5.1 ms either way; design notes, "CPU kernels on both
 # cores")
 PART_MIN = 1 << 21
+# Elements below which a flat call passes its operands as they are (one machine code per operand
+# rank, but ~1 us less a call); from here every call passes 1-D views, so one kernel source has
+# one signature for relu of a 4-D and of a 2-D array (and eager's, which ``cache warm`` builds)
+UNFLATTENED_MAX = 1 << 13
 _MAX_SOURCE = 2**20
 
 
@@ -100,7 +104,7 @@ def render_source(
     program: Program, flat: tuple[bool, ...] | None, nest: tuple = (), from_out: int | None = None
 ) -> tuple[str, tuple]:
     """(Python source of ``kernel(out, *inputs, *constants)``, the constants' typed values):
-    flat (operands of any shape and layout, which it flattens; ``flat[k]``: input k is
+    flat (C-ordered operands of any shape, which it flattens; ``flat[k]``: input k is
     full-size, else a one-element array) or, with ``flat`` None,
     the loop nest ``nest`` = (the output's dims, each input's dims) of ``broadcast_nest
     .collapse`` (inputs reshaped to those dims). ``from_out=k`` reads input k from ``out``
@@ -128,7 +132,7 @@ def render_source(
         body = render_nest(steps, refs, nest, store, from_out)
     else:
         body = _flat_body(program, flat, steps, from_out, store)
-    lines = header([], imports(program))
+    lines = header([], imports(program) + ((flat_view.IMPORT,) if flat is not None else ()))
     suffix = "_" if flat is not None else ""  # flat: any-shape operands the body flattens
     names = [f"{name}{suffix}" for name in ["out", *names]]
     params = names + [f"_c{k}" for k in range(len(consts))]
@@ -143,13 +147,11 @@ def _flat_body(
     # One-element inputs and the steps that need nothing else are computed once, before the
     # loop: when ``out`` is an input's own array (a donated update), LLVM cannot prove they are
     # loop-invariant and would reload and recompute them per element (47x slower).
-    # Operands of any shape, flattened here rather than by the caller: a small call passes its
-    # arrays as they are (ravel and reshape in Python cost ~1 us of a ~2.5 us call). A C array's
-    # flat view is free; any other layout is copied C-ordered first, as ``ravel`` would.
-    before = ["out = out_.reshape(out_.size)"]
-    before += [
-        f"in{k} = np.ascontiguousarray(in{k}_).reshape(in{k}_.size)" for k in range(len(flat))
-    ]
+    # C-ordered operands of any shape, flattened here rather than by the caller: a small call
+    # passes its arrays as they are (ravel and reshape in Python cost ~1 us of a ~2.5 us call;
+    # the runner copies any other layout C-ordered first, as ``ravel`` would).
+    before = ["out = flat_view(out_)"]
+    before += [f"in{k} = flat_view(in{k}_)" for k in range(len(flat))]
     before += [f"x{k} = in{k}[0]" for k, full in enumerate(flat) if not full]
     loads = [
         f"x{k} = {'out' if k == from_out else f'in{k}'}[i]" for k, full in enumerate(flat) if full
@@ -290,9 +292,9 @@ def _small_flat_runner(
         [2.0, 4.0]
     """
     (shape, dtype), names = out_meta, [f"a{k}" for k in range(len(flat))]
-    # the kernel flattens its operands itself (``_flat_body``); a non-ndarray (a numpy scalar)
-    # becomes an array first
-    flats = ", ".join(f"({a} if type({a}) is _nd else _copy({a}))" for a in names)
+    # the kernel flattens C-ordered operands itself (``_flat_body``); any other layout, or a
+    # numpy scalar, becomes a C array first (an array already C-ordered is returned, ~30 ns)
+    flats = ", ".join(f"_c({a})" for a in names)
     call = f"(out, {flats}{''.join(f', _q{k}' for k in range(len(values)))})"
     lines = [f"def run(xp, {', '.join(names)}, *, out=None, **_attrs):"]
     lines += ["    if out is None:", "        out = _empty(_shape, _dtype)"]
@@ -305,7 +307,7 @@ def _small_flat_runner(
                 "        return out",
             ]
     lines += [f"    _kernel{call}", "    return out"]
-    namespace = {"_nd": _ndarray, "_copy": _flat_copy, "_empty": np.empty, "_kernel": kernel}
+    namespace = {"_c": np.ascontiguousarray, "_empty": np.empty, "_kernel": kernel}
     namespace.update(_variant=variant, _shape=shape, _dtype=dtype)
     namespace.update({f"_q{k}": value for k, value in enumerate(values)})
     exec(compile("\n".join(lines) + "\n", "<dualflow small kernel runner>", "exec"), namespace)
@@ -339,7 +341,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
             in_place[k] = load_module(render_source(program, flat, nest, k)[0]).kernel
         return in_place[k]
 
-    if flat is not None and size < 2 * PART_MIN:
+    if flat is not None and size < UNFLATTENED_MAX:
         return _small_flat_runner(kernel, variant, flat, (shape, dtype), values)
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:

@@ -18,6 +18,7 @@ import pytest
 
 from dualflow.graph_ir import Graph, GraphBuilder, interpret
 from dualflow.kernels import cpu as kc
+from dualflow.kernels import cpu_numba
 from dualflow.kernels.cuda_fused import (
     COMPILE_OPTIONS,
     cuda_kernel,
@@ -418,27 +419,44 @@ def test_non_finite_constants_render_in_every_cpu_kernel(bound: float) -> None:
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("rows", [6, -(-cpu_numba.UNFLATTENED_MAX // 5)])
 @pytest.mark.parametrize(
     "layout", ["c", "transposed", "reversed", "broadcast", "numpy scalar", "zero-d"]
 )
-def test_small_kernels_take_operands_of_any_layout(layout: str) -> None:
-    """A small call passes its arrays unflattened; the kernel flattens them itself (a C view, or
-    a C copy of any other layout), so every layout gives the values eager's ufuncs give."""
+def test_flat_kernels_take_operands_of_any_layout(layout: str, rows: int) -> None:
+    """A small call passes its arrays unflattened, a bigger one 1-D views; the kernel flattens
+    C arrays itself and the runner copies any other layout C-ordered first, so every layout
+    gives the values eager's ufuncs give."""
     args = ("a", "b")
     expr = parse_expr("a * b + a", args)
     rng = np.random.default_rng(3)
-    a = rng.standard_normal((6, 5)).astype(np.float32)
+    a = rng.standard_normal((rows, 5)).astype(np.float32)
     b = {
-        "c": lambda: rng.standard_normal((6, 5)).astype(np.float32),
-        "transposed": lambda: rng.standard_normal((5, 6)).astype(np.float32).T,
-        "reversed": lambda: rng.standard_normal((6, 5)).astype(np.float32)[::-1, ::-1],
-        "broadcast": lambda: np.broadcast_to(np.float32(1.5), (6, 5)),
+        "c": lambda: rng.standard_normal((rows, 5)).astype(np.float32),
+        "transposed": lambda: rng.standard_normal((5, rows)).astype(np.float32).T,
+        "reversed": lambda: rng.standard_normal((rows, 5)).astype(np.float32)[::-1, ::-1],
+        "broadcast": lambda: np.broadcast_to(np.float32(1.5), (rows, 5)),
         "numpy scalar": lambda: np.float32(1.5),
         "zero-d": lambda: np.array(1.5, np.float32),
     }[layout]()
     kc._CACHE.clear()  # this call's metas build a fresh kernel
     kernel = kc.cpu_kernel(expr, args, ((a.shape, "float32"), (np.shape(b), "float32")))
-    out = np.empty((6, 5), np.float32)
+    out = np.empty((rows, 5), np.float32)
     assert kernel(np, a, b, out=out) is out
     np.testing.assert_array_equal(out, a * b + a)
     np.testing.assert_array_equal(kernel(np, a, b), a * b + a)
+
+
+def test_flat_kernels_of_every_rank_share_one_signature_from_unflattened_max() -> None:
+    """numba compiles a kernel once per operand rank: from ``UNFLATTENED_MAX`` elements every
+    call passes 1-D views, so a 2-D, 3-D and 4-D call of one expression compile once."""
+    args = ("a", "b")
+    expr = parse_expr("a * b - b", args)
+    program = lower_expr(expr, args, ("float64", "float64"))
+    kernel = cpu_numba.load_module(cpu_numba.render_source(program, (True, True))[0]).kernel
+    size = cpu_numba.UNFLATTENED_MAX
+    for shape in [(size,), (size // 8, 8), (2, size // 16, 8), (2, 2, size // 32, 8)]:
+        a, b = np.full(shape, 3.0), np.full(shape, 0.5)
+        got = kc.cpu_kernel(expr, args, ((shape, "float64"), (shape, "float64")))(np, a, b)
+        assert got.shape == shape and (got == 1.0).all()
+    assert [sig[0].ndim for sig in kernel.signatures] == [1]
