@@ -34,6 +34,8 @@ class Module(hooks.HookMethods, module_state.ConversionMethods):
         ['w']
     """
 
+    _versioned = True  # ``_version`` counts assignments: compiled steps guard it (tracer)
+
     def __init__(self) -> None:
         for table in ("_params", "_buffers", "_modules"):
             object.__setattr__(self, table, OrderedDict())

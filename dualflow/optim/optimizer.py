@@ -58,6 +58,8 @@ class Optimizer:
         [0.5, 1.5]
     """
 
+    _versioned = True  # ``_version`` counts changes: compiled steps guard it (tracer)
+
     # (hyperparameter, low, high): a finite number in [low, high], None meaning unbounded (see
     # _check_hyperparameters); lr and betas are checked for every optimizer
     _ranges: tuple[tuple[str, float | None, float | None], ...] = ()

@@ -25,6 +25,7 @@ from dualflow.tracer.env_guards import (
     Dynamic,
     EnvGuard,
     EnvGuards,
+    is_versioned,
     read_item,
     read_place,
     static_attr,
@@ -59,7 +60,7 @@ def describe(value: Any) -> Any:
         return ["named", f"{getattr(value, '__module__', '?')}.{value.__qualname__}"]
     if isinstance(value, Tensor):
         return ["tensor"]  # which tensor: the captured state refs bind and check it
-    if hasattr(value, "_version"):
+    if is_versioned(value):
         return ["versioned", fingerprint(value)]
     if type(value).__module__ == "numpy" or isinstance(value, complex | bytes):
         raise NotStorable(f"a {type(value).__name__} value")

@@ -40,6 +40,20 @@ def is_value(value: Any, depth: int = 0) -> bool:
     return False
 
 
+def is_versioned(value: Any) -> bool:
+    """Whether ``value`` is a Module or Optimizer (its class sets ``_versioned``): its
+    ``_version`` counter changes with every assignment to it, so reads through it are followed,
+    not guarded one by one. A package with a ``_version`` submodule (numba's) is not one.
+
+    Example:
+        >>> import numba
+        >>> from dualflow import nn
+        >>> is_versioned(nn.ReLU()), is_versioned(numba), is_versioned(nn.ReLU)
+        (True, False, False)
+    """
+    return getattr(type(value), "_versioned", False) is True
+
+
 def same(a: Any, b: Any) -> bool:
     """Identity, or equal immutable values of the same type (NaN equals NaN).
 

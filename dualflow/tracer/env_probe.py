@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.errors import GENERATED_PREFIX
+from dualflow.errors import GENERATED_PREFIX, KERNEL_MODULE_PREFIX
 from dualflow.tracer import calls
 from dualflow.tracer.env_guards import (
     ATTR,
@@ -28,6 +28,7 @@ from dualflow.tracer.env_guards import (
     ITEM,
     MISSING,
     Dynamic,
+    is_versioned,
     read_item,
     static_attr,
 )
@@ -73,10 +74,12 @@ def is_user_file(filename: str) -> bool:
 
 def _generated(frame: types.FrameType) -> bool:
     """Methods the standard library writes for a class (dataclass ``__init__``, namedtuple
-    ``__new__``): they read only what the class definition fixed."""
+    ``__new__``): they read only what the class definition fixed; and dualflow's kernel modules,
+    whose file is in the kernels store (``cpu_numba.load_module`` runs one when an eager op first
+    needs it: its ``numba.njit`` is no global of the user's)."""
     code = frame.f_code
     if not code.co_filename.startswith("<"):
-        return False
+        return str(frame.f_globals.get("__name__", "")).startswith(KERNEL_MODULE_PREFIX)
     qualname = getattr(code, "co_qualname", code.co_name)
     return qualname.startswith("__create_fn__") or str(
         frame.f_globals.get("__name__", "")
@@ -166,7 +169,7 @@ class EnvProbe:
         """Read ``holder.name`` as the program will, guarding it when ``holder`` is known."""
         if is_missing(holder) or isinstance(holder, list | dict | set | tuple | str):
             return UNKNOWN
-        versioned = hasattr(holder, "_version") and not isinstance(holder, type)
+        versioned = is_versioned(holder)
         try:
             value = calls.versioned_read(holder, name) if versioned else static_attr(holder, name)
         except Dynamic:
@@ -183,7 +186,7 @@ class EnvProbe:
         if is_missing(key):
             self.recorder.read_contents(container)
             return UNKNOWN
-        if hasattr(container, "_version"):  # e.g. a ModuleList: versioned, reading is pure
+        if is_versioned(container):  # e.g. a ModuleList: versioned, reading is pure
             value = calls.versioned_item(container, key)
             self.recorder.observe_through(container, f"[{key!r}]", ("item", key), value)
             return value

@@ -27,6 +27,7 @@ from dualflow.tracer.env_guards import (
     EnvGuards,
     contents,
     is_value,
+    is_versioned,
     read_place,
     same,
     same_contents,
@@ -65,7 +66,7 @@ def _snapshot(value: Any) -> Any:
         return None  # (communicators, generators): it keeps it right in plans itself
     if isinstance(value, types.ModuleType | type | types.FunctionType | Tensor | np.ndarray):
         return None
-    if hasattr(value, "_version"):  # Modules and Optimizers: versioned, their writes checked
+    if is_versioned(value):  # Modules and Optimizers: versioned, their writes checked
         return None
     instance = getattr(value, "__dict__", None)
     return dict(instance) if type(instance) is dict else None
@@ -171,7 +172,7 @@ class EnvRecorder:
             self.tensors[id(value)] = value
         elif isinstance(value, np.ndarray):
             self.arrays[id(value)] = (value, value.copy())
-        elif hasattr(value, "_version") and not isinstance(value, type):
+        elif is_versioned(value):
             self.modules.append(value)
             if self.on_versioned is not None:
                 self.on_versioned(value)

@@ -17,6 +17,7 @@ from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
 from dualflow.tracer.autodiff import Backward, backward_op
 from dualflow.tracer.env_cache import canonical, decode_guards, fingerprint
+from dualflow.tracer.env_guards import is_versioned
 from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.state import StateChecks, StateRef, plan_device
 from dualflow.tracer.state_paths import UnreachableState, format_path, resolve
@@ -46,7 +47,7 @@ def _checks(meta: dict[str, Any], roots: dict, fn: Any, objects: dict[str, Any])
     modules = []
     for (path, training), stored in zip(meta["modules"], meta["fingerprints"]):
         module = resolve(roots, path)
-        if not hasattr(module, "_version"):
+        if not is_versioned(module):
             raise UnreachableState(f"{format_path(path)} is not a Module or Optimizer now")
         if canonical(fingerprint(module)) != canonical(stored):  # other layers or settings
             raise UnreachableState(f"{format_path(path)} is configured differently now")
