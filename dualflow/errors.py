@@ -11,6 +11,7 @@ import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 GENERATED_PREFIX = "<dualflow "  # file name prefix of code dualflow generates (ops, plans)
+KERNEL_MODULE_PREFIX = "dualflow_kernels_"  # generated kernel modules (their file: the store)
 
 
 class DualflowError(Exception):

@@ -21,6 +21,7 @@ import numba  # fails at import when numba is missing (the caller falls back)
 import numpy as np
 
 from dualflow.disk_cache import open_store
+from dualflow.errors import KERNEL_MODULE_PREFIX
 from dualflow.kernels import flat_view, numba_cache
 from dualflow.kernels.broadcast_nest import collapse, render_nest
 from dualflow.kernels.cpu_threads import parts_for, run_parts, split
@@ -245,7 +246,7 @@ def load_module(source: str) -> Any:
         if store.load(f"{stem}.py", _MAX_SOURCE) != source.encode():
             store.save(f"{stem}.py", source.encode())
         filename = str(store.directory / f"{stem}.py")
-    module = types.ModuleType(f"dualflow_kernels_{stem}")
+    module = types.ModuleType(f"{KERNEL_MODULE_PREFIX}{stem}")
     sys.modules[module.__name__] = module  # numba rebuilds cached code by the module's name
     exec(compile("\n" + source, filename, "exec"), module.__dict__)  # line 1: the signature
     if store is not None and isinstance(

@@ -5,7 +5,9 @@ second compiled function (a fresh process sees exactly what a fresh function see
 
 from __future__ import annotations
 
+import sys
 import types
+from collections import OrderedDict
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,8 @@ import pytest
 
 import dualflow
 from dualflow import nn, ops, optim
+from dualflow.errors import KERNEL_MODULE_PREFIX
+from dualflow.kernels import cpu, cpu_numba
 
 SETTINGS = types.SimpleNamespace(use_bias_shift=False, table={"scale": 1.0})
 
@@ -91,3 +95,32 @@ def test_python_values_the_trace_read_are_checked_on_load(tmp_path: Path) -> Non
         assert loaded.stats().cache_loads == 1  # unchanged settings: the stored plan is used
     finally:
         SETTINGS.use_bias_shift, SETTINGS.table["scale"] = False, 1.0
+
+
+def test_a_kernel_module_made_while_tracing_is_no_guard(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # relu of more than SELECT_MIN elements runs an eager kernel, whose module is made (its
+    # ``numba.njit`` line run) the first time it is needed: here inside the trace. That module is
+    # dualflow's, not an environment the plan depends on; a new process does not have it loaded
+    x = dualflow.tensor(np.random.default_rng(1).normal(size=(97, 89)))  # a shape no test uses
+    monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path / "root"))  # kernels made here stay
+
+    def step(x):
+        return ops.relu(x * 2.0) - x
+
+    def forget_kernel_modules() -> None:  # as in a new process (restored after the test)
+        monkeypatch.setattr(cpu_numba, "_MODULES", OrderedDict())
+        monkeypatch.setattr(cpu, "_CACHE", {})
+        for name in [n for n in sys.modules if n.startswith(KERNEL_MODULE_PREFIX)]:
+            monkeypatch.delitem(sys.modules, name)
+
+    forget_kernel_modules()
+    stored = dualflow.compile(step, cache_dir=tmp_path / "plans")
+    want = stored(x).numpy()
+    assert stored.stats().cache_stores == 1
+    np.testing.assert_array_equal(want, step(x).numpy())
+    forget_kernel_modules()
+    loaded = dualflow.compile(step, cache_dir=tmp_path / "plans")
+    np.testing.assert_array_equal(loaded(x).numpy(), want)  # the plan's fused kernel
+    assert loaded.stats().cache_loads == 1
