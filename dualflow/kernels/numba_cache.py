@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
+import sys
 from typing import Any
 
 import numba
@@ -49,7 +50,7 @@ class SignedCache(_Cache or object):  # type: ignore[misc]
     """A dispatcher's disk cache (``dispatcher._cache``) reading and writing signed entries."""
 
     def __init__(self, py_func: Any, store: Store, stem: str) -> None:
-        self._store, self._stem = store, stem
+        self._store, self._stem, self._module = store, stem, py_func.__module__
         # the module is part of the key: a pickled entry names the module it rebuilds in, so a
         # function that moved (dualflow.ops.expr -> dualflow.kernels.expr) gets new entries
         where = f"{py_func.__module__}.{py_func.__qualname__}".encode()
@@ -90,6 +91,10 @@ class SignedCache(_Cache or object):  # type: ignore[misc]
         """Store a fresh compile result (numba's cachability rules: no lifted loops or
         dynamic globals); a folder that cannot be written only costs the next compile."""
         if any(not x.can_cache for x in data.lifted) or data.library.has_dynamic_globals:
+            return
+        if sys.modules.get(self._module) is None:
+            # a generated module dropped from sys.modules (``cpu_numba.MAX_MODULES``) whose
+            # kernel a plan still runs: numba names it "<dynamic>", which no process can load
             return
         name = self._name(sig, data.codegen)
         try:

@@ -3,9 +3,12 @@ function it was compiled from (a changed constant is a new entry, not the old ma
 
 from __future__ import annotations
 
+import sys
+import types
 from pathlib import Path
 
 import numba
+import pytest
 
 from dualflow.disk_cache import open_store
 from dualflow.kernels import numba_cache
@@ -49,3 +52,22 @@ def test_an_unchanged_function_loads_its_entry_in_a_new_dispatcher(tmp_path: Pat
     again = _in_store(_twice, store, "k_twice")
     assert again(4) == 8
     assert again.stats.cache_hits.get(again.signatures[0], 0) == 1
+
+
+def test_a_function_whose_module_left_sys_modules_is_not_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # numba names such a function's module "<dynamic>", which no process can load: an entry
+    # would be a warning and a compile in every later process
+    module = types.ModuleType("dualflow_kernels_test_gone")
+    exec("def f(x):\n    return x - 1\n", module.__dict__)
+    monkeypatch.delitem(sys.modules, module.__name__, raising=False)  # never registered, or evicted
+    store = open_store("kernels", tmp_path)
+    gone = _in_store(module.f, store, "k_gone")
+    assert gone(4) == 3
+    assert not list(store.directory.glob("__pycache__/k_gone.*.nbc"))
+    monkeypatch.setitem(sys.modules, module.__name__, module)  # registered: stored and loadable
+    present = _in_store(module.f, store, "k_present")
+    assert present(4) == 3
+    assert len(list(store.directory.glob("__pycache__/k_present.*.nbc"))) == 1
+    assert _in_store(module.f, store, "k_present")(4) == 3
