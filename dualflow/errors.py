@@ -10,6 +10,9 @@ import os
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# the bench's workloads are user code (as for the tracer's environment probe): their lines are
+# where ops come from, not the bench's caller (``<frozen runpy>`` under ``python -m``)
+BENCH_DIR = os.path.join(_PACKAGE_DIR, "bench") + os.sep
 GENERATED_PREFIX = "<dualflow "  # file name prefix of code dualflow generates (ops, plans)
 KERNEL_MODULE_PREFIX = "dualflow_kernels_"  # generated kernel modules (their file: the store)
 
@@ -56,7 +59,8 @@ class NumericalError(DualflowError, FloatingPointError):
 
 
 def user_frame(depth: int = 1) -> tuple[str, int] | None:
-    """Return ``(filename, lineno)`` of the innermost frame outside the dualflow package.
+    """Return ``(filename, lineno)`` of the innermost frame outside the dualflow package (the
+    bench's workloads count as outside).
 
     Example:
         >>> user_frame() is not None
@@ -65,7 +69,9 @@ def user_frame(depth: int = 1) -> tuple[str, int] | None:
     frame = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith((_PACKAGE_DIR, GENERATED_PREFIX)):
+        if not filename.startswith((_PACKAGE_DIR, GENERATED_PREFIX)) or filename.startswith(
+            BENCH_DIR
+        ):
             return filename, frame.f_lineno
         frame = frame.f_back
     return None

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.errors import GENERATED_PREFIX, KERNEL_MODULE_PREFIX
+from dualflow.errors import BENCH_DIR, GENERATED_PREFIX, KERNEL_MODULE_PREFIX
 from dualflow.tracer import calls
 from dualflow.tracer.env_guards import (
     ATTR,
@@ -50,7 +50,7 @@ from dualflow.tracer.stack_model import (
 )
 
 _DUALFLOW = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_USER_INSIDE = (os.path.join(_DUALFLOW, "bench") + os.sep,)  # workloads are user code
+_USER_INSIDE = (BENCH_DIR,)  # workloads are user code
 _LIBRARY = tuple(
     {sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib")}
     | {os.path.dirname(np.__file__) + os.sep}

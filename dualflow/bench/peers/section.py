@@ -1,24 +1,28 @@
 """The ``--peers`` part of ``dualflow bench``: its options, the peer runs and the report.
 
-``add_arguments`` adds ``--peers``, ``--peers-python``, ``--idle-wait`` and ``--max-spread``;
-``report`` runs the peers after dualflow's cells, flags busy rows and returns the side-by-side
-table with its footer and what ``bench.json`` adds.
+``add_arguments`` adds ``--peers``, ``--peers-python``, ``--first-calls``, ``--idle-wait`` and
+``--max-spread``; ``report`` runs the peers after dualflow's cells, flags busy rows, times first
+calls (``first_calls``) and returns the side-by-side table with its footer and what
+``bench.json`` adds.
 """
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
 
+from dualflow.bench import first_calls
 from dualflow.bench.harness import Measurement
 from dualflow.bench.idle import MAX_SPREAD, mark_busy, verdict
 from dualflow.bench.peers import goals
 from dualflow.bench.peers.runner import run_peers
 
 PEERS_IDLE_WAIT = 10.0  # --peers' default idle gate, seconds per cell
+FIRST_CALLS = "resnet18"  # --peers' default --first-calls: the issue's compile-time workload
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,6 +49,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "cannot import is skipped with a note",
     )
     parser.add_argument(
+        "--first-calls",
+        default=None,
+        help="comma-separated workloads whose compile and plan-cache load times to measure in "
+        f"fresh processes (default with --peers: {FIRST_CALLS}; 'none' for none)",
+    )
+    parser.add_argument(
         "--idle-wait",
         type=float,
         default=None,
@@ -67,6 +77,33 @@ def idle_wait(args: argparse.Namespace) -> float | None:
     return PEERS_IDLE_WAIT if args.peers else None
 
 
+def first_call_names(args: argparse.Namespace, names: Sequence[str]) -> list[str]:
+    """Workloads whose first calls to measure: ``--first-calls``, else (with ``--peers``) the
+    default among ``names``.
+
+    Example:
+        >>> first_call_names(argparse.Namespace(peers=True, first_calls=None), ["resnet18"])
+        ['resnet18']
+    """
+    spec = args.first_calls
+    if spec is None:
+        return [FIRST_CALLS] if args.peers and FIRST_CALLS in names else []
+    return [] if spec == "none" else [name for name in spec.split(",") if name]
+
+
+def _first_calls(names: list[str], extra: dict[str, Any]) -> list[str]:
+    lines = []
+    for name in names:
+        try:
+            calls = first_calls.measure(name)
+        except (subprocess.SubprocessError, ValueError, KeyError) as exc:  # a failed child
+            lines.append(f"first calls of {name}: failed ({type(exc).__name__})")
+            continue
+        lines += first_calls.format_lines(calls)
+        extra.setdefault("first_calls", []).append({**asdict(calls), "compile_s": calls.compile_s})
+    return lines
+
+
 def report(
     args: argparse.Namespace,
     names: Sequence[str],
@@ -78,7 +115,8 @@ def report(
     text to print after dualflow's table (peer table and footer) and ``bench.json``'s extras.
 
     Example:
-        >>> args = argparse.Namespace(peers=False, idle_wait=None, max_spread=0.5)
+        >>> args = argparse.Namespace(peers=False, idle_wait=None, max_spread=0.5,
+        ...                           first_calls=None)
         >>> row = Measurement("w", "eager", 1.0, 0.9, 1.1, 3, 0)
         >>> report(args, ["w"], [row], lambda n: 3, lambda n: 1)[1]
         'spreads within 0.50 x median; no idle gate (--idle-wait): does not count'
@@ -92,12 +130,13 @@ def report(
     mark_busy(everything, args.max_spread)
     counts, footer = verdict(everything, args.max_spread, gated=wait is not None)
     extra: dict[str, Any] = {"run": {"counts": counts, "verdict": footer}}
+    timed = _first_calls(first_call_names(args, names), extra)
     if not args.peers:
-        return peer_rows, footer, extra
+        return peer_rows, "\n".join([footer, *timed]), extra
     extra["peers"] = {
         "python": args.peers_python,
         "notes": notes,
         "goals": [asdict(g) for g in goals.evaluate(everything)],
     }
     line = f"peers run by {args.peers_python}: {'; '.join(notes) or 'none for these workloads'}"
-    return peer_rows, goals.format_table(everything, [line], footer), extra
+    return peer_rows, "\n".join([goals.format_table(everything, [line], footer), *timed]), extra
