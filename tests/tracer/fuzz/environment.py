@@ -24,7 +24,11 @@ from tests.tracer.fuzz.spec import Piece
 GLOBAL_SCALE = 1.0  # rebound by hooks: a module global read by a step
 CONFIG = types.ModuleType("fuzz_config")  # a module whose attribute a step reads
 CONFIG.SHIFT = 0.0
-READS = ("global", "module", "attribute", "closure", "item", "contents", "getattr", "default")
+PACKAGE = types.ModuleType("fuzz_package")  # a package with a ``_version`` submodule (numba's)
+PACKAGE._version = types.ModuleType("fuzz_package._version")
+PACKAGE.SCALE = 1.0
+READS = ("global", "module", "package", "attribute", "closure", "item", "contents", "getattr")
+READS += ("default",)
 
 
 def _set_global(value: float) -> None:
@@ -55,6 +59,7 @@ def _environment_read(scope: Scope, piece: Piece) -> Statement:
     setters = {
         "global": _set_global,
         "module": lambda v: setattr(CONFIG, "SHIFT", v),
+        "package": lambda v: setattr(PACKAGE, "SCALE", v),
         "attribute": lambda v: setattr(box.cfg, "alpha", v),
         "closure": set_scale,
         "item": lambda v: box.table.__setitem__("s", v),
@@ -81,6 +86,8 @@ def _reader(kind: str, box: Any, sizes: list, scale: Any) -> Statement:
         return lambda h, env: h * GLOBAL_SCALE
     if kind == "module":
         return lambda h, env: h + CONFIG.SHIFT
+    if kind == "package":
+        return lambda h, env: h * PACKAGE.SCALE
     if kind == "attribute":
         return lambda h, env: h * box.cfg.alpha
     if kind == "closure":
