@@ -42,8 +42,18 @@ def test_module_global_change_retraces() -> None:
         SCALE = 2.0
 
 
-def test_name_read_through_another_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "dfcfg_mod.py").write_text("SCALE = 3.0\n")
+@pytest.mark.parametrize("layout", ["module", "package with a _version submodule"])
+def test_name_read_through_another_module(
+    layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # many packages have a ``_version`` submodule (numba, setuptools-scm ones): that is not a
+    # Module's version counter, so reads through the package are guarded one by one too
+    if layout == "module":
+        (tmp_path / "dfcfg_mod.py").write_text("SCALE = 3.0\n")
+    else:
+        (tmp_path / "dfcfg_mod").mkdir()
+        (tmp_path / "dfcfg_mod" / "__init__.py").write_text("from . import _version\nSCALE = 3.0\n")
+        (tmp_path / "dfcfg_mod" / "_version.py").write_text("version = '1.0'\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     import dfcfg_mod as cfg
 
@@ -56,30 +66,7 @@ def test_name_read_through_another_module(tmp_path: Path, monkeypatch: pytest.Mo
         assert "cfg.SCALE: 3.0 -> 0.5" in compiled.stats().retrace_reasons[-1]
     finally:
         sys.modules.pop("dfcfg_mod", None)
-
-
-def test_a_package_with_a_version_submodule_is_guarded_like_any_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # many packages have a ``_version`` submodule (numba, setuptools-scm ones): that is not a
-    # Module's version counter, so reads through the package are guarded one by one
-    package = tmp_path / "dfcfg_pkg"
-    package.mkdir()
-    (package / "__init__.py").write_text("from . import _version\nSCALE = 3.0\n")
-    (package / "_version.py").write_text("version = '1.0'\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    import dfcfg_pkg as cfg
-
-    try:
-        compiled = dualflow.compile(lambda x: x * cfg.SCALE)
-        assert compiled(_x()).tolist() == [3.0, 6.0]
-        assert compiled(_x()).tolist() == [3.0, 6.0]
-        cfg.SCALE = 0.5
-        assert compiled(_x()).tolist() == [0.5, 1.0]
-        assert "cfg.SCALE: 3.0 -> 0.5" in compiled.stats().retrace_reasons[-1]
-    finally:
-        sys.modules.pop("dfcfg_pkg", None)
-        sys.modules.pop("dfcfg_pkg._version", None)
+        sys.modules.pop("dfcfg_mod._version", None)
 
 
 def test_closure_cell_rebound_by_nonlocal() -> None:
