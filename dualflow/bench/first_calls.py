@@ -8,6 +8,7 @@ store, which ``dualflow cache warm`` fills at install); the second loads the sto
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -53,8 +54,10 @@ def child(name: str, plans: str, kernels: str) -> dict[str, Any]:
     from dualflow.disk_cache import open_store  # noqa: PLC0415
     from dualflow.kernels import cpu_numba  # noqa: PLC0415
 
-    # generated kernel modules open their store through this name; the fixed kernels keep theirs
-    cpu_numba.open_store = lambda kind: open_store(kind, Path(kernels))
+    # generated kernel modules open their store through this name; the fixed kernels keep theirs.
+    # A partial, not a lambda: this file is user code to the tracer, whose probe would follow a
+    # lambda's closure into the plan's guards (and no other process could bind them)
+    cpu_numba.open_store = functools.partial(open_store, directory=Path(kernels))
     built = WORKLOADS[name].build(np.random.default_rng(0), CPU)
     step = dualflow.compile(built["step"], cache_dir=plans)
     times = []
@@ -83,7 +86,7 @@ def measure(name: str, timeout: float = 600.0) -> FirstCalls:
     """The first calls of workload ``name`` in two fresh processes (see the module docstring).
 
     Example:
-        >>> calls = measure("tiny-ops")
+        >>> calls = measure("mlp")  # its relu makes a kernel module while tracing
         >>> calls.loaded and calls.load_s > 0 and calls.compile_s > 0
         True
     """
