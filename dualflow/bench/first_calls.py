@@ -79,7 +79,10 @@ def child(name: str, plans: str, kernels: str) -> dict[str, Any]:
 def _run_child(name: str, plans: Path, kernels: Path, timeout: float) -> dict[str, Any]:
     command = [sys.executable, "-m", "dualflow.bench.first_calls", name, str(plans), str(kernels)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines()
+    if not lines:
+        raise ValueError(f"the {name} child printed nothing")
+    return json.loads(lines[-1])
 
 
 def measure(name: str, timeout: float = 600.0) -> FirstCalls:

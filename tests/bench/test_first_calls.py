@@ -4,6 +4,7 @@ goals, and when ``--peers`` runs them (``first_calls``, ``peers.section``)."""
 from __future__ import annotations
 
 import argparse
+import subprocess
 
 import numpy as np
 import pytest
@@ -69,3 +70,14 @@ def test_a_bench_workload_is_user_code_for_locations_and_the_plan_cache() -> Non
     with pytest.raises(ShapeError, match=r"test_first_calls\.py:\d+"):
         bad @ bad  # an op called from here names this line, as before
     assert BENCH_DIR.endswith("bench/")
+
+
+def test_a_failing_child_is_one_line_not_a_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(name: str) -> None:
+        raise subprocess.CalledProcessError(1, ["python"], stderr="Traceback\nKeyError: 'nope'\n")
+
+    monkeypatch.setattr(first_calls, "measure", broken)
+    args = argparse.Namespace(peers=False, idle_wait=None, max_spread=0.5, first_calls="nope")
+    _, text, extra = section.report(args, ["mlp"], [], lambda n: 3, lambda n: 1)
+    assert "first calls of nope: failed (CalledProcessError: [\"KeyError: 'nope'\"])" in text
+    assert "first_calls" not in extra

@@ -97,7 +97,8 @@ def _first_calls(names: list[str], extra: dict[str, Any]) -> list[str]:
         try:
             calls = first_calls.measure(name)
         except (subprocess.SubprocessError, ValueError, KeyError) as exc:  # a failed child
-            lines.append(f"first calls of {name}: failed ({type(exc).__name__})")
+            said = (getattr(exc, "stderr", None) or str(exc)).strip().splitlines()
+            lines.append(f"first calls of {name}: failed ({type(exc).__name__}: {said[-1:]})")
             continue
         lines += first_calls.format_lines(calls)
         extra.setdefault("first_calls", []).append({**asdict(calls), "compile_s": calls.compile_s})
