@@ -43,7 +43,7 @@ class FirstCalls:
         return self.first_call_s + self.first_run_s - 2 * self.step_s
 
 
-def child(name: str, plans: str, kernels: str) -> dict[str, Any]:
+def _child(name: str, plans: str, kernels: str) -> dict[str, Any]:
     """Run workload ``name`` compiled with plan cache ``plans``, generated kernels in
     ``kernels``; the timings of its first calls (``python -m dualflow.bench.first_calls``)."""
     import numpy as np  # noqa: PLC0415 - a fresh process: imports are part of nothing timed
@@ -135,4 +135,4 @@ def format_lines(calls: FirstCalls) -> list[str]:
 
 
 if __name__ == "__main__":
-    print(json.dumps(child(*sys.argv[1:4])))
+    print(json.dumps(_child(*sys.argv[1:4])))
