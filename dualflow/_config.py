@@ -147,6 +147,8 @@ ENVIRONMENT = {
     "else ~/.cache/dualflow); must be owned by you and writable only by you",
     "DUALFLOW_CACHE_MAX_MB": "size limit of each cache folder in MB (default 512), LRU-trimmed",
     "DUALFLOW_PLAN_CACHE": "folder (or 1: <cache root>/plans) where compiled plans persist",
+    "DUALFLOW_BACKGROUND_COMPILE": "0 compiles fused CPU kernels in the calling process instead "
+    "of a worker process (the blocked evaluator runs them until the worker's are ready)",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
     "DUALFLOW_COLLECTIVE_TIMEOUT": "seconds a collective waits for the other ranks before the "
     "watchdog aborts the job (default 300; per communicator: comm.timeout)",

@@ -16,6 +16,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._tensor import Tensor
+from dualflow.kernels import compile_worker
 
 DTYPES = ("float32", "float64")
 # (name, images, channels in, channels out, side, kernel, stride, pad): each picks one route
@@ -89,9 +90,10 @@ def warm(report: Callable[[str], None] | None = None) -> list[str]:
         True
     """
     done = []
-    for name, run in routes():
-        if report is not None:
-            report(name)
-        run()
-        done.append(name)
+    with compile_worker.synchronous():  # filling the store is this process's job
+        for name, run in routes():
+            if report is not None:
+                report(name)
+            run()
+            done.append(name)
     return done

@@ -1,5 +1,6 @@
-"""Test-wide settings: verify the IR after every optimization pass (DESIGN §5), and skip tests
-marked ``gpu`` with the reason when cupy or a CUDA device is missing."""
+"""Test-wide settings: verify the IR after every optimization pass (DESIGN §5), compile fused
+kernels in the test process, and skip tests marked ``gpu`` with the reason when cupy or a CUDA
+device is missing."""
 
 import functools
 import os
@@ -7,6 +8,9 @@ import os
 import pytest
 
 os.environ.setdefault("DUALFLOW_VERIFY_PASSES", "1")
+# fused kernels compile in the test process (which kernel runs is then known); the worker has its
+# own tests (tests/kernels/test_background_compile.py) and fuzz profile
+os.environ.setdefault("DUALFLOW_BACKGROUND_COMPILE", "0")
 
 
 @functools.cache

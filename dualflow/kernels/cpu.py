@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +21,7 @@ import numpy as np
 from dualflow.kernels.blocked_invariants import hoisted
 from dualflow.kernels.cpu_threads import THREADS, run_parts
 from dualflow.kernels.expr_typing import Program, Step, apply_numpy, lower_expr
+from dualflow.kernels.recent import Recent
 from dualflow.kernels.scalar import FUNCTIONS, squares
 
 # Elements per chunk, measured on 4M float32 (tanh chain, temporaries reused by liveness), one
@@ -33,28 +33,7 @@ BLOCK = 262144
 THREAD_MIN = 1 << 20
 
 
-class _Recent(OrderedDict):
-    """The ``limit`` most recently used kernels (each numba one holds a ~1.1 MB module; plans
-    keep the kernels they use)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__()
-        self.limit = limit
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        try:
-            self.move_to_end(key)
-        except KeyError:  # unknown, or dropped by another thread meanwhile
-            return default
-        return super().get(key, default)
-
-    def __setitem__(self, key: Any, value: Any) -> None:
-        super().__setitem__(key, value)
-        while len(self) > self.limit:
-            self.popitem(last=False)
-
-
-_CACHE: dict[tuple, Callable] = _Recent(128)
+_CACHE: dict[tuple, Callable] = Recent(128)
 _warned_no_numba = False
 
 
@@ -210,7 +189,7 @@ def cpu_kernel(
     kernel = _CACHE.get(key)
     if kernel is None:
         program = lower_expr(expr, args, dtypes)
-        kernel = _numba_or_none(program, shapes, shape)
+        kernel = _numba_or_none(program, shapes, shape, spec=(expr, args, dtypes))
         if kernel is None:
             kernel = blocked_kernel(program, shape)
         _CACHE[key] = kernel
@@ -369,10 +348,16 @@ def cpu_scratch(
 
 
 def _numba_or_none(
-    program: Program, shapes: tuple, shape: tuple[int, ...], sum_layout: tuple | None = None
+    program: Program,
+    shapes: tuple,
+    shape: tuple[int, ...],
+    sum_layout: tuple | None = None,
+    spec: tuple | None = None,
 ) -> Callable | None:
     """numba's kernel, elementwise or (``sum_layout``: dims, views and the output's shape) a
-    sum; None when the program is for the blocked evaluator or numba is missing."""
+    sum; None when the program is for the blocked evaluator or numba is missing. With ``spec``
+    (the program's (expr, args, dtypes)), a worker process compiles the kernel
+    (``background_compile``): the blocked evaluator stands in meanwhile, a sum's caller waits."""
     global _warned_no_numba
     if _blocked(program):
         return None
@@ -387,6 +372,16 @@ def _numba_or_none(
             )
             _warned_no_numba = True
         return None
+    from dualflow.kernels import background_compile  # noqa: PLC0415 - imports numba
+
+    pending = None
+    if spec is not None and sum_layout is not None:
+        pending = background_compile.pending_sum(spec, program, shapes, shape, sum_layout)
+    elif spec is not None:
+        blocked = functools.partial(blocked_kernel, program, shape)
+        pending = background_compile.pending_kernel(spec, program, shapes, shape, blocked)
+    if pending is not None:
+        return pending
     if sum_layout is not None:
         from dualflow.kernels import cpu_numba_sum  # noqa: PLC0415 - imports numba
 

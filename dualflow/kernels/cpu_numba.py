@@ -27,6 +27,7 @@ from dualflow.kernels.broadcast_nest import collapse, render_nest
 from dualflow.kernels.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.expr import number_source
 from dualflow.kernels.expr_typing import Program, Ref, Step
+from dualflow.kernels.flat_runner import small_flat_runner
 from dualflow.kernels.scalar import FUNCTIONS
 
 # Each kernel module holds ~1.1 MB of numba state; the least recently used beyond this are
@@ -224,6 +225,28 @@ def header(consts: list[tuple], imports: tuple[str, ...] = ()) -> list[str]:
     return lines + ["", "", NJIT]
 
 
+def stem(source: str) -> str:
+    """The name of a kernel source's module and of its files in the kernels store.
+
+    Example:
+        >>> stem("X = 1\\n")[:2], len(stem("X = 1\\n"))
+        ('k_', 26)
+    """
+    return "k_" + hashlib.sha256(source.encode()).hexdigest()[:24]
+
+
+def compiled(source: str) -> bool:
+    """Whether this process holds machine code of the module of ``source``'s ``kernel``.
+
+    Example:
+        >>> compiled("X = 1\\n")
+        False
+    """
+    with _MODULES_LOCK:
+        module = _MODULES.get(stem(source))
+    return bool(getattr(getattr(module, "kernel", None), "overloads", None))
+
+
 def load_module(source: str) -> Any:
     """Execute a kernel ``source`` as a module (kept in memory, least recently used dropped
     beyond ``MAX_MODULES``); its ``kernel`` caches machine code in the signed kernels store.
@@ -232,27 +255,26 @@ def load_module(source: str) -> Any:
         >>> load_module("X = 1\\n").X
         1
     """
-    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
+    digest = stem(source)
     with _MODULES_LOCK:
         module = _MODULES.get(digest)
         if module is not None:
             _MODULES.move_to_end(digest)
             return module
-    stem = f"k_{digest}"
     store = open_store("kernels")
-    filename = f"<dualflow kernel {stem}>"
+    filename = f"<dualflow kernel {digest}>"
     if store is not None:
         # for people (and tracebacks) to read; what runs is this source, never the file's
-        if store.load(f"{stem}.py", _MAX_SOURCE) != source.encode():
-            store.save(f"{stem}.py", source.encode())
-        filename = str(store.directory / f"{stem}.py")
-    module = types.ModuleType(f"{KERNEL_MODULE_PREFIX}{stem}")
+        if store.load(f"{digest}.py", _MAX_SOURCE) != source.encode():
+            store.save(f"{digest}.py", source.encode())
+        filename = str(store.directory / f"{digest}.py")
+    module = types.ModuleType(f"{KERNEL_MODULE_PREFIX}{digest}")
     sys.modules[module.__name__] = module  # numba rebuilds cached code by the module's name
     exec(compile("\n" + source, filename, "exec"), module.__dict__)  # line 1: the signature
     if store is not None and isinstance(
         getattr(module, "kernel", None), numba.core.dispatcher.Dispatcher
     ):
-        numba_cache.attach(module.kernel, store, stem)
+        numba_cache.attach(module.kernel, store, digest)
     with _MODULES_LOCK:
         _MODULES[digest] = module
         while len(_MODULES) > MAX_MODULES:
@@ -276,43 +298,21 @@ def _part(
     fn(out[start:stop], *(a[start:stop] if f else a for a, f in zip(ins, full)), *values)
 
 
-def _small_flat_runner(
-    kernel: Any,
-    variant: Callable[[int], Any],
-    flat: tuple[bool, ...],
-    out_meta: tuple[tuple, Any],
-    values: tuple = (),
-) -> Callable:
-    """``run(xp, a0, ..., *, out=None)`` of a one-part kernel over flat operands, generated for its
-    arity: the generic runner's argument tuple, list and loops cost ~1 us of a ~2 us small call.
+def layout(program: Program, shapes: tuple, shape: tuple[int, ...]) -> tuple[tuple | None, tuple]:
+    """(``flat``, ``nest``) of ``render_source`` for inputs of ``shapes`` and an output of
+    ``shape``: flat when each input is full-size or one element, else a loop nest.
 
     Example:
-        >>> run = _small_flat_runner(lambda o, a, c: o.__setitem__(slice(None), a * c), None,
-        ...                          (True,), ((2,), np.float64), (2.0,))
-        >>> run(np, np.array([1.0, 2.0])).tolist()
-        [2.0, 4.0]
+        >>> from dualflow.kernels.expr_typing import lower_expr
+        >>> p = lower_expr(("call", "add", ("var", "a0"), ("var", "a1")), ("a0", "a1"),
+        ...                ("float32", "float32"))
+        >>> layout(p, ((4, 3), (1,)), (4, 3)), layout(p, ((4, 3), (3,)), (4, 3))[0]
+        (((True, False), ()), None)
     """
-    (shape, dtype), names = out_meta, [f"a{k}" for k in range(len(flat))]
-    # the kernel flattens C-ordered operands itself (``_flat_body``); any other layout, or a
-    # numpy scalar, becomes a C array first (an array already C-ordered is returned, ~30 ns)
-    flats = ", ".join(f"_c({a})" for a in names)
-    call = f"(out, {flats}{''.join(f', _q{k}' for k in range(len(values)))})"
-    lines = [f"def run(xp, {', '.join(names)}, *, out=None, **_attrs):"]
-    lines += ["    if out is None:", "        out = _empty(_shape, _dtype)"]
-    lines += [f"        _kernel{call}", "        return out"]
-    for k, name in enumerate(names):  # writing over an input (a donated update): via ``out``
-        if flat[k]:
-            lines += [
-                f"    if {name} is out:",
-                f"        _variant({k}){call}",
-                "        return out",
-            ]
-    lines += [f"    _kernel{call}", "    return out"]
-    namespace = {"_c": np.ascontiguousarray, "_empty": np.empty, "_kernel": kernel}
-    namespace.update(_variant=variant, _shape=shape, _dtype=dtype)
-    namespace.update({f"_q{k}": value for k, value in enumerate(values)})
-    exec(compile("\n".join(lines) + "\n", "<dualflow small kernel runner>", "exec"), namespace)
-    return namespace["run"]
+    flat = tuple(math.prod(s) != 1 for s in shapes)
+    if all(not full or tuple(s) == tuple(shape) for s, full in zip(shapes, flat)):
+        return flat, ()
+    return None, collapse(shapes, shape)  # a partly broadcast input: a loop nest
 
 
 def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Callable:
@@ -329,10 +329,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
         [1, 2, 3]
     """
     size = math.prod(shape)
-    flat = tuple(math.prod(s) != 1 for s in shapes)
-    nest: tuple = ()
-    if not all(not full or tuple(s) == shape for s, full in zip(shapes, flat)):
-        flat, nest = None, collapse(shapes, shape)  # a partly broadcast input: a loop nest
+    flat, nest = layout(program, shapes, shape)
     source, values = render_source(program, flat, nest)
     kernel, dtype = load_module(source).kernel, program.dtype
     in_place: dict[int, Any] = {}  # input index -> the kernel reading that input from ``out``
@@ -343,7 +340,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
         return in_place[k]
 
     if flat is not None and size < UNFLATTENED_MAX:
-        return _small_flat_runner(kernel, variant, flat, (shape, dtype), values)
+        return small_flat_runner(kernel, variant, flat, (shape, dtype), values)
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         fresh = out is None

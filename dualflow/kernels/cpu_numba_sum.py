@@ -106,6 +106,20 @@ def render_sum_source(
     return "\n".join(lines + ["    " + line for line in body]) + "\n"
 
 
+def sum_source(program: Program, views: tuple) -> str:
+    """The source of ``numba_sum_kernel``'s kernel for inputs viewed as ``views``.
+
+    Example:
+        >>> from dualflow.kernels.expr_typing import lower_expr
+        >>> p = lower_expr(("call", "negative", ("var", "a0")), ("a0",), ("float32",))
+        >>> "def kernel(out, dims, in0):" in sum_source(p, ((4,),))
+        True
+    """
+    acc, dtype = sum_dtypes(program.dtype)
+    pattern = tuple(tuple(d != 1 for d in view) for view in views)
+    return render_sum_source(program, pattern, acc, dtype)
+
+
 def numba_sum_kernel(
     program: Program, dims: tuple[int, ...], views: tuple, out_shape: tuple[int, ...]
 ) -> Callable:
@@ -119,9 +133,8 @@ def numba_sum_kernel(
         >>> numba_sum_kernel(p, (3,), ((3,),), ())(np, np.arange(3, dtype=np.int32)).item()
         6
     """
-    acc, dtype = sum_dtypes(program.dtype)
-    pattern = tuple(tuple(d != 1 for d in view) for view in views)
-    kernel = load_module(render_sum_source(program, pattern, acc, dtype)).kernel
+    dtype = sum_dtypes(program.dtype)[1]
+    kernel = load_module(sum_source(program, views)).kernel
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         if out is None:

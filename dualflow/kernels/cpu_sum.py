@@ -51,7 +51,8 @@ def cpu_sum_kernel(
         dims, views = sum_layout(shapes, shape)
         kernel = None
         if len(dims) == 1 or dims[-1] >= MIN_ROW:
-            kernel = kc._numba_or_none(program, shapes, shape, (dims, views, out_shape))
+            layout = (dims, views, out_shape)
+            kernel = kc._numba_or_none(program, shapes, shape, layout, (expr, args, dtypes))
         if kernel is None:
             kernel = blocked_sum_kernel(program, shape, out_shape)
         kc._CACHE[key] = kernel

@@ -7,6 +7,7 @@ each node of the O2 graphs against the documented rule bounds (``dualflow.debug.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,18 +38,26 @@ class Run:
     program: Program
 
 
-def run(spec: Spec, passes: str | None = None, keep_outputs: bool = True) -> Run:
+def run(
+    spec: Spec,
+    passes: str | None = None,
+    keep_outputs: bool = True,
+    between: Callable[[int], None] | None = None,
+) -> Run:
     """Build ``spec`` and call it ``spec.calls`` times: eagerly, or compiled with ``passes``.
 
     The records hold each call's very output arrays (a later call overwriting one shows as a
     mismatch), or with ``keep_outputs=False`` copies, so the next call may write the dropped
-    arrays again (``runtime.memory``'s recycled outputs)."""
+    arrays again (``runtime.memory``'s recycled outputs). ``between(call)`` runs before each
+    call (a test waiting for background compiles)."""
     program = build(spec)
     fn = program.step
     if passes is not None:
         fn = dualflow.compile(program.step, passes=passes, fallback="error")
     records = []
     for call in range(spec.calls):
+        if between is not None:
+            between(call)
         program.before(call)
         args = program.inputs(call)
         try:
@@ -105,7 +114,11 @@ def diff_runs(want: Run, got: Run) -> list[str]:
 
 
 def differences(
-    spec: Spec, passes: str, eager: Run | None = None, keep_outputs: bool = True
+    spec: Spec,
+    passes: str,
+    eager: Run | None = None,
+    keep_outputs: bool = True,
+    between: Callable[[int], None] | None = None,
 ) -> list[str]:
     """Run ``spec`` eagerly (unless given) and compiled with ``passes``; list every mismatch.
 
@@ -118,7 +131,7 @@ def differences(
         []
     """
     eager = eager if eager is not None else run(spec)
-    compiled = run(spec, passes, keep_outputs)
+    compiled = run(spec, passes, keep_outputs, between)
     found = diff_runs(eager, compiled)
     stats = compiled.fn.stats()
     # every call traced (the environment or the batch changed each time) is no evidence either

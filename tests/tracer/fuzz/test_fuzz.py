@@ -7,7 +7,9 @@ one (``pytest -m slow``) runs at least 2,000 programs at O0.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,7 +20,9 @@ import dualflow.kernels.out as out_forward
 import dualflow.runtime.memory as memory
 import dualflow.tensor_methods.inplace as inplace
 from dualflow import ops
-from dualflow.kernels import winograd_cpu
+from dualflow.kernels import background_compile, compile_worker, cpu_numba, winograd_cpu
+from dualflow.kernels import cpu as kc
+from dualflow.kernels.recent import Recent
 from tests.tracer.fuzz import fragments
 from tests.tracer.fuzz.build import OPTIMIZERS
 from tests.tracer.fuzz.compare import differences, rule_violations, run
@@ -89,6 +93,30 @@ def test_fast_exact_pipeline_is_bit_identical_to_eager() -> None:
 
 def test_fast_o2_differences_are_rules_within_their_bounds() -> None:
     assert _fuzz(FAST, 20, _within_rules) >= 20
+
+
+def test_fast_exact_with_kernels_from_the_compile_worker_is_bit_identical(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # background compiling on, with a fresh store: each program's first plan runs run blocked
+    # stand-ins while the worker compiles their kernels, its last call the worker's kernels
+    monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compile_worker, "_enabled", True)
+    monkeypatch.setattr(kc, "_CACHE", Recent(128))
+    monkeypatch.setattr(cpu_numba, "_MODULES", OrderedDict())
+    asked, runner = [], background_compile._runner
+    monkeypatch.setattr(background_compile, "_runner", lambda *a: asked.append(1) or runner(*a))
+
+    def check(spec: Spec) -> None:
+        def between(call: int) -> None:
+            if call == spec.calls - 1:
+                assert compile_worker.wait(120)
+
+        found = differences(spec, "exact", between=between)
+        assert not found, f"{spec!r} with the compile worker:\n" + "\n".join(found[:10])
+
+    assert _fuzz(FAST, 15, check) >= 15
+    assert len(asked) >= 15 and list(tmp_path.glob("kernels/__pycache__/*.nbc"))
 
 
 @pytest.mark.slow
