@@ -30,16 +30,18 @@ class FirstCalls:
 
     workload: str
     first_call_s: float  # process 1: eager run + trace + passes + lowering
-    first_run_s: float  # process 1: the first plan run (generated kernels compile)
+    first_run_s: float  # process 1: the first plan run (fused sums compile; other fused kernels
+    # run the blocked evaluator while a worker process compiles them: ``background_s``)
     step_s: float  # process 1: a steady compiled call (min of STEADY_CALLS)
     load_s: float  # process 2: finding, verifying and binding the stored plan
     loaded_first_call_s: float  # process 2: its whole first call (load + first plan run)
     loaded: bool  # process 2 used the stored plan rather than tracing again
+    background_s: float = 0.0  # process 1: the worker's compiles went on this long after call 2
 
     @property
     def compile_s(self) -> float:
         """Time the first two calls took beyond two steady calls: trace, passes, lowering and
-        kernel compilation."""
+        the kernel compilation the calls waited for (not the worker's, ``background_s``)."""
         return self.first_call_s + self.first_run_s - 2 * self.step_s
 
 
@@ -50,10 +52,14 @@ def _child(name: str, plans: str, kernels: str) -> dict[str, Any]:
 
     import dualflow  # noqa: PLC0415
     from dualflow.bench.workloads import WORKLOADS  # noqa: PLC0415
+    from dualflow.cache_warm import routes  # noqa: PLC0415
     from dualflow.device import CPU  # noqa: PLC0415
     from dualflow.disk_cache import open_store  # noqa: PLC0415
-    from dualflow.kernels import cpu_numba  # noqa: PLC0415
+    from dualflow.kernels import compile_worker, cpu_numba  # noqa: PLC0415
 
+    for route, run in routes():  # relu's eager kernels are fixed ones (``cache warm``) too,
+        if route.startswith("relu "):  # though made as generated modules: from the user's store
+            run()
     # generated kernel modules open their store through this name; the fixed kernels keep theirs.
     # A partial, not a lambda: this file is user code to the tracer, whose probe would follow a
     # lambda's closure into the plan's guards (and no other process could bind them)
@@ -61,14 +67,19 @@ def _child(name: str, plans: str, kernels: str) -> dict[str, Any]:
     built = WORKLOADS[name].build(np.random.default_rng(0), CPU)
     step = dualflow.compile(built["step"], cache_dir=plans)
     times = []
-    for _ in range(2 + STEADY_CALLS):
+    for k in range(2 + STEADY_CALLS):
         start = time.perf_counter()
         step()
         times.append(time.perf_counter() - start)
+        if k == 1:  # steady calls run the worker's kernels, not the blocked evaluator
+            start = time.perf_counter()
+            compile_worker.wait()
+            background = time.perf_counter() - start
     stats = step.stats()
     return {
         "first_call_s": times[0],
         "first_run_s": times[1],
+        "background_s": background,
         "step_s": min(times[2:]),
         "load_s": stats.load_seconds,
         "loaded": stats.cache_loads > 0 and stats.traces == 0,
@@ -108,6 +119,7 @@ def measure(name: str, timeout: float = 600.0) -> FirstCalls:
         second["load_s"],
         second["first_call_s"],
         second["loaded"],
+        first["background_s"],
     )
 
 
@@ -115,7 +127,7 @@ def format_lines(calls: FirstCalls) -> list[str]:
     """The bench's lines for ``calls``, with the goals.
 
     Example:
-        >>> format_lines(FirstCalls("w", 1.0, 0.9, 0.1, 0.2, 0.5, True))[1]
+        >>> format_lines(FirstCalls("w", 1.0, 0.9, 0.1, 0.2, 0.5, True, 1.5))[1]
         '  compile 1.70 s (first call 1.00 s + first plan run 0.90 s - 2 x step 0.10 s); goal <= 2 s: yes'
     """  # noqa: E501
     compile_ok = "yes" if calls.compile_s <= COMPILE_GOAL_S else "NO"
@@ -131,6 +143,8 @@ def format_lines(calls: FirstCalls) -> list[str]:
         f"run {calls.first_run_s:.2f} s - 2 x step {calls.step_s:.2f} s); goal <= "
         f"{COMPILE_GOAL_S:g} s: {compile_ok}",
         f"  plan-cache load in a new process {load}; goal <= {LOAD_GOAL_S:g} s: {load_ok}",
+        f"  the compile worker finished {calls.background_s:.2f} s after the first plan run "
+        "(fused kernels ran the blocked evaluator until then)",
     ]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import types
 
 import numpy as np
@@ -34,6 +35,16 @@ def test_time_calls_synchronizes_around_every_timed_call() -> None:
     times = time_calls(lambda: events.append("call"), 3, warmup=2, sync=lambda: events.append("s"))
     assert len(times) == 3
     assert events == ["call"] * 2 + ["s", "call", "s"] * 3
+
+
+def test_time_calls_waits_for_the_compile_worker_after_warmup(monkeypatch) -> None:
+    events: list[str] = []
+    worker = types.SimpleNamespace(
+        pending=lambda: 0 if "wait" in events else 2, wait=lambda: events.append("wait")
+    )
+    monkeypatch.setitem(sys.modules, "dualflow.kernels.compile_worker", worker)
+    time_calls(lambda: events.append("call"), 2, warmup=1)
+    assert events == ["call", "wait", "call", "call", "call"]  # one untimed call after it
 
 
 def test_gpu_peak_is_the_high_water_mark_of_pool_blocks_held(monkeypatch) -> None:

@@ -18,7 +18,7 @@ from dualflow.errors import BENCH_DIR, ShapeError
 
 
 def _calls(load_s: float = 0.2, loaded: bool = True, run_s: float = 0.9) -> first_calls.FirstCalls:
-    return first_calls.FirstCalls("w", 1.0, run_s, 0.1, load_s, 0.5, loaded)
+    return first_calls.FirstCalls("w", 1.0, run_s, 0.1, load_s, 0.5, loaded, 1.25)
 
 
 def test_compile_time_is_the_first_two_calls_beyond_two_steps() -> None:
@@ -29,6 +29,7 @@ def test_compile_time_is_the_first_two_calls_beyond_two_steps() -> None:
     assert first_calls.format_lines(_calls(load_s=0.5))[2].endswith("goal <= 0.3 s: NO")
     retraced = first_calls.format_lines(_calls(loaded=False))[2]
     assert "not loaded" in retraced and retraced.endswith("NO")
+    assert "worker finished 1.25 s after the first plan run" in fast[3]
 
 
 @pytest.mark.parametrize(
