@@ -23,6 +23,7 @@ from dualflow.kernels import cpu as kc
 from dualflow.kernels import cpu_numba
 from dualflow.kernels.expr import render_numpy
 from dualflow.kernels.expr_typing import lower_expr
+from dualflow.kernels.recent import Recent
 from dualflow.runtime import bytecode_cache, lower
 from dualflow.runtime.codegen import render
 
@@ -241,7 +242,7 @@ def test_in_memory_kernel_modules_are_bounded(cache: Path, monkeypatch: pytest.M
 
 
 def test_in_memory_cpu_kernels_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kc, "_CACHE", kc._Recent(2))
+    monkeypatch.setattr(kc, "_CACHE", Recent(2))
     for k in range(4):
         expr = ("call", "add", ("call", "exp", ("var", "a0")), ("const", float(k)))
         kc.cpu_kernel(expr, ("a0",), (((3,), "float64"),))  # blocked evaluator: no numba
