@@ -234,7 +234,7 @@ def _serve(directory: str) -> None:
         for n, line in enumerate(sys.stdin):
             ident, *request = json.loads(line)
             requests.put((request[6] != "sum", n, ident, request))
-        requests.put((2, 0, None, None))
+        requests.put((-1, 0, None, None))  # the caller is gone: what it asked for is moot
 
     threading.Thread(target=read, daemon=True).start()
     while True:
