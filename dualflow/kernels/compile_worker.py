@@ -61,7 +61,7 @@ class Worker:
         )
         with contextlib.suppress(OSError):  # at once: its imports already compete with the trace
             os.setpriority(os.PRIO_PROCESS, self.process.pid, NICE)
-        self.directory = directory
+        self.directory, self.owner = directory, os.getpid()
         self.idents = itertools.count(1)
         self.jobs: dict[int, Job] = {}
         self.done = threading.Condition()
@@ -120,6 +120,8 @@ def worker_for(directory: Path) -> Worker | None:
         True
     """
     with _worker_lock:
+        if _worker and _worker[0].owner != os.getpid():
+            _worker.clear()  # a forked child's copy: the pipe and its reader are the parent's
         if _worker and _worker[0].alive and _worker[0].directory == directory:
             return _worker[0]
         if len(_deaths) >= MAX_DEATHS:
@@ -137,7 +139,8 @@ def worker_for(directory: Path) -> Worker | None:
 def _close_worker() -> None:
     with _worker_lock:
         for worker in _worker:
-            worker.close()
+            if worker.owner == os.getpid():
+                worker.close()
         _worker.clear()
 
 
@@ -179,7 +182,7 @@ def wait(timeout: float | None = None) -> bool:
         >>> wait(0.0) or pending() > 0
         True
     """
-    worker = _worker[0] if _worker else None
+    worker = _current()
     if worker is None:
         return True
     with worker.done:
@@ -193,8 +196,14 @@ def pending() -> int:
         >>> pending() >= 0
         True
     """
-    worker = _worker[0] if _worker else None
+    worker = _current()
     return 0 if worker is None else len(worker.jobs)
+
+
+def _current() -> Worker | None:
+    """This process's worker (a forked child's copy of its parent's is not)."""
+    worker = _worker[0] if _worker else None
+    return worker if worker is not None and worker.owner == os.getpid() else None
 
 
 def _plain(value: Any) -> Any:

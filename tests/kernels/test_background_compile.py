@@ -5,6 +5,7 @@ this process did not render, and a dead worker only means compiling here."""
 from __future__ import annotations
 
 import math
+import multiprocessing
 from collections import OrderedDict
 from pathlib import Path
 
@@ -204,3 +205,24 @@ def test_a_compiled_training_step_equals_eager_before_and_after_the_worker(
     kernels = [m.kernel for m in cpu_numba._MODULES.values() if hasattr(m, "kernel")]
     assert any(sum(k.stats.cache_hits.values()) for k in kernels)
     assert math.isfinite(float(want.numpy()))
+
+
+def _forked_child(queue: object) -> None:
+    parent = compile_worker._worker[0]
+    own = compile_worker.worker_for(parent.directory)
+    queue.put((compile_worker.pending(), own is not parent, own.process.pid != parent.process.pid))
+    own.close()
+
+
+def test_a_forked_child_starts_its_own_worker(stand_ins: list[int]) -> None:
+    # the parent's pipe and reader thread are not the child's: it never writes to them
+    shape = (8, 8)
+    kc.cpu_kernel(CHAIN, ARGS, tuple((shape, "float32") for _ in ARGS))(np, *_inputs(shape))
+    assert compile_worker.pending() == 1
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_forked_child, args=(queue,))
+    child.start()
+    assert queue.get(timeout=60) == (0, True, True)
+    child.join(60)
+    assert child.exitcode == 0 and compile_worker._worker[0].alive
