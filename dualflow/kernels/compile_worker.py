@@ -59,12 +59,13 @@ class Worker:
             text=True,
             env=env,
         )
-        with contextlib.suppress(OSError):  # at once: its imports already compete with the trace
+        with contextlib.suppress(OSError):  # at once: its imports already compete with the steps
             os.setpriority(os.PRIO_PROCESS, self.process.pid, NICE)
         self.directory, self.owner = directory, os.getpid()
         self.idents = itertools.count(1)
         self.jobs: dict[int, Job] = {}
         self.done = threading.Condition()
+        self.writing = threading.Lock()  # one line at a time (loopback ranks lower in threads)
         self.alive, self.closing = True, False
         threading.Thread(target=self._read, name="dualflow-compile-answers", daemon=True).start()
 
@@ -77,8 +78,9 @@ class Worker:
             self.jobs[ident] = job
             job.outstanding += 1
         try:
-            self.process.stdin.write(json.dumps([ident, *request]) + "\n")
-            self.process.stdin.flush()
+            with self.writing:
+                self.process.stdin.write(json.dumps([ident, *request]) + "\n")
+                self.process.stdin.flush()
         except (OSError, ValueError):  # the worker is gone: the kernel compiles here
             self._finish(ident)
 
@@ -105,7 +107,7 @@ class Worker:
         self.closing = True
         with contextlib.suppress(OSError, ValueError):
             self.process.stdin.close()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
             self.process.terminate()
             self.process.wait(timeout=5)
 
@@ -241,8 +243,9 @@ def _serve(directory: str) -> None:
 
     def read() -> None:
         for n, line in enumerate(sys.stdin):
-            ident, *request = json.loads(line)
-            requests.put((request[6] != "sum", n, ident, request))
+            with contextlib.suppress(ValueError, TypeError, IndexError):  # not a request: skipped
+                ident, *request = json.loads(line)
+                requests.put((request[6] != "sum", n, int(ident), request))
         requests.put((-1, 0, None, None))  # the caller is gone: what it asked for is moot
 
     threading.Thread(target=read, daemon=True).start()

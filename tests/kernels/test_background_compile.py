@@ -4,8 +4,13 @@ this process did not render, and a dead worker only means compiling here."""
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
+import select
+import subprocess
+import sys
+import threading
 from collections import OrderedDict
 from pathlib import Path
 
@@ -226,3 +231,41 @@ def test_a_forked_child_starts_its_own_worker(stand_ins: list[int]) -> None:
     assert queue.get(timeout=60) == (0, True, True)
     child.join(60)
     assert child.exitcode == 0 and compile_worker._worker[0].alive
+
+
+def test_the_worker_skips_a_line_that_is_no_request(stand_ins: list[int]) -> None:
+    directory = cpu_numba.open_store("kernels").directory
+    program = lower_expr(CHAIN, ARGS, ("float32", "float32"))
+    stem = cpu_numba.stem(cpu_numba.render_source(program, (True, True), ())[0])
+    request = [7, stem, CHAIN, ARGS, ["float32", "float32"], [[4], [4]], [4], "map", None]
+    command = [sys.executable, "-m", "dualflow.kernels.compile_worker", str(directory)]
+    worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    worker.stdin.write("not json\n[1, 2]\n" + json.dumps(request) + "\n")
+    worker.stdin.flush()
+    answered = select.select([worker.stdout], [], [], 120)[0]  # never hang the suite
+    assert answered and worker.stdout.readline() == "7\n"  # the two bad lines: skipped
+    worker.stdin.close()  # the caller is gone: it exits
+    assert worker.wait(60) == 0
+    assert list((directory / "__pycache__").glob(f"{stem}.*.nbc"))
+
+
+def test_threads_lowering_at_once_each_get_their_kernel(stand_ins: list[int]) -> None:
+    # loopback ranks lower their plans in threads: their requests must not interleave
+    exprs = [CHAIN]
+    for _ in range(5):  # six kernel sources: CHAIN negated 0..5 times
+        exprs.append(("call", "negative", exprs[-1]))
+    metas = (((4, 3), "float32"), ((4, 3), "float32"))
+
+    def lower(expr: tuple) -> None:
+        kc.cpu_kernel(expr, ARGS, metas)
+
+    threads = [threading.Thread(target=lower, args=(expr,)) for expr in exprs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert compile_worker.wait(120) and compile_worker._worker[0].alive
+    directory = cpu_numba.open_store("kernels").directory
+    for expr in exprs:
+        source = cpu_numba.render_source(lower_expr(expr, ARGS, ("float32",) * 2), (True,) * 2)[0]
+        assert len(list(directory.glob(f"__pycache__/{cpu_numba.stem(source)}.*.nbc"))) == 1
