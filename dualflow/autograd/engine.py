@@ -12,6 +12,7 @@ passes them on without running, and zeros are made only where a gradient is hand
 from __future__ import annotations
 
 import heapq
+import operator
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -25,6 +26,8 @@ from dualflow.autograd.tape import edge as edge_of
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.creation import ZeroGradient
 from dualflow.ops.dispatch import tracing
+
+_seq = operator.attrgetter("seq")
 
 
 def _seed_gradient(output: Tensor, gy: Any) -> Tensor:
@@ -102,16 +105,20 @@ class _Run:
     def run(self) -> None:
         debug = config.debug
         tracer = tracing()
-        while self.heap:
-            node = heapq.heappop(self.heap)[1]
-            gys = self.pending.pop(node)
+        heap, pending, targets, reach = self.heap, self.pending, self.targets, self.reach
+        # grad(): the nodes one of whose outputs is a target (their gradient is an answer)
+        answers = {k[0] for k in targets if type(k) is tuple} if targets is not None else ()
+        while heap:
+            node = heapq.heappop(heap)[1]
+            gys = pending.pop(node)
             if tracer is not None:  # the ops of this backward belong to the node's forward op
                 tracer.on_backward_node(node)
-            if self.targets is not None:
-                for index, gy in enumerate(gys):
-                    if (node, index) in self.targets and gy is not None:
-                        self.found[(node, index)] = gy
-                if node not in self.reach:
+            if targets is not None:
+                if node in answers:
+                    for index, gy in enumerate(gys):
+                        if (node, index) in targets and gy is not None:
+                            self.found[(node, index)] = gy
+                if node not in reach:
                     continue
             self.run_node(node, gys, debug)
         if tracer is not None:
@@ -132,7 +139,7 @@ class _Run:
                 break
         else:
             gxs = self._backward(node, gys, debug)
-        pending = self.pending
+        pending, targets, reach = self.pending, self.targets, self.reach
         for edge, gx, shape in zip(edges, gxs, node.in_shapes):
             if edge is None or gx is None:
                 continue
@@ -140,15 +147,17 @@ class _Run:
                 gx = ZeroGradient(gx.like, shape)
             elif gx._array.shape != shape:
                 gx = ops.sum_to(gx, shape)
-            if type(edge) is tuple and self.targets is None:  # the common case, inlined
+            if type(edge) is tuple:  # the common case, inlined (``push``)
                 creator, index = edge
+                if targets is not None and creator not in reach and edge not in targets:
+                    continue  # grad(): no target below it
                 slot = pending.get(creator)
                 if slot is None:
                     slot = pending[creator] = [None] * creator.op.nout
                     heapq.heappush(self.heap, (-creator.seq, creator))
                 old = slot[index]
                 slot[index] = gx if old is None else _add(old, gx)
-            elif self.needed(edge):
+            elif targets is None or id(edge) in targets:
                 self.push(edge, gx)
         if not self.retain:
             node.release()
@@ -299,31 +308,32 @@ def grad(
 
 def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
     """The nodes from which some target can be reached (only those need to run backward)."""
-    nodes: dict[Node, None] = {}
+    edges_of: dict[Node, tuple] = {}
     stack = [t._creator for t in outputs if t._creator is not None]
     while stack:
         node = stack.pop()
-        if node in nodes:
+        if node in edges_of:
             continue
-        if node.released:
+        edges = node.edges
+        if edges is None:
             raise GraphReleasedError(
                 with_location(
                     f"grad through {node.op.name}, whose saved values an earlier backward freed; "
                     "pass retain_graph=True to the first backward/grad call"
                 )
             )
-        nodes[node] = None
-        stack.extend(e[0] for e in node.edges if type(e) is tuple)
+        edges_of[node] = edges
+        for e in edges:
+            if type(e) is tuple and e[0] not in edges_of:
+                stack.append(e[0])
     reach: set[Node] = set()
-    for node in sorted(nodes, key=lambda n: n.seq):
-        for edge in node.edges:
-            if edge is None:
-                continue
+    for node in sorted(edges_of, key=_seq):  # inputs' creators first
+        for edge in edges_of[node]:
             if type(edge) is tuple:
                 if edge[0] in reach or edge in targets:
                     reach.add(node)
                     break
-            elif id(edge) in targets:
+            elif edge is not None and id(edge) in targets:
                 reach.add(node)
                 break
     return reach
