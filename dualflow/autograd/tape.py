@@ -79,7 +79,7 @@ class Node:
         """Saved input ``index``: the input Tensor itself (so double backward reaches its graph),
         a Python scalar as given (keeping numpy's weak-scalar dtype rule), or a wrapped array."""
         value = self.saved_inputs[self.op.save_inputs.index(index)]
-        if isinstance(value, _tensor.Tensor | int | float):
+        if isinstance(value, (_tensor.Tensor, int, float)):  # a tuple, not a union: 0.3 us less
             return value
         return _tensor.as_tensor(value)
 
