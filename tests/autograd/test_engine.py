@@ -197,6 +197,24 @@ def test_grad_with_respect_to_both_a_leaf_and_an_intermediate() -> None:
     np.testing.assert_allclose(gx.numpy(), 3 * x.numpy() ** 2)
 
 
+def test_grad_runs_only_the_backward_of_nodes_above_a_target() -> None:
+    # w's branch (exp) and the op that made the target h (x * 2) lead to no target: grad()
+    # computes no gradient for them, only for what lies between the output and x0 or h
+    x0, x, w = _leaf([0.5, -1.0]), _leaf([1.0, 2.0]), _leaf([0.3, 0.7])
+    h = x * 2.0
+    out = (ops.tanh(x0) * ops.exp(w) * h).sum()
+    counter = CountingInterpreter()
+    with interpreting(counter):
+        gx0, gh = dualflow.grad(out, [x0, h])
+    e = np.exp(w.numpy())
+    np.testing.assert_allclose(gx0.numpy(), (1 - np.tanh([0.5, -1.0]) ** 2) * e * h.numpy())
+    np.testing.assert_allclose(gh.numpy(), np.tanh(x0.numpy()) * e)
+    assert "tanh_grad" in counter.calls and "exp" not in counter.calls
+    # multiply's backward for the ops above x0 and h: the sum's broadcast, then one product per
+    # multiply node on the way (never the product for x * 2's input x)
+    assert counter.calls.count("multiply") == 3, counter.calls
+
+
 def test_grad_of_unused_input_needs_allow_unused() -> None:
     x = _leaf([1.0, 2.0])
     unused = _leaf([3.0])
