@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 MARKER = "DUALFLOW_PEER_RESULT "
-MODULES = {"torch": "torch_workloads", "jax": "jax_workloads"}
+MODULES = {"torch": "torch_workloads", "jax": "jax_workloads", "numpy": "floor_workloads"}
 PROBE = "-"  # the workload name that only checks the framework imports (and reports its version)
 
 

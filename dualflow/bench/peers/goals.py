@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from dualflow.bench.harness import Measurement
 
 TORCH, JAX = "torch eager", "jax jit"
+FLOOR = "python floor"  # floor_workloads: a tape of closures over numpy, nothing checked
 
 
 @dataclass(frozen=True)
@@ -134,4 +135,32 @@ def format_table(rows: Sequence[Measurement], notes: Sequence[str], footer: str)
     text = [
         "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [HEADER, *lines]
     ]
-    return "\n".join([*text, *notes, footer])
+    return "\n".join([*text, *floor_lines(rows), *notes, footer])
+
+
+def floor_lines(rows: Sequence[Measurement]) -> list[str]:
+    """One line per workload with a python-floor row: the floor's median beside the eager goal's
+    budget and dualflow's eager median, both as multiples of it.
+
+    Example:
+        >>> rows = [Measurement("tiny-ops", m, ms, ms, ms, 3, 0)
+        ...         for m, ms in (("eager", 2.0), (TORCH, 1.0), (FLOOR, 0.5))]
+        >>> print(floor_lines(rows)[0])  # doctest: +NORMALIZE_WHITESPACE
+        tiny-ops in a python floor (a tape of closures over numpy, nothing checked): 0.500 ms;
+        the eager goal allows 0.600 ms (1.20x the floor), dualflow eager takes 2.000 ms (4.00x)
+    """
+    lines = []
+    for workload in dict.fromkeys(r.workload for r in rows):
+        floor = _find(rows, workload, FLOOR)
+        eager, torch = _find(rows, workload, "eager"), _find(rows, workload, TORCH)
+        goal = next((g for g in GOALS.get(workload, ()) if g.mode == "eager"), None)
+        if floor is None or eager is None or torch is None or goal is None:
+            continue
+        budget = goal.factor * torch.ms_median
+        lines.append(
+            f"{workload} in a python floor (a tape of closures over numpy, nothing checked): "
+            f"{floor.ms_median:.3f} ms; the eager goal allows {budget:.3f} ms "
+            f"({budget / floor.ms_median:.2f}x the floor), dualflow eager takes "
+            f"{eager.ms_median:.3f} ms ({eager.ms_median / floor.ms_median:.2f}x)"
+        )
+    return lines

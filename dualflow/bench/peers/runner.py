@@ -21,17 +21,18 @@ from dualflow.bench.peers.child import MARKER, PROBE
 
 CHILD = Path(__file__).with_name("child.py")
 THREADS = 2
-FRAMEWORKS = ("torch", "jax")
-# The workloads with peer versions (torch_workloads / jax_workloads define these names).
+FRAMEWORKS = ("torch", "jax", "numpy")  # numpy: the python floor (floor_workloads)
+_BOTH = ("torch", "jax")
+# The workloads with peer versions (torch_workloads / jax_workloads / floor_workloads).
 PEERS: dict[str, tuple[str, ...]] = {
     "tiny-ops": FRAMEWORKS,
-    "tiny-ops-fwd": FRAMEWORKS,
-    "mlp": FRAMEWORKS,
-    "elementwise": FRAMEWORKS,
-    "poly-chain": FRAMEWORKS,
-    "small-cnn": FRAMEWORKS,
+    "tiny-ops-fwd": _BOTH,
+    "mlp": _BOTH,
+    "elementwise": _BOTH,
+    "poly-chain": _BOTH,
+    "small-cnn": _BOTH,
     "resnet18": ("torch",),
-    "gradient-penalty-mlp": FRAMEWORKS,
+    "gradient-penalty-mlp": _BOTH,
 }
 _TIMINGS = ("median_ms", "min_ms", "max_ms")
 
