@@ -23,7 +23,11 @@ from tests.tracer.fuzz.spec import Piece
 
 Statement = Callable[[Tensor, Env], Tensor]
 # The modules whose import registers fragments (in this order).
-MODULES = ("tests.tracer.fuzz.library", "tests.tracer.fuzz.environment")
+MODULES = (
+    "tests.tracer.fuzz.library",
+    "tests.tracer.fuzz.environment",
+    "tests.tracer.fuzz.more_ops",
+)
 
 
 @dataclass(frozen=True)

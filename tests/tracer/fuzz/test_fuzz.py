@@ -265,3 +265,58 @@ def test_the_fuzzer_finds_stale_alias_reads(kind: str, monkeypatch: pytest.Monke
     monkeypatch.setattr(inplace, "tracing", lambda: None)
     found = differences(spec, "O0")
     assert found and found[0].startswith("call 2: ")
+
+
+MORE_OPS = (
+    _piece("pool", kind="max"),
+    _piece("gather", kind="scatter_max"),
+    _piece("where", at=0.0, scale=2),
+    _piece("pieces", kind="split"),
+    _piece("layer_norm"),
+    _piece("methods", kind="max_dim"),
+    _piece("inplace_detached"),
+    _piece("cross_entropy", kind="none"),
+    _piece("float64"),
+    _piece("embedding"),
+    _piece("gather", kind="sort"),
+    _piece("pool", kind="avg"),
+)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "mode", "penalty"),
+    [("float32", "train", 0.1), ("float64", "train", 0.0), ("float32", "eval", 0.0)],
+)
+def test_more_ops_fragments_in_one_program_are_bit_identical(
+    dtype: str, mode: str, penalty: float
+) -> None:
+    """more_ops' fragments (pooling, gathers, where, split, layer norm, Tensor methods, in-place
+    writes on a detached value, cross entropy, float64, embedding) in one program, the batch
+    changing once: O0 and the exact pipeline give eager's bits, and O2 keeps to its rules."""
+    train = mode == "train"
+    spec = Spec(
+        3,
+        dtype=dtype,
+        width=12,
+        batches=(6, 6, 6, 9),
+        body=MORE_OPS,
+        mode=mode,
+        optimizer="adam" if train else None,
+        penalty=penalty,
+    )
+    assert set(spec.fragments()) == {
+        "pool",
+        "gather",
+        "where",
+        "pieces",
+        "layer_norm",
+        "methods",
+        "inplace_detached",
+        "cross_entropy",
+        "float64",
+        "embedding",
+    }
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes) == [], passes
+    violations, _ = rule_violations(spec)
+    assert violations == []
