@@ -27,6 +27,7 @@ MODULES = (
     "tests.tracer.fuzz.library",
     "tests.tracer.fuzz.environment",
     "tests.tracer.fuzz.more_ops",
+    "tests.tracer.fuzz.layers",
 )
 
 

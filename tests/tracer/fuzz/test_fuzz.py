@@ -320,3 +320,25 @@ def test_more_ops_fragments_in_one_program_are_bit_identical(
         assert differences(spec, passes) == [], passes
     violations, _ = rule_violations(spec)
     assert violations == []
+
+
+LAYERS = (
+    _piece("recurrent", kind="LSTM"),
+    _piece("attention", kind="multihead"),
+    _piece("norm", kind="group"),
+    _piece("image", kind="shuffle"),
+    _piece("recurrent", kind="GRU"),
+    _piece("attention", kind="encoder"),
+    _piece("norm", kind="instance"),
+    _piece("image", kind="transpose"),
+)
+
+
+@pytest.mark.parametrize(("dtype", "penalty"), [("float32", 0.1), ("float64", 0.0)])
+def test_layer_fragments_in_one_program_are_bit_identical(dtype: str, penalty: float) -> None:
+    """layers' fragments (LSTM and GRU over the rows, attention, an encoder layer, group and
+    instance norm, PixelShuffle and ConvTranspose2d images) in one training program whose
+    sequence length changes once: O0 and the exact pipeline give eager's bits."""
+    spec = Spec(4, dtype=dtype, width=8, batches=(5, 5, 5, 7), body=LAYERS, penalty=penalty)
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes) == [], passes
