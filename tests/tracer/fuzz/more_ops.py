@@ -85,7 +85,9 @@ def _methods(scope: Scope, piece: Piece) -> Statement:
 
         def centred(h: Any, env: Any) -> Any:
             values, indices = h.max(1)
-            return h - values.unsqueeze(1) * 0.5 + indices.unsqueeze(1) * 0.01
+            # int64 indices times a float are float64 (numpy's promotion, documented): cast
+            # them, or the rest of a float32 program would run in float64
+            return h - values.unsqueeze(1) * 0.5 + ops.cast(indices.unsqueeze(1), h.dtype) * 0.01
 
         return centred
     if kind == "transpose":
