@@ -16,6 +16,7 @@ import numpy as np
 import dualflow
 from dualflow import ops, optim
 from dualflow._tensor import Tensor
+from dualflow.nn.utils import clip_grad_norm_, clip_grad_value_
 from tests.tracer.fuzz.fragments import registry
 from tests.tracer.fuzz.scope import Env, Scope
 from tests.tracer.fuzz.spec import Spec
@@ -28,6 +29,25 @@ OPTIMIZERS: dict[str, Callable[[list], Any]] = {
     "adamw": lambda ps: optim.AdamW(ps, lr=0.01, weight_decay=0.01),
     "rmsprop": lambda ps: optim.RMSprop(ps, lr=0.01, momentum=0.5),
     "rmsprop_centered": lambda ps: optim.RMSprop(ps, lr=0.01, centered=True),
+    "adagrad": lambda ps: optim.Adagrad(ps, lr=0.05),
+    "adadelta": lambda ps: optim.Adadelta(ps, lr=1.0),
+    "adamax": lambda ps: optim.Adamax(ps, lr=0.01),
+    "nadam": lambda ps: optim.NAdam(ps, lr=0.01),
+    "radam": lambda ps: optim.RAdam(ps, lr=0.01),
+    # an LR schedule stepped between calls (the step must read the new lr) ...
+    "sgd_steplr": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9),
+    "adam_cosine": lambda ps: optim.Adam(ps, lr=0.01),
+    # ... and gradients clipped inside the step, before the update
+    "adam_clip_norm": lambda ps: optim.Adam(ps, lr=0.01),
+    "sgd_clip_value": lambda ps: optim.SGD(ps, lr=0.05),
+}
+SCHEDULES: dict[str, Callable[[Any], Any]] = {
+    "sgd_steplr": lambda opt: optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5),
+    "adam_cosine": lambda opt: optim.lr_scheduler.CosineAnnealingLR(opt, T_max=3),
+}
+CLIPS: dict[str, Callable[[list], Any]] = {
+    "adam_clip_norm": lambda ps: clip_grad_norm_(ps, 0.5),
+    "sgd_clip_value": lambda ps: clip_grad_value_(ps, 0.05),
 }
 
 LOSSES: dict[str, Callable[[Any, Any], Any]] = {
@@ -120,6 +140,10 @@ def build(spec: Spec) -> Program:
     bias = scope.param((spec.width,), 0.1)  # every training program has a parameter
     opt = OPTIMIZERS[spec.optimizer](scope.params) if spec.optimizer else None
     loss_fn = LOSSES[spec.loss]
+    clip = CLIPS.get(spec.optimizer)
+    if spec.optimizer in SCHEDULES:  # one scheduler step before every call but the first
+        schedule = SCHEDULES[spec.optimizer](opt)
+        scope.between_calls(lambda call: schedule.step() if call else None)
 
     def step(x: Tensor, t: Tensor | None) -> tuple[Tensor, Tensor]:
         env, h = Env(x, t, scope), x
@@ -135,6 +159,8 @@ def build(spec: Spec) -> Program:
             (g,) = dualflow.grad(loss, [x], create_graph=True)
             loss = loss + ops.sum(g * g) * spec.penalty
         loss.backward()
+        if clip is not None:
+            clip(scope.params)
         if opt is not None:
             opt.step()
         return loss.detach(), h.detach()
