@@ -71,8 +71,8 @@ def test_gpu_tests_skip_cleanly_here() -> None:
     if reason is None:
         pytest.skip("a GPU is present: the gpu tests run for real")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-o", "addopts=--strict-markers", "-m", "gpu", "-q"]
-        + ["-rs", "-p", "no:cacheprovider", "tests/gpu", "tests/kernels/test_fused_kernels.py"],
+        [sys.executable, "-m", "pytest", "-o", "addopts=--strict-markers", "-m", "gpu", "-q", "-rs"]
+        + ["-p", "no:cacheprovider", "tests/gpu", "tests/kernels/test_fused_kernels_cuda.py"],
         cwd=ROOT,
         capture_output=True,
         text=True,

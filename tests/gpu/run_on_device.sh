@@ -105,6 +105,7 @@ stage cuda-libs 120 bash -c "
     exit \$rc"
 stage device-info 30 bash -c "nvidia-smi; '$PY' '$OUT/device_info.py'"
 stage pytest-gpu 250 "$PY" -m pytest -o addopts=--strict-markers -m gpu tests/gpu tests/runtime \
+    tests/kernels/test_fused_kernels_cuda.py \
     -v -rs --durations=20 -p no:cacheprovider --junitxml "$OUT/pytest-gpu.xml"
 stage bench 60 "$PY" -m dualflow bench --device cuda:0 --quick --out "$OUT/bench"
 stage bench-gpu 60 "$PY" -m dualflow bench --device cuda:0 --quick \

@@ -1,7 +1,8 @@
 """The fused programs the CUDA checks render: one fusion region per elementwise op of the registry,
 and every region the fusion pass makes of the op table's forward-and-gradient programs (traced).
 
-``nvcc --ptx`` compiles them (tests/kernels/test_fused_kernels.py) and, on a GPU, cupy runs them.
+``nvcc --ptx`` compiles them (tests/kernels/test_fused_kernels_cuda.py) and, on a GPU, cupy runs
+them. Also the two chains the CPU kernel tests fuse (a transcendental one, an arithmetic one).
 """
 
 from __future__ import annotations
@@ -128,3 +129,42 @@ def all_fused(dtype: str) -> dict[str, list[Fused]]:
         if nodes:
             found[f"table:{info.name}"] = nodes
     return found
+
+
+def tanh_chain(
+    shape: tuple[int, ...], bshape: tuple[int, ...] | None = None, dtype: str = "float32"
+) -> Graph:
+    """``tanh(x*0.5+1)*sigmoid(x) - x**2`` (+ y when ``bshape`` is given)."""
+    b = GraphBuilder("tanh_chain")
+    x = b.input(shape, dtype, "x")
+    (h,) = b.node("multiply", [x, 0.5])
+    (h,) = b.node("add", [h, 1])
+    (t,) = b.node("tanh", [h])
+    (s,) = b.node("sigmoid", [x])
+    (p,) = b.node("multiply", [t, s])
+    (q,) = b.node("power", [x, 2])
+    (r,) = b.node("subtract", [p, q])
+    if bshape is not None:
+        (r,) = b.node("add", [r, b.input(bshape, dtype, "y")])
+    b.output(r)
+    return b.build()
+
+
+def arith_chain(shape: tuple[int, ...], dtype: str, bshape: tuple[int, ...] | None) -> Graph:
+    """``max((x*0.5+1)*(x*x-3)/(x*x+1) - x*0.25, 0)`` (+ y): arithmetic only."""
+    b = GraphBuilder("arith_chain")
+    x = b.input(shape, dtype, "x")
+    (a,) = b.node("multiply", [x, 0.5])
+    (a,) = b.node("add", [a, 1])
+    (sq,) = b.node("multiply", [x, x])
+    (n,) = b.node("subtract", [sq, 3.0])
+    (d,) = b.node("add", [sq, 1.0])
+    (a,) = b.node("multiply", [a, n])
+    (a,) = b.node("divide", [a, d])
+    (c,) = b.node("multiply", [x, 0.25])
+    (a,) = b.node("subtract", [a, c])
+    (a,) = b.node("maximum", [a, 0])
+    if bshape is not None:
+        (a,) = b.node("where", [*b.node("greater", [a, 0.1]), a, b.input(bshape, dtype, "y")])
+    b.output(a)
+    return b.build()

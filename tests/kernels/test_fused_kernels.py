@@ -1,13 +1,12 @@
-"""Fused kernels: the blocked evaluator is bit-identical to eager numpy, numba kernels are exact on
-arithmetic chains (no reassociation, float32 stays float32) and load from the disk cache in a
-second process, and the rendered CUDA C of every fused pattern compiles with ``nvcc --ptx`` (and,
-on a GPU, matches numpy when cupy runs it).
+"""Fused CPU kernels: the blocked evaluator is bit-identical to eager numpy, numba kernels are exact
+on arithmetic chains (no reassociation, float32 stays float32), take operands of any layout, write
+into ``out`` even over their input, and load from the disk cache in a second process. (The CUDA
+renderings: test_fused_kernels_cuda.py.)
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -16,67 +15,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dualflow.graph_ir import Graph, GraphBuilder, interpret
+from dualflow.graph_ir import Graph, interpret
 from dualflow.kernels import cpu as kc
 from dualflow.kernels import cpu_numba
-from dualflow.kernels.cuda_fused import (
-    COMPILE_OPTIONS,
-    cuda_kernel,
-    render_cuda,
-    render_cuda_sum,
-    wrap_global,
-    wrap_sum_global,
-)
-from dualflow.kernels.expr import FUNCTIONS, compile_numpy, parse_expr
+from dualflow.kernels.expr import compile_numpy, parse_expr
 from dualflow.kernels.expr_typing import apply_numpy, lower_expr
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
-from tests.kernels.fused_programs import Fused, all_fused, elementwise_ops, fused_nodes
+from tests.kernels.fused_programs import arith_chain, tanh_chain
 
 
 @pytest.fixture(autouse=True)
 def _cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
     return tmp_path
-
-
-def _tanh_chain(
-    shape: tuple[int, ...], bshape: tuple[int, ...] | None = None, dtype: str = "float32"
-) -> Graph:
-    """``tanh(x*0.5+1)*sigmoid(x) - x**2`` (+ y when ``bshape`` is given)."""
-    b = GraphBuilder("tanh_chain")
-    x = b.input(shape, dtype, "x")
-    (h,) = b.node("multiply", [x, 0.5])
-    (h,) = b.node("add", [h, 1])
-    (t,) = b.node("tanh", [h])
-    (s,) = b.node("sigmoid", [x])
-    (p,) = b.node("multiply", [t, s])
-    (q,) = b.node("power", [x, 2])
-    (r,) = b.node("subtract", [p, q])
-    if bshape is not None:
-        (r,) = b.node("add", [r, b.input(bshape, dtype, "y")])
-    b.output(r)
-    return b.build()
-
-
-def _arith_chain(shape: tuple[int, ...], dtype: str, bshape: tuple[int, ...] | None) -> Graph:
-    """``max((x*0.5+1)*(x*x-3)/(x*x+1) - x*0.25, 0)`` (+ y): arithmetic only."""
-    b = GraphBuilder("arith_chain")
-    x = b.input(shape, dtype, "x")
-    (a,) = b.node("multiply", [x, 0.5])
-    (a,) = b.node("add", [a, 1])
-    (sq,) = b.node("multiply", [x, x])
-    (n,) = b.node("subtract", [sq, 3.0])
-    (d,) = b.node("add", [sq, 1.0])
-    (a,) = b.node("multiply", [a, n])
-    (a,) = b.node("divide", [a, d])
-    (c,) = b.node("multiply", [x, 0.25])
-    (a,) = b.node("subtract", [a, c])
-    (a,) = b.node("maximum", [a, 0])
-    if bshape is not None:
-        (a,) = b.node("where", [*b.node("greater", [a, 0.1]), a, b.input(bshape, dtype, "y")])
-    b.output(a)
-    return b.build()
 
 
 def _run_both(graph: Graph, inputs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -94,7 +46,7 @@ def _run_both(graph: Graph, inputs: list[np.ndarray]) -> tuple[np.ndarray, np.nd
 def test_blocked_evaluator_bit_identical(shape: tuple, bshape: tuple | None) -> None:
     rng = np.random.default_rng(1)
     inputs = [rng.standard_normal(s).astype(np.float32) for s in (shape, bshape) if s]
-    got, want = _run_both(_tanh_chain(shape, bshape), inputs)
+    got, want = _run_both(tanh_chain(shape, bshape), inputs)
     np.testing.assert_array_equal(got, want)
 
 
@@ -106,7 +58,7 @@ def test_numba_arithmetic_chain_exact(dtype: str, shape: tuple, bshape: tuple | 
     inputs = [rng.standard_normal(s).astype(dtype) for s in (shape, bshape) if s]
     inputs[0].reshape(-1)[:3] = [np.nan, 0.0, -np.inf]
     with np.errstate(all="ignore"):
-        got, want = _run_both(_arith_chain(shape, dtype, bshape), inputs)
+        got, want = _run_both(arith_chain(shape, dtype, bshape), inputs)
     np.testing.assert_array_equal(got, want)
     assert list(Path(os.environ["DUALFLOW_CACHE_DIR"], "kernels").glob("k_*.py"))
 
@@ -175,106 +127,6 @@ def test_numba_disk_cache_reused_by_second_process(tmp_path: Path) -> None:
     assert len(list((tmp_path / "kernels").glob("k_*.py"))) == 1
 
 
-def _test_graph_programs(dtype: str) -> list[Fused]:
-    """The fused nodes of this module's own test graphs, float inputs in ``dtype``."""
-    b = GraphBuilder("mixed")
-    x, i = b.input((8,), dtype), b.input((8,), "int32")
-    (c,) = b.node("cast", [i], {"dtype": dtype})
-    (e,) = b.node("gelu", [x])
-    (e,) = b.node("elu", [e], {"alpha": 1.0})
-    (e,) = b.node("clip", [e], {"lo": -1.0, "hi": float("inf")})
-    b.output(*b.node("add", [*b.node("multiply", [e, c]), *b.node("softplus", [x])]))
-    graphs = [
-        _tanh_chain((8,), dtype=dtype),
-        _tanh_chain((4, 8), (8,), dtype=dtype),
-        _arith_chain((4, 8), dtype, (1, 8)),
-        b.build(),
-    ]
-    return [f for graph in graphs for f in fused_nodes(graph)]
-
-
-@pytest.fixture(scope="module", params=["float32", "float64"])
-def fused_by_origin(request: pytest.FixtureRequest) -> tuple[str, dict[str, list[Fused]]]:
-    """(dtype, fused nodes by origin): the test graphs, one region per elementwise op, and the
-    regions of every op-table entry's traced forward and gradient."""
-    found = {"tests:graphs": _test_graph_programs(request.param), **all_fused(request.param)}
-    return request.param, found
-
-
-def test_fused_patterns_cover_every_elementwise_op(
-    fused_by_origin: tuple[str, dict[str, list[Fused]]],
-) -> None:
-    dtype, found = fused_by_origin
-    missing = [name for name in elementwise_ops() if not found[f"op:{name}"]]
-    assert not missing, f"no fused region made for {missing}"
-    steps = {s.fn for nodes in found.values() for f in nodes for s in f.program().steps}
-    assert set(FUNCTIONS) <= steps, f"expression functions never rendered: {set(FUNCTIONS) - steps}"
-    floats = {d for nodes in found.values() for f in nodes for d in f.dtypes if d.startswith("f")}
-    assert dtype in floats and len([k for k in found if k.startswith("table:")]) >= 20
-
-
-def test_cuda_source_compiles_with_nvcc(
-    tmp_path: Path, fused_by_origin: tuple[str, dict[str, list[Fused]]]
-) -> None:
-    """One .cu file per dtype holding every distinct rendered kernel; ``nvcc --ptx`` takes it."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc is not installed")
-    dtype, found = fused_by_origin
-    kernels: dict[str, str] = {}
-    for nodes in found.values():
-        for fused in nodes:
-            source = render_cuda(fused.program())
-            kernels[source.name] = wrap_global(source)
-            if fused.reduce is not None:  # the fused sum's map function and reduction too
-                reduction = render_cuda_sum(fused.program())
-                kernels[reduction.name] = wrap_sum_global(reduction)
-    assert any(f.reduce == "sum" for nodes in found.values() for f in nodes)
-    if dtype == "float32":
-        assert "tanhf(" in render_cuda(found["op:tanh"][0].program()).operation
-    path = tmp_path / f"fused_{dtype}.cu"
-    path.write_text("\n".join(kernels.values()))
-    done = subprocess.run(
-        [nvcc, "--ptx", *COMPILE_OPTIONS, str(path), "-o", str(tmp_path / "fused.ptx")],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "fused.ptx").read_text().count(".entry") == len(kernels)
-
-
-@pytest.mark.gpu
-def test_cuda_kernels_match_numpy_on_gpu(
-    fused_by_origin: tuple[str, dict[str, list[Fused]]],
-) -> None:
-    """Every rendered kernel run by ``cupy.ElementwiseKernel`` (``ReductionKernel`` for a fused
-    sum) against the numpy expression."""
-    import cupy
-
-    dtype, found = fused_by_origin
-    rng = np.random.default_rng(11)
-    rtol, atol = (2e-5, 1e-6) if dtype == "float32" else (1e-12, 1e-14)
-    for origin, nodes in found.items():
-        for fused in nodes:
-            inputs = [_sample_input(rng, d, s) for d, s in zip(fused.dtypes, fused.shapes)]
-            want = np.asarray(compile_numpy(fused.expr, fused.args, ())(np, *inputs))
-            kernel = cuda_kernel(fused.expr, fused.args, fused.dtypes, reduce=fused.reduce)
-            got = kernel(cupy, *(cupy.asarray(a) for a in inputs)).get()
-            if fused.reduce is not None:
-                want = np.sum(want)
-            assert got.dtype == want.dtype and got.shape == want.shape, origin
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=origin)
-
-
-def _sample_input(rng: np.random.Generator, dtype: str, shape: tuple) -> np.ndarray:
-    # positive floats keep log/sqrt/power inside their domain, as the op table's samples do
-    if dtype == "bool":
-        return rng.random(shape) > 0.5
-    if np.dtype(dtype).kind in "iu":
-        return rng.integers(0, 4, shape).astype(dtype)
-    return rng.uniform(0.1, 2.0, shape).astype(dtype)
-
-
 def _special_values(n: int, seed: int) -> np.ndarray:
     """Normals, huge and tiny magnitudes, random bit patterns, NaN, ±inf and ±0 (float32)."""
     rng = np.random.default_rng(seed)
@@ -298,7 +150,7 @@ def test_blocked_chunks_and_threads_bit_identical(
     shapes = [s for s in (shape, bshape) if s]
     inputs = [_special_values(n, k).reshape(s) for k, (n, s) in enumerate(zip(sizes, shapes))]
     with np.errstate(all="ignore"):
-        graph = _tanh_chain(shape, bshape)
+        graph = tanh_chain(shape, bshape)
         fused = fuse(graph, min_size=0)
         program = lower_expr(
             fused.nodes[0].attrs["expr"], fused.nodes[0].attrs["args"], ("float32",) * len(inputs)
@@ -311,7 +163,7 @@ def test_blocked_chunks_and_threads_bit_identical(
 
 def test_blocked_schedule_reuses_temporaries() -> None:
     """Ten steps of the tanh chain need two chunk temporaries, the last writes the output."""
-    node = fuse(_tanh_chain((8,)), min_size=0).nodes[0]
+    node = fuse(tanh_chain((8,)), min_size=0).nodes[0]
     program = lower_expr(node.attrs["expr"], node.attrs["args"], ("float32",))
     steps, dtypes = kc._schedule(program)
     assert len(program.steps) == 10 and len(dtypes) == 2
@@ -345,7 +197,7 @@ def test_fused_kernels_write_into_out_even_over_their_input(
     monkeypatch.setattr(kc, "_CACHE", {})
     rng = np.random.default_rng(5)
     inputs = [rng.standard_normal(s).astype(np.float32) for s in (shape, bshape) if s]
-    build = _tanh_chain if kind == "blocked" else (lambda s, b: _arith_chain(s, "float32", b))
+    build = tanh_chain if kind == "blocked" else (lambda s, b: arith_chain(s, "float32", b))
     graph = build(shape, bshape)
     node = fuse(graph, min_size=0).nodes[0]
     metas = tuple((a.shape, "float32") for a in inputs)
@@ -371,21 +223,6 @@ def test_float16_regions_use_the_blocked_evaluator() -> None:
     x = np.linspace(-3, 3, 5000).astype(np.float16)
     kernel = kc.cpu_kernel(expr, ("a0",), (((5000,), "float16"),))
     np.testing.assert_array_equal(kernel(np, x), x.astype(np.float32) * 0.5)
-
-
-@pytest.mark.parametrize("reduce", [None, "sum"])
-def test_cuda_kernel_without_a_c_type_runs_through_xp(reduce: str | None) -> None:
-    # float16 has no CUDA C type here: the plan must still run (one xp call per step). The
-    # runner takes any array module, so numpy stands in for cupy.
-    expr = ("call", "multiply", ("var", "a0"), ("call", "tanh", ("var", "a0")))
-    x = np.linspace(-2, 2, 9).astype(np.float16)
-    run = cuda_kernel(expr, ("a0",), ("float16",), reduce=reduce, keepdims=True)
-    want = x * np.tanh(x)
-    want = want.sum(keepdims=True) if reduce else want
-    got = run(np, x)
-    assert got.dtype == np.float16 and np.array_equal(got, want)
-    out = np.empty_like(want)
-    assert run(np, x, out=out) is out and np.array_equal(out, want)
 
 
 def test_blocked_schedule_value_read_twice_keeps_its_own_slot() -> None:

@@ -3,7 +3,7 @@
 Per row and dtype, on inputs with signed zeros, infinities and NaN: eager numpy (the rendered
 expression), the one-call evaluator, the blocked evaluator, the ``out=`` forward and, for rows
 with a numba rendering, numba give the same bits; every row's CUDA C compiles with
-``nvcc --ptx`` (on a GPU, tests/gpu and test_fused_kernels run it against numpy).
+``nvcc --ptx`` (on a GPU, tests/gpu and test_fused_kernels_cuda run it against numpy).
 """
 
 from __future__ import annotations
