@@ -28,6 +28,7 @@ MODULES = (
     "tests.tracer.fuzz.environment",
     "tests.tracer.fuzz.more_ops",
     "tests.tracer.fuzz.layers",
+    "tests.tracer.fuzz.remaining_ops",
 )
 
 

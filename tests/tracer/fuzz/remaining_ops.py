@@ -1,0 +1,119 @@
+"""Fragments for the registered ops no other fragment module drew: indexing with integer tensors,
+padding, products, normal samples from the program's generator, ``arange``/``full`` constants,
+``clone`` (and an in-place write of the copy), ``expm1``, ``atan``, ``log``, tanh-approximated
+GELU and ``stop_gradient`` (ops a sweep of eager fuzz runs never reached; issue 18, eleventh
+session). Each statement maps an activation (batch, width) to the same shape, like ``library``'s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+import dualflow
+from dualflow import ops
+from dualflow.nn import functional as F
+from tests.tracer.fuzz.fragments import Fragment, Statement, register
+from tests.tracer.fuzz.scope import Scope
+from tests.tracer.fuzz.spec import Piece
+
+
+def _kind(*kinds: str) -> Any:
+    return lambda draw, ctx: {"kind": draw(st.sampled_from(kinds))}
+
+
+def _index(scope: Scope, piece: Piece) -> Statement:
+    """``h[:, cols]`` with a constant integer tensor holding repeats (its gradient adds the
+    repeats up), or ``h[perm]`` with the rows' order computed in the step (``argsort``)."""
+    if piece.get("kind") == "rows":
+        return lambda h, env: h[ops.argsort(h[:, 0], axis=0)] * 0.5 + h
+    cols = dualflow.tensor(scope.rng.integers(0, scope.width, scope.width))
+    return lambda h, env: h[:, cols] * 0.5 + ops.tanh(h)
+
+
+def _pad(scope: Scope, piece: Piece) -> Statement:
+    """A central difference along the rows over a column padded on each side (numpy's
+    ``constant``, ``edge`` or ``reflect``), or ``F.pad`` of the last dim (PyTorch's order)."""
+    mode = piece.get("kind")
+    if mode == "functional":
+        return lambda h, env: h + F.pad(h, (1, 0))[:, :-1] * 0.5
+
+    def statement(h: Any, env: Any) -> Any:
+        padded = ops.pad(h, ((0, 0), (1, 1)), mode=mode)
+        return h + (padded[:, 2:] - padded[:, :-2]) * 0.5
+
+    return statement
+
+
+def _prod(scope: Scope, piece: Piece) -> Statement:
+    """Products of factors in [0.9, 1.1] (never zero: the gradient divides by none), over the
+    row or over the batch."""
+    axis = 1 if piece.get("kind") == "rows" else 0
+    return lambda h, env: h * ops.prod(1.0 + 0.1 * ops.tanh(h), axis=axis, keepdims=True)
+
+
+def _randn(scope: Scope, piece: Piece) -> Statement:
+    """Noise from ``randn`` with the program's generator (its state is compared every call)."""
+    generator = scope.generator
+    return lambda h, env: h + dualflow.randn(*h.shape, generator=generator, dtype=h.dtype) * 0.1
+
+
+def _constants(scope: Scope, piece: Piece) -> Statement:
+    """``arange`` and ``full`` made in the step (constants a trace may fold)."""
+
+    def statement(h: Any, env: Any) -> Any:
+        ramp = dualflow.arange(h.shape[1], dtype=h.dtype) * (1.0 / h.shape[1])
+        return h * ramp + dualflow.full(tuple(h.shape), -0.25, dtype=h.dtype)
+
+    return statement
+
+
+def _clone(scope: Scope, piece: Piece) -> Statement:
+    """``clone`` read beside its original, or cloned and written in place under ``no_grad``
+    (dualflow records no in-place op for autograd, so the copy leaves the graph)."""
+    if piece.get("kind") == "plain":
+        return lambda h, env: ops.tanh(h.clone()) * 0.5 + h
+
+    def statement(h: Any, env: Any) -> Any:
+        with dualflow.no_grad():
+            c = h.clone()
+            c.mul_(0.5).add_(h)
+        return ops.tanh(c) + h
+
+    return statement
+
+
+MATH = {
+    "expm1": lambda h: ops.expm1(ops.clip(h, -3.0, 3.0)),
+    "atan": ops.atan,
+    "log": lambda h: ops.log(h * h + 1.0),
+    "gelu_tanh": lambda h: F.gelu(h, approximate="tanh"),
+}
+
+
+def _math(scope: Scope, piece: Piece) -> Statement:
+    fn = MATH[piece.get("kind")]
+    return lambda h, env: fn(h)
+
+
+def _stop_gradient(scope: Scope, piece: Piece) -> Statement:
+    """A factor the gradient does not flow through (``stop_gradient``) times one it does."""
+    return lambda h, env: h * ops.stop_gradient(ops.sigmoid(h)) + h * 0.5
+
+
+def _register_all() -> None:
+    for fragment in (
+        Fragment("index", _kind("columns", "rows"), _index),
+        Fragment("pad", _kind("constant", "edge", "reflect", "functional"), _pad),
+        Fragment("prod", _kind("rows", "batch"), _prod),
+        Fragment("randn", lambda draw, ctx: {}, _randn),
+        Fragment("constants", lambda draw, ctx: {}, _constants),
+        Fragment("clone", _kind("plain", "no_grad_inplace"), _clone),
+        Fragment("math", _kind(*sorted(MATH)), _math),
+        Fragment("stop_gradient", lambda draw, ctx: {}, _stop_gradient),
+    ):
+        register(fragment)
+
+
+_register_all()
