@@ -1,8 +1,9 @@
 """Fragments for the registered ops no other fragment module drew: indexing with integer tensors,
 padding, products, normal samples from the program's generator, ``arange``/``full`` constants,
-``clone`` (and an in-place write of the copy), ``expm1``, ``atan``, ``log``, tanh-approximated
-GELU and ``stop_gradient`` (ops a sweep of eager fuzz runs never reached; issue 18, eleventh
-session). Each statement maps an activation (batch, width) to the same shape, like ``library``'s.
+``clone`` (and an in-place write of the copy), ``expm1``, ``atan``, ``log``, tanh-approximated GELU,
+``stop_gradient``, ``flip``, ``argmin`` and ``<=`` (ops a sweep of eager fuzz runs never reached;
+issue 18, eleventh session). Each statement maps an activation (batch, width) to the same shape,
+like ``library``'s.
 """
 
 from __future__ import annotations
@@ -102,6 +103,23 @@ def _stop_gradient(scope: Scope, piece: Piece) -> Statement:
     return lambda h, env: h * ops.stop_gradient(ops.sigmoid(h)) + h * 0.5
 
 
+def _order(scope: Scope, piece: Piece) -> Statement:
+    """``flip`` of the columns, the rows' ``min(dim)`` (values and ``argmin`` indices), or a
+    ``<=`` mask choosing between two branches."""
+    kind = piece.get("kind")
+    if kind == "flip":
+        return lambda h, env: h + ops.flip(ops.tanh(h), axis=1) * 0.5
+
+    if kind == "min_dim":
+
+        def centred(h: Any, env: Any) -> Any:
+            values, indices = h.min(1)
+            return h - values.unsqueeze(1) * 0.5 + ops.cast(indices.unsqueeze(1), h.dtype) * 0.01
+
+        return centred
+    return lambda h, env: ops.where(h <= 0.2, h * 0.5, ops.sigmoid(h))
+
+
 def _register_all() -> None:
     for fragment in (
         Fragment("index", _kind("columns", "rows"), _index),
@@ -112,6 +130,7 @@ def _register_all() -> None:
         Fragment("clone", _kind("plain", "no_grad_inplace"), _clone),
         Fragment("math", _kind(*sorted(MATH)), _math),
         Fragment("stop_gradient", lambda draw, ctx: {}, _stop_gradient),
+        Fragment("order", _kind("flip", "min_dim", "less_equal"), _order),
     ):
         register(fragment)
 

@@ -1,7 +1,8 @@
 """remaining_ops' fragments (integer-tensor indexing, padding, products, ``randn`` from the
 program's generator, ``arange``/``full``, ``clone``, ``expm1``/``atan``/``log``/tanh GELU,
-``stop_gradient``) in one program: eager runs the ops they were written for, and compiled at O0
-and with the exact pipeline gives eager's bits while O2 keeps to its rules.
+``stop_gradient``, ``flip``, ``argmin``, ``<=``) in one program: eager runs the ops they were
+written for, and compiled at O0 and with the exact pipeline gives eager's bits while O2 keeps to
+its rules.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ BODY = (
     _piece("clone", kind="plain"),
     _piece("math", kind="gelu_tanh"),
     _piece("pad", kind="edge"),
+    _piece("order", kind="flip"),
+    _piece("order", kind="min_dim"),
+    _piece("order", kind="less_equal"),
 )
 OPS_WRITTEN_FOR = {
     "getitem_array",
@@ -51,6 +55,9 @@ OPS_WRITTEN_FOR = {
     "log",
     "gelu_tanh",
     "stop_gradient",
+    "flip",
+    "argmin",
+    "less_equal",
 }
 
 
