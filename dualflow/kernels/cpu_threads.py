@@ -1,9 +1,9 @@
 """The CPU kernels' worker threads: one kernel call split into parts that run on both cores.
 
-numpy ufuncs and ``nogil`` numba kernels release the GIL, so a small persistent pool of Python
-threads runs their parts at once, while OpenBLAS keeps its own threads idle between GEMMs (numba's
-``prange`` pool spun next to them and made GEMMs 4-5x slower). Each part writes only its own
-range, so a result never depends on the split or on timing.
+numpy ufuncs and ``nogil`` numba kernels release the GIL, so persistent Python threads run their
+parts at once, while OpenBLAS keeps its own threads idle between GEMMs (numba's ``prange`` pool
+spun next to them and made GEMMs 4-5x slower). Each part writes only its own range, so a result
+never depends on the split or on timing.
 """
 
 from __future__ import annotations
@@ -12,45 +12,85 @@ import itertools
 import os
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 THREADS = min(2, os.cpu_count() or 1)
 """Parts one call is split into at most (this machine class has 2 cores)."""
 
-_POOL: list[ThreadPoolExecutor] = []
-_POOL_LOCK = threading.Lock()
 _IN_WORKER = threading.local()
 
 
-def pool() -> ThreadPoolExecutor:
-    """The process's worker pool (``THREADS`` threads), made on first use.
+class _Worker:
+    """A persistent thread that runs the jobs handed to it, one hand-off at a time.
+
+    Two plain locks carry the hand-off (a ``ThreadPoolExecutor`` took ~65 us a call here, with
+    its queue, futures and condition variables; the locks ~20 us): ``ready`` is released when
+    jobs wait, ``done`` when they ran.
+    """
+
+    def __init__(self, index: int) -> None:
+        self.ready, self.done = threading.Lock(), threading.Lock()
+        self.ready.acquire()
+        self.done.acquire()
+        self.jobs: Sequence[Callable[[], None]] = ()
+        self.error: BaseException | None = None
+        name = f"dualflow-cpu-{index}"
+        threading.Thread(target=self._loop, name=name, daemon=True).start()
+
+    def _loop(self) -> None:
+        _IN_WORKER.active = True  # a kernel inside a part runs its own parts serially
+        while True:
+            self.ready.acquire()
+            try:
+                for job in self.jobs:
+                    job()
+            except BaseException as exc:  # handed back to the caller, which re-raises it
+                self.error = exc
+            self.jobs = ()
+            self.done.release()
+
+    def start(self, jobs: Sequence[Callable[[], None]]) -> None:
+        self.jobs, self.error = jobs, None
+        self.ready.release()
+
+    def finish(self) -> BaseException | None:
+        """Wait for the jobs; the first error one raised, if any."""
+        self.done.acquire()
+        return self.error
+
+
+_CREW: list[_Worker] = []  # THREADS - 1 workers, made on first use in this process
+_CREW_LOCK = threading.Lock()  # held by the call using the crew: another runs its jobs itself
+
+
+def _reset_after_fork() -> None:
+    # a forked child has none of its parent's threads: its first split makes its own crew
+    global _CREW_LOCK
+    _CREW.clear()
+    _CREW_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)
+
+
+def crew() -> list[_Worker]:
+    """The process's workers (``THREADS - 1`` of them; the caller runs a share too). Call only
+    while holding the crew lock (``run_parts`` does).
 
     Example:
-        >>> pool() is pool()
+        >>> with _CREW_LOCK:
+        ...     len(crew()) == THREADS - 1
         True
     """
-    with _POOL_LOCK:
-        if not _POOL:
-            _POOL.append(ThreadPoolExecutor(THREADS, thread_name_prefix="dualflow-cpu"))
-        return _POOL[0]
-
-
-def _in_worker(job: Callable[[], None]) -> Callable[[], None]:
-    def run() -> None:
-        _IN_WORKER.active = True
-        try:
-            job()
-        finally:
-            _IN_WORKER.active = False
-
-    return run
+    if not _CREW:
+        _CREW.extend(_Worker(k) for k in range(THREADS - 1))
+    return _CREW
 
 
 def run_parts(jobs: Sequence[Callable[[], None]]) -> None:
-    """Run ``jobs`` at once: the first on this thread, the rest in the pool; returns when all
-    have finished and re-raises the first error. Called from a pool worker (a kernel inside
-    another kernel's part), the jobs run one after another instead, so workers never wait on
-    each other.
+    """Run ``jobs`` at once, dealt round-robin to this thread and the workers; returns when all
+    have finished and re-raises the first error (this thread's first). Called from a worker (a
+    kernel inside another kernel's part), or while another thread's call holds the workers, the
+    jobs run one after another on this thread instead, so no call ever waits for a worker.
 
     Example:
         >>> seen = []
@@ -58,15 +98,24 @@ def run_parts(jobs: Sequence[Callable[[], None]]) -> None:
         >>> sorted(seen)
         [0, 1]
     """
-    if len(jobs) <= 1 or getattr(_IN_WORKER, "active", False):
+    lock = _CREW_LOCK
+    if len(jobs) <= 1 or getattr(_IN_WORKER, "active", False) or not lock.acquire(False):
         for job in jobs:
             job()
         return
-    futures = [pool().submit(_in_worker(job)) for job in jobs[1:]]
     try:
-        jobs[0]()
+        workers = crew()
+        shares = [jobs[k :: len(workers) + 1] for k in range(len(workers) + 1)]
+        started = [w for w, share in zip(workers, shares[1:]) if share]
+        for worker, share in zip(started, shares[1:]):
+            worker.start(share)
+        try:
+            for job in shares[0]:
+                job()
+        finally:
+            errors = [worker.finish() for worker in started]  # every part, even after a failure
     finally:
-        errors = [f.exception() for f in futures]  # wait for every part, even after a failure
+        lock.release()
     for error in errors:
         if error is not None:
             raise error
@@ -87,8 +136,8 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
 
 def parts_for(work: int, minimum: int) -> int:
     """How many parts a call with ``work`` units is split into: ``THREADS`` when each part
-    gets at least ``minimum`` units (below that the hand-off, ~20-50 us, costs more than it
-    saves), else 1.
+    gets at least ``minimum`` units (below that the hand-off, ~20 us, and the second core's
+    share of the memory bandwidth save less than they cost), else 1.
 
     Example:
         >>> parts_for(10, 1 << 20), parts_for(1 << 22, 1 << 20) == min(THREADS, 4)

@@ -3,6 +3,8 @@ nested calls behave."""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import threading
 
 import pytest
@@ -65,3 +67,57 @@ def test_nested_run_parts_inside_a_worker_runs_serially() -> None:
 def test_parts_for_splits_only_big_enough_work() -> None:
     assert cpu_threads.parts_for(100, 1000) == 1
     assert cpu_threads.parts_for(cpu_threads.THREADS * 1000, 1000) == cpu_threads.THREADS
+
+
+def test_the_workers_persist_between_calls() -> None:
+    names: list[set[str]] = []
+    for _ in range(3):
+        seen: set[str] = set()
+        cpu_threads.run_parts([lambda s=seen: s.add(threading.current_thread().name)] * 2)
+        names.append(seen - {threading.current_thread().name})
+    if cpu_threads.THREADS > 1:
+        assert names[0] and names[0] == names[1] == names[2]
+
+
+def test_calls_from_two_threads_at_once_each_run_all_their_jobs() -> None:
+    """While one call holds the workers, another thread's call runs its jobs itself (never
+    waits for a worker, never runs a job twice or drops one)."""
+    counts = [[0] * 4 for _ in range(2)]
+    release = threading.Event()
+
+    def job(caller: int, k: int) -> None:
+        counts[caller][k] += 1
+        release.wait(0.02)
+
+    def call(caller: int) -> None:
+        for _ in range(25):
+            cpu_threads.run_parts([lambda c=caller, k=k: job(c, k) for k in range(4)])
+
+    threads = [threading.Thread(target=call, args=(c,)) for c in range(2)]
+    for t in threads:
+        t.start()
+    release.set()
+    for t in threads:
+        t.join(30)
+    assert counts == [[25] * 4, [25] * 4]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_child_makes_its_own_workers() -> None:
+    cpu_threads.run_parts([lambda: None] * 2)  # the parent's workers exist before the fork
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        result = pool.apply_async(_split_sum, (1000,))
+        assert result.get(timeout=60) == sum(range(1000))
+
+
+def _split_sum(n: int) -> int:
+    totals = [0, 0]
+    halves = cpu_threads.split(n, 2)
+    cpu_threads.run_parts(
+        [
+            lambda k=k, a=a, b=b: totals.__setitem__(k, sum(range(a, b)))
+            for k, (a, b) in enumerate(halves)
+        ]
+    )
+    return sum(totals)
