@@ -3,9 +3,11 @@ nested calls behave."""
 
 from __future__ import annotations
 
+import _thread
 import multiprocessing
 import os
 import threading
+import time
 
 import pytest
 from hypothesis import given
@@ -121,3 +123,27 @@ def _split_sum(n: int) -> int:
         ]
     )
     return sum(totals)
+
+
+@pytest.mark.skipif(cpu_threads.THREADS < 2, reason="needs a worker thread")
+def test_an_interrupt_while_waiting_still_waits_for_the_workers_part() -> None:
+    """Ctrl-C while the caller waits: the worker's part still writes its rows, so the call
+    waits for it, then raises the interrupt; the next call's hand-off is not confused."""
+    finished = threading.Event()
+
+    def workers_part() -> None:
+        _thread.interrupt_main()  # the caller is (or soon will be) waiting for this part
+        time.sleep(0.2)
+        finished.set()
+
+    with pytest.raises(KeyboardInterrupt):
+        cpu_threads.run_parts([lambda: None, workers_part])
+    assert finished.is_set()
+    rows = [0, 0]
+
+    def slow_part() -> None:
+        time.sleep(0.1)
+        rows[1] = 2
+
+    cpu_threads.run_parts([lambda: rows.__setitem__(0, 1), slow_part])
+    assert rows == [1, 2]  # returned only after the worker's part ran
