@@ -23,7 +23,7 @@ class _Worker:
     """A persistent thread that runs the jobs handed to it, one hand-off at a time.
 
     A plain lock wakes it (``ready``) and an event says its jobs ran (``done``): a
-    ``ThreadPoolExecutor`` took ~65 us a call here, with its queue and futures; these ~35 us.
+    ``ThreadPoolExecutor`` took ~65 us a call here, with its queue and futures; these ~40 us.
     The event, not a second lock, because an interrupt (Ctrl-C) may land just after a wait
     returned: waiting again on a set event returns at once, where a lock would deadlock.
     """
