@@ -5,8 +5,6 @@ a dtype with no CUDA C type still runs, through the array module.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +12,6 @@ import pytest
 
 from dualflow.graph_ir import GraphBuilder
 from dualflow.kernels.cuda_fused import (
-    COMPILE_OPTIONS,
     cuda_kernel,
     render_cuda,
     render_cuda_sum,
@@ -30,6 +27,7 @@ from tests.kernels.fused_programs import (
     fused_nodes,
     tanh_chain,
 )
+from tests.kernels.nvcc import assert_compiles_to_ptx, nvcc_or_skip
 
 
 def _test_graph_programs(dtype: str) -> list[Fused]:
@@ -74,9 +72,7 @@ def test_cuda_source_compiles_with_nvcc(
     tmp_path: Path, fused_by_origin: tuple[str, dict[str, list[Fused]]]
 ) -> None:
     """One .cu file per dtype holding every distinct rendered kernel; ``nvcc --ptx`` takes it."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc is not installed")
+    nvcc = nvcc_or_skip()
     dtype, found = fused_by_origin
     kernels: dict[str, str] = {}
     for nodes in found.values():
@@ -89,15 +85,7 @@ def test_cuda_source_compiles_with_nvcc(
     assert any(f.reduce == "sum" for nodes in found.values() for f in nodes)
     if dtype == "float32":
         assert "tanhf(" in render_cuda(found["op:tanh"][0].program()).operation
-    path = tmp_path / f"fused_{dtype}.cu"
-    path.write_text("\n".join(kernels.values()))
-    done = subprocess.run(
-        [nvcc, "--ptx", *COMPILE_OPTIONS, str(path), "-o", str(tmp_path / "fused.ptx")],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "fused.ptx").read_text().count(".entry") == len(kernels)
+    assert_compiles_to_ptx(nvcc, tmp_path, f"fused_{dtype}", list(kernels.values()))
 
 
 @pytest.mark.gpu

@@ -6,8 +6,6 @@ sum dtype and shape, honour ``out=``, name every line on NaN, and their CUDA C c
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -19,7 +17,6 @@ from dualflow.graph_ir import Graph, GraphBuilder, interpret
 from dualflow.kernels import cpu as kc
 from dualflow.kernels import cpu_sum as ks
 from dualflow.kernels.cuda_fused import (
-    COMPILE_OPTIONS,
     cuda_kernel,
     render_cuda_sum,
     wrap_sum_global,
@@ -29,6 +26,7 @@ from dualflow.kernels.expr_typing import lower_expr
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
 from dualflow.runtime.memory import plan_memory
+from tests.kernels.nvcc import assert_compiles_to_ptx, nvcc_or_skip
 from tests.tracer.helpers import tol
 
 
@@ -227,23 +225,13 @@ def _cuda_programs() -> list:
 
 
 def test_reduction_source_compiles_with_nvcc(tmp_path: Path) -> None:
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc is not installed")
+    nvcc = nvcc_or_skip()
     sources = [render_cuda_sum(program) for *_, program in _cuda_programs()]
     assert [s.reduce_type for s in sources] == ["double", "double", "long long", "long long"] + [
         "double"
     ]
     assert sources[0].post_map_expr == "out = (float)a" and sources[0].identity == "0"
-    path = tmp_path / "sums.cu"
-    path.write_text("\n".join(wrap_sum_global(s) for s in sources))
-    done = subprocess.run(
-        [nvcc, "--ptx", *COMPILE_OPTIONS, str(path), "-o", str(tmp_path / "sums.ptx")],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "sums.ptx").read_text().count(".entry") == len(sources)
+    assert_compiles_to_ptx(nvcc, tmp_path, "sums", [wrap_sum_global(s) for s in sources])
 
 
 @pytest.mark.gpu

@@ -8,8 +8,6 @@ with a numba rendering, numba give the same bits; every row's CUDA C compiles wi
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +17,11 @@ import pytest
 from dualflow.kernels import cpu_numba
 from dualflow.kernels.cpu import blocked_kernel
 from dualflow.kernels.expr import FUNCTIONS, check_expr, compile_numpy, parse_expr
-from dualflow.kernels.expr_cuda import COMPILE_OPTIONS, render_cuda, wrap_global
+from dualflow.kernels.expr_cuda import render_cuda, wrap_global
 from dualflow.kernels.expr_typing import Program, Step, apply_numpy, lower_expr
 from dualflow.kernels.out import expression_out
 from dualflow.kernels.scalar import TABLE, ScalarFunction
+from tests.kernels.nvcc import assert_compiles_to_ptx, nvcc_or_skip
 
 DTYPES = ("float32", "float64", "int32", "int64")
 ARGS = ("a0", "a1", "a2")
@@ -184,9 +183,7 @@ def test_numba_renderings_give_eager_bits(dtype: str) -> None:
 
 def test_every_row_compiles_to_cuda_with_nvcc(tmp_path: Path) -> None:
     """All rows in all dtypes in one .cu file; ``nvcc --ptx`` takes it."""
-    nvcc = shutil.which("nvcc")
-    if nvcc is None:
-        pytest.skip("nvcc is not installed")
+    nvcc = nvcc_or_skip()
     kernels = {}
     for row, dtype in CASES:
         program = _program(row, dtype)
@@ -194,15 +191,7 @@ def test_every_row_compiles_to_cuda_with_nvcc(tmp_path: Path) -> None:
             source = render_cuda(program)
             kernels[source.name] = wrap_global(source)
     assert len(kernels) >= len(TABLE)
-    path = tmp_path / "table.cu"
-    path.write_text("\n".join(kernels.values()))
-    done = subprocess.run(
-        [nvcc, "--ptx", *COMPILE_OPTIONS, str(path), "-o", str(tmp_path / "table.ptx")],
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert (tmp_path / "table.ptx").read_text().count(".entry") == len(kernels)
+    assert_compiles_to_ptx(nvcc, tmp_path, "table", list(kernels.values()))
 
 
 def test_the_square_rule_is_one_rule() -> None:

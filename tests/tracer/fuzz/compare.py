@@ -170,3 +170,17 @@ def rule_violations(spec: Spec, passes: str = "O2") -> tuple[list[str], set[str]
             except ValueError:  # a fragment refusing this call (raise_early): nothing to check
                 continue
     return violations, rules
+
+
+def assert_matches_eager(spec: Spec) -> None:
+    """O0 and the exact pipeline give eager's bits, and O2 keeps to its rules (fixed programs).
+
+    Example:
+        >>> from tests.tracer.fuzz.spec import Piece
+        >>> assert_matches_eager(Spec(3, body=(Piece.of("unary", kind="tanh"),)))
+    """
+    for passes in ("O0", "exact"):
+        found = differences(spec, passes)
+        assert found == [], f"{spec!r} at {passes}:\n" + "\n".join(found[:10])
+    violations, _ = rule_violations(spec)
+    assert violations == [], f"{spec!r}:\n" + "\n".join(violations[:10])

@@ -30,6 +30,16 @@ class Piece:
         """
         return dict(self.params).get(key, default)
 
+    @classmethod
+    def of(cls, name: str, **params: Any) -> Piece:
+        """A piece with ``params`` given by keyword (the fixed programs of the tests).
+
+        Example:
+            >>> Piece.of("pad", kind="edge")
+            Piece(name='pad', params=(('kind', 'edge'),))
+        """
+        return cls(name, tuple(sorted(params.items())))
+
 
 @dataclass(frozen=True)
 class Spec:
@@ -64,3 +74,26 @@ class Spec:
             ['clip', 'unary']
         """
         return [piece.name for piece in self.body]
+
+
+def fixed_program(
+    seed: int, body: tuple[Piece, ...], width: int, dtype: str, mode: str, penalty: float
+) -> Spec:
+    """A hand-written program for the fixed tests: four calls whose batch changes once
+    (6, 6, 6, 9), Adam in training, no optimizer in eval.
+
+    Example:
+        >>> fixed_program(1, (), 8, "float32", "eval", 0.0).optimizer is None
+        True
+    """
+    train = mode == "train"
+    return Spec(
+        seed,
+        dtype=dtype,
+        width=width,
+        batches=(6, 6, 6, 9),
+        body=body,
+        mode=mode,
+        optimizer="adam" if train else None,
+        penalty=penalty,
+    )

@@ -25,11 +25,11 @@ from dualflow.kernels import cpu as kc
 from dualflow.kernels.recent import Recent
 from tests.tracer.fuzz import fragments
 from tests.tracer.fuzz.build import OPTIMIZERS
-from tests.tracer.fuzz.compare import differences, rule_violations, run
+from tests.tracer.fuzz.compare import assert_matches_eager, differences, rule_violations, run
 from tests.tracer.fuzz.fragments import Fragment, Statement
 from tests.tracer.fuzz.generator import FAST, SLOW, Profile, specs
 from tests.tracer.fuzz.scope import Scope
-from tests.tracer.fuzz.spec import Piece, Spec
+from tests.tracer.fuzz.spec import Piece, Spec, fixed_program
 
 
 def _fuzz(profile: Profile, examples: int, check: Callable[[Spec], None]) -> int:
@@ -134,15 +134,15 @@ def test_slow_o2_differences_are_rules_within_their_bounds() -> None:
     assert _fuzz(SLOW, 500, _within_rules) >= 500
 
 
-def _piece(name: str, **params: object) -> Piece:
-    return Piece(name, tuple(sorted(params.items())))
-
-
 ISSUE_20 = Spec(
     1,
     width=128,
     batches=(64, 64, 64, 64),
-    body=(_piece("transpose_pair", kind="scale"), _piece("unary", kind="elu"), _piece("batchnorm")),
+    body=(
+        Piece.of("transpose_pair", kind="scale"),
+        Piece.of("unary", kind="elu"),
+        Piece.of("batchnorm"),
+    ),
     optimizer="nesterov",
 )
 
@@ -165,7 +165,11 @@ def test_rule_checks_see_both_rules_and_hold() -> None:
         7,
         width=64,
         batches=(64, 64, 64, 64),
-        body=(_piece("linear_bn"), _piece("unary", kind="relu"), _piece("reduce", kind="sumsq")),
+        body=(
+            Piece.of("linear_bn"),
+            Piece.of("unary", kind="relu"),
+            Piece.of("reduce", kind="sumsq"),
+        ),
         mode="eval",
         optimizer=None,
     )
@@ -181,11 +185,11 @@ def test_bn_dropout_assign_and_double_backward_with_every_optimizer(optimizer: s
         width=16,
         batches=(8, 8, 8, 8, 6),
         body=(
-            _piece("dropout", ratio=0.3),
-            _piece("batchnorm"),
-            _piece("assign", kind="write_then_read", shape="row"),
-            _piece("transpose_pair", kind="center"),
-            _piece("unary", kind="tanh"),
+            Piece.of("dropout", ratio=0.3),
+            Piece.of("batchnorm"),
+            Piece.of("assign", kind="write_then_read", shape="row"),
+            Piece.of("transpose_pair", kind="center"),
+            Piece.of("unary", kind="tanh"),
         ),
         optimizer=optimizer,
         loss="xent",
@@ -222,7 +226,7 @@ def test_a_registered_fragment_with_extra_state_and_a_hook_is_drawn(
 
     _fuzz(FAST, 10, check)
     assert any(drawn)
-    spec = Spec(5, body=(_piece("rescaled"),))
+    spec = Spec(5, body=(Piece.of("rescaled"),))
     eager = run(spec)
     assert [r.state["extra.scale"] for r in eager.records] == pytest.approx([0.0, 0.1, 0.2, 0.3])
 
@@ -247,7 +251,7 @@ def test_convolutions_through_the_winograd_kernels(pad: int, monkeypatch: pytest
         3,
         width=64,
         batches=(64, 64, 64, 64, 48),
-        body=(_piece("conv", pad=pad), _piece("unary", kind="tanh")),
+        body=(Piece.of("conv", pad=pad), Piece.of("unary", kind="tanh")),
         optimizer="momentum",
         penalty=0.05,
     )
@@ -259,7 +263,7 @@ def test_convolutions_through_the_winograd_kernels(pad: int, monkeypatch: pytest
 @pytest.mark.parametrize("kind", ["detach", "data"])
 def test_the_fuzzer_finds_stale_alias_reads(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # a buffer read through x.detach() / x.data made in the step, its data rebound on call 2
-    spec = Spec(4, width=8, body=(_piece("alias_read", kind=kind, change_at=2),))
+    spec = Spec(4, width=8, body=(Piece.of("alias_read", kind=kind, change_at=2),))
     assert differences(spec, "O0") == [] and differences(spec, "exact") == []
     # the bug this fixed: the trace captured the alias it made, not the tensor it aliases
     monkeypatch.setattr(inplace, "tracing", lambda: None)
@@ -268,18 +272,18 @@ def test_the_fuzzer_finds_stale_alias_reads(kind: str, monkeypatch: pytest.Monke
 
 
 MORE_OPS = (
-    _piece("pool", kind="max"),
-    _piece("gather", kind="scatter_max"),
-    _piece("where", at=0.0, scale=2),
-    _piece("pieces", kind="split"),
-    _piece("layer_norm"),
-    _piece("methods", kind="max_dim"),
-    _piece("inplace_detached"),
-    _piece("cross_entropy", kind="none"),
-    _piece("float64"),
-    _piece("embedding"),
-    _piece("gather", kind="sort"),
-    _piece("pool", kind="avg"),
+    Piece.of("pool", kind="max"),
+    Piece.of("gather", kind="scatter_max"),
+    Piece.of("where", at=0.0, scale=2),
+    Piece.of("pieces", kind="split"),
+    Piece.of("layer_norm"),
+    Piece.of("methods", kind="max_dim"),
+    Piece.of("inplace_detached"),
+    Piece.of("cross_entropy", kind="none"),
+    Piece.of("float64"),
+    Piece.of("embedding"),
+    Piece.of("gather", kind="sort"),
+    Piece.of("pool", kind="avg"),
 )
 
 
@@ -293,17 +297,7 @@ def test_more_ops_fragments_in_one_program_are_bit_identical(
     """more_ops' fragments (pooling, gathers, where, split, layer norm, Tensor methods, in-place
     writes on a detached value, cross entropy, float64, embedding) in one program, the batch
     changing once: O0 and the exact pipeline give eager's bits, and O2 keeps to its rules."""
-    train = mode == "train"
-    spec = Spec(
-        3,
-        dtype=dtype,
-        width=12,
-        batches=(6, 6, 6, 9),
-        body=MORE_OPS,
-        mode=mode,
-        optimizer="adam" if train else None,
-        penalty=penalty,
-    )
+    spec = fixed_program(3, MORE_OPS, 12, dtype, mode, penalty)
     assert set(spec.fragments()) == {
         "pool",
         "gather",
@@ -316,21 +310,18 @@ def test_more_ops_fragments_in_one_program_are_bit_identical(
         "float64",
         "embedding",
     }
-    for passes in ("O0", "exact"):
-        assert differences(spec, passes) == [], passes
-    violations, _ = rule_violations(spec)
-    assert violations == []
+    assert_matches_eager(spec)
 
 
 LAYERS = (
-    _piece("recurrent", kind="LSTM"),
-    _piece("attention", kind="multihead"),
-    _piece("norm", kind="group"),
-    _piece("image", kind="shuffle"),
-    _piece("recurrent", kind="GRU"),
-    _piece("attention", kind="encoder"),
-    _piece("norm", kind="instance"),
-    _piece("image", kind="transpose"),
+    Piece.of("recurrent", kind="LSTM"),
+    Piece.of("attention", kind="multihead"),
+    Piece.of("norm", kind="group"),
+    Piece.of("image", kind="shuffle"),
+    Piece.of("recurrent", kind="GRU"),
+    Piece.of("attention", kind="encoder"),
+    Piece.of("norm", kind="instance"),
+    Piece.of("image", kind="transpose"),
 )
 
 
