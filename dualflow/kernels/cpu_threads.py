@@ -149,7 +149,7 @@ def split(n: int, parts: int) -> list[tuple[int, int]]:
 
 def parts_for(work: int, minimum: int) -> int:
     """How many parts a call with ``work`` units is split into: ``THREADS`` when each part
-    gets at least ``minimum`` units (below that the hand-off, ~20 us, and the second core's
+    gets at least ``minimum`` units (below that the hand-off, ~40 us, and the second core's
     share of the memory bandwidth save less than they cost), else 1.
 
     Example:
