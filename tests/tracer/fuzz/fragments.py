@@ -17,6 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import strategies as st
+
 from dualflow._tensor import Tensor
 from tests.tracer.fuzz.scope import Env, Scope
 from tests.tracer.fuzz.spec import Piece
@@ -60,6 +62,16 @@ class Fragment:
 
 
 _REGISTRY: dict[str, Fragment] = {}
+
+
+def draw_kind(*kinds: str) -> Callable[[Any, Context], dict[str, Any]]:
+    """A fragment's ``draw`` that picks its one parameter ``kind`` among ``kinds`` (in order).
+
+    Example:
+        >>> sorted(draw_kind("a", "b")(lambda strategy: "a", None))
+        ['kind']
+    """
+    return lambda draw, ctx: {"kind": draw(st.sampled_from(kinds))}
 
 
 def register(fragment: Fragment) -> Fragment:

@@ -10,16 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import strategies as st
-
 from dualflow import nn, ops
-from tests.tracer.fuzz.fragments import Fragment, Statement, register
+from tests.tracer.fuzz.fragments import Fragment, Statement, draw_kind, register
 from tests.tracer.fuzz.scope import Scope
 from tests.tracer.fuzz.spec import Piece
-
-
-def _kind(*kinds: str) -> Any:
-    return lambda draw, ctx: {"kind": draw(st.sampled_from(kinds))}
 
 
 def _recurrent(scope: Scope, piece: Piece) -> Statement:
@@ -85,10 +79,10 @@ def _image(scope: Scope, piece: Piece) -> Statement:
 
 def _register_all() -> None:
     for fragment in (
-        Fragment("recurrent", _kind("RNN", "GRU", "LSTM"), _recurrent),
-        Fragment("attention", _kind("multihead", "encoder"), _attention),
-        Fragment("norm", _kind("group", "instance"), _norm),
-        Fragment("image", _kind("shuffle", "transpose"), _image),
+        Fragment("recurrent", draw_kind("RNN", "GRU", "LSTM"), _recurrent),
+        Fragment("attention", draw_kind("multihead", "encoder"), _attention),
+        Fragment("norm", draw_kind("group", "instance"), _norm),
+        Fragment("image", draw_kind("shuffle", "transpose"), _image),
     ):
         register(fragment)
 

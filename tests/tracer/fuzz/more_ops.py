@@ -13,13 +13,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from dualflow import nn, ops
-from tests.tracer.fuzz.fragments import Context, Fragment, Statement, register
+from tests.tracer.fuzz.fragments import Context, Fragment, Statement, draw_kind, register
 from tests.tracer.fuzz.scope import Scope
 from tests.tracer.fuzz.spec import Piece
-
-
-def _kind(*kinds: str) -> Any:
-    return lambda draw, ctx: {"kind": draw(st.sampled_from(kinds))}
 
 
 def _pool(scope: Scope, piece: Piece) -> Statement:
@@ -134,14 +130,14 @@ def _embedding(scope: Scope, piece: Piece) -> Statement:
 
 def _register_all() -> None:
     for fragment in (
-        Fragment("pool", _kind("max", "avg"), _pool),
-        Fragment("gather", _kind("sort", "scatter", "scatter_max"), _gather),
+        Fragment("pool", draw_kind("max", "avg"), _pool),
+        Fragment("gather", draw_kind("sort", "scatter", "scatter_max"), _gather),
         Fragment("where", _where_draw, _where),
-        Fragment("pieces", _kind("split", "stack"), _pieces),
+        Fragment("pieces", draw_kind("split", "stack"), _pieces),
         Fragment("layer_norm", lambda d, c: {}, _layer_norm),
-        Fragment("methods", _kind("max_dim", "transpose", "mean_keepdim", "clamp"), _methods),
+        Fragment("methods", draw_kind("max_dim", "transpose", "mean_keepdim", "clamp"), _methods),
         Fragment("inplace_detached", lambda d, c: {}, _inplace),
-        Fragment("cross_entropy", _kind("mean", "sum", "none"), _cross_entropy),
+        Fragment("cross_entropy", draw_kind("mean", "sum", "none"), _cross_entropy),
         Fragment("float64", lambda d, c: {}, _float64),
         Fragment("embedding", lambda d, c: {}, _embedding),
     ):

@@ -10,18 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import strategies as st
-
 import dualflow
 from dualflow import ops
 from dualflow.nn import functional as F
-from tests.tracer.fuzz.fragments import Fragment, Statement, register
+from tests.tracer.fuzz.fragments import Fragment, Statement, draw_kind, register
 from tests.tracer.fuzz.scope import Scope
 from tests.tracer.fuzz.spec import Piece
-
-
-def _kind(*kinds: str) -> Any:
-    return lambda draw, ctx: {"kind": draw(st.sampled_from(kinds))}
 
 
 def _index(scope: Scope, piece: Piece) -> Statement:
@@ -122,15 +116,15 @@ def _order(scope: Scope, piece: Piece) -> Statement:
 
 def _register_all() -> None:
     for fragment in (
-        Fragment("index", _kind("columns", "rows"), _index),
-        Fragment("pad", _kind("constant", "edge", "reflect", "functional"), _pad),
-        Fragment("prod", _kind("rows", "batch"), _prod),
+        Fragment("index", draw_kind("columns", "rows"), _index),
+        Fragment("pad", draw_kind("constant", "edge", "reflect", "functional"), _pad),
+        Fragment("prod", draw_kind("rows", "batch"), _prod),
         Fragment("randn", lambda draw, ctx: {}, _randn),
         Fragment("constants", lambda draw, ctx: {}, _constants),
-        Fragment("clone", _kind("plain", "no_grad_inplace"), _clone),
-        Fragment("math", _kind(*sorted(MATH)), _math),
+        Fragment("clone", draw_kind("plain", "no_grad_inplace"), _clone),
+        Fragment("math", draw_kind(*sorted(MATH)), _math),
         Fragment("stop_gradient", lambda draw, ctx: {}, _stop_gradient),
-        Fragment("order", _kind("flip", "min_dim", "less_equal"), _order),
+        Fragment("order", draw_kind("flip", "min_dim", "less_equal"), _order),
     ):
         register(fragment)
 
