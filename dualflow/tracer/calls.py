@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import builtins
 import datetime
+import inspect
 import os
 import random
+import sys
 import time
 import types
 import uuid
@@ -20,8 +22,37 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.tracer.env_guards import ATTR, CONTENT, MISSING, Dynamic, read_item, static_attr
-from dualflow.tracer.stack_model import NULL, UNKNOWN, Method, StackModel, call_parts, is_missing
+from dualflow.tracer.env_guards import (
+    ATTR,
+    CONTENT,
+    MISSING,
+    Dynamic,
+    is_value,
+    read_item,
+    static_attr,
+)
+from dualflow.tracer.provenance import (
+    COLLECTION_RESULT,
+    ELEMENT_RESULT,
+    ENV_COLLECTION,
+    OPAQUE,
+    TRUSTED,
+    UNKNOWN,
+    combine,
+    elements_plain,
+    is_plain_callable,
+    is_trusted_callable,
+    is_trusted_object,
+)
+from dualflow.tracer.stack_model import (
+    NULL,
+    MadeFunction,
+    Method,
+    StackModel,
+    call_parts,
+    is_missing,
+)
+from dualflow.tracer.user_code import is_user_file
 
 AWAIT: Any = object()  # the result comes from the callee's return event
 
@@ -158,47 +189,206 @@ def handle_call(probe: Any, frame: Any, model: StackModel, ins: Any) -> None:
     else:
         callee, bound, args = call_parts(model, argc)
     probe._returns.pop(id(frame), None)
-    result = _meaning(probe, callee, bound, args, f"{frame.f_code.co_filename}:{frame.f_lineno}")
+    line = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    if bound is not NULL and not isinstance(callee, Method):
+        args = [bound, *args]  # a method loaded unbound (3.11: method, self, args)
+    _push(model, _meaning(probe, callee, args, line))
+
+
+def handle_call_ex(probe: Any, frame: Any, model: StackModel, ins: Any) -> None:
+    """``f(*args, **kwargs)``: the arguments are one tuple (and dict) the model names by
+    provenance only; a Python function of user code is followed, dualflow's own code trusted."""
+    _, callee, *packed = model.pop(3 + ((ins.arg or 0) & 1))
+    probe._returns.pop(id(frame), None)
+    line = f"{frame.f_code.co_filename}:{frame.f_lineno}"
+    if isinstance(callee, Method):
+        callee = probe.attribute(callee.holder, callee.name)
+    if any(v is OPAQUE for v in (callee, *packed)):
+        unnamed_call(probe, line)
+        _push(model, OPAQUE)
+    elif _user_function(callee):
+        probe.recorder.add_defaults(callee)
+        _push(model, AWAIT)
+    else:
+        _push(model, TRUSTED if callee is TRUSTED or is_trusted_callable(callee) else OPAQUE)
+
+
+def _push(model: StackModel, result: Any) -> None:
     if result is AWAIT:
-        model.push(UNKNOWN)
+        model.push(OPAQUE)  # replaced by the callee's return value (OPAQUE if none comes)
         model.awaiting = True
     else:
         model.push(result)
 
 
-def _meaning(probe: Any, callee: Any, bound: Any, args: list[Any], line: str) -> Any:
+def unnamed_call(probe: Any, line: str) -> None:
+    probe.fail(
+        "a value this line reads through code the compiler cannot follow (a C function, the "
+        "standard library, a property or an unnamed object) is passed to a call; it could "
+        "change between calls with no guard to notice, so the function runs eagerly. Read the "
+        "value directly (a global, an attribute, a dict item), or pass it as an argument",
+        line,
+    )
+
+
+def _user_function(callee: Any) -> bool:
+    """A Python function (or bound method) of user code: its frame is followed."""
+    function = getattr(callee, "__func__", callee)
+    if not isinstance(function, types.FunctionType):
+        return False
+    return is_user_file(function.__code__.co_filename)
+
+
+def _meaning(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
     recorder = probe.recorder
     if isinstance(callee, Method):
         return _method(probe, callee, args, line)
-    if is_missing(callee):
+    opaque = any(v is OPAQUE for v in args)
+    if isinstance(callee, MadeFunction):
+        return _made_function(probe, callee, opaque, line)
+    if callee is OPAQUE or callee is ENV_COLLECTION or is_missing(callee):
         for value in args:
             recorder.read_contents(value)
-        return UNKNOWN
+        if callee is not UNKNOWN or opaque:
+            unnamed_call(probe, line)
+        return OPAQUE  # what an unnamed callable does is unknown
+    if callee is TRUSTED:
+        if opaque:
+            unnamed_call(probe, line)
+        return TRUSTED
     why = nondeterministic(callee, args)
     if why is not None:
         _refuse(probe, why, line)
-        return UNKNOWN
+        return OPAQUE
+    special = _builtin_reader(probe, callee, args, line)
+    if special is not _NOT_SPECIAL:
+        return special
+    if _user_function(callee) or _user_class(callee) or _user_callable(callee):
+        if opaque:
+            unnamed_call(probe, line)
+        recorder.add_defaults(callee)
+        return _constructed(callee) if isinstance(callee, type) else AWAIT
+    for value in args:  # a C function may read its container arguments whole
+        recorder.read_contents(value)
+    return classify(probe, callee, args, line)
+
+
+_NOT_SPECIAL: Any = object()
+_LAZY_CODE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _made_function(probe: Any, made: MadeFunction, opaque: bool, line: str) -> Any:
+    """Calling a function the call made: a comprehension runs now and returns through its
+    frame; a generator expression returns a generator whose frame runs (and yields) later."""
+    if opaque:
+        unnamed_call(probe, line)
+        return OPAQUE
+    if not is_user_file(made.code.co_filename):
+        return OPAQUE
+    return UNKNOWN if made.code.co_flags & _LAZY_CODE else AWAIT
+
+
+def _builtin_reader(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
+    """``getattr``/``setattr``/``next``: reads and writes the probe models itself."""
+    recorder = probe.recorder
     if callee is builtins.getattr or callee is builtins.hasattr:
         return _getattr(probe, args, callee is builtins.getattr)
     if callee is builtins.setattr or callee is builtins.delattr:
+        if any(v is OPAQUE for v in args):
+            unnamed_call(probe, line)
         if args and isinstance(args[1] if len(args) > 1 else None, str):
             recorder.write_to(ATTR, args[0], args[1], line)
         return UNKNOWN
     if callee is builtins.next:
-        if args:
-            iterated(probe, args[0], line)
-        return UNKNOWN
-    if isinstance(callee, types.FunctionType | types.MethodType):
-        recorder.add_defaults(callee)
-        return AWAIT
-    try:
-        reads_all = callee in CONTENT_READERS
-    except TypeError:
-        reads_all = False
-    if reads_all or not isinstance(callee, type):
-        for value in args:  # a C function may read its container arguments whole
-            recorder.read_contents(value)
+        if not args:
+            return OPAQUE
+        iterated(probe, args[0], line)
+        source = args[0]
+        if source is UNKNOWN or source is TRUSTED:
+            return source
+        return OPAQUE  # an element of an iterator the model cannot name
+    return _NOT_SPECIAL
+
+
+def _user_callable(callee: Any) -> bool:
+    """An object whose class's ``__call__`` is user code (not a Module: dualflow's own
+    ``__call__`` runs its ``forward``, which the probe follows from there)."""
+    if isinstance(callee, type) or is_trusted_object(callee):
+        return False
+    return _user_function(_class_call(type(callee)))
+
+
+def _class_call(cls: type) -> Any:
+    """The ``__call__`` instances of ``cls`` run (looked up on the class, as Python does)."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get("__call__")
+        if found is not None:
+            return found
+    return None
+
+
+def _user_class(callee: Any) -> bool:
+    if not isinstance(callee, type):
+        return False
+    module = sys.modules.get(callee.__module__)
+    filename = getattr(module, "__file__", None) or ""
+    return bool(filename) and is_user_file(filename)
+
+
+def _constructed(cls: type) -> Any:
+    """A new instance of a user class: made by the call, unless ``__new__`` may hand back an
+    existing object (a singleton of the environment)."""
+    for klass in cls.__mro__[:-1]:
+        new = klass.__dict__.get("__new__")
+        if new is None or klass.__module__ == "builtins":
+            continue
+        made_for_tuple = getattr(getattr(new, "__func__", new), "__globals__", {}).get(
+            "__name__", ""
+        )
+        if not str(made_for_tuple).startswith("namedtuple_"):  # namedtuple's is generated
+            return OPAQUE
     return UNKNOWN
+
+
+def classify(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
+    """What a call the probe does not follow returns (issue 35: the unknown is safe).
+
+    dualflow's own code is trusted; builtins, ``math`` and arithmetic ``operator`` functions are
+    pure (their result names nothing of the environment unless an argument held such objects);
+    anything else that is handed an object of the environment, or that may read the
+    environment by itself (``os.getenv``, ``copy.deepcopy(cfg)``), returns an opaque value.
+    """
+    opaque = any(v is OPAQUE for v in args)
+    if is_trusted_callable(callee):
+        if opaque:
+            unnamed_call(probe, line)
+        return TRUSTED
+    if is_plain_callable(callee):
+        return OPAQUE if opaque else UNKNOWN
+    if callee in COLLECTION_RESULT or callee in ELEMENT_RESULT:
+        if opaque:
+            return OPAQUE
+        worst = combine(args)
+        if worst is ENV_COLLECTION:
+            return ENV_COLLECTION if callee in COLLECTION_RESULT else OPAQUE
+        return worst
+    if opaque:
+        unnamed_call(probe, line)
+        return OPAQUE
+    if _pure_library(callee) and combine(args) in (UNKNOWN, TRUSTED):
+        return UNKNOWN  # numpy and friends on values the call made or read by name
+    return OPAQUE
+
+
+def _pure_library(callee: Any) -> bool:
+    """numpy functions, ufuncs and types, and constructors of builtin containers and values:
+    they compute from their arguments only."""
+    if isinstance(callee, np.ufunc):
+        return True
+    module = getattr(callee, "__module__", None) or ""
+    if module == "numpy" or module.startswith("numpy."):
+        return not module.startswith("numpy.random")
+    return isinstance(callee, type) and callee.__module__ == "builtins"
 
 
 def _refuse(probe: Any, why: str, line: str) -> None:
@@ -217,40 +407,94 @@ def _refuse(probe: Any, why: str, line: str) -> None:
 
 
 def _getattr(probe: Any, args: list[Any], wants_value: bool) -> Any:
+    if any(v is OPAQUE for v in args):
+        return OPAQUE
     if len(args) < 2 or not isinstance(args[1], str):
         for value in args:
             probe.recorder.read_contents(value)
-        return UNKNOWN
+        return OPAQUE if args and probe.recorder.label_of(args[0]) is not None else UNKNOWN
     value = probe.attribute(args[0], args[1])
-    return value if wants_value and value is not MISSING else UNKNOWN
+    if not wants_value:
+        return UNKNOWN if value is not OPAQUE else OPAQUE
+    if value is MISSING:
+        return args[2] if len(args) > 2 else UNKNOWN  # the default (or AttributeError)
+    return value
 
 
 def _method(probe: Any, method: Method, args: list[Any], line: str) -> Any:
     holder, name, recorder = method.holder, method.name, probe.recorder
+    opaque = any(v is OPAQUE for v in args)
+    if holder is OPAQUE or holder is ENV_COLLECTION:
+        if holder is OPAQUE or opaque:
+            unnamed_call(probe, line)
+        return OPAQUE  # a method of an unnamed object of the environment
+    if holder is TRUSTED:
+        if opaque:
+            unnamed_call(probe, line)
+        return TRUSTED
     kind = next((k for k in MUTATORS if isinstance(holder, k)), None)
     if kind is None:
-        target = probe.attribute(holder, name)  # guards the method itself when holder is known
-        bound = getattr(holder, name, None) if not is_missing(holder) else None
-        why = nondeterministic(bound, args) if bound is not None else None
-        if why is not None:
-            _refuse(probe, why, line)
-        if isinstance(target, types.FunctionType):
-            recorder.add_defaults(target)
-            return AWAIT
-        for value in args:
-            recorder.read_contents(value)
-        return UNKNOWN
+        return _object_method(probe, holder, name, args, line)
     for value in args:
         recorder.read_contents(value)  # extend(other), update(other) read their argument
     if name in MUTATORS[kind]:
+        if opaque:
+            unnamed_call(probe, line)
         if name in READ_MUTATORS:
             recorder.read_contents(holder)
         recorder.write_to(CONTENT, holder, None, line)
-        return UNKNOWN
+        return _picked(holder) if name in READ_MUTATORS else UNKNOWN
     if name == "get" and kind is dict and args and not is_missing(args[0]):
+        if opaque:
+            return OPAQUE
         value = probe.item(holder, args[0])
-        if value is UNKNOWN and len(args) > 1:
-            return UNKNOWN
-        return value if read_item(holder, args[0]) is not MISSING else UNKNOWN
+        if value is UNKNOWN and read_item(holder, args[0]) is MISSING:
+            return args[1] if len(args) > 1 else None  # the default
+        return value
     recorder.read_contents(holder)  # keys(), items(), index(), count(), copy()...
-    return UNKNOWN
+    if opaque:
+        return OPAQUE
+    if name in ("keys", "values", "items", "copy", "__iter__", "__reversed__"):
+        return _picked(holder, ENV_COLLECTION)
+    return UNKNOWN if name != "get" else _picked(holder)
+
+
+def _picked(holder: Any, collection: Any = OPAQUE) -> Any:
+    """An element (or a view of the elements) of a container: named by nothing the model has,
+    so safe only when every element is a plain value."""
+    if is_missing(holder) or elements_plain(holder):
+        return UNKNOWN
+    return collection
+
+
+def _object_method(probe: Any, holder: Any, name: str, args: list[Any], line: str) -> Any:
+    """A method of any other object: user code is followed, dualflow trusted, a method of
+    another object of the environment (``os.environ.get``, ``array.item()``) opaque."""
+    target = probe.attribute(holder, name)  # guards the method itself when holder is known
+    bound = getattr(holder, name, None) if not is_missing(holder) else None
+    why = nondeterministic(bound, args) if bound is not None else None
+    if why is not None:
+        _refuse(probe, why, line)
+        return OPAQUE
+    if isinstance(holder, types.ModuleType) and not is_missing(target):
+        return _meaning(probe, target, args, line)  # `os.getenv(...)`: a function of a module
+    opaque = any(v is OPAQUE for v in args)
+    if isinstance(target, types.FunctionType) and _user_function(target):
+        if opaque:
+            unnamed_call(probe, line)
+        probe.recorder.add_defaults(target)
+        return AWAIT
+    for value in args:
+        probe.recorder.read_contents(value)
+    if is_trusted_object(holder) or target is TRUSTED:
+        if opaque:
+            unnamed_call(probe, line)
+        return TRUSTED
+    if is_value(holder):  # str.format, tuple.index...: plain results
+        return OPAQUE if opaque else UNKNOWN
+    if opaque:
+        unnamed_call(probe, line)
+        return OPAQUE
+    if target is OPAQUE or probe.recorder.label_of(holder) is not None:
+        return OPAQUE  # code the probe does not follow reads an object of the environment
+    return UNKNOWN if combine(args) in (UNKNOWN, TRUSTED) else OPAQUE

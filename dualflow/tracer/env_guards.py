@@ -149,7 +149,7 @@ def read_item(container: Any, key: Any) -> Any:
             return MISSING
     if type(container) in (list, tuple) and type(key) is int:
         return container[key] if -len(container) <= key < len(container) else MISSING
-    raise Dynamic(repr(key))
+    raise Dynamic(type(key).__name__)  # never repr(key): a tensor's repr reads its array
 
 
 def contents(container: Any) -> tuple:

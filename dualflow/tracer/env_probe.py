@@ -12,64 +12,25 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import sysconfig
 import types
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from dualflow.errors import BENCH_DIR, GENERATED_PREFIX, KERNEL_MODULE_PREFIX
+from dualflow.errors import KERNEL_MODULE_PREFIX
 from dualflow.tracer import calls
-from dualflow.tracer.env_guards import (
-    ATTR,
-    CELL,
-    GLOBAL,
-    ITEM,
-    MISSING,
-    Dynamic,
-    is_versioned,
-    read_item,
-    static_attr,
-)
+from dualflow.tracer.env_guards import MISSING, Dynamic, is_versioned, read_item, static_attr
 from dualflow.tracer.env_record import EnvRecorder
-from dualflow.tracer.stack_model import (
-    BUILDS,
-    NO_EFFECT,
-    NULL,
-    POP_ONLY,
-    POP_PUSH,
+from dualflow.tracer.instructions import TESTED_VERSIONS, handler_of, line_of, unnamed
+from dualflow.tracer.provenance import (
+    ENV_COLLECTION,
+    OPAQUE,
+    TRUSTED,
     UNKNOWN,
-    Instruction,
-    Method,
-    StackModel,
-    attr_is_method,
-    global_has_null,
-    instructions,
-    is_missing,
+    elements_plain,
+    is_trusted_object,
 )
-
-_DUALFLOW = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_USER_INSIDE = (BENCH_DIR,)  # workloads are user code
-_LIBRARY = tuple(
-    {sysconfig.get_paths()[k] + os.sep for k in ("stdlib", "platstdlib")}
-    | {os.path.dirname(np.__file__) + os.sep}
-)
-_USER_FILES: dict[str, bool] = {}
-
-
-def is_user_file(filename: str) -> bool:
-    """Whether code from ``filename`` is followed by the probe (not dualflow, stdlib, numpy).
-
-    Example:
-        >>> is_user_file("/home/me/train.py"), is_user_file(np.__file__)
-        (True, False)
-    """
-    known = _USER_FILES.get(filename)
-    if known is None:
-        library = filename.startswith((_DUALFLOW, *_LIBRARY, GENERATED_PREFIX, "<frozen"))
-        known = _USER_FILES[filename] = not library or filename.startswith(_USER_INSIDE)
-    return known
+from dualflow.tracer.stack_model import StackModel, instructions, is_missing
+from dualflow.tracer.user_code import is_user_file
 
 
 def _generated(frame: types.FrameType) -> bool:
@@ -86,6 +47,9 @@ def _generated(frame: types.FrameType) -> bool:
     ).startswith("namedtuple_")
 
 
+_UNTESTED_ALLOWED = os.environ.get("DUALFLOW_UNTESTED_PYTHON", "") not in ("", "0")
+
+
 class EnvProbe:
     """Context manager around a tracing run; ``fail(message, line)`` records fail-closed events."""
 
@@ -98,6 +62,17 @@ class EnvProbe:
         self._previous: Any = None
 
     def __enter__(self) -> EnvProbe:
+        if sys.version_info[:2] not in TESTED_VERSIONS and not _UNTESTED_ALLOWED:
+            code = getattr(self._fn, "__code__", None)
+            where = f"{code.co_filename}:{code.co_firstlineno}" if code else None
+            self.fail(
+                f"the compiler's model of Python bytecode is tested on Python "
+                f"{', '.join(f'{a}.{b}' for a, b in sorted(TESTED_VERSIONS))} only, and this is "
+                f"{sys.version_info[0]}.{sys.version_info[1]}: it cannot vouch that the trace "
+                "read nothing it would miss, so the function runs eagerly "
+                "(DUALFLOW_UNTESTED_PYTHON=1 compiles anyway, at your own risk)",
+                where,
+            )
         self._previous = sys.gettrace()
         sys.settrace(self._on_call)
         return self
@@ -109,7 +84,7 @@ class EnvProbe:
     def _on_call(self, frame: types.FrameType, event: str, arg: Any) -> Any:
         previous = self._previous(frame, event, arg) if self._previous is not None else None
         code = frame.f_code
-        if not is_user_file(code.co_filename) or _generated(frame):
+        if not is_user_file(code.co_filename) or _generated(frame) or self._library_eval(frame):
             return previous
         self._ran.add(code)
         frame.f_trace_opcodes = True
@@ -122,80 +97,122 @@ class EnvProbe:
             if event == "opcode":
                 self._step(frame, model)
             elif event == "return" and frame.f_back is not None:
-                self._returns[id(frame.f_back)] = arg
+                opaque = model.returning_opaque
+                if opaque and not is_user_file(frame.f_back.f_code.co_filename):
+                    unnamed(self, frame, "the compiled function's result")
+                self._returns[id(frame.f_back)] = OPAQUE if opaque else arg
             elif event == "exception":
                 model.forget()
             return local
 
         return local
 
+    def _library_eval(self, frame: types.FrameType) -> bool:
+        """Code a library compiled from a string (numba's signature parser, ``eval`` in the
+        standard library): its file is ``<string>`` and no user code called it."""
+        code = frame.f_code
+        if not code.co_filename.startswith("<") or code is getattr(self._fn, "__code__", None):
+            return False
+        caller = frame.f_back
+        return caller is None or not is_user_file(caller.f_code.co_filename)
+
     def _step(self, frame: types.FrameType, model: StackModel) -> None:
         if model.awaiting:  # the previous instruction was a call: its callee's return value
             model.awaiting = False
-            model.values[-1:] = [self._returns.pop(id(frame), UNKNOWN)]
+            model.values[-1:] = [self._returns.pop(id(frame), OPAQUE)]
+        elif self._returns.get(id(frame)) is OPAQUE:  # returned through a call not awaited
+            del self._returns[id(frame)]
+            unnamed(self, frame, "a call's result")
+        if model.loop_exit is not None:
+            if frame.f_lasti == model.loop_exit:  # the loop ended: iterator and element gone
+                model.pop(2)
+            model.loop_exit = None
         ins = instructions(frame.f_code).get(frame.f_lasti)
-        if ins is None or ins.name in NO_EFFECT:
+        if ins is None:
             return
-        handler = _HANDLERS.get(ins.name)
+        handler = handler_of(ins.name)
+        if handler is None:
+            return
         try:
-            if handler is not None:
-                handler(self, frame, model, ins)
-            else:
-                self._generic(frame, model, ins)
+            handler(self, frame, model, ins)
         except Exception as exc:  # a gap in the model must not break the call: fail closed
             if type(exc).__name__ == "TracingError":
                 raise
             model.forget()
             self.fail(f"the compiler could not follow {ins.name} ({exc!r})", line_of(frame))
 
-    def _generic(self, frame: types.FrameType, model: StackModel, ins: Instruction) -> None:
-        name = ins.name
-        if name in POP_PUSH:
-            for value in model.pop(POP_PUSH[name]):
-                self.recorder.read_contents(value)  # comparing, `in`, operators read it whole
-            model.push(UNKNOWN)
-        elif name in POP_ONLY:
-            popped = model.pop(POP_ONLY[name])
-            if name.startswith("POP_JUMP"):  # `if items:` reads the length
-                self.recorder.read_contents(popped[0])
-        elif name in BUILDS:
-            model.pop(ins.arg or 0)
-            model.push(UNKNOWN)
-        else:
-            model.forget()
-
     # ----- what handlers call --------------------------------------------------------------------
     def attribute(self, holder: Any, name: str) -> Any:
         """Read ``holder.name`` as the program will, guarding it when ``holder`` is known."""
+        if holder is OPAQUE or holder is ENV_COLLECTION:
+            return OPAQUE  # an element or attribute of an unnamed object of the environment
+        if holder is TRUSTED:
+            return TRUSTED
         if is_missing(holder) or isinstance(holder, list | dict | set | tuple | str):
             return UNKNOWN
         versioned = is_versioned(holder)
         try:
             value = calls.versioned_read(holder, name) if versioned else static_attr(holder, name)
         except Dynamic:
-            return UNKNOWN
+            return self._dynamic_attribute(holder, name)
         if versioned:  # Modules/Optimizers: their version guards assignments; follow the value
             self.recorder.observe_through(holder, f".{name}", ("attr", name), value)
         else:
             self.recorder.read_attr(holder, name, value)
         return value
 
+    def _dynamic_attribute(self, holder: Any, name: str) -> Any:
+        """An attribute read that runs code (a property, ``__getattr__``): dualflow's own objects
+        are trusted; user code's getter is followed and its return names the value; anything
+        else (a C or standard-library descriptor) is opaque when it reads the environment."""
+        if is_trusted_object(holder):
+            return TRUSTED
+        if isinstance(holder, types.ModuleType):  # a module's __getattr__ (lazy attributes)
+            return _module_attribute(holder)
+        if isinstance(holder, type):
+            return UNKNOWN  # a class property or classmethod: derived from the class itself
+        if _runs_user_code(type(holder), name):
+            return calls.AWAIT
+        return OPAQUE if self._of_environment(holder) else UNKNOWN
+
     def item(self, container: Any, key: Any) -> Any:
+        if container is OPAQUE or container is ENV_COLLECTION or key is OPAQUE:
+            return OPAQUE
+        if container is TRUSTED:
+            return TRUSTED
         if is_missing(container):
             return UNKNOWN
         if is_missing(key):
             self.recorder.read_contents(container)
-            return UNKNOWN
+            return self._unknown_element(container)
         if is_versioned(container):  # e.g. a ModuleList: versioned, reading is pure
             value = calls.versioned_item(container, key)
-            self.recorder.observe_through(container, f"[{key!r}]", ("item", key), value)
+            self.recorder.observe_through(container, f"[{_label(key)}]", ("item", key), value)
             return value
         try:
             value = read_item(container, key)
         except Dynamic:
-            return UNKNOWN
+            return self._dynamic_item(container)
         self.recorder.read_item(container, key, value)
         return UNKNOWN if value is MISSING else value
+
+    def _unknown_element(self, container: Any) -> Any:
+        """An element of a concrete container picked by a key the model cannot name."""
+        if isinstance(container, list | tuple | dict | set | frozenset):
+            return UNKNOWN if elements_plain(container) else OPAQUE
+        return self._dynamic_item(container)
+
+    def _dynamic_item(self, container: Any) -> Any:
+        if is_trusted_object(container):
+            return TRUSTED
+        if _runs_user_code(type(container), "__getitem__"):
+            return calls.AWAIT
+        return OPAQUE if self._of_environment(container) else UNKNOWN
+
+    def _of_environment(self, obj: Any) -> bool:
+        """Whether ``obj`` is an object of the environment the trace reached by name (a named
+        object the recorder does not know was made by the call or derived from such)."""
+        return self.recorder.label_of(obj) is not None
 
     def cells(self, frame: types.FrameType, name: str) -> tuple[list[Any], tuple]:
         """The closure cells ``name`` of the running function (and its plan-cache path)."""
@@ -221,163 +238,32 @@ class EnvProbe:
         return found
 
 
-def line_of(frame: types.FrameType) -> str:
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+def _module_attribute(module: types.ModuleType) -> Any:
+    """A name a module makes in its ``__getattr__``: dualflow's own lazy attributes are trusted,
+    a user module's ``__getattr__`` is followed, any other is opaque."""
+    name = getattr(module, "__name__", "")
+    if name == "dualflow" or name.startswith("dualflow."):
+        return TRUSTED
+    getter = module.__dict__.get("__getattr__")
+    code = getattr(getter, "__code__", None)
+    return calls.AWAIT if code is not None and is_user_file(code.co_filename) else OPAQUE
 
 
-# ----- instruction handlers ---------------------------------------------------------------------
-def _load_const(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.push(ins.argval)
+def _runs_user_code(cls: type, name: str) -> bool:
+    """Whether reading ``name`` on instances of ``cls`` runs a Python function of user code
+    (a property's getter, ``__getattr__``, ``__getitem__``), whose frame the probe follows."""
+    for klass in cls.__mro__:
+        found = klass.__dict__.get(name)
+        if found is None and name != "__getitem__":
+            found = klass.__dict__.get("__getattr__")
+        if found is None:
+            continue
+        function = getattr(found, "fget", found)
+        code = getattr(function, "__code__", None)
+        return code is not None and is_user_file(code.co_filename)
+    return False
 
 
-def _load_fast(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
-    local = frame.f_locals
-    model.push(*(local.get(n, UNKNOWN) for n in names))
-
-
-def _load_global(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    globals_ = frame.f_globals
-    value = probe.recorder.read_global(
-        globals_, frame.f_builtins, ins.argval, globals_.get("__name__")
-    )
-    model.push_loaded(value, global_has_null(ins))
-
-
-def _load_name(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    local = frame.f_locals
-    if local is not frame.f_globals and ins.argval in local:
-        model.push(local[ins.argval])
-    else:
-        _load_global(probe, frame, model, ins)
-
-
-def _load_deref(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    name = ins.argval
-    value = frame.f_locals.get(name, UNKNOWN)
-    if name in frame.f_code.co_freevars:
-        cells, path = probe.cells(frame, name)
-        for cell in cells:
-            try:
-                held = cell.cell_contents
-            except ValueError:
-                continue
-            if held is value:
-                probe.recorder.read_cell(cell, name, value, path)
-    model.push(value)
-
-
-def _load_attr(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (holder,) = model.pop(1)
-    if attr_is_method(ins):
-        _load_method(probe, frame, model, ins, holder)
-        return
-    model.push(probe.attribute(holder, ins.argval))
-
-
-def _load_method(
-    probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction, holder: Any = None
-) -> None:
-    if holder is None:
-        (holder,) = model.pop(1)
-    model.push(Method(holder, ins.argval), holder)
-
-
-def _subscr(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    container, key = model.pop(2)
-    model.push(probe.item(container, key))
-
-
-def _store_attr(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    popped = model.pop(1 if ins.name == "DELETE_ATTR" else 2)
-    probe.recorder.write_to(ATTR, popped[-1], ins.argval, line_of(frame))
-
-
-def _store_subscr(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    *_, container, key = model.pop(2 if ins.name == "DELETE_SUBSCR" else 3)
-    probe.recorder.write_to(ITEM, container, key, line_of(frame))
-
-
-def _store_global(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.pop(1 if ins.name == "STORE_GLOBAL" else 0)
-    probe.recorder.write(GLOBAL, frame.f_globals, ins.argval, line_of(frame))
-
-
-def _store_deref(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.pop(1 if ins.name == "STORE_DEREF" else 0)
-    if ins.argval in frame.f_code.co_freevars:
-        for cell in probe.cells(frame, ins.argval)[0]:
-            probe.recorder.write(CELL, cell, None, line_of(frame))
-
-
-def _copy(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.copy(ins.arg or 1)
-
-
-def _swap(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.swap(ins.arg or 2)
-
-
-def _push_null(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.push(NULL)
-
-
-def _get_iter(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (value,) = model.pop(1)
-    calls.iterated(probe, value, line_of(frame))
-    model.push(UNKNOWN)
-
-
-def _unpack(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (value,) = model.pop(1)
-    probe.recorder.read_contents(value)
-    model.forget()
-
-
-def _extend(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (value,) = model.pop(1)
-    probe.recorder.read_contents(value)
-
-
-def _call(probe: EnvProbe, frame: Any, model: StackModel, ins: Instruction) -> None:
-    calls.handle_call(probe, frame, model, ins)
-
-
-_HANDLERS: dict[str, Any] = {
-    "LOAD_CONST": _load_const,
-    "LOAD_FAST": _load_fast,
-    "LOAD_FAST_CHECK": _load_fast,
-    "LOAD_FAST_AND_CLEAR": _load_fast,
-    "LOAD_FAST_LOAD_FAST": _load_fast,
-    "LOAD_GLOBAL": _load_global,
-    "LOAD_NAME": _load_name,
-    "LOAD_DEREF": _load_deref,
-    "LOAD_CLASSDEREF": _load_deref,
-    "LOAD_ATTR": _load_attr,
-    "LOAD_METHOD": _load_method,
-    "BINARY_SUBSCR": _subscr,
-    "STORE_ATTR": _store_attr,
-    "DELETE_ATTR": _store_attr,
-    "STORE_SUBSCR": _store_subscr,
-    "DELETE_SUBSCR": _store_subscr,
-    "STORE_GLOBAL": _store_global,
-    "DELETE_GLOBAL": _store_global,
-    "STORE_DEREF": _store_deref,
-    "DELETE_DEREF": _store_deref,
-    "COPY": _copy,
-    "DUP_TOP": _copy,
-    "SWAP": _swap,
-    "ROT_TWO": _swap,
-    "PUSH_NULL": _push_null,
-    "GET_ITER": _get_iter,
-    "UNPACK_SEQUENCE": _unpack,
-    "LIST_EXTEND": _extend,
-    "SET_UPDATE": _extend,
-    "DICT_UPDATE": _extend,
-    "DICT_MERGE": _extend,
-    "CALL": _call,
-    "CALL_FUNCTION": _call,
-    "CALL_METHOD": _call,
-    "CALL_KW": _call,
-    "CALL_FUNCTION_KW": _call,
-}
+def _label(key: Any) -> str:
+    """A key as explain prints it, without running a tensor's ``repr`` (a raw read)."""
+    return repr(key) if type(key) in (str, int, bool, float) or key is None else type(key).__name__

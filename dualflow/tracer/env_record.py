@@ -143,7 +143,7 @@ class EnvRecorder:
         if known is not None:
             json_key = type(key) in (str, int, bool) or key is None
             path = _step(known.path, ("item", key)) if json_key else ()
-            self.read(ITEM, holder, key, value, f"{known.label}[{key!r}]", path)
+            self.read(ITEM, holder, key, value, f"{known.label}[{_key_label(key)}]", path)
 
     def read_cell(self, cell: Any, name: str, value: Any, path: tuple) -> None:
         self.read(CELL, cell, None, value, f"closure variable {name}", path)
@@ -259,3 +259,8 @@ def key_id(key: Any) -> Any:
     except TypeError:
         return id(key)
     return (type(key), key)
+
+
+def _key_label(key: Any) -> str:
+    """A key as explain prints it, never through a tensor's ``repr`` (a raw read of its array)."""
+    return repr(key) if is_value(key) else type(key).__name__

@@ -13,8 +13,8 @@ import sys
 from typing import Any
 
 from dualflow.tracer.env_guards import MISSING
+from dualflow.tracer.provenance import ENV_COLLECTION, OPAQUE, UNKNOWN
 
-UNKNOWN: Any = type("Unknown", (), {"__repr__": lambda self: "<unknown>"})()
 NULL: Any = type("Null", (), {"__repr__": lambda self: "<NULL>"})()
 _NULL_AFTER = sys.version_info >= (3, 13)  # LOAD_GLOBAL / LOAD_ATTR push NULL after the value
 _ATTR_METHOD_FLAG = sys.version_info >= (3, 12)  # LOAD_ATTR's low bit means "load a method"
@@ -128,14 +128,27 @@ class Method:
         self.holder, self.name = holder, name
 
 
+class MadeFunction:
+    """A function the call made (``MAKE_FUNCTION``: a lambda, a comprehension, a generator
+    expression): the model knows its code, so calling it is followed like any user function."""
+
+    __slots__ = ("code",)
+
+    def __init__(self, code: Any) -> None:
+        self.code = code
+
+
 class StackModel:
     """The known top of one frame's value stack (``values[-1]`` is the top)."""
 
-    __slots__ = ("awaiting", "values")
+    __slots__ = ("awaiting", "loop_exit", "opaque_locals", "returning_opaque", "values")
 
     def __init__(self) -> None:
         self.values: list[Any] = []
         self.awaiting = False  # the last instruction was a call whose result a return names
+        self.opaque_locals: set[str] = set()  # locals holding a value the probe cannot name
+        self.returning_opaque = False  # the frame returns a value the probe cannot name
+        self.loop_exit: int | None = None  # FOR_ITER's target: there its iterator is gone
 
     def push(self, *values: Any) -> None:
         self.values.extend(values)
@@ -153,6 +166,10 @@ class StackModel:
 
     def forget(self) -> None:
         self.values.clear()
+
+    def holds_unnamed(self) -> bool:
+        """Whether forgetting now would lose an opaque value or an environment collection."""
+        return any(v is OPAQUE or v is ENV_COLLECTION for v in self.values)
 
     def copy(self, depth: int) -> None:
         values = self.values
