@@ -479,7 +479,11 @@ def _object_method(probe: Any, holder: Any, name: str, args: list[Any], line: st
     if isinstance(holder, types.ModuleType) and not is_missing(target):
         return _meaning(probe, target, args, line)  # `os.getenv(...)`: a function of a module
     opaque = any(v is OPAQUE for v in args)
-    if isinstance(target, types.FunctionType) and _user_function(target):
+    if bound is not None and is_trusted_callable(bound) and not _user_function(bound):
+        if opaque:
+            unnamed_call(probe, line)
+        return TRUSTED  # dualflow's own method (a static or class method too)
+    if _user_function(target) or (bound is not None and _user_function(bound)):
         if opaque:
             unnamed_call(probe, line)
         probe.recorder.add_defaults(target)

@@ -6,6 +6,7 @@ called by ``compiled``) and loading a stored plan from disk (``plan_load``).
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from dualflow.passes.manager import PassStats
 from dualflow.runtime.memory import alias_roots
 from dualflow.runtime.plan import Plan
 from dualflow.tracer.autodiff import Backward, trace_backward
+from dualflow.tracer.env_guards import is_value, is_versioned
 from dualflow.tracer.environment import finish_environment
 from dualflow.tracer.history import HistorySpec
 from dualflow.tracer.interpreter import TracingInterpreter
@@ -132,7 +134,31 @@ def _user_outputs(tracer: TracingInterpreter, out: Any) -> tuple[list, list, Tre
     except TracingError as exc:  # eager it is, not a plain dict where eager gave another type
         tracer.fail_closed(str(exc))
         return None
+    for value in _statics(output_tree):
+        if not _reusable(tracer, value):
+            tracer.fail_closed(
+                f"the compiled function returns a {type(value).__name__} it made (or read through "
+                "code the compiler cannot follow); a plan would hand back the first call's "
+                "object at every call. Return tensors and plain values in tuples, lists, dicts, "
+                "namedtuples or dataclasses"
+            )
+            return None
     return (*_unique(leaves), output_tree)
+
+
+def _statics(tree: TreeDef) -> list[Any]:
+    """The non-tensor leaves a result's TreeDef keeps as they were while tracing."""
+    if tree.kind == "static":
+        return [tree.data]
+    return [value for child in tree.children for value in _statics(child)]
+
+
+def _reusable(tracer: TracingInterpreter, value: Any) -> bool:
+    """Whether a plan may return ``value`` itself at every call: a plain value, or an object
+    of the environment the trace reached by name (the same object eager returns)."""
+    if is_value(value) or isinstance(value, types.ModuleType | types.FunctionType | type):
+        return True
+    return is_versioned(value) or tracer.env.label_of(value) is not None
 
 
 def _backward(
