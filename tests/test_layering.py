@@ -22,7 +22,19 @@ MAX_LINES = 400
 
 # Bottom to top: a unit may import its own layer and the layers before it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("bottom", ("errors", "_config", "_memory", "dtypes", "device", "disk_trust", "disk_cache")),
+    (
+        "bottom",
+        (
+            "errors",
+            "_config",
+            "_memory",
+            "dtypes",
+            "device",
+            "disk_trust",
+            "disk_trim",
+            "disk_cache",
+        ),
+    ),
     ("arguments", ("arguments", "cuda")),  # argument checks; the torch.cuda-style device queries
     ("kernels", ("kernels",)),
     ("ops", ("ops",)),
