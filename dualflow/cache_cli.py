@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dualflow._config import cache_dir, cache_limit
+from dualflow._config import cache_dir, cache_limit, user_path
 from dualflow.disk_cache import KINDS, open_store
 from dualflow.disk_trim import clear, usage
 from dualflow.disk_trust import PROBLEMS, trusted_root
@@ -27,7 +27,7 @@ def _budgets(root: Path) -> list[tuple[str, tuple[tuple[Path, str], ...]]]:
     budgets = [("in the cache root", tuple((root / kind, kind) for kind in KINDS))]
     chosen = os.environ.get("DUALFLOW_PLAN_CACHE")
     if chosen and chosen not in ("0", "1"):
-        plans = open_store("plans", Path(chosen))
+        plans = open_store("plans", user_path(chosen))
         if plans is not None and plans.budget != budgets[0][1]:
             budgets.append(("plans ($DUALFLOW_PLAN_CACHE)", plans.budget))
     return budgets

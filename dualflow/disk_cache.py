@@ -167,6 +167,7 @@ def open_store(kind: str, directory: Path | None = None) -> Store | None:
     root = trusted_root()
     if root is None:
         return None
+    cache_limit()  # a bad DUALFLOW_CACHE_MAX_MB fails at the cache's first use, not a later write
     if directory is not None and os.path.realpath(directory) == str(root.path / kind):
         directory = None  # the root's own folder: one budget with the other kinds
     key = (root.path, kind, directory)

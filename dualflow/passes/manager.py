@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dualflow._config import env_flag, user_path
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.graph_ir.printer import print_graph
@@ -162,9 +163,9 @@ def run_passes(
         (0, [('dce', 1, 0), ('cse', 0, 0)])
     """
     names = resolve_passes(passes)
-    check = verify_each or os.environ.get("DUALFLOW_VERIFY_PASSES", "") not in ("", "0")
+    check = verify_each or env_flag("DUALFLOW_VERIFY_PASSES")
     dump = dump_dir if dump_dir is not None else os.environ.get("DUALFLOW_DUMP_IR") or None
-    directory = Path(dump) if dump else None
+    directory = user_path(dump) if dump else None
     _dump(directory, 0, "input", graph, keep)
     stats: list[PassStats] = []
     for index, name in enumerate(names, start=1):

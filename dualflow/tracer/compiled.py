@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import threading
 import time
 import warnings
@@ -18,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow._config import config
+from dualflow._config import config, env_flag
 from dualflow.errors import TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
@@ -35,7 +34,7 @@ from dualflow.tracer.tracing_run import trace_call
 
 _MISS: Any = object()
 
-_disabled = [os.environ.get("DUALFLOW_DISABLE_COMPILE", "") not in ("", "0")]
+_disabled = [env_flag("DUALFLOW_DISABLE_COMPILE")]
 
 
 def disable_compile(disabled: bool = True) -> None:

@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 import dualflow
-from dualflow._config import cache_dir
+from dualflow._config import cache_dir, user_path
 from dualflow.disk_cache import Store, open_store
+from dualflow.errors import ConfigError
 from dualflow.disk_trim import discard, plan_entry
 from dualflow.disk_trust import MAX_ENTRY, Untrusted, make_private, read_regular, temp_prefix
 from dualflow.graph_ir.ir import Graph
@@ -53,7 +54,10 @@ def plan_cache_dir(option: str | os.PathLike | bool | None) -> Path | None:
     """Where plans are cached: ``cache_dir=`` of compile, else ``$DUALFLOW_PLAN_CACHE``.
 
     ``True`` or ``"1"`` mean the default ``plans`` folder under ``_config.cache_dir()``;
-    None/False/"" mean off.
+    None/False/"" mean off; ``~`` is expanded.
+
+    Raises:
+        ConfigError: ``option`` is neither a path nor a bool.
 
     Example:
         >>> plan_cache_dir(False) is None, plan_cache_dir("/tmp/p").name
@@ -65,7 +69,11 @@ def plan_cache_dir(option: str | os.PathLike | bool | None) -> Path | None:
         return None
     if option is True or option == "1":
         return cache_dir() / "plans"
-    return Path(option)
+    if not isinstance(option, (str, os.PathLike)):
+        raise ConfigError(
+            f"cache_dir={option!r} must be a folder (str or os.PathLike), True, False or None"
+        )
+    return user_path(option)
 
 
 @functools.lru_cache(maxsize=1)
