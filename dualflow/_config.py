@@ -225,6 +225,8 @@ ENVIRONMENT = {
     "DUALFLOW_BACKGROUND_COMPILE": "0 compiles fused CPU kernels in the calling process instead "
     "of a worker process (the blocked evaluator runs them until the worker's are ready)",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
+    "DUALFLOW_CHECKPOINT_MAX_GB": "most GiB a checkpoint's arrays may take once decompressed "
+    "(default 4; dualflow.load(..., max_bytes=) per call)",
     "DUALFLOW_CUDNN": "0 runs convolutions and pooling on GPU without cuDNN (read at import)",
     "DUALFLOW_CUDNN_TF32": "1 lets float32 convolutions use cuDNN where it would use TF32 math",
     "DUALFLOW_COLLECTIVE_TIMEOUT": "seconds a collective waits for the other ranks before the "

@@ -44,7 +44,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The Tensor, its methods, its autograd engine and its factories are one unit (DESIGN's
     # tensor/autograd layer): Tensor.backward runs the engine, the engine builds Tensors.
     ("tensor/autograd", ("tensor",)),
-    ("data", ("data", "serialization", "utils")),  # utils: dualflow.data under torch's name
+    (
+        "data",
+        ("data", "checkpoint_reader", "serialization", "utils"),
+    ),  # utils: dualflow.data under torch's name
     ("distributed", ("distributed",)),
     ("tracer", ("tracer",)),
     ("nn/optim", ("nn", "optim")),

@@ -26,9 +26,9 @@ import numpy as np
 import dualflow
 from dualflow._config import cache_dir, user_path
 from dualflow.disk_cache import Store, open_store
-from dualflow.errors import ConfigError
 from dualflow.disk_trim import discard, plan_entry
 from dualflow.disk_trust import MAX_ENTRY, Untrusted, make_private, read_regular, temp_prefix
+from dualflow.errors import ConfigError
 from dualflow.graph_ir.ir import Graph
 from dualflow.graph_ir.json_format import graph_from_data, graph_to_data
 from dualflow.graph_ir.printer import print_graph
