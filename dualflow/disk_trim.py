@@ -21,6 +21,10 @@ from pathlib import Path
 
 from dualflow.disk_trust import HEADER_BYTES, is_temp, open_safely, owns
 
+# the files plan_cache writes in an entry folder <key>/<entry>/
+ENTRY_FILES = frozenset(
+    ["meta.json", "forward.npz", "forward.graph", "backward.npz", "backward.graph"]
+)
 _STEM = re.compile(r"(k_[0-9a-z_]+)\..*")  # kernels: k_<sha>.py and its __pycache__ code
 _YOUNG_TMP_NS = 3600 * 10**9
 _NOATIME = getattr(os, "O_NOATIME", 0)  # reading a header must not count as a use (LRU order)
@@ -110,29 +114,37 @@ class _Scan:
         for name, info in _listing(fd):
             if not stat.S_ISDIR(info.st_mode) or only not in (None, name):
                 continue
-            rel = (key_name, name)
             with _opened(fd, name) as inner:
-                if inner is None:
-                    continue
-                listing = _listing(inner)
-                unit = Unit(rel, [], 0, 0, remove_folder=True)
-                staging = self.old_temp(name, info)
-                prefix = "/".join(("plans", *rel))
-                if not staging and not owns(self.key, f"{prefix}/meta.json", _meta(inner)):
-                    continue  # not an entry of this cache, whatever its name
-                for file, file_info in listing:
-                    mine = owns(self.key, f"{prefix}/{file}", _head(inner, file, file_info))
-                    if stat.S_ISREG(file_info.st_mode) and (staging or mine):
-                        unit.add(rel, file, file_info)
-                self.units["/".join(rel)] = unit
+                unit = None if inner is None else self.plan_entry(inner, (key_name, name), info)
+            if unit is not None:
+                self.units[f"{key_name}/{name}"] = unit
 
-
-def _meta(fd: int) -> bytes:
-    try:
-        info = os.stat("meta.json", dir_fd=fd, follow_symlinks=False)
-    except OSError:
-        return b""
-    return _head(fd, "meta.json", info)
+    def plan_entry(self, fd: int, rel: tuple[str, str], info: os.stat_result) -> Unit | None:
+        """A plan entry folder is the cache's when any file in it is owned (so one tampered or
+        replaced file does not orphan it), or it is an old staging folder of the cache's; then
+        the files the cache writes there (``ENTRY_FILES``, whatever they became: never
+        followed) and any owned file are its. Other files stay, and keep the folder."""
+        staging = self.old_temp(rel[1], info)
+        prefix = "/".join(("plans", *rel))
+        listing = _listing(fd)
+        owned = {
+            name
+            for name, file_info in listing
+            if owns(self.key, f"{prefix}/{name}", _head(fd, name, file_info))
+        }
+        if not owned and not staging:
+            return None  # not an entry of this cache, whatever its name
+        unit = Unit(rel, [], 0, 0, remove_folder=True)
+        for name, file_info in listing:
+            if stat.S_ISDIR(file_info.st_mode):
+                continue
+            if (
+                name in owned
+                or name in ENTRY_FILES
+                or (staging and stat.S_ISREG(file_info.st_mode))
+            ):
+                unit.add(rel, name, file_info)
+        return unit
 
 
 @contextlib.contextmanager

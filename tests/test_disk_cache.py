@@ -147,7 +147,8 @@ def test_least_recently_used_entries_go_beyond_the_limit(
         time.sleep(0.002)
         bytecode_cache.compile_plan(source, "<p>")
         store = disk_cache.open_store("bytecode")
-        disk_trim.trim(store.root.key, store.budget, _config.cache_limit())  # what a write does now and then
+        # what a write does now and then
+        disk_trim.trim(store.root.key, store.budget, _config.cache_limit())
     total = sum(p.stat().st_size for p in (root / "bytecode").glob("*.marshal"))
     assert total <= 60_000 and oldest.exists()
     assert len(list((root / "bytecode").glob("*.marshal"))) < len(sources)

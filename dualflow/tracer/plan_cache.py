@@ -26,7 +26,7 @@ import numpy as np
 import dualflow
 from dualflow._config import cache_dir, user_path
 from dualflow.disk_cache import Store, open_store
-from dualflow.disk_trim import discard, plan_entry
+from dualflow.disk_trim import ENTRY_FILES, discard, plan_entry
 from dualflow.disk_trust import MAX_ENTRY, Untrusted, make_private, read_regular, temp_prefix
 from dualflow.errors import ConfigError
 from dualflow.graph_ir.ir import Graph
@@ -297,6 +297,7 @@ def store(directory: Path, key: str, trace: Trace, roots: dict, files: set[str])
     if trace.backward is not None:
         meta["backward"]["graph"] = _graph_files(trace.backward.graph, "backward", contents)
     contents["meta.json"] = json.dumps(meta).encode()
+    assert contents.keys() <= ENTRY_FILES  # what the trim knows as an entry's files
     make_private(entry.parent)
     # the staging folder's name and the signed files mark them as the cache's (disk_trim)
     staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=temp_prefix(cache.root.key)))
