@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dualflow._config import env_flag, user_path
-from dualflow.errors import CompileError
+from dualflow.errors import CompileError, ConfigError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.graph_ir.printer import print_graph
 from dualflow.graph_ir.verify import verify
@@ -84,12 +84,17 @@ def resolve_passes(spec: str | tuple[str, ...] | list[str] | None = None) -> tup
     ``spec`` is "O0"/"O1"/"O2"/"exact", a comma-separated list ("dce,cse", the ``DUALFLOW_PASSES``
     format), a sequence of names, or None (``DUALFLOW_PASSES`` when set, else O2).
 
+    Raises:
+        ConfigError: an unknown pass name; the message names the setting it came from.
+
     Example:
         >>> resolve_passes("O1"), resolve_passes("cse, dce"), resolve_passes(())
         (('dce', 'cse'), ('cse', 'dce'), ())
     """
+    setting = f"passes={spec!r}"
     if spec is None:
         spec = os.environ.get("DUALFLOW_PASSES") or "O2"
+        setting = f"DUALFLOW_PASSES={spec!r}"
     if isinstance(spec, str):
         text = spec.strip()
         spec = PIPELINES[text] if text in PIPELINES else [s.strip() for s in text.split(",")]
@@ -100,8 +105,8 @@ def resolve_passes(spec: str | tuple[str, ...] | list[str] | None = None) -> tup
             PASSES[name] = load_pass(name)  # a pass module no pipeline names
     unknown = [n for n in names if n not in PASSES]
     if unknown:
-        raise ValueError(
-            f"unknown pass name(s) {unknown}; known passes: {sorted(PASSES)} "
+        raise ConfigError(
+            f"{setting}: unknown pass name(s) {unknown}; known passes: {sorted(PASSES)} "
             f"(pipelines: {sorted(PIPELINES)})"
         )
     return names
