@@ -101,6 +101,13 @@ def test_folder_settings_expand_home(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert not (tmp_path / "~").exists()
 
 
-def test_cache_dir_of_another_type_is_refused_where_it_is_set() -> None:
+def test_compile_settings_are_refused_where_they_are_set() -> None:
     with pytest.raises(ConfigError, match="cache_dir=5 must be a folder"):
         dualflow.compile(lambda x: x, cache_dir=5)
+    for bad in (-1, float("nan"), "3", True):
+        with pytest.raises(ConfigError, match=f"max_traces={bad!r} must be an int >= 0"):
+            dualflow.compile(lambda x: x, max_traces=bad)
+    with pytest.raises(ConfigError, match="fallback must be 'eager' or 'error', got 'bogus'"):
+        dualflow.compile(lambda x: x, fallback="bogus")
+    with pytest.raises(ConfigError, match=r"passes=.*unknown pass name"):
+        dualflow.compile(lambda x: x, passes="dce,nope")
