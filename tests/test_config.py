@@ -109,5 +109,7 @@ def test_compile_settings_are_refused_where_they_are_set() -> None:
             dualflow.compile(lambda x: x, max_traces=bad)
     with pytest.raises(ConfigError, match="fallback must be 'eager' or 'error', got 'bogus'"):
         dualflow.compile(lambda x: x, fallback="bogus")
+    with pytest.raises(ConfigError, match="max_traces=-2"):
+        dualflow.compile(max_traces=-2)  # @compile(max_traces=-2), before any function
     with pytest.raises(ConfigError, match=r"passes=.*unknown pass name"):
         dualflow.compile(lambda x: x, passes="dce,nope")

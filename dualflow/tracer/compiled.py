@@ -385,5 +385,6 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
         ([6.0, 8.0], 1)
     """
     if fn is None:
+        _check_settings(max_traces, fallback)  # at the decorator's line, not the function's
         return lambda f: CompiledFunction(f, max_traces, passes, fallback, cache_dir)
     return CompiledFunction(fn, max_traces, passes, fallback, cache_dir)
