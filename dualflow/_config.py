@@ -156,12 +156,18 @@ def enable_grad() -> contextlib.AbstractContextManager[None]:
 def set_debug(enabled: bool = True) -> None:
     """Turn debug mode (NaN/Inf checks naming the op and the user's line) on or off.
 
+    Raises:
+        ConfigError: ``enabled`` is not a bool (or 0/1): ``set_debug("no")`` must not mean on.
+
     Example:
         >>> set_debug(False); config.debug
         False
     """
-    config.debug = bool(enabled)
-    Config.debug = bool(enabled)  # new threads inherit the choice too
+    value = enabled.item() if getattr(enabled, "shape", None) == () else enabled  # np.bool_
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise ConfigError(f"set_debug({enabled!r}): enabled must be True or False")
+    config.debug = bool(value)
+    Config.debug = bool(value)  # new threads inherit the choice too
 
 
 def is_grad_enabled() -> bool:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import dualflow
@@ -99,6 +100,18 @@ def test_folder_settings_expand_home(tmp_path: Path, monkeypatch: pytest.MonkeyP
     step = dualflow.compile(lambda x: x * 2 + 1, cache_dir="~/pc")
     assert float(step(dualflow.tensor([1.0])).item()) == 3.0
     assert not (tmp_path / "~").exists()
+
+
+def test_set_debug_takes_a_bool() -> None:
+    for bad in ("no", "yes", 2, None):
+        with pytest.raises(ConfigError, match=r"set_debug\(.*\): enabled must be True or False"):
+            dualflow.set_debug(bad)
+    assert not _config.config.debug
+    dualflow.set_debug(np.bool_(True))
+    try:
+        assert _config.config.debug
+    finally:
+        dualflow.set_debug(False)
 
 
 def test_compile_settings_are_refused_where_they_are_set() -> None:
