@@ -7,15 +7,88 @@ is exactly one place to look them up.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from dualflow.errors import ConfigError
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+
+def env_flag(name: str, default: bool = False) -> bool:
+    """The boolean environment variable ``name`` (unset: ``default``), read when called.
+
+    Raises:
+        ConfigError: it holds something other than 1/true/yes/on or 0/false/no/off.
+
+    Example:
+        >>> os.environ["DUALFLOW_DOC_FLAG"] = "On"
+        >>> env_flag("DUALFLOW_DOC_FLAG"), env_flag("DUALFLOW_DOC_UNSET", default=True)
+        (True, True)
+        >>> os.environ["DUALFLOW_DOC_FLAG"] = "2"
+        >>> try:
+        ...     env_flag("DUALFLOW_DOC_FLAG")
+        ... except ConfigError as exc:
+        ...     print(str(exc)[:45])
+        DUALFLOW_DOC_FLAG='2' is not a flag: use 1/tr
+        >>> del os.environ["DUALFLOW_DOC_FLAG"]
+    """
+    text = os.environ.get(name)
+    if text is None:
+        return default
+    value = text.strip().lower()
+    if value not in _TRUE + _FALSE:
+        raise ConfigError(
+            f"{name}={text!r} is not a flag: use 1/true/yes/on or 0/false/no/off (or unset it)"
+        )
+    return value in _TRUE
+
+
+def env_number(name: str, default: float, low: float, high: float, unit: str = "") -> float:
+    """The numeric environment variable ``name`` (unset or empty: ``default``), which must be a
+    finite number in ``[low, high]``; read when called.
+
+    Raises:
+        ConfigError: it is not a number, not finite, or out of range (the message says which).
+
+    Example:
+        >>> os.environ["DUALFLOW_DOC_MB"] = "nan"
+        >>> env_number("DUALFLOW_DOC_MB", 1, 0, 10, "MB")
+        Traceback (most recent call last):
+        ...
+        dualflow.errors.ConfigError: DUALFLOW_DOC_MB='nan' must be a finite number of MB in [0, 10]
+        >>> del os.environ["DUALFLOW_DOC_MB"]
+    """
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and low <= value <= high):
+        what = f"a finite number of {unit}" if unit else "a finite number"
+        raise ConfigError(f"{name}={text!r} must be {what} in [{_plain(low)}, {_plain(high)}]")
+    return value
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else repr(number)
+
+
+def user_path(value: str | os.PathLike) -> Path:
+    """A folder setting as the user means it: ``~`` and ``~user`` expanded (like a shell).
+
+    Example:
+        >>> user_path("~/pc") == Path.home() / "pc"
+        True
+    """
+    return Path(os.path.expanduser(os.fspath(value)))
 
 
 class Config(threading.local):
@@ -26,7 +99,7 @@ class Config(threading.local):
 
     grad_enabled: bool = True
     train: bool = True
-    debug: bool = _env_flag("DUALFLOW_DEBUG")
+    debug: bool = env_flag("DUALFLOW_DEBUG")  # read at import: it applies to every op
 
     def snapshot(self) -> tuple[bool, bool, bool]:
         """The flags that change what a traced function computes (part of a compile cache key)."""
@@ -83,12 +156,18 @@ def enable_grad() -> contextlib.AbstractContextManager[None]:
 def set_debug(enabled: bool = True) -> None:
     """Turn debug mode (NaN/Inf checks naming the op and the user's line) on or off.
 
+    Raises:
+        ConfigError: ``enabled`` is not a bool (or 0/1): ``set_debug("no")`` must not mean on.
+
     Example:
         >>> set_debug(False); config.debug
         False
     """
-    config.debug = bool(enabled)
-    Config.debug = bool(enabled)  # new threads inherit the choice too
+    value = enabled.item() if getattr(enabled, "shape", None) == () else enabled  # np.bool_
+    if not isinstance(value, (bool, int)) or value not in (0, 1):
+        raise ConfigError(f"set_debug({enabled!r}): enabled must be True or False")
+    config.debug = bool(value)
+    Config.debug = bool(value)  # new threads inherit the choice too
 
 
 def is_grad_enabled() -> bool:
@@ -114,26 +193,28 @@ def cache_dir() -> Path:
     """
     root = os.environ.get("DUALFLOW_CACHE_DIR")
     if root:
-        return Path(os.path.abspath(os.path.expanduser(root)))
+        return Path(os.path.abspath(user_path(root)))
     xdg = os.environ.get("XDG_CACHE_HOME", "")
     # the XDG spec: a relative XDG_CACHE_HOME is invalid and must be ignored
     base = Path(xdg) if os.path.isabs(xdg) else Path.home() / ".cache"
     return base / "dualflow"
 
 
+CACHE_MAX_MB = 2**30  # a petabyte: larger is surely a typo
+
+
 def cache_limit() -> int:
     """Bytes the disk caches under one root may hold before the least recently used entries
-    are removed (``$DUALFLOW_CACHE_MAX_MB``, default 512 MB).
+    are removed (``$DUALFLOW_CACHE_MAX_MB``, default 512 MB; read at every write).
+
+    Raises:
+        ConfigError: ``DUALFLOW_CACHE_MAX_MB`` is not a finite number in [0, 2**30].
 
     Example:
         >>> cache_limit() > 0
         True
     """
-    try:
-        megabytes = float(os.environ.get("DUALFLOW_CACHE_MAX_MB") or 512)
-    except ValueError:
-        megabytes = 512.0
-    return max(int(megabytes * 2**20), 0)
+    return int(env_number("DUALFLOW_CACHE_MAX_MB", 512, 0, CACHE_MAX_MB, "MB") * 2**20)
 
 
 # Every environment variable dualflow reads, with what it does.
@@ -150,6 +231,10 @@ ENVIRONMENT = {
     "DUALFLOW_BACKGROUND_COMPILE": "0 compiles fused CPU kernels in the calling process instead "
     "of a worker process (the blocked evaluator runs them until the worker's are ready)",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
+    "DUALFLOW_CHECKPOINT_MAX_GB": "most GiB a checkpoint's arrays may take once decompressed "
+    "(default 4; dualflow.load(..., max_bytes=) per call)",
+    "DUALFLOW_CUDNN": "0 runs convolutions and pooling on GPU without cuDNN (read at import)",
+    "DUALFLOW_CUDNN_TF32": "1 lets float32 convolutions use cuDNN where it would use TF32 math",
     "DUALFLOW_COLLECTIVE_TIMEOUT": "seconds a collective waits for the other ranks before the "
     "watchdog aborts the job (default 300; per communicator: comm.timeout)",
 }

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import os
 import sys
+
+from dualflow._config import env_flag
 
 _M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
@@ -26,7 +27,7 @@ def tune_malloc() -> bool:
         >>> isinstance(tune_malloc(), bool)
         True
     """
-    if os.environ.get("DUALFLOW_MALLOC_TUNING", "1") == "0" or not sys.platform.startswith("linux"):
+    if not env_flag("DUALFLOW_MALLOC_TUNING", default=True) or not sys.platform.startswith("linux"):
         return False
     name = ctypes.util.find_library("c")
     if name is None:

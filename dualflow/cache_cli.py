@@ -1,8 +1,9 @@
 """``dualflow cache info|clear|warm``: what the disk caches hold, where, under which limit; empty
 them; fill the kernels store with the fixed CPU kernels (``cache_warm.py``).
 
-``clear`` removes only files that are cache entries (kernels, bytecode, plan entries); the key
-and anything else in a plans folder the user chose are left alone.
+``clear`` removes only files the cache wrote (``disk_trim``: entries whose header carries the
+key's owner tag, and its own temporary files); the key and anything else in a plans folder the
+user chose are left alone, whatever their names.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from dualflow._config import cache_dir, cache_limit
-from dualflow.disk_cache import KINDS, clear, open_store, usage
+from dualflow._config import cache_dir, cache_limit, user_path
+from dualflow.disk_cache import KINDS, open_store
+from dualflow.disk_trim import clear, usage
 from dualflow.disk_trust import PROBLEMS, trusted_root
 
 USAGE = "usage: dualflow cache info|clear|warm"
@@ -25,7 +27,7 @@ def _budgets(root: Path) -> list[tuple[str, tuple[tuple[Path, str], ...]]]:
     budgets = [("in the cache root", tuple((root / kind, kind) for kind in KINDS))]
     chosen = os.environ.get("DUALFLOW_PLAN_CACHE")
     if chosen and chosen not in ("0", "1"):
-        plans = open_store("plans", Path(chosen))
+        plans = open_store("plans", user_path(chosen))
         if plans is not None and plans.budget != budgets[0][1]:
             budgets.append(("plans ($DUALFLOW_PLAN_CACHE)", plans.budget))
     return budgets
@@ -51,7 +53,7 @@ def info() -> str:
         "used entries are removed beyond it",
     ]
     for title, budget in _budgets(root.path):
-        rows = usage(budget)
+        rows = usage(root.key, budget)
         total = sum(size for _, _, size in rows)
         lines.append(f"{title}: {_mb(total)}")
         lines += [
@@ -82,7 +84,7 @@ def main(argv: Sequence[str]) -> int:
     if argv[0] == "warm":
         return _warm()
     for title, budget in _budgets(root.path):
-        print(f"{title}: removed {_mb(clear(budget))}")
+        print(f"{title}: removed {_mb(clear(root.key, budget))}")
     return 0
 
 

@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
-import shutil
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from dualflow._config import cache_limit
+from dualflow.disk_trim import trim
 from dualflow.disk_trust import (
     HEADER_BYTES,
+    LEGACY_MAGIC,
     MAX_ENTRY,
     Root,
     folder_problem,
@@ -28,21 +27,14 @@ from dualflow.disk_trust import (
     open_safely,
     read_regular,
     sign,
+    temp_prefix,
     trusted_root,
     verify,
     warn_once,
 )
 
-# The kinds of cache and what one entry (the unit the LRU removes) is: kernels/k_<sha>.py with
-# its numba files in kernels/__pycache__, bytecode/<sha>.marshal, plans/<key>/<entry>/.
+# The kinds of cache; what an entry is, and which files are the cache's: ``disk_trim``.
 KINDS = ("kernels", "bytecode", "plans")
-_KEY = re.compile("[0-9a-f]{64}")
-_ENTRY = re.compile("[0-9a-f]{16}")
-_PATTERNS = {
-    "kernels": re.compile(r"(k_[0-9a-z]+)\..*"),
-    "bytecode": re.compile(r"([0-9a-f]+)\.marshal"),
-}
-_YOUNG_TMP_NS = 3600 * 10**9  # a newer temporary file may be another process's write in flight
 _LOCK = threading.Lock()
 _WRITTEN: dict[tuple, int] = {}  # bytes written per budget since this process last trimmed it
 
@@ -69,6 +61,8 @@ class Store:
         payload = verify(self.root.key, f"{self.kind}/{name}", data)
         if payload is None and self.root.refresh_key():
             payload = verify(self.root.key, f"{self.kind}/{name}", data)
+        if payload is None and data.startswith(LEGACY_MAGIC):
+            return None  # written by a dualflow before owner tags: rebuilt without a warning
         if payload is None:
             self.damaged(name, "its signature does not match its contents")
         return payload
@@ -98,7 +92,7 @@ class Store:
         for attempt in range(2):
             try:
                 _unlink_links(self.directory, _parts(name)[:-1])
-                write_atomic(path, data)
+                write_atomic(path, data, temp_prefix(self.root.key))
                 break
             except FileNotFoundError:  # the cache was deleted meanwhile: recreate it once
                 if attempt:
@@ -119,7 +113,7 @@ class Store:
             due = written is None or written + size > limit // 8
             _WRITTEN[self.budget] = 0 if due else written + size
         if due:
-            trim(self.budget, limit)
+            trim(self.root.key, self.budget, limit)
 
     def damaged(self, name: str, why: str) -> None:
         """Warn once that entry ``name`` is ignored (it is rebuilt by the caller)."""
@@ -141,11 +135,11 @@ def _unlink_links(directory: Path, folders: list[str]) -> None:
             os.unlink(folder)
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file (mode 0600) and a rename, creating
-    missing folders 0700: readers see the whole file or none."""
+def write_atomic(path: Path, data: bytes, prefix: str = ".tmp-") -> None:
+    """Write ``data`` to ``path`` through a temporary file (mode 0600, named ``prefix``...) and
+    a rename, creating missing folders 0700: readers see the whole file or none."""
     make_private(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
@@ -173,6 +167,7 @@ def open_store(kind: str, directory: Path | None = None) -> Store | None:
     root = trusted_root()
     if root is None:
         return None
+    cache_limit()  # a bad DUALFLOW_CACHE_MAX_MB fails at the cache's first use, not a later write
     if directory is not None and os.path.realpath(directory) == str(root.path / kind):
         directory = None  # the root's own folder: one budget with the other kinds
     key = (root.path, kind, directory)
@@ -197,89 +192,3 @@ def open_store(kind: str, directory: Path | None = None) -> Store | None:
         store = Store(root, kind, real, ((real, kind),))
     with _LOCK:
         return _STORES.setdefault(key, store)
-
-
-def _unit(parts: tuple[str, ...], kind: str) -> str | None:
-    """The entry a file belongs to, or None for a file that is none of this cache's (never
-    removed: a plans folder may be one the user shares with other files)."""
-    if kind == "plans" and len(parts) > 2 and parts[1].startswith(".tmp-"):
-        return "/".join(parts[:2])  # an entry being written, or left by an interrupted write
-    if parts[-1].startswith(".tmp-"):
-        return "/".join(parts)
-    if kind == "plans":
-        ok = len(parts) > 2 and _KEY.fullmatch(parts[0]) and _ENTRY.fullmatch(parts[1])
-        return "/".join(parts[:2]) if ok else None
-    if kind == "kernels" and parts[0] == "__pycache__" and len(parts) == 2:
-        parts = parts[1:]  # numba's machine code of kernel k_<sha>
-    match = _PATTERNS[kind].fullmatch(parts[0]) if len(parts) == 1 else None
-    return match.group(1) if match else None
-
-
-def units(folder: Path, kind: str) -> dict[str, list[tuple[Path, int, int]]]:
-    """The files under ``folder`` grouped into entries: unit -> [(path, bytes, last use ns)].
-    Temporary files of writes still in flight (under an hour old) are left out."""
-    found: dict[str, list[tuple[Path, int, int]]] = {}
-    now = time.time_ns()
-    for dirpath, _, filenames in os.walk(folder):  # walk does not follow symlinks
-        rel = Path(dirpath).relative_to(folder).parts
-        for name in filenames:
-            path = Path(dirpath, name)
-            try:
-                info = os.lstat(path)
-            except OSError:
-                continue
-            unit = _unit((*rel, name), kind)
-            if unit is None or (".tmp-" in unit and now - info.st_mtime_ns < _YOUNG_TMP_NS):
-                continue
-            used = max(info.st_atime_ns, info.st_mtime_ns)
-            found.setdefault(unit, []).append((path, info.st_size, used))
-    return found
-
-
-def _remove(folder: Path, unit: str, files: list[tuple[Path, int, int]], kind: str) -> None:
-    for path, _, _ in files:
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-    if kind == "plans" and unit.count("/") == 1:
-        shutil.rmtree(folder / unit, ignore_errors=True)
-        with contextlib.suppress(OSError):
-            os.rmdir((folder / unit).parent)  # an emptied key folder
-
-
-def trim(budget: tuple[tuple[Path, str], ...], limit: int) -> int:
-    """Remove the least recently used entries until the budget's folders hold at most 3/4 of
-    ``limit`` (if they hold more than ``limit``); returns the bytes removed."""
-    everything = [
-        (max(u for _, _, u in files), sum(s for _, s, _ in files), folder, kind, unit, files)
-        for folder, kind in budget
-        for unit, files in units(folder, kind).items()
-    ]
-    total = sum(entry[1] for entry in everything)
-    if total <= limit:
-        return 0
-    removed = 0
-    for _, size, folder, kind, unit, files in sorted(everything, key=lambda e: e[0]):
-        if total - removed <= limit * 3 // 4:
-            break
-        _remove(folder, unit, files, kind)
-        removed += size
-    return removed
-
-
-def clear(budget: tuple[tuple[Path, str], ...]) -> int:
-    """Remove every entry of the budget's folders; returns the bytes removed."""
-    removed = 0
-    for folder, kind in budget:
-        for unit, files in units(folder, kind).items():
-            _remove(folder, unit, files, kind)
-            removed += sum(s for _, s, _ in files)
-    return removed
-
-
-def usage(budget: tuple[tuple[Path, str], ...]) -> list[tuple[Path, int, int]]:
-    """(folder, entries, bytes) of each folder of the budget."""
-    rows = []
-    for folder, kind in budget:
-        found = units(folder, kind)
-        rows.append((folder, len(found), sum(s for f in found.values() for _, s, _ in f)))
-    return rows

@@ -23,8 +23,14 @@ from pathlib import Path
 from dualflow._config import cache_dir
 
 KEY_NAME = "secret.key"
-_MAGIC = b"#dualflow-signed "  # then 64 hex digits of the tag and a newline
-HEADER_BYTES = len(_MAGIC) + 65
+# then 32 hex digits of the owner tag (HMAC of the name alone: who wrote it, from the header
+# only), a space, 64 hex digits of the tag of name and bytes, and a newline
+_MAGIC = b"#dualflow-signed2 "
+LEGACY_MAGIC = b"#dualflow-signed "  # entries before owner tags: ignored quietly, rewritten
+_OWNER_HEX = 32
+HEADER_BYTES = len(_MAGIC) + _OWNER_HEX + 1 + 65
+_TEMP = ".tmp-"  # then 12 hex digits of a nonce, 12 of its tag under the key, "-", random
+_TEMP_LEN = len(_TEMP) + 24 + 1
 MAX_ENTRY = 256 * 2**20  # no single cache file is read beyond this
 _OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC  # no FIFO waits, no links
 _OPEN_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -271,32 +277,78 @@ def folder_problem(directory: Path) -> str | None:
 
 
 def sign(key: bytes, name: str, payload: bytes) -> bytes:
-    """The signed form of an entry: a header line with HMAC-SHA256(key, name, payload), then
-    the payload (a Python source stays valid Python: the header is a comment).
+    """The signed form of an entry: a header line with the owner tag of ``name`` and
+    HMAC-SHA256(key, name, payload), then the payload (a Python source stays valid Python: the
+    header is a comment).
 
     Example:
-        >>> sign(b"k" * 32, "kernels/a.py", b"x = 1\\n").startswith(b"#dualflow-signed ")
+        >>> sign(b"k" * 32, "kernels/a.py", b"x = 1\\n").startswith(b"#dualflow-signed2 ")
         True
     """
-    return _MAGIC + _tag(key, name, payload).hex().encode() + b"\n" + payload
+    owner = _owner(key, name).hex().encode()
+    return _MAGIC + owner + b" " + _tag(key, name, payload).hex().encode() + b"\n" + payload
+
+
+def owns(key: bytes, name: str, head: bytes) -> bool:
+    """Whether ``head`` (a file's first ``HEADER_BYTES``) is the header this key wrote for an
+    entry named ``name``: how the trim knows a file is the cache's without reading it all.
+
+    Example:
+        >>> key = b"k" * 32
+        >>> owns(key, "a", sign(key, "a", b"1")), owns(key, "b", sign(key, "a", b"1"))
+        (True, False)
+    """
+    if len(head) < HEADER_BYTES or not head.startswith(_MAGIC):
+        return False
+    stored = head[len(_MAGIC) : len(_MAGIC) + _OWNER_HEX]
+    return hmac.compare_digest(stored, _owner(key, name).hex().encode())
 
 
 def verify(key: bytes, name: str, data: bytes) -> bytes | None:
-    """The payload of a signed entry, or None when its tag does not match its name and bytes.
+    """The payload of a signed entry, or None when its tags do not match its name and bytes.
 
     Example:
         >>> key = b"k" * 32
         >>> verify(key, "a", sign(key, "a", b"1")), verify(key, "b", sign(key, "a", b"1"))
         (b'1', None)
     """
-    if len(data) < HEADER_BYTES or not data.startswith(_MAGIC) or data[HEADER_BYTES - 1] != 10:
+    if not owns(key, name, data) or data[HEADER_BYTES - 1] != 10:
         return None
     try:
-        tag = bytes.fromhex(data[len(_MAGIC) : HEADER_BYTES - 1].decode("ascii"))
+        tag = bytes.fromhex(data[HEADER_BYTES - 65 : HEADER_BYTES - 1].decode("ascii"))
     except ValueError:
         return None
     payload = data[HEADER_BYTES:]
     return payload if hmac.compare_digest(tag, _tag(key, name, payload)) else None
+
+
+def temp_prefix(key: bytes) -> str:
+    """A prefix for a temporary file or folder that marks it as written by the cache of
+    ``key`` (``is_temp``): a crashed write's leftovers are removed, a user's ``.tmp-*`` never.
+
+    Example:
+        >>> key = b"k" * 32
+        >>> is_temp(key, temp_prefix(key) + "x"), is_temp(key, ".tmp-big.bin")
+        (True, False)
+    """
+    nonce = os.urandom(6).hex()
+    return f"{_TEMP}{nonce}{_temp_tag(key, nonce)}-"
+
+
+def is_temp(key: bytes, name: str) -> bool:
+    """Whether ``name`` was made by ``temp_prefix(key)``."""
+    if len(name) < _TEMP_LEN or not name.startswith(_TEMP) or name[_TEMP_LEN - 1] != "-":
+        return False
+    nonce, tag = name[len(_TEMP) : len(_TEMP) + 12], name[len(_TEMP) + 12 : _TEMP_LEN - 1]
+    return hmac.compare_digest(tag, _temp_tag(key, nonce))
+
+
+def _temp_tag(key: bytes, nonce: str) -> str:
+    return hmac.new(key, b"temp\0" + nonce.encode(), hashlib.sha256).hexdigest()[:12]
+
+
+def _owner(key: bytes, name: str) -> bytes:
+    return hmac.new(key, b"owner\0" + name.encode(), hashlib.sha256).digest()[:16]
 
 
 def _tag(key: bytes, name: str, payload: bytes) -> bytes:

@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from dualflow._tensor import Tensor
+from dualflow.checkpoint_reader import NpzArchive, decompression_limit
 from dualflow.device import get_array_module, send
 from dualflow.errors import CheckpointError
 
@@ -64,7 +65,11 @@ def save(obj: Any, path: PathLike | BinaryIO) -> None:
     text = json.dumps(manifest, allow_nan=True, separators=(",", ":"))
     arrays[_MANIFEST_KEY] = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
     if hasattr(path, "write"):
-        _write_npz(path, arrays)
+        try:
+            _write_npz(path, arrays)
+        except OSError as exc:
+            where = getattr(path, "name", "<file object>")
+            raise CheckpointError(f"cannot write checkpoint to {where!r}: {exc}") from exc
         return
     _atomic_write(os.fspath(path), arrays)
 
@@ -89,9 +94,11 @@ def _atomic_write(path: str, arrays: dict[str, np.ndarray]) -> None:
             file.flush()
             os.fsync(file.fileno())  # the rename must not publish data still in the page cache
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.remove(tmp)
+        if isinstance(exc, OSError):  # a full disk, a quota, an I/O error: what save promises
+            raise CheckpointError(f"cannot write checkpoint {path!r}: {exc}") from exc
         raise
 
 
@@ -263,20 +270,24 @@ def check_cast(value: Any, dtype: Any, where: str) -> None:
 
 
 # ----- load ----------------------------------------------------------------------------------
-def load(path: PathLike | BinaryIO) -> Any:
+def load(path: PathLike | BinaryIO, max_bytes: int | None = None) -> Any:
     """Read a checkpoint written by :func:`save`; tensor leaves come back as CPU Tensors.
 
     Args:
         path: the checkpoint file, or a readable binary file object positioned at one (read to
             its end into memory first, then verified as a file is).
+        max_bytes: the most bytes its arrays may take once decompressed (default
+            ``$DUALFLOW_CHECKPOINT_MAX_GB`` GiB, else 4 GiB): checked against the sizes the
+            archive declares before reading, and against each array while it is read.
 
     Returns:
         The saved structure: dicts, lists and tuples as saved, Tensors (with their
         ``requires_grad`` flag), numpy arrays, numpy scalars and plain Python values.
 
     Raises:
-        CheckpointError: the file is missing, truncated, corrupted, not an ``.npz`` or has no
-            dualflow manifest; the message names the file and the problem.
+        CheckpointError: the file is missing, truncated, corrupted, not an ``.npz``, has no
+            dualflow manifest or is larger than ``max_bytes`` uncompressed; the message names
+            the file and the problem.
 
     Example:
         >>> import os, tempfile, numpy as np, dualflow
@@ -285,6 +296,7 @@ def load(path: PathLike | BinaryIO) -> Any:
         >>> dualflow.load(path)
         {'xs': [array([0, 1, 2]), None]}
     """
+    limit = decompression_limit(max_bytes)
     if hasattr(path, "read"):
         source: Any = io.BytesIO(path.read())
         path = str(getattr(path, "name", "<file object>"))
@@ -301,7 +313,7 @@ def load(path: PathLike | BinaryIO) -> Any:
             f"signature; first bytes {signature!r})"
         )
     try:
-        with np.load(source, allow_pickle=False) as npz:
+        with NpzArchive(source, path, limit) as npz:
             manifest = _read_manifest(npz, path)
             return _decode(manifest["root"], npz, path)
     except CheckpointError:

@@ -22,7 +22,19 @@ MAX_LINES = 400
 
 # Bottom to top: a unit may import its own layer and the layers before it.
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("bottom", ("errors", "_config", "_memory", "dtypes", "device", "disk_trust", "disk_cache")),
+    (
+        "bottom",
+        (
+            "errors",
+            "_config",
+            "_memory",
+            "dtypes",
+            "device",
+            "disk_trust",
+            "disk_trim",
+            "disk_cache",
+        ),
+    ),
     ("arguments", ("arguments", "cuda")),  # argument checks; the torch.cuda-style device queries
     ("kernels", ("kernels",)),
     ("ops", ("ops",)),
@@ -32,7 +44,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The Tensor, its methods, its autograd engine and its factories are one unit (DESIGN's
     # tensor/autograd layer): Tensor.backward runs the engine, the engine builds Tensors.
     ("tensor/autograd", ("tensor",)),
-    ("data", ("data", "serialization", "utils")),  # utils: dualflow.data under torch's name
+    (
+        "data",
+        ("data", "checkpoint_reader", "serialization", "utils"),
+    ),  # utils: dualflow.data under torch's name
     ("distributed", ("distributed",)),
     ("tracer", ("tracer",)),
     ("nn/optim", ("nn", "optim")),

@@ -25,10 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from dualflow._config import env_flag
 from dualflow.disk_cache import open_store
 
 ENV = "DUALFLOW_BACKGROUND_COMPILE"
-_enabled = os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+_enabled = env_flag(ENV, default=True)
 _paused = 0  # ``synchronous()`` depth: ``cache warm`` compiles its kernels itself
 _worker: list[Worker] = []
 _worker_lock = threading.Lock()

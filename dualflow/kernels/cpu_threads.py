@@ -41,13 +41,18 @@ class _Worker:
         _IN_WORKER.active = True  # a kernel inside a part runs its own parts serially
         while True:
             self.ready.acquire()
-            try:
-                for job in self.jobs:
-                    job()
-            except BaseException as exc:  # handed back to the caller, which re-raises it
-                self.error = exc
-            self.jobs = ()
+            self._run()
             self.done.set()
+
+    def _run(self) -> None:
+        """The jobs handed over, in a frame of their own: when it returns nothing refers to
+        them (a loop variable in ``_loop`` kept the last job, its arrays, until the next call)."""
+        jobs, self.jobs = self.jobs, ()
+        try:
+            for job in jobs:
+                job()
+        except BaseException as exc:  # handed back to the caller, which re-raises it
+            self.error = exc
 
     def start(self, jobs: Sequence[Callable[[], None]]) -> None:
         self.done.wait()  # parts an interrupted call left running finish first (else no wait)

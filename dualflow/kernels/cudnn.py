@@ -15,15 +15,16 @@ from typing import Any
 
 import numpy as np
 
+from dualflow._config import env_flag
 from dualflow.kernels.im2col import Pair, out_size
 
 # Tests (and users chasing a discrepancy) switch cuDNN off to force the xp path.
-ENABLED = os.environ.get("DUALFLOW_CUDNN", "1") != "0"
+ENABLED = env_flag("DUALFLOW_CUDNN", default=True)
 # cuDNN's default math lets float32 convolutions run as TF32 on compute capability ≥ 8.0 (10-bit
 # mantissas, ~1e-3 relative error), and cupy's API cannot ask for its FMA-only math. So float32
 # convolutions there use cuDNN only if TF32 is off for the process (NVIDIA_TF32_OVERRIDE=0) or
 # accepted here (DUALFLOW_CUDNN_TF32=1); float16/float64 and pooling/batch norm are unaffected.
-ALLOW_TF32 = os.environ.get("DUALFLOW_CUDNN_TF32", "0") == "1"
+ALLOW_TF32 = env_flag("DUALFLOW_CUDNN_TF32")
 CALLS: Counter = Counter()  # cuDNN calls per op name: tests check which path ran
 REFUSED: Counter = Counter()  # calls cuDNN rejected at run time (the xp path ran instead)
 _FLOATS = ("float16", "float32", "float64")

@@ -14,7 +14,7 @@ import numpy as np
 
 from dualflow._config import config
 from dualflow.errors import DTypeError, NumericalError, user_frame, with_location
-from dualflow.ops.arithmetic import cast, equal, exp, log, sqrt, where
+from dualflow.ops.arithmetic import abs, cast, equal, exp, log, sqrt, where
 from dualflow.ops.axes import canonical_axis, normalize_axes, reduced_shape
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
@@ -267,14 +267,17 @@ def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
 
 
 def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
-    """``log(sum(exp(x)))`` over ``axis``, stable for large inputs.
+    """``log(sum(exp(x)))`` over ``axis``, stable for large inputs; as PyTorch, a slice of all
+    ``-inf`` gives ``-inf`` and one holding ``+inf`` gives ``+inf`` (gradient NaN at both).
 
     Example:
         >>> from dualflow import ops
-        >>> round(ops.logsumexp([0.0, 0.0]).item(), 4)
-        0.6931
+        >>> round(ops.logsumexp([0.0, 0.0]).item(), 4), ops.logsumexp([-np.inf, -np.inf]).item()
+        (0.6931, -inf)
     """
     peak = apply(StopGradient, max(x, axis, keepdims=True))
+    # an infinite peak would make x - peak NaN: shift by 0 there instead (torch masks it too)
+    peak = where(equal(abs(peak), np.inf), 0.0, peak)
     out = log(sum(exp(x - peak), axis, keepdims=True)) + peak
     if keepdims:
         return out

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from dualflow.errors import CompileError
+from dualflow._config import env_flag, user_path
+from dualflow.errors import CompileError, ConfigError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.graph_ir.printer import print_graph
 from dualflow.graph_ir.verify import verify
@@ -83,12 +84,17 @@ def resolve_passes(spec: str | tuple[str, ...] | list[str] | None = None) -> tup
     ``spec`` is "O0"/"O1"/"O2"/"exact", a comma-separated list ("dce,cse", the ``DUALFLOW_PASSES``
     format), a sequence of names, or None (``DUALFLOW_PASSES`` when set, else O2).
 
+    Raises:
+        ConfigError: an unknown pass name; the message names the setting it came from.
+
     Example:
         >>> resolve_passes("O1"), resolve_passes("cse, dce"), resolve_passes(())
         (('dce', 'cse'), ('cse', 'dce'), ())
     """
+    setting = f"passes={spec!r}"
     if spec is None:
         spec = os.environ.get("DUALFLOW_PASSES") or "O2"
+        setting = f"DUALFLOW_PASSES={spec!r}"
     if isinstance(spec, str):
         text = spec.strip()
         spec = PIPELINES[text] if text in PIPELINES else [s.strip() for s in text.split(",")]
@@ -99,8 +105,8 @@ def resolve_passes(spec: str | tuple[str, ...] | list[str] | None = None) -> tup
             PASSES[name] = load_pass(name)  # a pass module no pipeline names
     unknown = [n for n in names if n not in PASSES]
     if unknown:
-        raise ValueError(
-            f"unknown pass name(s) {unknown}; known passes: {sorted(PASSES)} "
+        raise ConfigError(
+            f"{setting}: unknown pass name(s) {unknown}; known passes: {sorted(PASSES)} "
             f"(pipelines: {sorted(PIPELINES)})"
         )
     return names
@@ -162,9 +168,9 @@ def run_passes(
         (0, [('dce', 1, 0), ('cse', 0, 0)])
     """
     names = resolve_passes(passes)
-    check = verify_each or os.environ.get("DUALFLOW_VERIFY_PASSES", "") not in ("", "0")
+    check = verify_each or env_flag("DUALFLOW_VERIFY_PASSES")
     dump = dump_dir if dump_dir is not None else os.environ.get("DUALFLOW_DUMP_IR") or None
-    directory = Path(dump) if dump else None
+    directory = user_path(dump) if dump else None
     _dump(directory, 0, "input", graph, keep)
     stats: list[PassStats] = []
     for index, name in enumerate(names, start=1):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import os
 import threading
 import time
 import warnings
@@ -18,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow._config import config
-from dualflow.errors import TracingError
+from dualflow._config import config, env_flag
+from dualflow.errors import ConfigError, TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
 from dualflow.tracer import collective_agreement, pytree
@@ -35,7 +34,7 @@ from dualflow.tracer.tracing_run import trace_call
 
 _MISS: Any = object()
 
-_disabled = [os.environ.get("DUALFLOW_DISABLE_COMPILE", "") not in ("", "0")]
+_disabled = [env_flag("DUALFLOW_DISABLE_COMPILE")]
 
 
 def disable_compile(disabled: bool = True) -> None:
@@ -63,6 +62,14 @@ class Stats:
     retrace_reasons: list[str] = field(default_factory=list)
 
 
+def _check_settings(max_traces: Any, fallback: Any) -> None:
+    """``compile``'s own settings, checked where they are set (a ConfigError naming each)."""
+    if isinstance(max_traces, bool) or not isinstance(max_traces, int) or max_traces < 0:
+        raise ConfigError(f"compile: max_traces={max_traces!r} must be an int >= 0")
+    if fallback not in ("eager", "error"):
+        raise ConfigError(f"compile: fallback must be 'eager' or 'error', got {fallback!r}")
+
+
 class CompiledFunction:
     """A function compiled by ``@dualflow.compile``; call it like the original."""
 
@@ -74,8 +81,7 @@ class CompiledFunction:
         fallback: str = "eager",
         cache_dir: Any = None,
     ) -> None:
-        if fallback not in ("eager", "error"):
-            raise ValueError(f"fallback must be 'eager' or 'error', got {fallback!r}")
+        _check_settings(max_traces, fallback)
         functools.update_wrapper(self, fn, updated=())  # a Module's __dict__ stays its own
         # None: DUALFLOW_PASSES or the default pipeline (O2); resolved now so typos fail early
         self.passes = resolve_passes(passes)
@@ -379,5 +385,6 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
         ([6.0, 8.0], 1)
     """
     if fn is None:
+        _check_settings(max_traces, fallback)  # at the decorator's line, not the function's
         return lambda f: CompiledFunction(f, max_traces, passes, fallback, cache_dir)
     return CompiledFunction(fn, max_traces, passes, fallback, cache_dir)

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from dualflow._config import user_path
 from dualflow.device import Device
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats, run_passes
@@ -27,7 +28,7 @@ def _dump_dir(name: str) -> Path | None:
     if not root:
         return None
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:80]
-    return Path(root) / f"{next(_DUMPS):03d}-{safe}"
+    return user_path(root) / f"{next(_DUMPS):03d}-{safe}"
 
 
 def build_plan(

@@ -24,9 +24,11 @@ from typing import Any
 import numpy as np
 
 import dualflow
-from dualflow._config import cache_dir
+from dualflow._config import cache_dir, user_path
 from dualflow.disk_cache import Store, open_store
-from dualflow.disk_trust import MAX_ENTRY, Untrusted, make_private, read_regular
+from dualflow.disk_trim import ENTRY_FILES, discard, plan_entry
+from dualflow.disk_trust import MAX_ENTRY, Untrusted, make_private, read_regular, temp_prefix
+from dualflow.errors import ConfigError
 from dualflow.graph_ir.ir import Graph
 from dualflow.graph_ir.json_format import graph_from_data, graph_to_data
 from dualflow.graph_ir.printer import print_graph
@@ -52,7 +54,10 @@ def plan_cache_dir(option: str | os.PathLike | bool | None) -> Path | None:
     """Where plans are cached: ``cache_dir=`` of compile, else ``$DUALFLOW_PLAN_CACHE``.
 
     ``True`` or ``"1"`` mean the default ``plans`` folder under ``_config.cache_dir()``;
-    None/False/"" mean off.
+    None/False/"" mean off; ``~`` is expanded.
+
+    Raises:
+        ConfigError: ``option`` is neither a path nor a bool.
 
     Example:
         >>> plan_cache_dir(False) is None, plan_cache_dir("/tmp/p").name
@@ -64,7 +69,11 @@ def plan_cache_dir(option: str | os.PathLike | bool | None) -> Path | None:
         return None
     if option is True or option == "1":
         return cache_dir() / "plans"
-    return Path(option)
+    if not isinstance(option, (str, os.PathLike)):
+        raise ConfigError(
+            f"cache_dir={option!r} must be a folder (str or os.PathLike), True, False or None"
+        )
+    return user_path(option)
 
 
 @functools.lru_cache(maxsize=1)
@@ -278,21 +287,23 @@ def store(directory: Path, key: str, trace: Trace, roots: dict, files: set[str])
     text = print_graph(trace.graph)  # also names the entry: same graph, same folder
     name = f"{key}/{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     entry = cache.directory / name
-    if entry.is_dir() and not entry.is_symlink():
-        return entry
-    if os.path.lexists(entry):  # a link or a file where the entry goes: not an entry
-        os.unlink(entry)
+    if os.path.lexists(entry):
+        if plan_entry(cache.root.key, cache.directory, name) is not None:
+            return entry  # stored already (by this or another process)
+        # a link, a file or a folder this cache did not write: the user's, never removed
+        raise NotCacheable(f"{entry} exists and is not an entry of the plan cache; left alone")
     contents: dict[str, bytes] = {}
     meta["forward"] = _graph_files(trace.graph, "forward", contents)
     if trace.backward is not None:
         meta["backward"]["graph"] = _graph_files(trace.backward.graph, "backward", contents)
     contents["meta.json"] = json.dumps(meta).encode()
+    assert contents.keys() <= ENTRY_FILES  # what the trim knows as an entry's files
     make_private(entry.parent)
-    staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".tmp-"))
+    # the staging folder's name and the signed files mark them as the cache's (disk_trim)
+    staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=temp_prefix(cache.root.key)))
     try:
         for file, payload in contents.items():  # signed under the entry's final name
-            signed = payload if file.endswith(".graph") else cache.signed(f"{name}/{file}", payload)
-            (staging / file).write_bytes(signed)
+            (staging / file).write_bytes(cache.signed(f"{name}/{file}", payload))
         os.replace(staging, entry)  # atomic: readers see a whole entry or none
     except OSError:
         shutil.rmtree(staging, ignore_errors=True)
@@ -336,7 +347,6 @@ def _is_folder(item: os.DirEntry) -> bool:
 
 
 def _load_entry(cache: Store, name: str) -> tuple[dict[str, Any], Any, Any] | None:
-    entry = cache.directory / name
     try:
         raw = cache.load(f"{name}/meta.json", _MAX_META)
         if raw is None:
@@ -346,7 +356,7 @@ def _load_entry(cache: Store, name: str) -> tuple[dict[str, Any], Any, Any] | No
         if pytree.count_leaves(meta["structure"]) != len(meta["leaf_index"]):
             raise ValueError("the output structure does not match the outputs")
         if any(_file_hash(p) != h for p, h in meta["files"].items()):
-            shutil.rmtree(entry, ignore_errors=True)  # the user's code changed
+            discard(cache.root.key, cache.directory, name)  # the user's code changed
             return None
         forward = _load_graph(cache, f"{name}/forward", meta["forward"])
         backward = None
@@ -361,5 +371,5 @@ def _load_entry(cache: Store, name: str) -> tuple[dict[str, Any], Any, Any] | No
     # stored plan crash the call: whatever fails to decode or verify means "trace instead".
     except Exception as exc:
         cache.damaged(name, f"{type(exc).__name__}: {exc}")
-    shutil.rmtree(entry, ignore_errors=True)  # rebuilt by the next store
+    discard(cache.root.key, cache.directory, name)  # rebuilt by the next store (if it was ours)
     return None

@@ -137,11 +137,12 @@ def save_checkpoint(state: dict[str, Any], path: str | os.PathLike) -> None:
     save(state, path)
 
 
-def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint`.
+def load_checkpoint(path: str | os.PathLike, max_bytes: int | None = None) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint` (``max_bytes``: the decompression
+    limit of ``dualflow.load``).
 
     Raises:
-        CheckpointError: the file is missing, corrupted or not a training checkpoint.
+        CheckpointError: the file is missing, corrupted, too large or not a training checkpoint.
 
     Example:
         >>> import os, tempfile
@@ -152,7 +153,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         >>> load_checkpoint(path)["loop"]
         {'epoch': 1}
     """
-    state = load(path)
+    state = load(path, max_bytes=max_bytes)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(f"{os.fspath(path)!r} is not a dualflow training checkpoint")
     return state

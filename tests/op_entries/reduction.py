@@ -44,8 +44,23 @@ def _ties(rng: np.random.Generator) -> list[Sample]:
 
 def _lse_ref(x: np.ndarray, axis: object = None, keepdims: bool = False) -> np.ndarray:
     m = np.max(x, axis=axis, keepdims=True)
-    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    m = np.where(np.isinf(m), 0.0, m).astype(x.dtype)  # torch.logsumexp masks an infinite max
+    with np.errstate(divide="ignore"):
+        out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
     return out if keepdims else np.squeeze(out, axis=axis)
+
+
+def _lse_infinite(rng: np.random.Generator) -> list[Sample]:
+    """Slices of all -inf give -inf (not NaN), one holding +inf gives +inf, as in PyTorch."""
+    x = rng.normal(size=(4, 3))
+    x[0] = -np.inf
+    x[1, 0] = -np.inf
+    x[2, 1] = np.inf
+    return [
+        Sample((x, 1), name="rows"),
+        Sample((x[:1],), name="all"),
+        Sample((x[:2].T, 0), {"keepdims": True}, name="columns-keepdims"),
+    ]
 
 
 ENTRIES = [
@@ -72,6 +87,14 @@ ENTRIES = [
     OpInfo("var", ops.var, np.var, _reduce_samples(), composite=True),
     OpInfo("std", ops.std, np.std, _reduce_samples(), composite=True),
     OpInfo("logsumexp", ops.logsumexp, _lse_ref, _reduce_samples(), composite=True),
+    OpInfo(
+        "logsumexp_infinite",
+        ops.logsumexp,
+        _lse_ref,
+        _lse_infinite,
+        differentiable=False,
+        composite=True,
+    ),
     OpInfo(
         "stop_gradient",
         ops.stop_gradient,

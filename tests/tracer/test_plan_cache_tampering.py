@@ -187,7 +187,11 @@ def test_entry_linked_out_of_the_cache(plans: Path, tmp_path: Path) -> None:
     outside = tmp_path / "outside"
     shutil.move(folder, outside)
     folder.symlink_to(outside)
-    ignored_then_rebuilt(plans, warns=False)  # a link is not an entry: skipped unread
+    before = sorted(p.name for p in outside.iterdir())
+    again = call_again(plans)  # a link is not an entry: skipped unread
+    # nor the cache's: left where it is (never followed, never removed), the plan not stored
+    assert "not an entry of the plan cache" in again.history[0].cache_note
+    assert folder.is_symlink() and sorted(p.name for p in outside.iterdir()) == before
 
 
 def test_world_writable_plan_folder_is_not_used(
