@@ -286,7 +286,8 @@ class MultiNodeOptimizer:
         self.optimizer.step()
         # The ranks compare this count at every layout check, every compiled call's vote and at
         # exit: a rank that skipped step() (after its backward already averaged) is caught there.
-        self.comm.optimizer_steps += 1
+        # It is a tensor write, so a compiled step's plan counts too, and a failed call undoes it.
+        self.comm.count_optimizer_step()
         return loss
 
     def __repr__(self) -> str:
