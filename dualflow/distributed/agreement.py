@@ -238,8 +238,8 @@ def failure_message(comm: Any, everyone: list[Position]) -> str:
         >>> everyone = [Position(3, KIND_COLLECTIVE, "bcast root=0 float32[2]", "a.py:1"),
         ...             Position(3, KIND_COLLECTIVE, "bcast root=0 float32[2]", "a.py:1", FAILED,
         ...                      "rank 1's array is read-only")]
-        >>> print(failure_message(C(), everyone).replace("; ", ";\n"))
-        collective #3 bcast root=0 float32[2] at a.py:1 cannot run: rank 1's array is read-only;
+        >>> for part in failure_message(C(), everyone).split("; "): print(part)
+        collective #3 bcast root=0 float32[2] at a.py:1 cannot run: rank 1's array is read-only
         no data moved on any rank (this is rank 1)
     """
     failed = [r for r, p in enumerate(everyone) if p.flag >= FAILED]
