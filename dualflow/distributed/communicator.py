@@ -255,7 +255,7 @@ class Communicator:
             if out is not None:
                 raise ValueError("allreduce: out= takes arrays, not Tensors; use ops.assign")
             return ops.allreduce(array, self, op)
-        source = get_array_module(array).ascontiguousarray(array)
+        source = _contiguous(array)
         if out is None or op not in REDUCTIONS:
             result = self.allreduce_array(source, op)
             if out is None:
@@ -303,7 +303,7 @@ class Communicator:
         return self._blocking(text, self._bcast_into, obj, root, problem=problem)
 
     def _bcast_into(self, array: Any, root: int) -> Any:
-        buffer = get_array_module(array).ascontiguousarray(array)
+        buffer = _contiguous(array)
         self._bcast_array(buffer, root)
         if buffer is not array and self.rank != root:  # a non-contiguous receiver
             array[...] = buffer
@@ -337,8 +337,7 @@ class Communicator:
         token = self._arm(position)  # the layouts agree: the broadcasts pair up one to one
         try:
             for _, t in tensors:
-                xp = get_array_module(t._array)
-                buffer = xp.ascontiguousarray(t._array)
+                buffer = _contiguous(t._array)
                 self._bcast_array(buffer, root)
                 if buffer is not t._array:
                     t._array[...] = buffer
@@ -361,6 +360,14 @@ class Communicator:
 
 def _is_array(obj: Any) -> bool:
     return isinstance(obj, np.ndarray) or hasattr(obj, "__cuda_array_interface__")
+
+
+def _contiguous(array: Any) -> Any:
+    """``array`` itself when C-contiguous, else a contiguous copy of the same shape
+    (``ascontiguousarray`` alone turns a 0-d array into shape (1,))."""
+    xp = get_array_module(array)
+    array = xp.asarray(array)
+    return array if array.flags.c_contiguous else xp.ascontiguousarray(array)
 
 
 def _like(array: Any) -> str:
