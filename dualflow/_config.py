@@ -151,5 +151,5 @@ ENVIRONMENT = {
     "of a worker process (the blocked evaluator runs them until the worker's are ready)",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
     "DUALFLOW_COLLECTIVE_TIMEOUT": "seconds a collective waits for the other ranks before the "
-    "watchdog aborts the job (default 300; per communicator: comm.timeout)",
+    "watchdog aborts the job: a finite number > 0 (default 300; per communicator: comm.timeout)",
 }

@@ -36,7 +36,8 @@ class Communicator:
     """A group of ``size`` ranks; this object is rank ``rank``. Every call is collective.
 
     ``timeout`` (seconds; default ``DUALFLOW_COLLECTIVE_TIMEOUT`` or 300) is how long a
-    collective may wait for the other ranks before the watchdog aborts the job; set it any time.
+    collective may wait for the other ranks before the watchdog aborts the job; set it any time
+    (a finite number > 0, checked at the assignment).
 
     Example:
         >>> from dualflow.distributed import create_communicator
@@ -68,10 +69,19 @@ class Communicator:
         """How many multi-node optimizer ``step()`` calls this rank committed on this group."""
         return int(self.step_counter._array)  # the array itself: no trace reads it
 
-    def count_optimizer_step(self) -> None:
-        """One more committed ``step()`` (an in-place write a compiled step records)."""
+    def count_optimizer_step(self, like: Any = None) -> None:
+        """One more committed ``step()`` (an in-place write a compiled step records).
+
+        ``like`` (a parameter) puts the count on its device at the first step: a compiled plan
+        runs on one device.
+        """
+        counter = self.step_counter
+        if like is not None:
+            xp = get_array_module(like._array)
+            if get_array_module(counter._array) is not xp:
+                counter = self.step_counter = Tensor(xp.asarray(counter._array))
         with no_grad():
-            ops.assign(self.step_counter, ops.add(self.step_counter, 1))
+            ops.assign(counter, ops.add(counter, 1))
 
     # ----- what a subclass implements ---------------------------------------------------------
     def _allreduce_sum(self, array: Any) -> Any:

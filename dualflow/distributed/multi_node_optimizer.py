@@ -287,7 +287,9 @@ class MultiNodeOptimizer:
         # The ranks compare this count at every layout check, every compiled call's vote and at
         # exit: a rank that skipped step() (after its backward already averaged) is caught there.
         # It is a tensor write, so a compiled step's plan counts too, and a failed call undoes it.
-        self.comm.count_optimizer_step()
+        groups = self.optimizer.param_groups
+        first = next((g["params"][0] for g in groups if g["params"]), None)
+        self.comm.count_optimizer_step(first)
         return loss
 
     def __repr__(self) -> str:
