@@ -26,6 +26,7 @@ from dualflow.distributed.agreement import (
     call_site,
     describe_array,
 )
+from dualflow.distributed.layout import compare_structure
 from dualflow.distributed.pending import PendingAllreduce
 from dualflow.distributed.watchdog import Timeout
 from dualflow.errors import CommunicatorError
@@ -342,7 +343,7 @@ class Communicator:
         mine = [(name, tuple(t.shape), str(t.dtype)) for name, t in tensors]
         everyone = self.allgather(mine)
         for rank, theirs in enumerate(everyone):
-            _compare_structure(everyone[root], theirs, root, rank)
+            compare_structure(everyone[root], theirs, root, rank)
         position = self.ledger.count(KIND_COLLECTIVE, f"bcast_params root={root}", call_site())
         token = self._arm(position)  # the layouts agree: the broadcasts pair up one to one
         try:
@@ -382,23 +383,3 @@ def _contiguous(array: Any) -> Any:
 
 def _like(array: Any) -> str:
     return describe_array("", array).strip()
-
-
-def _compare_structure(root_list: list, other: list, root: int, rank: int) -> None:
-    """Raise CommunicatorError naming the first (name, shape, dtype) where ``other`` differs."""
-    for index in range(max(len(root_list), len(other))):
-        want = root_list[index] if index < len(root_list) else None
-        got = other[index] if index < len(other) else None
-        if want != got:
-            raise CommunicatorError(
-                f"bcast_params: rank {rank}'s model differs from rank {root}'s at parameter "
-                f"#{index}: rank {root} has {_describe(want)}, rank {rank} has {_describe(got)}; "
-                "build the same model on every rank"
-            )
-
-
-def _describe(entry: tuple | None) -> str:
-    if entry is None:
-        return "nothing"
-    name, shape, dtype = entry
-    return f"{name!r} {shape} {dtype}"
