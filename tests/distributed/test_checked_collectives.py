@@ -13,6 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dualflow
+from dualflow import ops
 from dualflow.distributed import run_loopback
 from dualflow.distributed.agreement import CollectiveMismatch
 from dualflow.errors import CommunicatorError
@@ -156,3 +158,18 @@ def test_random_shapes_and_dtypes_agree_or_fail_together(specs: list, bcast: boo
 def test_mismatches_are_collective_mismatch_errors() -> None:
     with pytest.raises(CollectiveMismatch):
         run_loopback(lambda comm: comm.bcast(np.zeros(comm.rank + 1)), 2)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_a_0d_allreduce_keeps_its_shape(compiled: bool) -> None:
+    def body(comm: Any) -> Any:
+        def mean(x: Any) -> Any:
+            return ops.allreduce(x, comm, "mean")
+
+        fn = dualflow.compile(mean) if compiled else mean
+        loss = dualflow.tensor(np.float32(comm.rank + 1))
+        return [fn(loss * k) for k in (1, 2)], comm.allreduce(np.array(comm.rank + 1.0))
+
+    for results, raw in run_loopback(body, 2):
+        assert [r.shape for r in results] == [(), ()] and raw.shape == ()
+        assert [r.item() for r in results] == [1.5, 3.0] and raw.item() == 3.0
