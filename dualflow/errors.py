@@ -50,6 +50,12 @@ class ArgumentError(DualflowError, ValueError):
     """A public constructor got an argument of the wrong type or out of its range."""
 
 
+class ConfigError(DualflowError, ValueError):
+    """A setting (an environment variable, or an argument or attribute that configures dualflow)
+    holds a value outside what it accepts; the message names the setting, the value and the
+    accepted range."""
+
+
 class CommunicatorError(DualflowError, RuntimeError):
     """A distributed communicator failed or ranks disagree."""
 

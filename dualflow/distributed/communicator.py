@@ -48,7 +48,7 @@ class Communicator:
     """
 
     name = "base"
-    timeout = Timeout()  # validated on every assignment (ArgumentError naming the range)
+    timeout = Timeout()  # validated on every assignment (ConfigError naming the range)
 
     def __init__(self, rank: int, size: int, timeout: float | None = None) -> None:
         name = type(self).__name__

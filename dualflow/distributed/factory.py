@@ -36,7 +36,7 @@ def create_communicator(
 
     Raises:
         CommunicatorError: mpi4py, or for nccl cupy and a GPU, are missing.
-        ArgumentError: ``timeout`` (or ``DUALFLOW_COLLECTIVE_TIMEOUT``) is not a finite
+        ConfigError: ``timeout`` (or ``DUALFLOW_COLLECTIVE_TIMEOUT``) is not a finite
             number of seconds > 0.
 
     Example:

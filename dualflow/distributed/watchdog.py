@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments
-from dualflow.errors import ArgumentError
+from dualflow.errors import ArgumentError, ConfigError, user_frame, with_location
 
 DEFAULT_TIMEOUT = 300.0
 TIMEOUT_RANGE = "must be a finite number of seconds > 0"
@@ -35,7 +35,7 @@ def default_timeout() -> float:
     """``DUALFLOW_COLLECTIVE_TIMEOUT`` in seconds (default 300): a communicator's initial timeout.
 
     Raises:
-        ArgumentError: the variable is set but not a finite number > 0 (``inf`` and ``nan``
+        ConfigError: the variable is set but not a finite number > 0 (``inf`` and ``nan``
             would switch the watchdog off).
 
     Example:
@@ -50,24 +50,30 @@ def default_timeout() -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise ArgumentError(f"{ENV} {TIMEOUT_RANGE}, got {text!r}")
+        raise ConfigError(f"{ENV}={text!r} {TIMEOUT_RANGE}")
     return value
 
 
 def checked_timeout(owner: str, timeout: Any) -> float:
     """A collective timeout in seconds: ``default_timeout()`` for None, else a finite number
-    > 0 (``ArgumentError`` naming ``owner``'s ``timeout`` and the range otherwise).
+    > 0 (``ConfigError`` naming ``owner``'s ``timeout``, the value and the range otherwise).
 
     Example:
         >>> checked_timeout("LoopbackHub", 2)
         2.0
+        >>> try:
+        ...     checked_timeout("MpiCommunicator", "5")
+        ... except ConfigError as exc:
+        ...     print(str(exc).split(" must ")[0])
+        MpiCommunicator.timeout='5'
     """
     if timeout is None:
         return default_timeout()
     try:
         return arguments.real(owner, "timeout", timeout, 0.0, open_low=True)
     except ArgumentError:
-        raise arguments.fail(owner, "timeout", timeout, TIMEOUT_RANGE) from None
+        message = f"{owner}.timeout={timeout!r} {TIMEOUT_RANGE}"
+        raise ConfigError(with_location(message, user_frame())) from None
 
 
 class Timeout:

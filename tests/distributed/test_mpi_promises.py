@@ -69,8 +69,7 @@ def test_a_bad_timeout_is_refused(job: tuple) -> None:
     _, seen = job
     for rank in (0, 1):
         assert seen[rank]["timeout"].startswith(
-            "ArgumentError: MpiCommunicator: timeout must be a finite number of seconds > 0, "
-            "got '5'"
+            "ConfigError: MpiCommunicator.timeout='5' must be a finite number of seconds > 0"
         )
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from dualflow.distributed import create_communicator
 from dualflow.distributed.watchdog import Watchdog
-from dualflow.errors import ArgumentError
+from dualflow.errors import ConfigError
 
 BAD = ["5", math.nan, math.inf, -math.inf, 0, -1.0, True, [3.0], np.array([1.0, 2.0])]
 
@@ -26,7 +26,7 @@ def test_a_bad_timeout_is_refused_where_it_is_set(owner: str, value: Any) -> Non
     comm = create_communicator("loopback", timeout=7)
     target = comm if owner == "comm" else comm.hub
     name = type(target).__name__
-    with pytest.raises(ArgumentError, match=rf"{name}: timeout must be a finite number of seconds"):
+    with pytest.raises(ConfigError, match=rf"{name}.timeout=.* must be a finite number of seconds"):
         target.timeout = value
     assert target.timeout == (7.0 if owner == "comm" else 300.0)  # unchanged
 
@@ -47,8 +47,8 @@ def test_the_environment_variable_is_refused_unless_finite_and_positive(
 ) -> None:
     monkeypatch.setenv("DUALFLOW_COLLECTIVE_TIMEOUT", text)
     with pytest.raises(
-        ArgumentError,
-        match=rf"DUALFLOW_COLLECTIVE_TIMEOUT must be a finite number of seconds > 0, got '{text}'",
+        ConfigError,
+        match=rf"DUALFLOW_COLLECTIVE_TIMEOUT='{text}' must be a finite number of seconds > 0",
     ):
         create_communicator("loopback")
 
