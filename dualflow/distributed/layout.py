@@ -73,12 +73,12 @@ def compare_structure(root_list: list, other: list, root: int, rank: int) -> Non
         if want != got:
             raise CommunicatorError(
                 f"bcast_params: rank {rank}'s model differs from rank {root}'s at parameter "
-                f"#{index}: rank {root} has {_describe(want)}, rank {rank} has {_describe(got)}; "
+                f"#{index}: rank {root} has {_entry(want)}, rank {rank} has {_entry(got)}; "
                 "build the same model on every rank"
             )
 
 
-def _describe(entry: tuple | None) -> str:
+def _entry(entry: tuple | None) -> str:
     if entry is None:
         return "nothing"
     name, shape, dtype = entry
