@@ -55,7 +55,6 @@ def test_a_late_failure_on_one_rank_fails_every_rank_in_that_call(fail_at: int) 
     assert outcomes0[:fail_at] == outcomes1[:fail_at] == ["ok"] * fail_at
     assert outcomes1[fail_at] == "ValueError: a late failure"
     assert outcomes0[fail_at].startswith("CommunicatorError: rank 1 failed in a compiled call")
-    assert "(ValueError: a late failure)" not in outcomes0[fail_at]  # not a mismatch...
     assert "ValueError: a late failure; this call cannot complete" in outcomes0[fail_at]
     # the ranks now differ: no later call may commit silently on either rank
     for later in outcomes0[fail_at + 1 :] + outcomes1[fail_at + 1 :]:
