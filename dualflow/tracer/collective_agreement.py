@@ -14,7 +14,8 @@ collectives votes FAILED there, so every rank raises in that same call instead o
 it and the other not (their parameters would then differ silently). The votes compare each rank's
 count of committed optimizer steps too; plans count steps like eager runs (a tensor write).
 
-``compiled.py`` calls ``call``, ``run_plan`` and ``going_eager`` at its plan-or-retrace points.
+``compiled.py`` calls ``call``, ``run_plan`` and ``going_eager`` at its plan-or-retrace points
+(and may call ``before_commit`` where an eager run commits).
 """
 
 from __future__ import annotations
@@ -173,8 +174,8 @@ def run_plan(fn: Any, trace: Any, inputs: list, state: list) -> Any:
     if voted_eager:
         _restore(state, saved)
         return EAGER_RUN
-    if result.failed_guard is None and current.voted:
-        _close(current)  # before the commit: a rank that failed in its plan fails them all
+    if result.failed_guard is None:
+        before_commit(fn)  # a rank that failed in its plan fails them all, before any commit
     return result
 
 
@@ -208,6 +209,19 @@ def _vote(state: _Call, flag: int, text: str, detail: str, comms: set[int]) -> i
             steps = f"after {getattr(comm, 'optimizer_steps', 0)} optimizer steps"
             top = max(top, comm.ledger.check(KIND_CALL, text, site, flag, detail, steps))
     return top
+
+
+def before_commit(fn: Any) -> None:
+    """This call of ``fn`` is about to commit: hold its closing vote now, so a rank that failed
+    makes every rank raise before any commits (a plan run calls it; so may an eager run that
+    commits atomically at its end). Otherwise ``call`` holds the vote when the call returns.
+
+    Example:
+        >>> before_commit(None)  # no call of a function that issues collectives: nothing to do
+    """
+    current = _current(fn) if fn is not None else None
+    if current is not None and current.voted and not current.closed:
+        _close(current)
 
 
 def _close(state: _Call) -> None:
