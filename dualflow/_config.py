@@ -236,5 +236,5 @@ ENVIRONMENT = {
     "DUALFLOW_CUDNN": "0 runs convolutions and pooling on GPU without cuDNN (read at import)",
     "DUALFLOW_CUDNN_TF32": "1 lets float32 convolutions use cuDNN where it would use TF32 math",
     "DUALFLOW_COLLECTIVE_TIMEOUT": "seconds a collective waits for the other ranks before the "
-    "watchdog aborts the job (default 300; per communicator: comm.timeout)",
+    "watchdog aborts the job: a finite number > 0 (default 300; per communicator: comm.timeout)",
 }

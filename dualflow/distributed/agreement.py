@@ -44,12 +44,14 @@ class Position:
     site: str
     flag: int = OK
     detail: str = ""
+    state: str = ""  # compared even where ``text`` need not match (a compiled call's step count)
 
     def describe(self) -> str:
         """``#12 allreduce mean float32[67] bucket 0 at train.py:30`` (and the detail)."""
+        state = f" {self.state}" if self.state else ""
         where = f" at {self.site}" if self.site else ""
         detail = f" ({self.detail})" if self.detail else ""
-        return f"#{self.seq} {self.text}{where}{detail}"
+        return f"#{self.seq} {self.text}{state}{where}{detail}"
 
 
 def call_site() -> str:
@@ -87,6 +89,22 @@ def describe_array(op: str, array: Any, reduction: str = "", bucket: int | None 
     return text if bucket is None else f"{text} bucket {bucket}"
 
 
+def array_problem(array: Any) -> str:
+    """Why ``array`` cannot travel as a buffer (``""`` if it can): its dtype has no fixed-size,
+    native-order numbers in it. Checked before any data moves, the same way on every backend.
+
+    Example:
+        >>> array_problem(np.zeros(2, np.float32)), array_problem(np.array([None]))
+        ('', 'dtype object cannot travel as a buffer: only bool and numbers can')
+    """
+    dtype = np.dtype(array.dtype)
+    if dtype.kind not in "biufc":
+        return f"dtype {dtype} cannot travel as a buffer: only bool and numbers can"
+    if not dtype.isnative:
+        return f"dtype {dtype.str} is not in this machine's byte order: convert it first"
+    return ""
+
+
 class Ledger:
     """The sequence counter of one communicator and the check every collective passes first.
 
@@ -120,8 +138,13 @@ class Ledger:
         site: str | None = None,
         flag: int = OK,
         detail: str = "",
+        state: str = "",
     ) -> int:
         """Compare this rank's next collective with every rank's; return the highest flag.
+
+        ``state`` must match on every rank even where ``text`` need not (a compiled call
+        voting eager); a ``FAILED`` flag with a ``detail`` is a rank that cannot take part
+        (bad arguments found before any data moved, or a failed compiled call).
 
         Raises:
             CommunicatorError: the ranks are at different collectives (every rank raises it,
@@ -130,10 +153,12 @@ class Ledger:
         note_collective(self.comm.comm_id)
         self.seq += 1
         where = call_site() if site is None else site
-        position = self.last = Position(self.seq, kind, text, where, flag, detail)
-        h = signature_hash(kind, text)
-        vector = np.array([flag, kind, -kind, h, -h, self.seq, -self.seq], np.int64)
+        position = self.last = Position(self.seq, kind, text, where, flag, detail, state)
+        h, s = signature_hash(kind, text), signature_hash(0, state)
+        vector = np.array([flag, kind, -kind, h, -h, self.seq, -self.seq, s, -s], np.int64)
         if self.comm.size == 1:
+            if flag >= FAILED and kind == KIND_COLLECTIVE:
+                raise CommunicatorError(failure_message(self.comm, [position]))
             return flag
         token = self.comm._arm(position)
         try:
@@ -141,6 +166,8 @@ class Ledger:
         finally:
             self.comm._disarm(token)
         same = top[1] == -top[2] and top[5] == -top[6]
+        # a failed rank's state (its step count, rolled back) need not match: it failed
+        same = same and (top[7] == -top[8] or top[0] >= FAILED)
         # a compiled call where some rank falls back: every rank falls back, plans need not match
         same = same and (top[3] == -top[4] or (kind == KIND_CALL and top[0] >= EAGER))
         if same and top[0] < FAILED:
@@ -189,6 +216,9 @@ def divergence_message(comm: Any, everyone: list[Position]) -> str:
     elif all(p.kind == KIND_CALL for p in everyone):
         hint = "compiled calls running different plans, or after different numbers of optimizer "
         hint += "steps: a branch taken or a step() skipped on some ranks?"
+    elif ops == {"bcast"} and len({p.kind for p in everyone}) == 1:
+        hint = "the same broadcast with different arguments: to receive root's array a rank "
+        hint += "passes one of its shape and dtype; for an object, any placeholder (None)"
     elif len(ops) == 1 and len({p.kind for p in everyone}) == 1:
         hint = "the same collective with different arguments: every rank must pass the same "
         hint += "shapes and dtypes"
@@ -200,9 +230,28 @@ def divergence_message(comm: Any, everyone: list[Position]) -> str:
 
 
 def failure_message(comm: Any, everyone: list[Position]) -> str:
-    """The text the other ranks raise when a rank failed inside a compiled call."""
+    """The text every rank raises when a rank cannot take part in a collective (its arguments
+    are wrong: nothing moved on any rank), or failed inside a compiled call.
+
+    Example:
+        >>> class C: rank, size, name = 1, 2, "mpi"
+        >>> everyone = [Position(3, KIND_COLLECTIVE, "bcast root=0 float32[2]", "a.py:1"),
+        ...             Position(3, KIND_COLLECTIVE, "bcast root=0 float32[2]", "a.py:1", FAILED,
+        ...                      "rank 1's array is read-only")]
+        >>> for part in failure_message(C(), everyone).split("; "): print(part)
+        collective #3 bcast root=0 float32[2] at a.py:1 cannot run: rank 1's array is read-only
+        no data moved on any rank (this is rank 1)
+    """
     failed = [r for r, p in enumerate(everyone) if p.flag >= FAILED]
-    detail = everyone[failed[0]].detail or "an exception"
+    first = everyone[failed[0]]
+    if first.kind == KIND_COLLECTIVE:
+        where = f" at {first.site}" if first.site else ""
+        problems = "; ".join(dict.fromkeys(everyone[r].detail for r in failed))
+        return (
+            f"collective #{first.seq} {first.text}{where} cannot run: {problems}; no data "
+            f"moved on any rank (this is rank {comm.rank})"
+        )
+    detail = first.detail or "an exception"
     return (
         f"{_rank_list(failed)} failed in a compiled call that issues collectives "
         f"({everyone[failed[0]].text} at {everyone[failed[0]].site}): {detail}; this call "

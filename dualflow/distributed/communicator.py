@@ -13,73 +13,32 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments, ops
+from dualflow._config import no_grad
 from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.distributed.agreement import (
+    FAILED,
     KIND_COLLECTIVE,
+    OK,
     Ledger,
     Position,
+    array_problem,
     call_site,
     describe_array,
 )
-from dualflow.distributed.watchdog import default_timeout
+from dualflow.distributed.layout import compare_structure
+from dualflow.distributed.pending import PendingAllreduce
+from dualflow.distributed.watchdog import Timeout
 from dualflow.errors import CommunicatorError
 from dualflow.ops.collective import REDUCTIONS, register_communicator
-
-
-class PendingAllreduce:
-    """A started all-reduce: ``wait()`` returns the result (the same array every call).
-
-    ``request`` is None when the transport ran it at once (loopback, NCCL, float16).
-    """
-
-    __slots__ = ("comm", "done", "finished", "position", "reduction", "request", "result", "source")
-
-    def __init__(self, comm: Any, request: Any, result: Any, source: Any, reduction: str):
-        # ``source`` keeps the array MPI reads alive until the wait, whatever the caller frees.
-        self.comm, self.request, self.result, self.source = comm, request, result, source
-        self.reduction, self.done, self.finished = reduction, request is None, False
-        self.position: Position | None = None
-
-    def test(self) -> bool:
-        """Make progress; True once the transfer finished (never blocks)."""
-        if not self.done and self.request.Test():
-            self.done = True
-        return self.done
-
-    def wait(self) -> Any:
-        """Block until done (under the watchdog); the reduced array."""
-        if not self.finished:
-            if not self.done:
-                token = self.comm._arm(self.position)
-                try:
-                    self.request.Wait()
-                finally:
-                    self.comm._disarm(token)
-            self.request, self.source, self.done, self.finished = None, None, True, True
-            if self.reduction == "mean":
-                self.result /= self.result.dtype.type(self.comm.size)
-        return self.result
-
-
-def checked_timeout(owner: str, timeout: Any) -> float:
-    """A collective timeout in seconds: ``default_timeout()`` for None, else a finite number
-    > 0 (ArgumentError naming ``owner`` otherwise).
-
-    Example:
-        >>> checked_timeout("LoopbackHub", 2)
-        2.0
-    """
-    if timeout is None:
-        return default_timeout()
-    return arguments.real(owner, "timeout", timeout, 0.0, open_low=True, what="seconds")
 
 
 class Communicator:
     """A group of ``size`` ranks; this object is rank ``rank``. Every call is collective.
 
     ``timeout`` (seconds; default ``DUALFLOW_COLLECTIVE_TIMEOUT`` or 300) is how long a
-    collective may wait for the other ranks before the watchdog aborts the job; set it any time.
+    collective may wait for the other ranks before the watchdog aborts the job; set it any time
+    (a finite number > 0, checked at the assignment).
 
     Example:
         >>> from dualflow.distributed import create_communicator
@@ -89,6 +48,7 @@ class Communicator:
     """
 
     name = "base"
+    timeout = Timeout()  # validated on every assignment (ConfigError naming the range)
 
     def __init__(self, rank: int, size: int, timeout: float | None = None) -> None:
         name = type(self).__name__
@@ -96,12 +56,33 @@ class Communicator:
         self.rank = arguments.integer(name, "rank", rank, minimum=0)
         if self.rank >= self.size:
             raise arguments.fail(name, "rank", rank, f"must be below the group size {size}")
-        self.timeout = checked_timeout(name, timeout)
+        self.timeout = timeout
         self.ledger = Ledger(self)
         self._armed: tuple[float, Position] | None = None
-        # step() calls of multi-node optimizers on this communicator: every rank's must match
-        self.optimizer_steps = 0
+        # step() calls of multi-node optimizers on this communicator: every rank's must match.
+        # A tensor, so a compiled step's plan counts it like eager and a failed call rolls it
+        # back with the rest of its state.
+        self.step_counter = Tensor(np.zeros((), np.int64))
         self.comm_id = register_communicator(self)
+
+    @property
+    def optimizer_steps(self) -> int:
+        """How many multi-node optimizer ``step()`` calls this rank committed on this group."""
+        return int(self.step_counter._array)  # the array itself: no trace reads it
+
+    def count_optimizer_step(self, like: Any = None) -> None:
+        """One more committed ``step()`` (an in-place write a compiled step records).
+
+        ``like`` (a parameter) puts the count on its device at the first step: a compiled plan
+        runs on one device.
+        """
+        counter = self.step_counter
+        if like is not None:
+            xp = get_array_module(like._array)
+            if get_array_module(counter._array) is not xp:
+                counter = self.step_counter = Tensor(xp.asarray(counter._array))
+        with no_grad():
+            ops.assign(counter, ops.add(counter, 1))
 
     # ----- what a subclass implements ---------------------------------------------------------
     def _allreduce_sum(self, array: Any) -> Any:
@@ -154,14 +135,25 @@ class Communicator:
         """End the whole job after printing ``message`` (a collective that cannot complete)."""
         raise CommunicatorError(message)
 
+    def _array_problem(self, array: Any) -> str:
+        """Why this backend cannot move ``array`` (``""`` if it can); NCCL adds its dtypes."""
+        return array_problem(array)
+
     # ----- the checked collectives --------------------------------------------------------------
-    def _begin(self, text: str, site: str | None = None) -> Position:
-        """Agree with every rank that this is the next collective (raises if not)."""
-        self.ledger.check(KIND_COLLECTIVE, text, call_site() if site is None else site)
+    def _begin(self, text: str, site: str | None = None, problem: str = "") -> Position:
+        """Agree with every rank that this is the next collective (raises if not).
+
+        ``text`` holds what every rank must pass alike (op, root, shape, dtype); ``problem``
+        says why this rank cannot take part. Either way every rank raises the same error
+        before any data moves, on every backend.
+        """
+        flag = FAILED if problem else OK
+        where = call_site() if site is None else site
+        self.ledger.check(KIND_COLLECTIVE, text, where, flag, problem)
         return self.ledger.last
 
-    def _blocking(self, text: str, run: Any, *args: Any) -> Any:
-        position = self._begin(text)
+    def _blocking(self, text: str, run: Any, *args: Any, problem: str = "") -> Any:
+        position = self._begin(text, problem=problem)
         token = self._arm(position)
         try:
             return run(*args)
@@ -177,13 +169,20 @@ class Communicator:
 
     def gather(self, obj: Any, root: int = 0) -> list[Any] | None:
         """Every rank's ``obj`` in rank order on ``root``; None elsewhere."""
-        self._check_root(root)
-        return self._blocking(f"gather root={root}", self._gather_raw, obj, root)
+        problem = self._root_problem(root)
+        return self._blocking(f"gather root={root}", self._gather_raw, obj, root, problem=problem)
 
     def scatter(self, objs: list[Any] | None, root: int = 0) -> Any:
         """Item ``rank`` of root's list ``objs`` (one per rank) on each rank."""
-        self._check_root(root)
-        return self._blocking(f"scatter root={root}", self._scatter_raw, objs, root)
+        problem = self._root_problem(root)
+        if (
+            not problem
+            and self.rank == root
+            and (not hasattr(objs, "__len__") or len(objs) != self.size)
+        ):
+            problem = f"scatter: rank {root} must pass a list of {self.size} items"
+        text = f"scatter root={root}"
+        return self._blocking(text, self._scatter_raw, objs, root, problem=problem)
 
     def barrier(self) -> None:
         """Wait until every rank reaches this call."""
@@ -225,12 +224,12 @@ class Communicator:
         if reduction not in REDUCTIONS:
             raise ValueError(f"allreduce: op must be one of {REDUCTIONS}, got {reduction!r}")
         text = describe_array("allreduce", array, reduction, bucket)
-        if agreed:
+        if agreed:  # the plan's (or the layout's) agreement covered shapes and dtypes
             position = self.ledger.count(
                 KIND_COLLECTIVE, text, call_site() if site is None else site
             )
         else:
-            position = self._begin(text, site)
+            position = self._begin(text, site, self._reduce_problem(array, reduction))
         request, result = self._post_allreduce(array)
         pending = PendingAllreduce(self, request, result, array, reduction)
         pending.position = position
@@ -267,14 +266,20 @@ class Communicator:
             if out is not None:
                 raise ValueError("allreduce: out= takes arrays, not Tensors; use ops.assign")
             return ops.allreduce(array, self, op)
-        source = get_array_module(array).ascontiguousarray(array)
+        source = _contiguous(array)
         if out is None or op not in REDUCTIONS:
             result = self.allreduce_array(source, op)
             if out is None:
                 return result
             out[...] = result
             return out
-        position = self._begin(describe_array("allreduce", source, op))
+        problem = self._reduce_problem(source, op)
+        if not problem and (out.shape != source.shape or out.dtype != source.dtype):
+            problem = (
+                f"allreduce: out= must be an array like the input ({_like(source)}) on rank "
+                f"{self.rank}, got {_like(out)}"
+            )
+        position = self._begin(describe_array("allreduce", source, op), problem=problem)
         token = self._arm(position)
         try:
             direct = self._allreduce_sum_into(source, out)
@@ -290,27 +295,36 @@ class Communicator:
         """Root's ``obj`` on every rank: arrays travel as buffers, anything else is pickled.
 
         Non-root ranks pass an array of the same shape and dtype (overwritten in place and
-        returned) or any placeholder (e.g. None) for an object.
+        returned) or any placeholder (e.g. None) for an object. The ranks agree on that
+        (array shape and dtype, or object) before any data moves: a mismatch raises
+        ``CommunicatorError`` on every rank.
 
         Example:
             >>> from dualflow.distributed import create_communicator
             >>> create_communicator("loopback").bcast({"lr": 0.1})
             {'lr': 0.1}
         """
-        self._check_root(root)
-        return self._blocking(f"bcast root={root}", self._bcast_any, obj, root)
+        if not _is_array(obj):
+            text, problem = f"bcast root={root} object", self._root_problem(root)
+            return self._blocking(text, self._bcast_obj, obj, root, problem=problem)
+        problem = self._root_problem(root) or self._array_problem(obj)
+        if not problem and self.rank != root and not obj.flags.writeable:
+            problem = f"bcast: rank {self.rank}'s receiving array is read-only"
+        text = describe_array(f"bcast root={root}", obj)
+        return self._blocking(text, self._bcast_into, obj, root, problem=problem)
 
-    def _bcast_any(self, obj: Any, root: int) -> Any:
-        is_array = self._bcast_obj(_is_array(obj), root)
-        if not is_array:
-            return self._bcast_obj(obj, root)
-        if not _is_array(obj) or not obj.flags.c_contiguous:
-            raise CommunicatorError(
-                f"bcast: rank {root} sends an array, so rank {self.rank} must pass a contiguous "
-                f"array of the same shape and dtype to receive it, got {type(obj).__name__}"
-            )
-        self._bcast_array(obj, root)
-        return obj
+    def _bcast_into(self, array: Any, root: int) -> Any:
+        buffer = _contiguous(array)
+        self._bcast_array(buffer, root)
+        if buffer is not array and self.rank != root:  # a non-contiguous receiver
+            array[...] = buffer
+        return array
+
+    def _reduce_problem(self, array: Any, reduction: str) -> str:
+        problem = self._array_problem(array)
+        if not problem and reduction == "mean" and np.dtype(array.dtype).kind not in "fc":
+            problem = f"allreduce: reduction 'mean' needs a float array, got {array.dtype}"
+        return problem
 
     def bcast_params(self, model: Any, root: int = 0) -> None:
         """Copy root's parameters and buffers into this rank's model, in place (set-up time).
@@ -329,13 +343,12 @@ class Communicator:
         mine = [(name, tuple(t.shape), str(t.dtype)) for name, t in tensors]
         everyone = self.allgather(mine)
         for rank, theirs in enumerate(everyone):
-            _compare_structure(everyone[root], theirs, root, rank)
+            compare_structure(everyone[root], theirs, root, rank)
         position = self.ledger.count(KIND_COLLECTIVE, f"bcast_params root={root}", call_site())
         token = self._arm(position)  # the layouts agree: the broadcasts pair up one to one
         try:
             for _, t in tensors:
-                xp = get_array_module(t._array)
-                buffer = xp.ascontiguousarray(t._array)
+                buffer = _contiguous(t._array)
                 self._bcast_array(buffer, root)
                 if buffer is not t._array:
                     t._array[...] = buffer
@@ -343,8 +356,14 @@ class Communicator:
             self._disarm(token)
 
     def _check_root(self, root: int) -> None:
-        if not 0 <= root < self.size:
-            raise CommunicatorError(f"root {root} is not a rank of this {self.size}-rank group")
+        problem = self._root_problem(root)
+        if problem:
+            raise CommunicatorError(problem)
+
+    def _root_problem(self, root: Any) -> str:
+        if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < self.size:
+            return f"root {root!r} is not a rank of this {self.size}-rank group"
+        return ""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} rank {self.rank} of {self.size}>"
@@ -354,21 +373,13 @@ def _is_array(obj: Any) -> bool:
     return isinstance(obj, np.ndarray) or hasattr(obj, "__cuda_array_interface__")
 
 
-def _compare_structure(root_list: list, other: list, root: int, rank: int) -> None:
-    """Raise CommunicatorError naming the first (name, shape, dtype) where ``other`` differs."""
-    for index in range(max(len(root_list), len(other))):
-        want = root_list[index] if index < len(root_list) else None
-        got = other[index] if index < len(other) else None
-        if want != got:
-            raise CommunicatorError(
-                f"bcast_params: rank {rank}'s model differs from rank {root}'s at parameter "
-                f"#{index}: rank {root} has {_describe(want)}, rank {rank} has {_describe(got)}; "
-                "build the same model on every rank"
-            )
+def _contiguous(array: Any) -> Any:
+    """``array`` itself when C-contiguous, else a contiguous copy of the same shape
+    (``ascontiguousarray`` alone turns a 0-d array into shape (1,))."""
+    xp = get_array_module(array)
+    array = xp.asarray(array)
+    return array if array.flags.c_contiguous else xp.ascontiguousarray(array)
 
 
-def _describe(entry: tuple | None) -> str:
-    if entry is None:
-        return "nothing"
-    name, shape, dtype = entry
-    return f"{name!r} {shape} {dtype}"
+def _like(array: Any) -> str:
+    return describe_array("", array).strip()

@@ -36,6 +36,8 @@ def create_communicator(
 
     Raises:
         CommunicatorError: mpi4py, or for nccl cupy and a GPU, are missing.
+        ConfigError: ``timeout`` (or ``DUALFLOW_COLLECTIVE_TIMEOUT``) is not a finite
+            number of seconds > 0.
 
     Example:
         >>> comm = create_communicator("loopback")

@@ -1,4 +1,4 @@
-"""What differs between the ranks' multi-node optimizer layouts, as one clear error.
+"""What differs between the ranks' layouts (multi-node optimizer, ``bcast_params``), as one error.
 
 The optimizer agrees on a checksum of its (name, shape, dtype) list, bucket settings and step
 count each step; when the ranks disagree, they all-gather the details and ``explain_layouts``
@@ -57,4 +57,29 @@ def _describe(specs: list[tuple], index: int) -> str:
     if index >= len(specs):
         return "nothing"
     name, shape, dtype = specs[index]
+    return f"{name!r} {shape} {dtype}"
+
+
+def compare_structure(root_list: list, other: list, root: int, rank: int) -> None:
+    """Raise CommunicatorError naming the first (name, shape, dtype) where ``other`` differs
+    from ``root_list`` (``bcast_params``: every rank compares every rank's list with root's).
+
+    Example:
+        >>> compare_structure([("w", (2,), "float32")], [("w", (2,), "float32")], 0, 1)
+    """
+    for index in range(max(len(root_list), len(other))):
+        want = root_list[index] if index < len(root_list) else None
+        got = other[index] if index < len(other) else None
+        if want != got:
+            raise CommunicatorError(
+                f"bcast_params: rank {rank}'s model differs from rank {root}'s at parameter "
+                f"#{index}: rank {root} has {_entry(want)}, rank {rank} has {_entry(got)}; "
+                "build the same model on every rank"
+            )
+
+
+def _entry(entry: tuple | None) -> str:
+    if entry is None:
+        return "nothing"
+    name, shape, dtype = entry
     return f"{name!r} {shape} {dtype}"

@@ -17,7 +17,8 @@ import numpy as np
 
 from dualflow import arguments
 from dualflow.distributed.agreement import Position
-from dualflow.distributed.communicator import Communicator, checked_timeout
+from dualflow.distributed.communicator import Communicator
+from dualflow.distributed.watchdog import Timeout
 from dualflow.errors import CommunicatorError
 
 
@@ -42,9 +43,11 @@ class LoopbackHub:
         2
     """
 
+    timeout = Timeout()  # validated on every assignment
+
     def __init__(self, size: int, timeout: float | None = None) -> None:
         self.size = arguments.integer("LoopbackHub", "size", size)
-        self.timeout = checked_timeout("LoopbackHub", timeout)
+        self.timeout = timeout
         self.slots: list[Any] = [None] * size
         self.at: list[tuple[Position, bool] | None] = [None] * size  # (where, inside it)
         self.returned: set[int] = set()

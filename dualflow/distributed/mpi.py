@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.distributed.agreement import EXIT_TEXT, KIND_EXIT
-from dualflow.distributed.communicator import Communicator, checked_timeout
-from dualflow.distributed.watchdog import WATCHDOG, Board, write_stderr
+from dualflow.distributed.agreement import EXIT_TEXT, KIND_EXIT, OK
+from dualflow.distributed.communicator import Communicator
+from dualflow.distributed.watchdog import WATCHDOG, Board, checked_timeout, write_stderr
 from dualflow.errors import CommunicatorError
 
 _MPI_SUM_DTYPES = {"float32", "float64", "int32", "int64", "uint8", "int8", "uint32", "uint64"}
@@ -130,8 +130,8 @@ class MpiCommunicator(Communicator):
 
     def _arm(self, position: Any) -> Any:
         self.board.enter(self.rank, position)
-        if position.kind != KIND_EXIT:  # waiting at exit for ranks still working is no hang
-            self._armed = (time.monotonic(), position)
+        # the exit check too: a rank stuck in Python while the others exit ends the job
+        self._armed = (time.monotonic(), position)
         return position
 
     def _disarm(self, token: Any) -> None:
@@ -155,15 +155,16 @@ def check_at_exit() -> None:
     pairs this check with theirs: every rank then gets the divergence error, and this rank
     aborts the job instead of leaving the others waiting forever. Ranks that all exit after
     different numbers of multi-node optimizer steps (one skipped its last ``step()``) disagree
-    too. Registered with ``atexit``.
+    too. It waits at most ``comm.timeout`` for the others (then the watchdog ends the job,
+    naming the ranks that did not arrive). Registered with ``atexit``.
     """
     for comm in sorted(_EXITING, key=lambda c: c.comm_id):
         if comm.size == 1 or comm.MPI.Is_finalized():  # the script finalized MPI itself
             continue
         steps = comm.optimizer_steps
-        text = f"{EXIT_TEXT} after {steps} optimizer steps" if steps else EXIT_TEXT
+        state = f"after {steps} optimizer steps" if steps else ""
         try:
-            comm.ledger.check(KIND_EXIT, text, site="")
+            comm.ledger.check(KIND_EXIT, EXIT_TEXT, "", OK, "", state)
         except CommunicatorError as exc:
             write_stderr(f"[dualflow rank {comm.rank}] CommunicatorError: {exc}\n")
             time.sleep(EXIT_GRACE)

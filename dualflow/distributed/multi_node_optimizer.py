@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from dualflow import ops
+from dualflow import arguments, ops
 from dualflow._config import enable_grad, no_grad
 from dualflow.distributed.agreement import CollectiveMismatch
 from dualflow.distributed.communicator import Communicator
@@ -89,8 +89,15 @@ class MultiNodeOptimizer:
             grad_dtype = np.dtype(grad_dtype).name
         if grad_dtype not in _TRANSFER_DTYPES:
             raise ValueError(f"grad_dtype must be one of {_TRANSFER_DTYPES}, got {grad_dtype!r}")
-        if bucket_mb <= 0:
-            raise ValueError(f"bucket_mb must be > 0, got {bucket_mb}")
+        # finite: NaN passed a "<= 0" check and failed later inside int()
+        bucket_mb = arguments.real(
+            "create_multi_node_optimizer",
+            "bucket_mb",
+            bucket_mb,
+            0.0,
+            open_low=True,
+            what="MiB per all-reduce",
+        )
         self.optimizer, self.comm, self.grad_dtype = optimizer, comm, grad_dtype
         self.bucket_bytes = int(bucket_mb * 2**20)
         # Keep the parameters themselves (not only ids) so an id is never reused while mapped.
@@ -286,7 +293,10 @@ class MultiNodeOptimizer:
         self.optimizer.step()
         # The ranks compare this count at every layout check, every compiled call's vote and at
         # exit: a rank that skipped step() (after its backward already averaged) is caught there.
-        self.comm.optimizer_steps += 1
+        # It is a tensor write, so a compiled step's plan counts too, and a failed call undoes it.
+        groups = self.optimizer.param_groups
+        first = next((g["params"][0] for g in groups if g["params"]), None)
+        self.comm.count_optimizer_step(first)
         return loss
 
     def __repr__(self) -> str:
@@ -340,7 +350,8 @@ def create_multi_node_optimizer(
             averages in ``step()``.
 
     Raises:
-        ValueError: both ``model`` and ``named_params``, or a bad ``grad_dtype``/``bucket_mb``.
+        ValueError: both ``model`` and ``named_params``, or a bad ``grad_dtype``/``bucket_mb``
+            (``bucket_mb``: ArgumentError unless a finite number > 0).
 
     Example:
         >>> import numpy as np

@@ -63,6 +63,16 @@ class NcclCommunicator(MpiCommunicator):
         uid = self.mpi_comm.bcast(uid, root=0)
         self.nccl_comm = self.nccl.NcclCommunicator(self.size, uid, self.rank)
 
+    def _array_problem(self, array: Any) -> str:
+        """GPU arrays also need a dtype NCCL has: checked with the others before anything moves
+        (the shared check of ``Communicator._begin``; a dtype found missing only inside the
+        NCCL call would fail this rank alone and leave the others waiting in theirs)."""
+        problem = super()._array_problem(array)
+        gpu = hasattr(array, "__cuda_array_interface__")
+        if not problem and gpu and array.dtype.name not in _NCCL_DTYPES:
+            problem = f"nccl: no NCCL type for dtype {array.dtype.name}; cast first"
+        return problem
+
     def _nccl_dtype(self, array: Any) -> int:
         name = array.dtype.name
         if name not in _NCCL_DTYPES:

@@ -10,16 +10,24 @@ has not arrived.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import threading
 import time
+import traceback
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from dualflow import arguments
+from dualflow.errors import ArgumentError, ConfigError, user_frame, with_location
+
 DEFAULT_TIMEOUT = 300.0
+TIMEOUT_RANGE = "must be a finite number of seconds > 0"
+ENV = "DUALFLOW_COLLECTIVE_TIMEOUT"
 _TEXT_BYTES = 232
 
 
@@ -27,24 +35,59 @@ def default_timeout() -> float:
     """``DUALFLOW_COLLECTIVE_TIMEOUT`` in seconds (default 300): a communicator's initial timeout.
 
     Raises:
-        ValueError: the variable is set but not a positive number.
+        ConfigError: the variable is set but not a finite number > 0 (``inf`` and ``nan``
+            would switch the watchdog off).
 
     Example:
         >>> default_timeout() > 0
         True
     """
-    text = os.environ.get("DUALFLOW_COLLECTIVE_TIMEOUT", "").strip()
+    text = os.environ.get(ENV, "").strip()
     if not text:
         return DEFAULT_TIMEOUT
     try:
         value = float(text)
     except ValueError:
-        value = -1.0
-    if not value > 0:
-        raise ValueError(
-            f"DUALFLOW_COLLECTIVE_TIMEOUT must be a positive number of seconds: {text}"
-        )
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{ENV}={text!r} {TIMEOUT_RANGE}")
     return value
+
+
+def checked_timeout(owner: str, timeout: Any) -> float:
+    """A collective timeout in seconds: ``default_timeout()`` for None, else a finite number
+    > 0 (``ConfigError`` naming ``owner``'s ``timeout``, the value and the range otherwise).
+
+    Example:
+        >>> checked_timeout("LoopbackHub", 2)
+        2.0
+        >>> try:
+        ...     checked_timeout("MpiCommunicator", "5")
+        ... except ConfigError as exc:
+        ...     print(str(exc).split(" must ")[0])
+        MpiCommunicator.timeout='5'
+    """
+    if timeout is None:
+        return default_timeout()
+    try:
+        return arguments.real(owner, "timeout", timeout, 0.0, open_low=True)
+    except ArgumentError:
+        message = f"{owner}.timeout={timeout!r} {TIMEOUT_RANGE}"
+        raise ConfigError(with_location(message, user_frame())) from None
+
+
+class Timeout:
+    """The ``timeout`` attribute of communicators and hubs: validated wherever it is set, so
+    a bad value raises at the assignment instead of killing the watchdog later."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = f"_{name}"
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else getattr(obj, self.slot)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(obj, self.slot, checked_timeout(type(obj).__name__, value))
 
 
 class Board:
@@ -99,12 +142,17 @@ class Board:
 
 
 class Watchdog:
-    """The process's watchdog thread over every registered communicator's armed collective."""
+    """The process's watchdog thread over every registered communicator's armed collective.
 
-    def __init__(self) -> None:
+    If the thread itself fails, it prints why and aborts the job (through the communicators,
+    then ``exit(1)``): a job without its watchdog would hang silently instead.
+    """
+
+    def __init__(self, exit: Callable[[int], Any] = os._exit) -> None:
         self.comms: weakref.WeakSet = weakref.WeakSet()
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
+        self.exit = exit
 
     def watch(self, comm: Any) -> None:
         """Watch ``comm`` (it has ``_armed``, ``timeout``, ``abort(message)``); start the thread."""
@@ -116,15 +164,39 @@ class Watchdog:
                 self.thread.start()
 
     def _loop(self) -> None:
-        while True:
+        try:
+            while True:
+                self._check_once()
+        except BaseException as exc:  # whatever it is, the job must end loudly
+            self._fail(exc)
+
+    def _check_once(self) -> None:
+        with self.lock:  # a WeakSet changed by watch() while listed would raise
             comms = list(self.comms)
-            shortest = min((c.timeout for c in comms), default=DEFAULT_TIMEOUT)
-            time.sleep(min(1.0, max(0.02, shortest / 20)))
-            now = time.monotonic()
-            for comm in comms:
-                armed = comm._armed
-                if armed is not None and now - armed[0] > comm.timeout:
-                    comm.abort(timeout_message(comm, armed[1]))
+        shortest = min((c.timeout for c in comms), default=DEFAULT_TIMEOUT)
+        time.sleep(min(1.0, max(0.02, shortest / 20)))
+        now = time.monotonic()
+        for comm in comms:
+            armed = comm._armed
+            if armed is not None and now - armed[0] > comm.timeout:
+                comm.abort(timeout_message(comm, armed[1]))
+
+    def _fail(self, exc: BaseException) -> None:
+        """The watchdog thread failed: print why and end the job (never a silent death)."""
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        message = (
+            f"[dualflow] the collective watchdog failed ({type(exc).__name__}: {exc}); without "
+            f"it a stuck collective would wait forever, so the job is aborted.\n{text}"
+        )
+        with self.lock:
+            comms = list(self.comms)
+        for comm in comms:
+            try:
+                comm.abort(message)  # MPI: prints it and ends every rank
+            except BaseException:  # try the next one; exit() below in any case
+                continue
+        write_stderr(message)
+        self.exit(1)
 
 
 def timeout_message(comm: Any, position: Any) -> str:

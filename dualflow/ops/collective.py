@@ -154,6 +154,11 @@ def _check(x: Meta, comm: int, reduction: str, bucket: int | None = None) -> Non
     lookup_communicator(comm)
 
 
+def _contiguous(xp: Any, x: Any) -> Any:
+    """``x`` as a C-contiguous array of its own shape (``ascontiguousarray`` makes 0-d 1-d)."""
+    return xp.ascontiguousarray(x).reshape(x.shape)
+
+
 def _attrs(comm: Any, reduction: str, bucket: int | None) -> dict[str, Any]:
     comm_id = comm if isinstance(comm, int) else comm.comm_id
     attrs: dict[str, Any] = {"comm": int(comm_id), "reduction": reduction}
@@ -181,7 +186,7 @@ class AllReduce:
 
     def forward(xp, x, *, comm, reduction, bucket=None):
         return lookup_communicator(comm).allreduce_array(
-            xp.ascontiguousarray(x), reduction, bucket=bucket, agreed=_agreed(comm)
+            _contiguous(xp, x), reduction, bucket=bucket, agreed=_agreed(comm)
         )
 
     def backward(ctx, gy):
@@ -228,7 +233,7 @@ class AllReduceStart:
     def forward(xp, x, *, comm, reduction, bucket=None):
         communicator = lookup_communicator(comm)
         pending = communicator.start_allreduce(
-            xp.ascontiguousarray(x), reduction, bucket=bucket, agreed=_agreed(comm)
+            _contiguous(xp, x), reduction, bucket=bucket, agreed=_agreed(comm)
         )
         key = next(_KEYS.setdefault(comm, itertools.count()))
         _PENDING.setdefault(comm, {})[key] = pending

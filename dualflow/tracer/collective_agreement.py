@@ -8,9 +8,14 @@ votes EAGER before it starts; a rank running a plan votes OK at the plan's first
 (after its guards passed) with a digest of the plan's whole sequence of collectives. One EAGER vote
 and every rank runs this call eagerly (the rank that needs a new trace traces it); all OK and the
 plans' sequences must match (else ``CommunicatorError`` on every rank), and then run unchecked.
-A rank whose call raises before voting votes FAILED, so the others raise instead of waiting.
+A rank whose call raises votes FAILED, so the others raise instead of waiting. A call that issued
+collectives ends with a closing vote (before a plan's commit): a rank whose call raised after its
+collectives votes FAILED there, so every rank raises in that same call instead of one committing
+it and the other not (their parameters would then differ silently). The votes compare each rank's
+count of committed optimizer steps too; plans count steps like eager runs (a tensor write).
 
-``compiled.py`` calls ``call``, ``run_plan`` and ``going_eager`` at its plan-or-retrace points.
+``compiled.py`` calls ``call``, ``run_plan`` and ``going_eager`` at its plan-or-retrace points
+(and may call ``before_commit`` where an eager run commits).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ class _Call:
     comms: set[int]
     voted: bool = False
     agreed: set[int] = field(default_factory=set)  # communicators whose plan sequence is agreed
+    closed: bool = False  # the closing vote (every rank got through the call) is done
 
 
 @dataclass
@@ -74,6 +80,8 @@ def call(fn: Any, body: Callable[[], Any]) -> Any:
     """Run ``body()``, one whole call of compiled ``fn``, voting with the other ranks if needed.
 
     A function is known to issue collectives once one of its calls did (on every rank alike).
+    A call that issued collectives closes with one more vote: a rank whose call raised after
+    a collective votes failed there, so every rank raises in that same call.
 
     Example:
         >>> call(None, lambda: 1 + 1)
@@ -81,17 +89,14 @@ def call(fn: Any, body: Callable[[], Any]) -> Any:
     """
     comms = getattr(fn, "_collective_comms", None)
     if not comms:
-        before = collective_activity()[0]
-        try:
-            return body()
-        finally:
-            count, last = collective_activity()
-            if count != before and fn is not None:
-                fn._collective_comms = {c for c, n in last.items() if n > before}
+        return _first_calls(fn, body)
     state = _Call(fn, set(comms))
     token = _CALL.set(state)
     try:
-        return body()
+        result = body()
+        if state.voted and not state.closed:  # a plan run closed before its commit
+            _close(state)
+        return result
     except CommunicatorError:
         raise  # a disagreement: every rank already raises it
     except BaseException as exc:
@@ -99,6 +104,31 @@ def call(fn: Any, body: Callable[[], Any]) -> Any:
         raise
     finally:
         _CALL.reset(token)
+
+
+def _first_calls(fn: Any, body: Callable[[], Any]) -> Any:
+    """A call of a function not yet known to issue collectives: find out whether it does."""
+    before = collective_activity()[0]
+    try:
+        result = body()
+    except CommunicatorError:
+        raise
+    except BaseException as exc:
+        if fn is not None and _issued(fn, before):  # a collective, then the failure
+            _tell_failure(_Call(fn, set(fn._collective_comms)), exc)
+        raise
+    if fn is not None and _issued(fn, before):
+        _close(_Call(fn, set(fn._collective_comms), voted=True))
+    return result
+
+
+def _issued(fn: Any, before: int) -> bool:
+    """Whether collectives ran since activity count ``before``; if so, remember on which."""
+    count, last = collective_activity()
+    if count == before:
+        return False
+    fn._collective_comms = {c for c, n in last.items() if n > before}
+    return True
 
 
 def _current(fn: Any) -> _Call | None:
@@ -144,6 +174,8 @@ def run_plan(fn: Any, trace: Any, inputs: list, state: list) -> Any:
     if voted_eager:
         _restore(state, saved)
         return EAGER_RUN
+    if result.failed_guard is None:
+        before_commit(fn)  # a rank that failed in its plan fails them all, before any commit
     return result
 
 
@@ -171,12 +203,31 @@ def _vote(state: _Call, flag: int, text: str, detail: str, comms: set[int]) -> i
     for comm_id in sorted(state.comms | comms):
         comm = COMMUNICATORS.get(comm_id)
         if comm is not None:
-            # the optimizer steps taken so far must match too: a rank that skipped step() in
-            # an earlier (eager) call would otherwise run identical plans one update behind
-            steps = getattr(comm, "optimizer_steps", 0)
-            vote = f"{text} after {steps} optimizer steps"
-            top = max(top, comm.ledger.check(KIND_CALL, vote, site, flag, detail))
+            # the optimizer steps committed so far must match too, even when a rank votes
+            # eager: a rank that skipped step(), or rolled back a failed call, would otherwise
+            # run identical plans one update behind
+            steps = f"after {getattr(comm, 'optimizer_steps', 0)} optimizer steps"
+            top = max(top, comm.ledger.check(KIND_CALL, text, site, flag, detail, steps))
     return top
+
+
+def before_commit(fn: Any) -> None:
+    """This call of ``fn`` is about to commit: hold its closing vote now, so a rank that failed
+    makes every rank raise before any commits (a plan run calls it; so may an eager run that
+    commits atomically at its end). Otherwise ``call`` holds the vote when the call returns.
+
+    Example:
+        >>> before_commit(None)  # no call of a function that issues collectives: nothing to do
+    """
+    current = _current(fn) if fn is not None else None
+    if current is not None and current.voted and not current.closed:
+        _close(current)
+
+
+def _close(state: _Call) -> None:
+    """The call's closing vote: every rank got through it (or one failed: all raise here)."""
+    state.closed = True
+    _vote(state, OK, f"end of compiled call of {_name(state.fn)}", "", state.comms)
 
 
 def _tell_failure(state: _Call, exc: BaseException) -> None:

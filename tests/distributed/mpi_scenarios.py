@@ -19,6 +19,7 @@ import dualflow
 from dualflow import nn, ops, optim
 from dualflow.data import DataLoader, TensorDataset
 from dualflow.distributed import create_communicator, create_multi_node_optimizer
+from dualflow.errors import CommunicatorError
 from dualflow.training import Trainer, capture
 from tests.distributed.helpers import NAMES, loss_of, make_params
 
@@ -171,6 +172,96 @@ def guard_flip(comm: Any, out: str) -> None:
         json.dump(stats, f)
 
 
+# ----- issue 36: checked collectives, late failures in compiled calls, the exit check ----------
+def _late_failures(timeout: float, fail_at: int) -> list[str]:
+    """Five compiled steps; rank 1's call ``fail_at`` raises after ``opt.step()`` (caught).
+
+    On a communicator of its own: afterwards the ranks' step counts differ for good.
+    """
+    comm = create_communicator("mpi", timeout=timeout)
+    params = make_params()
+    opt = create_multi_node_optimizer(
+        optim.SGD(params, lr=0.1), comm, named_params=zip(NAMES, params)
+    )
+
+    @dualflow.compile
+    def step(x: Any, t: Any, fail: bool = False) -> Any:
+        opt.zero_grad()
+        loss = loss_of(params, x, t)
+        loss.backward()
+        opt.step()
+        if fail:  # late: after this call's all-reduces and its update
+            raise ValueError("a late failure on this rank")
+        return loss.detach()
+
+    rng, outcomes = np.random.default_rng(comm.rank), []
+    for i in range(5):
+        x = dualflow.tensor(rng.normal(size=(8, 4)).astype(np.float32))
+        try:
+            step(x, dualflow.tensor(rng.integers(0, 3, 8)), fail=comm.rank == 1 and i == fail_at)
+            outcomes.append("ok")
+        except Exception as exc:  # what each rank saw is the result
+            outcomes.append(f"{type(exc).__name__}: {exc}")
+    return outcomes
+
+
+def _mismatches(comm: Any) -> dict[str, str]:
+    """bcast and allreduce with shapes/dtypes differing between the ranks: each rank's error."""
+    root = comm.rank == 0
+    cases = {
+        "bcast_dtype": lambda: comm.bcast(np.arange(6.0) if root else np.zeros(6, np.float32)),
+        "bcast_shape": lambda: comm.bcast(np.ones((2, 3)) if root else np.zeros((3, 2))),
+        "bcast_none": lambda: comm.bcast(np.ones(3) if root else None),
+        "allreduce": lambda: comm.allreduce(np.ones(3, np.float32 if root else np.float64)),
+        "mean_of_ints": lambda: comm.allreduce(np.ones(2, np.int64), "mean"),
+    }
+    seen = {}
+    for name, run in cases.items():
+        try:
+            run()
+            seen[name] = "no error"
+        except CommunicatorError as exc:
+            seen[name] = str(exc)
+    receiver = np.zeros(6, np.float32)
+    seen["then"] = comm.bcast(np.arange(6.0, dtype=np.float32) if root else receiver).tolist()
+    return seen
+
+
+def _allreduce_cost(comm: Any, n: int) -> dict[str, float]:
+    """Seconds per call: a checked ``comm.allreduce`` of float32[4] and the raw mpi4py one
+    (for the report of issue 36; the tests pass ``n=0`` and skip it)."""
+    if not n:
+        return {}
+    x, out, times = np.ones(4, np.float32), np.empty(4, np.float32), {}
+    for name in ("raw", "checked", "raw", "checked"):  # the second round counts (warm)
+        comm.barrier()
+        start = time.perf_counter()
+        for _ in range(n):
+            if name == "raw":
+                comm.mpi_comm.Iallreduce(x, out, op=comm.MPI.SUM).Wait()
+            else:
+                comm.allreduce(x, out=out)
+        times[name] = (time.perf_counter() - start) / n
+    return times
+
+
+def promises(comm: Any, out: str, cost_calls: str = "0") -> None:
+    """Issue 36 in one job; ends with rank 1 stuck in Python while rank 0 exits (timeout 3 s)."""
+    seen: dict[str, Any] = {"mismatch": _mismatches(comm)}
+    seen["late_first"] = _late_failures(comm.timeout, 0)
+    seen["late_third"] = _late_failures(comm.timeout, 2)
+    seen["cost"] = _allreduce_cost(comm, int(cost_calls))
+    try:
+        comm.timeout = "5"
+    except ValueError as exc:
+        seen["timeout"] = f"{type(exc).__name__}: {exc}"
+    comm.timeout = 3.0
+    with open(f"{out}/promises{comm.rank}.json", "w") as f:
+        json.dump(seen, f)
+    if comm.rank == 1:
+        time.sleep(120)  # stuck outside collectives: rank 0's exit check must time out
+
+
 # ----- checkpoint and resume -------------------------------------------------------------------
 EPOCHS, EVERY, SAVED_AT, KILL_AT = 3, 3, 6, 8  # 5 steps per epoch: step 6 is mid-epoch 2
 
@@ -224,6 +315,8 @@ def main() -> None:
         diverge(comm, out, *args)
     elif name == "resume":
         resume(comm, out, *args)
+    elif name == "promises":
+        promises(comm, out, *args)
     else:
         {"mismatch": mismatch, "uneven_fit": uneven_fit, "guard_flip": guard_flip}[name](comm, out)
 

@@ -10,7 +10,12 @@ import pytest
 import dualflow
 from dualflow import optim
 from dualflow.data import TensorDataset
-from dualflow.distributed import create_multi_node_optimizer, run_loopback, scatter_dataset
+from dualflow.distributed import (
+    create_communicator,
+    create_multi_node_optimizer,
+    run_loopback,
+    scatter_dataset,
+)
 from dualflow.distributed.multi_node_optimizer import plan_buckets
 from dualflow.errors import CommunicatorError
 from dualflow.nn import Parameter
@@ -213,3 +218,10 @@ def test_scatter_dataset_checks_lengths() -> None:
 
     with pytest.raises(CommunicatorError, match="different lengths"):
         run_loopback(body, 2)
+
+
+@pytest.mark.parametrize("bucket_mb", [0, -1.0, float("nan"), float("inf"), "25"])
+def test_a_bad_bucket_size_is_refused_at_construction(bucket_mb: object) -> None:
+    sgd = optim.SGD([Parameter(np.ones(2, np.float32))], lr=0.1)
+    with pytest.raises(ValueError, match=r"create_multi_node_optimizer: bucket_mb must be a"):
+        create_multi_node_optimizer(sgd, create_communicator("loopback"), bucket_mb=bucket_mb)
