@@ -70,6 +70,7 @@ _LAZY.update(dict.fromkeys(_FUNCTIONS, "dualflow.functions"))
 # torch.index_add, scatter_reduce, repeat_interleave, unique: dualflow/index_functions.py
 _INDEX_FUNCTIONS = ("index_add", "scatter_reduce", "repeat_interleave", "unique")
 _LAZY.update(dict.fromkeys(_INDEX_FUNCTIONS, "dualflow.index_functions"))
+_LAZY.update(dict.fromkeys(("sparse_coo_tensor", "spmm"), "dualflow.sparse"))  # COO tensors
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 
 

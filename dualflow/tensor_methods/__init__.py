@@ -21,6 +21,7 @@ from dualflow.tensor_methods.reduce import ReduceMethods, ValuesIndices
 from dualflow.tensor_methods.scatter import ScatterMethods
 from dualflow.tensor_methods.shape import ShapeMethods
 from dualflow.tensor_methods.size import Size
+from dualflow.tensor_methods.sparse_methods import SparseMethods
 from dualflow.tensor_methods.unique import UniqueMethods
 
 
@@ -32,6 +33,7 @@ class TensorMethods(
     IndexMethods,
     ScatterMethods,
     UniqueMethods,
+    SparseMethods,
     ConvertMethods,
     InplaceMethods,
     NumpyProtocol,

@@ -229,4 +229,63 @@ UNIQUE = [
     ),
 ]
 
-CASES = SCATTER + INPLACE + REPEAT + UNIQUE
+COO = np.array([[0, 2, 1, 0, 2], [1, 3, 0, 1, 0]])  # (0, 1) twice: summed by to_dense/coalesce
+
+
+def coo(L: Any, values: Any) -> Any:
+    return L.torch.sparse_coo_tensor(L.torch.tensor(COO), values, (3, 4))
+
+
+def sparse_zeros(*shape: int) -> Any:
+    return lambda rng: rng.standard_normal(shape) * (rng.uniform(size=shape) > 0.6)
+
+
+SPARSE = [
+    c("sparse_to_dense", lambda L, v: coo(L, v).to_dense(), normal(5)),
+    c("sparse_mm", lambda L, v, d: L.torch.sparse.mm(coo(L, v), d), normal(5), normal(4, 2)),
+    c("spmm", lambda L, v, d: L.torch.spmm(coo(L, v), d), normal(5), normal(4, 3)),
+    c("sparse_matmul_op", lambda L, v, d: coo(L, v) @ d, normal(5), normal(4, 2)),
+    c(
+        "sparse_coalesce",
+        lambda L, v: (
+            coo(L, v).coalesce().indices(),
+            coo(L, v).coalesce().values(),
+            coo(L, v)._nnz(),
+            coo(L, v).coalesce()._nnz(),
+            coo(L, v).is_coalesced(),
+        ),
+        normal(5),
+        compiled=False,
+    ),
+    c("sparse_raw", lambda L, v: (coo(L, v)._indices(), coo(L, v)._values() * 2), normal(5)),
+    c("sparse_values_uncoalesced_error", lambda L, v: coo(L, v).values(), normal(5)),
+    c(
+        "to_sparse",
+        lambda L, x: (x.to_sparse()._indices(), x.to_sparse()._values(), x.to_sparse().to_dense()),
+        sparse_zeros(3, 4),
+        compiled=False,
+    ),
+    c(
+        "sparse_flags",
+        lambda L, x: (x.is_sparse, x.to_sparse().is_sparse, x.to_sparse().is_coalesced()),
+        X,
+        compiled=False,
+        grad=(),
+    ),
+    c(
+        "sparse_infer_size",
+        lambda L, v: L.torch.sparse_coo_tensor(L.torch.tensor(COO), v).to_dense(),
+        normal(5),
+        compiled=False,
+    ),
+    c(
+        "sparse_3d",
+        lambda L, v: L.torch.sparse_coo_tensor(
+            L.torch.tensor([[0, 1, 1], [2, 0, 0], [1, 1, 1]]), v, (2, 3, 2)
+        ).to_dense(),
+        normal(3),
+    ),
+    c("sparse_sum", lambda L, v: L.torch.sparse.sum(coo(L, v)), normal(5)),
+]
+
+CASES = SCATTER + INPLACE + REPEAT + UNIQUE + SPARSE
