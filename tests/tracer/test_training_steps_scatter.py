@@ -53,3 +53,30 @@ def test_message_passing_step(reduce: str, dtype: Any) -> None:
     fn = run_both(lambda: _graph_net(dtype, reduce), batches, dtype)
     assert fn.stats().plan_runs >= STEPS - 2, fn.stats()
     assert fn.stats().eager_fallbacks == 0
+
+
+def _sparse_net(dtype: Any) -> tuple[Callable, Callable]:
+    rng = np.random.default_rng(2)
+    shapes = [(4, 3), (SRC.size,)]
+    params = [Parameter((rng.normal(size=s) * 0.5).astype(dtype)) for s in shapes]
+    opt = optim.SGD(params, lr=0.1, momentum=0.9)
+    w, edge_weights = params
+    edges = dualflow.tensor(np.stack([DST, SRC]))
+
+    def step(x: Any, t: Any) -> Any:
+        opt.zero_grad()
+        adjacency = dualflow.sparse_coo_tensor(edges, edge_weights, (6, 6))
+        logits = dualflow.sparse.mm(adjacency, x @ w) + adjacency.to_dense().sum(1, keepdim=True)
+        loss = dualflow.nn.functional.cross_entropy(logits, t)
+        loss.backward()  # reaches both the dense operand's weights and the sparse values
+        opt.step()
+        return loss.detach()
+
+    return step, lambda: [p._array.copy() for p in params] + _optimizer_state(opt)
+
+
+@DTYPES
+def test_sparse_adjacency_step(dtype: Any) -> None:
+    batches = _batches(dtype, (6, 4), 3)
+    fn = run_both(lambda: _sparse_net(dtype), batches, dtype)
+    assert fn.stats().plan_runs >= STEPS - 2, fn.stats()
