@@ -228,24 +228,32 @@ class Tensor(TensorMethods):
 
     # ----- operators (each is one op) ---------------------------------------------------------
     def __add__(self, other: Any) -> Tensor:
+        if isinstance(other, DEFER_TO):
+            return NotImplemented
         return apply(_ADD, self, other)
 
     def __radd__(self, other: Any) -> Tensor:
         return apply(_ADD, other, self)
 
     def __sub__(self, other: Any) -> Tensor:
+        if isinstance(other, DEFER_TO):
+            return NotImplemented
         return apply(_SUB, self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
         return apply(_SUB, other, self)
 
     def __mul__(self, other: Any) -> Tensor:
+        if isinstance(other, DEFER_TO):
+            return NotImplemented
         return apply(_MUL, self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
         return apply(_MUL, other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
+        if isinstance(other, DEFER_TO):
+            return NotImplemented
         return apply(_DIV, self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:
@@ -289,6 +297,10 @@ class Tensor(TensorMethods):
     def __getitem__(self, index: Any) -> Tensor:
         return ops.getitem(self, index)
 
+
+# Operand types whose reflected operator wins over Tensor's (``real * complex`` is the
+# ComplexTensor's ``__rmul__``); dualflow.complex_tensors adds itself.
+DEFER_TO: tuple[type, ...] = ()
 
 _ADD, _SUB, _MUL, _DIV, _NEG = (
     OPS[n] for n in ("add", "subtract", "multiply", "divide", "negative")

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from tests.compat.tensor_cases import distinct_cols
-from tests.compat.tensor_harness import Case, distinct, ints, make, normal
+from tests.compat.tensor_harness import Case, const, distinct, ints, make, normal
 
 X = normal(3, 4)
 
@@ -288,4 +288,47 @@ SPARSE = [
     c("sparse_sum", lambda L, v: L.torch.sparse.sum(coo(L, v)), normal(5)),
 ]
 
-CASES = SCATTER + INPLACE + REPEAT + UNIQUE + SPARSE
+
+def rope(L: Any, x: Any, angles: Any) -> Any:
+    """Rotary embeddings as LLaMA writes them."""
+    freqs = L.torch.polar(L.torch.ones_like(angles), angles)
+    pairs = L.torch.view_as_complex(x.reshape(2, 3, 2, 2))
+    return L.torch.view_as_real(pairs * freqs).flatten(2)
+
+
+def parts(L: Any, a: Any, b: Any) -> Any:
+    z = L.torch.complex(a, b)
+    w = z * z - z / (z + 1.5) + 2 * z.conj() - a
+    return (z.abs(), z.angle(), z.real * 1, z.imag * 1, L.torch.view_as_real(w), w.abs())
+
+
+COMPLEX = [
+    c("complex_rope", rope, normal(2, 3, 4), normal(3, 2)),
+    c("complex_parts", parts, normal(3, 4), normal(3, 4)),
+    c("complex_real_left", lambda L, a, b: (b * L.torch.complex(a, b) - b).abs(), X, normal(3, 4)),
+    c(
+        "complex_exp_sum",
+        lambda L, a, b: (L.torch.view_as_real(L.torch.complex(a, b).exp().sum(1)),),
+        X,
+        normal(3, 4),
+    ),
+    c(
+        "complex_values",
+        lambda L, a, b: (L.torch.complex(a, b) * L.torch.polar(b.abs(), a)).reshape(4, 3)[1:],
+        X,
+        normal(3, 4),
+        compiled=False,
+        grad=(),
+    ),
+    c(
+        "complex_angle_axes",
+        lambda L, a, b: L.torch.complex(a, b).angle(),
+        const(np.array([0.0, -1.0, 0.0, 2.0, -2.0, 0.0])),
+        const(np.array([1.0, 0.0, -1.0, 0.0, 3.0, 0.0])),
+        grad=(),
+    ),
+    c("view_as_complex_error", lambda L, x: L.torch.view_as_complex(x), X),
+    c("view_as_real_error", lambda L, x: L.torch.view_as_real(x), X),
+]
+
+CASES = SCATTER + INPLACE + REPEAT + UNIQUE + SPARSE + COMPLEX
