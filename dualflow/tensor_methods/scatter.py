@@ -110,6 +110,9 @@ def scatter_reduced(
     positions = ops.reshape(
         ops.arange(n, device=x.device), (1,) * (d + 1) + (n,) + (1,) * (ndim - d - 1)
     )
+    # zeros read at index: take_along_axis checks every index lies in [0, n) (the mask below
+    # would silently drop an out-of-range one), in the graph too since the sum uses it
+    index = index + ops.take_along_axis(ops.zeros(block, index.dtype, x.device), index, d)
     hit = ops.equal(ops.expand_dims(index, d + 1), positions)  # ishape[:d+1], n, ishape[d+1:]
     values = ops.broadcast_to(ops.expand_dims(src, d + 1), tuple(hit.shape))
     base = _leading(x, block)

@@ -94,3 +94,32 @@ def test_one_param_group_and_line_search_name_are_checked() -> None:
         optim.LBFGS([{"params": [p]}, {"params": [q]}])
     with pytest.raises(ValueError, match="strong_wolfe"):
         optim.LBFGS([p], line_search_fn="backtracking")
+
+
+def test_step_inside_a_compiled_function_fails_closed() -> None:
+    p = Parameter(np.array([2.0, -1.0]))
+    opt = optim.LBFGS([p], max_iter=3)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+
+    def train():
+        return opt.step(closure)
+
+    compiled = dualflow.compile(train)
+    with pytest.warns(RuntimeWarning, match="LBFGS.step"):
+        compiled()
+    q = Parameter(np.array([2.0, -1.0]))
+    other = optim.LBFGS([q], max_iter=3)
+
+    def other_closure():
+        other.zero_grad()
+        loss = (q * q).sum()
+        loss.backward()
+        return loss
+
+    other.step(other_closure)
+    np.testing.assert_array_equal(p.numpy(), q.numpy())  # the eager result
