@@ -71,7 +71,7 @@ _LAZY.update(dict.fromkeys(_FUNCTIONS, "dualflow.functions"))
 _INDEX_FUNCTIONS = ("index_add", "scatter_reduce", "repeat_interleave", "unique")
 _LAZY.update(dict.fromkeys(_INDEX_FUNCTIONS, "dualflow.index_functions"))
 _LAZY.update(dict.fromkeys(("sparse_coo_tensor", "spmm"), "dualflow.sparse"))  # COO tensors
-_COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex")  # complex tensors
+_COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "is_complex")  # complex
 _LAZY.update(dict.fromkeys(_COMPLEX, "dualflow.complex_tensors"))
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 

@@ -274,3 +274,13 @@ def polar(abs: Any, angle: Any) -> ComplexTensor:
     """
     abs, angle = as_tensor(abs), as_tensor(angle)
     return complex(abs * ops.cos(angle), abs * ops.sin(angle))
+
+
+def is_complex(input: Any) -> bool:
+    """Whether ``input`` is a complex tensor (``torch.is_complex``).
+
+    Example:
+        >>> is_complex(complex(as_tensor([1.0]), as_tensor([0.0]))), is_complex(as_tensor([1.0]))
+        (True, False)
+    """
+    return isinstance(input, ComplexTensor)

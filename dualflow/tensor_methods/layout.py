@@ -1,5 +1,6 @@
-"""The dense Tensor's side of sparse COO tensors (``dualflow/sparse.py``): ``is_sparse``,
-``to_sparse()`` and ``to_dense()``, with PyTorch's meanings.
+"""The dense real Tensor's side of sparse COO tensors (``dualflow/sparse.py``) and complex
+tensors (``dualflow/complex_tensors.py``): ``is_sparse``, ``to_sparse()``, ``to_dense()`` and
+``is_complex()``, with PyTorch's meanings.
 """
 
 from __future__ import annotations
@@ -7,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 
-class SparseMethods:
-    """``is_sparse`` (False: a Tensor is dense), ``to_sparse`` and ``to_dense``."""
+class LayoutMethods:
+    """``is_sparse`` (False: a Tensor is dense), ``to_sparse``, ``to_dense``, ``is_complex``."""
 
     __slots__ = ()
 
@@ -40,3 +41,13 @@ class SparseMethods:
             True
         """
         return self if dtype is None else self.to(dtype)
+
+    def is_complex(self) -> bool:
+        """False: complex values live in ``ComplexTensor`` (``dualflow.view_as_complex``).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0]).is_complex()
+            False
+        """
+        return False
