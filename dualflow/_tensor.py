@@ -16,6 +16,7 @@ from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply, tracing
 from dualflow.tensor_methods import TensorMethods
+from dualflow.tensor_methods.layout import Reflected
 
 _FLOAT_KINDS = "fc"
 
@@ -228,7 +229,7 @@ class Tensor(TensorMethods):
 
     # ----- operators (each is one op) ---------------------------------------------------------
     def __add__(self, other: Any) -> Tensor:
-        if isinstance(other, DEFER_TO):
+        if isinstance(other, Reflected):
             return NotImplemented
         return apply(_ADD, self, other)
 
@@ -236,7 +237,7 @@ class Tensor(TensorMethods):
         return apply(_ADD, other, self)
 
     def __sub__(self, other: Any) -> Tensor:
-        if isinstance(other, DEFER_TO):
+        if isinstance(other, Reflected):
             return NotImplemented
         return apply(_SUB, self, other)
 
@@ -244,7 +245,7 @@ class Tensor(TensorMethods):
         return apply(_SUB, other, self)
 
     def __mul__(self, other: Any) -> Tensor:
-        if isinstance(other, DEFER_TO):
+        if isinstance(other, Reflected):
             return NotImplemented
         return apply(_MUL, self, other)
 
@@ -252,7 +253,7 @@ class Tensor(TensorMethods):
         return apply(_MUL, other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        if isinstance(other, DEFER_TO):
+        if isinstance(other, Reflected):
             return NotImplemented
         return apply(_DIV, self, other)
 
@@ -297,10 +298,6 @@ class Tensor(TensorMethods):
     def __getitem__(self, index: Any) -> Tensor:
         return ops.getitem(self, index)
 
-
-# Operand types whose reflected operator wins over Tensor's (``real * complex`` is the
-# ComplexTensor's ``__rmul__``); dualflow.complex_tensors adds itself.
-DEFER_TO: tuple[type, ...] = ()
 
 _ADD, _SUB, _MUL, _DIV, _NEG = (
     OPS[n] for n in ("add", "subtract", "multiply", "divide", "negative")

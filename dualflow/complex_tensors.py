@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from dualflow import _tensor, ops
+from dualflow import ops
 from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import DTypeError, ShapeError, with_location
+from dualflow.tensor_methods.layout import Reflected
 
 _COMPLEX = {
     np.dtype(np.float32): np.dtype(np.complex64),
@@ -43,7 +44,7 @@ def _parts(value: Any, like: Tensor) -> tuple[Any, Any]:
     return value, None
 
 
-class ComplexTensor:
+class ComplexTensor(Reflected):
     """A complex tensor computed through its real view (see the module docstring).
 
     Example:
@@ -189,9 +190,6 @@ class ComplexTensor:
 
     def __repr__(self) -> str:
         return f"tensor({self.numpy()!r}, dtype={self.dtype})"
-
-
-_tensor.DEFER_TO += (ComplexTensor,)
 
 
 def _conj_parts(re: Any, im: Any, like: ComplexTensor) -> ComplexTensor:

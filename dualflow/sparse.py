@@ -28,10 +28,11 @@ import numpy as np
 from dualflow import ops
 from dualflow._tensor import Tensor, as_tensor, tensor
 from dualflow.errors import ShapeError, with_location
+from dualflow.tensor_methods.layout import Reflected
 from dualflow.tensor_methods.unique import values_of
 
 
-class SparseTensor:
+class SparseTensor(Reflected):
     """A COO sparse tensor: ``indices`` (int64, ``(ndim, nnz)``), ``values`` (``(nnz,)``) and
     a ``size``; see the module docstring (dense-backed computation).
 
@@ -139,6 +140,40 @@ class SparseTensor:
 
     __matmul__ = mm
 
+    def __rmatmul__(self, other: Any) -> Tensor:
+        return mm(other, self)
+
+    def __add__(self, other: Any) -> Any:
+        """``sparse + sparse`` stays sparse, with PyTorch's entries: merged when both are
+        coalesced, values added when the indices are equal, else concatenated."""
+        if isinstance(other, SparseTensor):
+            if other._size != self._size:
+                raise ShapeError(with_location(f"add: sizes {self._size} and {other._size} differ"))
+            return _add_sparse(self, other)
+        raise RuntimeError(
+            with_location(
+                "add(sparse, dense) is not supported. Use add(dense, sparse) instead (as PyTorch)"
+            )
+        )
+
+    def __radd__(self, other: Any) -> Tensor:
+        """``dense + sparse`` is dense."""
+        return other + self.to_dense()
+
+    def __mul__(self, other: Any) -> SparseTensor:
+        """``sparse * number``: the values scaled (a sparse result)."""
+        if hasattr(other, "shape") and len(other.shape):
+            raise TypeError(
+                "sparse * tensor is not supported by dualflow's sparse tensors; multiply "
+                "s.to_dense() or scale s._values()"
+            )
+        return SparseTensor(self._idx, self._vals * other, self._size, self._coalesced)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> SparseTensor:
+        return self * -1
+
     def t(self) -> SparseTensor:
         """The transpose of a 2-D sparse tensor."""
         if len(self._size) != 2:
@@ -155,6 +190,21 @@ class SparseTensor:
             f"tensor(indices={self._idx.tolist()},\n       values={self._vals.tolist()},\n"
             f"       size={self._size}, nnz={self._nnz()}, layout=torch.sparse_coo)"
         )
+
+
+def _add_sparse(a: SparseTensor, b: SparseTensor) -> SparseTensor:
+    """PyTorch's ``sparse + sparse`` (its three cases read the indices unless shared)."""
+    if a._idx is b._idx or _same_indices(a, b):
+        return SparseTensor(a._idx, a._vals + b._vals, a._size, a._coalesced)
+    indices = ops.concat([a._idx, b._idx], axis=1)
+    joined = SparseTensor(indices, ops.concat([a._vals, b._vals], axis=0), a._size, False)
+    return joined.coalesce() if a._coalesced and b._coalesced else joined
+
+
+def _same_indices(a: SparseTensor, b: SparseTensor) -> bool:
+    if a._idx.shape != b._idx.shape:
+        return False
+    return bool(np.array_equal(values_of(a._idx, "sparse + sparse"), values_of(b._idx, "add")))
 
 
 def sparse_coo_tensor(
@@ -213,21 +263,23 @@ def from_dense(x: Tensor) -> SparseTensor:
 
 
 def mm(mat1: Any, mat2: Any) -> Tensor:
-    """``mat1 @ mat2`` with ``mat1`` sparse (or dense) and ``mat2`` dense: PyTorch's
-    ``torch.sparse.mm``/``torch.spmm``; the gradient reaches ``mat1``'s values and ``mat2``.
+    """``mat1 @ mat2``: PyTorch's ``torch.sparse.mm``/``torch.spmm`` (dense unless both are
+    sparse); the gradient reaches sparse operands' values and dense operands.
 
     Example:
         >>> s = sparse_coo_tensor([[0], [1]], [2.0], (1, 2))
         >>> mm(s, tensor([[1.0], [3.0]])).tolist()
         [[6.0]]
     """
+    both = isinstance(mat1, SparseTensor) and isinstance(mat2, SparseTensor)
     left = mat1.to_dense() if isinstance(mat1, SparseTensor) else as_tensor(mat1)
     right = mat2.to_dense() if isinstance(mat2, SparseTensor) else as_tensor(mat2)
     if left.ndim != 2 or right.ndim != 2:
         raise ShapeError(
             with_location(f"sparse.mm: expects 2-D matrices, got {left.shape} and {right.shape}")
         )
-    return ops.matmul(left, right)
+    product = ops.matmul(left, right)
+    return from_dense(product) if both else product  # sparse @ sparse is sparse in PyTorch
 
 
 spmm = mm

@@ -8,6 +8,14 @@ from __future__ import annotations
 from typing import Any
 
 
+class Reflected:
+    """Base of the tensor kinds beside Tensor (``ComplexTensor``, ``SparseTensor``): Tensor's
+    binary operators return NotImplemented for them, so ``dense * z`` is ``z.__rmul__(dense)``
+    rather than an object array."""
+
+    __slots__ = ()
+
+
 class LayoutMethods:
     """``is_sparse`` (False: a Tensor is dense), ``to_sparse``, ``to_dense``, ``is_complex``."""
 

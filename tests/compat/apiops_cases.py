@@ -236,6 +236,16 @@ def coo(L: Any, values: Any) -> Any:
     return L.torch.sparse_coo_tensor(L.torch.tensor(COO), values, (3, 4))
 
 
+def other(L: Any, values: Any) -> Any:
+    """A sparse tensor with other indices (one shared with ``coo``)."""
+    return L.torch.sparse_coo_tensor(L.torch.tensor([[1, 0], [1, 1]]), values[:2] * 3, (3, 4))
+
+
+def _twice(s: Any) -> Any:
+    total = s + s * 2
+    return total.to_dense(), total._nnz()
+
+
 def sparse_zeros(*shape: int) -> Any:
     return lambda rng: rng.standard_normal(shape) * (rng.uniform(size=shape) > 0.6)
 
@@ -286,6 +296,35 @@ SPARSE = [
         normal(3),
     ),
     c("sparse_sum", lambda L, v: L.torch.sparse.sum(coo(L, v)), normal(5)),
+    c("dense_matmul_sparse", lambda L, d, v: d @ coo(L, v), normal(2, 3), normal(5)),
+    c(
+        "sparse_arith",
+        lambda L, v, d: (
+            (coo(L, v) + coo(L, v * 2)).to_dense(),
+            (coo(L, v) + coo(L, v))._nnz(),
+            (coo(L, v) + coo(L, v)).is_coalesced(),
+            (coo(L, v) + other(L, v))._nnz(),
+            (coo(L, v).coalesce() + other(L, v).coalesce())._nnz(),
+            (coo(L, v).coalesce() + other(L, v).coalesce()).to_dense(),
+            (coo(L, v) * 3)._values(),
+            d + coo(L, v),
+            (-coo(L, v)).to_dense(),
+        ),
+        normal(5),
+        normal(3, 4),
+        compiled=False,  # sparse + sparse reads the indices (unless shared, as below)
+    ),
+    c("sparse_add_shared", lambda L, v: _twice(coo(L, v)), normal(5)),
+    c("sparse_plus_dense_error", lambda L, v, d: coo(L, v) + d, normal(5), normal(3, 4)),
+    c(
+        "sparse_mm_sparse",
+        lambda L, v: (
+            L.torch.sparse.mm(coo(L, v), coo(L, v).t()).is_sparse,
+            L.torch.sparse.mm(coo(L, v), coo(L, v).t()).to_dense(),
+        ),
+        normal(5),
+        compiled=False,
+    ),
 ]
 
 
