@@ -68,6 +68,17 @@ class SparseTensor(Reflected):
     device = property(lambda self: self._vals.device)
     requires_grad = property(lambda self: self._vals.requires_grad)
 
+    @property
+    def grad(self) -> SparseTensor | None:
+        """The gradient with respect to the values, as a sparse tensor of the same indices."""
+        grad = self._vals.grad
+        return None if grad is None else SparseTensor(self._idx, grad, self._size, self._coalesced)
+
+    def requires_grad_(self, flag: bool = True) -> SparseTensor:
+        """Make the values require grad (a leaf's)."""
+        self._vals.requires_grad_(flag)
+        return self
+
     def sparse_dim(self) -> int:
         """Dimensions held by the indices (all of them: values are scalars here)."""
         return len(self._size)

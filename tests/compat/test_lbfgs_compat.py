@@ -123,3 +123,30 @@ def test_step_inside_a_compiled_function_fails_closed() -> None:
 
     other.step(other_closure)
     np.testing.assert_array_equal(p.numpy(), q.numpy())  # the eager result
+
+
+def test_compiled_closure_trains_a_module() -> None:
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((16, 3)), rng.standard_normal((16, 1))
+
+    def train(compiled: bool) -> tuple[list, object]:
+        dualflow.manual_seed(0)
+        model = dualflow.nn.Linear(3, 1).double()
+        opt = optim.LBFGS(model.parameters(), line_search_fn="strong_wolfe", max_iter=10)
+        data, target = dualflow.tensor(x), dualflow.tensor(y)
+
+        def closure():
+            opt.zero_grad()
+            loss = dualflow.nn.functional.mse_loss(model(data), target)
+            loss.backward()
+            return loss
+
+        fn = dualflow.compile(closure) if compiled else closure
+        losses = [float(opt.step(fn)) for _ in range(2)]
+        return losses + [p.numpy().copy() for p in model.parameters()], fn
+
+    want, _ = train(compiled=False)
+    got, fn = train(compiled=True)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    assert fn.stats().plan_runs >= 3 and fn.stats().eager_fallbacks == 0
