@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import builtins
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -44,6 +45,7 @@ def _parts(value: Any, like: Tensor) -> tuple[Any, Any]:
     return value, None
 
 
+@dataclasses.dataclass(eq=False, repr=False)
 class ComplexTensor(Reflected):
     """A complex tensor computed through its real view (see the module docstring).
 
@@ -54,10 +56,10 @@ class ComplexTensor(Reflected):
         ([5.0], dtype('complex64'))
     """
 
+    # A dataclass of one field, so compiled functions take and return it as a container of
+    # its real view (tracer/pytree.py), never as an opaque object baked into the plan.
+    _pair: Tensor
     is_sparse = False
-
-    def __init__(self, pair: Tensor) -> None:
-        self._pair = pair
 
     # ----- attributes --------------------------------------------------------------------------
     shape = property(lambda self: tuple(self._pair.shape[:-1]))

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,7 @@ from dualflow.tensor_methods.layout import Reflected
 from dualflow.tensor_methods.unique import values_of
 
 
+@dataclasses.dataclass(eq=False, repr=False, init=False)
 class SparseTensor(Reflected):
     """A COO sparse tensor: ``indices`` (int64, ``(ndim, nnz)``), ``values`` (``(nnz,)``) and
     a ``size``; see the module docstring (dense-backed computation).
@@ -43,6 +45,12 @@ class SparseTensor(Reflected):
         (True, [[0, 1], [1, 0]], [2.0, 3.0])
     """
 
+    # Dataclass fields, so compiled functions take and return it as a container of its
+    # indices and values (tracer/pytree.py), never as an opaque object baked into the plan.
+    _idx: Tensor
+    _vals: Tensor
+    _size: tuple[int, ...]
+    _coalesced: bool
     is_sparse = True
     layout = "sparse_coo"
 

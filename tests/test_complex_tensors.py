@@ -43,3 +43,16 @@ def test_errors_name_the_function() -> None:
         dualflow.view_as_real(dualflow.ones(2))
     assert not dualflow.ones(2).is_complex()
     assert dualflow.is_complex(dualflow.polar(dualflow.ones(2), dualflow.zeros(2)))
+
+
+def test_compiled_function_takes_and_returns_complex_tensors() -> None:
+    @dualflow.compile
+    def f(z, x):
+        return z * x, dualflow.view_as_real(z.conj())
+
+    for value in (1.0, 5.0, -3.0):
+        z = dualflow.view_as_complex(dualflow.tensor([[value, 2.0]]))
+        product, real = f(z, dualflow.tensor([3.0]))
+        assert product.numpy().tolist() == [complex(3 * value, 6.0)]
+        assert real.tolist() == [[value, -2.0]]
+    assert f.stats().plan_runs == 2

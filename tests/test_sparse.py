@@ -51,3 +51,15 @@ def test_bad_shapes_are_shape_errors() -> None:
         dualflow.sparse_coo_tensor([0, 1], [1.0, 2.0], (2,))
     with pytest.raises(dualflow.errors.ShapeError, match="2 dimensions"):
         dualflow.sparse_coo_tensor(INDICES, [1.0, 2.0, 3.0], (2, 3, 4))
+
+
+def test_compiled_function_takes_and_returns_sparse_tensors() -> None:
+    @dualflow.compile
+    def f(s, scale):
+        return s * scale + s
+
+    for value in (1.0, 4.0, -2.0):
+        s = dualflow.sparse_coo_tensor(INDICES, [value, 2.0, 3.0], (2, 3))
+        out = f(s, 3.0)
+        assert out.is_sparse and out._values().tolist() == [4 * value, 8.0, 12.0]
+    assert f.stats().plan_runs == 2
