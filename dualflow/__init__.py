@@ -67,6 +67,12 @@ _FUNCTIONS += ("flip", "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp",
 _FUNCTIONS += ("logical_and", "logical_or", "logical_xor", "clone", "numel", "cat", "concat")
 _FUNCTIONS += ("concatenate", "stack", "where", "from_numpy", "is_tensor", "triu", "tril")
 _LAZY.update(dict.fromkeys(_FUNCTIONS, "dualflow.functions"))
+# torch.index_add, scatter_reduce, repeat_interleave, unique: dualflow/index_functions.py
+_INDEX_FUNCTIONS = ("index_add", "scatter_reduce", "repeat_interleave", "unique")
+_LAZY.update(dict.fromkeys(_INDEX_FUNCTIONS, "dualflow.index_functions"))
+_LAZY.update(dict.fromkeys(("sparse_coo_tensor", "spmm"), "dualflow.sparse"))  # COO tensors
+_COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "is_complex")  # complex
+_LAZY.update(dict.fromkeys(_COMPLEX, "dualflow.complex_tensors"))
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 
 

@@ -16,6 +16,7 @@ from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply, tracing
 from dualflow.tensor_methods import TensorMethods
+from dualflow.tensor_methods.layout import Reflected
 
 _FLOAT_KINDS = "fc"
 
@@ -228,24 +229,32 @@ class Tensor(TensorMethods):
 
     # ----- operators (each is one op) ---------------------------------------------------------
     def __add__(self, other: Any) -> Tensor:
+        if isinstance(other, Reflected):
+            return NotImplemented
         return apply(_ADD, self, other)
 
     def __radd__(self, other: Any) -> Tensor:
         return apply(_ADD, other, self)
 
     def __sub__(self, other: Any) -> Tensor:
+        if isinstance(other, Reflected):
+            return NotImplemented
         return apply(_SUB, self, other)
 
     def __rsub__(self, other: Any) -> Tensor:
         return apply(_SUB, other, self)
 
     def __mul__(self, other: Any) -> Tensor:
+        if isinstance(other, Reflected):
+            return NotImplemented
         return apply(_MUL, self, other)
 
     def __rmul__(self, other: Any) -> Tensor:
         return apply(_MUL, other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
+        if isinstance(other, Reflected):
+            return NotImplemented
         return apply(_DIV, self, other)
 
     def __rtruediv__(self, other: Any) -> Tensor:

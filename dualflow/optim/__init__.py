@@ -13,6 +13,7 @@ from dualflow.optim.adagrad import Adagrad
 from dualflow.optim.adam import Adam, AdamW
 from dualflow.optim.adamax import Adamax
 from dualflow.optim.clip import clip_grad_norm
+from dualflow.optim.lbfgs import LBFGS
 from dualflow.optim.nadam import NAdam
 from dualflow.optim.optimizer import Optimizer
 from dualflow.optim.radam import RAdam
@@ -20,6 +21,7 @@ from dualflow.optim.rmsprop import RMSprop
 from dualflow.optim.sgd import SGD
 
 __all__ = [
+    "LBFGS",
     "SGD",
     "Adadelta",
     "Adagrad",
@@ -36,7 +38,6 @@ __all__ = [
 
 # PyTorch optim names dualflow does not have -> what to use instead (AttributeError says so).
 _INSTEAD = {
-    "LBFGS": "not supported (needs closures re-evaluated inside step); use Adam or SGD",
     "SparseAdam": "sparse gradients are not supported: use Adam",
     "ASGD": "not supported: use SGD (with averaging done outside) or Adam",
     "Rprop": "not supported: use RMSprop or Adam",

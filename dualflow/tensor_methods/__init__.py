@@ -15,11 +15,14 @@ from dualflow.tensor_methods.convert import ConvertMethods
 from dualflow.tensor_methods.hints import TENSOR_HINTS, missing
 from dualflow.tensor_methods.index import IndexMethods
 from dualflow.tensor_methods.inplace_methods import InplaceMethods
+from dualflow.tensor_methods.layout import LayoutMethods
 from dualflow.tensor_methods.math import MathMethods
 from dualflow.tensor_methods.numpy_protocol import NumpyProtocol
 from dualflow.tensor_methods.reduce import ReduceMethods, ValuesIndices
+from dualflow.tensor_methods.scatter import ScatterMethods
 from dualflow.tensor_methods.shape import ShapeMethods
 from dualflow.tensor_methods.size import Size
+from dualflow.tensor_methods.unique import UniqueMethods
 
 
 class TensorMethods(
@@ -28,6 +31,9 @@ class TensorMethods(
     MathMethods,
     CompareMethods,
     IndexMethods,
+    ScatterMethods,
+    UniqueMethods,
+    LayoutMethods,
     ConvertMethods,
     InplaceMethods,
     NumpyProtocol,

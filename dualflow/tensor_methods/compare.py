@@ -11,6 +11,7 @@ from typing import Any
 from dualflow import ops
 from dualflow.errors import DTypeError, ShapeError, with_location
 from dualflow.ops.validate import require_same_float
+from dualflow.tensor_methods.layout import Reflected
 
 
 def _require_bool(x: Any, other: Any, op: str) -> None:
@@ -221,6 +222,8 @@ class CompareMethods:
         return ops.matmul(self, other)
 
     def __matmul__(self, other: Any) -> Any:
+        if isinstance(other, Reflected):  # dense @ sparse: SparseTensor.__rmatmul__
+            return NotImplemented
         _matmul_check(self, other, "matmul", None)
         return ops.matmul(self, other)
 

@@ -78,7 +78,7 @@ class IndexMethods:
         """
         d = dim_index(dim, self.ndim, "scatter_add")
         shape = _index_shape(self, index, d, "scatter_add")
-        return self + _scattered(tuple(self.shape), index, _block(src, shape, d), d)
+        return self + _scattered(tuple(self.shape), index, _block(src, shape, -1), d)
 
     def scatter(self, dim: int, index: Any, src: Any = None, *, value: Any = None) -> Any:
         """A copy with ``src`` (a tensor, or a number ``value``) written at ``index`` along
@@ -94,7 +94,7 @@ class IndexMethods:
         shape = _index_shape(self, index, d, "scatter")
         src = value if src is None else src
         if hasattr(src, "shape") and len(src.shape):
-            src = ops.cast(_block(src, shape, d), self.dtype)
+            src = ops.cast(_block(src, shape, -1), self.dtype)  # src: cut on every dim
         else:
             src = ops.full(shape, src, self.dtype)
         hit = _scattered(tuple(self.shape), index, ops.ones_like(src), d)

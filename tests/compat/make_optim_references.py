@@ -1,6 +1,9 @@
 """Generate ``optim_references.npz`` and ``sched_references.npz`` with PyTorch (run by hand).
 
-    /work/torchvenv/bin/python tests/compat/make_optim_references.py
+    /work/torchvenv/bin/python tests/compat/make_optim_references.py [optim] [sched] [lbfgs]
+
+(names limit it to those files). LBFGS (``lbfgs_cases``): parameters and losses after every
+``step(closure)``, closure calls and state counts, float64.
 
 Optimizers (``optim_cases``): parameters and state after every step, in float64 (with torch's
 default dtype float64, so step counts and NAdam's ``mu_product`` are float64 as dualflow's) and
@@ -20,6 +23,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import lbfgs_cases  # noqa: E402
 import nn_packing  # noqa: E402
 import optim_cases  # noqa: E402
 import sched_cases  # noqa: E402
@@ -81,19 +85,38 @@ def run_scheduler(case, store: dict) -> None:
     store[case.id + "/lrs"] = np.array(rows)
 
 
+def make_lbfgs_references() -> None:
+    torch.set_default_dtype(torch.float64)
+    store: dict[str, np.ndarray] = {}
+    for problem, kwargs in lbfgs_cases.CASES:
+        prefix = lbfgs_cases.case_id(problem, kwargs) + "/"
+
+        def parameter(value: np.ndarray) -> torch.nn.Parameter:
+            return torch.nn.Parameter(torch.from_numpy(value.copy()))
+
+        out = lbfgs_cases.run(torch, torch.optim, parameter, problem, kwargs)
+        store.update({prefix + k: v for k, v in out.items()})
+    nn_packing.save(HERE / "lbfgs_references.npz", store)
+    print(f"wrote {len(store)} LBFGS arrays, torch {torch.__version__}")
+
+
 def main() -> None:
-    optim: dict[str, np.ndarray] = {}
-    for name, kwargs in optim_cases.CASES:
-        for dtype in ("float64", "float32"):
-            run_optimizer(name, kwargs, dtype, optim)
-    nn_packing.save(HERE / "optim_references.npz", optim)
-    sched: dict[str, np.ndarray] = {}
-    for case in sched_cases.CASES:
-        run_scheduler(case, sched)
-    nn_packing.save(HERE / "sched_references.npz", sched)
-    print(
-        f"wrote {len(optim)} optimizer and {len(sched)} scheduler arrays, torch {torch.__version__}"
-    )
+    wanted = set(sys.argv[1:]) or {"optim", "sched", "lbfgs"}
+    if "optim" in wanted:
+        optim: dict[str, np.ndarray] = {}
+        for name, kwargs in optim_cases.CASES:
+            for dtype in ("float64", "float32"):
+                run_optimizer(name, kwargs, dtype, optim)
+        nn_packing.save(HERE / "optim_references.npz", optim)
+        print(f"wrote {len(optim)} optimizer arrays, torch {torch.__version__}")
+    if "sched" in wanted:
+        sched: dict[str, np.ndarray] = {}
+        for case in sched_cases.CASES:
+            run_scheduler(case, sched)
+        nn_packing.save(HERE / "sched_references.npz", sched)
+        print(f"wrote {len(sched)} scheduler arrays, torch {torch.__version__}")
+    if "lbfgs" in wanted:
+        make_lbfgs_references()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 """Generate ``tensor_references.npz``, ``functional_references.npz`` and ``loss_references.npz``
 with PyTorch (run once, by hand; torch is not a dependency of dualflow):
 
-    /work/torchvenv/bin/python tests/compat/make_tensor_references.py
+    /work/torchvenv/bin/python tests/compat/make_tensor_references.py [NAME ...]
+
+NAME (``tensor``, ``functional``, ``loss``, ``apiops``) limits it to those tables.
 
 For each case: its inputs, outputs (values and dtypes), the cotangents and the gradients of
 ``sum(output * cotangent)`` with respect to the inputs that require grad, or the error torch
@@ -20,7 +22,13 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from tests.compat import functional_cases, loss_cases, tensor_cases, tensor_packing  # noqa: E402
+from tests.compat import (  # noqa: E402
+    apiops_cases,
+    functional_cases,
+    loss_cases,
+    tensor_cases,
+    tensor_packing,
+)
 from tests.compat.tensor_harness import (  # noqa: E402
     cotangent,
     flatten,
@@ -78,7 +86,10 @@ def main() -> None:
         ("tensor", tensor_cases),
         ("functional", functional_cases),
         ("loss", loss_cases),
+        ("apiops", apiops_cases),
     ):
+        if sys.argv[1:] and name not in sys.argv[1:]:
+            continue
         ids = [case.id for case in module.CASES]
         assert len(ids) == len(set(ids)), "case ids must be unique"
         store: dict[str, np.ndarray] = {}

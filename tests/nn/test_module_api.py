@@ -112,7 +112,7 @@ def test_attribute_errors_say_what_to_use_instead() -> None:
     with pytest.raises(AttributeError, match=r"dualflow\.distributed"):
         nn.DataParallel  # noqa: B018
     with pytest.raises(AttributeError, match="Adam"):
-        optim.LBFGS  # noqa: B018
+        optim.Rprop  # noqa: B018
     with pytest.raises(AttributeError, match="after step"):
         optim.SGD([nn.Parameter(np.zeros(1))]).register_step_post_hook(print)
     with pytest.raises(AttributeError, match="has no attribute 'Nope'"):
