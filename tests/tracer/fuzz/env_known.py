@@ -1,0 +1,67 @@
+"""Issue 35's known silent mismatches: the ``construct/mutation`` cases (``env_draw.cases``)
+whose minimal program a compiled step gets wrong without a warning on today's tracer.
+
+``test_each_construct`` expects exactly these to fail (``xfail(strict=True)``): empty the set as
+fixes land. The random-program tests draw no construct named here (``avoided``), so they cover
+the rest today and everything once the set is empty.
+"""
+
+from __future__ import annotations
+
+KNOWN_SILENT: frozenset[str] = frozenset(
+    {
+        "root:property/through",
+        "root:environ/rebind",
+        "root:environ_item/rebind",
+        "root:weakref/through",
+        "root:partial_keywords/rebind",
+        "root:partial_keywords/through",
+        "step:attrgetter/inplace",
+        "step:attrgetter/through",
+        "step:vars/inplace",
+        "step:vars/through",
+        "step:property/through",
+        "step:asdict/inplace",
+        "step:asdict/through",
+        "step:get_default/inplace",
+        "step:get_default/through",
+        "step:itemgetter/through",
+        "step:next_iter_values/through",
+        "step:items_list/through",
+        "step:dict_comp/through",
+        "step:copy/inplace",
+        "step:copy/through",
+        "step:deepcopy/inplace",
+        "step:deepcopy/through",
+        "step:dict_copy/through",
+        "step:reduce_getitem/inplace",
+        "step:reduce_getitem/through",
+        "step:lambda/through",
+        "step:max_key/inplace",
+        "step:max_key/through",
+        "step:min_key/inplace",
+        "step:min_key/through",
+        "step:sorted_index/inplace",
+        "step:sorted_index/through",
+        "step:listcomp/through",
+        "step:genexpr/through",
+        "step:partial_call/inplace",
+        "step:partial_call/through",
+        "step:weakref/inplace",
+        "step:np_index/inplace",
+        "step:np_item/inplace",
+        "step:np_float/inplace",
+        "step:np_tolist/inplace",
+        "step:np_max/inplace",
+    }
+)
+
+
+def avoided() -> set[str]:
+    """The constructs the random programs leave out: those of every case in ``KNOWN_SILENT``.
+
+    Example:
+        >>> avoided() == {case.split("/")[0] for case in KNOWN_SILENT}
+        True
+    """
+    return {case.split("/")[0] for case in KNOWN_SILENT}
