@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import random
 
-from tests.tracer.fuzz.env_program import SINKS, VALUES, EnvProgram, Mutation
+from tests.tracer.fuzz.env_program import SIGNED_ZEROS, SINKS, VALUES, EnvProgram, Mutation
 from tests.tracer.fuzz.env_roots import ROOTS
 from tests.tracer.fuzz.env_steps import STEPS
 
@@ -64,7 +64,7 @@ def cases() -> list[str]:
 
 def minimal(case: str) -> EnvProgram:
     """The smallest program of a ``construct/mutation`` case: 5 calls, the value 1.0 changed to
-    3.0 before call 2 and to 2.0 before call 4.
+    3.0 before call 2 and to 2.0 before call 4 (``sink:divide``: 0.0, then -0.0, then 2.0).
 
     Example:
         >>> minimal("step:np_item/inplace").expression()
@@ -85,9 +85,10 @@ def minimal(case: str) -> EnvProgram:
         level = len(steps) - 1
     elif mutation == "inplace":
         level = min(i for i, s in enumerate(steps) if STEPS[s].put is not None)
-    mutations = (Mutation(2, level, 3.0), Mutation(4, level, 2.0))
+    first, second, third = SIGNED_ZEROS if sink == "divide" else (1.0, 3.0, 2.0)
+    mutations = (Mutation(2, level, second), Mutation(4, level, third))
     tag = "m_" + construct.replace(":", "_")
-    return EnvProgram(root, steps, sink, 1.0, mutations, 5, seed=len(tag), tag=tag)
+    return EnvProgram(root, steps, sink, first, mutations, 5, seed=len(tag), tag=tag)
 
 
 def _draw_chain(rng: random.Random, avoid: set[str]) -> tuple[tuple[str, ...], str]:
@@ -105,9 +106,11 @@ def _draw_chain(rng: random.Random, avoid: set[str]) -> tuple[tuple[str, ...], s
     return tuple(steps), tag
 
 
-def _mutations(rng: random.Random, levels: list[int], calls: int) -> tuple[Mutation, ...]:
+def _mutations(
+    rng: random.Random, levels: list[int], calls: int, values: tuple[float, ...]
+) -> tuple[Mutation, ...]:
     picked = [
-        Mutation(rng.randint(1, calls - 1), rng.choice(levels), rng.choice(VALUES))
+        Mutation(rng.randint(1, calls - 1), rng.choice(levels), rng.choice(values))
         for _ in range(rng.randint(1, 3))
     ]
     return tuple(sorted(picked, key=lambda m: m.call))
@@ -133,7 +136,8 @@ def draw(seed: int, avoid: set[str] = frozenset()) -> EnvProgram:
         if not levels:
             continue
         calls = rng.randint(4, 6)
-        mutations = _mutations(rng, levels, calls)
-        first = rng.choice(VALUES)
         sink = rng.choice(sinks)
+        values = SIGNED_ZEROS if sink == "divide" else VALUES
+        mutations = _mutations(rng, levels, calls, values)
+        first = rng.choice(values)
         return EnvProgram(root.name, steps, sink, first, mutations, calls, seed, f"r{seed}")

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.tracer.fuzz import env_helpers as lib
+from tests.tracer.fuzz.env_steps import WEAK
 
 
 @dataclass
@@ -98,7 +99,6 @@ def _closure(env: Env, obj: Any) -> None:
     env.ns["_initial"] = obj  # the factory's argument; ``rebind_cell`` changes the cell later
 
 
-_WEAK = frozenset({"obj", "cls", "array", "call", "partial"})
 _ALL = [
     Root("global", "CFG", _global("CFG"), _global("CFG")),
     Root(
@@ -165,7 +165,7 @@ _ALL = [
         lambda env, obj: env.ns.__setitem__("T", (obj, 0)),
         lambda env, obj: env.ns.__setitem__("T", (obj, 0)),
     ),
-    Root("weakref", "REF()", _weak, _weak, _WEAK),
+    Root("weakref", "REF()", _weak, _weak, WEAK),
     Root(
         "dataclass",
         "DC.val",

@@ -2,11 +2,13 @@
 
 A step is an expression template (``@`` stands for the object it reads from), the kind of object
 it reads from (``makes``: a tag below), what it reads out of it (``needs``: ``"any"``, one tag,
-``"weak"``: weak-referenceable, ``"data"``: anything but a function),
+``"weak"``: weak-referenceable, ``"data"``: anything but a function, ``"notdc"``: anything but
+a dataclass),
 how to build that object around a given inner value, and how to replace the inner value in place
 (``put``; ``None`` for immutable holders such as tuples and strings).
 
-Tags: ``num`` (a Python float), ``obj`` (a plain object: weak-referenceable), ``cls`` (a class),
+Tags: ``num`` (a Python float), ``obj`` (a plain object: weak-referenceable), ``dc`` (a
+dataclass instance), ``cls`` (a class),
 ``ns`` (a ``SimpleNamespace``), ``dict``, ``list``, ``tuple``, ``str``, ``array`` (numpy),
 ``call`` (a closure), ``partial`` (``functools.partial``).
 """
@@ -24,7 +26,7 @@ import numpy as np
 
 from tests.tracer.fuzz import env_helpers as lib
 
-WEAK = frozenset({"obj", "cls", "array", "call", "partial"})  # what weakref.ref accepts
+WEAK = frozenset({"obj", "dc", "cls", "array", "call", "partial"})  # what weakref.ref accepts
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class Step:
         """Whether the value this step reads may be of kind ``tag``."""
         if self.needs == "data":  # a class attribute read through an instance binds a function
             return tag != "call"
+        if self.needs == "notdc":  # dataclasses.asdict turns a dataclass inside into a dict
+            return tag != "dc"
         return self.needs in ("any", tag) or (self.needs == "weak" and tag in WEAK)
 
 
@@ -126,8 +130,8 @@ _ALL = [
     Step("property", "@.val", "obj", "any", lib.Prop, _prop),
     Step("class_attr", "@.val", "cls", "any", lambda v: type("Hold", (), {"val": v}), _attr),
     Step("instance_class_attr", "@.val", "obj", "data", _instance_of_class, _class_attr),
-    Step("dataclass", "@.val", "obj", "any", lib.Conf, _attr),
-    Step("asdict", "dataclasses.asdict(@)['val']", "obj", "any", lib.Conf, _attr),
+    Step("dataclass", "@.val", "dc", "any", lib.Conf, _attr),
+    Step("asdict", "dataclasses.asdict(@)['val']", "dc", "notdc", lib.Conf, _attr),
     Step("namespace", "@.val", "ns", "any", lambda v: types.SimpleNamespace(val=v), _attr),
     Step("helper_getattr", "lib.pick_attr(@)", "obj", "any", lib.Box, _attr),
     # dict items and dict helpers
