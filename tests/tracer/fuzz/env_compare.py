@@ -56,8 +56,7 @@ def verdict(program: EnvProgram) -> Verdict:
     """Play ``program`` eagerly and compiled and classify the compiled run (``OUTCOMES``).
 
         Example:
-            >>> from tests.tracer.fuzz.bits import first_difference
-    from tests.tracer.fuzz.env_program import Mutation
+        >>> from tests.tracer.fuzz.env_program import Mutation
             >>> p = EnvProgram("global", ("attr",), "scale", 1.0, (Mutation(2, -1, 3.0),))
             >>> verdict(p).outcome
             'equal'
