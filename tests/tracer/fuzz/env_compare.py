@@ -55,11 +55,11 @@ def _crash(got: Call) -> str:
 def verdict(program: EnvProgram) -> Verdict:
     """Play ``program`` eagerly and compiled and classify the compiled run (``OUTCOMES``).
 
-        Example:
+    Example:
         >>> from tests.tracer.fuzz.env_program import Mutation
-            >>> p = EnvProgram("global", ("attr",), "scale", 1.0, (Mutation(2, -1, 3.0),))
-            >>> verdict(p).outcome
-            'equal'
+        >>> p = EnvProgram("global", ("attr",), "scale", 1.0, (Mutation(2, -1, 3.0),))
+        >>> verdict(p).outcome
+        'equal'
     """
     eager = play(program, compiled=False)
     raised = [c for c in eager.calls if c.outcome[0] == "raised"]
