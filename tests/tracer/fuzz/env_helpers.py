@@ -8,6 +8,7 @@ defined elsewhere than the step (a module of the user's own, followed by the pro
 
 from __future__ import annotations
 
+from collections import namedtuple
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -103,3 +104,54 @@ def keyword(**kwargs: Any) -> Any:
         4
     """
     return kwargs["cfg"]
+
+
+class Table:
+    """A user mapping: ``table["val"]`` runs ``__getitem__`` over a dict it holds."""
+
+    def __init__(self, val: Any) -> None:
+        self._d = {"val": val}
+
+    def __getitem__(self, key: str) -> Any:
+        return self._d[key]
+
+
+class Dynamic:
+    """An object whose attributes come from ``__getattr__`` over a dict it holds."""
+
+    def __init__(self, val: Any) -> None:
+        self._d = {"val": val}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self._d[name]
+
+
+class Slotted:
+    """An object with ``__slots__`` (no ``__dict__``, no weak references)."""
+
+    __slots__ = ("val",)
+
+    def __init__(self, val: Any) -> None:
+        self.val = val
+
+
+def with_classmethod(val: Any) -> type:
+    """A fresh class holding ``val`` as a class attribute, read by a classmethod.
+
+    Example:
+        >>> with_classmethod(3).value()
+        3
+    """
+
+    class Settings:
+        @classmethod
+        def value(cls) -> Any:
+            return cls.val
+
+    Settings.val = val
+    return Settings
+
+
+Pair = namedtuple("Pair", ["val", "other"])  # a namedtuple config

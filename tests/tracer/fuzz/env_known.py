@@ -53,6 +53,32 @@ KNOWN_SILENT: frozenset[str] = frozenset(
         "step:vars/inplace",
         "step:vars/through",
         "step:weakref/inplace",
+        # the same through env_steps_more's constructs: a user __getitem__/__getattr__/
+        # classmethod's result, namedtuple fields, collections and iterator builtins' results
+        "step:chainmap/through",
+        "step:classmethod/through",
+        "step:dict_ctor/through",
+        "step:enumerate/through",
+        "step:filter/inplace",
+        "step:filter/through",
+        "step:itertools_chain/inplace",
+        "step:itertools_chain/through",
+        "step:map/through",
+        "step:namedtuple/through",
+        "step:namedtuple_asdict/through",
+        "step:reversed/through",
+        "step:setdefault/through",
+        "step:star_unpack/inplace",
+        "step:star_unpack/through",
+        "step:type_attr/inplace",
+        "step:type_attr/through",
+        "step:user_getattr/through",
+        "step:user_getitem/through",
+        "step:zip_dict/through",
+        # a list read inside the standard library's Python code (not followed), an
+        # array.array changed in place
+        "step:statistics/inplace",
+        "step:array_module/inplace",
         # a module-level numpy array changed in place (a[0] = v), read as a Python number
         "step:np_float/inplace",
         "step:np_index/inplace",

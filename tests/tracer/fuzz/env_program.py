@@ -41,7 +41,8 @@ SINKS = {
     ],
 }
 _HEADER = """\
-import copy, dataclasses, functools, json, operator, os
+import collections, copy, dataclasses, decimal, functools, itertools, json, math, operator, os
+import statistics
 import numpy as np
 import dualflow
 from dualflow import ops

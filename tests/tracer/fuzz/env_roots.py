@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.tracer.fuzz import env_helpers as lib
-from tests.tracer.fuzz.env_steps import WEAK
+from tests.tracer.fuzz.env_step import WEAK
 
 
 @dataclass

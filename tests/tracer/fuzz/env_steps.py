@@ -1,15 +1,12 @@
-"""The steps of issue 35's grammar of environment access paths: each reads one level down.
+"""The steps of issue 35's grammar of environment access paths (``env_step``: what a step is),
+each reading one level down: attributes, dict items and dict helpers, sequences and the builtins
+that pick from them, callables, and numbers out of numpy arrays, strings and number containers;
+``env_steps_more`` adds more. ``STEPS`` holds them all by name.
 
-A step is an expression template (``@`` stands for the object it reads from), the kind of object
-it reads from (``makes``: a tag below), what it reads out of it (``needs``: ``"any"``, one tag,
-``"weak"``: weak-referenceable, ``"data"``: anything but a function, ``"notdc"``: anything but
-a dataclass),
-how to build that object around a given inner value, and how to replace the inner value in place
-(``put``; ``None`` for immutable holders such as tuples and strings).
-
-Tags: ``num`` (a Python float), ``obj`` (a plain object: weak-referenceable), ``dc`` (a
-dataclass instance), ``cls`` (a class),
-``ns`` (a ``SimpleNamespace``), ``dict``, ``list``, ``tuple``, ``str``, ``array`` (numpy),
+Tags (the kinds of object a step reads from): ``num`` (a Python float), ``obj`` (a plain object:
+weak-referenceable), ``dc`` (a dataclass instance), ``cls`` (a class), ``ns`` (a
+``SimpleNamespace``), ``slots`` (an object with ``__slots__``), ``dict``, ``list``, ``tuple``,
+``str``, ``bytes``, ``array`` (numpy), ``npscalar`` (``np.float64``), ``arr`` (``array.array``),
 ``call`` (a closure), ``partial`` (``functools.partial``).
 """
 
@@ -18,44 +15,13 @@ from __future__ import annotations
 import functools
 import json
 import types
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tests.tracer.fuzz import env_helpers as lib
-
-WEAK = frozenset({"obj", "dc", "cls", "array", "call", "partial"})  # what weakref.ref accepts
-
-
-@dataclass(frozen=True)
-class Step:
-    """One level of an access path (see the module docstring)."""
-
-    name: str
-    expr: str
-    makes: str
-    needs: str
-    build: Callable[[Any], Any]
-    put: Callable[[Any, Any], None] | None
-
-    def read(self, inner: str) -> str:
-        """The expression reading this level out of the expression ``inner``.
-
-        Example:
-            >>> STEPS["max_key"].read("CFG")
-            'max(CFG, key=lambda o: o.rank).val'
-        """
-        return self.expr.replace("@", inner)
-
-    def accepts(self, tag: str) -> bool:
-        """Whether the value this step reads may be of kind ``tag``."""
-        if self.needs == "data":  # a class attribute read through an instance binds a function
-            return tag != "call"
-        if self.needs == "notdc":  # dataclasses.asdict turns a dataclass inside into a dict
-            return tag != "dc"
-        return self.needs in ("any", tag) or (self.needs == "weak" and tag in WEAK)
+from tests.tracer.fuzz.env_step import Step
+from tests.tracer.fuzz.env_steps_more import MORE
 
 
 def _attr(obj: Any, new: Any) -> None:
@@ -214,4 +180,4 @@ _ALL = [
     Step("sorted_num", "sorted(@)[-1]", "list", "num", lambda v: [-1.0, v], _second),
     Step("min_values", "min(@.values())", "dict", "num", lambda v: {"a": v, "b": 99.0}, _values),
 ]
-STEPS: dict[str, Step] = {s.name: s for s in _ALL}
+STEPS: dict[str, Step] = {s.name: s for s in _ALL + MORE}
