@@ -4,8 +4,8 @@ compositions from a seed (``draw``), deterministic either way.
 Constructs are named ``root:NAME``, ``step:NAME`` and ``sink:NAME``; with a mutation kind
 (``rebind``: the root gets a new object; ``inplace``: the holder of the construct's level is
 changed in place; ``through``: the construct's result is a dict read further, ``["val"]``, and
-that dict is changed in place) they are the cases of ``test_each_construct`` and the keys of
-``env_known.KNOWN_SILENT``.
+that dict is changed in place; ``none``: the root gets ``None`` for two calls, which raise) they
+are the cases of ``test_each_construct`` and the keys of ``env_known.KNOWN_SILENT``.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ def _holding_number(root: str) -> tuple[str, ...]:
     if ROOTS[root].accepts("num"):
         return () if ROOTS[root].rebind is not None else ("item",)  # a default: changed in place
     return ("float_str",) if ROOTS[root].accepts("str") else ("attr",)
+
+
+NO_NONE = {"environ", "environ_item", "weakref"}  # roots that cannot hold None
 
 
 def _chain(step: str) -> tuple[str, ...]:
@@ -50,6 +53,8 @@ def cases() -> list[str]:
     found = []
     for name, root in ROOTS.items():
         found.append(f"root:{name}/{'rebind' if root.rebind is not None else 'inplace'}")
+        if root.rebind is not None and name not in NO_NONE:
+            found.append(f"root:{name}/none")
         if _through(f"root:{name}") is not None:
             found.append(f"root:{name}/through")
     for name in STEPS:
@@ -86,6 +91,7 @@ def minimal(case: str) -> EnvProgram:
     elif mutation == "inplace":
         level = min(i for i, s in enumerate(steps) if STEPS[s].put is not None)
     first, second, third = SIGNED_ZEROS if sink == "divide" else (1.0, 3.0, 2.0)
+    second = None if mutation == "none" else second
     mutations = (Mutation(2, level, second), Mutation(4, level, third))
     tag = "m_" + construct.replace(":", "_")
     return EnvProgram(root, steps, sink, first, mutations, 5, seed=len(tag), tag=tag)
@@ -107,12 +113,14 @@ def _draw_chain(rng: random.Random, avoid: set[str]) -> tuple[tuple[str, ...], s
 
 
 def _mutations(
-    rng: random.Random, levels: list[int], calls: int, values: tuple[float, ...]
+    rng: random.Random, levels: list[int], calls: int, values: tuple, root: str
 ) -> tuple[Mutation, ...]:
-    picked = [
-        Mutation(rng.randint(1, calls - 1), rng.choice(levels), rng.choice(values))
-        for _ in range(rng.randint(1, 3))
-    ]
+    picked = []
+    for _ in range(rng.randint(1, 3)):
+        level = rng.choice(levels)
+        none = level < 0 and root not in NO_NONE and rng.random() < 0.1
+        value = None if none else rng.choice(values)
+        picked.append(Mutation(rng.randint(1, calls - 1), level, value))
     return tuple(sorted(picked, key=lambda m: m.call))
 
 
@@ -138,6 +146,6 @@ def draw(seed: int, avoid: set[str] = frozenset()) -> EnvProgram:
         calls = rng.randint(4, 6)
         sink = rng.choice(sinks)
         values = SIGNED_ZEROS if sink == "divide" else VALUES
-        mutations = _mutations(rng, levels, calls, values)
+        mutations = _mutations(rng, levels, calls, values, root.name)
         first = rng.choice(values)
         return EnvProgram(root.name, steps, sink, first, mutations, calls, seed, f"r{seed}")

@@ -15,6 +15,7 @@ KNOWN_SILENT: frozenset[str] = frozenset(
         "root:environ/rebind",
         "root:environ_item/rebind",
         "root:partial_keywords/rebind",
+        "root:partial_keywords/none",
         # what a C function or an unmodelled helper returns is UNKNOWN: a change inside the
         # object it reached is not guarded (inplace), nor is anything read through its result
         # (through: the result is a dict read with ["val"], and that dict changes in place)

@@ -67,11 +67,13 @@ def make(_initial):
 @dataclass(frozen=True)
 class Mutation:
     """Before call ``call``, set the path's value to ``value`` at ``level``: -1 rebinds the root
-    (a new object built for the whole path), ``k`` replaces what step ``k`` reads in place."""
+    (a new object built for the whole path), ``k`` replaces what step ``k`` reads in place.
+    ``value=None`` (only at the root) puts ``None`` there: the step raises until a later rebind,
+    eagerly and compiled alike."""
 
     call: int
     level: int
-    value: float
+    value: float | None
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,23 @@ class EnvProgram:
     def constructs(self) -> set[str]:
         """Every construct the program uses, named as in ``env_known.KNOWN_SILENT``."""
         return {f"root:{self.root}", f"sink:{self.sink}"} | {f"step:{s}" for s in self.steps}
+
+    def none_calls(self) -> set[int]:
+        """The calls that find ``None`` at the root (where the step may raise).
+
+        Example:
+            >>> nones = (Mutation(1, -1, None), Mutation(3, -1, 2.0))
+            >>> EnvProgram("global", ("attr",), "scale", 1.0, nones).none_calls()
+            {1, 2}
+        """
+        found, none = set(), False
+        for call in range(self.calls):
+            for m in self.mutations:
+                if m.call == call and m.level < 0:
+                    none = m.value is None
+            if none:
+                found.add(call)
+        return found
 
 
 def build_path(steps: tuple[str, ...], value: float, env: Env) -> tuple[Any, list[Any]]:
@@ -152,6 +171,9 @@ class Played:
 
 
 def _mutate(program: EnvProgram, env: Env, levels: list[Any], m: Mutation) -> None:
+    if m.value is None:
+        ROOTS[program.root].rebind(env, None)  # the old objects stay in ``levels``, detached
+        return
     if m.level < 0:
         outer, levels[:] = build_path(program.steps, m.value, env)
         ROOTS[program.root].rebind(env, outer)
