@@ -11,7 +11,14 @@ from __future__ import annotations
 KNOWN_SILENT: frozenset[str] = frozenset(
     {
         # a root the probe does not see change: os.environ (a C-level mapping), a partial's
-        # keywords (read inside functools' C code)
+        # keywords (read inside functools' C code), globals() (a C function's dict), a module
+        # returned by importlib.import_module
+        "root:globals_call/none",
+        "root:globals_call/rebind",
+        "root:globals_call/through",
+        "root:import_module/none",
+        "root:import_module/rebind",
+        "root:import_module/through",
         "root:environ/rebind",
         "root:environ_item/rebind",
         "root:partial_keywords/rebind",
@@ -76,6 +83,17 @@ KNOWN_SILENT: frozenset[str] = frozenset(
         "step:user_getattr/through",
         "step:user_getitem/through",
         "step:zip_dict/through",
+        # ... and through env_steps_syntax's: match statements, a generator function's
+        # values, slices, {**d}, eval's result, max(*items)
+        "step:dict_merge/through",
+        "step:eval/through",
+        "step:generator/through",
+        "step:match_class/inplace",
+        "step:match_class/through",
+        "step:match_mapping/inplace",
+        "step:match_mapping/through",
+        "step:slice/through",
+        "step:star_max/inplace",
         # a list read inside the standard library's Python code (not followed), an
         # array.array changed in place
         "step:statistics/inplace",

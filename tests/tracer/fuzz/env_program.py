@@ -42,12 +42,12 @@ SINKS = {
 }
 _HEADER = """\
 import collections, copy, dataclasses, decimal, functools, itertools, json, math, operator, os
-import statistics
+import contextlib, importlib, statistics, sys
 import numpy as np
 import dualflow
 from dualflow import ops
 from tests.tracer.fuzz import env_helpers as lib
-
+{defs}
 
 def make(_initial):
     cfg = _initial
@@ -107,7 +107,8 @@ class EnvProgram:
         rebinding function)."""
         sink = "\n".join(" " * 8 + line for line in SINKS[self.sink])
         default = ", cfg=_initial" if self.root == "default" else ""
-        return _HEADER.format(default=default, expr=self.expression(), sink=sink)
+        defs = "".join("\n" + STEPS[s].defs for s in self.steps if STEPS[s].defs)
+        return _HEADER.format(default=default, expr=self.expression(), sink=sink, defs=defs)
 
     def constructs(self) -> set[str]:
         """Every construct the program uses, named as in ``env_known.KNOWN_SILENT``."""

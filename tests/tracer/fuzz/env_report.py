@@ -41,7 +41,7 @@ def main(argv: list[str]) -> None:
     """Print the construct table and the random programs' counts."""
     flags = [a for a in argv if a.startswith("--")]
     args = [int(a) for a in argv if not a.startswith("--")]
-    programs, first = (args + [1000, 0])[:2] if len(args) < 2 else args[:2]
+    programs, first = (args + [1000, 0][len(args) :])[:2]
     table = construct_table()
     for case, v in table.items():
         known = "  (KNOWN_SILENT)" if case in KNOWN_SILENT else ""

@@ -113,6 +113,25 @@ _ALL = [
         lambda env, obj: setattr(lib, env.lib_name, obj),
         lambda env, obj: setattr(lib, env.lib_name, obj),
     ),
+    Root(
+        "getattr_module",
+        "getattr(lib, {lib!r})",
+        lambda env, obj: setattr(lib, env.lib_name, obj),
+        lambda env, obj: setattr(lib, env.lib_name, obj),
+    ),
+    Root(
+        "import_module",
+        "importlib.import_module('tests.tracer.fuzz.env_helpers').{lib}",
+        lambda env, obj: setattr(lib, env.lib_name, obj),
+        lambda env, obj: setattr(lib, env.lib_name, obj),
+    ),
+    Root(
+        "sys_modules",
+        "sys.modules['tests.tracer.fuzz.env_helpers'].{lib}",
+        lambda env, obj: setattr(lib, env.lib_name, obj),
+        lambda env, obj: setattr(lib, env.lib_name, obj),
+    ),
+    Root("globals_call", "globals()['CFG']", _global("CFG"), _global("CFG")),
     Root("closure", "cfg", _closure, lambda env, obj: env.rebind_cell(obj)),
     Root(
         "class_attr",

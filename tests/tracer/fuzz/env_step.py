@@ -4,7 +4,8 @@ A step is an expression template (``@`` stands for the object it reads from), th
 it reads from (``makes``: a tag), what it reads out of it (``needs``: ``"any"``, one tag,
 ``"weak"``: weak-referenceable, ``"data"``: anything but a function, ``"notdc"``: anything but
 a dataclass), how to build that object around a given inner value, and how to replace the inner
-value in place (``put``; ``None`` for immutable holders such as tuples and strings).
+value in place (``put``; ``None`` for immutable holders such as tuples and strings), and the
+module-level helper functions its expression calls, if any (``defs``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ class Step:
     needs: str
     build: Callable[[Any], Any]
     put: Callable[[Any, Any], None] | None
+    defs: str = ""  # module-level source the expression calls (statements: match, try, with)
 
     def read(self, inner: str) -> str:
         """The expression reading this level out of the expression ``inner``.

@@ -1,7 +1,7 @@
 """The steps of issue 35's grammar of environment access paths (``env_step``: what a step is),
 each reading one level down: attributes, dict items and dict helpers, sequences and the builtins
 that pick from them, callables, and numbers out of numpy arrays, strings and number containers;
-``env_steps_more`` adds more. ``STEPS`` holds them all by name.
+``env_steps_more`` and ``env_steps_syntax`` add more. ``STEPS`` holds them all by name.
 
 Tags (the kinds of object a step reads from): ``num`` (a Python float), ``obj`` (a plain object:
 weak-referenceable), ``dc`` (a dataclass instance), ``cls`` (a class), ``ns`` (a
@@ -22,6 +22,7 @@ import numpy as np
 from tests.tracer.fuzz import env_helpers as lib
 from tests.tracer.fuzz.env_step import Step
 from tests.tracer.fuzz.env_steps_more import MORE
+from tests.tracer.fuzz.env_steps_syntax import SYNTAX
 
 
 def _attr(obj: Any, new: Any) -> None:
@@ -180,4 +181,4 @@ _ALL = [
     Step("sorted_num", "sorted(@)[-1]", "list", "num", lambda v: [-1.0, v], _second),
     Step("min_values", "min(@.values())", "dict", "num", lambda v: {"a": v, "b": 99.0}, _values),
 ]
-STEPS: dict[str, Step] = {s.name: s for s in _ALL + MORE}
+STEPS: dict[str, Step] = {s.name: s for s in _ALL + MORE + SYNTAX}
