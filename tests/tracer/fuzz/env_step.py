@@ -3,9 +3,9 @@
 A step is an expression template (``@`` stands for the object it reads from), the kind of object
 it reads from (``makes``: a tag), what it reads out of it (``needs``: ``"any"``, one tag,
 ``"weak"``: weak-referenceable, ``"data"``: anything but a function, ``"notdc"``: anything but
-a dataclass), how to build that object around a given inner value, and how to replace the inner
-value in place (``put``; ``None`` for immutable holders such as tuples and strings), and the
-module-level helper functions its expression calls, if any (``defs``).
+a dataclass or a defaultdict), how to build that object around a given inner value, how to
+replace the inner value in place (``put``; ``None`` for immutable holders such as tuples and
+strings), and the module-level helper functions its expression calls, if any (``defs``).
 """
 
 from __future__ import annotations
@@ -42,6 +42,6 @@ class Step:
         """Whether the value this step reads may be of kind ``tag``."""
         if self.needs == "data":  # a class attribute read through an instance binds a function
             return tag != "call"
-        if self.needs == "notdc":  # dataclasses.asdict turns a dataclass inside into a dict
-            return tag != "dc"
+        if self.needs == "notdc":  # asdict turns a dataclass inside into a dict and cannot
+            return tag not in ("dc", "ddict")  # rebuild a defaultdict (no default factory)
         return self.needs in ("any", tag) or (self.needs == "weak" and tag in WEAK)

@@ -5,9 +5,10 @@ that pick from them, callables, and numbers out of numpy arrays, strings and num
 
 Tags (the kinds of object a step reads from): ``num`` (a Python float), ``obj`` (a plain object:
 weak-referenceable), ``dc`` (a dataclass instance), ``cls`` (a class), ``ns`` (a
-``SimpleNamespace``), ``slots`` (an object with ``__slots__``), ``dict``, ``list``, ``tuple``,
-``str``, ``bytes``, ``array`` (numpy), ``npscalar`` (``np.float64``), ``arr`` (``array.array``),
-``call`` (a closure), ``partial`` (``functools.partial``).
+``SimpleNamespace``), ``slots`` (an object with ``__slots__``), ``dict``, ``ddict`` (a
+``defaultdict``), ``list``, ``tuple``, ``str``, ``bytes``, ``array`` (numpy), ``npscalar``
+(``np.float64``), ``arr`` (``array.array``), ``call`` (a closure), ``partial``
+(``functools.partial``).
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ MORE = [
     # namedtuples and collections
     Step("namedtuple", "@.val", "tuple", "any", lambda v: lib.Pair(v, 0), None),
     Step("namedtuple_asdict", "@._asdict()['val']", "tuple", "any", lambda v: lib.Pair(v, 0), None),
-    Step("defaultdict", "@['val']", "dict", "any", _defaultdict, _item),
+    Step("defaultdict", "@['val']", "ddict", "any", _defaultdict, _item),
     Step(
         "ordereddict",
         "@['val']",
