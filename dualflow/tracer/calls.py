@@ -40,6 +40,7 @@ from dualflow.tracer.provenance import (
     UNKNOWN,
     combine,
     elements_plain,
+    is_plain,
     is_plain_callable,
     is_trusted_callable,
     is_trusted_object,
@@ -203,9 +204,13 @@ def handle_call_ex(probe: Any, frame: Any, model: StackModel, ins: Any) -> None:
     line = f"{frame.f_code.co_filename}:{frame.f_lineno}"
     if isinstance(callee, Method):
         callee = probe.attribute(callee.holder, callee.name)
+    for value in packed:  # `*items`, `**options`: their contents become the arguments
+        probe.recorder.read_contents(value)
     if any(v is OPAQUE for v in (callee, *packed)):
         unnamed_call(probe, line)
         _push(model, OPAQUE)
+    elif isinstance(callee, MadeFunction):
+        _push(model, _made_function(probe, callee, False, line))
     elif _user_function(callee):
         probe.recorder.add_defaults(callee)
         _push(model, AWAIT)
@@ -267,7 +272,9 @@ def _meaning(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
         if opaque:
             unnamed_call(probe, line)
         recorder.add_defaults(callee)
-        return _constructed(callee) if isinstance(callee, type) else AWAIT
+        if isinstance(callee, type):
+            return _constructed(callee, args)
+        return ENV_COLLECTION if _lazy(callee) else AWAIT
     for value in args:  # a C function may read its container arguments whole
         recorder.read_contents(value)
     return classify(probe, callee, args, line)
@@ -285,7 +292,14 @@ def _made_function(probe: Any, made: MadeFunction, opaque: bool, line: str) -> A
         return OPAQUE
     if not is_user_file(made.code.co_filename):
         return OPAQUE
-    return UNKNOWN if made.code.co_flags & _LAZY_CODE else AWAIT
+    return ENV_COLLECTION if made.code.co_flags & _LAZY_CODE else AWAIT
+
+
+def _lazy(callee: Any) -> bool:
+    """A generator (or coroutine) function: calling it runs no frame yet, and what it yields
+    later reaches the caller unnamed, so the result is a collection of the environment."""
+    code = getattr(getattr(callee, "__func__", callee), "__code__", None)
+    return code is not None and bool(code.co_flags & _LAZY_CODE)
 
 
 def _builtin_reader(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
@@ -299,6 +313,8 @@ def _builtin_reader(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
         if args and isinstance(args[1] if len(args) > 1 else None, str):
             recorder.write_to(ATTR, args[0], args[1], line)
         return UNKNOWN
+    if callee is builtins.type and len(args) == 1:
+        return _type_of(probe, args[0])
     if callee is builtins.next:
         if not args:
             return OPAQUE
@@ -327,6 +343,20 @@ def _class_call(cls: type) -> Any:
     return None
 
 
+def _type_of(probe: Any, value: Any) -> Any:
+    """``type(obj)``: the class of a named object, known from then on (its attributes are read
+    and guarded like any other); of an unnamed one, opaque unless dualflow made it."""
+    if value is TRUSTED:
+        return TRUSTED
+    if any(value is mark for mark in (UNKNOWN, OPAQUE, ENV_COLLECTION)) or is_missing(value):
+        return OPAQUE
+    cls = type(value)
+    known = probe.recorder.label_of(value)
+    label = f"type({known.label if known is not None else type(value).__name__})"
+    probe.recorder.add_root(cls, label, ())
+    return cls
+
+
 def _user_class(callee: Any) -> bool:
     if not isinstance(callee, type):
         return False
@@ -335,9 +365,9 @@ def _user_class(callee: Any) -> bool:
     return bool(filename) and is_user_file(filename)
 
 
-def _constructed(cls: type) -> Any:
+def _constructed(cls: type, args: list[Any]) -> Any:
     """A new instance of a user class: made by the call, unless ``__new__`` may hand back an
-    existing object (a singleton of the environment)."""
+    existing object (a singleton of the environment); it holds what it was given."""
     for klass in cls.__mro__[:-1]:
         new = klass.__dict__.get("__new__")
         if new is None or klass.__module__ == "builtins":
@@ -347,7 +377,8 @@ def _constructed(cls: type) -> Any:
         )
         if not str(made_for_tuple).startswith("namedtuple_"):  # namedtuple's is generated
             return OPAQUE
-    return UNKNOWN
+    held = combine(args)
+    return ENV_COLLECTION if held is ENV_COLLECTION else UNKNOWN
 
 
 def classify(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
@@ -364,7 +395,8 @@ def classify(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
             unnamed_call(probe, line)
         return TRUSTED
     if is_plain_callable(callee):
-        return OPAQUE if opaque else UNKNOWN
+        unguarded = any(_reads_unguarded(probe, v) for v in args)
+        return OPAQUE if opaque or unguarded else UNKNOWN
     if callee in COLLECTION_RESULT or callee in ELEMENT_RESULT:
         if opaque:
             return OPAQUE
@@ -378,6 +410,17 @@ def classify(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
     if _pure_library(callee) and combine(args) in (UNKNOWN, TRUSTED):
         return UNKNOWN  # numpy and friends on values the call made or read by name
     return OPAQUE
+
+
+def _reads_unguarded(probe: Any, value: Any) -> bool:
+    """An object of the environment whose state a builtin reads in C (``float(array)``): not a
+    container (their contents are guarded whole) nor an object of a user class (whose
+    ``__float__``/``__len__`` runs as followed user code)."""
+    if probe.recorder.label_of(value) is None or is_plain(value):
+        return False
+    if isinstance(value, list | tuple | dict | set | frozenset | types.ModuleType | type):
+        return False
+    return not _user_class(type(value))
 
 
 def _pure_library(callee: Any) -> bool:

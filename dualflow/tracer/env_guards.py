@@ -8,6 +8,7 @@ first one that changed (the per-call cost of guarding the environment: ~0.1-0.3 
 
 from __future__ import annotations
 
+import math
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,8 @@ def same(a: Any, b: Any) -> bool:
         equal = bool(a == b)
     except Exception:  # e.g. numpy scalars of odd types: be safe, call them different
         return False
+    if equal and isinstance(a, float | np.floating) and a == 0:
+        return math.copysign(1.0, a) == math.copysign(1.0, b)  # 0.0 and -0.0 divide apart
     return equal or (a != a and b != b)
 
 
@@ -147,9 +150,18 @@ def read_item(container: Any, key: Any) -> Any:
             return dict.get(container, key, MISSING)
         except TypeError:  # unhashable key
             return MISSING
-    if type(container) in (list, tuple) and type(key) is int:
+    sequence = type(container) in (list, tuple) or _is_namedtuple(container)
+    if sequence and type(key) is int:
         return container[key] if -len(container) <= key < len(container) else MISSING
     raise Dynamic(type(key).__name__)  # never repr(key): a tensor's repr reads its array
+
+
+def _is_namedtuple(value: Any) -> bool:
+    """A namedtuple: a tuple subclass whose items are plain tuple items (no user code)."""
+    cls = type(value)
+    return (
+        isinstance(value, tuple) and "_fields" in cls.__dict__ and "__getitem__" not in cls.__dict__
+    )
 
 
 def contents(container: Any) -> tuple:

@@ -97,11 +97,14 @@ class EnvProbe:
             if event == "opcode":
                 self._step(frame, model)
             elif event == "return" and frame.f_back is not None:
-                opaque = model.returning_opaque
-                if opaque and not is_user_file(frame.f_back.f_code.co_filename):
-                    unnamed(self, frame, "the compiled function's result")
-                self._returns[id(frame.f_back)] = OPAQUE if opaque else arg
+                opaque, caller = model.returning_opaque, frame.f_back
+                if not is_user_file(caller.f_code.co_filename):  # no model waits for it there
+                    if opaque:
+                        unnamed(self, frame, "the compiled function's result")
+                else:
+                    self._returns[id(caller)] = OPAQUE if opaque else arg
             elif event == "exception":
+                model.awaiting = False  # the call raised: no return value comes
                 model.forget()
             return local
 
@@ -148,6 +151,8 @@ class EnvProbe:
             return OPAQUE  # an element or attribute of an unnamed object of the environment
         if holder is TRUSTED:
             return TRUSTED
+        if isinstance(holder, tuple) and name in getattr(type(holder), "_fields", ()):
+            return self.item(holder, type(holder)._fields.index(name))  # a namedtuple's field
         if is_missing(holder) or isinstance(holder, list | dict | set | tuple | str):
             return UNKNOWN
         versioned = is_versioned(holder)

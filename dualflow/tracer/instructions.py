@@ -265,6 +265,8 @@ def _get_iter(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> No
 
 def _for_iter(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
     iterator = model.values[-1] if model.values else UNKNOWN
+    if iterator is OPAQUE:  # how often the loop runs is decided by an unnamed value
+        unnamed(probe, frame, "a for loop")
     model.push(OPAQUE if iterator is OPAQUE else UNKNOWN)
     model.loop_exit = ins.argval  # at that offset the iterator and element are gone
 
