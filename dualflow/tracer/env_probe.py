@@ -104,6 +104,7 @@ class EnvProbe:
 
     def __exit__(self, *exc: Any) -> None:
         sys.settrace(self._previous)
+        self._returns.clear()  # return values no traced caller took (the run's tensors)
 
     # ----- frames ----------------------------------------------------------------------------
     def _on_call(self, frame: types.FrameType, event: str, arg: Any) -> Any:
@@ -125,7 +126,8 @@ class EnvProbe:
                 self._returns[id(frame.f_back)] = arg
             elif event == "exception":
                 model.forget()
-            return local
+            return frame.f_trace  # this function; ``return local`` would make it a cycle (its
+            # own cell) holding the stack model's tensors until the garbage collector runs
 
         return local
 
