@@ -17,6 +17,7 @@ import pytest
 
 import dualflow
 from dualflow import nn
+from dualflow.tracer.env_probe import EnvProbe
 from dualflow.tracer.interpreter import TracingInterpreter
 
 
@@ -53,6 +54,11 @@ def _alive(made: list, keep: list = ()) -> list[str]:
     return found
 
 
+def _no_tracer_left() -> bool:
+    """No tracing interpreter nor environment probe survives its run (a cycle would hold it)."""
+    return not [o for o in gc.get_objects() if type(o) in (TracingInterpreter, EnvProbe)]
+
+
 def _root(array):
     while getattr(array, "base", None) is not None:
         array = array.base
@@ -77,6 +83,7 @@ def test_forward_under_no_grad_keeps_no_activation(outputs) -> None:
         del out
         assert len(outputs) >= 8  # matmul/add/relu of every layer, traced
         assert _alive(outputs) == []
+        assert _no_tracer_left()
         again = compiled(x)  # the plan still runs, and gives what the tracing run gave
     assert compiled.stats().plan_runs == 1
     np.testing.assert_allclose(again.numpy(), expected, rtol=1e-6)
@@ -91,6 +98,7 @@ def test_outputs_that_require_grad_keep_only_their_own_tape(outputs) -> None:
     del out
     params = list(model.parameters())
     assert _alive(outputs, params + [p.grad for p in params]) == []
+    assert _no_tracer_left()  # the backward graph's tracer too
     out = compiled(x)  # the plan's outputs still differentiate through the backward plan
     out.sum().backward()
     assert compiled.stats().plan_runs == 1
@@ -120,6 +128,7 @@ def test_training_step_keeps_only_state(outputs) -> None:
         loss = step(x)
         del loss
         assert _alive(outputs, _state(model, opt)) == []
+        assert _no_tracer_left()
     assert step.stats().traces == 2
     step(x)
     assert step.stats().plan_runs == 1
