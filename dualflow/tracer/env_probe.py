@@ -14,6 +14,7 @@ import os
 import sys
 import sysconfig
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -126,9 +127,10 @@ class EnvProbe:
                 self._returns[id(frame.f_back)] = arg
             elif event == "exception":
                 model.forget()
-            return frame.f_trace  # this function; ``return local`` would make it a cycle (its
-            # own cell) holding the stack model's tensors until the garbage collector runs
+            return itself()  # a closure naming itself is a cycle (its own cell) that would
+            # keep the stack model's tensors until the garbage collector runs
 
+        itself = weakref.ref(local)  # the frame holds ``local`` while it runs
         return local
 
     def _step(self, frame: types.FrameType, model: StackModel) -> None:
