@@ -32,16 +32,12 @@ class Held:
 
         Example:
             >>> Held(3 * 2**20, 2**19).describe()
-            'held between calls: 3.50 MiB (plan buffers 3.00 MiB, constants 0.50 MiB)'
+            'held between calls: 3670016 B (3.50 MiB): plan buffers 3145728 B, constants 524288 B'
         """
         return (
-            f"held between calls: {_mib(self.total)} (plan buffers {_mib(self.buffers)}, "
-            f"constants {_mib(self.constants)})"
+            f"held between calls: {self.total} B ({self.total / 2**20:.2f} MiB): "
+            f"plan buffers {self.buffers} B, constants {self.constants} B"
         )
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:.2f} MiB"
 
 
 def held_by(traces: Iterable[Any]) -> Held:
