@@ -122,10 +122,11 @@ def peak_memory(fn: Callable[[], Any], device: Device = CPU) -> int:
         tracemalloc.stop()
 
 
-def held_after_first_calls(step: Callable[[], Any], calls: int = 2) -> int:
+def held_after_first_calls(step: Callable[[], Any], calls: int = 2, device: Device = CPU) -> int:
     """Bytes still allocated after the first ``calls`` calls of ``step`` (a fresh compiled
     function), each result dropped at once: what the function keeps between calls, its plans'
-    buffers and constants and anything its trace failed to let go of (CPU: tracemalloc).
+    buffers and constants and anything its trace failed to let go of (tracemalloc on the CPU,
+    the blocks of cupy's memory pool not given back on a GPU).
 
     The garbage collector is off meanwhile: arrays a reference cycle holds stay allocated until
     it happens to run, so they count as held (issue 36: a trace's tracing run, 30 MiB here).
@@ -135,17 +136,27 @@ def held_after_first_calls(step: Callable[[], Any], calls: int = 2) -> int:
         >>> held_after_first_calls(lambda: kept.append(np.ones(1000))) >= 16000
         True
     """
+
+    def first_calls() -> None:
+        for _ in range(calls):
+            step()
+
     gc.collect()
     enabled = gc.isenabled()
     gc.disable()
-    tracemalloc.start()
     try:
-        before = tracemalloc.get_traced_memory()[0]
-        for _ in range(calls):
-            step()
-        return max(0, tracemalloc.get_traced_memory()[0] - before)
+        if device.kind != "cpu":
+            from dualflow.bench.devices import gpu_held_memory  # noqa: PLC0415 - needs cupy
+
+            return gpu_held_memory(first_calls, device)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            first_calls()
+            return max(0, tracemalloc.get_traced_memory()[0] - before)
+        finally:
+            tracemalloc.stop()
     finally:
-        tracemalloc.stop()
         if enabled:
             gc.enable()
 

@@ -62,7 +62,7 @@ def held_bytes(fn: Callable[[], Any]) -> int:
 
 def fresh_held(workload: Any, mode: str, seed: int, device: Device) -> int | None:
     """Bytes a fresh compiled step of ``workload`` keeps after its first calls (issue 36), for
-    workloads that ask (``held``) on the CPU (tracemalloc); None otherwise.
+    the workloads that ask (``held``); None otherwise.
 
     Example:
         >>> from dualflow.bench.workloads import WORKLOADS
@@ -70,10 +70,10 @@ def fresh_held(workload: Any, mode: str, seed: int, device: Device) -> int | Non
         >>> fresh_held(WORKLOADS["mlp"], "compiled", 0, CPU) is None
         True
     """
-    if mode == "eager" or not workload.held or device.kind != "cpu":
+    if mode == "eager" or not workload.held:
         return None
     fresh = workload.build(np.random.default_rng(seed), device)["step"]  # before measuring
-    return held_after_first_calls(prepare(mode, fresh))
+    return held_after_first_calls(prepare(mode, fresh), device=device)
 
 
 class _CountingInterpreter:

@@ -54,7 +54,7 @@ class Workload:
     tags: tuple[str, ...] = field(default_factory=tuple)
     rows: Callable[[int, int], list[Measurement]] | None = None
     warmup: int = 5  # untimed calls first: a compiled step traces (and may retrace) in these
-    held: bool = False  # compiled rows also measure what a fresh compiled step keeps (CPU)
+    held: bool = False  # compiled rows also measure what a fresh compiled step keeps
 
 
 def _tiny_chain(x: Any, w: Any) -> Any:

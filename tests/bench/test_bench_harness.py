@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
 
@@ -101,3 +102,17 @@ def test_held_after_first_calls_counts_arrays_only_a_cycle_holds() -> None:
         garbage.append(garbage)  # freed only when the garbage collector runs
 
     assert held_after_first_calls(step) >= 2 * 8 * 10**5
+
+
+def test_on_a_gpu_held_is_what_the_pool_lent_and_did_not_get_back(monkeypatch) -> None:
+    synced: list = []
+    monkeypatch.setattr(Device, "xp", property(lambda self: _fake_cupy(synced)))
+
+    def step() -> None:
+        hook = ACTIVE[-1]
+        hook.malloc_postprocess(mem_size=100, mem_ptr=1)  # kept between calls
+        hook.malloc_postprocess(mem_size=50, mem_ptr=2)  # the result, freed
+        hook.free_postprocess(mem_size=50)
+
+    assert held_after_first_calls(step, 2, Device("cuda:0")) == 200
+    assert not ACTIVE and gc.isenabled()
