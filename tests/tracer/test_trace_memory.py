@@ -23,7 +23,7 @@ from dualflow.tracer.interpreter import TracingInterpreter
 
 @pytest.fixture
 def outputs(monkeypatch):
-    """Weak references to every op output the tracing runs compute, with the collector off."""
+    """Weak references to every op output and new tensor of the tracing runs, collector off."""
     made: list[tuple[str, weakref.ref]] = []
     apply = TracingInterpreter.apply
 
@@ -33,7 +33,14 @@ def outputs(monkeypatch):
             made.append((op.name, weakref.ref(tensor._array)))
         return result
 
+    new_tensor = TracingInterpreter.on_new_tensor
+
+    def recording_new(self, tensor):  # tensors the run creates (Tensor(), dualflow.tensor)
+        new_tensor(self, tensor)
+        made.append(("new tensor", weakref.ref(tensor._array)))
+
     monkeypatch.setattr(TracingInterpreter, "apply", recording)
+    monkeypatch.setattr(TracingInterpreter, "on_new_tensor", recording_new)
     gc.collect()
     gc.disable()
     try:
@@ -147,3 +154,17 @@ def test_a_trace_that_fails_closed_keeps_nothing_either(outputs) -> None:
         out = compiled(x)
     del out
     assert outputs and _alive(outputs) == []
+
+
+def test_a_numpy_argument_made_a_tensor_keeps_no_copy(outputs) -> None:
+    @dualflow.compile
+    def scaled(a):
+        return dualflow.tensor(a) * 2  # a cast of the argument: its first copy is dead data
+
+    a = np.ones((64, 64), np.float32)
+    out = scaled(a)
+    del out
+    assert ("new tensor" in [name for name, _ in outputs]) and _alive(outputs) == []
+    (trace,) = scaled.history
+    assert not trace.source_graph.consts  # explain(passes=True)'s graph keeps none either
+    np.testing.assert_array_equal(scaled(a + 1).numpy(), (a + 1) * 2)
