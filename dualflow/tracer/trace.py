@@ -121,7 +121,19 @@ def finish_trace(
     trace.commits = bool(graph.updates or grad_owners or to_none or trace.input_updates or replay)
     trace.identity_outputs = identity
     _output_facts(trace, leaves)
+    _let_go(tracer)
     return trace
+
+
+def _let_go(tracer: TracingInterpreter) -> None:
+    """Drop what the finished tracer holds of its run: its arrays (kept alive while tracing so
+    their ids stay unique), tape nodes, and the state copies a rollback would have restored.
+    Nothing should hold the tracer now, but if something does, it holds none of these."""
+    tracer.arrays.clear()
+    tracer.tape_locs.clear()
+    tracer.backups.clear()
+    tracer.grad_backups.clear()
+    tracer.restores.clear()
 
 
 def _user_outputs(tracer: TracingInterpreter, out: Any) -> tuple[list, list, TreeDef] | None:

@@ -168,3 +168,27 @@ def test_a_numpy_argument_made_a_tensor_keeps_no_copy(outputs) -> None:
     (trace,) = scaled.history
     assert not trace.source_graph.consts  # explain(passes=True)'s graph keeps none either
     np.testing.assert_array_equal(scaled(a + 1).numpy(), (a + 1) * 2)
+
+
+def test_a_tracer_something_still_holds_holds_no_array_of_its_run(outputs, monkeypatch) -> None:
+    held = []
+    init = TracingInterpreter.__init__
+
+    def holding(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        held.append(self)  # as a cycle or a debugger would (before the run: not traced)
+
+    monkeypatch.setattr(TracingInterpreter, "__init__", holding)
+    model, x = _mlp()
+    opt = dualflow.optim.SGD(model.parameters(), lr=0.1)
+
+    @dualflow.compile
+    def step(x):
+        opt.zero_grad()
+        (model(x) ** 2).mean().backward()
+        opt.step()
+
+    step(x)
+    assert held and step.history  # a trace was made, its tracer is still referenced
+    assert _alive(outputs, _state(model, opt)) == []
+    assert not held[0].backups  # nor the copies of the parameters a rollback would restore
