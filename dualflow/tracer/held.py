@@ -4,8 +4,9 @@ Counted from the objects the traces actually reference: each plan's pooled buffe
 outputs only the plan still holds (``Plan.held_bytes``), and the constant arrays of the graphs,
 as run (and sent to the device) and as traced (``explain(passes=True)`` runs the passes on those
 again), forward and backward, each array once however many graphs share it. State the traces
-read by reference (parameters, optimizer state, environment arrays) belongs to the program, not
-to the compiled function, and the tracing run's own arrays are not kept at all (issue 36).
+read by reference (parameters, optimizer state, environment arrays) and the objects guards
+compare by identity belong to the program, not to the compiled function; guards' expected values
+are Python scalars; and the tracing run's own arrays are not kept at all (issue 36).
 """
 
 from __future__ import annotations
