@@ -26,6 +26,7 @@ from dualflow.bench.modes import (
     compile_report,
     count_eager_ops,
     final_state,
+    fresh_held,
     held_bytes,
     prepare,
 )
@@ -96,6 +97,7 @@ def _measure_cell(
     row = measure(name, mode, recorder, count, baseline, workload.warmup, device)
     row.compile_ms, row.steps = compile_report(step)
     row.peak_bytes += held_bytes(step)  # buffers allocated at the first call count too
+    row.held_bytes = fresh_held(workload, mode, seed, device)  # measured (issue 36)
     if mode == "eager":
         row.steps = recorder.ops
     if built.get("bytes"):
@@ -188,6 +190,7 @@ _COLUMNS = (
         lambda r: "noisy" if r.noisy and r.speedup is None else _opt(r.speedup, ".2f", "x"),
     ),
     ("peak MB", lambda r: f"{r.peak_bytes / 2**20:.2f}"),
+    ("held MB", lambda r: _opt(None if r.held_bytes is None else r.held_bytes / 2**20, ".2f")),
     ("mem ratio", lambda r: _opt(r.mem_ratio, ".2f")),
     ("compile ms", lambda r: _opt(r.compile_ms, ".1f")),
     ("steps/call", lambda r: _opt(r.steps, "d")),
@@ -222,7 +225,8 @@ def format_table(rows: list[Measurement]) -> str:
         w         eager  1.000 (0.900-1.200)  -        0.00     -          -           -
           -            -
     """
-    columns = [c for c in _COLUMNS if c[0] != "GB/s" or any(r.gbps for r in rows)]
+    shown = {"GB/s": any(r.gbps for r in rows), "held MB": any(r.held_bytes for r in rows)}
+    columns = [c for c in _COLUMNS if shown.get(c[0], True)]
     header = ("workload", "mode", *(title for title, _ in columns))
     lines = [
         (r.workload, r.mode, *(cell(r) if r.repeats else "-" for _, cell in columns))

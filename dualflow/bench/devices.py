@@ -2,7 +2,8 @@
 
 A CUDA device runs kernels asynchronously, so the harness reads the clock only after
 ``synchronizer(device)()``; its peak memory is the high-water mark of bytes held from cupy's
-memory pool while one step runs. cupy is imported only when a CUDA device is asked for.
+memory pool while one step runs, and what a step leaves held is the pool's bytes it took and
+did not give back. cupy is imported only when a CUDA device is asked for.
 """
 
 from __future__ import annotations
@@ -63,14 +64,29 @@ def gpu_peak_memory(fn: Callable[[], Any], device: Device) -> int:
         >>> gpu_peak_memory(lambda: None, Device("cuda:0"))  # doctest: +SKIP
         0
     """
-    cupy = device.xp
+    return max(0, _counted(fn, device).peak)
+
+
+def gpu_held_memory(fn: Callable[[], Any], device: Device) -> int:
+    """Bytes ``fn`` took from cupy's memory pool and had not given back when it returned (what
+    it leaves held), counted by the same hook as ``gpu_peak_memory``.
+
+    Example:
+        >>> gpu_held_memory(lambda: None, Device("cuda:0"))  # doctest: +SKIP
+        0
+    """
+    return max(0, _counted(fn, device).held)
+
+
+def _counted(fn: Callable[[], Any], device: Device) -> Any:
+    """Run ``fn`` with a hook counting the pool's blocks; the hook (``held``, ``peak``)."""
     sync = synchronizer(device)
-    hook = _high_water_hook(cupy)
+    hook = _high_water_hook(device.xp)
     sync()  # earlier queued work must not free blocks while the hook is counting
     with hook:
         fn()
         sync()
-    return max(0, hook.peak)
+    return hook
 
 
 def _high_water_hook(cupy: Any) -> Any:

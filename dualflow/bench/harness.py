@@ -7,6 +7,7 @@ to it), with a high-water hook on cupy's memory pool on a GPU (``dualflow.bench.
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 import tracemalloc
@@ -45,6 +46,7 @@ class Measurement:
     busy: bool = False  # spread above the run's --max-spread: the run does not count
     idle: bool | None = None  # the idle gate's verdict before this cell (None: not gated)
     others_cpu: float | None = None  # other processes' share of the CPUs at the gate
+    held_bytes: int | None = None  # a fresh compiled step keeps after its first calls (measured)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,6 +120,45 @@ def peak_memory(fn: Callable[[], Any], device: Device = CPU) -> int:
         return max(0, tracemalloc.get_traced_memory()[1] - before)
     finally:
         tracemalloc.stop()
+
+
+def held_after_first_calls(step: Callable[[], Any], calls: int = 2, device: Device = CPU) -> int:
+    """Bytes still allocated after the first ``calls`` calls of ``step`` (a fresh compiled
+    function), each result dropped at once: what the function keeps between calls, its plans'
+    buffers and constants and anything its trace failed to let go of (tracemalloc on the CPU,
+    the blocks of cupy's memory pool not given back on a GPU).
+
+    The garbage collector is off meanwhile: arrays a reference cycle holds stay allocated until
+    it happens to run, so they count as held (issue 36: a trace's tracing run, 30 MiB here).
+
+    Example:
+        >>> kept = []
+        >>> held_after_first_calls(lambda: kept.append(np.ones(1000))) >= 16000
+        True
+    """
+
+    def first_calls() -> None:
+        for _ in range(calls):
+            step()
+
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        if device.kind != "cpu":
+            from dualflow.bench.devices import gpu_held_memory  # noqa: PLC0415 - needs cupy
+
+            return gpu_held_memory(first_calls, device)
+        tracemalloc.start()
+        try:
+            before = tracemalloc.get_traced_memory()[0]
+            first_calls()
+            return max(0, tracemalloc.get_traced_memory()[0] - before)
+        finally:
+            tracemalloc.stop()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def measure(

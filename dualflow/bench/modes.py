@@ -13,7 +13,8 @@ import numpy as np
 
 import dualflow
 from dualflow.autograd.eager import EAGER
-from dualflow.bench.harness import Measurement
+from dualflow.bench.harness import Measurement, held_after_first_calls
+from dualflow.device import Device
 from dualflow.ops.dispatch import interpreting
 from dualflow.ops.registry import OpDef
 
@@ -57,6 +58,22 @@ def held_bytes(fn: Callable[[], Any]) -> int:
         return 0
     plans = [t.plan for t in fn.history] + [t.backward.plan for t in fn.history if t.backward]
     return sum(plan.held_bytes for plan in plans)
+
+
+def fresh_held(workload: Any, mode: str, seed: int, device: Device) -> int | None:
+    """Bytes a fresh compiled step of ``workload`` keeps after its first calls (issue 36), for
+    the workloads that ask (``held``); None otherwise.
+
+    Example:
+        >>> from dualflow.bench.workloads import WORKLOADS
+        >>> from dualflow.device import CPU
+        >>> fresh_held(WORKLOADS["mlp"], "compiled", 0, CPU) is None
+        True
+    """
+    if mode == "eager" or not workload.held:
+        return None
+    fresh = workload.build(np.random.default_rng(seed), device)["step"]  # before measuring
+    return held_after_first_calls(prepare(mode, fresh), device=device)
 
 
 class _CountingInterpreter:

@@ -54,6 +54,7 @@ class Workload:
     tags: tuple[str, ...] = field(default_factory=tuple)
     rows: Callable[[int, int], list[Measurement]] | None = None
     warmup: int = 5  # untimed calls first: a compiled step traces (and may retrace) in these
+    held: bool = False  # compiled rows also measure what a fresh compiled step keeps
 
 
 def _tiny_chain(x: Any, w: Any) -> Any:
@@ -239,7 +240,9 @@ WORKLOADS: dict[str, Workload] = {
         Workload("arith-chain", "12 arithmetic ops with a maximum, 4M f32", build_arith_chain, 10),
         Workload("poly-chain", "(x*0.5+1)*(x-2) - x*x, 4M f32", build_poly_chain, 10),
         Workload("sum-of-squares", "((x - y) ** 2).sum(), 4M f32", build_sum_of_squares, 10),
-        Workload("inference", "20x512 MLP forward (no grad), batch 64", build_inference, 50),
+        Workload(
+            "inference", "20x512 MLP forward (no grad), batch 64", build_inference, 50, held=True
+        ),
         Workload("cnn", "digits CNN train step, batch 64", build_cnn, 20),
         Workload("small-cnn", "3-conv CNN train step, batch 32 x 3x32x32", build_small_cnn, 10),
         # full-width ResNet-18 takes ~1 s a step on 2 cores: 5 repeats (with 3 the median was

@@ -169,37 +169,47 @@ def wrap_arguments(
     containers) and put back by the returned ``restore()``; tuples and namedtuples holding one
     are rebuilt. The containers are ``pytree``'s, as in the signature that found the arrays.
     """
-    undo: list[Callable[[], None]] = []
-
-    def walk(value: Any) -> Any:
-        if isinstance(value, np.ndarray) and id(value) in paths:
-            return ArrayArgument(value, paths[id(value)], fail)
-        kind = pytree.kind_of(value)  # the containers signature.flatten found the arrays in
-        if kind in ("tuple", "namedtuple"):
-            new = [walk(v) for v in value]
-            if all(a is b for a, b in zip(new, value)):
-                return value
-            return tuple(new) if kind == "tuple" else type(value)._make(new)
-        if kind == "list":
-            _swap(value, range(len(value)), walk, undo)
-        elif kind in pytree.DICTS:
-            _swap(value, list(value), walk, undo)
-        elif kind == "dataclass":
-            for name, old in pytree.items(value, kind):
-                new = walk(old)
-                if new is not old:
-                    object.__setattr__(value, name, new)
-                    undo.append(lambda v=value, n=name, o=old: object.__setattr__(v, n, o))
-        return value
-
-    new_args = tuple(walk(a) for a in args)
-    new_kwargs = {k: walk(v) for k, v in kwargs.items()}
+    wrapping = _Wrapping(paths, fail)
+    new_args = tuple(wrapping.walk(a) for a in args)
+    new_kwargs = {k: wrapping.walk(v) for k, v in kwargs.items()}
+    undo = wrapping.undo
 
     def restore() -> None:
         for step in reversed(undo):
             step()
 
     return new_args, new_kwargs, restore
+
+
+class _Wrapping:
+    """One ``wrap_arguments`` walk. A class: a nested function calling itself is a reference
+    cycle, which kept ``fail``'s tracer and every array of its run until the garbage collector
+    ran (issue 36)."""
+
+    def __init__(self, paths: dict[int, str], fail: Callable[[str], None]) -> None:
+        self.paths, self.fail = paths, fail
+        self.undo: list[Callable[[], None]] = []
+
+    def walk(self, value: Any) -> Any:
+        if isinstance(value, np.ndarray) and id(value) in self.paths:
+            return ArrayArgument(value, self.paths[id(value)], self.fail)
+        kind = pytree.kind_of(value)  # the containers signature.flatten found the arrays in
+        if kind in ("tuple", "namedtuple"):
+            new = [self.walk(v) for v in value]
+            if all(a is b for a, b in zip(new, value)):
+                return value
+            return tuple(new) if kind == "tuple" else type(value)._make(new)
+        if kind == "list":
+            _swap(value, range(len(value)), self.walk, self.undo)
+        elif kind in pytree.DICTS:
+            _swap(value, list(value), self.walk, self.undo)
+        elif kind == "dataclass":
+            for name, old in pytree.items(value, kind):
+                new = self.walk(old)
+                if new is not old:
+                    object.__setattr__(value, name, new)
+                    self.undo.append(lambda v=value, n=name, o=old: object.__setattr__(v, n, o))
+        return value
 
 
 def _swap(container: Any, keys: Any, walk: Callable, undo: list) -> None:

@@ -13,6 +13,7 @@ import gc
 import os
 import sys
 import types
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -79,6 +80,7 @@ class EnvProbe:
 
     def __exit__(self, *exc: Any) -> None:
         sys.settrace(self._previous)
+        self._returns.clear()  # return values no traced caller took (the run's tensors)
 
     # ----- frames ----------------------------------------------------------------------------
     def _on_call(self, frame: types.FrameType, event: str, arg: Any) -> Any:
@@ -106,8 +108,10 @@ class EnvProbe:
             elif event == "exception":
                 model.awaiting = False  # the call raised: no return value comes
                 model.forget()
-            return local
+            return itself()  # a closure naming itself is a cycle (its own cell) that would
+            # keep the stack model's tensors until the garbage collector runs
 
+        itself = weakref.ref(local)  # the frame holds ``local`` while it runs
         return local
 
     def _library_eval(self, frame: types.FrameType) -> bool:

@@ -2,7 +2,8 @@
 
 It reports every trace (why it was made, e.g. ``x.shape[0]: 32 -> 48``), its guards with their
 source lines, captured state and updates, graph sizes, the printed graph and its memory plan
-(one row per planned buffer value, then the predicted peak), plus the counters.
+(one row per planned buffer value, then the predicted peak), what it holds between calls (plan
+buffers, constants), plus the counters.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dualflow.tracer.compiled import CompiledFunction, Stats
 from dualflow.tracer.env_guards import is_value
 from dualflow.tracer.explain_passes import describe_passes
 from dualflow.tracer.explain_profile import profile_lines, request_profile
+from dualflow.tracer.held import held_by
 from dualflow.tracer.trace import Trace
 
 
@@ -40,6 +42,8 @@ class Explanation:
                 f"plan cache: {s.cache_loads} traces loaded ({s.load_seconds * 1e3:.1f} ms), "
                 f"{s.cache_stores} stored"
             )
+        if self.traces:  # what the function keeps alive between calls, all traces together
+            lines.append(held_by(self.traces).describe())
         if self.eager_reason:
             lines.append(f"runs eagerly now because: {self.eager_reason}")
         for i, trace in enumerate(self.traces):
@@ -77,6 +81,7 @@ def _describe(index: int, trace: Trace) -> list[str]:
     peak = trace.plan.predicted_peak
     if peak is not None:
         lines.append(f"  predicted peak: {peak} B ({peak / 2**20:.2f} MiB)")
+    lines.append("  " + held_by([trace]).describe())
     lines += profile_lines(trace.plan, "plan")
     if trace.backward is not None:
         lines += profile_lines(trace.backward.plan, "backward plan")

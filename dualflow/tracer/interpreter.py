@@ -9,6 +9,7 @@ tracing are undone by ``rollback()`` if the trace fails, so a failed call leaves
 from __future__ import annotations
 
 import os
+import weakref
 from typing import Any
 
 import numpy as np
@@ -51,6 +52,13 @@ def _loc(tracer: TracingInterpreter) -> str | None:
     return f"{os.path.basename(frame[0])}:{frame[1]}"
 
 
+def _weak(method: Any) -> Any:
+    """``method`` without a strong reference to its object: the tracer's parts call back into
+    it, and a strong reference would be a cycle (freed only by the garbage collector)."""
+    ref = weakref.WeakMethod(method)
+    return lambda *args: ref()(*args)
+
+
 class TracingInterpreter(GradSlots):
     """One trace in progress, installed as the current interpreter with ``interpreting()``; its
     ``on_*`` hooks implement ``ops.tracing_hooks.TracingHooks`` (``dispatch.tracing()``)."""
@@ -75,20 +83,26 @@ class TracingInterpreter(GradSlots):
         self.assigned_roots: dict[int, tuple[int, Value]] = {}
         self.grad_backups: dict[int, tuple[Tensor, Any]] = {}
         self.single_use = False
-        self.hooks = self  # dispatch.tracing() returns it while this trace is current
         self.files: set[str] = set()  # user source files that issued traced ops
         self.collective_at: str | None = None  # where the first all-reduce was traced
-        self.env = EnvRecorder(self.on_module_read)  # what the run read/wrote of Python
+        self.env = EnvRecorder(_weak(self.on_module_read))  # what the run read/wrote of Python
         self.failure: str | None = None  # the first fail-closed event: the trace is unusable
         self.strict = False  # fallback="error": raise the TracingError at once
         self.restores: list[Any] = []  # undo Python-side state of versioned objects (rollback)
         # tape nodes numbered below first_seq were made before the call (arguments' history)
         self.first_seq = 0 if parent is not None else next_seq()
-        self.history = ArgumentHistory(self, self.first_seq)
+        self.history = ArgumentHistory(weakref.proxy(self), self.first_seq)
         self.leaves: list[Any] = []  # the call's argument leaves, in flat order
         self.debug_seen = False  # debug mode was on for some op: the plan checks every step
         self.differentiating: Any = None  # the tape node whose backward the engine runs
         self.tape_locs: dict[int, tuple[Any, str]] = {}  # id(tape node) -> (node, its line)
+
+    @property
+    def hooks(self) -> TracingInterpreter:
+        """What ``dispatch.tracing()`` returns while this trace is current: the tracer itself
+        (a property, not an attribute: ``self.hooks = self`` was a cycle that kept every array
+        of the tracing run alive until the garbage collector ran)."""
+        return self
 
     # ----- values ----------------------------------------------------------------------------
     def bind(self, tensor: Tensor, value: Value) -> Value:

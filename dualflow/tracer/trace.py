@@ -100,7 +100,7 @@ def finish_trace(
     identity = _identity_outputs(tracer, leaves)
     backward = _backward(tracer, leaves, flat, passes, device, identity)
     debug = config.debug or tracer.debug_seen
-    source = tracer.builder.build()
+    source = _live_consts(tracer.builder.build())
     graph, plan, pass_stats = build_plan(source, passes, device, debug=debug, donate=True)
     trace = Trace(
         graph,
@@ -123,7 +123,19 @@ def finish_trace(
     trace.commits = bool(graph.updates or grad_owners or to_none or trace.input_updates or replay)
     trace.identity_outputs = identity
     _output_facts(trace, leaves)
+    _let_go(tracer)
     return trace
+
+
+def _let_go(tracer: TracingInterpreter) -> None:
+    """Drop what the finished tracer holds of its run: its arrays (kept alive while tracing so
+    their ids stay unique), tape nodes, and the state copies a rollback would have restored.
+    Nothing should hold the tracer now, but if something does, it holds none of these."""
+    tracer.arrays.clear()
+    tracer.tape_locs.clear()
+    tracer.backups.clear()
+    tracer.grad_backups.clear()
+    tracer.restores.clear()
 
 
 def _user_outputs(tracer: TracingInterpreter, out: Any) -> tuple[list, list, TreeDef] | None:
@@ -218,6 +230,17 @@ def _identity_outputs(
         ):
             found[i] = ("state", slot)
     return found
+
+
+def _live_consts(graph: Graph) -> Graph:
+    """``graph`` without the constants nothing reads: data the tracing run made and replaced
+    (``dualflow.tensor(array_argument)`` becomes a ``cast`` of the argument, and the first call's
+    copy a dead constant), which the trace would keep for its lifetime as its graph as traced
+    (issue 36); the passes would drop them from the plan's graph anyway."""
+    used = graph.last_use
+    if all(v in used for v in graph.consts):
+        return graph
+    return graph.replace(consts={v: a for v, a in graph.consts.items() if v in used})
 
 
 def _outputs_of_updated_state(graph: Graph, n: int) -> list[int]:

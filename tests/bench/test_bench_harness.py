@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 import types
 
 import numpy as np
 
-from dualflow.bench.harness import peak_memory, time_calls
+from dualflow.bench.harness import held_after_first_calls, peak_memory, time_calls
 from dualflow.device import Device
 
 ACTIVE: list = []  # the hooks a fake cupy pool would call, innermost last
@@ -83,3 +84,35 @@ def test_held_bytes_counts_a_compiled_steps_plan_buffers_once() -> None:
     # three chained 16 KiB values share buffers: what is held is the raw buffers, not the views
     assert held_bytes(step) == sum(plan.memory.buffer_sizes) == plan.held_bytes > 0
     assert held_bytes(step) < 3 * 4096 * 4
+
+
+def test_held_after_first_calls_counts_what_calls_leave_behind() -> None:
+    kept: list = []
+
+    def step():
+        kept.append(np.ones(1000))  # 8 kB kept by every call
+        return np.ones(10**6)  # the result, dropped at once
+
+    assert 2 * 8000 <= held_after_first_calls(step) < 10**6
+
+
+def test_held_after_first_calls_counts_arrays_only_a_cycle_holds() -> None:
+    def step() -> None:
+        garbage = [np.ones(10**5)]
+        garbage.append(garbage)  # freed only when the garbage collector runs
+
+    assert held_after_first_calls(step) >= 2 * 8 * 10**5
+
+
+def test_on_a_gpu_held_is_what_the_pool_lent_and_did_not_get_back(monkeypatch) -> None:
+    synced: list = []
+    monkeypatch.setattr(Device, "xp", property(lambda self: _fake_cupy(synced)))
+
+    def step() -> None:
+        hook = ACTIVE[-1]
+        hook.malloc_postprocess(mem_size=100, mem_ptr=1)  # kept between calls
+        hook.malloc_postprocess(mem_size=50, mem_ptr=2)  # the result, freed
+        hook.free_postprocess(mem_size=50)
+
+    assert held_after_first_calls(step, 2, Device("cuda:0")) == 200
+    assert not ACTIVE and gc.isenabled()
