@@ -1,0 +1,156 @@
+"""Trace a forward for export: its graph as traced (before fusion), state arrays, dynamic dims.
+
+The function runs under ``@dualflow.compile(passes="O0")`` without gradients, and the trace's
+``source_graph`` (the graph before any pass, so no ``fused`` nodes) is exported. For dynamic
+axes it is traced a second time with those axes one longer: the two graphs must match node for
+node, and a dimension that differs between them is a dynamic one. Attributes that differ (a
+``reshape`` to ``(batch, -1)``) are reconciled by the converters from both traces.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from dualflow._config import no_grad
+from dualflow._tensor import Tensor
+from dualflow.errors import DualflowError
+from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.tracer import compile as compile_fn
+
+
+class ExportError(DualflowError, ValueError):
+    """A function or model cannot be exported to ONNX (an op without an equivalent, control
+    flow that depends on a dynamic axis, state written by the forward...)."""
+
+
+@dataclass
+class Captured:
+    """One traced forward, ready to convert."""
+
+    graph: Graph
+    state: dict[Value, np.ndarray]  # state Value -> its array (initializers)
+    input_names: list[str]
+    outputs: list[Value]
+    output_names: list[str]
+    dynamic: dict[Value, dict[int, str]] = field(default_factory=dict)  # value -> axis -> name
+    twin: dict[int, Node] = field(default_factory=dict)  # node index -> node of the 2nd trace
+    twin_values: dict[Value, Value] = field(default_factory=dict)  # value -> 2nd trace's
+
+
+def capture(
+    fn: Callable,
+    args: Sequence[Any],
+    input_names: Sequence[str] | None,
+    output_names: Sequence[str] | None,
+    dynamic_axes: Mapping[str, Mapping[int, str]] | None,
+) -> Captured:
+    """Trace ``fn(*args)`` (and again with the dynamic axes grown when there are any)."""
+    tensors = [a if isinstance(a, Tensor) else Tensor(np.asarray(a)) for a in args]
+    names = list(input_names or _parameter_names(fn, len(tensors)))
+    graph, state, outputs = _trace(fn, tensors)
+    if len(graph.inputs) != len(tensors):
+        raise ExportError(
+            f"the traced forward reads {len(graph.inputs)} of its {len(tensors)} tensor "
+            "arguments; every argument must be a tensor the forward uses"
+        )
+    out_names = list(output_names or _output_names(len(outputs)))
+    if len(out_names) != len(outputs):
+        raise ExportError(f"{len(out_names)} output names for {len(outputs)} outputs")
+    captured = Captured(graph, state, names, outputs, out_names)
+    axes = {k: dict(v) for k, v in (dynamic_axes or {}).items()}
+    unknown = set(axes) - set(names) - set(out_names)
+    if unknown:
+        raise ExportError(f"dynamic_axes names {sorted(unknown)}, not an input or output name")
+    grown = [_grown(t, axes.get(n, {})) for t, n in zip(tensors, names, strict=True)]
+    if any(axes.get(n) for n in names):
+        _compare(captured, _trace(fn, grown), axes)
+    return captured
+
+
+def _parameter_names(fn: Callable, count: int) -> list[str]:
+    target = getattr(fn, "forward", fn)
+    try:
+        params = [
+            p.name
+            for p in inspect.signature(target).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    return params[:count] if len(params) >= count else [f"input_{i}" for i in range(count)]
+
+
+def _output_names(count: int) -> list[str]:
+    return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]
+
+
+def _trace(fn: Callable, tensors: list[Tensor]) -> tuple[Graph, dict[Value, Any], list[Value]]:
+    compiled = compile_fn(fn, passes="O0", fallback="error", cache_dir=False)
+    with no_grad():
+        compiled(*tensors)
+    trace = compiled.history[-1]
+    graph = trace.source_graph
+    if graph.updates:
+        raise ExportError(
+            "the forward writes state (e.g. BatchNorm in training mode updates its running "
+            "statistics): call model.eval() before exporting"
+        )
+    arrays = [ref.read() for ref in trace.checks.refs]
+    state = {v: np.asarray(a) for v, a in zip(graph.state, arrays, strict=True)}
+    outputs = [graph.outputs[i] for i in trace.leaf_index]
+    return graph, state, outputs
+
+
+def _grown(tensor: Tensor, axes: Mapping[int, str]) -> Tensor:
+    array = tensor.numpy()
+    for axis in axes:
+        if not -array.ndim <= axis < array.ndim:
+            raise ExportError(f"dynamic axis {axis} of an input with {array.ndim} dimensions")
+        n = array.shape[axis]
+        array = np.take(array, np.arange(n + 1) % max(n, 1), axis=axis)
+    return Tensor(array)
+
+
+def _compare(captured: Captured, second: tuple, axes: dict[str, dict[int, str]]) -> None:
+    graph, (other, _, _) = captured.graph, second
+    if [n.op for n in graph.nodes] != [n.op for n in other.nodes]:
+        where = next(
+            (n.loc for n, m in zip(graph.nodes, other.nodes, strict=False) if n.op != m.op), None
+        )
+        raise ExportError(
+            "the forward runs different ops for another size of a dynamic axis (control "
+            f"flow on a shape, near {where or 'the end'}); export it with static shapes"
+        )
+    pairs = list(zip(graph.inputs, other.inputs, strict=True))
+    pairs += list(zip(graph.state, other.state, strict=True))
+    pairs += [
+        (a, b) for n, m in zip(graph.nodes, other.nodes) for a, b in zip(n.outputs, m.outputs)
+    ]
+    captured.twin_values = dict(pairs)
+    captured.twin = dict(enumerate(other.nodes))
+    sizes: dict[tuple[int, int], str] = {}  # (size, grown size) -> the input axis name
+    for value, name in zip(graph.inputs, captured.input_names, strict=True):
+        for axis, label in axes.get(name, {}).items():
+            axis %= len(value.shape)
+            sizes[value.shape[axis], captured.twin_values[value].shape[axis]] = label
+    for value, twin in pairs:
+        changed = {i for i, (a, b) in enumerate(zip(value.shape, twin.shape)) if a != b}
+        if changed:
+            captured.dynamic[value] = {
+                i: sizes.get((value.shape[i], twin.shape[i]), f"{value.name or 'v'}_{value.id}_{i}")
+                for i in changed
+            }
+    for value, name in zip(captured.outputs, captured.output_names, strict=True):
+        for axis, label in axes.get(name, {}).items():
+            found = captured.dynamic.get(value, {})
+            if axis % max(len(value.shape), 1) not in found:
+                raise ExportError(
+                    f"dynamic_axes[{name!r}] names axis {axis}, which does not change with the "
+                    f"inputs' dynamic axes (output shape {value.shape})"
+                )
+            found[axis % len(value.shape)] = label
