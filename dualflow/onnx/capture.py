@@ -116,6 +116,24 @@ def _grown(tensor: Tensor, axes: Mapping[int, str]) -> Tensor:
     return Tensor(array)
 
 
+# ops whose size-holding attributes the converters rewrite for a dynamic axis
+RECONCILED = ("reshape", "getitem", "broadcast_to")
+
+
+def _same_constants(node: Node, twin: Node) -> None:
+    """Refuse a node whose literals (or attributes the converters cannot rewrite) differ
+    between the two traces: a number computed from a dynamic size, e.g. ``1 / batch``."""
+    literals = [(a, b) for a, b in zip(node.inputs, twin.inputs) if not isinstance(a, Value)]
+    differs = any(a != b and not (a != a and b != b) for a, b in literals)  # NaN equals NaN
+    differs |= node.op not in RECONCILED and node.attrs != twin.attrs
+    if differs:
+        raise ExportError(
+            f"cannot export op {node.op!r} at {node.loc or 'an unknown line'}: a number in it "
+            f"depends on a dynamic axis ({node.inputs[1:]!r:.80} {node.attrs!r:.80}; e.g. a "
+            "mean over the dynamic axis divides by its size); export with static shapes"
+        )
+
+
 def _compare(captured: Captured, second: tuple, axes: dict[str, dict[int, str]]) -> None:
     graph, (other, _, _) = captured.graph, second
     if [n.op for n in graph.nodes] != [n.op for n in other.nodes]:
@@ -126,6 +144,14 @@ def _compare(captured: Captured, second: tuple, axes: dict[str, dict[int, str]])
             "the forward runs different ops for another size of a dynamic axis (control "
             f"flow on a shape, near {where or 'the end'}); export it with static shapes"
         )
+    for node, twin in zip(graph.nodes, other.nodes, strict=True):
+        _same_constants(node, twin)
+    for (value, array), (_, twin) in zip(graph.consts.items(), other.consts.items(), strict=True):
+        if array.shape != twin.shape or not np.array_equal(array, twin, equal_nan=True):
+            raise ExportError(
+                f"a constant of shape {value.shape} depends on a dynamic axis (it differs for "
+                "another size); export with static shapes"
+            )
     pairs = list(zip(graph.inputs, other.inputs, strict=True))
     pairs += list(zip(graph.state, other.state, strict=True))
     pairs += [
