@@ -6,6 +6,6 @@ op into ONNX nodes (``builder``, ``converters``, ``elementwise``) and the result
 """
 
 from dualflow.onnx.capture import ExportError
-from dualflow.onnx.export import export
+from dualflow.onnx.export import export, export_graph
 
-__all__ = ["ExportError", "export"]
+__all__ = ["ExportError", "export", "export_graph"]

@@ -130,7 +130,6 @@ def _unsupported(node: Node) -> str:
         "random_uniform": "random sampling inside the forward",
         "assign": "an in-place write to state",
         "batch_norm": "BatchNorm in training mode: call model.eval() first",
-        "fused": "a fused region (export traces before fusion; this graph was fused)",
     }.get(node.op, "no ONNX converter for this op")
     return (
         f"cannot export op {node.op!r} at {node.loc or 'an unknown line'}: {why}; "

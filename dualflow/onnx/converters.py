@@ -17,6 +17,7 @@ from dualflow.graph_ir.interpret import run_node
 from dualflow.graph_ir.ir import Node, Value
 from dualflow.onnx.capture import ExportError
 from dualflow.onnx.elementwise import ELEMENTWISE, Converter
+from dualflow.onnx.fused import convert_fused
 
 _BIG = 2**62  # an ONNX slice end meaning "to the end"
 
@@ -271,4 +272,5 @@ CONVERTERS: dict[str, Converter] = {
     "arange": _constant,
     "full_like": _full_like,
     "one_hot": _one_hot,
+    "fused": convert_fused,
 }

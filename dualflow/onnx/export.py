@@ -1,4 +1,4 @@
-"""The public entry point ``export``: trace, convert, check, write."""
+"""The public entry points: ``export`` (trace, convert, check, write) and ``export_graph``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dualflow.onnx.builder import convert
-from dualflow.onnx.capture import ExportError, capture
+from dualflow.onnx.capture import Captured, ExportError, capture
 
 
 def export(
@@ -67,3 +67,52 @@ def export(
     if path is not None:
         onnx.save(model, os.fspath(path))
     return model
+
+
+def export_graph(
+    graph: Any,
+    state: Sequence[Any] | None = None,
+    path: str | os.PathLike | None = None,
+    *,
+    input_names: Sequence[str] | None = None,
+    output_names: Sequence[str] | None = None,
+    fold_constants: bool = True,
+) -> Any:
+    """Export a graph that is already built: a compiled trace's optimized ``graph`` (with
+    ``fused`` nodes, expanded back into their ops) or one read by ``dualflow.graph_ir.load``.
+
+    Shapes are the graph's own (no dynamic axes: a graph holds one trace). ``state`` gives the
+    arrays of ``graph.state`` in order (what ``graph_ir.load`` returns beside the graph).
+
+    Raises:
+        ExportError: the graph writes state (a training step), lacks state arrays, or holds an
+            op without a converter (named with its source line).
+
+    Example:
+        >>> import dualflow, numpy as np
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((2,), "float32", "x")
+        >>> b.output(*b.node("exp", [x]))
+        >>> [n.op_type for n in export_graph(b.build()).graph.node]
+        ['Exp', 'Identity']
+    """
+    import onnx  # noqa: PLC0415 - the optional extra
+
+    if graph.updates:
+        raise ExportError("the graph writes state (a training step); export a forward graph")
+    arrays = list(state or [])
+    if len(arrays) != len(graph.state):
+        raise ExportError(f"the graph reads {len(graph.state)} state arrays, {len(arrays)} given")
+    names = list(input_names or [v.name or f"input_{i}" for i, v in enumerate(graph.inputs)])
+    outputs = list(graph.outputs)
+    out_names = list(output_names or _default_outputs(len(outputs)))
+    captured = Captured(graph, dict(zip(graph.state, arrays)), names, outputs, out_names)
+    model = convert(captured, fold_constants)
+    onnx.checker.check_model(model, full_check=True)
+    if path is not None:
+        onnx.save(model, os.fspath(path))
+    return model
+
+
+def _default_outputs(count: int) -> list[str]:
+    return ["output"] if count == 1 else [f"output_{i}" for i in range(count)]

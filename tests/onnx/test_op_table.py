@@ -26,7 +26,6 @@ NOT_EXPORTED = {
     "random_uniform": "sampling: ONNX's RandomUniform cannot reproduce dualflow's stream",
     "debug_print": "a host side effect",
     "guard": "control flow on a traced value",
-    "fused": "export reads the graph before fusion",
     "argsort": "no stable ONNX sort of a whole axis (TopK is not stable)",
     "getitem_array": "advanced indexing: not yet converted",
     "softmax_cross_entropy": "a loss: export the model's logits",
