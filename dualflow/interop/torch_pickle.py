@@ -213,13 +213,13 @@ only name tensors, storages and OrderedDict (the file may be malicious)
     """
     try:
         raw = RestrictedUnpickler(io.BytesIO(data), read_storage).load()
+        return _finish(raw, "<root>")
     except CheckpointError:
         raise
-    except Exception as exc:  # malformed opcodes, wrong REDUCE arguments, truncation...
+    except Exception as exc:  # malformed opcodes, wrong REDUCE arguments, truncation, nesting
         raise CheckpointError(
             f"the checkpoint's pickle is malformed: {type(exc).__name__}: {exc}"
         ) from exc
-    return _finish(raw, "<root>")
 
 
 _PLAIN = (bool, int, float, complex, str, bytes, type(None))

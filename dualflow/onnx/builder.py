@@ -24,7 +24,12 @@ class Emitter:
     """What a converter writes with: ONNX nodes, initializers, names for values."""
 
     def __init__(self, captured: Captured) -> None:
-        import onnx  # noqa: PLC0415 - the optional extra, needed only to export
+        try:
+            import onnx  # noqa: PLC0415 - the optional extra, needed only to export
+        except ImportError as exc:
+            raise ImportError(
+                "ONNX export needs the onnx package: pip install 'dualflow[onnx]'"
+            ) from exc
 
         self.onnx, self.helper = onnx, onnx.helper
         self.captured = captured

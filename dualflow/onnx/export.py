@@ -53,8 +53,6 @@ def export(
         >>> [n.op_type for n in proto.graph.node]
         ['MatMul', 'Add', 'Relu', 'Identity']
     """
-    import onnx  # noqa: PLC0415 - the optional extra
-
     args = tuple(example_args) if isinstance(example_args, tuple | list) else (example_args,)
     if getattr(fn, "training", False):
         raise ExportError(
@@ -62,11 +60,7 @@ def export(
             "and BatchNorm behave differently in training)"
         )
     captured = capture(fn, args, input_names, output_names, dynamic_axes)
-    model = convert(captured, fold_constants)
-    onnx.checker.check_model(model, full_check=True)
-    if path is not None:
-        onnx.save(model, os.fspath(path))
-    return model
+    return _checked(convert(captured, fold_constants), path)
 
 
 def export_graph(
@@ -96,8 +90,6 @@ def export_graph(
         >>> [n.op_type for n in export_graph(b.build()).graph.node]
         ['Exp', 'Identity']
     """
-    import onnx  # noqa: PLC0415 - the optional extra
-
     if graph.updates:
         raise ExportError("the graph writes state (a training step); export a forward graph")
     arrays = list(state or [])
@@ -107,7 +99,13 @@ def export_graph(
     outputs = list(graph.outputs)
     out_names = list(output_names or _default_outputs(len(outputs)))
     captured = Captured(graph, dict(zip(graph.state, arrays)), names, outputs, out_names)
-    model = convert(captured, fold_constants)
+    return _checked(convert(captured, fold_constants), path)
+
+
+def _checked(model: Any, path: str | os.PathLike | None) -> Any:
+    """Run ONNX's checker (with shape inference) over ``model``, then write it to ``path``."""
+    import onnx  # noqa: PLC0415 - the optional extra
+
     onnx.checker.check_model(model, full_check=True)
     if path is not None:
         onnx.save(model, os.fspath(path))

@@ -141,3 +141,9 @@ def test_bare_storages_or_types_in_the_result(box):
     obj = {"s": craft.storage("FloatStorage", "0", 4)}
     craft.archive(box / "r.pt", craft.pickled(obj), {"0": FLOATS})
     refused(box / "r.pt", r"holds a Storage at <root>\['s'\]")
+
+
+def test_deep_nesting_is_a_checkpoint_error(box):
+    depth = 100_000
+    craft.archive(box / "n.pt", b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b".", {})
+    refused(box / "n.pt", "malformed")

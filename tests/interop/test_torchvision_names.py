@@ -66,3 +66,14 @@ def test_wrong_architecture_or_classes_names_the_keys():
         from_torchvision(sd, __import__("dualflow").vision.models.resnet50(width=0.25))
     with pytest.raises(CheckpointError, match=r"fc.weight: the checkpoint holds shape \(10, "):
         from_torchvision(sd, resnet18(num_classes=7, width=0.25))
+
+
+def test_a_resnet18_saved_by_torch(tmp_path):
+    torch = pytest.importorskip("torch", reason="writing a real .pth needs torch (optional)")
+    model = resnet18()
+    state = {name: torch.from_numpy(array.copy()) for name, array in checkpoint_like(model).items()}
+    torch.save({f"module.{k}": v for k, v in state.items()}, tmp_path / "resnet18.pth")
+    loaded = dualflow.load_torch(tmp_path / "resnet18.pth")
+    model.load_state_dict(from_torchvision(loaded, model))
+    for name, value in model.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), state[name].numpy(), err_msg=name)
