@@ -39,7 +39,7 @@ def checkpoint_like(model, prefix="", drop_counts=False) -> dict[str, np.ndarray
 
 
 def test_resnet18_names_are_torchvisions():
-    assert sorted(resnet18().state_dict()) == sorted(RESNET18)
+    assert sorted(resnet18(width=0.125).state_dict()) == sorted(RESNET18)
 
 
 @pytest.mark.parametrize("prefix", ["", "module.", "_orig_mod.", "module._orig_mod."])
@@ -53,10 +53,10 @@ def test_prefixed_and_old_checkpoints_load(prefix):
 
 @pytest.mark.parametrize("make", [vgg11_bn, mobilenet_v2])
 def test_other_zoo_models(make):
-    model = make(num_classes=5)
+    model = make(num_classes=5, cifar_stem=True, width=0.125)
     sd = checkpoint_like(model, "module.")
     model.load_state_dict(from_torchvision(sd, model))
-    x = dualflow.randn(1, 3, 64, 64)
+    x = dualflow.randn(1, 3, 32, 32)
     assert model.eval()(x).shape == (1, 5)
 
 
