@@ -76,22 +76,20 @@ def load_torch(path: PathLike) -> Any:
 def _load(archive: zipfile.ZipFile, path: str) -> Any:
     entries = _checked_entries(archive, path)
     top = next(iter(entries)).split("/", 1)[0]
+    if any(n.startswith(f"{top}/code/") for n in entries):
+        raise CheckpointError(f"{path!r} is a TorchScript archive (load it with torch.jit)")
     if f"{top}/data.pkl" not in entries:
-        hint = (
-            " (a TorchScript archive: load it with torch.jit)"
-            if any(n.startswith(f"{top}/code/") for n in entries)
-            else ""
-        )
-        raise CheckpointError(f"{path!r} has no {top}/data.pkl{hint}")
-    big = entries.get(f"{top}/byteorder") is not None and (
-        archive.read(entries[f"{top}/byteorder"]).strip() == b"big"
-    )
+        raise CheckpointError(f"{path!r} has no {top}/data.pkl; not a torch.save checkpoint")
+    order = entries.get(f"{top}/byteorder")
+    big = order is not None and order.file_size <= 16 and archive.read(order).strip() == b"big"
     pickled = entries[f"{top}/data.pkl"]
     if pickled.file_size > MAX_PICKLE:
         raise CheckpointError(f"{path!r}: data.pkl is {pickled.file_size} bytes, over the limit")
+    budget = [os.path.getsize(path)]  # entries may overlap in a crafted zip: read no more
 
     def read_storage(kind: StorageType, key: str, numel: int) -> np.ndarray:
-        return _read_storage(archive, entries, f"{top}/data/", kind, key, numel, big, path)
+        folder = f"{top}/data/"
+        return _read_storage(archive, entries, folder, kind, key, numel, big, path, budget)
 
     return unpickle(archive.read(pickled), read_storage)
 
@@ -129,6 +127,7 @@ def _read_storage(
     numel: int,
     big_endian: bool,
     path: str,
+    budget: list[int],
 ) -> np.ndarray:
     info = entries.get(folder + key) if _KEY.fullmatch(key) else None
     if info is None:
@@ -138,6 +137,9 @@ def _read_storage(
             f"{path!r}: storage {key!r} declares {numel} x {kind.name} "
             f"({numel * kind.itemsize} bytes); the archive holds {info.file_size} bytes"
         )
+    budget[0] -= info.file_size
+    if budget[0] < 0:  # entries overlapping in a crafted zip could multiply what is read
+        raise CheckpointError(f"{path!r}: its storages add up to more bytes than the file holds")
     raw = archive.read(info)  # checks the CRC; ZIP_STORED, so exactly file_size bytes
     if kind.dtype == "bfloat16":  # the high half of a float32: widen exactly
         bits = np.frombuffer(raw, dtype=">u2" if big_endian else "<u2").astype(np.uint32)

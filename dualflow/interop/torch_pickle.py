@@ -171,9 +171,12 @@ class RestrictedUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         factory = ALLOWED.get((module, name))
         if factory is None:
+            hint = ""
+            if module.startswith(("torch.nn", "__main__", "__torch__")):
+                hint = "; a whole model was saved: save and load model.state_dict() instead"
             raise CheckpointError(
                 f"refusing the global {module}.{name}: a checkpoint may only name tensors, "
-                "storages and OrderedDict (the file may be malicious)"
+                f"storages and OrderedDict (the file may be malicious){hint}"
             )
         return factory()
 

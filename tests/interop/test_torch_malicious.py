@@ -12,6 +12,7 @@ import pytest
 
 import dualflow
 from dualflow.errors import CheckpointError
+from dualflow.interop import torch_load
 from tests.interop import craft
 
 DATA = Path(__file__).parent / "data"
@@ -147,3 +148,22 @@ def test_deep_nesting_is_a_checkpoint_error(box):
     depth = 100_000
     craft.archive(box / "n.pt", b"\x80\x02" + b"]" * depth + b"a" * (depth - 1) + b".", {})
     refused(box / "n.pt", "malformed")
+
+
+def test_storages_may_not_add_up_to_more_than_the_file(box, monkeypatch):
+    """Overlapping zip entries could make many storages out of the same bytes; zipfile's own
+    name check stops the plain forms, and the total read is capped by the file's size."""
+    tensors = {
+        f"w{i}": craft.tensor(craft.storage("FloatStorage", str(i), 4), 0, (4,), (1,))
+        for i in range(3)
+    }
+    craft.archive(box / "o.pt", craft.pickled(tensors), {str(i): FLOATS for i in range(3)})
+    assert dualflow.load_torch(box / "o.pt")["w2"].shape == (4,)
+    monkeypatch.setattr(torch_load.os.path, "getsize", lambda path: 40)  # pretend a tiny file
+    refused(box / "o.pt", "add up to more bytes than the file holds")
+
+
+def test_a_whole_model_pickle_gets_a_hint(box):
+    obj = craft.Call(craft.Global("torch.nn.modules.container", "Sequential"), ())
+    craft.archive(box / "m.pt", craft.pickled(obj), {})
+    refused(box / "m.pt", r"save and load model\.state_dict\(\) instead")
