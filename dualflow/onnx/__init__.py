@@ -5,7 +5,7 @@ op into ONNX nodes (``builder``, ``converters``, ``elementwise``) and the result
 ``onnx.checker``. Needs the optional ``onnx`` package (``pip install dualflow[onnx]``).
 """
 
-from dualflow.onnx.capture import ExportError
+from dualflow.errors import ExportError
 from dualflow.onnx.export import export, export_graph
 
 __all__ = ["ExportError", "export", "export_graph"]

@@ -18,14 +18,10 @@ import numpy as np
 
 from dualflow._config import no_grad
 from dualflow._tensor import Tensor
-from dualflow.errors import DualflowError
+from dualflow.device import send
+from dualflow.errors import ExportError
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.tracer import compile as compile_fn
-
-
-class ExportError(DualflowError, ValueError):
-    """A function or model cannot be exported to ONNX (an op without an equivalent, control
-    flow that depends on a dynamic axis, state written by the forward...)."""
 
 
 @dataclass
@@ -101,7 +97,7 @@ def _trace(fn: Callable, tensors: list[Tensor]) -> tuple[Graph, dict[Value, Any]
             "statistics): call model.eval() before exporting"
         )
     arrays = [ref.read() for ref in trace.checks.refs]
-    state = {v: np.asarray(a) for v, a in zip(graph.state, arrays, strict=True)}
+    state = {v: np.asarray(send(a, "cpu")) for v, a in zip(graph.state, arrays, strict=True)}
     outputs = [graph.outputs[i] for i in trace.leaf_index]
     return graph, state, outputs
 
