@@ -45,9 +45,20 @@ def capture(
     output_names: Sequence[str] | None,
     dynamic_axes: Mapping[str, Mapping[int, str]] | None,
 ) -> Captured:
-    """Trace ``fn(*args)`` (and again with the dynamic axes grown when there are any)."""
-    tensors = [a if isinstance(a, Tensor) else Tensor(np.asarray(a)) for a in args]
-    names = list(input_names or _parameter_names(fn, len(tensors)))
+    """Trace ``fn(*args)`` (and again with the dynamic axes grown when there are any).
+
+    Tensors nested in tuples or lists (an LSTM's ``(h, c)``) become inputs of their own, named
+    after the parameter and their position (``hidden_0``, ``hidden_1``)."""
+    template, tensors = _flatten(args)
+    names = list(input_names or _leaf_names(template, _parameter_names(fn, len(args))))
+    if len(names) != len(tensors):
+        raise ExportError(f"{len(names)} input names for {len(tensors)} input tensors")
+    if any(isinstance(a, tuple | list) for a in args):
+        user_fn = fn
+
+        def fn(*flat: Tensor) -> Any:
+            return user_fn(*_rebuild(template, flat))
+
     graph, state, outputs = _trace(fn, tensors)
     if len(graph.inputs) != len(tensors):
         raise ExportError(
@@ -66,6 +77,44 @@ def capture(
     if any(axes.get(n) for n in names):
         _compare(captured, _trace(fn, grown), axes)
     return captured
+
+
+class _Leaf(int):
+    """The position of a tensor among the flattened arguments (in a template)."""
+
+
+def _flatten(args: Sequence[Any]) -> tuple[tuple, list[Tensor]]:
+    """The arguments with each tensor replaced by its ``_Leaf`` position, and the tensors."""
+    tensors: list[Tensor] = []
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, tuple | list):
+            return type(value)(walk(v) for v in value)
+        tensors.append(value if isinstance(value, Tensor) else Tensor(np.asarray(value)))
+        return _Leaf(len(tensors) - 1)
+
+    return tuple(walk(a) for a in args), tensors
+
+
+def _rebuild(template: Any, flat: Sequence[Tensor]) -> Any:
+    if isinstance(template, _Leaf):
+        return flat[template]
+    return type(template)(_rebuild(t, flat) for t in template)
+
+
+def _leaf_names(template: tuple, names: list[str]) -> list[str]:
+    found: list[str] = []
+
+    def walk(value: Any, name: str) -> None:
+        if isinstance(value, _Leaf):
+            found.append(name)
+        else:
+            for i, v in enumerate(value):
+                walk(v, f"{name}_{i}")
+
+    for value, name in zip(template, names, strict=True):
+        walk(value, name)
+    return found
 
 
 def _parameter_names(fn: Callable, count: int) -> list[str]:

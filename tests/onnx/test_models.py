@@ -11,7 +11,7 @@ import pytest
 import dualflow
 from dualflow import nn
 from dualflow.vision.models import mobilenet_v2, resnet18, resnet50, vgg16
-from tests.onnx.helpers import check_export
+from tests.onnx.helpers import check_export, relative_error
 
 ort = pytest.importorskip("onnxruntime", reason="ONNX Runtime is optional (pip install .[onnx])")
 onnx = pytest.importorskip("onnx", reason="the onnx package is optional (pip install .[onnx])")
@@ -97,3 +97,20 @@ def test_transformer_port(tmp_path):
         return (dualflow.randint(0, 50, (7, batch)),)
 
     check_export(ort, model, make, ["src"], {"src": {1: "batch"}}, tmp_path / "t.onnx")
+
+
+def test_nested_arguments_become_named_inputs(tmp_path):
+    dualflow.manual_seed(0)
+    model = port_model().RNNModel("LSTM", 30, 8, 8, 1, dropout=0.0).eval()
+    ids, hidden = (
+        dualflow.randint(0, 30, (5, 2)),
+        (dualflow.randn(1, 2, 8), dualflow.randn(1, 2, 8)),
+    )
+    proto = dualflow.onnx.export(model, (ids, hidden), tmp_path / "lm.onnx")
+    assert [i.name for i in proto.graph.input] == ["input", "hidden_0", "hidden_1"]
+    session = ort.InferenceSession(str(tmp_path / "lm.onnx"))
+    feed = {"input": ids.numpy(), "hidden_0": hidden[0].numpy(), "hidden_1": hidden[1].numpy()}
+    log_probs, h, c = session.run(None, feed)
+    want, (want_h, want_c) = model(ids, hidden)
+    for got, expected in ((log_probs, want), (h, want_h), (c, want_c)):
+        assert relative_error(got, expected.numpy()) <= 1e-5
