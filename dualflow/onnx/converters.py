@@ -202,6 +202,45 @@ def _dynamic_index(em: Any, x: Value, index: tuple, other: tuple) -> tuple:
     return tuple(fixed)
 
 
+def _getitem_array(em: Any, node: Node) -> list[str]:
+    """Integer arrays among slices, with numpy's placement: the array axes moved to the front,
+    one ``GatherND``, and the gathered dimensions moved back where the arrays stood when they
+    were adjacent. Arrays mixed with ints or ``None`` are refused."""
+    index, (x, idx) = node.attrs["index"], node.inputs
+    if any(item is None or isinstance(item, int) for item in index):
+        raise ExportError(f"advanced indexing {index} mixes arrays with ints or None")
+    index = index + ((None, None, None),) * (len(x.shape) - len(index))
+    arrays = [i for i, item in enumerate(index) if item == "array"]
+    others = [i for i, item in enumerate(index) if item != "array"]
+    basic = tuple((None, None, None) if item == "array" else item for item in index)
+    front = em.one("Transpose", [_sliced(em, x, basic)], perm=arrays + others)
+    rows = em.one("Transpose", [em.name(idx)], perm=[*range(1, len(idx.shape)), 0])
+    y = em.one("GatherND", [front, rows])
+    first, nb = arrays[0], len(idx.shape) - 1
+    if arrays == list(range(first, first + len(arrays))) and first > 0:  # numpy keeps them there
+        perm = [nb + i for i in range(first)] + list(range(nb))
+        perm += [nb + i for i in range(first, len(others))]
+        y = em.one("Transpose", [y], perm=perm)
+    return [y]
+
+
+def _sliced(em: Any, x: Value, index: tuple) -> str:
+    starts, ends, axes, steps = [], [], [], []
+    for axis, (start, stop, step) in enumerate(index):
+        if (start, stop, step) == (None, None, None):
+            continue
+        step = 1 if step is None else step
+        default = (0, _BIG) if step > 0 else (-1, -_BIG)
+        starts.append(default[0] if start is None else start)
+        ends.append(default[1] if stop is None else stop)
+        axes.append(axis)
+        steps.append(step)
+    if not axes:
+        return em.name(x)
+    bounds = [em.ints(starts), em.ints(ends), em.ints(axes), em.ints(steps)]
+    return em.one("Slice", [em.name(x), *bounds])
+
+
 def _embedding(em: Any, node: Node) -> list[str]:
     ids, weight = (em.name(v) for v in node.inputs)
     return [em.one("Gather", [weight, ids], axis=0)]
@@ -264,6 +303,7 @@ CONVERTERS: dict[str, Converter] = {
     "log_softmax": _softmax("LogSoftmax"),
     "concat": _concat,
     "getitem": _getitem,
+    "getitem_array": _getitem_array,
     "embedding": _embedding,
     "take_along_axis": _take_along_axis,
     "pad": _pad,
