@@ -241,6 +241,18 @@ def _sliced(em: Any, x: Value, index: tuple) -> str:
     return em.one("Slice", [em.name(x), *bounds])
 
 
+def _cross_entropy(em: Any, node: Node) -> list[str]:
+    x, labels = node.inputs
+    a = node.attrs
+    reduction = {"mean": "mean", "sum": "sum", "no": "none"}[a["reduce"]]
+    t = em.one("Cast", [em.name(labels)], to=em.helper.np_dtype_to_tensor_dtype(np.dtype(np.int64)))
+    inputs = [em.name(x), t]
+    loss = em.one(
+        "SoftmaxCrossEntropyLoss", inputs, reduction=reduction, ignore_index=int(a["ignore_label"])
+    )
+    return [loss]
+
+
 def _embedding(em: Any, node: Node) -> list[str]:
     ids, weight = (em.name(v) for v in node.inputs)
     return [em.one("Gather", [weight, ids], axis=0)]
@@ -313,4 +325,5 @@ CONVERTERS: dict[str, Converter] = {
     "full_like": _full_like,
     "one_hot": _one_hot,
     "fused": convert_fused,
+    "softmax_cross_entropy": _cross_entropy,
 }
