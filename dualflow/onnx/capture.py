@@ -141,9 +141,10 @@ def _trace(fn: Callable, tensors: list[Tensor]) -> tuple[Graph, dict[Value, Any]
     trace = compiled.history[-1]
     graph = trace.source_graph
     if graph.updates:
+        written = ", ".join(str(target.name) for target, _ in graph.updates[:4])
         raise ExportError(
-            "the forward writes state (e.g. BatchNorm in training mode updates its running "
-            "statistics): call model.eval() before exporting"
+            f"the forward writes state ({written}): BatchNorm in training mode updates its "
+            "running statistics (call model.eval() first), random sampling its generator"
         )
     arrays = [ref.read() for ref in trace.checks.refs]
     state = {v: np.asarray(send(a, "cpu")) for v, a in zip(graph.state, arrays, strict=True)}

@@ -253,6 +253,15 @@ def _cross_entropy(em: Any, node: Node) -> list[str]:
     return [loss]
 
 
+def _argsort(em: Any, node: Node) -> list[str]:
+    """``TopK`` over the whole axis: ONNX breaks ties by the lower index, a stable sort."""
+    x, axis = node.inputs[0], int(node.attrs["axis"]) % max(len(node.inputs[0].shape), 1)
+    k = em.ints([x.shape[axis]])
+    largest = int(bool(node.attrs["descending"]))
+    _, indices = em.emit("TopK", [em.name(x), k], 2, axis=axis, largest=largest, sorted=1)
+    return [indices]
+
+
 def _embedding(em: Any, node: Node) -> list[str]:
     ids, weight = (em.name(v) for v in node.inputs)
     return [em.one("Gather", [weight, ids], axis=0)]
@@ -326,4 +335,5 @@ CONVERTERS: dict[str, Converter] = {
     "one_hot": _one_hot,
     "fused": convert_fused,
     "softmax_cross_entropy": _cross_entropy,
+    "argsort": _argsort,
 }

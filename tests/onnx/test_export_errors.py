@@ -20,10 +20,11 @@ def test_training_mode_is_refused():
 
 def test_an_op_without_converter_names_the_op_and_line():
     def fn(x):
-        return dualflow.argsort(x, dim=1)  # the line the error names
+        dualflow.debug.print("x {}", x)  # the line the error names
+        return x * 2
 
     line = fn.__code__.co_firstlineno + 1
-    with pytest.raises(ExportError, match=rf"op 'argsort' at .*{HERE}:{line}"):
+    with pytest.raises(ExportError, match=rf"op 'debug_print' at .*{HERE}:{line}: no ONNX"):
         dualflow.onnx.export(fn, (dualflow.randn(2, 3),))
 
 
@@ -62,6 +63,11 @@ def test_unknown_dynamic_axes_names():
             (dualflow.randn(2, 3),),
             dynamic_axes={"x": {0: "b"}, "output": {0: "b"}},
         )
+
+
+def test_random_sampling_is_refused_naming_the_generator():
+    with pytest.raises(ExportError, match="writes state"):
+        dualflow.onnx.export(lambda x: x + dualflow.randn_like(x), (dualflow.randn(2, 3),))
 
 
 def test_state_writes_are_refused():

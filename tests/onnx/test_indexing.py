@@ -43,3 +43,16 @@ def test_arrays_mixed_with_ints_are_refused():
 
     with pytest.raises(dualflow.errors.ExportError, match=r"getitem_array.*mixes arrays with ints"):
         dualflow.onnx.export(fn, (dualflow.randn(3, 4, 5), dualflow.tensor(J)))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_argsort_keeps_ties_in_order(descending):
+    x = dualflow.tensor(np.array([[3.0, 1.0, 3.0, 1.0, 2.0, 3.0], [0.0, 0.0, 0.0, 1.0, 1.0, 0.0]]))
+    x = x.float()
+
+    def fn(x):
+        return dualflow.argsort(x, dim=1, descending=descending)
+
+    proto = dualflow.onnx.export(fn, (x,))
+    (got,) = ort.InferenceSession(proto.SerializeToString()).run(None, {"x": x.numpy()})
+    np.testing.assert_array_equal(got, fn(x).numpy())

@@ -26,7 +26,6 @@ NOT_EXPORTED = {
     "random_uniform": "sampling: ONNX's RandomUniform cannot reproduce dualflow's stream",
     "debug_print": "a host side effect",
     "guard": "control flow on a traced value",
-    "argsort": "no stable ONNX sort of a whole axis (TopK is not stable)",
 }
 BACKWARD = {name for name in OPS if name.endswith("_grad")} | {"sum_to", "max_pool2d_gather"}
 BACKWARD |= {"conv2d_grad_weight", "embedding_grad"}
