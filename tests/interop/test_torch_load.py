@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -70,7 +71,7 @@ def test_a_handmade_archive_with_a_strided_view(tmp_path):
 def test_big_endian_archives_are_swapped(tmp_path):
     raw = np.arange(3, dtype=">i8").tobytes()
     obj = {"n": craft.tensor(craft.storage("LongStorage", "0", 3), 0, (3,), (1,))}
-    with __import__("zipfile").ZipFile(tmp_path / "be.pt", "w") as z:
+    with zipfile.ZipFile(tmp_path / "be.pt", "w") as z:
         z.writestr("a/data.pkl", craft.pickled(obj))
         z.writestr("a/byteorder", "big")
         z.writestr("a/data/0", raw)

@@ -8,7 +8,7 @@ import pytest
 import dualflow
 from dualflow.errors import CheckpointError
 from dualflow.interop import from_torchvision
-from dualflow.vision.models import mobilenet_v2, resnet18, vgg11_bn
+from dualflow.vision.models import mobilenet_v2, resnet18, resnet50, vgg11_bn
 
 # torchvision's own names for ResNet-18, written out (not read from the model under test)
 RESNET18 = ["conv1.weight"] + [f"bn1.{p}" for p in ("weight", "bias", "running_mean")]
@@ -63,7 +63,7 @@ def test_other_zoo_models(make):
 def test_wrong_architecture_or_classes_names_the_keys():
     sd = checkpoint_like(resnet18(num_classes=10, width=0.25))
     with pytest.raises(CheckpointError, match=r"missing \['layer1.0.conv3.weight'"):
-        from_torchvision(sd, __import__("dualflow").vision.models.resnet50(width=0.25))
+        from_torchvision(sd, resnet50(width=0.25))
     with pytest.raises(CheckpointError, match=r"fc.weight: the checkpoint holds shape \(10, "):
         from_torchvision(sd, resnet18(num_classes=7, width=0.25))
 
