@@ -46,6 +46,11 @@ class CheckpointError(DualflowError, OSError):
     they are loaded into (another optimizer's state, a value its target dtype cannot hold)."""
 
 
+class ExportError(DualflowError, ValueError):
+    """A model or graph cannot be exported (ONNX): an op without an equivalent, control flow
+    on a value or a dynamic size, a training-mode forward."""
+
+
 class ArgumentError(DualflowError, ValueError):
     """A public constructor got an argument of the wrong type or out of its range."""
 

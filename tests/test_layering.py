@@ -44,10 +44,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     # The Tensor, its methods, its autograd engine and its factories are one unit (DESIGN's
     # tensor/autograd layer): Tensor.backward runs the engine, the engine builds Tensors.
     ("tensor/autograd", ("tensor",)),
-    (
-        "data",
-        ("data", "checkpoint_reader", "serialization", "utils"),
-    ),  # utils: dualflow.data under torch's name
+    # utils: dualflow.data under torch's name; interop: safetensors and torch checkpoints
+    ("data", ("data", "checkpoint_reader", "serialization", "utils", "interop")),
     ("distributed", ("distributed",)),
     ("tracer", ("tracer",)),
     ("nn/optim", ("nn", "optim")),
@@ -55,7 +53,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("vision", ("vision",)),
     (
         "tools",
-        ("debug", "bench", "cache_cli", "cache_warm", "__main__", ""),
+        ("debug", "bench", "cache_cli", "cache_warm", "onnx", "__main__", ""),
     ),  # "": dualflow/__init__.py
 )
 TENSOR_UNIT = ("_tensor", "tensor_methods", "autograd", "transfer", "functions", "factories")
