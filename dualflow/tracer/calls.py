@@ -10,18 +10,24 @@ closed, because their result or effect would be baked into the graph.
 from __future__ import annotations
 
 import builtins
-import datetime
-import inspect
-import os
-import random
-import sys
-import time
 import types
-import uuid
 from typing import Any
 
-import numpy as np
-
+from dualflow.tracer.call_kinds import (
+    AWAIT,
+    LAZY_CODE,
+    MUTATORS,
+    READ_MUTATORS,
+    classify,
+    constructed,
+    is_lazy,
+    nondeterministic,
+    refuse,
+    unnamed_call,
+    user_callable,
+    user_class,
+    user_function,
+)
 from dualflow.tracer.env_guards import (
     ATTR,
     CONTENT,
@@ -32,16 +38,12 @@ from dualflow.tracer.env_guards import (
     static_attr,
 )
 from dualflow.tracer.provenance import (
-    COLLECTION_RESULT,
-    ELEMENT_RESULT,
     ENV_COLLECTION,
     OPAQUE,
     TRUSTED,
     UNKNOWN,
     combine,
     elements_plain,
-    is_plain,
-    is_plain_callable,
     is_trusted_callable,
     is_trusted_object,
 )
@@ -54,92 +56,6 @@ from dualflow.tracer.stack_model import (
     is_missing,
 )
 from dualflow.tracer.user_code import is_user_file
-
-AWAIT: Any = object()  # the result comes from the callee's return event
-
-MUTATORS = {
-    list: frozenset(
-        {"append", "extend", "insert", "pop", "remove", "clear", "sort", "reverse", "__setitem__"}
-    ),
-    dict: frozenset({"update", "pop", "popitem", "setdefault", "clear", "__setitem__"}),
-    set: frozenset(
-        {"add", "discard", "remove", "pop", "clear", "update", "difference_update"}
-        | {"intersection_update", "symmetric_difference_update"}
-    ),
-}
-# Mutators whose result depends on what the container held: they read it too.
-READ_MUTATORS = frozenset({"pop", "popitem", "setdefault", "remove"})
-# Builtins that read their (container) arguments as a whole.
-CONTENT_READERS = frozenset(
-    {
-        builtins.len,
-        builtins.iter,
-        builtins.list,
-        builtins.tuple,
-        builtins.sorted,
-        builtins.sum,
-        builtins.min,
-        builtins.max,
-        builtins.any,
-        builtins.all,
-        builtins.enumerate,
-        builtins.zip,
-        builtins.dict,
-        builtins.set,
-        builtins.frozenset,
-        builtins.reversed,
-        builtins.map,
-        builtins.filter,
-        builtins.repr,
-        builtins.str,
-        builtins.hash,
-        builtins.vars,
-        builtins.dir,
-    }
-)
-_CLOCKS = {
-    time.time,
-    time.time_ns,
-    time.perf_counter,
-    time.perf_counter_ns,
-    time.monotonic,
-    time.monotonic_ns,
-    time.process_time,
-    time.process_time_ns,
-    os.urandom,
-    os.getrandom if hasattr(os, "getrandom") else os.urandom,
-    uuid.uuid1,
-    uuid.uuid4,
-    datetime.datetime.now,
-    datetime.datetime.utcnow,
-    datetime.datetime.today,
-    datetime.date.today,
-}
-_IO = {builtins.print: "print()", builtins.input: "input()", builtins.open: "open()"}
-_RANDOM_OWNERS = (random.Random, np.random.Generator, np.random.RandomState, np.random.BitGenerator)
-
-
-def nondeterministic(callee: Any, args: list[Any]) -> str | None:
-    """Why calling ``callee`` cannot be baked into a graph (None when it can).
-
-    Example:
-        >>> nondeterministic(random.random, []), nondeterministic(len, [])
-        ('random.random()', None)
-    """
-    owner = getattr(callee, "__self__", None)
-    name = getattr(callee, "__name__", "?")
-    if isinstance(owner, _RANDOM_OWNERS):
-        return f"{type(owner).__module__.split('.')[0]}.{name}()"
-    try:
-        if callee in _CLOCKS:
-            return f"{getattr(callee, '__module__', None) or 'time'}.{name}()"
-        if callee in _IO:
-            return _IO[callee]
-    except TypeError:  # unhashable callable
-        return None
-    if callee is np.random.default_rng and (not args or args[0] is None):
-        return "numpy.random.default_rng() without a seed"
-    return None
 
 
 def versioned_read(holder: Any, name: str) -> Any:
@@ -211,7 +127,7 @@ def handle_call_ex(probe: Any, frame: Any, model: StackModel, ins: Any) -> None:
         _push(model, OPAQUE)
     elif isinstance(callee, MadeFunction):
         _push(model, _made_function(probe, callee, False, line))
-    elif _user_function(callee):
+    elif user_function(callee):
         probe.recorder.add_defaults(callee)
         _push(model, AWAIT)
     else:
@@ -224,24 +140,6 @@ def _push(model: StackModel, result: Any) -> None:
         model.awaiting = True
     else:
         model.push(result)
-
-
-def unnamed_call(probe: Any, line: str) -> None:
-    probe.fail(
-        "a value this line reads through code the compiler cannot follow (a C function, the "
-        "standard library, a property or an unnamed object) is passed to a call; it could "
-        "change between calls with no guard to notice, so the function runs eagerly. Read the "
-        "value directly (a global, an attribute, a dict item), or pass it as an argument",
-        line,
-    )
-
-
-def _user_function(callee: Any) -> bool:
-    """A Python function (or bound method) of user code: its frame is followed."""
-    function = getattr(callee, "__func__", callee)
-    if not isinstance(function, types.FunctionType):
-        return False
-    return is_user_file(function.__code__.co_filename)
 
 
 def _meaning(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
@@ -263,25 +161,24 @@ def _meaning(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
         return TRUSTED
     why = nondeterministic(callee, args)
     if why is not None:
-        _refuse(probe, why, line)
+        refuse(probe, why, line)
         return OPAQUE
     special = _builtin_reader(probe, callee, args, line)
     if special is not _NOT_SPECIAL:
         return special
-    if _user_function(callee) or _user_class(callee) or _user_callable(callee):
+    if user_function(callee) or user_class(callee) or user_callable(callee):
         if opaque:
             unnamed_call(probe, line)
         recorder.add_defaults(callee)
         if isinstance(callee, type):
-            return _constructed(callee, args)
-        return ENV_COLLECTION if _lazy(callee) else AWAIT
+            return constructed(callee, args)
+        return ENV_COLLECTION if is_lazy(callee) else AWAIT
     for value in args:  # a C function may read its container arguments whole
         recorder.read_contents(value)
     return classify(probe, callee, args, line)
 
 
 _NOT_SPECIAL: Any = object()
-_LAZY_CODE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 
 
 def _made_function(probe: Any, made: MadeFunction, opaque: bool, line: str) -> Any:
@@ -292,14 +189,7 @@ def _made_function(probe: Any, made: MadeFunction, opaque: bool, line: str) -> A
         return OPAQUE
     if not is_user_file(made.code.co_filename):
         return OPAQUE
-    return ENV_COLLECTION if made.code.co_flags & _LAZY_CODE else AWAIT
-
-
-def _lazy(callee: Any) -> bool:
-    """A generator (or coroutine) function: calling it runs no frame yet, and what it yields
-    later reaches the caller unnamed, so the result is a collection of the environment."""
-    code = getattr(getattr(callee, "__func__", callee), "__code__", None)
-    return code is not None and bool(code.co_flags & _LAZY_CODE)
+    return ENV_COLLECTION if made.code.co_flags & LAZY_CODE else AWAIT
 
 
 def _builtin_reader(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
@@ -326,23 +216,6 @@ def _builtin_reader(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
     return _NOT_SPECIAL
 
 
-def _user_callable(callee: Any) -> bool:
-    """An object whose class's ``__call__`` is user code (not a Module: dualflow's own
-    ``__call__`` runs its ``forward``, which the probe follows from there)."""
-    if isinstance(callee, type) or is_trusted_object(callee):
-        return False
-    return _user_function(_class_call(type(callee)))
-
-
-def _class_call(cls: type) -> Any:
-    """The ``__call__`` instances of ``cls`` run (looked up on the class, as Python does)."""
-    for klass in cls.__mro__:
-        found = klass.__dict__.get("__call__")
-        if found is not None:
-            return found
-    return None
-
-
 def _type_of(probe: Any, value: Any) -> Any:
     """``type(obj)``: the class of a named object, known from then on (its attributes are read
     and guarded like any other); of an unnamed one, opaque unless dualflow made it."""
@@ -355,98 +228,6 @@ def _type_of(probe: Any, value: Any) -> Any:
     label = f"type({known.label if known is not None else type(value).__name__})"
     probe.recorder.add_root(cls, label, ())
     return cls
-
-
-def _user_class(callee: Any) -> bool:
-    if not isinstance(callee, type):
-        return False
-    module = sys.modules.get(callee.__module__)
-    filename = getattr(module, "__file__", None) or ""
-    return bool(filename) and is_user_file(filename)
-
-
-def _constructed(cls: type, args: list[Any]) -> Any:
-    """A new instance of a user class: made by the call, unless ``__new__`` may hand back an
-    existing object (a singleton of the environment); it holds what it was given."""
-    for klass in cls.__mro__[:-1]:
-        new = klass.__dict__.get("__new__")
-        if new is None or klass.__module__ == "builtins":
-            continue
-        made_for_tuple = getattr(getattr(new, "__func__", new), "__globals__", {}).get(
-            "__name__", ""
-        )
-        if not str(made_for_tuple).startswith("namedtuple_"):  # namedtuple's is generated
-            return OPAQUE
-    held = combine(args)
-    return ENV_COLLECTION if held is ENV_COLLECTION else UNKNOWN
-
-
-def classify(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
-    """What a call the probe does not follow returns (issue 35: the unknown is safe).
-
-    dualflow's own code is trusted; builtins, ``math`` and arithmetic ``operator`` functions are
-    pure (their result names nothing of the environment unless an argument held such objects);
-    anything else that is handed an object of the environment, or that may read the
-    environment by itself (``os.getenv``, ``copy.deepcopy(cfg)``), returns an opaque value.
-    """
-    opaque = any(v is OPAQUE for v in args)
-    if is_trusted_callable(callee):
-        if opaque:
-            unnamed_call(probe, line)
-        return TRUSTED
-    if is_plain_callable(callee):
-        unguarded = any(_reads_unguarded(probe, v) for v in args)
-        return OPAQUE if opaque or unguarded else UNKNOWN
-    if callee in COLLECTION_RESULT or callee in ELEMENT_RESULT:
-        if opaque:
-            return OPAQUE
-        worst = combine(args)
-        if worst is ENV_COLLECTION:
-            return ENV_COLLECTION if callee in COLLECTION_RESULT else OPAQUE
-        return worst
-    if opaque:
-        unnamed_call(probe, line)
-        return OPAQUE
-    if _pure_library(callee) and combine(args) in (UNKNOWN, TRUSTED):
-        return UNKNOWN  # numpy and friends on values the call made or read by name
-    return OPAQUE
-
-
-def _reads_unguarded(probe: Any, value: Any) -> bool:
-    """An object of the environment whose state a builtin reads in C (``float(array)``): not a
-    container (their contents are guarded whole) nor an object of a user class (whose
-    ``__float__``/``__len__`` runs as followed user code)."""
-    if probe.recorder.label_of(value) is None or is_plain(value):
-        return False
-    if isinstance(value, list | tuple | dict | set | frozenset | types.ModuleType | type):
-        return False
-    return not _user_class(type(value))
-
-
-def _pure_library(callee: Any) -> bool:
-    """numpy functions, ufuncs and types, and constructors of builtin containers and values:
-    they compute from their arguments only."""
-    if isinstance(callee, np.ufunc):
-        return True
-    module = getattr(callee, "__module__", None) or ""
-    if module == "numpy" or module.startswith("numpy."):
-        return not module.startswith("numpy.random")
-    return isinstance(callee, type) and callee.__module__ == "builtins"
-
-
-def _refuse(probe: Any, why: str, line: str) -> None:
-    if why in _IO.values():
-        probe.fail(
-            f"{why} inside a compiled function would run only while tracing, not at every call; "
-            "use dualflow.debug.print(...), which prints on every call, or call it outside",
-            line,
-        )
-    else:
-        probe.fail(
-            f"{why} inside a compiled function runs only while tracing and its result would be "
-            "baked into the graph; use dualflow.random ops or pass the value in as an argument",
-            line,
-        )
 
 
 def _getattr(probe: Any, args: list[Any], wants_value: bool) -> Any:
@@ -517,16 +298,16 @@ def _object_method(probe: Any, holder: Any, name: str, args: list[Any], line: st
     bound = getattr(holder, name, None) if not is_missing(holder) else None
     why = nondeterministic(bound, args) if bound is not None else None
     if why is not None:
-        _refuse(probe, why, line)
+        refuse(probe, why, line)
         return OPAQUE
     if isinstance(holder, types.ModuleType) and not is_missing(target):
         return _meaning(probe, target, args, line)  # `os.getenv(...)`: a function of a module
     opaque = any(v is OPAQUE for v in args)
-    if bound is not None and is_trusted_callable(bound) and not _user_function(bound):
+    if bound is not None and is_trusted_callable(bound) and not user_function(bound):
         if opaque:
             unnamed_call(probe, line)
         return TRUSTED  # dualflow's own method (a static or class method too)
-    if _user_function(target) or (bound is not None and _user_function(bound)):
+    if user_function(target) or (bound is not None and user_function(bound)):
         if opaque:
             unnamed_call(probe, line)
         probe.recorder.add_defaults(target)

@@ -12,33 +12,27 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from dualflow.tracer import calls
-from dualflow.tracer.env_guards import ATTR, CELL, GLOBAL, ITEM, is_value
+from dualflow.tracer import calls, value_flow
+from dualflow.tracer.env_guards import ATTR, CELL, GLOBAL, ITEM
 from dualflow.tracer.provenance import (
     ENV_COLLECTION,
     OPAQUE,
-    TRUSTED,
     UNKNOWN,
-    combine,
-    is_trusted_object,
 )
 from dualflow.tracer.stack_model import (
     BUILDS,
     NO_EFFECT,
-    NULL,
     POP_ONLY,
     POP_PUSH,
     Instruction,
-    MadeFunction,
     Method,
     StackModel,
     attr_is_method,
     global_has_null,
 )
+from dualflow.tracer.value_flow import line_of, unnamed
 
 TESTED_VERSIONS = frozenset({(3, 11)})  # the interpreters the test suite runs the probe on
-# Results of these are plain values whatever their operands (a comparison, a length).
-_PLAIN_OPS = frozenset({"COMPARE_OP", "IS_OP", "CONTAINS_OP", "UNARY_NOT", "TO_BOOL", "GET_LEN"})
 # Instructions that change the stack in ways the model does not track value by value, but whose
 # pushes are derived from what they popped: forgetting is safe unless an unnamed value is lost.
 _DERIVED_FORGET = frozenset(
@@ -82,28 +76,6 @@ NOT_MODELED_ON_PURPOSE = frozenset(
         "IMPORT_STAR",
     }
 )
-
-
-def line_of(frame: Any) -> str:
-    return f"{frame.f_code.co_filename}:{frame.f_lineno}"
-
-
-def unnamed(probe: Any, frame: Any, what: str) -> None:
-    """Fail the trace closed: a value the probe could not name reached ``what``."""
-    probe.fail(
-        f"a value this line reads through code the compiler cannot follow (a C function, the "
-        f"standard library, a property or an unnamed object) reaches {what}; it could change "
-        "between calls with no guard to notice, so the function runs eagerly. Read the value "
-        "directly (a global, an attribute, a dict item), or pass it as an argument",
-        line_of(frame),
-    )
-
-
-def forget(probe: Any, frame: Any, model: StackModel, why: str) -> None:
-    """Drop what the model knows; an unnamed value lost that way fails the trace closed."""
-    if model.holds_unnamed():
-        unnamed(probe, frame, why)
-    model.forget()
 
 
 # ----- loads ------------------------------------------------------------------------------------
@@ -241,147 +213,12 @@ def _store_deref(probe: Any, frame: Any, model: StackModel, ins: Instruction) ->
             probe.recorder.write(CELL, cell, None, line_of(frame))
 
 
-# ----- stack shuffles, iteration, containers ----------------------------------------------------
-def _copy(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.copy(ins.arg or 1)
-
-
-def _swap(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.swap(ins.arg or 2)
-
-
-def _push_null(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    model.push(NULL)
-
-
-def _get_iter(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (value,) = model.pop(1)
-    if value is OPAQUE or value is ENV_COLLECTION:
-        model.push(value)  # its elements reach locals by name: fine unless opaque
-        return
-    calls.iterated(probe, value, line_of(frame))
-    model.push(UNKNOWN)
-
-
-def _for_iter(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    iterator = model.values[-1] if model.values else UNKNOWN
-    if iterator is OPAQUE:  # how often the loop runs is decided by an unnamed value
-        unnamed(probe, frame, "a for loop")
-    model.push(OPAQUE if iterator is OPAQUE else UNKNOWN)
-    model.loop_exit = ins.argval  # at that offset the iterator and element are gone
-
-
-def _unpack(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (value,) = model.pop(1)
-    count = ins.arg or 0
-    if ins.name == "UNPACK_EX":
-        count = (count & 0xFF) + (count >> 8) + 1
-    else:
-        probe.recorder.read_contents(value)
-    model.push(*[OPAQUE if value is OPAQUE else UNKNOWN] * count)
-
-
-def _extend(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (value,) = model.pop(1)
-    probe.recorder.read_contents(value)
-    _taint_below(model, ins.arg or 1, value)
-
-
-def _append(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    """LIST_APPEND / SET_ADD / MAP_ADD of a comprehension: the collection below takes on the
-    provenance of what is added to it."""
-    values = model.pop(2 if ins.name == "MAP_ADD" else 1)
-    _taint_below(model, ins.arg or 1, combine(values))
-
-
-def _taint_below(model: StackModel, depth: int, added: Any) -> None:
-    worse = combine([added])
-    if worse is UNKNOWN or worse is TRUSTED or depth > len(model.values):
-        return
-    held = model.values[-depth]
-    model.values[-depth] = combine([held, worse]) if held is not UNKNOWN else worse
-
-
-def _build(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    count = ins.arg or 0
-    if ins.name == "BUILD_MAP":
-        count *= 2
-    elif ins.name == "BUILD_CONST_KEY_MAP":
-        count += 1
-    elif ins.name == "MAKE_FUNCTION":
-        count = 1 + bin((ins.arg or 0) & 0x0F).count("1")
-    elif ins.name == "FORMAT_VALUE":
-        count = 2 if (ins.arg or 0) & 0x04 else 1
-    elif ins.name == "LIST_TO_TUPLE":
-        count = 1
-    popped = model.pop(count)
-    if ins.name == "MAKE_FUNCTION" and hasattr(popped[-1], "co_code"):
-        opaque = any(v is OPAQUE for v in popped)  # defaults or closure it cannot name
-        model.push(OPAQUE if opaque else MadeFunction(popped[-1]))
-        return
-    plain = ins.name in ("BUILD_STRING", "FORMAT_VALUE", "MAKE_FUNCTION", "BUILD_SLICE")
-    model.push(_plain(popped) if plain else combine(popped))
-
-
-def _plain(popped: list[Any]) -> Any:
-    return OPAQUE if any(v is OPAQUE for v in popped) else UNKNOWN
-
-
-def _operate(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    """Operators and comparisons: they read their operands whole (containers' contents too)."""
-    popped = model.pop(POP_PUSH[ins.name])
-    for value in popped:
-        probe.recorder.read_contents(value)
-    if any(v is OPAQUE for v in popped):
-        if not all(v is OPAQUE or is_value(v) for v in popped):
-            unnamed(probe, frame, f"an operator ({ins.name}) with a tensor or an object")
-        model.push(OPAQUE)
-    elif ins.name in _PLAIN_OPS:
-        model.push(UNKNOWN)
-    else:
-        model.push(combine(popped))
-
-
-def _pop_only(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    popped = model.pop(POP_ONLY[ins.name])
-    if ins.name.startswith("POP_JUMP"):
-        if popped[0] is OPAQUE:
-            unnamed(probe, frame, "a branch")
-        probe.recorder.read_contents(popped[0])  # `if items:` reads the length
-
-
 def _call(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
     calls.handle_call(probe, frame, model, ins)
 
 
 def _call_ex(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
     calls.handle_call_ex(probe, frame, model, ins)
-
-
-def _before_with(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (manager,) = model.pop(1)
-    if manager is OPAQUE:
-        unnamed(probe, frame, "a with statement")
-    trusted = manager is TRUSTED or is_trusted_object(manager)
-    model.push(TRUSTED if trusted else UNKNOWN, TRUSTED if trusted else OPAQUE)
-
-
-def _yield(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (value,) = model.pop(1)
-    if value is OPAQUE:
-        unnamed(probe, frame, "a yield")
-    model.push(UNKNOWN)  # the value sent back in (None for iteration)
-
-
-def _return(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    (value,) = model.pop(1)
-    if value is OPAQUE:
-        model.returning_opaque = True  # the caller's call names it OPAQUE (or fails closed)
-    model.forget()
-
-
-def _derived(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    forget(probe, frame, model, f"an instruction the compiler forgets values at ({ins.name})")
 
 
 def _not_modeled(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
@@ -420,30 +257,30 @@ HANDLERS: dict[str, Any] = {
     "DELETE_GLOBAL": _store_global,
     "STORE_DEREF": _store_deref,
     "DELETE_DEREF": _store_deref,
-    "COPY": _copy,
-    "DUP_TOP": _copy,
-    "SWAP": _swap,
-    "ROT_TWO": _swap,
-    "PUSH_NULL": _push_null,
-    "GET_ITER": _get_iter,
-    "FOR_ITER": _for_iter,
-    "UNPACK_SEQUENCE": _unpack,
-    "UNPACK_EX": _unpack,
-    "LIST_EXTEND": _extend,
-    "SET_UPDATE": _extend,
-    "DICT_UPDATE": _extend,
-    "DICT_MERGE": _extend,
-    "LIST_APPEND": _append,
-    "SET_ADD": _append,
-    "MAP_ADD": _append,
-    "BUILD_MAP": _build,
-    "BUILD_CONST_KEY_MAP": _build,
-    "MAKE_FUNCTION": _build,
-    "FORMAT_VALUE": _build,
-    "LIST_TO_TUPLE": _build,
-    "BEFORE_WITH": _before_with,
-    "YIELD_VALUE": _yield,
-    "RETURN_VALUE": _return,
+    "COPY": value_flow.copy_values,
+    "DUP_TOP": value_flow.copy_values,
+    "SWAP": value_flow.swap_values,
+    "ROT_TWO": value_flow.swap_values,
+    "PUSH_NULL": value_flow.push_null,
+    "GET_ITER": value_flow.get_iter,
+    "FOR_ITER": value_flow.for_iter,
+    "UNPACK_SEQUENCE": value_flow.unpack,
+    "UNPACK_EX": value_flow.unpack,
+    "LIST_EXTEND": value_flow.extend,
+    "SET_UPDATE": value_flow.extend,
+    "DICT_UPDATE": value_flow.extend,
+    "DICT_MERGE": value_flow.extend,
+    "LIST_APPEND": value_flow.append,
+    "SET_ADD": value_flow.append,
+    "MAP_ADD": value_flow.append,
+    "BUILD_MAP": value_flow.build,
+    "BUILD_CONST_KEY_MAP": value_flow.build,
+    "MAKE_FUNCTION": value_flow.build,
+    "FORMAT_VALUE": value_flow.build,
+    "LIST_TO_TUPLE": value_flow.build,
+    "BEFORE_WITH": value_flow.before_with,
+    "YIELD_VALUE": value_flow.yield_value,
+    "RETURN_VALUE": value_flow.return_value,
     "CALL": _call,
     "CALL_FUNCTION": _call,
     "CALL_METHOD": _call,
@@ -452,13 +289,13 @@ HANDLERS: dict[str, Any] = {
     "CALL_FUNCTION_EX": _call_ex,
 }
 for _name in BUILDS:
-    HANDLERS.setdefault(_name, _build)
+    HANDLERS.setdefault(_name, value_flow.build)
 for _name in POP_PUSH:
-    HANDLERS.setdefault(_name, _operate)
+    HANDLERS.setdefault(_name, value_flow.operate)
 for _name in POP_ONLY:
-    HANDLERS.setdefault(_name, _pop_only)
+    HANDLERS.setdefault(_name, value_flow.pop_only)
 for _name in _DERIVED_FORGET:
-    HANDLERS.setdefault(_name, _derived)
+    HANDLERS.setdefault(_name, value_flow.derived)
 
 
 def handler_of(name: str) -> Any:

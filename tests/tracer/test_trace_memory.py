@@ -17,6 +17,7 @@ import pytest
 
 import dualflow
 from dualflow import nn
+from dualflow.tracer import user_code
 from dualflow.tracer.env_probe import EnvProbe
 from dualflow.tracer.interpreter import TracingInterpreter
 
@@ -41,6 +42,9 @@ def outputs(monkeypatch):
 
     monkeypatch.setattr(TracingInterpreter, "apply", recording)
     monkeypatch.setattr(TracingInterpreter, "on_new_tensor", recording_new)
+    # these hooks run inside the tracer: library code, not user code the probe follows (it
+    # would see `made.append(weakref.ref(...))` as the step storing an opaque value)
+    monkeypatch.setitem(user_code._USER_FILES, recording.__code__.co_filename, False)
     gc.collect()
     gc.disable()
     try:

@@ -70,8 +70,10 @@ def _random(seeds: range) -> None:
         assert found.outcome == "equal", _explain(program, found)
         outcomes[found.outcome] += 1
         plans += found.plans > 0
-    # most programs ran a plan on some call: not every call retraced or fell back
-    assert plans >= len(seeds) // 2, (plans, len(seeds))
+    # many programs ran a plan on some call: not every call retraced or fell back. With every
+    # construct drawn, those the probe cannot name give the trace up by design (issue 35), so
+    # about 40% of programs run a plan (43 of the fast profile's 100)
+    assert plans >= len(seeds) // 3, (plans, len(seeds))
 
 
 def test_random_programs_fast() -> None:
