@@ -67,6 +67,10 @@ _FUNCTIONS += ("flip", "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp",
 _FUNCTIONS += ("logical_and", "logical_or", "logical_xor", "clone", "numel", "cat", "concat")
 _FUNCTIONS += ("concatenate", "stack", "where", "from_numpy", "is_tensor", "triu", "tril")
 _LAZY.update(dict.fromkeys(_FUNCTIONS, "dualflow.functions"))
+# PyTorch names written as composites in dualflow/tensor_methods/ported.py (issue 40)
+_PORTED = ("atan2", "arctan2", "outer", "select", "diag", "eye", "randperm", "multinomial")
+_PORTED += ("set_grad_enabled", "tan", "arctan", "atan")
+_LAZY.update(dict.fromkeys(_PORTED, "dualflow.tensor_methods.ported"))
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 
 

@@ -17,6 +17,7 @@ from dualflow.tensor_methods.index import IndexMethods
 from dualflow.tensor_methods.inplace_methods import InplaceMethods
 from dualflow.tensor_methods.math import MathMethods
 from dualflow.tensor_methods.numpy_protocol import NumpyProtocol
+from dualflow.tensor_methods.ported import PortedMethods
 from dualflow.tensor_methods.reduce import ReduceMethods, ValuesIndices
 from dualflow.tensor_methods.shape import ShapeMethods
 from dualflow.tensor_methods.size import Size
@@ -31,6 +32,7 @@ class TensorMethods(
     ConvertMethods,
     InplaceMethods,
     NumpyProtocol,
+    PortedMethods,
 ):
     """The PyTorch-style method forms of ``Tensor`` (see the modules of this package).
 

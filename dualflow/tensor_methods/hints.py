@@ -29,7 +29,6 @@ TENSOR_HINTS: dict[str, str] = {
     "scatter_add_": "use x = x.scatter_add(dim, index, src) (out of place)",
     "bernoulli_": "use x.copy_(dualflow.random.uniform(x.shape) < p)",
     "exponential_": "use x.copy_(-dualflow.ops.log1p(-dualflow.random.uniform(x.shape)) / rate)",
-    "random_": "use dualflow.random.uniform and a cast",
     "register_hook": "tensor hooks are not supported; use dualflow.grad(loss, [x]) for gradients "
     "of intermediates",
     "retain_grad": "non-leaf .grad is not kept; use dualflow.grad(loss, [x]) instead",
@@ -63,7 +62,6 @@ TENSOR_HINTS: dict[str, str] = {
     "cfloat": "complex dtypes are not supported",
     "bfloat16": "bfloat16 is not a numpy dtype; use x.half() (float16)",
     "new_empty_strided": "use x.new_zeros(size)",
-    "diag": "use x * dualflow.ops.cast(eye, x.dtype) with eye from one_hot(arange(n), n)",
     "roll": "use concat of two narrow() slices (dualflow.ops.concat)",
 }
 

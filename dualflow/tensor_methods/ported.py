@@ -1,0 +1,357 @@
+"""PyTorch tensor names that ports use and that are composites of existing ops: ``tan``,
+``arctan``/``atan``, ``atan2``, ``outer``, ``select``, ``diag``, ``multinomial``, ``random_``,
+``eye``, ``randperm`` and ``set_grad_enabled`` (function forms), plus the device flags
+``is_xpu``/``is_mps``/``is_meta``.
+
+Each is written over ``dualflow.ops`` (no new primitive), so its backward comes from the ops it
+uses and it traces like any other op sequence inside ``@dualflow.compile``.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dualflow import ops
+from dualflow._config import config
+from dualflow.errors import ShapeError, user_frame, with_location
+from dualflow.tensor_methods.inplace import random_fill
+
+
+def _fail(message: str) -> ShapeError:
+    return ShapeError(with_location(message, user_frame()))
+
+
+def _tensor(x: Any) -> Any:
+    from dualflow._tensor import as_tensor  # noqa: PLC0415 - _tensor imports this package
+
+    return as_tensor(x)
+
+
+def _constant(value: float, like: Any) -> Any:
+    return ops.full_like(like, value)
+
+
+def atan2(input: Any, other: Any) -> Any:
+    """The angle of the point (``other``, ``input``) in (-pi, pi]: PyTorch's ``atan2(y, x)``.
+
+    A composite of ``atan`` on the smaller of |y/x| and |x/y| (so no division by zero and the
+    gradient ``(x, -y) / (x² + y²)`` is finite everywhere but the origin).
+
+    Example:
+        >>> import dualflow
+        >>> [round(v, 4) for v in atan2(dualflow.tensor([1.0, -1.0, 0.0]),
+        ...                             dualflow.tensor([-1.0, 0.0, 2.0])).tolist()]
+        [2.3562, -1.5708, 0.0]
+    """
+    y, x = _tensor(input), _tensor(other)
+    y, x = y + x * 0, x + y * 0  # broadcast both to the result's shape and dtype
+    steep = ops.greater(ops.abs(y), ops.abs(x))
+    numerator, denominator = ops.where(steep, x, y), ops.where(steep, y, x)
+    safe = ops.where(ops.equal(denominator, 0), _constant(1.0, x), denominator)
+    base = ops.atan(numerator / safe)
+    upper = ops.greater_equal(y, 0)
+    half = ops.where(upper, _constant(math.pi / 2, x), _constant(-math.pi / 2, x))
+    turn = ops.where(upper, _constant(math.pi, x), _constant(-math.pi, x))
+    flat = ops.where(ops.less(x, 0), base + turn, base)
+    return ops.where(steep, half - base, flat)
+
+
+def outer(input: Any, vec2: Any) -> Any:
+    """The outer product of two 1-D tensors: ``out[i, j] = input[i] * vec2[j]``.
+
+    Example:
+        >>> import dualflow
+        >>> outer(dualflow.tensor([1.0, 2.0]), dualflow.tensor([3.0, 4.0, 5.0])).tolist()
+        [[3.0, 4.0, 5.0], [6.0, 8.0, 10.0]]
+    """
+    a, b = _tensor(input), _tensor(vec2)
+    if a.ndim != 1 or b.ndim != 1:
+        raise _fail(f"outer: expected two 1-D tensors, got shapes {a.shape} and {b.shape}")
+    return a.reshape(-1, 1) * b.reshape(1, -1)
+
+
+def select(input: Any, dim: int, index: int) -> Any:
+    """The slice at ``index`` along ``dim`` (that dim removed): ``x.select(1, 0)`` is
+    ``x[:, 0]``.
+
+    Example:
+        >>> import dualflow
+        >>> select(dualflow.tensor([[1.0, 2.0], [3.0, 4.0]]), 1, -1).tolist()
+        [2.0, 4.0]
+    """
+    x = _tensor(input)
+    if not -x.ndim <= dim < max(x.ndim, 1):
+        raise IndexError(f"select: dim {dim} out of range for a {x.ndim}-D tensor")
+    dim %= x.ndim
+    size = x.shape[dim]
+    if not -size <= index < size:
+        raise IndexError(f"select: index {index} out of range for dim {dim} of size {size}")
+    return x[(slice(None),) * dim + (int(index),)]
+
+
+def diag(input: Any, diagonal: int = 0) -> Any:
+    """A 1-D input as the ``diagonal``-th diagonal of a square matrix; a 2-D input's
+    ``diagonal``-th diagonal as a 1-D tensor (above the main one for ``diagonal > 0``).
+
+    Example:
+        >>> import dualflow
+        >>> diag(dualflow.tensor([1.0, 2.0]), 1).tolist()
+        [[0.0, 1.0, 0.0], [0.0, 0.0, 2.0], [0.0, 0.0, 0.0]]
+        >>> diag(dualflow.tensor([[1.0, 2.0], [3.0, 4.0]]), -1).tolist()
+        [3.0]
+    """
+    x, k = _tensor(input), int(diagonal)
+    if x.ndim == 1:
+        n = x.shape[0] + abs(k)
+        values = ops.pad(x, ((0, abs(k)),))  # row i holds x[i] (k >= 0); column j, x[j] (k < 0)
+        values = values.reshape(n, 1) if k >= 0 else values.reshape(1, n)
+        rows = ops.arange(0, n, 1, np.int64, x.device).reshape(n, 1)
+        cols = ops.arange(0, n, 1, np.int64, x.device).reshape(1, n)
+        return ops.where(ops.equal(cols - rows, k), values, _constant(0, values))
+    if x.ndim != 2:
+        raise _fail(f"diag: expected a 1-D or 2-D tensor, got shape {x.shape}")
+    row0, col0 = max(-k, 0), max(k, 0)
+    length = max(0, min(x.shape[0] - row0, x.shape[1] - col0))
+    steps = np.arange(length)
+    return ops.getitem(x, (steps + row0, steps + col0))
+
+
+def eye(
+    n: int,
+    m: int | None = None,
+    *,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Any:
+    """The ``n`` x ``m`` identity matrix (``m = n`` by default), float32 unless ``dtype``.
+
+    Example:
+        >>> eye(2, 3).tolist()
+        [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
+    """
+    from dualflow.factories import finish  # noqa: PLC0415 - factories imports the Tensor
+
+    m = n if m is None else m
+    rows = ops.arange(0, int(n), 1, np.int64, device).reshape(int(n), 1)
+    cols = ops.arange(0, int(m), 1, np.int64, device).reshape(1, int(m))
+    out = ops.cast(ops.equal(rows, cols), np.dtype(dtype or np.float32))
+    return finish(out, requires_grad)
+
+
+def randperm(
+    n: int,
+    *,
+    generator: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Any:
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``): the order that sorts
+    ``n`` uniform draws.
+
+    Example:
+        >>> sorted(randperm(5).tolist())
+        [0, 1, 2, 3, 4]
+    """
+    from dualflow.factories import finish  # noqa: PLC0415
+    from dualflow.random import uniform  # noqa: PLC0415 - random imports the Tensor
+
+    draws = uniform((int(n),), dtype=np.float64, generator=generator, device=device)
+    return finish(ops.cast(ops.argsort(draws), np.dtype(dtype or np.int64)), requires_grad)
+
+
+def _gumbel(key: Any, shape: tuple, dtype: str) -> Any:
+    u = ops.random_uniform(key, shape, 0.0, 1.0, dtype)
+    return -ops.log(-ops.log(u))  # u = 0 gives -inf: that draw never wins
+
+
+def multinomial(
+    input: Any, num_samples: int, replacement: bool = False, *, generator: Any = None
+) -> Any:
+    """Indices drawn from the categories of the last dim of ``input`` (non-negative weights,
+    not necessarily normalized): ``num_samples`` per row, with or without replacement.
+
+    The Gumbel-max trick (argmax of ``log p + Gumbel noise``; its top-k for draws without
+    replacement), so it is a fixed-shape op sequence that compiles.
+
+    Example:
+        >>> import dualflow
+        >>> multinomial(dualflow.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
+        [1, 1]
+        >>> sorted(multinomial(dualflow.tensor([[1.0, 2.0, 3.0]]), 3).tolist()[0])
+        [0, 1, 2]
+    """
+    p = _tensor(input)
+    if p.ndim not in (1, 2) or np.dtype(p.dtype).kind != "f":
+        raise _fail(f"multinomial: expected a 1-D or 2-D float tensor, got {p.shape} {p.dtype}")
+    n, k = p.shape[-1], int(num_samples)
+    if k <= 0 or (not replacement and k > n):
+        raise _fail(
+            f"multinomial: cannot draw {k} samples from {n} categories "
+            f"{'with' if replacement else 'without'} replacement"
+        )
+    positive = ops.greater(p, 0)
+    logp = ops.where(positive, ops.log(ops.where(positive, p, _constant(1.0, p))), -np.inf)
+    key = ops.random_ops.next_key(generator, p)
+    name = np.dtype(p.dtype).name
+    if replacement:
+        shape = tuple(p.shape[:-1]) + (k, n)
+        scores = ops.expand_dims(logp, -2) + _gumbel(key, shape, name)
+        return ops.argmax(scores, axis=-1)
+    scores = logp + _gumbel(key, tuple(p.shape), name)
+    return _tensor(scores).topk(k, dim=-1).indices
+
+
+def _default_high(dtype: np.dtype) -> int:
+    if dtype.kind == "f":  # every integer up to 2**mantissa is exact
+        return 2 ** (np.finfo(dtype).nmant + 1) + 1
+    if dtype.kind == "b":
+        return 2
+    return int(np.iinfo(dtype).max)
+
+
+class set_grad_enabled:  # PyTorch's name; a class, so it is also a context manager
+    """Turn gradient recording on or off: at once as a call, for a block as a context
+    manager (restored on exit), or for a function as a decorator, as PyTorch.
+
+    Example:
+        >>> import dualflow
+        >>> with set_grad_enabled(False):
+        ...     dualflow.is_grad_enabled()
+        False
+        >>> dualflow.is_grad_enabled()
+        True
+    """
+
+    def __init__(self, mode: bool) -> None:
+        self.previous = config.grad_enabled
+        self.mode = bool(mode)
+        config.grad_enabled = self.mode
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: Any) -> None:
+        config.grad_enabled = self.previous
+
+    def __call__(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        config.grad_enabled = self.previous  # as a decorator, the mode holds inside calls only
+
+        @functools.wraps(function)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with set_grad_enabled(self.mode):
+                return function(*args, **kwargs)
+
+        return run
+
+
+class PortedMethods:
+    """The Tensor method forms of this module's functions, and ``random_``.
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> x.diag().tolist(), x.select(0, 1).tolist(), x.is_mps
+        ([1.0, 4.0], [3.0, 4.0], False)
+    """
+
+    __slots__ = ()
+
+    def tan(self) -> Any:
+        """Tangent (``sin / cos``)."""
+        return ops.sin(self) / ops.cos(self)
+
+    def arctan(self) -> Any:
+        """Arctangent in (-pi/2, pi/2)."""
+        return ops.atan(self)
+
+    atan = arctan
+
+    def atan2(self, other: Any) -> Any:
+        """``atan2(self, other)``: the angle of the point (other, self)."""
+        return atan2(self, other)
+
+    arctan2 = atan2
+
+    def outer(self, vec2: Any) -> Any:
+        """Outer product with the 1-D ``vec2``."""
+        return outer(self, vec2)
+
+    def select(self, dim: int, index: int) -> Any:
+        """The slice at ``index`` along ``dim``."""
+        return select(self, dim, index)
+
+    def diag(self, diagonal: int = 0) -> Any:
+        """Vector -> diagonal matrix, matrix -> its diagonal (see ``dualflow.diag``)."""
+        return diag(self, diagonal)
+
+    def multinomial(
+        self, num_samples: int, replacement: bool = False, *, generator: Any = None
+    ) -> Any:
+        """Category indices drawn with the last dim's weights (``dualflow.multinomial``)."""
+        return multinomial(self, num_samples, replacement, generator=generator)
+
+    def random_(self, *args: int, generator: Any = None, **bounds: int) -> Any:
+        """Fill with integers uniform in ``[from, to)``: ``random_(to)``, ``random_(from, to)``;
+        ``random_()`` draws from ``[0, 2**mantissa]`` (floats) or the dtype's range.
+
+        Example:
+            >>> import dualflow
+            >>> sorted(set(dualflow.ops.zeros(200).random_(3, 5).tolist()))
+            [3.0, 4.0]
+        """
+        low, high = (0, args[0]) if len(args) == 1 else (tuple(args) + (0, None))[:2]
+        low, high = bounds.get("from", low), bounds.get("to", high)
+        high = _default_high(np.dtype(self.dtype)) if high is None else int(high)
+        if high <= int(low):
+            raise ValueError(f"random_: expects 'from' < 'to', got from={low}, to={high}")
+        span = high - int(low)
+
+        def draw(key: Any, shape: tuple, dtype: str) -> Any:
+            u = ops.random_uniform(key, shape, 0.0, 1.0, "float64")
+            offset = ops.minimum(ops.cast(u * span, np.int64), span - 1)
+            return ops.cast(offset + int(low), dtype)
+
+        return random_fill(self, "random_", draw, generator)
+
+    @property
+    def is_xpu(self) -> bool:
+        """False: dualflow runs on CPU and CUDA only."""
+        return False
+
+    is_mps = is_xpu
+    is_meta = is_xpu
+
+
+NAMES = ("atan2", "arctan2", "outer", "select", "diag", "eye", "randperm", "multinomial")
+NAMES += ("set_grad_enabled", "tan", "arctan", "atan")
+
+
+def tan(input: Any) -> Any:
+    """``torch.tan``: the tangent.
+
+    Example:
+        >>> round(tan(0.5).item(), 4)
+        0.5463
+    """
+    return PortedMethods.tan(_tensor(input))
+
+
+def arctan(input: Any) -> Any:
+    """``torch.arctan`` (``torch.atan``): the arctangent.
+
+    Example:
+        >>> round(arctan(1.0).item(), 4)
+        0.7854
+    """
+    return ops.atan(_tensor(input))
+
+
+atan = arctan
+arctan2 = atan2
