@@ -275,3 +275,13 @@ def linear_default_(
         fan_in, _ = fan_in_and_fan_out(weight)
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
         uniform_(bias, -bound, bound, generator)
+
+
+# More of PyTorch's initializers, kept in their own module (they import nothing from this one).
+from dualflow.nn.init_extra import (  # noqa: E402, F401 - re-exported
+    dirac_,
+    eye_,
+    orthogonal_,
+    sparse_,
+    trunc_normal_,
+)
