@@ -41,7 +41,7 @@ class PReLU(Module):
         constant_(self.weight, self.init)
 
     def forward(self, input: Any) -> Tensor:
-        """PReLU of ``input`` (channels on dim 1, or dim 0 of a 1-D input)."""
+        """PReLU of ``input`` (channels on dim 1)."""
         return prelu(input, self.weight)
 
     def extra_repr(self) -> str:

@@ -1,7 +1,10 @@
 """Generate ``tensor_references.npz``, ``functional_references.npz`` and ``loss_references.npz``
 with PyTorch (run once, by hand; torch is not a dependency of dualflow):
 
-    /work/torchvenv/bin/python tests/compat/make_tensor_references.py
+    /work/torchvenv/bin/python tests/compat/make_tensor_references.py [FAMILY ...]
+
+(FAMILY: tensor, functional, loss, ported; default all. Name only the families whose cases
+changed, so the other reference files stay byte-identical.)
 
 For each case: its inputs, outputs (values and dtypes), the cotangents and the gradients of
 ``sum(output * cotangent)`` with respect to the inputs that require grad, or the error torch
@@ -20,7 +23,13 @@ import torch
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from tests.compat import functional_cases, loss_cases, tensor_cases, tensor_packing  # noqa: E402
+from tests.compat import (  # noqa: E402
+    functional_cases,
+    loss_cases,
+    ported_cases,
+    tensor_cases,
+    tensor_packing,
+)
 from tests.compat.tensor_harness import (  # noqa: E402
     cotangent,
     flatten,
@@ -74,11 +83,15 @@ def run_case(case, store: dict[str, np.ndarray]) -> None:
 
 
 def main() -> None:
-    for name, module in (
-        ("tensor", tensor_cases),
-        ("functional", functional_cases),
-        ("loss", loss_cases),
-    ):
+    families = {
+        "tensor": tensor_cases,
+        "functional": functional_cases,
+        "loss": loss_cases,
+        "ported": ported_cases,
+    }
+    chosen = sys.argv[1:] or list(families)
+    for name in chosen:
+        module = families[name]
         ids = [case.id for case in module.CASES]
         assert len(ids) == len(set(ids)), "case ids must be unique"
         store: dict[str, np.ndarray] = {}

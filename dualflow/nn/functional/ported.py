@@ -25,7 +25,7 @@ def _fail(message: str) -> ShapeError:
 
 def prelu(input: Any, weight: Any) -> Tensor:
     """``x`` where ``x > 0``, else ``weight * x``; a ``weight`` of C values applies per channel
-    (dim 1, or dim 0 of a 1-D input).
+    (dim 1; an input of under 2 dims has one channel, as PyTorch).
 
     Example:
         >>> prelu(as_tensor([-2.0, 3.0]), as_tensor([0.25])).tolist()
@@ -36,13 +36,13 @@ def prelu(input: Any, weight: Any) -> Tensor:
         raise _fail(f"prelu: weight must be 1-D, got shape {w.shape}")
     channels = w.shape[0]
     if channels != 1:
-        axis = 1 if x.ndim >= 2 else 0
-        if x.ndim == 0 or x.shape[axis] != channels:
+        found = x.shape[1] if x.ndim >= 2 else 1
+        if found != channels:
             raise _fail(
                 f"prelu: weight has {channels} values but input of shape {x.shape} has "
-                f"{x.shape[axis] if x.ndim else 0} channels"
+                f"{found} channels"
             )
-        w = w.reshape((channels,) + (1,) * (x.ndim - axis - 1))
+        w = w.reshape((channels,) + (1,) * (x.ndim - 2))
     return ops.where(ops.greater(x, 0), x, w * x)
 
 
@@ -132,7 +132,8 @@ def embedding_bag(
         if offsets is not None:
             raise _fail("embedding_bag: offsets must be None when input is 2-D")
         bags, length = ids.shape
-        bag = ops.arange(0, bags * length, 1, np.int64, ids.device) // length
+        bag = ops.arange(0, bags, 1, np.int64, ids.device).reshape(bags, 1)
+        bag = ops.broadcast_to(bag, (bags, length)).reshape(-1)
         ids, weights = ids.reshape(-1), per_sample_weights
         weights = None if weights is None else as_tensor(weights).reshape(-1)
     else:
