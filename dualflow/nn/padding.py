@@ -62,7 +62,7 @@ class _PadNd(Module):
     def extra_repr(self) -> str:
         if self.mode == "constant" and not type(self).__name__.startswith("Zero"):
             return f"padding={self.padding}, value={self.value}"
-        return f"padding={self.padding}"
+        return f"{self.padding}"  # PyTorch's repr: ReflectionPad1d((2, 2))
 
 
 class ReflectionPad1d(_PadNd):
@@ -214,7 +214,7 @@ class ZeroPad2d(ZeroPad1d):
 
     Example:
         >>> ZeroPad2d((1, 1, 2, 0))
-        ZeroPad2d(padding=(1, 1, 2, 0))
+        ZeroPad2d((1, 1, 2, 0))
     """
 
     dims = 2
