@@ -83,9 +83,20 @@ def __getattr__(name: str) -> Any:
         except ModuleNotFoundError as exc:
             if exc.name != f"dualflow.{name}":
                 raise
-            raise AttributeError(f"module 'dualflow' has no attribute {name!r}") from None
+            raise _missing(name) from None
     globals()[name] = value
     return value
+
+
+def _missing(name: str) -> AttributeError:
+    """The AttributeError for ``dualflow.name``: what to use for PyTorch's ``torch.name``."""
+    if name.startswith("__"):
+        return AttributeError(f"module 'dualflow' has no attribute {name!r}")
+    from dualflow.tensor_methods.hints import TENSOR_HINTS, missing  # noqa: PLC0415
+    from dualflow.tensor_methods.suggest import TORCH_HINTS, TORCH_RENAMES  # noqa: PLC0415
+
+    hints = {**TENSOR_HINTS, **TORCH_HINTS}
+    return missing("module 'dualflow'", f"torch.{name}", name, hints, __dir__, TORCH_RENAMES)
 
 
 def __dir__() -> list[str]:

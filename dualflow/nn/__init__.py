@@ -83,6 +83,8 @@ from dualflow.nn.upsampling import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
+from dualflow.tensor_methods.hints import missing
+from dualflow.tensor_methods.suggest import NN_RENAMES
 
 __all__ = [
     "ELU",
@@ -183,6 +185,7 @@ _INSTEAD = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _INSTEAD:
-        raise AttributeError(f"module 'dualflow.nn' has no attribute {name!r}: {_INSTEAD[name]}")
-    raise AttributeError(f"module 'dualflow.nn' has no attribute {name!r}")
+    if name.startswith("__"):
+        raise AttributeError(name)
+    subject = "module 'dualflow.nn'"
+    raise missing(subject, f"nn.{name}", name, _INSTEAD, lambda: __all__, NN_RENAMES)

@@ -19,6 +19,7 @@ from dualflow._tensor import Tensor
 from dualflow.device import Device
 from dualflow.nn.parameter import Parameter
 from dualflow.random import Generator, normal, uniform
+from dualflow.tensor_methods.hints import missing
 
 _LINEAR_FNS = (
     "linear",
@@ -285,3 +286,10 @@ from dualflow.nn.init_extra import (  # noqa: E402, F401 - re-exported
     sparse_,
     trunc_normal_,
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    # PyTorch's deprecated spellings without "_" (init.normal) find the in-place name.
+    raise missing("module 'dualflow.nn.init'", f"nn.init.{name}", name, {}, lambda: list(globals()))

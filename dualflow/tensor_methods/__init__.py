@@ -50,7 +50,9 @@ class TensorMethods(
         if name.startswith("__"):
             raise AttributeError(name)
         kind = type(self).__name__
-        raise missing(f"'{kind}' object", f"Tensor.{name}", name, TENSOR_HINTS)
+        raise missing(
+            f"'{kind}' object", f"Tensor.{name}", name, TENSOR_HINTS, lambda: dir(type(self))
+        )
 
 
 __all__ = ["Size", "TensorMethods", "ValuesIndices"]

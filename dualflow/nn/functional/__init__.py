@@ -123,7 +123,7 @@ _HINTS = {
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
-    raise missing("module 'dualflow.nn.functional'", f"F.{name}", name, _HINTS)
+    raise missing("module 'dualflow.nn.functional'", f"F.{name}", name, _HINTS, lambda: __all__)
 
 
 __all__ = [
