@@ -320,6 +320,18 @@ class PortedMethods:
 
         return random_fill(self, "random_", draw, generator)
 
+    def __format__(self, spec: str) -> str:
+        """A 0-d tensor formats as its value (``f"{loss:.4f}"``), as PyTorch; others as text.
+
+        Example:
+            >>> import dualflow
+            >>> f"{dualflow.tensor(0.12345):.2f} {dualflow.tensor(3)}"
+            '0.12 3'
+        """
+        if self.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
     @property
     def is_xpu(self) -> bool:
         """False: dualflow runs on CPU and CUDA only."""
