@@ -6,7 +6,7 @@ PyTorch state dict (converted to numpy) loads by name.
 
 from typing import Any
 
-from dualflow.nn import functional, init, utils
+from dualflow.nn import functional, init, parallel, utils
 from dualflow.nn.activation import (
     ELU,
     GELU,
@@ -164,11 +164,10 @@ __all__ = [
 __all__ += ["CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d"]
 __all__ += ["ConstantPad3d", "DataParallel", "EmbeddingBag", "PReLU", "ReflectionPad1d"]
 __all__ += ["ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d"]
-__all__ += ["ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d"]
+__all__ += ["ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "parallel"]
 
 # PyTorch nn names dualflow does not have -> what to use instead (AttributeError says so).
 _INSTEAD = {
-    "parallel": "use dualflow.distributed (create_multi_node_optimizer, mpiexec)",
     "SyncBatchNorm": "not supported: BatchNorm2d keeps per-process statistics",
     "Conv3d": "3-D convolutions are not supported (no 3-D conv op)",
     "ConvTranspose3d": "3-D convolutions are not supported (no 3-D conv op)",
