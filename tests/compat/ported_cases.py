@@ -74,6 +74,17 @@ MATH = [
             L.torch.randint(5, size=(3,)).dtype == L.long,
         ),
     ),
+    c(
+        "new_factories_size_keyword",
+        lambda L, x: (
+            x.new_zeros(size=(2, 3)),
+            x.new_ones(size=(2,)),
+            x.new_empty(size=(1, 2)).shape,
+            x.new_full(size=(2,), fill_value=2.5),
+        ),
+        normal(2),
+        grad=(),
+    ),
 ]
 
 FUNCTIONAL = [
