@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow._tensor import Tensor, as_tensor
-from dualflow.errors import ShapeError, user_frame, with_location
 from dualflow.nn.functional.spatial import pad
 from dualflow.nn.module import Module
 
@@ -32,32 +31,10 @@ class _PadNd(Module):
         self.padding, self.value = padding, float(value)
 
     def forward(self, input: Any) -> Tensor:
-        """``input`` padded by ``self.padding`` in ``self.mode``."""
-        x = as_tensor(input)
-        name, dims = type(self).__name__, self.dims
-        if self.mode != "constant" and x.ndim not in (dims + 1, dims + 2):
-            raise ShapeError(
-                with_location(
-                    f"{name}: expected a {dims + 1}-D (unbatched) or {dims + 2}-D (batched) "
-                    f"input, got shape {x.shape}",
-                    user_frame(),
-                )
-            )
-        if self.mode == "reflect":
-            self._check_reflect(x)
-        return pad(x, self.padding, self.mode, self.value if self.mode == "constant" else None)
-
-    def _check_reflect(self, x: Tensor) -> None:
-        for i in range(self.dims):  # PyTorch: reflection needs pad < size on each side
-            size = x.shape[x.ndim - 1 - i]
-            if max(self.padding[2 * i], self.padding[2 * i + 1]) >= size:
-                raise ShapeError(
-                    with_location(
-                        f"{type(self).__name__}: padding {self.padding} must be smaller than "
-                        f"the padded dims of input shape {x.shape}",
-                        user_frame(),
-                    )
-                )
+        """``input`` padded by ``self.padding`` in ``self.mode`` (``F.pad`` checks the input's
+        rank and the widths for the non-constant modes, as PyTorch)."""
+        value = self.value if self.mode == "constant" else None
+        return pad(as_tensor(input), self.padding, self.mode, value)
 
     def extra_repr(self) -> str:
         if self.mode == "constant" and not type(self).__name__.startswith("Zero"):

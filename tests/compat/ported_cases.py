@@ -102,6 +102,14 @@ FUNCTIONAL = [
         ),
         normal(2, 3, 4, 5),
     ),
+    c("pad_reflect_too_wide", lambda L, x: L.F.pad(x, (3, 0), mode="reflect"), normal(1, 2, 3)),
+    c("pad_circular_twice", lambda L, x: L.F.pad(x, (0, 4), mode="circular"), normal(1, 2, 3)),
+    c("pad_rank_mismatch", lambda L, x: L.F.pad(x, (1, 1), mode="replicate"), normal(1, 2, 3, 3)),
+    c(
+        "pad_widest",
+        lambda L, x: (L.F.pad(x, (2, 2), mode="reflect"), L.F.pad(x, (3, 3), mode="circular")),
+        normal(2, 3),
+    ),
     c(
         "embedding_bag_offsets_sum",
         lambda L, ids, w, off, psw: (

@@ -24,10 +24,11 @@ def test_reprs_are_pytorch_s() -> None:
 
 
 def test_padding_refusals() -> None:
-    with pytest.raises(ShapeError, match="smaller than the padded dims"):
+    with pytest.raises(ShapeError, match=r"reflect padding \(3, 3\) must be narrower than dim 2"):
         nn.ReflectionPad1d(3)(dualflow.ones(1, 1, 3))
-    with pytest.raises(ShapeError, match="3-D \\(unbatched\\) or 4-D"):
+    with pytest.raises(ShapeError, match="pad a 3-D or 4-D input, got shape \\(4, 4\\)"):
         nn.ReplicationPad2d(1)(dualflow.ones(4, 4))
+    assert nn.ConstantPad1d(1, 0.0)(dualflow.ones(2, 2, 2, 3)).shape == (2, 2, 2, 5)  # any rank
     with pytest.raises(ValueError, match="4 ints"):
         nn.ZeroPad2d((1, 2))
 

@@ -46,6 +46,36 @@ def prelu(input: Any, weight: Any) -> Tensor:
     return ops.where(ops.greater(x, 0), x, w * x)
 
 
+def check_pad(shape: tuple, widths: list[int], mode: str) -> None:
+    """PyTorch's checks of a non-constant ``F.pad``: ``2k`` widths pad a (k + 1)- or
+    (k + 2)-D input, a reflection is narrower than its dim, a wrap goes around at most once.
+
+    Example:
+        >>> check_pad((1, 1, 3), [2, 2], "reflect")
+        >>> check_pad((1, 1, 3), [3, 0], "reflect")
+        Traceback (most recent call last):
+        ...
+        dualflow.errors.ShapeError: pad: reflect padding (3, 0) must be narrower than dim 2 ...
+    """
+    if mode == "constant":
+        return
+    dims = len(widths) // 2
+    if len(shape) not in (dims + 1, dims + 2):
+        raise _fail(
+            f"pad: {len(widths)} pad values in mode {mode!r} pad a {dims + 1}-D or {dims + 2}-D "
+            f"input, got shape {shape}"
+        )
+    for i in range(dims):
+        axis, pair = len(shape) - 1 - i, (widths[2 * i], widths[2 * i + 1])
+        size = shape[axis]
+        if (mode == "reflect" and max(pair) >= size) or (mode == "circular" and max(pair) > size):
+            limit = "narrower than" if mode == "reflect" else "at most"
+            raise _fail(
+                f"pad: {mode} padding {pair} must be {limit} dim {axis} of size {size} "
+                f"(input shape {shape})"
+            )
+
+
 def _bag_ids(input: Tensor, offsets: Any, include_last_offset: bool) -> tuple[Any, int]:
     """For 1-D ``input`` with ``offsets``: each id's bag index and the number of bags."""
     if offsets is None:
