@@ -35,6 +35,14 @@ def _causal_bool(rng: np.random.Generator) -> np.ndarray:
 
 X = normal(3, 4)
 
+
+def _bias_with_masked_row(rng: np.random.Generator) -> np.ndarray:
+    bias = np.where(rng.uniform(size=(3, 3)) < 0.3, -np.inf, rng.standard_normal((3, 3)))
+    bias[:, 0] = 0.0
+    bias[1] = -np.inf  # query 1 sees no key: PyTorch gives it zeros
+    return bias
+
+
 MATH = [
     c("tan", lambda L, x: (L.torch.tan(x), x.tan()), normal(3, 4)),
     c("arctan", lambda L, x: (L.torch.arctan(x * 3), L.torch.atan(x), x.arctan(), x.atan()), X),
@@ -179,6 +187,17 @@ FUNCTIONAL = [
         _causal_bool,
         normal(4, 5),
         grad=(0, 1, 2, 4),
+    ),
+    c(
+        "sdpa_fully_masked_rows",
+        lambda L, q, keep, bias: (
+            L.F.scaled_dot_product_attention(q, q, q, attn_mask=keep),
+            L.F.scaled_dot_product_attention(q, q, q, attn_mask=bias),
+        ),
+        normal(2, 3, 4),
+        lambda rng: np.array([[True, False, True], [False, False, False], [True, True, True]]),
+        _bias_with_masked_row,
+        grad=(0,),
     ),
     c(
         "sdpa_dropout_zero",

@@ -73,3 +73,26 @@ def test_eye_and_sparse() -> None:
     assert 0.3 < w[w != 0].std() < 0.7
     with pytest.raises(ValueError, match="2 dimensions"):
         init.eye_(init.empty_parameter((2, 2, 2)))
+
+
+def test_initializers_inside_a_compiled_function_equal_eager() -> None:
+    """A compiled re-initialization (e.g. a reset inside a step) writes what the eager one
+    writes; orthogonal_ needs a QR on the host array, so it stays eager-only."""
+
+    def reset(w2, w3, w4):
+        init.trunc_normal_(w2, 0.1, 0.5, -0.5, 0.6)
+        init.sparse_(w3, 0.5)
+        init.dirac_(w4)
+        return w2.sum() + w3.sum() + init.eye_(w3).sum()
+
+    results = []
+    for compiled in (False, True):
+        weights = [nn.Parameter(np.zeros(s, np.float32)) for s in ((6, 5), (4, 3), (2, 2, 3))]
+        fn = dualflow.compile(reset, fallback="error") if compiled else reset
+        dualflow.random.seed(5)
+        totals = [fn(*weights).item() for _ in range(3)]
+        results.append((totals, [w.numpy().copy() for w in weights]))
+    (eager, eager_weights), (got, got_weights) = results
+    np.testing.assert_allclose(got, eager, rtol=1e-6)
+    for g, w in zip(got_weights, eager_weights, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)

@@ -202,6 +202,14 @@ def _attention_bias(mask: Any, is_causal: bool, scores: Tensor) -> Tensor | None
     return bias
 
 
+def _safe_softmax(scores: Tensor) -> Tensor:
+    """Softmax over the last dim whose fully masked rows (all -inf) are 0, as PyTorch's SDPA."""
+    empty = ops.equal(scores.amax(-1, keepdim=True), -np.inf)
+    zeros = ops.zeros_like(scores)
+    weights = softmax(ops.where(empty, zeros, scores), dim=-1)
+    return ops.where(empty, zeros, weights)
+
+
 def scaled_dot_product_attention(
     query: Any,
     key: Any,
@@ -215,6 +223,7 @@ def scaled_dot_product_attention(
     """``softmax(q @ k^T * scale + bias) @ v`` over (..., L, E) queries and (..., S, E) keys;
     ``attn_mask`` is bool (True takes part) or float (added), ``is_causal`` masks the upper
     triangle, ``scale`` defaults to ``1 / sqrt(E)``; dropout on the weights with ``dropout_p``.
+    A query whose keys are all masked out gets zeros, as PyTorch 2.x.
 
     Example:
         >>> q = as_tensor([[[1.0, 0.0], [0.0, 1.0]]])
@@ -234,9 +243,7 @@ def scaled_dot_product_attention(
     factor = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     scores = (q @ k.transpose(-2, -1)) * factor
     bias = _attention_bias(attn_mask, is_causal, scores)
-    if bias is not None:
-        scores = scores + bias
-    weights = softmax(scores, dim=-1)
+    weights = softmax(scores, dim=-1) if bias is None else _safe_softmax(scores + bias)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return weights @ v
