@@ -131,3 +131,26 @@ def test_text_model_with_embedding_bag_attention_and_sampling() -> None:
         return loss, (order, drawn, noise)
 
     _run_both(make, loss_of, batches)
+
+
+def test_set_grad_enabled_inside_a_compiled_step() -> None:
+    results = []
+    for compiled in (False, True):
+        w = nn.Parameter(np.array([1.0, 2.0, 3.0], np.float32))
+
+        def step(x: Any, w: Any = w) -> Any:
+            with dualflow.set_grad_enabled(False):
+                frozen = x * w  # no tape: no gradient through this term
+            loss = (x * w + frozen).square().sum()
+            w.grad = None
+            loss.backward()
+            return loss.detach(), frozen.requires_grad
+
+        fn = dualflow.compile(step, fallback="error") if compiled else step
+        outs = [fn(dualflow.tensor(np.full(3, i + 1.0, np.float32))) for i in range(3)]
+        results.append((outs, w.grad.numpy().copy()))
+        assert dualflow.is_grad_enabled()
+    (eager, eager_grad), (outs, grad) = results
+    assert_same(outs, eager, msg="outputs")
+    np.testing.assert_array_equal(grad, eager_grad)
+    np.testing.assert_array_equal(grad, 2 * (2 * 3.0 * np.array([1.0, 2.0, 3.0])) * 3.0)
