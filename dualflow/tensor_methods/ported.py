@@ -39,8 +39,8 @@ def _constant(value: float, like: Any) -> Any:
 def atan2(input: Any, other: Any) -> Any:
     """The angle of the point (``other``, ``input``) in (-pi, pi]: PyTorch's ``atan2(y, x)``.
 
-    A composite of ``atan`` on the smaller of |y/x| and |x/y| (so no division by zero and the
-    gradient ``(x, -y) / (x² + y²)`` is finite everywhere but the origin).
+    A composite of ``atan`` on the smaller of |y/x| and |x/y| (so no division by zero); the
+    gradient is ``(x, -y) / (x² + y²)``, and 0 at the origin, as PyTorch's.
 
     Example:
         >>> import dualflow
@@ -52,8 +52,9 @@ def atan2(input: Any, other: Any) -> Any:
     y, x = y + x * 0, x + y * 0  # broadcast both to the result's shape and dtype
     steep = ops.greater(ops.abs(y), ops.abs(x))
     numerator, denominator = ops.where(steep, x, y), ops.where(steep, y, x)
-    safe = ops.where(ops.equal(denominator, 0), _constant(1.0, x), denominator)
-    base = ops.atan(numerator / safe)
+    origin = ops.equal(denominator, 0)  # only at x = y = 0: angle 0, gradient 0 as PyTorch
+    safe = ops.where(origin, _constant(1.0, x), denominator)
+    base = ops.atan(ops.where(origin, _constant(0.0, x), numerator) / safe)
     upper = ops.greater_equal(y, 0)
     half = ops.where(upper, _constant(math.pi / 2, x), _constant(-math.pi / 2, x))
     turn = ops.where(upper, _constant(math.pi, x), _constant(-math.pi, x))

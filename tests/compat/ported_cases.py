@@ -19,8 +19,12 @@ def c(id: str, fn: Any, *makers: Any, **options: Any) -> Case:
 
 def _axes_with_zeros(rng: np.random.Generator) -> np.ndarray:
     x = rng.standard_normal((3, 4))
-    x[0, :2] = 0.0  # atan2's x = 0 column and y = 0 row (not both zero with a gradient)
+    x[0, :2] = 0.0  # atan2's x = 0 (and, against a zero y, the origin: angle and gradient 0)
     return x
+
+
+def _zeros(rng: np.random.Generator) -> np.ndarray:
+    return np.zeros(3)  # +0.0: the signed zeros' +-pi (atan2(0.0, -0.0)) are not matched
 
 
 def _bag_offsets(rng: np.random.Generator) -> np.ndarray:
@@ -53,6 +57,7 @@ MATH = [
         _axes_with_zeros,
     ),
     c("atan2_broadcast", lambda L, y, x: L.torch.atan2(y, x), normal(3, 1), normal(4)),
+    c("atan2_origin", lambda L, y, x: L.torch.atan2(y, x), _zeros, _zeros),
     c("outer", lambda L, a, b: (L.torch.outer(a, b), a.outer(b)), normal(3), normal(4)),
     c("outer_2d_refused", lambda L, a, b: L.torch.outer(a, b), normal(2, 2), normal(4)),
     c("select", lambda L, x: (x.select(1, 2), L.torch.select(x, -1, -1), x.select(0, 0)), X),
