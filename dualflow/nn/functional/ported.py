@@ -52,10 +52,11 @@ def check_pad(shape: tuple, widths: list[int], mode: str) -> None:
 
     Example:
         >>> check_pad((1, 1, 3), [2, 2], "reflect")
-        >>> check_pad((1, 1, 3), [3, 0], "reflect")
-        Traceback (most recent call last):
-        ...
-        dualflow.errors.ShapeError: pad: reflect padding (3, 0) must be narrower than dim 2 ...
+        >>> try:
+        ...     check_pad((1, 1, 3), [3, 0], "reflect")
+        ... except ShapeError as error:
+        ...     print(str(error).splitlines()[0])
+        pad: reflect padding (3, 0) must be narrower than dim 2 of size 3 (input shape (1, 1, 3))
     """
     if mode == "constant":
         return
