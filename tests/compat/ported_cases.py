@@ -205,6 +205,13 @@ FUNCTIONAL = [
         grad=(0,),
     ),
     c(
+        "sdpa_grouped_query_heads",
+        lambda L, q, k, v: L.F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+        normal(2, 6, 4, 3),
+        normal(2, 2, 5, 3),
+        normal(2, 2, 5, 2),
+    ),
+    c(
         "sdpa_dropout_zero",
         lambda L, q: L.F.scaled_dot_product_attention(q, q, q, dropout_p=0.0),
         normal(3, 2),

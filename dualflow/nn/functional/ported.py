@@ -203,6 +203,25 @@ def _attention_bias(mask: Any, is_causal: bool, scores: Tensor) -> Tensor | None
     return bias
 
 
+def _share_heads(q: Tensor, kv: Tensor) -> Tensor:
+    """Grouped-query attention: each of the Hkv key/value heads (dim -3) serves Hq / Hkv
+    consecutive query heads (PyTorch's ``repeat_interleave``), as an expand and a reshape."""
+    if q.ndim < 3 or kv.ndim < 3:
+        raise _fail(
+            f"scaled_dot_product_attention: enable_gqa needs heads at dim -3, got {q.shape}"
+        )
+    heads, shared = q.shape[-3], kv.shape[-3]
+    if heads % shared:
+        raise _fail(
+            f"scaled_dot_product_attention: {heads} query heads are not a multiple of {shared} "
+            "key/value heads"
+        )
+    lead, (length, width) = tuple(kv.shape[:-3]), tuple(kv.shape[-2:])
+    grouped = ops.expand_dims(kv, -3)
+    grouped = ops.broadcast_to(grouped, lead + (shared, heads // shared, length, width))
+    return grouped.reshape(lead + (heads, length, width))
+
+
 def _safe_softmax(scores: Tensor) -> Tensor:
     """Softmax over the last dim whose fully masked rows (all -inf) are 0, as PyTorch's SDPA."""
     empty = ops.equal(scores.amax(-1, keepdim=True), -np.inf)
@@ -233,9 +252,7 @@ def scaled_dot_product_attention(
     """
     q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
     if enable_gqa:
-        raise NotImplementedError(
-            with_location("scaled_dot_product_attention: enable_gqa is not supported")
-        )
+        k, v = _share_heads(q, k), _share_heads(q, v)
     if q.ndim < 2 or k.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
         raise _fail(
             f"scaled_dot_product_attention: query {q.shape}, key {k.shape} and value "
