@@ -33,6 +33,8 @@ X = dualflow.ones(2)
         (lambda: X.trasnpose, r"did you mean 'transpose'\?"),
         (lambda: X.clamp_min, r"use clamp"),
         (lambda: X.cumsum, r"x @ upper"),
+        (lambda: nn.utils.clip_grad_norm, r"use clip_grad_norm_"),
+        (lambda: nn.utils.clip_grad_valu_, r"did you mean 'clip_grad_value_'\?"),
     ],
 )
 def test_missing_names_say_what_to_use(get, match) -> None:
