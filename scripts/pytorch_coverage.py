@@ -35,6 +35,7 @@ NAMESPACES = {
     "torch.nn.functional": "dualflow.nn.functional",
     "torch.nn.init": "dualflow.nn.init",
     "torch.nn.utils": "dualflow.nn.utils",
+    "torch.nn.parallel": "dualflow.nn.parallel",
     "torch.optim": "dualflow.optim",
     "torch.optim.lr_scheduler": "dualflow.optim.lr_scheduler",
     "torch.utils.data": "dualflow.utils.data",
@@ -42,6 +43,7 @@ NAMESPACES = {
 }
 SHORT = {"torch": "torch", "torch.nn": "nn", "torch.nn.functional": "F", "torch.nn.init": "init"}
 SHORT |= {"torch.nn.utils": "nn.utils", "torch.optim": "optim", "torch.cuda": "cuda"}
+SHORT |= {"torch.nn.parallel": "nn.parallel"}
 SHORT |= {"torch.optim.lr_scheduler": "lr_scheduler", "torch.utils.data": "data"}
 # dualflow modules with no PyTorch counterpart: uses of them are not PyTorch names
 DUALFLOW_ONLY = {"ops", "data", "vision", "random", "training", "tracer", "graph_ir", "debug"}
