@@ -87,6 +87,10 @@ class MissingName(AttributeError):
         self.hints, self.candidates = hints, candidates
         self.renames = RENAMES if renames is None else renames
 
+    def __reduce__(self) -> tuple:
+        # crosses processes (a data-loader worker's error) as a plain AttributeError with its text
+        return (AttributeError, (str(self),))
+
     def __str__(self) -> str:
         name = self.attribute
         text = f"{self.subject} has no attribute {name!r}"

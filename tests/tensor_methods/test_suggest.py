@@ -68,3 +68,13 @@ def test_every_rename_points_at_a_name_dualflow_has(table) -> None:
     targets = {name: to for name, to in table.items() if to[0].isalpha() and "<" not in to}
     broken = {name: to for name, to in targets.items() if not _exists(to)}
     assert not broken
+
+
+def test_the_error_pickles_with_its_text() -> None:
+    import pickle
+
+    try:
+        _ = X.trasnpose
+    except AttributeError as error:
+        copy = pickle.loads(pickle.dumps(error))
+    assert type(copy) is AttributeError and "did you mean 'transpose'" in str(copy)
