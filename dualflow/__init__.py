@@ -68,9 +68,10 @@ _FUNCTIONS += ("logical_and", "logical_or", "logical_xor", "clone", "numel", "ca
 _FUNCTIONS += ("concatenate", "stack", "where", "from_numpy", "is_tensor", "triu", "tril")
 _LAZY.update(dict.fromkeys(_FUNCTIONS, "dualflow.functions"))
 # PyTorch names written as composites in dualflow/tensor_methods/ported.py (issue 40)
-_PORTED = ("atan2", "arctan2", "outer", "select", "diag", "eye", "randperm", "multinomial")
-_PORTED += ("set_grad_enabled", "tan", "arctan", "atan")
+_PORTED = ("atan2", "arctan2", "outer", "select", "diag", "eye", "set_grad_enabled", "tan")
+_PORTED += ("arctan", "atan")
 _LAZY.update(dict.fromkeys(_PORTED, "dualflow.tensor_methods.ported"))
+_LAZY.update(dict.fromkeys(("randperm", "multinomial"), "dualflow.tensor_methods.ported_random"))
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 
 

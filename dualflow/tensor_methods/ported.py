@@ -1,7 +1,8 @@
 """PyTorch tensor names that ports use and that are composites of existing ops: ``tan``,
-``arctan``/``atan``, ``atan2``, ``outer``, ``select``, ``diag``, ``multinomial``, ``random_``,
-``eye``, ``randperm`` and ``set_grad_enabled`` (function forms), plus the device flags
-``is_xpu``/``is_mps``/``is_meta``.
+``arctan``/``atan``, ``atan2``, ``outer``, ``select``, ``diag``, ``eye`` and
+``set_grad_enabled`` (function forms), the Tensor methods of those and of ``ported_random``
+(``multinomial``, ``random_``), the device flags ``is_xpu``/``is_mps``/``is_meta`` and a 0-d
+tensor's ``format``.
 
 Each is written over ``dualflow.ops`` (no new primitive), so its backward comes from the ops it
 uses and it traces like any other op sequence inside ``@dualflow.compile``.
@@ -19,7 +20,7 @@ import numpy as np
 from dualflow import ops
 from dualflow._config import config
 from dualflow.errors import ShapeError, user_frame, with_location
-from dualflow.tensor_methods.inplace import random_fill
+from dualflow.tensor_methods.ported_random import fill_integers, multinomial
 
 
 def _fail(message: str) -> ShapeError:
@@ -145,78 +146,6 @@ def eye(
     return finish(out, requires_grad)
 
 
-def randperm(
-    n: int,
-    *,
-    generator: Any = None,
-    dtype: Any = None,
-    device: Any = None,
-    requires_grad: bool = False,
-) -> Any:
-    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``): the order that sorts
-    ``n`` uniform draws.
-
-    Example:
-        >>> sorted(randperm(5).tolist())
-        [0, 1, 2, 3, 4]
-    """
-    from dualflow.factories import finish  # noqa: PLC0415
-    from dualflow.random import uniform  # noqa: PLC0415 - random imports the Tensor
-
-    draws = uniform((int(n),), dtype=np.float64, generator=generator, device=device)
-    return finish(ops.cast(ops.argsort(draws), np.dtype(dtype or np.int64)), requires_grad)
-
-
-def _gumbel(key: Any, shape: tuple, dtype: str) -> Any:
-    u = ops.random_uniform(key, shape, 0.0, 1.0, dtype)
-    return -ops.log(-ops.log(u))  # u = 0 gives -inf: that draw never wins
-
-
-def multinomial(
-    input: Any, num_samples: int, replacement: bool = False, *, generator: Any = None
-) -> Any:
-    """Indices drawn from the categories of the last dim of ``input`` (non-negative weights,
-    not necessarily normalized): ``num_samples`` per row, with or without replacement.
-
-    The Gumbel-max trick (argmax of ``log p + Gumbel noise``; its top-k for draws without
-    replacement), so it is a fixed-shape op sequence that compiles.
-
-    Example:
-        >>> import dualflow
-        >>> multinomial(dualflow.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
-        [1, 1]
-        >>> sorted(multinomial(dualflow.tensor([[1.0, 2.0, 3.0]]), 3).tolist()[0])
-        [0, 1, 2]
-    """
-    p = _tensor(input)
-    if p.ndim not in (1, 2) or np.dtype(p.dtype).kind != "f":
-        raise _fail(f"multinomial: expected a 1-D or 2-D float tensor, got {p.shape} {p.dtype}")
-    n, k = p.shape[-1], int(num_samples)
-    if k <= 0 or (not replacement and k > n):
-        raise _fail(
-            f"multinomial: cannot draw {k} samples from {n} categories "
-            f"{'with' if replacement else 'without'} replacement"
-        )
-    positive = ops.greater(p, 0)
-    logp = ops.where(positive, ops.log(ops.where(positive, p, _constant(1.0, p))), -np.inf)
-    key = ops.random_ops.next_key(generator, p)
-    name = np.dtype(p.dtype).name
-    if replacement:
-        shape = tuple(p.shape[:-1]) + (k, n)
-        scores = ops.expand_dims(logp, -2) + _gumbel(key, shape, name)
-        return ops.argmax(scores, axis=-1)
-    scores = logp + _gumbel(key, tuple(p.shape), name)
-    return _tensor(scores).topk(k, dim=-1).indices
-
-
-def _default_high(dtype: np.dtype) -> int:
-    if dtype.kind == "f":  # every integer up to 2**mantissa is exact
-        return 2 ** (np.finfo(dtype).nmant + 1) + 1
-    if dtype.kind == "b":
-        return 2
-    return int(np.iinfo(dtype).max)
-
-
 class set_grad_enabled:  # PyTorch's name; a class, so it is also a context manager
     """Turn gradient recording on or off: at once as a call, for a block as a context
     manager (restored on exit), or for a function as a decorator, as PyTorch.
@@ -265,37 +194,79 @@ class PortedMethods:
     __slots__ = ()
 
     def tan(self) -> Any:
-        """Tangent (``sin / cos``)."""
+        """Tangent (``sin / cos``).
+
+        Example:
+            >>> import dualflow
+            >>> [round(v, 4) for v in dualflow.tensor([0.0, 1.0]).tan().tolist()]
+            [0.0, 1.5574]
+        """
         return ops.sin(self) / ops.cos(self)
 
     def arctan(self) -> Any:
-        """Arctangent in (-pi/2, pi/2)."""
+        """Arctangent in (-pi/2, pi/2) (``atan`` is the same method).
+
+        Example:
+            >>> import dualflow
+            >>> round(dualflow.tensor(1.0).arctan().item(), 4)
+            0.7854
+        """
         return ops.atan(self)
 
     atan = arctan
 
     def atan2(self, other: Any) -> Any:
-        """``atan2(self, other)``: the angle of the point (other, self)."""
+        """``atan2(self, other)``: the angle of the point (other, self) (``arctan2`` too).
+
+        Example:
+            >>> import dualflow
+            >>> round(dualflow.tensor(1.0).atan2(dualflow.tensor(-1.0)).item(), 4)
+            2.3562
+        """
         return atan2(self, other)
 
     arctan2 = atan2
 
     def outer(self, vec2: Any) -> Any:
-        """Outer product with the 1-D ``vec2``."""
+        """Outer product with the 1-D ``vec2``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0, 2.0]).outer(dualflow.tensor([1.0, -1.0])).tolist()
+            [[1.0, -1.0], [2.0, -2.0]]
+        """
         return outer(self, vec2)
 
     def select(self, dim: int, index: int) -> Any:
-        """The slice at ``index`` along ``dim``."""
+        """The slice at ``index`` along ``dim`` (that dim removed).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([[1.0, 2.0], [3.0, 4.0]]).select(1, 0).tolist()
+            [1.0, 3.0]
+        """
         return select(self, dim, index)
 
     def diag(self, diagonal: int = 0) -> Any:
-        """Vector -> diagonal matrix, matrix -> its diagonal (see ``dualflow.diag``)."""
+        """Vector -> diagonal matrix, matrix -> its diagonal (see ``dualflow.diag``).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([1.0, 2.0]).diag().tolist()
+            [[1.0, 0.0], [0.0, 2.0]]
+        """
         return diag(self, diagonal)
 
     def multinomial(
         self, num_samples: int, replacement: bool = False, *, generator: Any = None
-    ) -> Any:
-        """Category indices drawn with the last dim's weights (``dualflow.multinomial``)."""
+    ) -> Any:  # the function lives in ported_random.py
+        """Category indices drawn with the last dim's weights (``dualflow.multinomial``).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([[0.0, 5.0]]).multinomial(3, replacement=True).tolist()
+            [[1, 1, 1]]
+        """
         return multinomial(self, num_samples, replacement, generator=generator)
 
     def random_(self, *args: int, generator: Any = None, **bounds: int) -> Any:
@@ -307,19 +278,7 @@ class PortedMethods:
             >>> sorted(set(dualflow.ops.zeros(200).random_(3, 5).tolist()))
             [3.0, 4.0]
         """
-        low, high = (0, args[0]) if len(args) == 1 else (tuple(args) + (0, None))[:2]
-        low, high = bounds.get("from", low), bounds.get("to", high)
-        high = _default_high(np.dtype(self.dtype)) if high is None else int(high)
-        if high <= int(low):
-            raise ValueError(f"random_: expects 'from' < 'to', got from={low}, to={high}")
-        span = high - int(low)
-
-        def draw(key: Any, shape: tuple, dtype: str) -> Any:
-            u = ops.random_uniform(key, shape, 0.0, 1.0, "float64")
-            offset = ops.minimum(ops.cast(u * span, np.int64), span - 1)
-            return ops.cast(offset + int(low), dtype)
-
-        return random_fill(self, "random_", draw, generator)
+        return fill_integers(self, args, bounds, generator)
 
     def __format__(self, spec: str) -> str:
         """A 0-d tensor formats as its value (``f"{loss:.4f}"``), as PyTorch; others as text.
@@ -335,15 +294,21 @@ class PortedMethods:
 
     @property
     def is_xpu(self) -> bool:
-        """False: dualflow runs on CPU and CUDA only."""
+        """False (and so ``is_mps``, ``is_meta``): dualflow runs on CPU and CUDA only.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.ones(1).is_xpu, dualflow.ones(1).is_meta
+            (False, False)
+        """
         return False
 
     is_mps = is_xpu
     is_meta = is_xpu
 
 
-NAMES = ("atan2", "arctan2", "outer", "select", "diag", "eye", "randperm", "multinomial")
-NAMES += ("set_grad_enabled", "tan", "arctan", "atan")
+NAMES = ("atan2", "arctan2", "outer", "select", "diag", "eye", "set_grad_enabled", "tan")
+NAMES += ("arctan", "atan")
 
 
 def tan(input: Any) -> Any:
