@@ -11,6 +11,7 @@ from dualflow import arguments, ops
 from dualflow._config import no_grad
 from dualflow._tensor import Tensor
 from dualflow.nn import init
+from dualflow.nn.embedding import pretrained
 from dualflow.nn.functional.ported import embedding_bag, prelu
 from dualflow.nn.init import constant_, empty_parameter
 from dualflow.nn.module import Module
@@ -105,6 +106,42 @@ class EmbeddingBag(Module):
         if self.padding_idx is not None:
             with no_grad():
                 self.weight[self.padding_idx] = 0.0
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        embeddings: Any,
+        freeze: bool = True,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        include_last_offset: bool = False,
+        padding_idx: int | None = None,
+    ) -> EmbeddingBag:
+        """An EmbeddingBag whose weight is the 2-D ``embeddings``, frozen unless
+        ``freeze=False``, as PyTorch's.
+
+        Example:
+            >>> import dualflow
+            >>> bag = EmbeddingBag.from_pretrained(dualflow.eye(3), mode="sum")
+            >>> bag(dualflow.tensor([[0, 2]])).tolist(), bag.weight.requires_grad
+            ([[1.0, 0.0, 1.0]], False)
+        """
+        weight = pretrained("EmbeddingBag", embeddings, max_norm, scale_grad_by_freq)
+        module = cls(
+            weight.shape[0],
+            weight.shape[1],
+            mode=mode,
+            sparse=sparse,
+            _weight=weight,
+            include_last_offset=include_last_offset,
+            padding_idx=padding_idx,
+            dtype=weight.dtype,
+        )
+        module.weight.requires_grad_(not freeze)
+        return module
 
     def forward(self, input: Any, offsets: Any = None, per_sample_weights: Any = None) -> Tensor:
         """One reduced embedding per bag: shape (bags, embedding_dim)."""

@@ -82,3 +82,17 @@ def test_functional_dropout2d_on_3d_input_drops_n_c_channels() -> None:
     assert y[:, :, 0].mean(axis=1).std() > 0  # and the samples' masks differ
     y = F.dropout2d(dualflow.ones(2, 8, 3, 3), 0.5).numpy()
     assert (y.reshape(16, 9).std(axis=1) == 0).all()
+
+
+def test_from_pretrained_copies_the_weight_and_freezes_it() -> None:
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    emb = nn.Embedding.from_pretrained(table, padding_idx=1)
+    assert not emb.weight.requires_grad and emb.padding_idx == 1
+    np.testing.assert_array_equal(emb.weight.numpy(), table)  # the padding row is kept, as PyTorch
+    trainable = nn.Embedding.from_pretrained(dualflow.tensor(table), freeze=False)
+    trainable(dualflow.tensor([3, 3])).sum().backward()
+    assert trainable.weight.grad.numpy()[3].tolist() == [2.0, 2.0, 2.0]
+    bag = nn.EmbeddingBag.from_pretrained(table, mode="max")
+    assert bag(dualflow.tensor([[0, 2], [1, 3]])).tolist() == [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]
+    with pytest.raises(ValueError, match="2-dimensional"):
+        nn.Embedding.from_pretrained(np.ones(3))
