@@ -21,6 +21,7 @@ X = dualflow.ones(2)
         (lambda: dualflow.inference_mode, r"use dualflow\.no_grad"),
         (lambda: dualflow.zeross, r"did you mean 'zeros'\?"),
         (lambda: dualflow.cumsum, r"PyTorch's torch\.cumsum is not in dualflow"),
+        (lambda: dualflow.backends, r"no backend switches"),
         (lambda: nn.Linaer, r"did you mean 'Linear'\?"),
         (lambda: nn.ReLU6, r"nn\.functional\.relu6"),
         (lambda: nn.SyncBatchNorm, r"per-process statistics"),
