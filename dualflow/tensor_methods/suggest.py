@@ -49,7 +49,6 @@ TORCH_HINTS: dict[str, str] = {
     "set_default_dtype": "pass dtype= to the factories (float32 is the default)",
     "autocast": "no mixed precision: use .half() on the model and inputs",
     "backends": "no backend switches (cudnn.benchmark, TF32, MPS): leave those lines out",
-    "spmm": "sparse matrices are not supported: use dense dualflow.mm",
     "fix": "use x.long() (it truncates)",
     "trunc": "use x.long() (it truncates)",
 }
