@@ -153,4 +153,10 @@ class Dropout3d(_ChannelDropout):
     _spatial = 3
 
     def _mask_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
-        return feature_mask_shape("Dropout3d", shape, (4, 5)) or super()._mask_shape(shape)
+        if len(shape) in (4, 5) or not shape:
+            return super()._mask_shape(shape)
+        warnings.warn(  # PyTorch's dropout3d: any other rank is unbatched, channels on dim 0
+            f"Dropout3d: received a {len(shape)}-D input; taking dim 0 as the channels",
+            stacklevel=4,
+        )
+        return shape[:1] + (1,) * (len(shape) - 1)

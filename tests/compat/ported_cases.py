@@ -124,6 +124,16 @@ FUNCTIONAL = [
         normal(2, 3),
     ),
     c(
+        "dropout1d_dropout3d_eval",
+        lambda L, x: (
+            L.F.dropout1d(x, 0.5, training=False),
+            L.F.dropout3d(x.reshape(1, 2, 3, 4), 0.3, training=False),
+            L.F.dropout3d(x.reshape(1, 1, 2, 3, 4), 0.0),
+        ),
+        normal(2, 3, 4),
+    ),
+    c("dropout1d_refuses_4d", lambda L, x: L.F.dropout1d(x, 0.5), normal(2, 2, 2, 2)),
+    c(
         "embedding_bag_offsets_sum",
         lambda L, ids, w, off, psw: (
             L.F.embedding_bag(ids, w, off, mode="sum"),

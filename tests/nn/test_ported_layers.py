@@ -96,3 +96,23 @@ def test_from_pretrained_copies_the_weight_and_freezes_it() -> None:
     assert bag(dualflow.tensor([[0, 2], [1, 3]])).tolist() == [[6.0, 7.0, 8.0], [9.0, 10.0, 11.0]]
     with pytest.raises(ValueError, match="2-dimensional"):
         nn.Embedding.from_pretrained(np.ones(3))
+
+
+def test_functional_dropout1d_and_dropout3d_drop_channels_as_pytorch() -> None:
+    dualflow.random.seed(4)
+    y = F.dropout1d(dualflow.ones(16, 8, 5), 0.5).numpy()  # (N, C, L)
+    assert (y.std(axis=2) == 0).all() and set(np.unique(y).tolist()) == {0.0, 2.0}
+    y = F.dropout1d(dualflow.ones(32, 5), 0.5).numpy()  # unbatched (C, L): rows
+    assert (y.std(axis=1) == 0).all() and 0 < y[:, 0].mean() < 2
+    with pytest.raises(ShapeError, match="2-D or 3-D"):
+        F.dropout1d(dualflow.ones(2, 2, 2, 2), 0.5)
+    y = F.dropout3d(dualflow.ones(4, 8, 2, 2, 2), 0.5).numpy()
+    assert (y.reshape(32, 8).std(axis=1) == 0).all()
+    with pytest.warns(UserWarning, match="dim 0 as the channels"):
+        y = F.dropout3d(dualflow.ones(32, 3), 0.5).numpy()  # PyTorch: unbatched, channels dim 0
+    assert (y.std(axis=1) == 0).all() and 0 < y[:, 0].mean() < 2
+    with pytest.warns(UserWarning, match="dim 0 as the channels"):
+        y = nn.Dropout3d(0.5)(dualflow.ones(32, 2, 2, 2, 2, 2)).numpy()
+    assert (y.reshape(32, -1).std(axis=1) == 0).all()
+    x = dualflow.ones(2, 3)
+    assert F.dropout1d(x, 0.5, training=False) is x and F.dropout3d(x, training=False) is x

@@ -51,6 +51,8 @@ from dualflow.nn.functional.loss import (
     smooth_l1_loss,
 )
 from dualflow.nn.functional.ported import (
+    dropout1d,
+    dropout3d,
     embedding_bag,
     prelu,
     scaled_dot_product_attention,
@@ -111,8 +113,6 @@ _HINTS = {
     "gumbel_softmax": "use softmax((logits - log(-log(u))) / tau, dim) with u uniform",
     "alpha_dropout": "use dropout",
     "feature_alpha_dropout": "use dropout2d",
-    "dropout1d": "use dropout2d on x.unsqueeze(-1)",
-    "dropout3d": "use dropout2d on the depth folded into the batch",
     "multi_head_attention_forward": "use nn.MultiheadAttention",
     "upsample_nearest": "use interpolate(x, size, scale_factor, mode='nearest')",
     "upsample_bilinear": "use interpolate(x, size, scale_factor, mode='bilinear', "
@@ -139,7 +139,9 @@ __all__ = [
     "cosine_similarity",
     "cross_entropy",
     "dropout",
+    "dropout1d",
     "dropout2d",
+    "dropout3d",
     "elu",
     "embedding",
     "embedding_bag",

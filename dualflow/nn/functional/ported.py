@@ -1,11 +1,12 @@
-"""``F.prelu``, ``F.embedding_bag`` and ``F.scaled_dot_product_attention`` with PyTorch's
-signatures and meanings, as composites of existing ops (their gradients come from those ops and
-they trace inside ``@dualflow.compile``).
+"""``F.prelu``, ``F.embedding_bag``, ``F.scaled_dot_product_attention``, ``F.dropout1d`` and
+``F.dropout3d`` with PyTorch's signatures and meanings, as composites of existing ops (their
+gradients come from those ops and they trace inside ``@dualflow.compile``).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -13,8 +14,10 @@ import numpy as np
 from dualflow import ops
 from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
-from dualflow.nn.functional.activation import dropout, softmax
+from dualflow.nn.functional.activation import _check_p, dropout, softmax
 from dualflow.nn.functional.layers import embedding
+from dualflow.ops.random_ops import next_key
+from dualflow.ops.validate import require_float
 
 _BAG_MODES = ("sum", "mean", "max")
 
@@ -265,3 +268,50 @@ def scaled_dot_product_attention(
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return weights @ v
+
+
+def _channel_dropout(name: str, x: Tensor, p: float, batched: bool) -> Tensor:
+    """Zero whole channels: dim 1 of a batched input, dim 0 of an unbatched one."""
+    dtype = require_float(name, x, "input")
+    lead = 2 if batched else 1
+    shape = tuple(x.shape[:lead]) + (1,) * (x.ndim - lead)
+    return x * ops.dropout_mask(next_key(None, x), shape, p, dtype)
+
+
+def dropout1d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, L) or unbatched (C, L) input with probability ``p``.
+
+    Example:
+        >>> x = as_tensor([[1.0, 1.0], [1.0, 1.0]])
+        >>> dropout1d(x, 0.5, training=False) is x
+        True
+    """
+    p = _check_p(p)
+    x = as_tensor(input)
+    if x.ndim not in (2, 3):
+        raise _fail(f"dropout1d: expected a 2-D or 3-D input, got shape {x.shape}")
+    if not training or p == 0.0:
+        return input
+    return _channel_dropout("dropout1d", x, p, batched=x.ndim == 3)
+
+
+def dropout3d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
+    """Zero whole channels of (N, C, D, H, W) or unbatched (C, D, H, W) input with probability
+    ``p``; other ranks warn and are taken as unbatched (channels on dim 0), as PyTorch.
+
+    Example:
+        >>> x = as_tensor([[[[[1.0]]]]])
+        >>> dropout3d(x, 0.5, training=False) is x
+        True
+    """
+    p = _check_p(p)
+    if not training or p == 0.0:
+        return input
+    x = as_tensor(input)
+    if x.ndim == 0:
+        raise _fail("dropout3d: expected an input with a channel dim, got a 0-D tensor")
+    if x.ndim not in (4, 5):
+        warnings.warn(
+            f"dropout3d: received a {x.ndim}-D input; taking dim 0 as the channels", stacklevel=2
+        )
+    return _channel_dropout("dropout3d", x, p, batched=x.ndim == 5)
