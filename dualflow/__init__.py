@@ -76,6 +76,11 @@ _LAZY.update(dict.fromkeys(_INDEX_FUNCTIONS, "dualflow.index_functions"))
 _LAZY.update(dict.fromkeys(("sparse_coo_tensor", "spmm"), "dualflow.sparse"))  # COO tensors
 _COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "is_complex")  # complex
 _LAZY.update(dict.fromkeys(_COMPLEX, "dualflow.complex_tensors"))
+# PyTorch names written as composites in dualflow/tensor_methods/ported.py (issue 40)
+_PORTED = ("atan2", "arctan2", "outer", "select", "diag", "eye", "set_grad_enabled", "tan")
+_PORTED += ("arctan", "atan")
+_LAZY.update(dict.fromkeys(_PORTED, "dualflow.tensor_methods.ported"))
+_LAZY.update(dict.fromkeys(("randperm", "multinomial"), "dualflow.tensor_methods.ported_random"))
 _SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 
 
@@ -88,9 +93,20 @@ def __getattr__(name: str) -> Any:
         except ModuleNotFoundError as exc:
             if exc.name != f"dualflow.{name}":
                 raise
-            raise AttributeError(f"module 'dualflow' has no attribute {name!r}") from None
+            raise _missing(name) from None
     globals()[name] = value
     return value
+
+
+def _missing(name: str) -> AttributeError:
+    """The AttributeError for ``dualflow.name``: what to use for PyTorch's ``torch.name``."""
+    if name.startswith("__"):
+        return AttributeError(f"module 'dualflow' has no attribute {name!r}")
+    from dualflow.tensor_methods.hints import TENSOR_HINTS, missing  # noqa: PLC0415
+    from dualflow.tensor_methods.suggest import TORCH_HINTS, TORCH_RENAMES  # noqa: PLC0415
+
+    hints = {**TENSOR_HINTS, **TORCH_HINTS}
+    return missing("module 'dualflow'", f"torch.{name}", name, hints, __dir__, TORCH_RENAMES)
 
 
 def __dir__() -> list[str]:

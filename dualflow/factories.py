@@ -17,13 +17,17 @@ from dualflow._tensor import Tensor
 from dualflow.errors import DTypeError
 
 
-def size_of(size: tuple) -> tuple[int, ...]:
-    """PyTorch's ``*size``: ints, or one tuple/list of ints.
+def size_of(size: tuple, keyword: Any = None) -> tuple[int, ...]:
+    """PyTorch's ``*size``: ints, or one tuple/list of ints, or the ``size=`` keyword.
 
     Example:
-        >>> size_of((2, 3)), size_of(((2, 3),)), size_of(())
-        ((2, 3), (2, 3), ())
+        >>> size_of((2, 3)), size_of(((2, 3),)), size_of(()), size_of((), keyword=(4,))
+        ((2, 3), (2, 3), (), (4,))
     """
+    if keyword is not None:
+        if size:
+            raise TypeError(f"size given both positionally {size!r} and as size={keyword!r}")
+        size = (keyword,) if isinstance(keyword, int | np.integer) else (tuple(keyword),)
     if len(size) == 1 and isinstance(size[0], tuple | list):
         size = tuple(size[0])
     for d in size:
@@ -66,34 +70,52 @@ def full(
     return finish(ops.full(shape, fill_value, np.dtype(dtype), device), requires_grad)
 
 
-def zeros(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def zeros(
+    *sizes: Any,
+    size: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """A tensor of zeros (float32 unless ``dtype``).
 
     Example:
-        >>> zeros(2, 3).shape, zeros((1,)).tolist()
-        ((2, 3), [0.0])
+        >>> zeros(2, 3).shape, zeros((1,)).tolist(), zeros(size=(2, 1)).shape
+        ((2, 3), [0.0], (2, 1))
     """
-    return finish(ops.full(size_of(size), 0, _dtype(dtype), device), requires_grad)
+    return finish(ops.full(size_of(sizes, size), 0, _dtype(dtype), device), requires_grad)
 
 
-def ones(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def ones(
+    *sizes: Any,
+    size: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """A tensor of ones (float32 unless ``dtype``).
 
     Example:
         >>> ones(2, dtype="int64").tolist()
         [1, 1]
     """
-    return finish(ops.full(size_of(size), 1, _dtype(dtype), device), requires_grad)
+    return finish(ops.full(size_of(sizes, size), 1, _dtype(dtype), device), requires_grad)
 
 
-def empty(*size: Any, dtype: Any = None, device: Any = None, requires_grad: bool = False) -> Tensor:
+def empty(
+    *sizes: Any,
+    size: Any = None,
+    dtype: Any = None,
+    device: Any = None,
+    requires_grad: bool = False,
+) -> Tensor:
     """An "uninitialized" tensor; dualflow fills it with zeros (deterministic).
 
     Example:
         >>> empty(2).shape
         (2,)
     """
-    return zeros(*size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return zeros(*sizes, size=size, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _like(x: Any, value: Any, dtype: Any, device: Any, requires_grad: bool) -> Tensor:

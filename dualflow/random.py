@@ -174,18 +174,19 @@ def initial_seed() -> int:
     return _default_seed[0]
 
 
-def _sample(kind: str, size: tuple, dtype: Any, generator: Any, device: Any) -> Tensor:
+def _sample(kind: str, sizes: tuple, size: Any, dtype: Any, generator: Any, device: Any) -> Tensor:
     from dualflow.factories import size_of  # noqa: PLC0415 - factories imports tensor ops only
 
     dtype = np.dtype(dtype or np.float32)
     if dtype.kind != "f":
         raise DTypeError(f"{kind}: dtype must be floating point, got {dtype}")
     draw = normal if kind == "randn" else uniform
-    return draw(size_of(size), dtype=dtype, generator=generator, device=device)
+    return draw(size_of(sizes, size), dtype=dtype, generator=generator, device=device)
 
 
 def randn(
-    *size: Any,
+    *sizes: Any,
+    size: Any = None,
     generator: Generator | None = None,
     dtype: Any = None,
     device: Any = None,
@@ -197,11 +198,12 @@ def randn(
         >>> randn(2, 3).shape, str(randn((4,)).dtype)
         ((2, 3), 'float32')
     """
-    return _sample("randn", size, dtype, generator, device).requires_grad_(requires_grad)
+    return _sample("randn", sizes, size, dtype, generator, device).requires_grad_(requires_grad)
 
 
 def rand(
-    *size: Any,
+    *sizes: Any,
+    size: Any = None,
     generator: Generator | None = None,
     dtype: Any = None,
     device: Any = None,
@@ -213,11 +215,31 @@ def rand(
         >>> bool(((rand(100).numpy() >= 0) & (rand(100).numpy() < 1)).all())
         True
     """
-    return _sample("rand", size, dtype, generator, device).requires_grad_(requires_grad)
+    return _sample("rand", sizes, size, dtype, generator, device).requires_grad_(requires_grad)
+
+
+def _randint_arguments(args: tuple, low: Any, high: Any, size: Any) -> tuple:
+    """(low, high, size) from PyTorch's forms: ``randint(high, size)``, ``randint(low, high,
+    size)``, any of them as keywords (``randint(0, 10, size=(3,))``)."""
+    given = [v for v in (low, high, size) if v is not None]
+    named = dict(zip(("low", "high", "size"), (low, high, size)))
+    order = ("high", "size") if len(args) + len(given) == 2 else ("low", "high", "size")
+    free = iter(name for name in order if named.get(name) is None)
+    for value in args:
+        name = next(free, None)
+        if name is None:
+            raise TypeError("randint(high, size) or randint(low, high, size)")
+        named[name] = value
+    if named["high"] is None or named["size"] is None:
+        raise TypeError("randint(high, size) or randint(low, high, size)")
+    return (named["low"] or 0), named["high"], named["size"]
 
 
 def randint(
     *args: Any,
+    size: Any = None,
+    low: int | None = None,
+    high: int | None = None,
     generator: Generator | None = None,
     dtype: Any = None,
     device: Any = None,
@@ -229,15 +251,12 @@ def randint(
     Example:
         >>> r = randint(3, 7, (1000,)).numpy(); int(r.min()), int(r.max()), str(r.dtype)
         (3, 6, 'int64')
+        >>> randint(5, size=(2, 3)).shape, randint(low=1, high=2, size=(2,)).tolist()
+        ((2, 3), [1, 1])
     """
     from dualflow.factories import size_of  # noqa: PLC0415
 
-    if len(args) == 2:
-        low, (high, size) = 0, args
-    elif len(args) == 3:
-        low, high, size = args
-    else:
-        raise TypeError("randint(high, size) or randint(low, high, size)")
+    low, high, size = _randint_arguments(args, low, high, size)
     if int(high) <= int(low):
         raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
     shape, span = size_of((size,)), int(high) - int(low)

@@ -6,7 +6,7 @@ PyTorch state dict (converted to numpy) loads by name.
 
 from typing import Any
 
-from dualflow.nn import functional, init, utils
+from dualflow.nn import functional, init, parallel, utils
 from dualflow.nn.activation import (
     ELU,
     GELU,
@@ -47,9 +47,27 @@ from dualflow.nn.loss import (
 )
 from dualflow.nn.module import Module
 from dualflow.nn.normalization import BatchNorm1d, BatchNorm2d, LayerNorm
+from dualflow.nn.padding import (
+    CircularPad1d,
+    CircularPad2d,
+    CircularPad3d,
+    ConstantPad1d,
+    ConstantPad2d,
+    ConstantPad3d,
+    ReflectionPad1d,
+    ReflectionPad2d,
+    ReflectionPad3d,
+    ReplicationPad1d,
+    ReplicationPad2d,
+    ReplicationPad3d,
+    ZeroPad1d,
+    ZeroPad2d,
+    ZeroPad3d,
+)
 from dualflow.nn.parameter import Parameter
 from dualflow.nn.pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from dualflow.nn.pooling1d import AdaptiveAvgPool1d, AvgPool1d, MaxPool1d
+from dualflow.nn.ported import DataParallel, EmbeddingBag, PReLU
 from dualflow.nn.recurrent import GRU, LSTM, RNN
 from dualflow.nn.shape import Flatten, Identity, Unflatten
 from dualflow.nn.transformer import TransformerEncoder, TransformerEncoderLayer
@@ -65,6 +83,8 @@ from dualflow.nn.upsampling import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
+from dualflow.tensor_methods.hints import missing
+from dualflow.tensor_methods.suggest import NN_RENAMES
 
 __all__ = [
     "ELU",
@@ -140,11 +160,14 @@ __all__ = [
     "init",
     "utils",
 ]
+# issue 40's ported layers (dualflow/nn/padding.py, dualflow/nn/ported.py)
+__all__ += ["CircularPad1d", "CircularPad2d", "CircularPad3d", "ConstantPad1d", "ConstantPad2d"]
+__all__ += ["ConstantPad3d", "DataParallel", "EmbeddingBag", "PReLU", "ReflectionPad1d"]
+__all__ += ["ReflectionPad2d", "ReflectionPad3d", "ReplicationPad1d", "ReplicationPad2d"]
+__all__ += ["ReplicationPad3d", "ZeroPad1d", "ZeroPad2d", "ZeroPad3d", "parallel"]
 
 # PyTorch nn names dualflow does not have -> what to use instead (AttributeError says so).
 _INSTEAD = {
-    "DataParallel": "use dualflow.distributed (create_multi_node_optimizer, mpiexec)",
-    "parallel": "use dualflow.distributed (create_multi_node_optimizer, mpiexec)",
     "SyncBatchNorm": "not supported: BatchNorm2d keeps per-process statistics",
     "Conv3d": "3-D convolutions are not supported (no 3-D conv op)",
     "ConvTranspose3d": "3-D convolutions are not supported (no 3-D conv op)",
@@ -153,7 +176,6 @@ _INSTEAD = {
     "BatchNorm3d": "not supported: use BatchNorm2d on a reshaped (N, C, D*H, W) input",
     "LazyLinear": "lazy modules are not supported: pass in_features to Linear",
     "LazyConv2d": "lazy modules are not supported: pass in_channels to Conv2d",
-    "EmbeddingBag": "use Embedding followed by a sum or mean over the bag axis",
     "RNNBase": "use RNN, GRU or LSTM",
     "AdaptiveMaxPool2d": "not supported: use AdaptiveAvgPool2d or MaxPool2d",
     "AdaptiveMaxPool1d": "not supported: use AdaptiveAvgPool1d or MaxPool1d",
@@ -162,6 +184,7 @@ _INSTEAD = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _INSTEAD:
-        raise AttributeError(f"module 'dualflow.nn' has no attribute {name!r}: {_INSTEAD[name]}")
-    raise AttributeError(f"module 'dualflow.nn' has no attribute {name!r}")
+    if name.startswith("__"):
+        raise AttributeError(name)
+    subject = "module 'dualflow.nn'"
+    raise missing(subject, f"nn.{name}", name, _INSTEAD, lambda: __all__, NN_RENAMES)

@@ -24,6 +24,31 @@ def _check_p(name: str, p: Any) -> float:
     return float(p)
 
 
+def feature_mask_shape(
+    name: str, shape: tuple[int, ...], expected: tuple[int, ...]
+) -> tuple[int, ...] | None:
+    """PyTorch's feature dropout for an input of unexpected rank: a warning, then one draw per
+    (sample, channel), so a 2-D (N, C) input drops elements; None for an expected rank.
+
+    Example:
+        >>> import warnings
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     feature_mask_shape("Dropout2d", (5, 3), (3, 4))
+        (5, 3)
+    """
+    if len(shape) in expected:
+        return None
+    if len(shape) < 2:
+        raise ShapeError(f"{name}: feature dropout needs at least 2 dims, got shape {shape}")
+    warnings.warn(
+        f"{name}: received a {len(shape)}-D input, which PyTorch deprecates: dropping each "
+        "(sample, channel) entry; use Dropout for elementwise dropout",
+        stacklevel=5,
+    )
+    return shape[:2] + (1,) * (len(shape) - 2)
+
+
 class Dropout(Module):
     """Zero elements with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
@@ -113,7 +138,7 @@ class Dropout2d(_ChannelDropout):
                 stacklevel=4,
             )
             return shape[:2] + (1,)
-        return super()._mask_shape(shape)
+        return feature_mask_shape(type(self).__name__, shape, (4,)) or super()._mask_shape(shape)
 
 
 class Dropout3d(_ChannelDropout):
@@ -126,3 +151,12 @@ class Dropout3d(_ChannelDropout):
     """
 
     _spatial = 3
+
+    def _mask_shape(self, shape: tuple[int, ...]) -> tuple[int, ...]:
+        if len(shape) in (4, 5) or not shape:
+            return super()._mask_shape(shape)
+        warnings.warn(  # PyTorch's dropout3d: any other rank is unbatched, channels on dim 0
+            f"Dropout3d: received a {len(shape)}-D input; taking dim 0 as the channels",
+            stacklevel=4,
+        )
+        return shape[:1] + (1,) * (len(shape) - 1)

@@ -13,6 +13,18 @@ from dualflow.nn import init
 from dualflow.nn.module import Module
 
 
+def pretrained(name: str, embeddings: Any, max_norm: Any, scale_grad_by_freq: bool) -> Any:
+    """The checked 2-D array of ``from_pretrained`` (its options dualflow lacks refused)."""
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError(f"{name}.from_pretrained: max_norm and scale_grad_by_freq")
+    weight = embeddings.detach() if isinstance(embeddings, Tensor) else np.asarray(embeddings)
+    if len(weight.shape) != 2:
+        raise ValueError(
+            f"Embeddings parameter is expected to be 2-dimensional, got {weight.shape}"
+        )
+    return weight
+
+
 class Embedding(Module):
     """Map integer ids of any shape to rows of ``weight`` (num_embeddings, embedding_dim).
 
@@ -70,6 +82,33 @@ class Embedding(Module):
             keep = self._keep_rows()
             weight = weight * keep + ops.stop_gradient(weight) * (1 - keep)
         return ops.embedding(ids, weight)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        embeddings: Any,
+        freeze: bool = True,
+        padding_idx: int | None = None,
+        max_norm: float | None = None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+    ) -> Embedding:
+        """An Embedding whose weight is (a copy of) the 2-D ``embeddings``, frozen unless
+        ``freeze=False``, as PyTorch's.
+
+        Example:
+            >>> import numpy as np
+            >>> emb = Embedding.from_pretrained(np.eye(3, dtype=np.float32))
+            >>> emb.weight.requires_grad, emb(np.array([2])).tolist()
+            (False, [[0.0, 0.0, 1.0]])
+        """
+        weight = pretrained("Embedding", embeddings, max_norm, scale_grad_by_freq)
+        module = cls(weight.shape[0], weight.shape[1], padding_idx, dtype=weight.dtype)
+        with no_grad():
+            ops.assign(module.weight, weight)
+        module.weight.requires_grad_(not freeze)
+        return module
 
     def extra_repr(self) -> str:
         s = f"{self.num_embeddings}, {self.embedding_dim}"

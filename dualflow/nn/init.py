@@ -19,6 +19,7 @@ from dualflow._tensor import Tensor
 from dualflow.device import Device
 from dualflow.nn.parameter import Parameter
 from dualflow.random import Generator, normal, uniform
+from dualflow.tensor_methods.hints import missing
 
 _LINEAR_FNS = (
     "linear",
@@ -275,3 +276,20 @@ def linear_default_(
         fan_in, _ = fan_in_and_fan_out(weight)
         bound = 1.0 / math.sqrt(fan_in) if fan_in > 0 else 0.0
         uniform_(bias, -bound, bound, generator)
+
+
+# More of PyTorch's initializers, kept in their own module (they import nothing from this one).
+from dualflow.nn.init_extra import (  # noqa: E402, F401 - re-exported
+    dirac_,
+    eye_,
+    orthogonal_,
+    sparse_,
+    trunc_normal_,
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    # PyTorch's deprecated spellings without "_" (init.normal) find the in-place name.
+    raise missing("module 'dualflow.nn.init'", f"nn.init.{name}", name, {}, lambda: list(globals()))

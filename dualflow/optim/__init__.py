@@ -19,6 +19,7 @@ from dualflow.optim.optimizer import Optimizer
 from dualflow.optim.radam import RAdam
 from dualflow.optim.rmsprop import RMSprop
 from dualflow.optim.sgd import SGD
+from dualflow.tensor_methods.hints import missing
 
 __all__ = [
     "LBFGS",
@@ -47,6 +48,6 @@ _INSTEAD = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _INSTEAD:
-        raise AttributeError(f"module 'dualflow.optim' has no attribute {name!r}: {_INSTEAD[name]}")
-    raise AttributeError(f"module 'dualflow.optim' has no attribute {name!r}")
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise missing("module 'dualflow.optim'", f"optim.{name}", name, _INSTEAD, lambda: __all__)

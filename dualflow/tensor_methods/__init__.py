@@ -18,6 +18,7 @@ from dualflow.tensor_methods.inplace_methods import InplaceMethods
 from dualflow.tensor_methods.layout import LayoutMethods
 from dualflow.tensor_methods.math import MathMethods
 from dualflow.tensor_methods.numpy_protocol import NumpyProtocol
+from dualflow.tensor_methods.ported import PortedMethods
 from dualflow.tensor_methods.reduce import ReduceMethods, ValuesIndices
 from dualflow.tensor_methods.scatter import ScatterMethods
 from dualflow.tensor_methods.shape import ShapeMethods
@@ -37,6 +38,7 @@ class TensorMethods(
     ConvertMethods,
     InplaceMethods,
     NumpyProtocol,
+    PortedMethods,
 ):
     """The PyTorch-style method forms of ``Tensor`` (see the modules of this package).
 
@@ -54,7 +56,9 @@ class TensorMethods(
         if name.startswith("__"):
             raise AttributeError(name)
         kind = type(self).__name__
-        raise missing(f"'{kind}' object", f"Tensor.{name}", name, TENSOR_HINTS)
+        raise missing(
+            f"'{kind}' object", f"Tensor.{name}", name, TENSOR_HINTS, lambda: dir(type(self))
+        )
 
 
 __all__ = ["Size", "TensorMethods", "ValuesIndices"]

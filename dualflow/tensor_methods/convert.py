@@ -326,17 +326,18 @@ class ConvertMethods:
             >>> dualflow.tensor([1], dtype="int32").new_zeros(2, 2).tolist()
             [[0, 0], [0, 0]]
         """
-        return _new(self, shape_args(size), 0, kwargs)
+        return _new(self, _sized(size, kwargs), 0, kwargs)
 
     def new_ones(self, *size: Any, **kwargs: Any) -> Any:
         """Ones of ``size`` with this tensor's dtype and device.
 
         Example:
             >>> import dualflow
-            >>> dualflow.tensor([1.0]).new_ones((2,)).tolist()
-            [1.0, 1.0]
+            >>> x = dualflow.tensor([1.0])
+            >>> x.new_ones((2,)).tolist(), x.new_ones(size=3).shape
+            ([1.0, 1.0], (3,))
         """
-        return _new(self, shape_args(size), 1, kwargs)
+        return _new(self, _sized(size, kwargs), 1, kwargs)
 
     new_empty = new_zeros
 
@@ -349,6 +350,15 @@ class ConvertMethods:
             4
         """
         return self.dtype.itemsize
+
+
+def _sized(size: tuple, kwargs: dict) -> tuple:
+    """``new_zeros(2, 3)``, ``new_zeros((2, 3))`` or PyTorch's ``new_zeros(size=(2, 3))``."""
+    if "size" in kwargs:
+        if size:
+            raise TypeError(f"size given both positionally {size!r} and as size=")
+        return shape_args((kwargs.pop("size"),))
+    return shape_args(size)
 
 
 def _new(x: Any, shape: tuple, value: Any, kwargs: dict) -> Any:

@@ -6,6 +6,10 @@ in dualflow, so a port fails at the line with the fix instead of with a bare "no
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
+from dualflow.tensor_methods.suggest import MissingName
+
 _NO_STRIDES = "dualflow tensors are numpy/cupy arrays without exposed strides or storage"
 
 TENSOR_HINTS: dict[str, str] = {
@@ -25,7 +29,6 @@ TENSOR_HINTS: dict[str, str] = {
     "index_copy_": "use x[index] = src",
     "bernoulli_": "use x.copy_(dualflow.random.uniform(x.shape) < p)",
     "exponential_": "use x.copy_(-dualflow.ops.log1p(-dualflow.random.uniform(x.shape)) / rate)",
-    "random_": "use dualflow.random.uniform and a cast",
     "register_hook": "tensor hooks are not supported; use dualflow.grad(loss, [x]) for gradients "
     "of intermediates",
     "retain_grad": "non-leaf .grad is not kept; use dualflow.grad(loss, [x]) instead",
@@ -58,20 +61,23 @@ TENSOR_HINTS: dict[str, str] = {
     "computed through their real view)",
     "bfloat16": "bfloat16 is not a numpy dtype; use x.half() (float16)",
     "new_empty_strided": "use x.new_zeros(size)",
-    "diag": "use x * dualflow.ops.cast(eye, x.dtype) with eye from one_hot(arange(n), n)",
     "roll": "use concat of two narrow() slices (dualflow.ops.concat)",
 }
 
 
-def missing(subject: str, torch_name: str, name: str, hints: dict[str, str]) -> AttributeError:
-    """The AttributeError for ``subject.name``, saying what to use instead when it is known.
+def missing(
+    subject: str,
+    torch_name: str,
+    name: str,
+    hints: dict[str, str],
+    candidates: Callable[[], Iterable[str]] = tuple,
+    renames: dict[str, str] | None = None,
+) -> AttributeError:
+    """The AttributeError for ``subject.name``, saying what to use instead when it is known
+    (``hints``, then PyTorch's other spellings, then a close match among ``candidates()``).
 
     Example:
         >>> str(missing("'Tensor' object", "Tensor.cumsum", "cumsum", TENSOR_HINTS))[:66]
         "'Tensor' object has no attribute 'cumsum' (PyTorch's Tensor.cumsum"
     """
-    hint = hints.get(name)
-    text = f"{subject} has no attribute {name!r}"
-    if hint is not None:
-        text += f" (PyTorch's {torch_name} is not in dualflow); {hint}"
-    return AttributeError(text)
+    return MissingName(subject, torch_name, name, hints, candidates, renames)

@@ -1,9 +1,10 @@
 """Generate ``tensor_references.npz``, ``functional_references.npz`` and ``loss_references.npz``
 with PyTorch (run once, by hand; torch is not a dependency of dualflow):
 
-    /work/torchvenv/bin/python tests/compat/make_tensor_references.py [NAME ...]
+    /work/torchvenv/bin/python tests/compat/make_tensor_references.py [FAMILY ...]
 
-NAME (``tensor``, ``functional``, ``loss``, ``apiops``) limits it to those tables.
+(FAMILY: tensor, functional, loss, apiops, ported; default all. Name only the families whose cases
+changed, so the other reference files stay byte-identical.)
 
 For each case: its inputs, outputs (values and dtypes), the cotangents and the gradients of
 ``sum(output * cotangent)`` with respect to the inputs that require grad, or the error torch
@@ -26,6 +27,7 @@ from tests.compat import (  # noqa: E402
     apiops_cases,
     functional_cases,
     loss_cases,
+    ported_cases,
     tensor_cases,
     tensor_packing,
 )
@@ -82,14 +84,16 @@ def run_case(case, store: dict[str, np.ndarray]) -> None:
 
 
 def main() -> None:
-    for name, module in (
-        ("tensor", tensor_cases),
-        ("functional", functional_cases),
-        ("loss", loss_cases),
-        ("apiops", apiops_cases),
-    ):
-        if sys.argv[1:] and name not in sys.argv[1:]:
-            continue
+    families = {
+        "tensor": tensor_cases,
+        "functional": functional_cases,
+        "loss": loss_cases,
+        "apiops": apiops_cases,
+        "ported": ported_cases,
+    }
+    chosen = sys.argv[1:] or list(families)
+    for name in chosen:
+        module = families[name]
         ids = [case.id for case in module.CASES]
         assert len(ids) == len(set(ids)), "case ids must be unique"
         store: dict[str, np.ndarray] = {}

@@ -109,8 +109,8 @@ def test_attribute_errors_say_what_to_use_instead() -> None:
         nn.Linear(1, 1).weigth  # noqa: B018
     with pytest.raises(AttributeError, match="register_full_backward_hook"):
         nn.Linear(1, 1).register_backward_hook(print)
-    with pytest.raises(AttributeError, match=r"dualflow\.distributed"):
-        nn.DataParallel  # noqa: B018
+    with pytest.raises(AttributeError, match="per-process statistics"):
+        nn.SyncBatchNorm  # noqa: B018
     with pytest.raises(AttributeError, match="Adam"):
         optim.Rprop  # noqa: B018
     with pytest.raises(AttributeError, match="after step"):

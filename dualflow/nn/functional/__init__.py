@@ -50,6 +50,13 @@ from dualflow.nn.functional.loss import (
     nll_loss,
     smooth_l1_loss,
 )
+from dualflow.nn.functional.ported import (
+    dropout1d,
+    dropout3d,
+    embedding_bag,
+    prelu,
+    scaled_dot_product_attention,
+)
 from dualflow.nn.functional.resample import (
     interpolate,
     pixel_shuffle,
@@ -99,7 +106,6 @@ _HINTS = {
     "hardsigmoid": "use relu6(x + 3) / 6",
     "softsign": "use x / (1 + x.abs())",
     "tanhshrink": "use x - tanh(x)",
-    "prelu": "use where(x > 0, x, weight * x)",
     "rrelu": "use leaky_relu with a fixed slope",
     "celu": "use elu for alpha=1",
     "threshold": "use where(x > threshold, x, value)",
@@ -107,11 +113,7 @@ _HINTS = {
     "gumbel_softmax": "use softmax((logits - log(-log(u))) / tau, dim) with u uniform",
     "alpha_dropout": "use dropout",
     "feature_alpha_dropout": "use dropout2d",
-    "dropout1d": "use dropout2d on x.unsqueeze(-1)",
-    "dropout3d": "use dropout2d on the depth folded into the batch",
-    "scaled_dot_product_attention": "use softmax(q @ k.transpose(-2, -1) / d ** 0.5, -1) @ v",
     "multi_head_attention_forward": "use nn.MultiheadAttention",
-    "embedding_bag": "use embedding(...).sum/mean(dim)",
     "upsample_nearest": "use interpolate(x, size, scale_factor, mode='nearest')",
     "upsample_bilinear": "use interpolate(x, size, scale_factor, mode='bilinear', "
     "align_corners=True)",
@@ -121,7 +123,7 @@ _HINTS = {
 def __getattr__(name: str) -> Any:
     if name.startswith("__"):
         raise AttributeError(name)
-    raise missing("module 'dualflow.nn.functional'", f"F.{name}", name, _HINTS)
+    raise missing("module 'dualflow.nn.functional'", f"F.{name}", name, _HINTS, lambda: __all__)
 
 
 __all__ = [
@@ -137,9 +139,12 @@ __all__ = [
     "cosine_similarity",
     "cross_entropy",
     "dropout",
+    "dropout1d",
     "dropout2d",
+    "dropout3d",
     "elu",
     "embedding",
+    "embedding_bag",
     "gelu",
     "group_norm",
     "hardtanh",
@@ -161,8 +166,10 @@ __all__ = [
     "pad",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "prelu",
     "relu",
     "relu6",
+    "scaled_dot_product_attention",
     "selu",
     "sigmoid",
     "silu",

@@ -11,6 +11,7 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._tensor import Tensor, as_tensor
+from dualflow.errors import ShapeError
 from dualflow.ops.random_ops import next_key
 from dualflow.ops.validate import require_float
 
@@ -202,7 +203,8 @@ def dropout(input: Any, p: float = 0.5, training: bool = True, inplace: bool = F
 
 
 def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
-    """Zero whole channels of (N, C, H, W) or (C, H, W) input with probability ``p``.
+    """Zero whole channels (N, C) of a 4-D input with probability ``p``; other ranks warn and
+    drop each (N, C) entry, as PyTorch (a 3-D input is (N, C, L), a 2-D one drops elements).
 
     Example:
         >>> x = as_tensor([[[[1.0, 1.0]], [[1.0, 1.0]]]])
@@ -214,9 +216,13 @@ def dropout2d(input: Any, p: float = 0.5, training: bool = True, inplace: bool =
         return input
     x = as_tensor(input)
     dtype = require_float("dropout2d", x, "input")
-    if x.ndim not in (3, 4):
-        raise ValueError(f"dropout2d: expected a 3-D or 4-D input, got shape {tuple(x.shape)}")
-    shape = tuple(x.shape[: x.ndim - 2]) + (1, 1)
+    if x.ndim < 2:
+        raise ShapeError(f"dropout2d: feature dropout needs at least 2 dims, got {x.shape}")
+    if x.ndim != 4:  # PyTorch: 3-D is (N, C, L) with a warning, other ranks warn (2-D: elements)
+        warnings.warn(
+            f"dropout2d: received a {x.ndim}-D input; dropping (N, C) entries", stacklevel=2
+        )
+    shape = tuple(x.shape[:2]) + (1,) * (x.ndim - 2)
     return x * ops.dropout_mask(next_key(None, x), shape, p, dtype)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from dualflow import ops
 from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import ShapeError, with_location
+from dualflow.nn.functional.ported import check_pad
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
 
@@ -270,6 +271,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
         pairs[x.ndim - 1 - i] = (widths[2 * i], widths[2 * i + 1])
     if min(widths, default=0) < 0:
         raise _unsupported("pad", "negative padding (cropping)")
+    check_pad(tuple(x.shape), widths, mode)
     if mode == "circular":
         for axis, (before, after) in enumerate(pairs):
             if before or after:

@@ -8,6 +8,7 @@ from dualflow.nn.utils.clip_grad import (
     parameters_to_vector,
     vector_to_parameters,
 )
+from dualflow.tensor_methods.hints import missing
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
 
@@ -23,8 +24,7 @@ _INSTEAD = {
 
 
 def __getattr__(name: str) -> Any:
-    if name in _INSTEAD:
-        raise AttributeError(
-            f"module 'dualflow.nn.utils' has no attribute {name!r}: {_INSTEAD[name]}"
-        )
-    raise AttributeError(f"module 'dualflow.nn.utils' has no attribute {name!r}")
+    if name.startswith("__"):
+        raise AttributeError(name)
+    subject = "module 'dualflow.nn.utils'"
+    raise missing(subject, f"nn.utils.{name}", name, _INSTEAD, lambda: __all__)

@@ -13,7 +13,7 @@ import os
 import random
 import dualflow as torch
 import dualflow.nn as nn
-# PORT: `import torch.nn.parallel` left out: dualflow has no nn.parallel (used below only for ngpu > 1 on CUDA)
+import dualflow.nn.parallel
 # PORT: `import torch.backends.cudnn as cudnn` left out: dualflow has no cuDNN autotuner switch
 import dualflow.optim as optim
 import dualflow.utils.data
