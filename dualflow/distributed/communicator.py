@@ -28,7 +28,7 @@ from dualflow.distributed.agreement import (
 )
 from dualflow.distributed.layout import compare_structure
 from dualflow.distributed.pending import PendingAllreduce
-from dualflow.distributed.watchdog import Timeout
+from dualflow.distributed.watchdog import Timeout, constructor_timeout
 from dualflow.errors import CommunicatorError
 from dualflow.ops.collective import REDUCTIONS, register_communicator
 
@@ -56,7 +56,7 @@ class Communicator:
         self.rank = arguments.integer(name, "rank", rank, minimum=0)
         if self.rank >= self.size:
             raise arguments.fail(name, "rank", rank, f"must be below the group size {size}")
-        self.timeout = timeout
+        self.timeout = constructor_timeout(type(self).__name__, timeout)
         self.ledger = Ledger(self)
         self._armed: tuple[float, Position] | None = None
         # step() calls of multi-node optimizers on this communicator: every rank's must match.

@@ -18,7 +18,7 @@ import numpy as np
 from dualflow import arguments
 from dualflow.distributed.agreement import Position
 from dualflow.distributed.communicator import Communicator
-from dualflow.distributed.watchdog import Timeout
+from dualflow.distributed.watchdog import Timeout, constructor_timeout
 from dualflow.errors import CommunicatorError
 
 
@@ -47,7 +47,7 @@ class LoopbackHub:
 
     def __init__(self, size: int, timeout: float | None = None) -> None:
         self.size = arguments.integer("LoopbackHub", "size", size)
-        self.timeout = timeout
+        self.timeout = constructor_timeout(type(self).__name__, timeout)
         self.slots: list[Any] = [None] * size
         self.at: list[tuple[Position, bool] | None] = [None] * size  # (where, inside it)
         self.returned: set[int] = set()

@@ -76,6 +76,20 @@ def checked_timeout(owner: str, timeout: Any) -> float:
         raise ConfigError(with_location(message, user_frame())) from None
 
 
+def constructor_timeout(owner: str, timeout: Any) -> Any:
+    """A constructor's ``timeout`` argument checked as every constructor argument is
+    (``ArgumentError`` naming the class, the argument, the value and the caller's line);
+    attribute assignments and the environment variable raise ``ConfigError`` instead.
+
+    Example:
+        >>> constructor_timeout("LoopbackHub", None) is None, constructor_timeout("Hub", 3)
+        (True, 3.0)
+    """
+    return (
+        None if timeout is None else arguments.real(owner, "timeout", timeout, 0.0, open_low=True)
+    )
+
+
 class Timeout:
     """The ``timeout`` attribute of communicators and hubs: validated wherever it is set, so
     a bad value raises at the assignment instead of killing the watchdog later."""

@@ -284,7 +284,11 @@ class Module(hooks.HookMethods, module_state.ConversionMethods):
         """Set training mode here and in every submodule (dropout, batch norm read it)."""
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
-        for module in self.modules():  # compiled callers check the flag with the version
+        modules = list(self.modules())
+        tracer = tracing()
+        if tracer is not None:  # a compiled call: replayed by its plan runs (module_reads)
+            tracer.on_train_mode(modules, mode)
+        for module in modules:  # compiled callers check the flag with the version
             object.__setattr__(module, "training", mode)
         return self
 

@@ -8,6 +8,7 @@ passed every guard (``held_messages``), so a call that falls back to eager does 
 from __future__ import annotations
 
 import contextlib
+import string
 import sys
 import threading
 from collections.abc import Iterator
@@ -68,16 +69,33 @@ class DebugPrint:
         return xp.zeros((), dtype=bool)
 
 
-def debug_print(format: str, *args: Any, **kwargs: Any) -> None:
+def debug_print(format: Any, *args: Any, **kwargs: Any) -> None:
     """Print ``format.format(*args, **kwargs)`` with the values of tensors, at every call.
 
     Eagerly it prints at once. Inside ``@dualflow.compile`` it becomes a graph node, so every
     plan run prints that call's values (``print(tensor)`` would fail the trace closed instead).
+    Called like ``print`` (a tensor first, or a text without ``{}`` fields followed by values)
+    it prints its arguments separated by spaces, as ``print`` does.
 
     Example:
         >>> import dualflow
         >>> debug_print("loss {:.2f}", dualflow.tensor(0.25))
         loss 0.25
+        >>> debug_print("loss", dualflow.tensor(0.5)); debug_print(dualflow.tensor([1.0, 2.0]))
+        loss 0.5
+        [1. 2.]
     """
+    if not isinstance(format, str):  # debug_print(t): print's meaning
+        format, args = " ".join(["{}"] * (len(args) + 1)), (format, *args)
+    elif args and not kwargs and not _has_fields(format):  # debug_print("loss", loss)
+        format = " ".join([format.replace("{", "{{").replace("}", "}}")] + ["{}"] * len(args))
     names = tuple(kwargs)
-    apply(OPS["debug_print"], *args, *kwargs.values(), format=str(format), names=names)
+    apply(OPS["debug_print"], *args, *kwargs.values(), format=format, names=names)
+
+
+def _has_fields(text: str) -> bool:
+    """Whether ``text`` has replacement fields (``{}``, ``{:.2f}``, ``{name}``)."""
+    try:
+        return any(field is not None for _, field, _, _ in string.Formatter().parse(text))
+    except ValueError:  # unbalanced braces: not a format string
+        return False

@@ -43,6 +43,9 @@ class TracingHooks(Protocol):
     def on_module_read(self, module: Any) -> None:
         """The trace depends on a versioned object (Module, Optimizer)."""
 
+    def on_train_mode(self, modules: list[Any], mode: bool) -> None:
+        """``Module.train(mode)`` is about to set ``training`` on ``modules``."""
+
     def on_module_write(self, module: Any, name: str, value: Any) -> None:
         """A Python attribute assignment on a Module: the graph cannot replay it."""
 

@@ -70,6 +70,7 @@ class ParamGroup(dict):
     def __init__(self, owner: Any, values: dict[str, Any]) -> None:
         super().__init__(values)
         self._owner = owner
+        dict.__setitem__(self, "params", ParamList(owner, values["params"]))
         self.lr_value = as_float(values["lr"])  # the last lr written as a Python number
         xp = get_array_module(values["params"][0]._array)
         self.tensors: dict[str, tuple[Tensor, ...]] = {}
@@ -124,5 +125,52 @@ class ParamGroup(dict):
             if same_zeros:  # the trace reads the mirrors: no retrace needed
                 return
         else:
+            if key == "params":
+                value = ParamList(self._owner, value)
             super().__setitem__(key, value)
         self._owner._version += 1
+
+
+def _bumping(name: str) -> Any:
+    method = getattr(list, name)
+
+    def changed(self: ParamList, *args: Any) -> Any:
+        result = method(self, *args)
+        self._owner._version += 1
+        return self if name in ("__iadd__", "__imul__") else result
+
+    changed.__name__ = name
+    return changed
+
+
+class ParamList(list):
+    """A param group's ``params``: a list whose changes bump the optimizer's version, so a
+    compiled step that read the old parameters retraces (``group["params"][0] = new``).
+
+    Example:
+        >>> from dualflow.nn import Parameter
+        >>> from dualflow.optim import SGD
+        >>> opt = SGD([Parameter(np.zeros(2))], lr=0.1); before = opt._version
+        >>> opt.param_groups[0]["params"].append(Parameter(np.ones(2))); opt._version - before
+        1
+    """
+
+    def __init__(self, owner: Any, params: Any) -> None:
+        super().__init__(params)
+        self._owner = owner
+
+    def __reduce__(self) -> Any:  # copies and pickles are plain lists
+        return list, (list(self),)
+
+    __setitem__ = _bumping("__setitem__")
+    __delitem__ = _bumping("__delitem__")
+    __iadd__ = _bumping("__iadd__")
+    __imul__ = _bumping("__imul__")
+    append = _bumping("append")
+    extend = _bumping("extend")
+    insert = _bumping("insert")
+    pop = _bumping("pop")
+    remove = _bumping("remove")
+    clear = _bumping("clear")
+    sort = _bumping("sort")
+    reverse = _bumping("reverse")

@@ -29,7 +29,7 @@ from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_ca
 from dualflow.tracer.plan_load import load_trace
 from dualflow.tracer.signature import Flat, changed_argument, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
-from dualflow.tracer.trace import Trace, finish_trace
+from dualflow.tracer.trace import Trace, born_state_kept, finish_trace
 from dualflow.tracer.tracing_run import trace_call
 
 _MISS: Any = object()
@@ -198,7 +198,7 @@ class CompiledFunction:
             why = f"tracing failed (fail closed): {tracer.failure}"
             return self._give_up(args, kwargs, why, out)
         trace.compile_seconds = time.perf_counter() - start
-        self._keep(trace, tracer, key, flat, args, kwargs)
+        self._keep(trace, tracer, key, flat, args, kwargs, born_state_kept(tracer, out))
         return out
 
     def _check_arguments_kept(self, tracer: Any, flat: Flat, args: tuple, kwargs: dict) -> None:
@@ -223,12 +223,16 @@ class CompiledFunction:
         flat: Flat,
         args: tuple,
         kwargs: dict,
+        born_kept: bool = False,
     ):
         self._stats.compile_seconds += trace.compile_seconds
         self._stats.traces += 1
         # A first single-use trace is dropped (state born in the call is captured next time);
-        # a second one for the same key means the function builds and writes a temporary.
-        if not tracer.single_use or key in self._single_use_keys:
+        # a second one for the same key means the function builds and writes a temporary,
+        # unless what it built outlives the call (a new parameter's optimizer buffer, born at
+        # the first step after the parameter was replaced): then it is dropped again.
+        repeat = key in self._single_use_keys and not born_kept
+        if not tracer.single_use or repeat:
             self.traces.setdefault(key, []).insert(0, trace)
             self.history.append(trace)
             if self.cache_dir is not None and not tracer.single_use:

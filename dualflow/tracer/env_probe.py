@@ -165,6 +165,8 @@ class EnvProbe:
         except Dynamic:
             return self._dynamic_attribute(holder, name)
         if versioned:  # Modules/Optimizers: their version guards assignments; follow the value
+            if name == "training":  # the flag train()/eval() in the call may change (module_reads)
+                self.recorder.flag_reads.add(id(holder))
             self.recorder.observe_through(holder, f".{name}", ("attr", name), value)
         else:
             self.recorder.read_attr(holder, name, value)

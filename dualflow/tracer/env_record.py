@@ -90,6 +90,7 @@ class EnvRecorder:
         self.arrays: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # env array -> data copy
         self.modules: list[Any] = []  # Modules / Optimizers reached (versions are checked)
         self.tensors: dict[int, Tensor] = {}  # tensors read from the environment
+        self.flag_reads: set[int] = set()  # Modules whose `training` the user's code read
 
     # ----- roots -----------------------------------------------------------------------------
     def add_root(self, obj: Any, label: str, path: tuple) -> None:

@@ -55,7 +55,7 @@ def _arguments_that_are_state(
 
 def _reachable_tensors(tracer: TracingInterpreter) -> list[tuple[str, Tensor]]:
     found = [(tracer.env.known[i].label, t) for i, t in tracer.env.tensors.items()]
-    for module in tracer.modules.values():
+    for module in tracer.module_reads.seen.values():
         if hasattr(module, "named_params") and hasattr(module, "named_buffers"):
             found += [(n, t) for n, t in (*module.named_params(), *module.named_buffers())]
         for group in getattr(module, "param_groups", ()):

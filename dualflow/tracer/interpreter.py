@@ -26,6 +26,7 @@ from dualflow.tracer.array_argument import ArrayArgument, unwrap
 from dualflow.tracer.env_record import EnvRecorder
 from dualflow.tracer.grad_slots import GradSlots
 from dualflow.tracer.history import ArgumentHistory
+from dualflow.tracer.module_reads import ModuleReads
 from dualflow.tracer.state import StateChecks, StateRef
 
 _LITERALS = (int, float, bool)
@@ -74,7 +75,6 @@ class TracingInterpreter(GradSlots):
         self.grad_seen: dict[int, Tensor] = {}  # owners whose .grad slot this trace touched
         self.grad_written: dict[int, Tensor] = {}
         self.input_positions: dict[int, int] = {}  # id(argument tensor) -> flat position
-        self.modules: dict[int, Any] = {}
         self.names: dict[int, str] = {}
         self.backups: dict[int, tuple[Tensor, Any]] = {}
         self.created: set[int] = set()
@@ -83,12 +83,16 @@ class TracingInterpreter(GradSlots):
         self.assigned_roots: dict[int, tuple[int, Value]] = {}
         self.grad_backups: dict[int, tuple[Tensor, Any]] = {}
         self.single_use = False
+        self.born: list[Any] = []  # weak references to state born and written in this call
         self.files: set[str] = set()  # user source files that issued traced ops
         self.collective_at: str | None = None  # where the first all-reduce was traced
         self.env = EnvRecorder(_weak(self.on_module_read))  # what the run read/wrote of Python
         self.failure: str | None = None  # the first fail-closed event: the trace is unusable
         self.strict = False  # fallback="error": raise the TracingError at once
         self.restores: list[Any] = []  # undo Python-side state of versioned objects (rollback)
+        self.module_reads = ModuleReads(
+            self.checks, self.restores, self.names, self.builder, self.env.flag_reads
+        )
         # tape nodes numbered below first_seq were made before the call (arguments' history)
         self.first_seq = 0 if parent is not None else next_seq()
         self.history = ArgumentHistory(weakref.proxy(self), self.first_seq)
@@ -258,6 +262,7 @@ class TracingInterpreter(GradSlots):
             # so this trace is used once and the next call, which finds the state already
             # there, is traced again with it captured.
             self.single_use = True
+            self.born.append(weakref.ref(target))
         self.arrays[id(target._array)] = (new, target._array)
         self.bind(target, new)
         return result
@@ -345,16 +350,11 @@ class TracingInterpreter(GradSlots):
 
     def on_module_read(self, module: Any) -> None:
         """Record a versioned object (Module, Optimizer) the trace depends on."""
-        if id(module) in self.modules:
-            return
-        self.modules[id(module)] = module
-        self.checks.modules.append((module, module._version, getattr(module, "training", None)))
-        snapshot = getattr(module, "_rollback_point", None)
-        if snapshot is not None:  # an optimizer: its state dicts change in Python, not tensors
-            self.restores.append(snapshot())
-        if hasattr(module, "named_params") and hasattr(module, "named_buffers"):
-            for name, tensor in (*module.named_params(), *module.named_buffers()):
-                self.names.setdefault(id(tensor), name)
+        self.module_reads.read(module)
+
+    def on_train_mode(self, modules: list[Any], mode: bool) -> None:
+        """``Module.train(mode)`` sets ``training`` on ``modules`` (replayed by plan runs)."""
+        self.module_reads.set_mode(modules, mode)
 
     def on_module_write(self, module: Any, name: str, value: Any) -> None:
         self.fail_closed(

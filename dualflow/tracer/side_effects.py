@@ -42,6 +42,8 @@ class Replay:
                     holder[k] = _build(t, outputs, leaves)
             elif kind == "setadd":
                 holder.update(_build(t, outputs, leaves) for t in template)
+            elif kind == "mode":  # train()/eval(): the flag, without a Module version bump
+                object.__setattr__(holder, "training", _build(template, outputs, leaves))
             elif kind == ATTR:
                 setattr(holder, key, _build(template, outputs, leaves))
             elif kind == GLOBAL:
@@ -52,6 +54,7 @@ class Replay:
     def describe(self) -> list[str]:
         """One line per replayed side effect, for explain."""
         names = {"extend": "append to", "setitems": "set items of", "setadd": "add to"}
+        names["mode"] = "set the training mode of"
         return [f"{names.get(k, 'set')} {_label(h, key)}" for k, h, key, _ in self.actions]
 
 

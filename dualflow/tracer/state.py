@@ -15,6 +15,7 @@ import numpy as np
 from dualflow._tensor import Tensor
 from dualflow.device import Device, device_of
 from dualflow.tracer.env_guards import EnvGuards
+from dualflow.tracer.module_reads import ANY_MODE
 
 
 @dataclass
@@ -119,7 +120,7 @@ class StateChecks:
                 return (
                     f"{type(module).__name__} was modified (version {version} -> {module._version})"
                 )
-            if getattr(module, "training", None) != training:
+            if training is not ANY_MODE and getattr(module, "training", None) != training:
                 return f"{type(module).__name__}.training: {training} -> {module.training}"
         for owner, name in self.empty_grads:
             if owner._grad is not None:

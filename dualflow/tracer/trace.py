@@ -93,6 +93,7 @@ def finish_trace(
     replay = finish_environment(tracer, leaves, flat.leaves)  # may append side-effect tensors
     if tracer.failure is not None:
         return None
+    replay.actions += tracer.module_reads.replay_actions()  # train()/eval() inside the call
     tracer.builder.output(*(tracer.value_of(t) for t in leaves))
     grad_owners, to_none = _grad_outputs(tracer)
     tracer.builder.output(*tracer.input_updates.values())  # new contents of written arguments
@@ -249,3 +250,20 @@ def _outputs_of_updated_state(graph: Graph, n: int) -> list[int]:
     updated = {state for state, _ in graph.updates}
     aliases = alias_roots(graph, with_state=True)
     return [i for i, v in enumerate(graph.outputs[:n]) if aliases.get(v, set()) & updated]
+
+
+def born_state_kept(tracer: TracingInterpreter, out: Any) -> bool:
+    """Whether a tensor born and written in the call outlives it outside its result (an
+    optimizer buffer stored in ``opt.state``): a plan would write a fresh one every call."""
+    returned = {id(t) for t in _tensors_in(out)}
+    return any(ref() is not None and id(ref()) not in returned for ref in tracer.born)
+
+
+def _tensors_in(value: Any, depth: int = 0) -> list[Tensor]:
+    """The tensors of a call's result (nested tuples, lists and dict values)."""
+    if isinstance(value, Tensor):
+        return [value]
+    if depth > 8 or not isinstance(value, tuple | list | dict):
+        return []
+    items = value.values() if isinstance(value, dict) else value
+    return [t for item in items for t in _tensors_in(item, depth + 1)]
