@@ -87,3 +87,48 @@ def test_a_returned_loss_whose_tape_was_used_inside_requires_grad_as_in_eager() 
         assert loss.requires_grad
         with pytest.raises(RuntimeError):  # its graph was freed by the backward inside
             loss.backward()
+
+
+def _bce_gan(compiled: bool, returns_pair: bool) -> list[tuple]:
+    """The DCGAN example's shape: the discriminator step makes ``fake`` itself, trains D on
+    ``fake.detach()`` and returns ``fake`` (alone or with a number) for the generator step."""
+    dualflow.random.seed(0)
+    G = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 6))
+    D = nn.Sequential(nn.Linear(6, 8), nn.LeakyReLU(0.2), nn.Linear(8, 1))
+    opt_g, opt_d = optim.Adam(list(G.params()), lr=0.01), optim.Adam(list(D.params()), lr=0.01)
+    criterion = nn.BCEWithLogitsLoss()
+
+    def d_step(z, real):
+        opt_d.zero_grad()
+        fake = G(z)
+        ones = dualflow.ones(real.shape[0], 1)
+        loss = criterion(D(real), ones) + criterion(D(fake.detach()), ones * 0)
+        loss.backward()
+        opt_d.step()
+        return (fake, loss) if returns_pair else fake
+
+    def g_step(fake):
+        opt_g.zero_grad()
+        loss = criterion(D(fake), dualflow.ones(fake.shape[0], 1))
+        loss.backward()
+        opt_g.step()
+        return loss
+
+    if compiled:
+        d_step, g_step = dualflow.compile(d_step), dualflow.compile(g_step)
+    rng = np.random.default_rng(0)
+    trail = []
+    for _ in range(5):
+        z = dualflow.tensor(rng.normal(size=(5, 4)).astype(np.float32))
+        real = dualflow.tensor(rng.normal(size=(5, 6)).astype(np.float32))
+        out = d_step(z, real)
+        fake = out[0] if returns_pair else out
+        trail.append((fake.requires_grad, g_step(fake).item(), G[0].bias.tolist()))
+    if compiled:
+        assert d_step.stats().plan_runs >= 3 and g_step.stats().plan_runs >= 2
+    return trail
+
+
+@pytest.mark.parametrize("returns_pair", [False, True])
+def test_the_discriminator_step_returns_a_fake_that_still_trains_g(returns_pair: bool) -> None:
+    assert _bce_gan(True, returns_pair) == _bce_gan(False, returns_pair)

@@ -67,3 +67,22 @@ def test_plain_print_of_a_tensor_fails_closed_and_suggests_debug_print() -> None
 
     with pytest.warns(RuntimeWarning, match=r"dualflow\.debug\.print"):
         dualflow.compile(f)(dualflow.tensor([1.0]))
+
+
+def test_print_like_calls_print_their_values(capsys) -> None:
+    """``dualflow.debug.print(t)`` and ``debug.print("y", t)`` mean what ``print`` means
+    (issue 35: one tensor as the format failed the trace closed)."""
+    compiled = dualflow.compile(
+        lambda x: (dualflow.debug.print(x * 2), dualflow.debug.print("s", x.sum()), x)[2]
+    )
+    for i in range(3):
+        compiled(dualflow.tensor([1.0, float(i)]))
+    assert capsys.readouterr().out.splitlines() == [
+        "[2. 0.]",
+        "s 1.0",
+        "[2. 2.]",
+        "s 2.0",
+        "[2. 4.]",
+        "s 3.0",
+    ]
+    assert compiled.stats().plan_runs == 2
