@@ -124,11 +124,13 @@ def _bce_gan(compiled: bool, returns_pair: bool) -> list[tuple]:
         out = d_step(z, real)
         fake = out[0] if returns_pair else out
         trail.append((fake.requires_grad, g_step(fake).item(), G[0].bias.tolist()))
-    if compiled:
-        assert d_step.stats().plan_runs >= 3 and g_step.stats().plan_runs >= 2
+    if compiled:  # g_step backpropagates into another compiled call's output: it runs
+        assert d_step.stats().plan_runs >= 3  # eagerly with a warning (docs/tracing.md)
     return trail
 
 
 @pytest.mark.parametrize("returns_pair", [False, True])
 def test_the_discriminator_step_returns_a_fake_that_still_trains_g(returns_pair: bool) -> None:
-    assert _bce_gan(True, returns_pair) == _bce_gan(False, returns_pair)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert _bce_gan(True, returns_pair) == _bce_gan(False, returns_pair)
