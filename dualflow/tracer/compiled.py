@@ -120,7 +120,24 @@ class CompiledFunction:
             else:
                 return self._call(args, kwargs)
         collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
-        return self.fn(*args, **kwargs)
+        return self._eagerly(args, kwargs)
+
+    def _eagerly(self, args: tuple, kwargs: dict) -> Any:
+        """Run the call eagerly with the promise a plan run keeps (issue 36): if it raises or is
+        interrupted, every state write it made is undone. It runs under a tracing interpreter
+        without the environment probe (whose graph is dropped), the traced call's rollback."""
+        try:
+            flat = flatten(args, kwargs, self._names)
+        except TracingError:  # arguments it cannot follow: nothing to bind them to
+            return self.fn(*args, **kwargs)
+        tracer = TracingInterpreter(_name(self.fn).replace(" ", "_"))
+
+        def voting(*args: Any, **kwargs: Any) -> Any:
+            result = self.fn(*args, **kwargs)
+            collective_agreement.before_commit(self)  # a rank that failed fails all: undone
+            return result
+
+        return _without_proxies(trace_call(tracer, voting, args, kwargs, flat, probe=False))[0]
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         try:
@@ -149,7 +166,7 @@ class CompiledFunction:
         result = run_trace(trace, flat, args, kwargs, self, history, self._lock)
         if result is EAGER_RUN:  # issue 15: another rank runs this call eagerly
             self._stats.eager_fallbacks += 1
-            return self.fn(*args, **kwargs)
+            return self._eagerly(args, kwargs)
         if type(result) is GuardFailed:
             self._stats.guard_failures += 1
         return result
@@ -305,7 +322,7 @@ class CompiledFunction:
             RuntimeWarning,
             stacklevel=stacklevel,  # the compiled function's caller (through _retrace)
         )
-        return self.fn(*args, **kwargs) if result is _MISS else result
+        return self._eagerly(args, kwargs) if result is _MISS else result
 
 
 def _without_proxies(out: Any) -> tuple[Any, list[str]]:

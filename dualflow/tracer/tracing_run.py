@@ -7,19 +7,26 @@ back every state write the run made, so bad input leaves state untouched.
 
 from __future__ import annotations
 
+import contextlib
 import types
 from typing import Any
 
 from dualflow._tensor import Tensor
 from dualflow.ops.dispatch import interpreting
+from dualflow.tracer import interrupts
 from dualflow.tracer.array_argument import wrap_arguments
 from dualflow.tracer.env_probe import EnvProbe
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.signature import Flat
 
 
-def trace_call(tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, flat: Flat) -> Any:
-    """Run ``fn(*args, **kwargs)`` once, recording it into ``tracer``; returns its result."""
+def trace_call(
+    tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, flat: Flat, probe: bool = True
+) -> Any:
+    """Run ``fn(*args, **kwargs)`` once, recording it into ``tracer``; returns its result.
+
+    ``probe=False`` runs it without watching the Python environment: an eager call that keeps
+    only the tracer's all-or-nothing promise (every state write undone if it raises)."""
     for leaf, path in zip(flat.leaves, flat.paths):
         tracer.bind_input(leaf, path)
     _add_roots(tracer, fn, flat)
@@ -28,11 +35,17 @@ def trace_call(tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, f
     restore = _nothing
     if arrays:
         args, kwargs, restore = wrap_arguments(args, kwargs, arrays, tracer.fail_closed)
+    watch = EnvProbe(tracer.env, tracer.fail_closed, fn) if probe else contextlib.nullcontext()
     try:
-        with interpreting(tracer), EnvProbe(tracer.env, tracer.fail_closed, fn):
+        with interpreting(tracer), watch:
             return fn(*args, **kwargs)
     except BaseException:
-        tracer.rollback()  # bad input must leave state untouched
+        held = interrupts.hold()  # a second Ctrl-C must not stop the undo half way
+        try:
+            tracer.rollback()  # bad input must leave state untouched
+        finally:
+            if held:
+                interrupts.release()
         raise
     finally:
         restore()

@@ -1,0 +1,73 @@
+"""Calls a compiled function runs eagerly keep the all-or-nothing promise too (issue 36, item 1):
+after ``max_traces`` or a fail-closed event, and when another rank votes eager, a call that
+raises or is interrupted after its updates leaves parameters, optimizer state (its Python dicts
+too), ``.grad``, batch-norm statistics and the RNG state as they were."""
+
+from __future__ import annotations
+
+import signal
+import warnings
+
+import numpy as np
+import pytest
+
+import dualflow
+from dualflow.ops import host_print
+from tests.tracer.test_atomic_calls import T, X, _rng_tensors, _setup, _snapshot
+
+
+def _eager_for_good(how: str):
+    model, opt, step = _setup("adam")
+    if how == "max_traces":
+        compiled = dualflow.compile(step, max_traces=1)
+        compiled(X, T)  # a single-use trace (Adam's moments are born): not kept
+        compiled(X, T)  # the one trace
+        compiled(X[:5], T[:5])  # a new shape, no traces left: eager from now on
+    else:  # a fail-closed event: .numpy() of a traced tensor
+
+        def reading(x, t, fail=False):
+            loss = step(x, t, fail)
+            loss.numpy()
+            return loss
+
+        compiled = dualflow.compile(reading)
+        compiled(X, T)
+    assert compiled._eager_reason is not None
+    return model, opt, compiled
+
+
+@pytest.mark.parametrize("how", ["max_traces", "fail_closed"])
+def test_an_eager_call_that_raises_commits_nothing(how: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        model, opt, compiled = _eager_for_good(how)
+        before, rng_before = _snapshot(model, opt), [t.numpy().copy() for t in _rng_tensors()]
+        with pytest.raises(ValueError, match="bad batch"):
+            compiled(X, T, True)  # raises after opt.step() wrote every parameter
+    for a, b in zip(_snapshot(model, opt), before):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip((t.numpy() for t in _rng_tensors()), rng_before):
+        np.testing.assert_array_equal(a, b)
+    compiled(X, T)  # and the next call runs as usual
+    assert any((a != b).any() for a, b in zip(_snapshot(model, opt), before))
+
+
+def test_an_interrupted_eager_call_commits_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        model, opt, compiled = _eager_for_good("max_traces")
+    before = _snapshot(model, opt)
+
+    original = compiled.fn
+
+    def interrupted(x, t, fail=False):
+        loss = original(x, t)
+        dualflow.debug.print("after the update")  # Ctrl-C lands here, after opt.step()
+        return loss
+
+    compiled.fn = interrupted
+    monkeypatch.setattr(host_print, "_emit", lambda text: signal.raise_signal(signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt):
+        compiled(X, T)
+    for a, b in zip(_snapshot(model, opt), before):
+        np.testing.assert_array_equal(a, b)
