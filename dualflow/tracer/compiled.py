@@ -131,13 +131,15 @@ class CompiledFunction:
         except TracingError:  # arguments it cannot follow: nothing to bind them to
             return self.fn(*args, **kwargs)
         tracer = TracingInterpreter(_name(self.fn).replace(" ", "_"))
+        run = trace_call(tracer, self._voting, args, kwargs, flat, probe=False)
+        return _without_proxies(run)[0]
 
-        def voting(*args: Any, **kwargs: Any) -> Any:
-            result = self.fn(*args, **kwargs)
-            collective_agreement.before_commit(self)  # a rank that failed fails all: undone
-            return result
-
-        return _without_proxies(trace_call(tracer, voting, args, kwargs, flat, probe=False))[0]
+    def _voting(self, *args: Any, **kwargs: Any) -> Any:
+        """The call, then its closing collective vote while its writes can still be undone:
+        a rank that failed makes the others raise inside their run, which rolls them back."""
+        result = self.fn(*args, **kwargs)
+        collective_agreement.before_commit(self)
+        return result
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         try:
@@ -198,6 +200,7 @@ class CompiledFunction:
         tracer.strict = self.fallback == "error"
         out, proxies = _without_proxies(trace_call(tracer, self.fn, args, kwargs, flat))
         try:
+            collective_agreement.before_commit(self)  # a failed rank: every rank undoes its run
             if proxies:  # a plan would hand back the first call's array
                 tracer.fail_closed(
                     f"the compiled function returns its numpy-array argument as {proxies[0]}; "
