@@ -19,22 +19,13 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow.errors import ShapeError, user_frame, with_location
-from dualflow.tensor_methods.ported_random import fill_integers, multinomial
-
-
-def _fail(message: str) -> ShapeError:
-    return ShapeError(with_location(message, user_frame()))
-
-
-def _tensor(x: Any) -> Any:
-    from dualflow._tensor import as_tensor  # noqa: PLC0415 - _tensor imports this package
-
-    return as_tensor(x)
-
-
-def _constant(value: float, like: Any) -> Any:
-    return ops.full_like(like, value)
+from dualflow.tensor_methods.ported_random import (
+    constant_like,
+    fill_integers,
+    multinomial,
+    shape_error,
+    to_tensor,
+)
 
 
 def atan2(input: Any, other: Any) -> Any:
@@ -49,16 +40,16 @@ def atan2(input: Any, other: Any) -> Any:
         ...                             dualflow.tensor([-1.0, 0.0, 2.0])).tolist()]
         [2.3562, -1.5708, 0.0]
     """
-    y, x = _tensor(input), _tensor(other)
+    y, x = to_tensor(input), to_tensor(other)
     y, x = y + x * 0, x + y * 0  # broadcast both to the result's shape and dtype
     steep = ops.greater(ops.abs(y), ops.abs(x))
     numerator, denominator = ops.where(steep, x, y), ops.where(steep, y, x)
     origin = ops.equal(denominator, 0)  # only at x = y = 0: angle 0, gradient 0 as PyTorch
-    safe = ops.where(origin, _constant(1.0, x), denominator)
-    base = ops.atan(ops.where(origin, _constant(0.0, x), numerator) / safe)
+    safe = ops.where(origin, constant_like(1.0, x), denominator)
+    base = ops.atan(ops.where(origin, constant_like(0.0, x), numerator) / safe)
     upper = ops.greater_equal(y, 0)
-    half = ops.where(upper, _constant(math.pi / 2, x), _constant(-math.pi / 2, x))
-    turn = ops.where(upper, _constant(math.pi, x), _constant(-math.pi, x))
+    half = ops.where(upper, constant_like(math.pi / 2, x), constant_like(-math.pi / 2, x))
+    turn = ops.where(upper, constant_like(math.pi, x), constant_like(-math.pi, x))
     flat = ops.where(ops.less(x, 0), base + turn, base)
     return ops.where(steep, half - base, flat)
 
@@ -71,9 +62,9 @@ def outer(input: Any, vec2: Any) -> Any:
         >>> outer(dualflow.tensor([1.0, 2.0]), dualflow.tensor([3.0, 4.0, 5.0])).tolist()
         [[3.0, 4.0, 5.0], [6.0, 8.0, 10.0]]
     """
-    a, b = _tensor(input), _tensor(vec2)
+    a, b = to_tensor(input), to_tensor(vec2)
     if a.ndim != 1 or b.ndim != 1:
-        raise _fail(f"outer: expected two 1-D tensors, got shapes {a.shape} and {b.shape}")
+        raise shape_error(f"outer: expected two 1-D tensors, got shapes {a.shape} and {b.shape}")
     return a.reshape(-1, 1) * b.reshape(1, -1)
 
 
@@ -86,7 +77,7 @@ def select(input: Any, dim: int, index: int) -> Any:
         >>> select(dualflow.tensor([[1.0, 2.0], [3.0, 4.0]]), 1, -1).tolist()
         [2.0, 4.0]
     """
-    x = _tensor(input)
+    x = to_tensor(input)
     if not -x.ndim <= dim < max(x.ndim, 1):
         raise IndexError(f"select: dim {dim} out of range for a {x.ndim}-D tensor")
     dim %= x.ndim
@@ -107,16 +98,16 @@ def diag(input: Any, diagonal: int = 0) -> Any:
         >>> diag(dualflow.tensor([[1.0, 2.0], [3.0, 4.0]]), -1).tolist()
         [3.0]
     """
-    x, k = _tensor(input), int(diagonal)
+    x, k = to_tensor(input), int(diagonal)
     if x.ndim == 1:
         n = x.shape[0] + abs(k)
         values = ops.pad(x, ((0, abs(k)),))  # row i holds x[i] (k >= 0); column j, x[j] (k < 0)
         values = values.reshape(n, 1) if k >= 0 else values.reshape(1, n)
         rows = ops.arange(0, n, 1, np.int64, x.device).reshape(n, 1)
         cols = ops.arange(0, n, 1, np.int64, x.device).reshape(1, n)
-        return ops.where(ops.equal(cols - rows, k), values, _constant(0, values))
+        return ops.where(ops.equal(cols - rows, k), values, constant_like(0, values))
     if x.ndim != 2:
-        raise _fail(f"diag: expected a 1-D or 2-D tensor, got shape {x.shape}")
+        raise shape_error(f"diag: expected a 1-D or 2-D tensor, got shape {x.shape}")
     row0, col0 = max(-k, 0), max(k, 0)
     length = max(0, min(x.shape[0] - row0, x.shape[1] - col0))
     steps = np.arange(length)
@@ -318,7 +309,7 @@ def tan(input: Any) -> Any:
         >>> round(tan(0.5).item(), 4)
         0.5463
     """
-    return PortedMethods.tan(_tensor(input))
+    return PortedMethods.tan(to_tensor(input))
 
 
 def arctan(input: Any) -> Any:
@@ -328,7 +319,7 @@ def arctan(input: Any) -> Any:
         >>> round(arctan(1.0).item(), 4)
         0.7854
     """
-    return ops.atan(_tensor(input))
+    return ops.atan(to_tensor(input))
 
 
 atan = arctan

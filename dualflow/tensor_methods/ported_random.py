@@ -16,17 +16,20 @@ from dualflow.errors import ShapeError, user_frame, with_location
 from dualflow.tensor_methods.inplace import random_fill
 
 
-def _fail(message: str) -> ShapeError:
+def shape_error(message: str) -> ShapeError:
+    """A ShapeError located at the user's line (the composites' input checks)."""
     return ShapeError(with_location(message, user_frame()))
 
 
-def _tensor(x: Any) -> Any:
+def to_tensor(x: Any) -> Any:
+    """``x`` as a Tensor (imported late: the tensor module imports this package)."""
     from dualflow._tensor import as_tensor  # noqa: PLC0415 - _tensor imports this package
 
     return as_tensor(x)
 
 
-def _constant(value: float, like: Any) -> Any:
+def constant_like(value: float, like: Any) -> Any:
+    """A tensor of ``like``'s shape and dtype filled with ``value``."""
     return ops.full_like(like, value)
 
 
@@ -73,17 +76,19 @@ def multinomial(
         >>> sorted(multinomial(dualflow.tensor([[1.0, 2.0, 3.0]]), 3).tolist()[0])
         [0, 1, 2]
     """
-    p = _tensor(input)
+    p = to_tensor(input)
     if p.ndim not in (1, 2) or np.dtype(p.dtype).kind != "f":
-        raise _fail(f"multinomial: expected a 1-D or 2-D float tensor, got {p.shape} {p.dtype}")
+        raise shape_error(
+            f"multinomial: expected a 1-D or 2-D float tensor, got {p.shape} {p.dtype}"
+        )
     n, k = p.shape[-1], int(num_samples)
     if k <= 0 or (not replacement and k > n):
-        raise _fail(
+        raise shape_error(
             f"multinomial: cannot draw {k} samples from {n} categories "
             f"{'with' if replacement else 'without'} replacement"
         )
     positive = ops.greater(p, 0)
-    logp = ops.where(positive, ops.log(ops.where(positive, p, _constant(1.0, p))), -np.inf)
+    logp = ops.where(positive, ops.log(ops.where(positive, p, constant_like(1.0, p))), -np.inf)
     key = ops.random_ops.next_key(generator, p)
     name = np.dtype(p.dtype).name
     if replacement:
@@ -91,7 +96,7 @@ def multinomial(
         scores = ops.expand_dims(logp, -2) + _gumbel(key, shape, name)
         return ops.argmax(scores, axis=-1)
     scores = logp + _gumbel(key, tuple(p.shape), name)
-    return _tensor(scores).topk(k, dim=-1).indices
+    return to_tensor(scores).topk(k, dim=-1).indices
 
 
 def _default_high(dtype: np.dtype) -> int:
