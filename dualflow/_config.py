@@ -221,6 +221,7 @@ def cache_limit() -> int:
 ENVIRONMENT = {
     "DUALFLOW_DEBUG": "1 turns on debug mode (NaN/Inf checks with source lines) at import",
     "DUALFLOW_DISABLE_COMPILE": "1 runs every @dualflow.compile function eagerly",
+    "DUALFLOW_UNTESTED_PYTHON": "1 compiles on a Python the tracer's probe is not tested on",
     "DUALFLOW_PASSES": "O0/O1/O2/exact or a comma-separated pass list for compiled functions",
     "DUALFLOW_DUMP_IR": "directory where the pass manager dumps every intermediate graph",
     "DUALFLOW_VERIFY_PASSES": "1 verifies the graph after every pass (the test suite sets it)",

@@ -19,6 +19,7 @@ from dualflow import _config
 from dualflow.checkpoint_reader import decompression_limit
 from dualflow.errors import ConfigError
 from dualflow.passes.manager import resolve_passes
+from dualflow.tracer.env_probe import untested_allowed
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "docs" / "promises.md"
@@ -54,6 +55,7 @@ SETTINGS: dict[str, Setting] = {
     "DUALFLOW_CUDNN": Setting(fresh="import dualflow.kernels.cudnn", bad=("maybe",)),
     "DUALFLOW_CUDNN_TF32": Setting(fresh="import dualflow.kernels.cudnn", bad=("maybe",)),
     "DUALFLOW_VERIFY_PASSES": Setting(read=_compile_once, bad=tuple(BAD_FLAGS)),
+    "DUALFLOW_UNTESTED_PYTHON": Setting(read=untested_allowed, bad=tuple(BAD_FLAGS)),
     "DUALFLOW_PASSES": Setting(read=lambda: resolve_passes(None), bad=("bogus", "O3", "dce,x")),
     "DUALFLOW_CACHE_MAX_MB": Setting(read=_config.cache_limit, bad=tuple(BAD_NUMBERS)),
     "DUALFLOW_CHECKPOINT_MAX_GB": Setting(

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import sys
 import threading
 import time
 import warnings
@@ -21,12 +23,17 @@ from dualflow._config import config, env_flag
 from dualflow.errors import ConfigError, TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
-from dualflow.tracer import collective_agreement, pytree
-from dualflow.tracer.array_argument import ArrayArgument, unwrap
+from dualflow.tracer import collective_agreement
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
+from dualflow.tracer.retrace_reasons import (
+    as_kind,
+    closest,
+    described,
+    without_proxies,
+)
 from dualflow.tracer.signature import Flat, changed_argument, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.trace import Trace, born_state_kept, finish_trace
@@ -132,7 +139,7 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         tracer = TracingInterpreter(_name(self.fn).replace(" ", "_"))
         run = trace_call(tracer, self._voting, args, kwargs, flat, probe=False)
-        return _without_proxies(run)[0]
+        return without_proxies(run)[0]
 
     def _voting(self, *args: Any, **kwargs: Any) -> Any:
         """The call, then its closing collective vote while its writes can still be undone:
@@ -147,7 +154,7 @@ class CompiledFunction:
         except TracingError as exc:  # a container it cannot follow exactly: fail closed
             if self.fallback == "error":
                 raise
-            return self._give_up(args, kwargs, str(exc), stacklevel=7)
+            return self._give_up(args, kwargs, str(exc))
         key = (flat.key, config.snapshot(), flat.aliases)
         reason = None  # why the newest trace of this signature did not serve the call
         for trace in self.traces.get(key, ()):
@@ -175,7 +182,7 @@ class CompiledFunction:
 
     def _guard_reason(self, node: Any, seen: Any = None) -> str:
         kind, expect = node.attrs["kind"], node.attrs["expect"]
-        now = "" if seen is None else f" (this call: {_as_kind(kind, seen)!r})"
+        now = "" if seen is None else f" (this call: {as_kind(kind, seen)!r})"
         return f"guard {kind}() == {expect!r} failed at {node.loc}{now}"
 
     def _retrace(self, args: tuple, kwargs: dict, flat: Flat, key: Any, reason: str | None) -> Any:
@@ -185,7 +192,7 @@ class CompiledFunction:
             reason = (
                 "first call"
                 if not self.history
-                else explain_difference(_closest(self.history, flat), _described(flat))
+                else explain_difference(closest(self.history, flat), described(flat))
             )
         if len(self.history) >= self.max_traces:
             return self._give_up(args, kwargs, reason)
@@ -198,7 +205,7 @@ class CompiledFunction:
         start = time.perf_counter()
         tracer = TracingInterpreter(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         tracer.strict = self.fallback == "error"
-        out, proxies = _without_proxies(trace_call(tracer, self.fn, args, kwargs, flat))
+        out, proxies = without_proxies(trace_call(tracer, self.fn, args, kwargs, flat))
         try:
             collective_agreement.before_commit(self)  # a failed rank: every rank undoes its run
             if proxies:  # a plan would hand back the first call's array
@@ -207,7 +214,7 @@ class CompiledFunction:
                     "a plan cannot return each call's own array. Return dualflow.tensor(x)"
                 )
             self._check_arguments_kept(tracer, flat, args, kwargs)
-            trace = finish_trace(tracer, out, flat, _described(flat), reason, self.passes)
+            trace = finish_trace(tracer, out, flat, described(flat), reason, self.passes)
         except BaseException:
             tracer.rollback()  # a pass or lowering failed: the call must not half-happen
             raise
@@ -274,7 +281,7 @@ class CompiledFunction:
                     backward,
                     roots,
                     flat.leaves,
-                    _described(flat),
+                    described(flat),
                     config.debug,
                     self.fn,
                     {path: obj for obj, path in flat.objects},
@@ -310,9 +317,7 @@ class CompiledFunction:
         self._disk_entries.add(entry)
         self._stats.cache_stores += 1
 
-    def _give_up(
-        self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS, stacklevel: int = 8
-    ) -> Any:
+    def _give_up(self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS) -> Any:
         """Run eagerly from now on; ``result`` is this call's, when it already ran eagerly."""
         self._eager_reason = reason
         self._stats.eager_fallbacks += 1
@@ -323,43 +328,21 @@ class CompiledFunction:
             f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
             f"that keeps failing: {reason}",
             RuntimeWarning,
-            stacklevel=stacklevel,  # the compiled function's caller (through _retrace)
+            stacklevel=_caller_level(),  # the compiled function's caller
         )
         return self._eagerly(args, kwargs) if result is _MISS else result
 
 
-def _without_proxies(out: Any) -> tuple[Any, list[str]]:
-    """The result with the caller's own numpy arrays in place of the ``ArrayArgument``s the
-    traced run handed the function, and the paths where they were."""
-    try:
-        leaves, paths, tree = pytree.flatten(out, "result", is_leaf=_is_proxy)
-    except TracingError:  # containers finish_trace refuses anyway: nothing was rebuilt
-        return out, []
-    if not leaves:
-        return out, []
-    return pytree.unflatten(tree, [unwrap(v) for v in leaves]), paths
+_TRACER = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _is_proxy(value: Any) -> bool:
-    return type(value) is ArrayArgument
-
-
-def _closest(history: list[Trace], flat: Flat) -> list[tuple[str, Any]]:
-    """The described signature of the trace this call differs from least (for its reason)."""
-    new = _described(flat)
-
-    def distance(trace: Trace) -> int:
-        old = trace.described
-        if [p for p, _ in old] != [p for p, _ in new]:
-            return len(new) + 1
-        return sum(a != b for (_, a), (_, b) in zip(old, new))
-
-    return min(reversed(history), key=distance).described
-
-
-def _as_kind(kind: str, value: Any) -> Any:
-    """The value a guard saw as the Python value its ``kind`` (bool/int/float/item) gives."""
-    return {"bool": bool, "int": int, "float": float}.get(kind, lambda v: v)(value)
+def _caller_level() -> int:
+    """``warnings.warn``'s stacklevel naming the first frame outside the tracer (the user's
+    call of the compiled function), however many frames the call path has."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_TRACER):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _name(fn: Any) -> str:
@@ -373,14 +356,6 @@ def _positional_names(fn: Callable) -> list[str]:
         return []
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     return [p.name for p in params if p.kind in kinds]
-
-
-def _described(flat: Flat) -> list[tuple[str, Any]]:
-    """Every part of the cache key with a readable path, for retrace reasons."""
-    flags = zip(("grad_enabled", "train", "debug"), config.snapshot())
-    extra = [(f"config.{name}", ("static", "bool", value)) for name, value in flags]
-    extra.append(("argument aliasing", ("static", "tuple", flat.aliases)))
-    return flat.described + extra
 
 
 def compile(  # shadows the builtin on purpose: the name users expect (torch.compile)

@@ -10,13 +10,13 @@ Module/Optimizer versions and the tracer's hooks instead.
 from __future__ import annotations
 
 import gc
-import os
 import sys
 import types
 import weakref
 from collections.abc import Callable
 from typing import Any
 
+from dualflow._config import env_flag
 from dualflow.errors import KERNEL_MODULE_PREFIX
 from dualflow.tracer import calls
 from dualflow.tracer.env_guards import MISSING, Dynamic, is_versioned, read_item, static_attr
@@ -48,7 +48,15 @@ def _generated(frame: types.FrameType) -> bool:
     ).startswith("namedtuple_")
 
 
-_UNTESTED_ALLOWED = os.environ.get("DUALFLOW_UNTESTED_PYTHON", "") not in ("", "0")
+def untested_allowed() -> bool:
+    """``DUALFLOW_UNTESTED_PYTHON``: compile on a Python the probe is not tested on (at your
+    own risk; read at each trace on such a Python only).
+
+    Example:
+        >>> untested_allowed()
+        False
+    """
+    return env_flag("DUALFLOW_UNTESTED_PYTHON")
 
 
 class EnvProbe:
@@ -63,7 +71,7 @@ class EnvProbe:
         self._previous: Any = None
 
     def __enter__(self) -> EnvProbe:
-        if sys.version_info[:2] not in TESTED_VERSIONS and not _UNTESTED_ALLOWED:
+        if sys.version_info[:2] not in TESTED_VERSIONS and not untested_allowed():
             code = getattr(self._fn, "__code__", None)
             where = f"{code.co_filename}:{code.co_firstlineno}" if code else None
             self.fail(
