@@ -123,6 +123,10 @@ _PLAIN_OPERATORS = frozenset(
     }
 )
 _NUMPY_SCALARS = (np.generic, np.dtype)
+# where the probe's marks (UNKNOWN, MISSING, NULL, Method, MadeFunction...) are defined
+_PROBE_MODULES = frozenset(
+    f"dualflow.tracer.{name}" for name in ("provenance", "stack_model", "env_guards", "calls")
+)
 
 
 def is_plain(value: Any) -> bool:
@@ -144,8 +148,8 @@ def is_trusted_object(value: Any) -> bool:
     if is_versioned(value):
         return True
     module = getattr(type(value), "__module__", "") or ""
-    if module.startswith("dualflow.tracer."):  # the probe's own marks and stack entries
-        return type(value).__name__ == "ArrayArgument"
+    if module in _PROBE_MODULES:  # the probe's own marks and stack entries
+        return False
     return module == "dualflow" or module.startswith("dualflow.")
 
 
