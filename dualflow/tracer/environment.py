@@ -37,6 +37,7 @@ def finish_environment(
         return Replay()
     tracer.checks.env = env.guards_made()
     tracer.checks.same_as_state = _arguments_that_are_state(tracer, leaves)
+    replay.actions += tracer.module_reads.replay_actions()  # train()/eval() inside the call
     return replay
 
 

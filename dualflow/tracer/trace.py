@@ -93,7 +93,6 @@ def finish_trace(
     replay = finish_environment(tracer, leaves, flat.leaves)  # may append side-effect tensors
     if tracer.failure is not None:
         return None
-    replay.actions += tracer.module_reads.replay_actions()  # train()/eval() inside the call
     tracer.builder.output(*(tracer.value_of(t) for t in leaves))
     grad_owners, to_none = _grad_outputs(tracer)
     tracer.builder.output(*tracer.input_updates.values())  # new contents of written arguments
