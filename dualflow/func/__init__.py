@@ -10,6 +10,7 @@ over a batch dimension (for now a loop over the batch). All compose and trace un
 from dualflow.func.forward import hessian, hvp, jacfwd, jvp
 from dualflow.func.functional_call import functional_call
 from dualflow.func.reverse import grad, grad_and_value, jacrev, vjp
+from dualflow.func.vmap import vmap
 
 __all__ = [
     "functional_call",
@@ -21,4 +22,5 @@ __all__ = [
     "jacrev",
     "jvp",
     "vjp",
+    "vmap",
 ]
