@@ -19,9 +19,7 @@ REFERENCES = np.load(Path(__file__).resolve().parent / "func_references.npz")
 
 
 def _values() -> dict[str, Any]:
-    return {
-        k[3:]: dualflow.tensor(REFERENCES[k]) for k in REFERENCES.files if k.startswith("in/")
-    }
+    return {k[3:]: dualflow.tensor(REFERENCES[k]) for k in REFERENCES.files if k.startswith("in/")}
 
 
 def _want(name: str) -> list[np.ndarray]:
