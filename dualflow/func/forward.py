@@ -1,11 +1,9 @@
 """Forward-mode transforms (torch.func's ``jvp``, ``jacfwd``, ``hessian``) and ``hvp``.
 
-For now forward mode is the double-vjp identity, exact and built only from the engine's
-double backward: with ``g(u) = J^T u`` (a vjp against a dummy cotangent ``u`` that requires
-grad, so ``g`` is linear in ``u``), ``J t = d/du <g(u), t>``, one more reverse pass. It
-composes with every transform (and traces under ``@dualflow.compile``) because every op's
-backward is written in differentiable ops; it costs two reverse passes per tangent where a
-per-op ``jvp`` rule would cost one forward pass (docs/design-notes.md, "Functional transforms").
+``jvp`` runs the function once under a ``ForwardLevel`` (forward_mode.py): every op pushes the
+tangents of its inputs through its jvp rule (jvp_rules.py) as it runs. ``jacfwd`` does that
+once per input element; ``hessian`` is ``jacfwd(jacrev(f))``; ``hvp`` is reverse over reverse,
+which needs no Hessian and no per-element loop.
 """
 
 from __future__ import annotations
@@ -15,50 +13,67 @@ from collections.abc import Callable
 from typing import Any
 
 from dualflow import ops
-from dualflow._config import enable_grad
+from dualflow._config import enable_grad, is_grad_enabled
 from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
-from dualflow.func.level import Level, argnums_tuple, detach_tree, identity, tensor_leaves
+from dualflow.func.forward_mode import ForwardLevel
+from dualflow.func.level import Level, argnums_tuple, identity, tensor_leaves
 from dualflow.func.reverse import _call, _split_aux, jacrev
-from dualflow.tracer.pytree import unflatten
+from dualflow.ops.dispatch import interpreting
+from dualflow.tracer.pytree import flatten, unflatten
 
 
-def _dual(level: Level, outputs: list[Tensor]) -> tuple[list[Tensor], list[Tensor]]:
-    """Dummy cotangents ``u`` (one per output) and ``g = J^T u`` per input, linear in ``u``."""
-    us = [ops.zeros_like(o).requires_grad_(True) for o in outputs]
-    gs = engine_grad(
-        outputs,
-        level.flat(),
-        grad_outputs=us,
-        create_graph=True,
-        retain_graph=True,
-        allow_unused=True,
-        materialize_grads=True,
-    )
-    return us, list(gs)
+def _forward(func: Callable, args: list, nums: tuple, tangents: list, kwargs: dict) -> tuple:
+    """Run ``func`` under a new ForwardLevel with ``tangents`` (pytrees, one per argument at
+    ``nums``): (result, level). Each primal is aliased first (a reshape made below the level),
+    so the tangent belongs to this call's use only, not to other uses of the same tensor."""
+    level = ForwardLevel()
+    new_args = list(args)
+    for n, tangent in zip(nums, tangents):
+        leaves, _, tree = flatten(args[n])
+        t_leaves, _, t_tree = flatten(tangent)
+        if t_tree != tree:
+            raise ValueError("jvp: each tangent must have the structure of its primal")
+        aliases = []
+        for x, t in zip(leaves, t_leaves):
+            _check_pair(x, t)
+            alias = ops.reshape(x, x.shape)
+            level.set_tangent(alias, t if t.dtype == x.dtype else t.to(x.dtype))
+            aliases.append(alias)
+        new_args[n] = unflatten(tree, aliases)
+    with interpreting(level):
+        result = func(*new_args, **kwargs)
+    return result, level
 
 
-def _push(gs: list, us: list, tangents: list, keep: bool) -> list[Tensor]:
-    """``J t`` for each output: the gradient of ``<g(u), t>`` with respect to ``u``."""
-    with enable_grad():
-        out = engine_grad(
-            gs,
-            us,
-            grad_outputs=tangents,
-            create_graph=keep,
-            retain_graph=True,
-            allow_unused=True,
-            materialize_grads=True,
-        )
-    return [o if keep else o.detach() for o in out]
+def _check_pair(x: Any, t: Any) -> None:
+    if not isinstance(x, Tensor) or not isinstance(t, Tensor):
+        raise TypeError(f"jvp: primals and tangents must be Tensors, got {type(x).__name__}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"jvp: primals must be floating-point tensors, got {x.dtype}")
+    if tuple(t.shape) != tuple(x.shape):
+        raise ValueError(f"jvp: tangent of shape {t.shape} for primal of shape {x.shape}")
+
+
+def _tangents_out(level: ForwardLevel, outputs: list, tangents: list) -> list[Tensor]:
+    """The output tangents (zeros for outputs that do not depend on the primals); detached
+    unless a primal's graph or a tangent needs them differentiable."""
+    tracked = any(t.requires_grad for t in tangents) or any(o.requires_grad for o in outputs)
+    result = []
+    for o in outputs:
+        t = level.tangent_of(o)
+        t = ops.zeros_like(o) if t is None else t
+        result.append(t if tracked and is_grad_enabled() else t.detach())
+    return result
 
 
 def jvp(
     func: Callable, primals: tuple, tangents: tuple, *, strict: bool = False, has_aux: bool = False
 ) -> tuple:
     """``(func(*primals), J t)``: the Jacobian-vector product at ``primals`` along
-    ``tangents`` (a tuple shaped as ``primals``), as torch.func.jvp; with ``has_aux``, a third
-    item ``aux``. ``strict`` is accepted for PyTorch's signature and ignored.
+    ``tangents`` (a tuple shaped as ``primals``) by forward mode, as torch.func.jvp; with
+    ``has_aux``, a third item ``aux``. ``strict`` is accepted for PyTorch's signature and
+    ignored.
 
     Example:
         >>> import dualflow
@@ -72,26 +87,18 @@ def jvp(
         raise TypeError("jvp: primals and tangents must be tuples")
     if len(primals) != len(tangents):
         raise ValueError(f"jvp: {len(primals)} primals but {len(tangents)} tangents")
-    level, result = _call(func, primals, {}, tuple(range(len(primals))), "jvp")
+    nums = tuple(range(len(primals)))
+    result, level = _forward(func, list(primals), nums, list(tangents), {})
     output, aux = _split_aux(result, has_aux, "jvp")
     outputs, tree = tensor_leaves(output, "jvp")
-    ts = [t for tangent in tangents for t in tensor_leaves(tangent, "jvp")[0]]
-    for t, x in zip(ts, level.flat()):
-        if t.shape != x.shape:
-            raise ValueError(f"jvp: tangent of shape {t.shape} for primal of shape {x.shape}")
-    keep = level.keeps_graph(outputs) or (level.outer_grad and any(t.requires_grad for t in ts))
-    with enable_grad():
-        us, gs = _dual(level, outputs)
-    pushed = unflatten(tree, _push(gs, us, ts, keep))
-    shown = output if keep else unflatten(tree, [o.detach() for o in outputs])
-    if has_aux:
-        return shown, pushed, (aux if keep else detach_tree(aux))
-    return shown, pushed
+    ts = [t for tangent in tangents for t in flatten(tangent)[0]]
+    pushed = unflatten(tree, _tangents_out(level, outputs, ts))
+    return (output, pushed, aux) if has_aux else (output, pushed)
 
 
 def jacfwd(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable:
-    """The Jacobian of ``func`` by forward mode (torch.func.jacfwd): one Jacobian-vector
-    product per input element; shapes and nesting as ``jacrev``.
+    """The Jacobian of ``func`` by forward mode (torch.func.jacfwd): one forward-mode run per
+    input element; shapes and nesting as ``jacrev``.
 
     Example:
         >>> import dualflow
@@ -102,37 +109,60 @@ def jacfwd(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = F
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         nums = argnums_tuple(argnums, len(args), "jacfwd")
-        level, result = _call(func, args, kwargs, nums, "jacfwd")
-        output, aux = _split_aux(result, has_aux, "jacfwd")
-        outputs, tree = tensor_leaves(output, "jacfwd")
-        keep = level.keeps_graph(outputs)
-        with enable_grad():
-            us, gs = _dual(level, outputs)
-        per_input = [_columns(gs[k], us, outputs, x, keep) for k, x in enumerate(level.flat())]
-        per_output = [level.regroup([cols[i] for cols in per_input]) for i in range(len(outputs))]
-        jac = [j[0] if isinstance(argnums, int) else tuple(j) for j in per_output]
+        inputs = [flatten(args[n])[::2] for n in nums]  # (leaves, tree) per argument
+        flat_inputs = [x for leaves, _ in inputs for x in leaves]
+        columns: list[list[list[Tensor]]] = []  # [input][element] -> output tangents
+        result = tree = aux = None
+        for k, x in enumerate(flat_inputs):
+            _check_pair(x, x)
+            basis = identity(x.numel(), x) if x.numel() else None
+            cols = []
+            for j in range(x.numel()):
+                tangents = _one_hot_tangents(inputs, k, ops.reshape(basis[j], x.shape))
+                result, level = _forward(func, list(args), nums, tangents, kwargs)
+                output, aux = _split_aux(result, has_aux, "jacfwd")
+                outputs, tree = tensor_leaves(output, "jacfwd")
+                cols.append(_tangents_out(level, outputs, []))
+            columns.append(cols)
+        if tree is None:  # every input is empty: one plain call gives the output's shape
+            output, aux = _split_aux(func(*args, **kwargs), has_aux, "jacfwd")
+            outputs, tree = tensor_leaves(output, "jacfwd")
+        else:
+            outputs = tensor_leaves(_split_aux(result, has_aux, "jacfwd")[0], "jacfwd")[0]
+        jac = _assemble(columns, flat_inputs, outputs, inputs, argnums)
         jac = unflatten(tree, jac)
-        if has_aux:
-            return jac, (aux if keep else detach_tree(aux))
-        return jac
+        return (jac, aux) if has_aux else jac
 
     return wrapper
 
 
-def _columns(g: Tensor, us: list, outputs: list, x: Tensor, keep: bool) -> list[Tensor]:
-    """d output / d x for every output: one pushforward per element of ``x``."""
-    n = x.numel()
-    if n == 0 or not g.requires_grad:
-        return [ops.zeros(tuple(o.shape) + tuple(x.shape), o.dtype) for o in outputs]
-    basis = identity(n, g)
-    cols: list[list[Tensor]] = [[] for _ in outputs]
-    for j in range(n):
-        for i, c in enumerate(_push([g], us, [ops.reshape(basis[j], x.shape)], keep)):
-            cols[i].append(c)
-    return [
-        ops.reshape(ops.stack(c, -1), tuple(o.shape) + tuple(x.shape))
-        for c, o in zip(cols, outputs)
-    ]
+def _one_hot_tangents(inputs: list, k: int, column: Tensor) -> list:
+    """Tangent pytrees for every differentiated argument: ``column`` at flat input ``k``."""
+    out, seen = [], 0
+    for leaves, tree in inputs:
+        ts = [column if seen + i == k else ops.zeros_like(x) for i, x in enumerate(leaves)]
+        out.append(unflatten(tree, ts))
+        seen += len(leaves)
+    return out
+
+
+def _assemble(columns: list, flat_inputs: list, outputs: list, inputs: list, argnums: Any) -> list:
+    """Per output: d output / d input (shape ``out.shape + in.shape``), grouped as argnums."""
+    jac = []
+    for i, o in enumerate(outputs):
+        per_input = []
+        for cols, x in zip(columns, flat_inputs):
+            if not cols:
+                per_input.append(ops.zeros(tuple(o.shape) + tuple(x.shape), o.dtype))
+                continue
+            stacked = ops.stack([c[i] for c in cols], -1)
+            per_input.append(ops.reshape(stacked, tuple(o.shape) + tuple(x.shape)))
+        grouped, start = [], 0
+        for leaves, tree in inputs:
+            grouped.append(unflatten(tree, per_input[start : start + len(leaves)]))
+            start += len(leaves)
+        jac.append(grouped[0] if isinstance(argnums, int) else tuple(grouped))
+    return jac
 
 
 def hessian(f: Callable, argnums: int | tuple[int, ...] = 0) -> Callable:
