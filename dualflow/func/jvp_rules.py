@@ -9,8 +9,9 @@ tape nodes and call the engine, which sit above the ops layer.
 
 Kinds: ``diagonal`` (elementwise ops and softmax, whose Jacobian is symmetric: the tangent is
 the op's own backward applied to the tangent, input by input, with no broadcast reduction),
-``linear_in(k)`` (the op applied to the tangent of input ``k``), ``joint_linear`` (concat: the op
-on all tangents), ``bilinear`` (matmul: one term per input), and a few written out.
+``linear_in(k)`` (the op applied to the tangent of input ``k``), ``joint_linear`` (concat: the
+op on all tangents), ``bilinear`` (matmul and the convolutions: one term per input), and a few
+written out.
 """
 
 from __future__ import annotations
@@ -135,7 +136,10 @@ RULES.update(
     cast=cast_rule,
     softmax=diagonal,
     log_softmax=log_softmax_rule,
-    matmul=bilinear,
+    matmul=bilinear,  # the conv ops take no bias input (it is a separate add): bilinear too
+    conv2d=bilinear,
+    conv_transpose2d=bilinear,
+    conv2d_grad_weight=bilinear,
     concat=joint_linear,
     pad=pad_rule,
     embedding=linear_in(1),
@@ -158,9 +162,6 @@ FALLBACK: dict[str, str] = {
     "max_pool2d_grad": _BACKWARD_HELPER + ", nonlinear in the pooled input",
     "softmax_cross_entropy": _LATER,
     "batch_norm": _LATER,
-    "conv2d": "bilinear plus bias: a bilinear rule must keep the bias out of the terms",
-    "conv_transpose2d": "bilinear plus bias, as conv2d",
-    "conv2d_grad_weight": _BACKWARD_HELPER + " and the input",
     "getitem_array_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
     "take_along_axis_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
     "allreduce": "a collective: every rank must push a tangent equally often",
