@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import dualflow
-from dualflow import func
+from dualflow import func, nn
 from dualflow.nn import functional as nnf
 
 
@@ -161,3 +161,31 @@ def test_compiled_compositions_equal_eager() -> None:
         for got, want in zip(compiled(a, b), everything(a, b)):
             np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-11, atol=1e-13)
     assert compiled.stats().traces == 1
+
+
+def test_pytree_arguments_outputs_and_tuple_argnums() -> None:
+    """jacrev/jacfwd over a dict of parameters (functional_call's usual form) and tuple
+    outputs; hessian over a tuple of argnums nests as torch.func's."""
+    model = nn.Linear(3, 2).double()
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x = _t(4, 3, seed=6)
+
+    def out(p: dict) -> tuple:
+        y = func.functional_call(model, p, (x,))
+        return y, (y * y).sum()
+
+    for jac in (func.jacrev(out)(params), func.jacfwd(out)(params)):
+        assert isinstance(jac, tuple) and set(jac[0]) == {"weight", "bias"}
+        assert jac[0]["weight"].shape == (4, 2, 2, 3) and jac[1]["bias"].shape == (2,)
+        np.testing.assert_allclose(jac[0]["bias"].numpy(), np.broadcast_to(np.eye(2), (4, 2, 2)))
+        np.testing.assert_allclose(jac[0]["weight"].numpy()[:, 0, 0], x.numpy())
+
+    def g(a: Any, b: Any) -> Any:
+        return (a * a * b).sum()
+
+    a, b = _t(2, seed=1), _t(2, seed=2)
+    (haa, hab), (hba, hbb) = func.hessian(g, argnums=(0, 1))(a, b)
+    np.testing.assert_allclose(haa.numpy(), np.diag(2 * b.numpy()))
+    np.testing.assert_allclose(hab.numpy(), np.diag(2 * a.numpy()))
+    np.testing.assert_allclose(hba.numpy(), hab.numpy().T)
+    np.testing.assert_allclose(hbb.numpy(), np.zeros((2, 2)))

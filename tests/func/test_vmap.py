@@ -116,3 +116,9 @@ def test_randomness_modes(compiled: bool) -> None:
         func.vmap(_noisy)(x)
     assert func.vmap(_noisy, randomness="same")(x).shape == (4, 3)  # the hook was removed
     assert dualflow.rand(1).shape == (1,)
+
+
+def test_keyword_arguments_are_not_mapped() -> None:
+    x = _t(3, 2, seed=7)
+    got = func.vmap(lambda r, scale=1.0: r * scale)(x, scale=3.0)
+    np.testing.assert_allclose(got.numpy(), 3 * x.numpy())
