@@ -17,7 +17,7 @@ from dualflow._config import enable_grad, is_grad_enabled
 from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
 from dualflow.func.forward_mode import ForwardLevel
-from dualflow.func.level import Level, argnums_tuple, identity, tensor_leaves
+from dualflow.func.level import Level, argnums_tuple, detach, identity, tensor_leaves
 from dualflow.func.reverse import _call, _split_aux, jacrev
 from dualflow.ops.dispatch import interpreting
 from dualflow.tracer.pytree import flatten, unflatten
@@ -63,7 +63,7 @@ def _tangents_out(level: ForwardLevel, outputs: list, tangents: list) -> list[Te
     for o in outputs:
         t = level.tangent_of(o)
         t = ops.zeros_like(o) if t is None else t
-        result.append(t if tracked and is_grad_enabled() else t.detach())
+        result.append(t if tracked and is_grad_enabled() else detach(t))
     return result
 
 
@@ -204,7 +204,7 @@ def hvp(f: Callable, primals: tuple, tangents: tuple) -> tuple:
         hv = [ops.zeros_like(x) for x in level.flat()]
     else:
         hv = _push_grad(dot, level, keep)
-    return (value if keep else value.detach()), tuple(level.regroup(hv))
+    return (value if keep else detach(value)), tuple(level.regroup(hv))
 
 
 def _push_grad(dot: Tensor, level: Level, keep: bool) -> list[Tensor]:
@@ -212,4 +212,4 @@ def _push_grad(dot: Tensor, level: Level, keep: bool) -> list[Tensor]:
         hv = engine_grad(
             [dot], level.flat(), create_graph=keep, allow_unused=True, materialize_grads=True
         )
-    return [h if keep else h.detach() for h in hv]
+    return [h if keep else detach(h) for h in hv]

@@ -23,7 +23,7 @@ from dualflow._config import enable_grad
 from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
 from dualflow.autograd.tape import record
-from dualflow.func.level import Level
+from dualflow.func.level import Level, share_tangents
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import OPS, OpDef
 
@@ -42,6 +42,8 @@ def diagonal(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -
         tuple(outs[i]._array for i in op.save_outputs),
         tuple(shape if isinstance(a, Tensor) else getattr(a, "shape", ()) for a in args),
     )
+    for i in op.save_outputs:  # ctx.y re-wraps the output: enclosing levels must know it
+        share_tangents(outs[i], node.output(i))
     total = None
     for i, t in enumerate(tangents):
         if t is None:
@@ -172,7 +174,7 @@ NO_TANGENT: dict[str, str] = {
     if not op.differentiable and op.kind != "synthetic"
 }
 NO_TANGENT.update(
-    assign="a state write: forward mode through in-place updates is refused",
+    assign="a state write: the target's tangent becomes the value's (forward_mode._write)",
     stop_gradient="detach: its result is a constant to every transform",
     guard="a compiler node (speculation check), never called eagerly",
     fused="a compiler node (fusion region), never called eagerly",

@@ -20,6 +20,7 @@ import numpy as np
 from dualflow import ops
 from dualflow._config import is_grad_enabled
 from dualflow._tensor import Tensor, tensor
+from dualflow.ops.dispatch import current_interpreter
 from dualflow.tracer.pytree import flatten, unflatten
 
 _FLOAT_KINDS = ("f", "c")
@@ -50,7 +51,7 @@ class Level:
         if leaf.requires_grad and self.outer_grad:
             self.aliased = True
             return ops.reshape(leaf, leaf.shape)  # a node of its own: this level's target
-        fresh = leaf.detach().requires_grad_(True)
+        fresh = detach(leaf).requires_grad_(True)
         self.fresh.add(id(fresh))
         return fresh
 
@@ -101,10 +102,30 @@ def _reaches_outside(outputs: Sequence[Any], fresh: set[int]) -> bool:
     return False
 
 
+def detach(value: Tensor) -> Tensor:
+    """``value.detach()`` that keeps the tangents forward-mode levels hold for ``value``: a
+    reverse transform cuts its results (and fresh inputs) from the tape, never from an
+    enclosing ``jvp`` (``jvp(grad(f))`` is forward over reverse)."""
+    cut = value.detach()
+    share_tangents(value, cut)
+    return cut
+
+
+def share_tangents(source: Tensor, target: Tensor) -> None:
+    """Give ``target`` the tangent of ``source`` in every enclosing forward-mode level (the
+    same value under another Tensor: a detached cut, a rule's re-wrapped output)."""
+    interpreter = current_interpreter.get()
+    while interpreter is not None and hasattr(interpreter, "tangent_of"):  # ForwardLevels
+        tangent = interpreter.tangent_of(source)
+        if tangent is not None:
+            interpreter.set_tangent(target, tangent)
+        interpreter = interpreter.below
+
+
 def detach_tree(value: Any) -> Any:
     """``value`` with every Tensor leaf detached (results of a level that keeps no graph)."""
     leaves, _, tree = flatten(value)
-    return unflatten(tree, [x.detach() if isinstance(x, Tensor) else x for x in leaves])
+    return unflatten(tree, [detach(x) if isinstance(x, Tensor) else x for x in leaves])
 
 
 def tensor_leaves(value: Any, what: str) -> tuple[list[Tensor], Any]:

@@ -12,7 +12,7 @@ from dualflow import ops
 from dualflow._config import enable_grad
 from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
-from dualflow.func.level import Level, argnums_tuple, detach_tree, identity, tensor_leaves
+from dualflow.func.level import Level, argnums_tuple, detach, detach_tree, identity, tensor_leaves
 from dualflow.tracer.pytree import unflatten
 
 
@@ -75,7 +75,7 @@ def grad_and_value(
         grads = level.regroup(_gradients(level, [value], [None], keep))
         gradient = grads[0] if isinstance(argnums, int) else tuple(grads)
         if not keep:
-            value, aux = value.detach(), detach_tree(aux)
+            value, aux = detach(value), detach_tree(aux)
         return (gradient, (value, aux)) if has_aux else (gradient, value)
 
     return wrapper
@@ -129,9 +129,9 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
         keep = outside or (level.outer_grad and any(c.requires_grad for c in cts))
         with enable_grad():
             grads = _gradients(level, outputs, cts, keep)
-        return tuple(level.regroup(grads if keep else [g.detach() for g in grads]))
+        return tuple(level.regroup(grads if keep else [detach(g) for g in grads]))
 
-    shown = output if outside else unflatten(tree, [o.detach() for o in outputs])
+    shown = output if outside else unflatten(tree, [detach(o) for o in outputs])
     if has_aux:
         return shown, vjp_fn, (aux if outside else detach_tree(aux))
     return shown, vjp_fn
@@ -174,7 +174,7 @@ def _jacobian_rows(level: Level, out: Tensor, keep: bool) -> list[Tensor]:
     basis = identity(flat_out.shape[0], flat_out)
     for i in range(flat_out.shape[0]):
         for k, g in enumerate(_gradients(level, [flat_out], [basis[i]], keep)):
-            rows[k].append(g if keep else g.detach())
+            rows[k].append(g if keep else detach(g))
     if not rows or flat_out.shape[0] == 0:
         return [ops.zeros(tuple(out.shape) + tuple(x.shape), x.dtype) for x in inputs]
     return [
