@@ -19,14 +19,18 @@ from dualflow.nn.module import Module
 
 _locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()
+_SHARED = threading.RLock()  # for modules a weak dict cannot key
 
 
 def _lock_of(module: Module) -> threading.RLock:
     """The re-entrant lock of ``module`` (a nested call on one thread is allowed)."""
     with _locks_guard:
-        lock = _locks.get(module)
-        if lock is None:
-            lock = _locks[module] = threading.RLock()
+        try:
+            lock = _locks.get(module)
+            if lock is None:
+                lock = _locks[module] = threading.RLock()
+        except TypeError:  # a Module subclass made unhashable (__eq__ without __hash__)
+            lock = _SHARED
         return lock
 
 
