@@ -9,6 +9,7 @@ with one recorded update, while the random ops stay pure functions of the key.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,9 @@ class Generator:
 
     def next_key(self) -> Tensor:
         """A fresh key [seed, counter] (a new tensor) and the state advanced past it."""
+        hook = getattr(_draw_hook, "hook", None)
+        if hook is not None:  # vmap's randomness modes (dualflow.func.vmap)
+            hook(self)
         with no_grad():
             key = self.state + self._step
             ops.assign(self.state, key)
@@ -66,6 +70,23 @@ class Generator:
     def __repr__(self) -> str:
         seed, counter = self.state.tolist()
         return f"Generator(seed={seed}, counter={counter}, device={self.device})"
+
+
+_draw_hook = threading.local()
+
+
+def set_draw_hook(hook: Any) -> Any:
+    """Call ``hook(generator)`` before every key this thread draws (None: no hook); returns
+    the previous hook (vmap's randomness modes watch and rewind generators this way).
+
+    Example:
+        >>> seen = []; old = set_draw_hook(seen.append); _ = uniform((1,))
+        >>> _ = set_draw_hook(old); len(seen)
+        1
+    """
+    previous = getattr(_draw_hook, "hook", None)
+    _draw_hook.hook = hook
+    return previous
 
 
 _defaults: dict[Device, Generator] = {}

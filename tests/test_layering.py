@@ -50,6 +50,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("tracer", ("tracer",)),
     ("nn/optim", ("nn", "optim")),
     ("training", ("training",)),
+    ("func", ("func",)),  # torch.func's transforms: over the engine, Modules and the tracer
     ("vision", ("vision",)),
     (
         "tools",

@@ -24,6 +24,7 @@ from dualflow.bench.elementwise_workloads import (
     build_poly_chain,
     build_sum_of_squares,
 )
+from dualflow.bench.func_workloads import build_per_example_grads
 from dualflow.bench.harness import Measurement
 from dualflow.bench.vision_workloads import (
     build_cnn,
@@ -254,6 +255,12 @@ WORKLOADS: dict[str, Workload] = {
             "gradient-penalty-mlp",
             "double backward through the MLP 784-1000-1000-10, batch 64",
             build_gradient_penalty_mlp,
+            20,
+        ),
+        Workload(
+            "per-example-grads",
+            "vmap(grad) per-example grads, MLP 784-128-10, batch 64 (baseline: a Python loop)",
+            build_per_example_grads,
             20,
         ),
         Workload(

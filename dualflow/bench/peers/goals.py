@@ -49,6 +49,7 @@ GOALS: dict[str, tuple[Goal, ...]] = {
     "small-cnn": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
     "resnet18": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
     "gradient-penalty-mlp": (Goal("compiled", JAX, 1.0, "≤ JAX"),),
+    "per-example-grads": (Goal("compiled", TORCH, 1.0, "≤ 1.0× torch.func"),),
 }
 ISSUE_WORKLOADS = tuple(GOALS)  # what `dualflow bench --peers` runs without --workloads
 

@@ -33,6 +33,7 @@ PEERS: dict[str, tuple[str, ...]] = {
     "small-cnn": _BOTH,
     "resnet18": ("torch",),
     "gradient-penalty-mlp": _BOTH,
+    "per-example-grads": ("torch",),  # torch.func's vmap(grad)
 }
 _TIMINGS = ("median_ms", "min_ms", "max_ms")
 

@@ -148,6 +148,21 @@ def gradient_penalty_mlp() -> Built:
     return step, _no_sync
 
 
+def per_example_grads() -> Built:
+    """torch.func's per-example gradients of the MLP 784-128-10 at batch 64: vmap(grad)."""
+    from torch.func import functional_call, grad, vmap  # noqa: PLC0415 - torch >= 2.0 only
+
+    model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10))
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
+
+    def loss(p: dict, xi: Any, yi: Any) -> Any:
+        return F.cross_entropy(functional_call(model, p, (xi[None],)), yi[None])
+
+    per_example = vmap(grad(loss), in_dims=(None, 0, 0))
+    return (lambda: per_example(params, x, y)), _no_sync
+
+
 WORKLOADS: dict[str, Callable[[], Built]] = {
     "tiny-ops": tiny_ops,
     "tiny-ops-fwd": tiny_ops_fwd,
@@ -157,4 +172,5 @@ WORKLOADS: dict[str, Callable[[], Built]] = {
     "small-cnn": small_cnn,
     "resnet18": resnet18,
     "gradient-penalty-mlp": gradient_penalty_mlp,
+    "per-example-grads": per_example_grads,
 }

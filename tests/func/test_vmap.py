@@ -1,0 +1,124 @@
+"""vmap: equal to a Python loop for in_dims/out_dims forms, nested, of grad (per-example
+gradients), the three randomness modes, bad dims as errors; compiled equals eager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import dualflow
+from dualflow import func
+
+
+def _t(*shape: int, seed: int = 0) -> dualflow.Tensor:
+    return dualflow.tensor(np.random.default_rng(seed).normal(size=shape))
+
+
+def _f(x: Any, y: Any) -> Any:
+    return (x * y).sum(0).tanh()
+
+
+@pytest.mark.parametrize("in_dims", [(0, 0), (1, 0), (0, None), (-1, 1)])
+def test_matches_a_loop(in_dims: tuple) -> None:
+    x, y = _t(4, 4, seed=1), _t(4, 4, seed=2)
+    got = func.vmap(_f, in_dims=in_dims)(x, y)
+
+    def pick(t: Any, d: Any, b: int) -> Any:
+        return t if d is None else t.numpy().take(b, axis=d)
+
+    want = [
+        _f(dualflow.tensor(pick(x, in_dims[0], b)), dualflow.tensor(pick(y, in_dims[1], b)))
+        for b in range(4)
+    ]
+    np.testing.assert_allclose(got.numpy(), np.stack([w.numpy() for w in want]), rtol=1e-14)
+
+
+def test_out_dims_pytrees_and_nesting() -> None:
+    x = _t(2, 3, seed=3)
+    a, b = func.vmap(lambda r: (r * 2, {"s": r.sum()}), out_dims=(1, 0))(x)
+    np.testing.assert_allclose(a.numpy(), (x * 2).numpy().T)
+    np.testing.assert_allclose(b["s"].numpy(), x.numpy().sum(1))
+    outer = func.vmap(func.vmap(lambda u, v: u * v, in_dims=(0, None)), in_dims=(0, None))
+    v = _t(3, seed=4)
+    m = _t(2, 5, 3, seed=5)
+    np.testing.assert_allclose(outer(m, v).numpy(), m.numpy() * v.numpy(), rtol=1e-14)
+    pair = {"p": x, "q": _t(3, seed=6)}
+    got = func.vmap(lambda d: d["p"] + d["q"], in_dims=({"p": 0, "q": None},))(pair)
+    np.testing.assert_allclose(got.numpy(), x.numpy() + pair["q"].numpy())
+
+
+def test_errors() -> None:
+    x = _t(2, 3)
+    with pytest.raises(ValueError, match="different batch sizes"):
+        func.vmap(_f)(x, _t(3, 3))
+    with pytest.raises(ValueError, match="at least one input"):
+        func.vmap(_f, in_dims=None)(x, x)
+    with pytest.raises(ValueError, match="out of range"):
+        func.vmap(_f, in_dims=(2, 0))(x, x)
+    with pytest.raises(ValueError, match="only Tensors"):
+        func.vmap(lambda a, n: a * n, in_dims=(0, 0))(x, 3)
+    with pytest.raises(ValueError, match="randomness"):
+        func.vmap(_f, randomness="sometimes")
+    with pytest.raises(ValueError, match="size 0"):
+        func.vmap(lambda a: a)(_t(0, 3))
+
+
+def _per_example(w: Any, x: Any, y: Any) -> Any:
+    def loss(w: Any, xi: Any, yi: Any) -> Any:
+        return ((xi @ w).tanh() - yi).pow(2).sum()
+
+    return func.vmap(func.grad(loss), in_dims=(None, 0, 0))(w, x, y)
+
+
+def test_per_example_gradients_eager_and_compiled() -> None:
+    w, x, y = _t(3, 2, seed=1), _t(5, 3, seed=2), _t(5, 2, seed=3)
+    got = _per_example(w, x, y)
+    for b in range(5):
+        wb = w.detach().requires_grad_()
+        loss = ((x[b] @ wb).tanh() - y[b]).pow(2).sum()
+        loss.backward()
+        np.testing.assert_allclose(got[b].numpy(), wb.grad.numpy(), rtol=1e-12)
+    compiled = dualflow.compile(_per_example, fallback="error")
+    for seed in (4, 5):
+        x2 = _t(5, 3, seed=seed)
+        np.testing.assert_allclose(
+            compiled(w, x2, y).numpy(), _per_example(w, x2, y).numpy(), rtol=1e-12
+        )
+
+
+def _noisy(x: Any) -> Any:
+    return x + dualflow.rand(3, dtype=dualflow.float64)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_randomness_modes(compiled: bool) -> None:
+    x = dualflow.zeros(4, 3, dtype=dualflow.float64)
+
+    def run(mode: str) -> tuple:
+        fn = lambda x: func.vmap(_noisy, randomness=mode)(x)  # noqa: E731
+        fn = dualflow.compile(fn, fallback="error") if compiled else fn
+        dualflow.manual_seed(0)
+        first = fn(x).numpy()
+        return first, dualflow.rand(2).numpy()
+
+    same, after_same = run("same")
+    assert np.all(same == same[0])
+    different, after_different = run("different")
+    assert len({tuple(r) for r in different}) == 4
+    dualflow.manual_seed(0)
+    want_same = dualflow.rand(3, dtype=dualflow.float64).numpy()
+    np.testing.assert_array_equal(same[0], want_same)  # the first example's draws
+    np.testing.assert_array_equal(after_same, dualflow.rand(2).numpy())  # advanced once
+    assert not np.array_equal(after_same, after_different)  # different advanced 4 times
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        func.vmap(_noisy)(x)
+    assert func.vmap(_noisy, randomness="same")(x).shape == (4, 3)  # the hook was removed
+    assert dualflow.rand(1).shape == (1,)
+
+
+def test_keyword_arguments_are_not_mapped() -> None:
+    x = _t(3, 2, seed=7)
+    got = func.vmap(lambda r, scale=1.0: r * scale)(x, scale=3.0)
+    np.testing.assert_allclose(got.numpy(), 3 * x.numpy())
