@@ -4,10 +4,11 @@ keeps none of the values ``fn``'s ops saved for backward; backward re-runs ``fn`
 It works like PyTorch's non-reentrant checkpoint: ``fn`` runs with the tape on, so its outputs
 are connected to every tensor it used (arguments, and parameters it closes over); then every
 tape node made inside it has its saved values replaced by a ``_Pending`` placeholder. The first
-time backward reads one, the segment re-runs ``fn`` (with the default generators' state as it
-was at the forward, so dropout draws the same mask), matches the new tape nodes to the old ones
-in creation order and hands their saved values over. The re-run records a tape connected to the
-same inputs, so ``create_graph=True`` differentiates through it (double backward). Inside
+time backward reads one, the segment re-runs ``fn`` with the default generators' state and the
+autocast setting as they were at the forward (so dropout draws the same mask), matches the new
+tape nodes to the old ones in creation order and hands their saved values over. The re-run
+records a tape connected to the same inputs, so ``create_graph=True`` differentiates through it
+(double backward). Inside
 ``@dualflow.compile`` the re-run is recorded as ordinary ops of the backward: compiled equals
 eager, and the passes (CSE) may merge it back into the forward's values.
 """
@@ -18,7 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow._config import config, enable_grad, no_grad
+from dualflow._config import config, no_grad, using_config
 from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node, next_seq
 from dualflow.device import Device
@@ -101,6 +102,7 @@ class _Segment:
 
     def __init__(self, fn: Callable, args: tuple, kwargs: dict, rng: _RngSnapshot | None) -> None:
         self.fn, self.args, self.kwargs, self.rng = fn, args, kwargs, rng
+        self.autocast = config.autocast  # the re-run casts as the forward did (PyTorch's rule)
         self.nodes: list[Node] = []
 
     def forget(self, nodes: list[Node]) -> None:
@@ -118,7 +120,7 @@ class _Segment:
             return
         current = self.rng.swap_in() if self.rng is not None else None
         try:
-            with enable_grad():
+            with using_config(grad_enabled=True, autocast=self.autocast):
                 start = next_seq()
                 outputs = self.fn(*self.args, **self.kwargs)
         finally:

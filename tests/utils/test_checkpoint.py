@@ -133,6 +133,21 @@ def test_memory_is_released_after_forward() -> None:
     assert isinstance(checked._creator.saved_outputs, _Pending)
 
 
+def test_the_recompute_uses_the_forwards_autocast_setting() -> None:
+    lin = nn.Linear(4, 4)
+    x = dualflow.randn(3, 4, requires_grad=True)
+    grads = []
+    for wrap in (lambda f, t: f(t), checkpoint):
+        with dualflow.autocast("cpu", dtype=dualflow.float16):
+            y = wrap(lambda t: lin(t).relu() * 2.0, x)
+        (y.float() ** 2).sum().backward()  # backward outside the context, as usual
+        grads.append((x.grad.numpy().copy(), lin.weight.grad.numpy().copy()))
+        x.grad = lin.weight.grad = lin.bias.grad = None
+    assert y.dtype == dualflow.float16
+    for a, b in zip(*grads):
+        np.testing.assert_array_equal(a, b)
+
+
 class _Checked(nn.Module):
     def __init__(self, segments: int) -> None:
         super().__init__()
