@@ -64,7 +64,7 @@ def test_the_setting_is_part_of_the_compile_cache_key() -> None:
     with autocast("cpu", dtype=F16):
         assert fn(a).dtype == F16
     assert fn(a).dtype == np.float32
-    assert fn.stats().traces == 2
+    assert fn.stats().traces == 2 and "config.autocast" in fn.stats().retrace_reasons[-1]
 
 
 def _data(kind: str) -> tuple:
