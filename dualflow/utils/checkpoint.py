@@ -96,6 +96,9 @@ class _Pending:
     def __len__(self) -> int:
         return len(self._real())
 
+    def __bool__(self) -> bool:  # it stands for a non-empty tuple: no re-run just to ask
+        return True
+
 
 class _Segment:
     """One checkpointed call: the function, its arguments and the nodes waiting for values."""
@@ -108,10 +111,10 @@ class _Segment:
     def forget(self, nodes: list[Node]) -> None:
         """Drop the saved values of ``nodes`` (the segment's tape), to be recomputed."""
         self.nodes = nodes
-        for node in nodes:
-            if node.saved_inputs:
+        for node in nodes:  # a nested checkpoint's nodes already wait (on their own segment)
+            if type(node.saved_inputs) is tuple and node.saved_inputs:
                 node.saved_inputs = _Pending(self, node, "saved_inputs")
-            if node.saved_outputs:
+            if type(node.saved_outputs) is tuple and node.saved_outputs:
                 node.saved_outputs = _Pending(self, node, "saved_outputs")
 
     def recompute(self) -> None:

@@ -148,6 +148,29 @@ def test_the_recompute_uses_the_forwards_autocast_setting() -> None:
         np.testing.assert_array_equal(a, b)
 
 
+def test_nested_checkpoints_and_tuple_outputs() -> None:
+    x = dualflow.tensor([0.2, -0.4, 0.9], requires_grad=True)
+
+    def inner(t):
+        return t.tanh() * t, t.sin()
+
+    def outer(t):
+        a, b = checkpoint(inner, t.exp())
+        return (a * b).sum()
+
+    def plain(t):
+        a, b = inner(t.exp())
+        return (a * b).sum()
+
+    calls = []
+    y = checkpoint(lambda t: calls.append(1) or outer(t), x)
+    assert calls == [1]  # the forward ran once: nothing was recomputed before backward
+    (g,) = dualflow.grad(y, x)
+    (g0,) = dualflow.grad(plain(x), x)
+    np.testing.assert_array_equal(g.numpy(), g0.numpy())
+    assert calls == [1, 1]
+
+
 class _Checked(nn.Module):
     def __init__(self, segments: int) -> None:
         super().__init__()
