@@ -51,6 +51,7 @@ _LAZY = {
     **dict.fromkeys(_FACTORIES, "dualflow.factories"),
     **dict.fromkeys(_RANDOM, "dualflow.random"),
     "Size": "dualflow.tensor_methods",
+    "autocast": "dualflow.amp",
     "is_floating_point": "dualflow.dtypes",
 }
 # PyTorch's dtype names (dualflow.float32, dualflow.long...): numpy dtypes
@@ -81,7 +82,7 @@ _PORTED = ("atan2", "arctan2", "outer", "select", "diag", "eye", "set_grad_enabl
 _PORTED += ("arctan", "atan")
 _LAZY.update(dict.fromkeys(_PORTED, "dualflow.tensor_methods.ported"))
 _LAZY.update(dict.fromkeys(("randperm", "multinomial"), "dualflow.tensor_methods.ported_random"))
-_SUBMODULES = ("data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
+_SUBMODULES = ("amp", "data", "errors", "gradcheck", "nn", "ops", "optim", "random", "training")
 
 
 def __getattr__(name: str) -> Any:

@@ -100,10 +100,12 @@ class Config(threading.local):
     grad_enabled: bool = True
     train: bool = True
     debug: bool = env_flag("DUALFLOW_DEBUG")  # read at import: it applies to every op
+    # dualflow.amp.autocast: ((device type, low dtype name), ...) or None when off
+    autocast: tuple[tuple[str, str], ...] | None = None
 
-    def snapshot(self) -> tuple[bool, bool, bool]:
+    def snapshot(self) -> tuple[bool, bool, bool, tuple | None]:
         """The flags that change what a traced function computes (part of a compile cache key)."""
-        return (self.grad_enabled, self.train, self.debug)
+        return (self.grad_enabled, self.train, self.debug, self.autocast)
 
 
 config = Config()
@@ -120,7 +122,9 @@ def using_config(**flags: Any) -> Iterator[None]:
     """
     for name in flags:
         if not hasattr(Config, name):
-            raise AttributeError(f"unknown config flag {name!r}; known: grad_enabled, train, debug")
+            raise AttributeError(
+                f"unknown config flag {name!r}; known: grad_enabled, train, debug, autocast"
+            )
     old = {name: getattr(config, name) for name in flags}
     for name, value in flags.items():
         setattr(config, name, value)

@@ -26,6 +26,20 @@ NAMES = (
 )  # fmt: skip
 
 
+def is_float_dtype(dtype: object) -> builtins.bool:
+    """Whether ``dtype`` is a real floating type: numpy's, or ``ml_dtypes.bfloat16`` (which
+    numpy files under kind "V"; autocast's CPU bfloat16).
+
+    Example:
+        >>> is_float_dtype(np.float16), is_float_dtype(np.int8)
+        (True, False)
+    """
+    if isinstance(dtype, type) and not hasattr(dtype, "dtype"):
+        return dtype is builtins.float  # a weak Python scalar type
+    dtype = np.dtype(dtype)
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
 def is_floating_point(x: object) -> builtins.bool:
     """Whether ``x`` (a tensor or array) has a floating-point dtype, as ``torch.is_floating_point``.
 
@@ -34,4 +48,4 @@ def is_floating_point(x: object) -> builtins.bool:
         >>> is_floating_point(dualflow.tensor([1.0])), is_floating_point(dualflow.tensor([1]))
         (True, False)
     """
-    return np.dtype(x.dtype).kind == "f"
+    return is_float_dtype(x.dtype)

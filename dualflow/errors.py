@@ -37,6 +37,11 @@ class TracingError(DualflowError, RuntimeError):
     """A compiled function did something that cannot be traced safely."""
 
 
+class RecomputeError(DualflowError, RuntimeError):
+    """A checkpointed segment, re-run for backward, computed differently than in the forward
+    (PyTorch's ``torch.utils.checkpoint.CheckpointError``)."""
+
+
 class CompileError(DualflowError, RuntimeError):
     """Lowering or an optimization pass failed."""
 

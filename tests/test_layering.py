@@ -48,7 +48,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("data", ("data", "checkpoint_reader", "serialization", "utils", "interop")),
     ("distributed", ("distributed",)),
     ("tracer", ("tracer",)),
-    ("nn/optim", ("nn", "optim")),
+    ("nn/optim", ("nn", "optim", "amp")),
     ("training", ("training",)),
     ("func", ("func",)),  # torch.func's transforms: over the engine, Modules and the tracer
     ("vision", ("vision",)),

@@ -110,7 +110,7 @@ class EagerInterpreter:
             return _wrap_many(op, args, arrays, attrs, out, record, debug)
         if type(out) is not _ndarray:
             out = xp.asarray(out)
-        if record and out.dtype.kind not in "fc":
+        if record and out.dtype.kind not in "fc" and out.dtype.char != "E":  # E: bfloat16
             record = False  # an integer or bool result (a cast) has no gradient, as in PyTorch
         if debug:
             check_finite(op, (out,), "output")
@@ -139,7 +139,8 @@ def _wrap_many(
         check_finite(op, outs, "output")
     # integer outputs (max's indices) never require grad, as in PyTorch
     results = tuple(
-        Tensor._wrap(o, None, i, record and o.dtype.kind in "fc") for i, o in enumerate(outs)
+        Tensor._wrap(o, None, i, record and (o.dtype.kind in "fc" or o.dtype.char == "E"))
+        for i, o in enumerate(outs)
     )
     if record:
         node = record_node(

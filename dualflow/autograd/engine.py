@@ -239,7 +239,7 @@ def backward(
     observation = None if create_graph else start_observing(outputs)
     run = _Run(None, None, retain) if observation is None else _ObservedRun(retain, observation)
     try:
-        with using_config(grad_enabled=create_graph):
+        with using_config(grad_enabled=create_graph, autocast=None):  # backward: forward's types
             for out, gy in zip(outputs, grad_outputs):
                 if out.requires_grad:
                     run.push(edge_of(out), _seed_gradient(out, gy))
@@ -285,7 +285,7 @@ def grad(
     targets = dict.fromkeys(keys)
     retain = create_graph if retain_graph is None else retain_graph
     run = _Run(targets, _reaching(outputs, targets), retain)
-    with using_config(grad_enabled=create_graph):
+    with using_config(grad_enabled=create_graph, autocast=None):  # backward: forward's types
         for out, gy in zip(outputs, grad_outputs):
             if out.requires_grad:
                 run.push(edge_of(out), _seed_gradient(out, gy))

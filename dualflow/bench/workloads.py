@@ -26,6 +26,7 @@ from dualflow.bench.elementwise_workloads import (
 )
 from dualflow.bench.func_workloads import build_per_example_grads
 from dualflow.bench.harness import Measurement
+from dualflow.bench.memory_workloads import build_mlp_autocast, build_resnet18_checkpoint
 from dualflow.bench.vision_workloads import (
     build_cnn,
     build_resnet18,
@@ -250,6 +251,19 @@ WORKLOADS: dict[str, Workload] = {
         # noise); a compiled step traces on call 1 and retraces on call 2 (momentum buffers
         # appear), so warm up twice
         Workload("resnet18", "ResNet-18 CIFAR train step, batch 16", build_resnet18, 5, warmup=2),
+        Workload(
+            "resnet18-checkpoint",
+            "the resnet18 step with every stage checkpointed (recomputed in backward)",
+            build_resnet18_checkpoint,
+            5,
+            warmup=2,
+        ),
+        Workload(
+            "mlp-autocast",
+            "the mlp step under float16 autocast + GradScaler (numpy float16 has no BLAS)",
+            build_mlp_autocast,
+            5,
+        ),
         Workload("gradient-penalty", "WGAN-GP critic step, 64x128", build_gradient_penalty, 20),
         Workload(
             "gradient-penalty-mlp",

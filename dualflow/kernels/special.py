@@ -46,7 +46,11 @@ def erf(xp: Any, x: Any) -> Any:
     function = backend_of(xp).functions.get("erf")
     if function is None:
         raise NotImplementedError(f"erf: no implementation for arrays of {xp.__name__}")
-    return function(x)
+    result = function(x)
+    dtype = getattr(x, "dtype", None)
+    if dtype is not None and dtype.itemsize == 2 and result.dtype != dtype:  # float16, bfloat16
+        return result.astype(dtype)  # the ufunc has float32/64 loops only: round back
+    return result
 
 
 def _build_erf_ufunc() -> Any:

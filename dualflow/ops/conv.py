@@ -17,6 +17,7 @@ from dualflow.errors import ShapeError
 from dualflow.kernels import conv_gemm, conv_scratch
 from dualflow.kernels.backend import backend_of
 from dualflow.kernels.im2col import Pair, out_size
+from dualflow.ops.autocast import lower_inputs
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.registry import Meta, primitive
@@ -272,6 +273,7 @@ def conv2d(
         >>> ops.conv2d(x, np.ones((1, 1, 2, 2)), stride=2).tolist()
         [[[[10.0, 18.0], [42.0, 50.0]]]]
     """
+    x, w, b = lower_inputs(x, w, b)  # autocast: the bias too, so the output stays low
     require_same_float("conv2d", x, w, "input", "weight")  # PyTorch refuses to upcast too
     y = apply(
         Conv2d,
@@ -312,6 +314,7 @@ def conv_transpose2d(
                [2., 4., 2.],
                [1., 2., 1.]])
     """
+    x, w, b = lower_inputs(x, w, b)
     require_same_float("conv_transpose2d", x, w, "input", "weight")
     y = apply(
         ConvTranspose2d,

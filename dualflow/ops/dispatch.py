@@ -13,6 +13,7 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from dualflow._config import config
 from dualflow.ops.registry import OpDef
 from dualflow.ops.tracing_hooks import TracingHooks
 
@@ -70,6 +71,10 @@ def apply(op: OpDef, *args: Any, **attrs: Any) -> Any:
         >>> apply(OPS["add"], 1.0, 2.0).item()
         3.0
     """
+    if config.autocast is not None:  # dualflow.amp.autocast: the op's inputs in its type
+        from dualflow.ops.autocast import cast_for  # noqa: PLC0415 - a cycle: it calls apply
+
+        args = cast_for(op.name, args, config.autocast)
     interpreter = _get_current()
     if interpreter is None:  # eager fast path: one call less per op
         return _default_apply(op, args, attrs)

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.dtypes import is_float_dtype
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.kernels.im2col import Pair
 from dualflow.ops.registry import Meta
@@ -42,7 +43,7 @@ def check_4d(op: str, name: str, meta: Meta) -> None:
             f"{op}: {name} must be 4-D (N, C, H, W layout), got shape {tuple(meta.shape)}"
         )
     dtype = meta.dtype
-    if isinstance(dtype, type) or np.dtype(dtype).kind != "f":
+    if isinstance(dtype, type) or not is_float_dtype(dtype):
         name_of = getattr(dtype, "__name__", str(dtype))
         raise DTypeError(
             f"{op}: {name} must be a floating-point array, got dtype {name_of}; "

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
+from dualflow.ops.autocast import lower_inputs
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import reshape, sum_to, transpose
@@ -41,6 +42,9 @@ def _column_major(x: Any, other: Any, gy: Any) -> bool:
 
 
 def _matmul_out(xp: Any, a: Any, b: Any, *, out: Any) -> Any:
+    if out.dtype.char == "E":  # ml_dtypes' bfloat16 matmul returns float32: round it here
+        out[...] = xp.matmul(a, b)
+        return out
     return xp.matmul(a, b, out=out)
 
 
@@ -86,7 +90,8 @@ class Matmul:
         return (Meta(out, np.result_type(*dtypes)),)
 
     def forward(xp, a, b):
-        return xp.matmul(a, b)
+        y = xp.matmul(a, b)
+        return y if y.dtype == a.dtype or a.dtype.char != "E" else y.astype(a.dtype)
 
     def backward(ctx, gy):
         a, b = ctx.x0, ctx.x1
@@ -140,6 +145,7 @@ def linear(x: Any, weight: Any, bias: Any = None) -> Any:
     weight_shape = getattr(weight, "shape", np.shape(weight))
     if len(weight_shape) != 2:
         raise ShapeError(f"linear: weight must be 2-D (out, in), got shape {tuple(weight_shape)}")
+    x, weight, bias = lower_inputs(x, weight, bias)  # autocast: the bias too, as PyTorch's
     require_same_float("linear", x, weight, "input", "weight")
     y = matmul(x, transpose(weight))
     return y if bias is None else y + bias

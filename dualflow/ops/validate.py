@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.dtypes import is_float_dtype
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
 
 
@@ -22,7 +23,7 @@ def require_float(op: str, meta: Any, what: str = "input") -> np.dtype:
         dtype('float32')
     """
     dtype = np.dtype(meta.dtype)
-    if dtype.kind != "f":
+    if not is_float_dtype(dtype):
         raise DTypeError(
             f"{op}: {what} must be floating point, got {dtype}; cast it first, "
             f"e.g. ops.cast(x, 'float32')"
@@ -64,7 +65,7 @@ def require_same_float(op: str, a: Any, b: Any, name_a: str, name_b: str) -> Non
         dualflow.errors.DTypeError: linear: x is float64 but weight is float32; cast ...
     """
     da, db = _dtype_of(a), _dtype_of(b)
-    if da is None or db is None or da == db or da.kind != "f" or db.kind != "f":
+    if da is None or db is None or da == db or not (is_float_dtype(da) and is_float_dtype(db)):
         return
     raise DTypeError(
         with_location(

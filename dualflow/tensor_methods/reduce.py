@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dualflow import ops
+from dualflow.dtypes import is_float_dtype
 from dualflow.errors import DTypeError, ShapeError, with_location
 from dualflow.tensor_methods.size import dim_index
 
@@ -41,7 +42,7 @@ def _keep(keepdim: bool, keepdims: bool | None) -> bool:
 
 
 def _float_only(x: Any, op: str) -> None:
-    if x.dtype.kind != "f":
+    if not is_float_dtype(x.dtype):
         raise DTypeError(
             with_location(
                 f"{op}: input dtype must be floating point, got {x.dtype}; cast it first, "

@@ -49,7 +49,7 @@ def as_kind(kind: str, value: Any) -> Any:
 
 def described(flat: Flat) -> list[tuple[str, Any]]:
     """Every part of the cache key with a readable path, for retrace reasons."""
-    flags = zip(("grad_enabled", "train", "debug"), config.snapshot())
-    extra = [(f"config.{name}", ("static", "bool", value)) for name, value in flags]
+    flags = zip(("grad_enabled", "train", "debug", "autocast"), config.snapshot())
+    extra = [(f"config.{name}", ("static", type(value).__name__, value)) for name, value in flags]
     extra.append(("argument aliasing", ("static", "tuple", flat.aliases)))
     return flat.described + extra

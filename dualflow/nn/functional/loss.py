@@ -13,7 +13,9 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._tensor import Tensor, as_tensor
+from dualflow.dtypes import is_float_dtype
 from dualflow.errors import DTypeError, ShapeError, with_location
+from dualflow.ops.autocast import float32_inputs
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -44,11 +46,11 @@ def _reduce(loss: Any, mode: str) -> Any:
 
 def _float(op: str, x: Any, what: str) -> Tensor:
     x = as_tensor(x)
-    if x.dtype.kind != "f":
+    if not is_float_dtype(x.dtype):
         raise DTypeError(
             with_location(f"{op}: {what} must be floating point, got {x.dtype}; use x.float()")
         )
-    return x
+    return float32_inputs(x)[0]  # autocast: losses are on PyTorch's float32 list
 
 
 def _same_shape(op: str, a: Any, b: Any) -> None:
@@ -220,8 +222,8 @@ def cross_entropy(
 
 def _binary_inputs(op: str, input: Any, target: Any) -> tuple[Tensor, Tensor]:
     x = _float(op, input, "input")
-    t = as_tensor(target)
-    if t.dtype.kind != "f":
+    (t,) = float32_inputs(as_tensor(target))
+    if not is_float_dtype(t.dtype):
         raise DTypeError(
             with_location(
                 f"{op}: target must be floating point (probabilities in [0, 1]), got "
@@ -286,7 +288,7 @@ def binary_cross_entropy_with_logits(
 
 def _pointwise(op: str, input: Any, target: Any, args: tuple) -> tuple[Tensor, Tensor, str]:
     x = _float(op, input, "input")
-    t = as_tensor(target)
+    (t,) = float32_inputs(as_tensor(target))
     _same_shape(op, x, t)
     return x, t, reduction_mode(op, *args)
 

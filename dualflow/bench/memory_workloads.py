@@ -1,0 +1,84 @@
+"""The bench's memory-for-time workloads (issue 42): ResNet-18 with every stage checkpointed
+(``dualflow.utils.checkpoint``) and the MLP trained under ``autocast`` + ``GradScaler``.
+
+Each builder returns the same ``{"step", "params"}`` dict as ``dualflow.bench.workloads``; compare
+their time and peak memory with the ``resnet18`` and ``mlp`` rows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+import dualflow
+from dualflow import ops, optim
+from dualflow.amp import GradScaler, autocast
+from dualflow.bench.vision_workloads import _seeded
+from dualflow.device import CPU, Device
+from dualflow.utils.checkpoint import checkpoint
+from dualflow.vision.models import resnet18
+
+
+def _stagewise(model: Any, x: Any) -> Any:
+    """ResNet forward keeping only each stage's input: the stages are recomputed in backward."""
+    x = model.maxpool(model.relu(model.bn1(model.conv1(x))))
+    for stage in (model.layer1, model.layer2, model.layer3, model.layer4):
+        x = checkpoint(stage, x)
+    return model.fc(ops.flatten(model.avgpool(x), 1))
+
+
+def build_resnet18_checkpoint(
+    rng: np.random.Generator, device: Device = CPU, batch: int = 16, width: float = 1.0
+) -> dict[str, Any]:
+    """The ``resnet18`` row's step (same weights, data, SGD) with each stage checkpointed.
+
+    Example:
+        >>> built = build_resnet18_checkpoint(np.random.default_rng(0), batch=2, width=0.125)
+        >>> built["step"]().shape
+        ()
+    """
+    model = _seeded(rng, lambda: resnet18(num_classes=10, cifar_stem=True, width=width), device)
+    x = dualflow.tensor(rng.standard_normal((batch, 3, 32, 32), dtype=np.float32), device=device)
+    labels = dualflow.tensor(rng.integers(0, 10, batch), device=device)
+    params = list(model.params())
+    opt = optim.SGD(params, lr=0.01, momentum=0.0)
+
+    def step() -> Any:
+        opt.zero_grad()
+        loss = ops.softmax_cross_entropy(_stagewise(model, x), labels)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return {"step": step, "params": params}
+
+
+def build_mlp_autocast(
+    rng: np.random.Generator, device: Device = CPU, batch: int = 64
+) -> dict[str, Any]:
+    """The ``mlp`` row's MLP 784-1000-1000-10 under float16 autocast with a GradScaler (float32
+    master weights, SGD).
+
+    Example:
+        >>> build_mlp_autocast(np.random.default_rng(0), batch=2)["step"]().shape
+        ()
+    """
+    from dualflow.bench.workloads import _mlp_forward, _mlp_params  # noqa: PLC0415 - a cycle
+
+    params = _mlp_params(rng, (784, 1000, 1000, 10), device)
+    x = dualflow.tensor(rng.standard_normal((batch, 784), dtype=np.float32), device=device)
+    labels = dualflow.tensor(rng.integers(0, 10, size=batch), device=device)
+    opt = optim.SGD(params, lr=0.01)
+    scaler = GradScaler(device=device)
+
+    def step() -> Any:
+        opt.zero_grad()
+        with autocast(device.kind, dtype="float16"):
+            loss = ops.softmax_cross_entropy(_mlp_forward(x, params), labels)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        return loss
+
+    return {"step": step, "params": params}

@@ -1,0 +1,40 @@
+"""The memory workloads: checkpointed ResNet-18 gives the plain step's losses and parameters bit
+for bit (float32) eagerly and compiled; the autocast MLP row compiles to the eager values."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualflow
+from dualflow.bench.memory_workloads import build_mlp_autocast, build_resnet18_checkpoint
+from dualflow.bench.vision_workloads import build_resnet18
+from dualflow.bench.workloads import WORKLOADS
+
+
+def _run(build, compiled: bool, steps: int = 2, **kw) -> tuple[list, list]:
+    built = build(np.random.default_rng(0), batch=2, **kw)
+    step = dualflow.compile(built["step"]) if compiled else built["step"]
+    losses = [step().item() for _ in range(steps)]
+    return losses, [p.numpy().copy() for p in built["params"]]
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_checkpointed_resnet18_is_bit_identical_to_the_plain_step(compiled: bool) -> None:
+    plain = _run(build_resnet18, compiled, width=0.125)
+    checked = _run(build_resnet18_checkpoint, compiled, width=0.125)
+    assert plain[0] == checked[0]
+    for a, b in zip(plain[1], checked[1]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_autocast_mlp_compiled_equals_eager() -> None:
+    eager, compiled = _run(build_mlp_autocast, False), _run(build_mlp_autocast, True)
+    np.testing.assert_allclose(compiled[0], eager[0], rtol=1e-6)
+    for a, b in zip(compiled[1], eager[1]):
+        np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_rows_are_registered() -> None:
+    assert WORKLOADS["resnet18-checkpoint"].build is build_resnet18_checkpoint
+    assert WORKLOADS["mlp-autocast"].build is build_mlp_autocast
