@@ -16,7 +16,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._tensor import Tensor
-from dualflow.kernels import compile_worker
+from dualflow.kernels.numba import compile_worker
 
 DTYPES = ("float32", "float64")
 # (name, images, channels in, channels out, side, kernel, stride, pad): each picks one route

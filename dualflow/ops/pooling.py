@@ -17,7 +17,7 @@ import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.kernels.backend import backend_of
-from dualflow.kernels.im2col import Pair, offsets, out_size, pad_hw
+from dualflow.kernels.conv.windows import Pair, offsets, out_size, pad_hw
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.reduction import mean
@@ -33,7 +33,7 @@ def _kernels(xp: Any, *arrays: Any) -> Any:
         return None
     if not _POOL_CPU:
         try:  # numba is imported on first use only
-            from dualflow.kernels import pool_cpu  # noqa: PLC0415
+            from dualflow.kernels.pool import pool_kernels as pool_cpu  # noqa: PLC0415
         except ImportError:
             pool_cpu = None
         _POOL_CPU.append(pool_cpu)
