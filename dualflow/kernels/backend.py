@@ -30,7 +30,7 @@ class Backend:
     eager elementwise op as one kernel (None: the op's expression through ``xp`` functions);
     ``fused(expr, args, metas)`` and ``fused_sum(expr, args, metas, keepdims)`` give the kernels
     ``f(xp, *arrays, out=None)`` of a fused node (``metas``: (shape, dtype) per input);
-    ``library`` is a module whose calls replace some ops' ``xp`` code (``kernels.cudnn``: conv,
+    ``library`` is a module whose calls replace some ops' ``xp`` code (``kernels.cuda.cudnn``: conv,
     pooling, batch norm; None: none); ``functions`` the scalar functions ``xp`` lacks.
     """
 

@@ -185,7 +185,7 @@ def _fused_node(graph: Graph, members: list[int], reduction: Node | None = None)
 
 
 def _one_loop(node: Node) -> bool:
-    """Whether the CPU kernel of a fused node is one numba loop (``kernels.cpu.one_loop``)."""
+    """Whether the CPU kernel of a fused node is one numba loop (``fused_elementwise.one_loop``)."""
     dtypes = tuple(np.dtype(v.dtype).name for v in node.inputs)
     return fused_elementwise.one_loop(node.attrs["expr"], node.attrs["args"], dtypes)
 

@@ -33,7 +33,7 @@ def node_kernel(node: Node, checked: bool = True, xp: Any = None) -> Callable:
 
 def out_kernel(node: Node, checked: bool = True, xp: Any = None) -> Callable | None:
     """The ``out=`` forward of a single-output node, or None when its op always allocates
-    (``checked``: see ``kernels.out.expression_out``; ``xp``: see ``node_kernel``).
+    (``checked``: see ``kernels.expr.out_forwards.expression_out``; ``xp``: see ``node_kernel``).
 
     Example:
         >>> x = Value(0, (2, 2), "float32")

@@ -146,7 +146,7 @@ def _numba_programs(dtype: str) -> list[tuple[ScalarFunction, Program]]:
 
 
 def _numba_module(programs: list[Program]) -> Any:
-    """One numba kernel per program, rendered by ``cpu_numba`` from the table, in one module."""
+    """One numba kernel per program, rendered from the table by ``numba_elementwise``: a module."""
     consts: list[tuple] = []
     bodies = []
     for j, program in enumerate(programs):

@@ -93,7 +93,7 @@ class SignedCache(_Cache or object):  # type: ignore[misc]
         if any(not x.can_cache for x in data.lifted) or data.library.has_dynamic_globals:
             return
         if sys.modules.get(self._module) is None:
-            # a generated module dropped from sys.modules (``cpu_numba.MAX_MODULES``) whose
+            # a generated module dropped from sys.modules (``numba_elementwise.MAX_MODULES``) whose
             # kernel a plan still runs: numba names it "<dynamic>", which no process can load
             return
         name = self._name(sig, data.codegen)

@@ -138,7 +138,7 @@ def _rows(col: Any, groups: int) -> Any:
 def _winograd(
     xp: Any, arrays: tuple, geometry: dict, ksize: Pair, channels: Pair, out: tuple
 ) -> bool:
-    """Whether the Winograd kernels (``winograd_cpu``) take this convolution: numpy arrays the
+    """Whether the Winograd kernels (``winograd``) take this convolution: numpy arrays the
     numba loops take, and ``winograd.runs``'s shape rule (``out``: output (H, W) and batch).
     """
     runs = winograd.runs(geometry, ksize, channels, out[:2], out[2])

@@ -1,7 +1,7 @@
 """The numba loops of the Winograd F(4x4, 3x3) convolution: the tile transforms around its GEMMs.
 
 Each tile loop covers the tile rows ``[r0, r1)`` of a chunk of images (row r is row r % th of
-image r // th) and writes only their part of the result, so ``winograd_cpu`` runs two ranges at
+image r // th) and writes only their part of the result, so ``winograd`` runs two ranges at
 once on both cores (even within one image) and the result never depends on the split. Images
 are NCHW; the loops copy the rows they need to or from a channels-last buffer, so the
 transforms' inner loops run over contiguous channels, which LLVM vectorizes. The transforms are
@@ -17,13 +17,13 @@ import numpy as np
 # kept LLVM from vectorizing (as in pool_loops).
 U = np.uint64
 
-# The interpolation points are 0, -1, 1, 1/2, -2 and infinity (``winograd_cpu.POINTS``: mixing
+# The interpolation points are 0, -1, 1, 1/2, -2 and infinity (``winograd.POINTS``: mixing
 # p and 1/p gave a third of the float32 error of Lavin & Gray's 0, +-1, +-2). The 1-D maps:
 #   B^T = [[1, -3/2, -2, 3/2, 1, 0], [0, 1, -5/2, 1/2, 1, 0], [0, -1, 1/2, 5/2, 1, 0],
 #          [0, -2, -1, 2, 1, 0], [0, 1/2, -1, -1/2, 1, 0], [0, 1, -3/2, -2, 3/2, 1]]
 #   A^T = [[1, 1, 1, 1, 1, 0], [0, -1, 1, 1/2, -2, 0], [0, 1, 1, 1/4, 4, 0],
 #          [0, -1, 1, 1/8, -8, 1]]
-# Their constants come in ``k`` (``winograd_cpu.CONSTANTS``, in the arrays' dtype: a float
+# Their constants come in ``k`` (``winograd.CONSTANTS``, in the arrays' dtype: a float
 # literal would make numba compute float32 tiles in float64): 1/2, 1/4, 1/8, 3/2, 2, 5/2, 4, 8.
 
 

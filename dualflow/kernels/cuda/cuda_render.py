@@ -120,7 +120,7 @@ def render_cuda(program: Program, name: str = "", prefix: str = "dualflow_fused"
     """CUDA C of a lowered expression: inputs ``a0..``, output ``out``.
 
     Args:
-        program: the typed program (``expr_typing.lower_expr``).
+        program: the typed program (``typed_program.lower_expr``).
         name: the kernel name; by default ``prefix`` plus a hash of the source.
         prefix: the start of the default name.
 

@@ -187,9 +187,9 @@ def compile_numpy(
     """Build ``forward(xp, *args, **attrs)`` from an expression (once, at op registration).
 
     With ``device``, any ``xp`` other than numpy goes to ``device(xp, args, attrs)`` (its
-    backend's elementwise kernels: ``backend.device_elementwise``); the numpy path pays one
-    identity check for it. With ``big = (size, kernel)``, numpy calls whose first argument has
-    at least ``size`` elements go to ``kernel(*arrays)`` first (``cpu.eager_kernel``: one pass
+    backend's elementwise kernels: ``backend.device_elementwise``); the numpy path pays one identity
+    check for it. With ``big = (size, kernel)``, numpy calls whose first argument has at least
+    ``size`` elements go to ``kernel(*arrays)`` first (``fused_elementwise.eager_kernel``: one pass
     on both cores), which returns None for arguments it does not take.
 
     Example:

@@ -3,12 +3,12 @@
 A row says everything a backend needs about the function: its arity and Python operator, the
 numpy/cupy ufunc (which also means it takes ``out=``), whether it is transcendental (the blocked
 evaluator runs it: numba's scalar libm is slower than numpy's SIMD loops and not bit-identical),
-whether the blocked evaluator may write its result over an operand, how numpy types its loop,
-and one rendering per backend: numpy source (``expr.render_numpy``), numba (``cpu_numba``), CUDA C
-(``expr_cuda``). Adding a scalar function is adding a row here (tests/kernels/test_scalar_table.py
-checks every row on every backend available). float32 ``tanh`` and ``exp`` are dualflow's own
-vectorized functions on every CPU path (``fast_tanh``, ``fast_exp``), so numba kernels may
-compute them.
+whether the blocked evaluator may write its result over an operand, how numpy types its loop, and
+one rendering per backend: numpy source (``expression.render_numpy``), numba
+(``numba_elementwise``), CUDA C (``cuda_render``). Adding a scalar function is adding a row here
+(tests/kernels/test_scalar_table.py checks every row on every backend available). float32 ``tanh``
+and ``exp`` are dualflow's own vectorized functions on every CPU path (``fast_tanh``, ``fast_exp``),
+so numba kernels may compute them.
 """
 
 from __future__ import annotations

@@ -63,7 +63,7 @@ def exp_f32(x: Any) -> Any:
 
 FINGERPRINT = fingerprint(exp_f32, _HIGH, _LOW, _LOG2E, _MAGIC, _NEG_LN2_HIGH, _NEG_LN2_LOW, _C)
 IMPORT = f"from dualflow.kernels.fast_math.fast_exp import exp_f32  # {FINGERPRINT}"
-"""The line a generated numba kernel imports ``exp_f32`` with (``cpu_numba.header``)."""
+"""The line a generated numba kernel imports ``exp_f32`` with (``numba_elementwise.header``)."""
 
 
 _kernels = float32_loops.lazy_loops(exp_f32, f"k_exp32_{FINGERPRINT}")

@@ -58,7 +58,7 @@ def tanh_f32(x: Any) -> Any:
 
 FINGERPRINT = fingerprint(tanh_f32, _P, _Q, SATURATE)
 IMPORT = f"from dualflow.kernels.fast_math.fast_tanh import tanh_f32  # {FINGERPRINT}"
-"""The line a generated numba kernel imports ``tanh_f32`` with (``cpu_numba.header``)."""
+"""The line a generated numba kernel imports ``tanh_f32`` with (``numba_elementwise.header``)."""
 
 
 _kernels = float32_loops.lazy_loops(tanh_f32, f"k_tanh32_{FINGERPRINT}")

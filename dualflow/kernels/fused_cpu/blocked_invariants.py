@@ -42,14 +42,14 @@ def _known(ref: tuple, small: frozenset[int], found: set[int]) -> bool:
 
 
 def hoisted(plan: tuple, program: Program, arrays: tuple, known: dict | None = None) -> tuple:
-    """(``plan`` (``cpu._schedule``'s, one op per step) for this call, the extra inputs it
-    reads): invariant steps computed now (into arrays of their broadcast operand shape and the
-    step's dtype, as the chunks would have written them), appended to the inputs, and read from
+    """(``plan`` (``fused_elementwise._schedule``'s, one op per step) for this call, the extra
+    inputs it reads): invariant steps computed now (into arrays of their broadcast operand shape and
+    the step's dtype, as the chunks would have written them), appended to the inputs, and read from
     there by the ops left. ``known`` caches per pattern of one-element inputs what is fixed: the
     invariant steps, their shapes and the ops left (shapes and the plan were ~2/3 of the time).
 
     Example:
-        >>> from dualflow.kernels import cpu
+        >>> from dualflow.kernels.fused_cpu import fused_elementwise as cpu
         >>> from dualflow.kernels.expr.typed_program import lower_expr
         >>> e = ("call", "multiply", ("var", "a0"), ("call", "exp", ("var", "a1")))
         >>> p = lower_expr(e, ("a0", "a1"), ("float64", "float64"))

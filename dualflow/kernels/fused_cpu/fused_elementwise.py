@@ -2,7 +2,7 @@
 
 The blocked evaluator runs the same numpy ufuncs as eager mode, chunk by chunk of the output into
 preallocated temporaries, so results are bit-identical to eager while temporaries stay in cache.
-Arithmetic-only expressions go to a numba kernel (``cpu_numba``: exactly rounded operations,
+Arithmetic-only expressions go to a numba kernel (``numba_elementwise``: exactly rounded operations,
 no contraction, so also bit-identical), and so do float32 ``tanh`` and ``exp`` (``fast_tanh``,
 ``fast_exp``: eager runs the same functions); other transcendental ones and powers other than
 ``x ** 2`` come here

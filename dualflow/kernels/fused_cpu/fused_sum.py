@@ -1,6 +1,6 @@
 """CPU kernels for ``fused`` nodes ending in a full ``sum``: elements are added as they are made.
 
-numba (``cpu_numba_sum.numba_sum_kernel``) where the elementwise part would use numba; else the
+numba (``numba_sum.numba_sum_kernel``) where the elementwise part would use numba; else the
 blocked numpy evaluator's chunks, each summed (floats in float64) right after it is computed, so
 the elementwise intermediate never exists in full. Results are numpy's sum dtype and shape.
 """
@@ -33,7 +33,7 @@ def cpu_sum_kernel(
     keepdims: bool = False,
 ) -> Callable:
     """The CPU kernel ``f(xp, *arrays, out=None)`` of ``sum(expr)`` over all axes (``keepdims``:
-    an output of ones instead of 0-d), chosen and cached like ``cpu.cpu_kernel``'s.
+    an output of ones instead of 0-d), chosen and cached like ``fused_elementwise.cpu_kernel``'s.
 
     Example:
         >>> e = ("call", "multiply", ("var", "a0"), ("var", "a0"))

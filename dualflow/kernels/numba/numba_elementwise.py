@@ -1,4 +1,4 @@
-"""numba kernels for arithmetic-only elementwise fused expressions (their sums: ``cpu_numba_sum``),
+"""numba kernels for arithmetic-only elementwise fused expressions (their sums: ``numba_sum``),
 rendered to Python source and executed as a module (at most ``MAX_MODULES`` kept).
 The source is stored signed in the kernels cache for people to read, never imported from there;
 the machine code numba compiles goes to that cache through ``numba_cache`` (signed and verified

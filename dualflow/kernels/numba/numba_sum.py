@@ -1,7 +1,7 @@
 """numba kernels for fused sums of arithmetic-only expressions: each element is computed and added
 into float64 (or integer) lanes as it is made, so the elementwise intermediate never exists.
-Rendered and loaded like the elementwise kernels (``cpu_numba``: source kept signed for people to
-read, machine code through the signed cache).
+Rendered and loaded like the elementwise kernels (``numba_elementwise``: source kept signed for
+people to read, machine code through the signed cache).
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ def numba_sum_kernel(
     program: Program, dims: tuple[int, ...], views: tuple, out_shape: tuple[int, ...]
 ) -> Callable:
     """``f(xp, *arrays, out=None)``: the sum of the program over the loop shape ``dims`` (input k
-    viewed C-contiguous as ``views[k]``: ``cpu_sum.sum_layout``), as an array of
+    viewed C-contiguous as ``views[k]``: ``kernel_requests.sum_layout``), as an array of
     ``out_shape`` in numpy's sum dtype, written into ``out`` when given; floats add in float64.
 
     Example:

@@ -1,7 +1,7 @@
 """The Python runner of a small flat numba kernel call, generated for the kernel's arity.
 
-A small fused call (under ``cpu_numba.UNFLATTENED_MAX`` elements) costs ~2 us, of which a generic
-runner's argument tuple, list and loops were ~1 us; this one is straight-line code.
+A small fused call (under ``numba_elementwise.UNFLATTENED_MAX`` elements) costs ~2 us, of which a
+generic runner's argument tuple, list and loops were ~1 us; this one is straight-line code.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The numba loops of the CPU pooling kernels (``pool_cpu``): window helpers and kernel bodies.
+"""The numba loops of the CPU pooling kernels (``pool_kernels``): window helpers and kernel bodies.
 
-Every function here is inlined (numba IR) into the kernels ``pool_cpu`` builds; a body takes
+Every function here is inlined (numba IR) into the kernels ``pool_kernels`` builds; a body takes
 (u, v, z, lo, hi, kh, kw, sh, sw, ph, pw, ij) and fills planes [lo, hi) of its result, one pass
 over the outputs, skipping out-of-range taps, rounding exactly as ``ops/pooling.py``'s numpy
 window loops (tap order, NaN, ties, zeros' signs).
