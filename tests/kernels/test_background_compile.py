@@ -23,7 +23,13 @@ from dualflow.kernels.expr.expression import compile_numpy
 from dualflow.kernels.expr.typed_program import lower_expr
 from dualflow.kernels.fused_cpu import fused_elementwise as kc
 from dualflow.kernels.fused_cpu import fused_sum
-from dualflow.kernels.numba import background_compile, compile_worker, numba_elementwise, numba_sum
+from dualflow.kernels.numba import (
+    background_compile,
+    compile_worker,
+    kernel_requests,
+    numba_elementwise,
+    numba_sum,
+)
 
 # tanh(a0 * 0.5 + 1) * a1 in float32: numba's program (tanh_f32), the blocked one's numpy_tanh
 CHAIN = (
@@ -168,11 +174,11 @@ def test_the_worker_renders_what_it_is_asked_for_or_nothing(stand_ins: list[int]
     # a request whose stem is not the source the worker renders: it compiles nothing
     spec = [CHAIN, ARGS, ["float32", "float32"], [[4], [4]], [4]]
     directory = numba_elementwise.open_store("kernels").directory
-    compile_worker._compile_request(["k_" + "0" * 24, *spec, "map", None])
+    kernel_requests.build(["k_" + "0" * 24, *spec, "map", None])
     assert not list((directory / "__pycache__").glob("*.nbc"))
     program = lower_expr(CHAIN, ARGS, ("float32", "float32"))
     stem = numba_elementwise.stem(numba_elementwise.render_source(program, (True, True), ())[0])
-    compile_worker._compile_request([stem, *spec, "map", None])
+    kernel_requests.build([stem, *spec, "map", None])
     assert len(list((directory / "__pycache__").glob(f"{stem}.*.nbc"))) == 1
 
 

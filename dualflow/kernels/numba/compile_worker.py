@@ -20,7 +20,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from dualflow._config import env_flag
 from dualflow.kernels.numba import kernel_requests
@@ -207,11 +206,6 @@ def _current() -> Worker | None:
     return worker if worker is not None and worker.owner == os.getpid() else None
 
 
-def _plain(value: Any) -> Any:
-    """JSON's lists back to the tuples expressions and shapes are made of."""
-    return tuple(_plain(v) for v in value) if isinstance(value, list) else value
-
-
 def _serve(directory: str) -> None:
     """The worker: compile each request read from stdin into the store at ``directory``, sums
     first (their callers wait), answering its number when done (or failed: the caller then
@@ -232,7 +226,7 @@ def _serve(directory: str) -> None:
         if ident is None:
             return
         with contextlib.suppress(Exception):
-            kernel_requests.build(_plain(request))
+            kernel_requests.build(request)
         print(ident, flush=True)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -52,7 +53,7 @@ def sum_layout(shapes: tuple, shape: tuple[int, ...]) -> tuple[tuple[int, ...], 
 def use_store(directory: Path) -> None:
     """Save the kernels built here in the kernels store at ``directory`` (the caller's).
 
-    Example:
+    Example (not run: it would move this process's kernels store):
         >>> import tempfile
         >>> use_store(Path(tempfile.mkdtemp()))  # doctest: +SKIP
     """
@@ -61,10 +62,15 @@ def use_store(directory: Path) -> None:
     numba_elementwise.open_store = functools.partial(open_store, directory=directory)
 
 
-def build(request: tuple) -> None:
-    """Compile (and so store) the kernel a request names by running it once on zeros; nothing
-    when this process renders it to another source than the caller did (another dualflow?):
-    the caller then compiles it itself.
+def _plain(value: Any) -> Any:
+    """JSON's lists back to the tuples expressions and shapes are made of."""
+    return tuple(_plain(v) for v in value) if isinstance(value, list) else value
+
+
+def build(request: list | tuple) -> None:
+    """Compile (and so store) the kernel a request (as JSON reads it) names by running it once
+    on zeros; nothing when this process renders it to another source than the caller did
+    (another dualflow?): the caller then compiles it itself.
 
     Example:
         >>> e = ("call", "add", ("var", "a0"), ("var", "a1"))
@@ -73,7 +79,7 @@ def build(request: tuple) -> None:
     from dualflow.kernels.expr.typed_program import lower_expr  # noqa: PLC0415
     from dualflow.kernels.numba import numba_elementwise, numba_sum  # noqa: PLC0415 - numba
 
-    stem, expr, args, dtypes, shapes, shape, kind, extra = request
+    stem, expr, args, dtypes, shapes, shape, kind, extra = _plain(request)
     program = lower_expr(expr, args, dtypes)
     arrays = [np.zeros(s, d) for s, d in zip(shapes, dtypes)]
     if kind == "sum":
