@@ -142,12 +142,12 @@ def test_float16_uses_the_blocked_evaluator() -> None:
 
 
 def test_numba_missing_falls_back_to_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dualflow.runtime
+    import dualflow.kernels.numba
 
     monkeypatch.setitem(
         sys.modules, "dualflow.kernels.numba.numba_elementwise", None
     )  # import fails
-    monkeypatch.delattr(dualflow.kernels, "cpu_numba", raising=False)
+    monkeypatch.delattr(dualflow.kernels.numba, "numba_elementwise", raising=False)
     monkeypatch.setattr(kc, "_warned_no_numba", False)
     shapes = [(300, 1), (1, 200)]
     with pytest.warns(RuntimeWarning, match="numba is not installed"):

@@ -48,6 +48,15 @@ class ScalarFunction:
     # line ``numba_import()`` gives): a transcendental step of one of these may go to numba
     vectorized: tuple[str, ...] = ()
     numba_import: Callable[[], str] | None = None
+    # never raises a floating-point flag numpy warns about: an eager op made only of such
+    # functions runs the same in a kernel (``fused_elementwise.quiet``)
+    quiet: bool = False
+    # numpy's own loop is slow, so eager calls take the kernel from fewer elements: "always"
+    # (where: a branch per element) or "constant" (maximum/minimum with a constant operand)
+    slow_in_numpy: str = ""
+    # numba would call libm (``pow``), whose bits differ from numpy's: the blocked evaluator
+    # runs it (``squares`` steps excepted: ``x * x`` everywhere)
+    libm_in_numba: bool = False
 
     def in_numba(self, ctype: Any) -> bool:
         """Whether a step computed in ``ctype`` may run in a numba kernel.
@@ -227,7 +236,14 @@ def _arithmetic(name: str, symbol: str) -> ScalarFunction:
 def _comparison(name: str, symbol: str) -> ScalarFunction:
     render = _py_infix(symbol)
     return ScalarFunction(
-        name, 2, name, _c_infix(symbol), render, symbol, predicate=True, loop="operands"
+        name, 2, name, _c_infix(symbol), render, symbol, predicate=True, loop="operands", quiet=True
+    )
+
+
+def _select(name: str, cmp: str) -> ScalarFunction:
+    """maximum/minimum: NaN-propagating selects, quiet, slow in numpy with a constant operand."""
+    return ScalarFunction(
+        name, 2, name, _c_select(cmp), _py_select(cmp), quiet=True, slow_in_numpy="constant"
     )
 
 
@@ -240,10 +256,12 @@ TABLE: tuple[ScalarFunction, ...] = (
     _arithmetic("subtract", "-"),
     _arithmetic("multiply", "*"),
     _arithmetic("divide", "/"),
-    ScalarFunction("power", 2, "power", _c_power, _py_power, "**"),
-    ScalarFunction("negative", 1, "negative", lambda o, s: f"(-{o[0]})", lambda o, s: f"-{o[0]}"),
-    ScalarFunction("maximum", 2, "maximum", _c_select(">"), _py_select(">")),
-    ScalarFunction("minimum", 2, "minimum", _c_select("<"), _py_select("<")),
+    ScalarFunction("power", 2, "power", _c_power, _py_power, "**", libm_in_numba=True),
+    ScalarFunction(
+        "negative", 1, "negative", lambda o, s: f"(-{o[0]})", lambda o, s: f"-{o[0]}", quiet=True
+    ),
+    _select("maximum", ">"),
+    _select("minimum", "<"),
     _comparison("greater", ">"),
     _comparison("greater_equal", ">="),
     _comparison("less", "<"),
@@ -260,13 +278,15 @@ TABLE: tuple[ScalarFunction, ...] = (
         operands=("bool", "value", "value"),
         numpy="xp.where({0}, {1}, {2})",
         evaluate=_where,
+        quiet=True,
+        slow_in_numpy="always",
     ),
     _own_row("exp"),
     _math("log"),
     _math("log1p"),
     _math("expm1"),
     _math("sqrt", lambda o, s: f"math.sqrt({o[0]})"),  # IEEE sqrt: exact everywhere
-    ScalarFunction("abs", 1, "abs", _c_abs, lambda o, s: f"abs({o[0]})"),
+    ScalarFunction("abs", 1, "abs", _c_abs, lambda o, s: f"abs({o[0]})", quiet=True),
     _math("sin"),
     _math("cos"),
     _own_row("tanh"),

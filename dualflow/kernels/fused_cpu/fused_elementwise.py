@@ -144,10 +144,10 @@ def _ufunc(step: Step) -> Callable:
     return getattr(np, FUNCTIONS[fn].ufunc)
 
 
-def _libm_power(step: Step) -> bool:
-    """Whether numba would compute this step with libm's ``pow`` (any power but a float ``x**2``,
-    which is ``x * x`` as eager's ``square``): not bit-identical to numpy's power."""
-    return step.fn == "power" and not squares(step)
+def _libm_in_numba(step: Step) -> bool:
+    """Whether numba would compute this step with libm (the table's ``libm_in_numba``: any power
+    but a float ``x**2``, which is ``x * x`` as eager's ``square``): not numpy's bits."""
+    return FUNCTIONS[step.fn].libm_in_numba and not squares(step)
 
 
 def _take(free: list[int], dtypes: list[np.dtype], dtype: np.dtype) -> int:
@@ -197,11 +197,9 @@ def cpu_kernel(
 
 
 # Scalar functions that never raise a floating-point flag numpy warns about (comparisons,
-# selection, maximum/minimum, sign): an eager op made only of them runs the same in a kernel.
-QUIET = frozenset(
-    ("where", "greater", "greater_equal", "less", "less_equal", "equal", "not_equal")
-    + ("maximum", "minimum", "abs", "negative")
-)
+# selection, maximum/minimum, sign: the table's ``quiet`` column): an eager op made only of them
+# runs the same in a kernel.
+QUIET = frozenset(row.name for row in FUNCTIONS.values() if row.quiet)
 # Elements from which an eager call of such an op runs its kernel: ``relu_grad`` on 2M float32
 # is two numpy passes and a bool temporary on one core, one pass on two in the kernel.
 EAGER_MIN = 1 << 18
@@ -237,12 +235,12 @@ def eager_min(expr: tuple) -> int:
 
 
 def _slow_in_numpy(expr: tuple) -> bool:
+    """Whether a call in ``expr`` is slow in numpy (the table's ``slow_in_numpy``)."""
     if expr[0] != "call":
         return False
     operands = expr[2:]
-    if expr[1] == "where":
-        return True
-    if expr[1] in ("maximum", "minimum") and any(e[0] == "const" for e in operands):
+    slow = FUNCTIONS[expr[1]].slow_in_numpy
+    if slow == "always" or (slow == "constant" and any(e[0] == "const" for e in operands)):
         return True
     return any(_slow_in_numpy(e) for e in operands)
 
@@ -313,7 +311,7 @@ def _blocked(program: Program) -> bool:
     if program.transcendental or np.dtype(np.float16) in types:  # numba has no float16
         return True
     # numba's pow is libm's, numpy's its own: they differ by up to 1 ulp
-    return any(_libm_power(step) for step in program.steps)
+    return any(_libm_in_numba(step) for step in program.steps)
 
 
 @functools.lru_cache(maxsize=1024)  # asked for every fused node at every lowering
