@@ -245,9 +245,10 @@ KERNEL_LAYERS: tuple[tuple[str, ...], ...] = (
     ("fast_math",),  # float32 tanh/exp loops
     ("expr",),  # expression IR and the scalar-function table
     ("numba",),  # generated numba kernels, the compile worker and its render API
-    ("fused_cpu", "conv", "pool"),  # numpy kernels: fused evaluator, convolution, pooling
+    ("fused_cpu", "pool"),  # numpy kernels: the fused evaluator, pooling
     ("cuda",),  # cupy kernels
-    ("backend", "fused", ""),  # the Backend record choosing kernels, a fused node's kernel
+    ("backend",),  # the Backend record: which kernels run on an array module's arrays
+    ("conv", "fused", ""),  # convolutions and a fused node's kernel, chosen through it
 )
 KERNEL_RANK = {part: rank for rank, parts in enumerate(KERNEL_LAYERS) for part in parts}
 KERNEL_MODULES = [p for p in MODULES if unit_of(module_name(p)) == "kernels"]

@@ -31,7 +31,9 @@ class Backend:
     ``fused(expr, args, metas)`` and ``fused_sum(expr, args, metas, keepdims)`` give the kernels
     ``f(xp, *arrays, out=None)`` of a fused node (``metas``: (shape, dtype) per input);
     ``library`` is a module whose calls replace some ops' ``xp`` code (``kernels.cuda.cudnn``: conv,
-    pooling, batch norm; None: none); ``functions`` the scalar functions ``xp`` lacks.
+    pooling, batch norm; None: none); ``functions`` the scalar functions ``xp`` lacks;
+    ``host_kernels`` whether dualflow's numba CPU kernels (``kernels.conv``'s column and layout
+    copies, 1x1 and Winograd routes) take the module's arrays.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Backend:
     elementwise: Callable[..., Callable] | None = None
     library: Any = None
     functions: Mapping[str, Callable] = field(default_factory=lambda: MappingProxyType({}))
+    host_kernels: bool = False
 
 
 def xp_fused(expr: tuple, args: tuple[str, ...], metas: Metas) -> Callable:
@@ -64,7 +67,9 @@ def xp_fused_sum(expr: tuple, args: tuple[str, ...], metas: Metas, keepdims: boo
 
 
 def _numpy() -> Backend:
-    return Backend("numpy", cpu_kernel, cpu_sum_kernel, functions=BUILT_IN["numpy"])
+    return Backend(
+        "numpy", cpu_kernel, cpu_sum_kernel, functions=BUILT_IN["numpy"], host_kernels=True
+    )
 
 
 def _cupy() -> Backend:

@@ -15,8 +15,8 @@ import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.kernels.backend import backend_of
+from dualflow.kernels.base.windows import Pair, out_size
 from dualflow.kernels.conv import conv_gemm, conv_scratch
-from dualflow.kernels.conv.windows import Pair, out_size
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.registry import Meta, primitive

@@ -1,6 +1,6 @@
 """Argument checks of the sliding-window ops (conv, pooling): pairs, ranks, dtypes, geometry.
 
-The kernels themselves (output sizes, im2col/col2im) are in ``dualflow/kernels/conv/windows.py``.
+The kernels themselves (output sizes, im2col/col2im) are in ``dualflow/kernels/base/windows.py``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
-from dualflow.kernels.conv.windows import Pair
+from dualflow.kernels.base.windows import Pair
 from dualflow.ops.registry import Meta
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.kernels.backend import backend_of
-from dualflow.kernels.conv.windows import Pair, offsets, out_size, pad_hw
+from dualflow.kernels.base.windows import Pair, offsets, out_size, pad_hw
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.reduction import mean

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dualflow.kernels.base.windows import offsets, out_size
 from dualflow.kernels.conv import column_copies, conv_gemm
-from dualflow.kernels.conv.windows import offsets, out_size
 
 
 @st.composite

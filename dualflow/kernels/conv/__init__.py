@@ -1,4 +1,4 @@
-"""CPU convolution kernels on numpy (and the sliding-window helpers shared with pooling).
+"""Convolution kernels: GEMM columns over any array module, numba routes on numpy's arrays.
 
 - ``conv_gemm``: conv2d, its input and weight gradients as one GEMM per chunk of images over
   channels-last columns, and the routing to the kernels below (any array module).
@@ -7,7 +7,8 @@
 - ``winograd`` (``winograd_loops``: its numba loops): 3x3 stride-1 convolutions, F(4x4, 3x3).
 - ``column_copies``, ``layout_copies``: numba copies into GEMM columns and between layouts.
 - ``conv_scratch``: what each kernel allocates besides inputs and result (the memory planner's).
-- ``windows``: output sizes, tap offsets and padding of sliding windows (conv and pooling).
 
-Imports ``base`` only; ``ops/conv.py`` calls ``conv_gemm`` and ``conv_scratch``.
+Sliding-window sizes and offsets are ``base.windows``. The numba routes run where the array
+module's ``Backend`` says they do (``host_kernels``: numpy), so this package sits above
+``kernels.backend``; ``ops/conv.py`` calls ``conv_gemm`` and ``conv_scratch``.
 """

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.backend import backend_of
+from dualflow.kernels.base.windows import Pair, offsets, out_size
 from dualflow.kernels.conv import (
     channels_first_columns,
     column_copies,
@@ -20,12 +22,16 @@ from dualflow.kernels.conv import (
     pointwise_conv,
     winograd,
 )
-from dualflow.kernels.conv.windows import Pair, offsets, out_size
 
 COLUMN_BUDGET = 1 << 24
 """Bytes of column scratch one chunk of images may take (the last chunk may be smaller). Below
 glibc's mmap threshold (32 MiB, ``dualflow._memory``), so a chunk's columns reuse heap memory
 instead of fresh pages the kernel zeroes at every call (design notes: "Winograd convolutions")."""
+
+
+def _host(xp: Any) -> bool:
+    """Whether dualflow's numba CPU kernels take ``xp``'s arrays (Backend's ``host_kernels``)."""
+    return backend_of(xp).host_kernels
 
 
 ROWS_FIRST_MIN = 1 << 16
@@ -54,7 +60,7 @@ def channels_last(xp: Any, x: Any, pad: Pair, groups: int) -> Any:
         >>> channels_last(np, np.ones((1, 4, 2, 2)), (1, 0), 2).shape
         (1, 4, 2, 2, 2)
     """
-    if xp is np and column_copies.available(x):  # image by image in cache, not one strided walk
+    if _host(xp) and column_copies.available(x):  # image by image in cache, not one strided walk
         return layout_copies.channels_last(x, pad, groups)
     n, c, h, w = x.shape
     (ph, pw) = pad
@@ -65,14 +71,14 @@ def channels_last(xp: Any, x: Any, pad: Pair, groups: int) -> Any:
 
 def _nhwc(xp: Any, x: Any) -> Any:
     """A C-ordered channels-last copy (N, H, W, C) of x (N, C, H, W)."""
-    if xp is np and column_copies.available(x):
+    if _host(xp) and column_copies.available(x):
         return layout_copies.channels_last(x, (0, 0), 1).reshape(*x.shape[:1], *x.shape[2:], -1)
     return xp.ascontiguousarray(x.transpose(0, 2, 3, 1))
 
 
 def _nchw(xp: Any, y: Any) -> Any:
     """A C-ordered NCHW copy of a channels-last y (N, H, W, C)."""
-    if xp is np and column_copies.available(y):
+    if _host(xp) and column_copies.available(y):
         return layout_copies.channels_first(y)
     return xp.ascontiguousarray(y.transpose(0, 3, 1, 2))
 
@@ -87,7 +93,7 @@ def columns(xp: Any, xpad: Any, ksize: Pair, stride: Pair, dilation: Pair, out_h
         array([[4., 5.],
                [7., 8.]])
     """
-    if xp is np and column_copies.available(xpad):  # one pass in numba, not kh*kw strided ones
+    if _host(xp) and column_copies.available(xpad):  # one pass in numba, not kh*kw strided ones
         return column_copies.columns(xpad, ksize, stride, dilation, out_hw)
     n, _, _, groups, cg = xpad.shape
     (kh, kw), (ho, wo) = ksize, out_hw
@@ -142,13 +148,13 @@ def _winograd(
     numba loops take, and ``winograd.runs``'s shape rule (``out``: output (H, W) and batch).
     """
     runs = winograd.runs(geometry, ksize, channels, out[:2], out[2])
-    return runs and xp is np and column_copies.available(*arrays)
+    return runs and _host(xp) and column_copies.available(*arrays)
 
 
 def _taps_first(xp: Any, w: Any, groups: int) -> Any:
     """The weight (O, C/G, kh, kw) in the columns' order: (G, kh*kw*C/G, O/G), C-ordered."""
     o, cg, kh, kw = w.shape
-    if groups == 1 and xp is np and column_copies.available(w):  # numpy's copy: 4.7 ms at 512^2
+    if groups == 1 and _host(xp) and column_copies.available(w):  # numpy's copy: 4.7 ms at 512^2
         return layout_copies.filters_to_taps(w)[None]
     w2 = w.reshape(groups, o // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1)
     return xp.ascontiguousarray(w2).reshape(groups, kh * kw * cg, o // groups)
@@ -177,12 +183,12 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
     geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
     if _winograd(xp, (x, w), geometry, (kh, kw), (cg, o), (ho, wo, n)):
         return winograd.conv2d(x, w, pad)
-    if xp is np and channels_first_columns.runs(x, w, groups):  # few input channels: a first layer
+    if _host(xp) and channels_first_columns.runs(x, w, groups):  # few input channels: a first layer
         return channels_first_columns.conv2d(x, w, (stride, pad, dilation), (ho, wo))
     if pointwise_conv.runs(xp, (x, w), (kh, kw), pad, groups):
         return pointwise_conv.conv2d(x, w, stride)
     src = _source(xp, x, (kh, kw), pad, groups)
-    if groups == 1 and xp is np and n * ho * wo <= o and column_copies.available(x, w):
+    if groups == 1 and _host(xp) and n * ho * wo <= o and column_copies.available(x, w):
         return _conv2d_rows(src, w, ((kh, kw), stride, dilation, (ho, wo)), n)
     # (G, kh*kw*Cg, Og): the weight in the columns' order, a contiguous copy (small).
     w2 = _taps_first(xp, w, groups)
@@ -228,7 +234,7 @@ def conv2d_grad_weight(
     geometry = {"stride": stride, "pad": pad, "dilation": dilation, "groups": groups}
     if _winograd(xp, (x, gy), geometry, ksize, (c, o), (ho, wo, n)):
         return winograd.conv2d_grad_weight(x, gy, pad)
-    if xp is np and channels_first_columns.runs(x, gy, groups):
+    if _host(xp) and channels_first_columns.runs(x, gy, groups):
         return channels_first_columns.conv2d_grad_weight(x, gy, ksize, (stride, pad, dilation))
     if pointwise_conv.runs(xp, (x, gy), ksize, pad, groups):
         return pointwise_conv.conv2d_grad_weight(x, gy, stride)
@@ -238,7 +244,7 @@ def conv2d_grad_weight(
     # a large weight, one group, numpy: gy^T @ columns, (O, kh*kw*C) rows that become filters by
     # a reorder within each row; else (G, kh*kw*Cg, Og) (a small weight's transpose is cheap and
     # its GEMM faster in that order). Summed over chunks of images in a fixed order.
-    rows_first = groups == 1 and xp is np and o * c * kh * kw >= ROWS_FIRST_MIN
+    rows_first = groups == 1 and _host(xp) and o * c * kh * kw >= ROWS_FIRST_MIN
     rows_first, gw = rows_first and column_copies.available(x, gy), None
     for n0 in range(0, n, step):
         images = slice(n0, n0 + step)
@@ -270,7 +276,7 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
                [1., 2., 1.]])
     """
     runs = winograd.runs_transposed(geometry, w.shape, x.shape, out_hw)
-    if runs and xp is np and column_copies.available(x, w):
+    if runs and _host(xp) and column_copies.available(x, w):
         return winograd.conv_transpose2d(x, w, geometry["pad"])
     stride, pad, dilation, groups = (geometry[k] for k in ("stride", "pad", "dilation", "groups"))
     if pointwise_conv.runs(xp, (x, w), w.shape[2:], pad, groups):
@@ -282,7 +288,7 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
     # (G, Cin/G, kh*kw*Cout/G): rows of the weight in the columns' order.
     w2 = w.reshape(groups, cig, cog, kh, kw).transpose(0, 1, 3, 4, 2)
     w2 = xp.ascontiguousarray(w2).reshape(groups, cig, kh * kw * cog)
-    fast = xp is np and column_copies.available(x, w)  # numba's col2im writes the crop only
+    fast = _host(xp) and column_copies.available(x, w)  # numba's col2im writes the crop only
     shape = (n, oh, ow) if fast else (n, oh + 2 * ph, ow + 2 * pw)
     image = (xp.empty if fast else xp.zeros)((*shape, groups, cog), dtype=x.dtype)
     step = images_per_chunk(n, h * wd * kh * kw * cog * groups * x.dtype.itemsize)

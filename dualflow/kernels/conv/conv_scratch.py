@@ -8,9 +8,9 @@ copies, Winograd tiles, partial sums.
 
 from __future__ import annotations
 
+from dualflow.kernels.base.windows import Pair
 from dualflow.kernels.conv import channels_first_columns, pointwise_conv, winograd
 from dualflow.kernels.conv.conv_gemm import conv_out_hw, images_per_chunk
-from dualflow.kernels.conv.windows import Pair
 
 
 def _winograd_scratch(item: int, geometry: dict, ksize: Pair, channels: Pair, out: tuple) -> bool:

@@ -13,8 +13,14 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.backend import backend_of
+from dualflow.kernels.base.windows import Pair
 from dualflow.kernels.conv import column_copies
-from dualflow.kernels.conv.windows import Pair
+
+
+def _host(xp: Any) -> bool:
+    """Whether dualflow's numba CPU kernels take ``xp``'s arrays (Backend's ``host_kernels``)."""
+    return backend_of(xp).host_kernels
 
 
 def takes(ksize: Pair, pad: Pair, groups: int) -> bool:
@@ -36,7 +42,7 @@ def runs(xp: Any, arrays: tuple, ksize: Pair, pad: Pair, groups: int) -> bool:
         >>> runs(np, (x, x), (1, 1), (0, 0), 1), runs(np, (x, x), (3, 3), (1, 1), 1)
         (True, False)
     """
-    return takes(ksize, pad, groups) and xp is np and column_copies.available(*arrays)
+    return takes(ksize, pad, groups) and _host(xp) and column_copies.available(*arrays)
 
 
 def _pixels(x: Any, stride: Pair) -> Any:

@@ -6,5 +6,5 @@
   running a fused expression through any array module's functions.
 - ``cudnn``: cuDNN paths of convolution, pooling and batch norm.
 
-The cupy ``Backend`` (``kernels.backend``) runs these; imports ``expr`` and ``conv.windows``.
+The cupy ``Backend`` (``kernels.backend``) runs these; imports ``expr`` and ``base.windows``.
 """

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import env_flag
-from dualflow.kernels.conv.windows import Pair, out_size
+from dualflow.kernels.base.windows import Pair, out_size
 
 # Tests (and users chasing a discrepancy) switch cuDNN off to force the xp path.
 ENABLED = env_flag("DUALFLOW_CUDNN", default=True)

@@ -4,5 +4,5 @@
   over (n, c) planes split across ``base.cpu_threads``; ``covers`` says which arrays they take.
 - ``pool_loops``: the numba loop bodies, rounding exactly as ``ops/pooling.py``'s numpy loops.
 
-Imports ``base`` and ``conv.windows``.
+Imports ``base`` (its ``windows`` too).
 """

@@ -19,7 +19,7 @@ import numpy as np
 
 from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
-from dualflow.kernels.conv.windows import Pair, out_size
+from dualflow.kernels.base.windows import Pair, out_size
 from dualflow.kernels.pool.pool_loops import BODIES, jit
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
