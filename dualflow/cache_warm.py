@@ -16,7 +16,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._tensor import Tensor
-from dualflow.kernels import compile_worker
+from dualflow.kernels.numba import compile_worker
 
 DTYPES = ("float32", "float64")
 # (name, images, channels in, channels out, side, kernel, stride, pad): each picks one route
@@ -28,7 +28,7 @@ CONVOLUTIONS = (
     ("weight rows", 1, 32, 256, 4, 3, 1, 1),  # 64K+ filter values on few pixels: rows GEMMs
 )
 # max/avg pooling geometries (window, stride, pad) compiled with constants for large images
-# (``pool_cpu.FIXED_MIN``), on one such image and one small image (the generic kernels)
+# (``pool_kernels.FIXED_MIN``), on one such image and one small image (the generic kernels)
 POOLS = ((2, 2, 0), (3, 2, 1))
 
 
@@ -74,8 +74,8 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
             label = f"max/avg pooling {window}x{window}/{stride} {side}x{side} {dtype}"
             geometry = (side, window, stride, pad)
             found.append((label, lambda d=dtype, g=geometry: _pooling(d, *g)))
-        # relu and relu_grad from ``cpu.SELECT_MIN`` elements: the eager kernels (one flat
-        # signature for every shape), which compiled plans run unfused too
+        # relu and relu_grad from ``fused_elementwise.SELECT_MIN`` elements: the eager kernels (one
+        # flat signature for every shape), which compiled plans run unfused too
         found.append((f"relu {dtype}", lambda d=dtype: _backward(ops.relu(_leaf((16, 4096), d)))))
     unary = (ops.tanh, ops.exp, ops.sigmoid)
     found.append(("float32 tanh/exp", lambda: [f(_leaf((4096,), "float32")) for f in unary]))

@@ -10,11 +10,14 @@ import pytest
 
 from dualflow import cache_cli
 from dualflow import cache_warm as warm
-from dualflow.kernels import columns_cpu, compile_worker, cpu, pool_cpu
-from dualflow.kernels.pool_loops import BODIES
+from dualflow.kernels.conv import column_copies
+from dualflow.kernels.fused_cpu import fused_elementwise
+from dualflow.kernels.numba import compile_worker
+from dualflow.kernels.pool import pool_kernels
+from dualflow.kernels.pool.pool_loops import BODIES
 from dualflow.ops.registry import OPS
 
-KERNELS = Path(columns_cpu.__file__).parent
+KERNELS = Path(column_copies.__file__).parent
 
 
 def _named_kernels() -> set[str]:
@@ -30,20 +33,20 @@ def _named_kernels() -> set[str]:
 
 def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
     # empty in-process tables: whatever warm does not reach is missing from them afterwards
-    monkeypatch.setattr(columns_cpu, "_KERNELS", {})
-    monkeypatch.setattr(pool_cpu, "_KERNELS", {})
-    monkeypatch.setattr(cpu, "_CACHE", {})
+    monkeypatch.setattr(column_copies, "_KERNELS", {})
+    monkeypatch.setattr(pool_kernels, "_KERNELS", {})
+    monkeypatch.setattr(fused_elementwise, "_CACHE", {})
     warm.warm()
-    built = {re.sub(r"[0-9a-f]{16}$", "", name) for name in columns_cpu._KERNELS}
+    built = {re.sub(r"[0-9a-f]{16}$", "", name) for name in column_copies._KERNELS}
     assert _named_kernels() <= built, _named_kernels() - built
     assert {"winograd_input_tiles", "winograd_output_tiles", "winograd_gradient_tiles"} <= built
-    pools = set(pool_cpu._KERNELS)
+    pools = set(pool_kernels._KERNELS)
     for body in BODIES:  # every body generic, and fixed for 2x2/2 or 3x3/2 (overlapping)
         assert (body, None) in pools
         fixed = (3, 3, 2, 2) if body == "maxpoolrows" else (2, 2, 2, 2)
         assert (body, fixed) in pools
     # relu's eager kernels, forward and gradient, as one flat (1-D) signature per dtype
-    eager = {(key[0], key[2], len(key[3][0])) for key in cpu._CACHE}
+    eager = {(key[0], key[2], len(key[3][0])) for key in fused_elementwise._CACHE}
     for dtype in warm.DTYPES:
         for name, count in (("relu", 1), ("relu_grad", 2)):
             assert (OPS[name].expr, (dtype,) * count, 1) in eager, (name, dtype)

@@ -239,6 +239,56 @@ def test_units_import_no_cycle() -> None:
     assert found is None, "import cycle between packages: " + " -> ".join(found or [])
 
 
+# Inside ``kernels`` the same rule between its subpackages (and top modules), bottom to top;
+# "" is kernels/__init__.py. Every import counts here too, and kernels' modules form no cycle.
+KERNEL_LAYERS: tuple[tuple[str, ...], ...] = (
+    ("base",),  # worker threads, the signed numba machine-code store, an LRU dict
+    ("fast_math",),  # float32 tanh/exp loops
+    ("expr",),  # expression IR and the scalar-function table
+    ("numba",),  # generated numba kernels, the compile worker and its render API
+    ("fused_cpu", "pool"),  # numpy kernels: the fused evaluator, pooling
+    ("cuda",),  # cupy kernels
+    ("backend",),  # the Backend record: which kernels run on an array module's arrays
+    ("conv", "fused", ""),  # convolutions and a fused node's kernel, chosen through it
+)
+KERNEL_RANK = {part: rank for rank, parts in enumerate(KERNEL_LAYERS) for part in parts}
+KERNEL_MODULES = [p for p in MODULES if unit_of(module_name(p)) == "kernels"]
+
+
+def kernel_part(module: str) -> str:
+    """The subpackage (or top module) of a ``dualflow.kernels`` module ("" for the package)."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else ""
+
+
+def test_every_kernels_part_has_a_layer() -> None:
+    parts = {kernel_part(module_name(p)) for p in KERNEL_MODULES}
+    assert len(parts) > 5 and not parts ^ set(KERNEL_RANK), parts ^ set(KERNEL_RANK)
+
+
+@pytest.mark.parametrize(
+    "path", KERNEL_MODULES, ids=[str(p.relative_to(PACKAGE.parent)) for p in KERNEL_MODULES]
+)
+def test_kernels_imports_only_go_downward(path: Path) -> None:
+    own = KERNEL_RANK[kernel_part(module_name(path))]
+    bad = [
+        f"{path.relative_to(PACKAGE.parent)}:{i.line} imports {i.module}"
+        for i in imports_of(path)
+        if unit_of(i.module) == "kernels" and KERNEL_RANK[kernel_part(i.module)] > own
+    ]
+    assert not bad, "kernels layering violation (docs/design-notes.md):\n" + "\n".join(bad)
+
+
+def test_kernels_modules_import_no_cycle() -> None:
+    graph = {
+        module_name(p): {i.module for i in imports_of(p) if unit_of(i.module) == "kernels"}
+        - {module_name(p)}
+        for p in KERNEL_MODULES
+    }
+    found = cycle(graph)
+    assert found is None, "import cycle inside kernels: " + " -> ".join(found or [])
+
+
 def test_exceptions_are_still_needed() -> None:
     used = {(module_name(p), i.module) for p in MODULES for i in imports_of(p)}
     assert used >= set(EXCEPTIONS), f"stale layering exceptions: {set(EXCEPTIONS) - used}"
@@ -260,7 +310,7 @@ def test_exceptions_are_still_needed() -> None:
         ("from dualflow import _tensor as t\n", "dualflow.ops.conv", True),
         ("from dualflow.ops import OPS\n", "dualflow.passes.cse", False),
         ("from dualflow.nn import Module\n", "dualflow.autograd.engine", True),
-        ("from dualflow.ops import OPS\n", "dualflow.kernels.cpu", True),
+        ("from dualflow.ops import OPS\n", "dualflow.kernels.fused_cpu.fused_elementwise", True),
         ("import importlib\nimportlib.import_module('dualflow.tracer')\n", "dualflow.ops.x", True),
         ("import importlib\nimportlib.import_module(f'dualflow.nn.{n}')\n", "dualflow.ops.x", True),
         ("__import__('dualflow.runtime')\n", "dualflow.graph_ir.x", True),

@@ -50,10 +50,10 @@ SETTINGS: dict[str, Setting] = {
         fresh="import dualflow; dualflow.compile(abs)", bad=("maybe",)
     ),
     "DUALFLOW_BACKGROUND_COMPILE": Setting(
-        fresh="import dualflow.kernels.compile_worker", bad=("maybe",)
+        fresh="import dualflow.kernels.numba.compile_worker", bad=("maybe",)
     ),
-    "DUALFLOW_CUDNN": Setting(fresh="import dualflow.kernels.cudnn", bad=("maybe",)),
-    "DUALFLOW_CUDNN_TF32": Setting(fresh="import dualflow.kernels.cudnn", bad=("maybe",)),
+    "DUALFLOW_CUDNN": Setting(fresh="import dualflow.kernels.cuda.cudnn", bad=("maybe",)),
+    "DUALFLOW_CUDNN_TF32": Setting(fresh="import dualflow.kernels.cuda.cudnn", bad=("maybe",)),
     "DUALFLOW_VERIFY_PASSES": Setting(read=_compile_once, bad=tuple(BAD_FLAGS)),
     "DUALFLOW_UNTESTED_PYTHON": Setting(read=untested_allowed, bad=tuple(BAD_FLAGS)),
     "DUALFLOW_PASSES": Setting(read=lambda: resolve_passes(None), bad=("bogus", "O3", "dce,x")),

@@ -55,7 +55,7 @@ def _child(name: str, plans: str, kernels: str) -> dict[str, Any]:
     from dualflow.cache_warm import routes  # noqa: PLC0415
     from dualflow.device import CPU  # noqa: PLC0415
     from dualflow.disk_cache import open_store  # noqa: PLC0415
-    from dualflow.kernels import compile_worker, cpu_numba  # noqa: PLC0415
+    from dualflow.kernels.numba import compile_worker, numba_elementwise  # noqa: PLC0415
 
     for route, run in routes():  # relu's eager kernels are fixed ones (``cache warm``) too,
         if route.startswith("relu "):  # though made as generated modules: from the user's store
@@ -63,7 +63,7 @@ def _child(name: str, plans: str, kernels: str) -> dict[str, Any]:
     # generated kernel modules open their store through this name; the fixed kernels keep theirs.
     # A partial, not a lambda: this file is user code to the tracer, whose probe would follow a
     # lambda's closure into the plan's guards (and no other process could bind them)
-    cpu_numba.open_store = functools.partial(open_store, directory=Path(kernels))
+    numba_elementwise.open_store = functools.partial(open_store, directory=Path(kernels))
     built = WORKLOADS[name].build(np.random.default_rng(0), CPU)
     step = dualflow.compile(built["step"], cache_dir=plans)
     times = []

@@ -81,7 +81,7 @@ def time_calls(
     wait = sync or (lambda: None)
     for k in range(warmup):
         # imported by the first call that asked it for a kernel, so looked up only now
-        worker = sys.modules.get("dualflow.kernels.compile_worker")
+        worker = sys.modules.get("dualflow.kernels.numba.compile_worker")
         if k == warmup - 1 and worker is not None and worker.pending():
             # kernels the worker still compiles run the blocked evaluator: not the step at
             # speed; the last warm-up call switches to (and loads) them. No extra call: every

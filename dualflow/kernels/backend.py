@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from dualflow.kernels.cpu import cpu_kernel
-from dualflow.kernels.cpu_sum import cpu_sum_kernel
-from dualflow.kernels.special import cupy_erf, numpy_erf
+from dualflow.kernels.expr.module_functions import BUILT_IN, register_functions
+from dualflow.kernels.fused_cpu.fused_elementwise import cpu_kernel
+from dualflow.kernels.fused_cpu.fused_sum import cpu_sum_kernel
 
 Metas = tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype name) per kernel input
 
@@ -30,8 +30,10 @@ class Backend:
     eager elementwise op as one kernel (None: the op's expression through ``xp`` functions);
     ``fused(expr, args, metas)`` and ``fused_sum(expr, args, metas, keepdims)`` give the kernels
     ``f(xp, *arrays, out=None)`` of a fused node (``metas``: (shape, dtype) per input);
-    ``library`` is a module whose calls replace some ops' ``xp`` code (``kernels.cudnn``: conv,
-    pooling, batch norm; None: none); ``functions`` the scalar functions ``xp`` lacks.
+    ``library`` is a module whose calls replace some ops' ``xp`` code (``kernels.cuda.cudnn``: conv,
+    pooling, batch norm; None: none); ``functions`` the scalar functions ``xp`` lacks;
+    ``host_kernels`` whether dualflow's numba CPU kernels (``kernels.conv``'s column and layout
+    copies, 1x1 and Winograd routes) take the module's arrays.
     """
 
     name: str
@@ -40,6 +42,7 @@ class Backend:
     elementwise: Callable[..., Callable] | None = None
     library: Any = None
     functions: Mapping[str, Callable] = field(default_factory=lambda: MappingProxyType({}))
+    host_kernels: bool = False
 
 
 def xp_fused(expr: tuple, args: tuple[str, ...], metas: Metas) -> Callable:
@@ -51,28 +54,28 @@ def xp_fused(expr: tuple, args: tuple[str, ...], metas: Metas) -> Callable:
         >>> xp_fused(("call", "exp", ("var", "a0")), ("a0",), (((1,), "float64"),))(np, np.zeros(1))
         array([1.])
     """
-    from dualflow.kernels.cuda_fused import xp_runner  # noqa: PLC0415 - a cycle through cupy's
+    from dualflow.kernels.cuda.cuda_fused import xp_runner  # noqa: PLC0415 - a cycle through cupy's
 
     return xp_runner(expr, args, None, False)
 
 
 def xp_fused_sum(expr: tuple, args: tuple[str, ...], metas: Metas, keepdims: bool) -> Callable:
     """``xp_fused`` followed by ``xp.sum`` over all axes."""
-    from dualflow.kernels.cuda_fused import xp_runner  # noqa: PLC0415
+    from dualflow.kernels.cuda.cuda_fused import xp_runner  # noqa: PLC0415
 
     return xp_runner(expr, args, "sum", keepdims)
 
 
 def _numpy() -> Backend:
     return Backend(
-        "numpy", cpu_kernel, cpu_sum_kernel, functions=MappingProxyType({"erf": numpy_erf})
+        "numpy", cpu_kernel, cpu_sum_kernel, functions=BUILT_IN["numpy"], host_kernels=True
     )
 
 
 def _cupy() -> Backend:
-    from dualflow.kernels import cudnn  # noqa: PLC0415 - imports nothing of cupy until used
-    from dualflow.kernels.cuda_elementwise import device_forward  # noqa: PLC0415
-    from dualflow.kernels.cuda_fused import cuda_kernel  # noqa: PLC0415
+    from dualflow.kernels.cuda import cudnn  # noqa: PLC0415 - imports nothing of cupy until used
+    from dualflow.kernels.cuda.cuda_elementwise import device_forward  # noqa: PLC0415
+    from dualflow.kernels.cuda.cuda_fused import cuda_kernel  # noqa: PLC0415
 
     def fused(expr: tuple, args: tuple[str, ...], metas: Metas) -> Callable:
         return cuda_kernel(expr, args, tuple(d for _, d in metas))
@@ -80,8 +83,7 @@ def _cupy() -> Backend:
     def fused_sum(expr: tuple, args: tuple[str, ...], metas: Metas, keepdims: bool) -> Callable:
         return cuda_kernel(expr, args, tuple(d for _, d in metas), "sum", keepdims)
 
-    functions = MappingProxyType({"erf": cupy_erf})
-    return Backend("cupy", fused, fused_sum, device_forward, cudnn, functions)
+    return Backend("cupy", fused, fused_sum, device_forward, cudnn, BUILT_IN["cupy"])
 
 
 # array module name -> its backend's factory (built on first use: cupy's imports stay lazy)
@@ -117,6 +119,7 @@ def register_backend(xp: Any, backend: Backend) -> None:
         'mine'
     """
     _BY_MODULE[xp] = backend
+    register_functions(xp, backend.functions)  # the scalar table's erf row reads them there
 
 
 def device_elementwise(

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from dualflow.kernels.backend import Metas, backend_of
-from dualflow.kernels.expr import Expr, compile_numpy
-from dualflow.kernels.out import c_ordered
+from dualflow.kernels.expr.expression import Expr, compile_numpy
+from dualflow.kernels.expr.out_forwards import c_ordered
 
 
 def fused_kernel(

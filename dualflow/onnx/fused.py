@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.graph_ir.ir import Node, Value
-from dualflow.kernels.expr_typing import lower_expr
+from dualflow.kernels.expr.typed_program import lower_expr
 from dualflow.onnx.capture import ExportError
 
 _DIRECT = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div", "power": "Pow"}

@@ -1,7 +1,8 @@
 """2-D convolution ops (NCHW, OIHW weights): conv2d, conv_transpose2d and conv2d_grad_weight.
 
 All three are channels-last im2col/col2im around one GEMM per chunk of images
-(``kernels.conv_gemm``), or cuDNN on cupy arrays when it runs the case (``kernels.cudnn``). They
+(``kernels.conv.conv_gemm``), or cuDNN on cupy arrays when it runs the case
+(``kernels.cuda.cudnn``). They
 close under differentiation: conv2d's input gradient is conv_transpose2d and vice versa, and the
 weight gradient of both is ``conv2d_grad_weight``, whose own backward is again conv2d and
 conv_transpose2d.
@@ -14,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.kernels import conv_gemm, conv_scratch
 from dualflow.kernels.backend import backend_of
-from dualflow.kernels.im2col import Pair, out_size
+from dualflow.kernels.base.windows import Pair, out_size
+from dualflow.kernels.conv import conv_gemm, conv_scratch
 from dualflow.ops.autocast import lower_inputs
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair

@@ -1,6 +1,6 @@
 """Argument checks of the sliding-window ops (conv, pooling): pairs, ranks, dtypes, geometry.
 
-The kernels themselves (output sizes, im2col/col2im) are in ``dualflow/kernels/im2col.py``.
+The kernels themselves (output sizes, im2col/col2im) are in ``dualflow/kernels/base/windows.py``.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import numpy as np
 
 from dualflow.dtypes import is_float_dtype
 from dualflow.errors import DTypeError, ShapeError
-from dualflow.kernels.im2col import Pair
+from dualflow.kernels.base.windows import Pair
 from dualflow.ops.registry import Meta
 
 

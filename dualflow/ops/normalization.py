@@ -4,7 +4,8 @@
 The training primitive also returns the batch mean and biased variance, so running statistics are
 updated from them through ``assign`` without recomputing; its backward accounts for gradients that
 reach those outputs too, which keeps double backward exact. On cupy arrays its forward runs in
-cuDNN when it can (``kernels.cudnn``); the backward is written with ops, so it has no cuDNN path.
+cuDNN when it can (``kernels.cuda.cudnn``); the backward is written with ops, so it has no cuDNN
+path.
 """
 
 from __future__ import annotations

@@ -4,9 +4,10 @@ Pairs of ops are each other's adjoints, so any order of derivative closes over t
 ``max_pool2d_grad`` scatters gy to each window's argmax and ``max_pool2d_gather`` reads values
 back from those positions; ``avg_pool2d_grad`` spreads gy evenly and ``avg_pool2d`` averages.
 The argmax is recomputed from the saved input, so no integer index array travels with the graph.
-On numpy float32/float64 arrays every op runs a numba kernel of ``kernels.pool_cpu`` (one pass
-per output, bit-equal to the numpy window loops here, which remain for other dtypes, array modules
-and a missing numba); on cupy the forwards and avg_pool2d_grad run in cuDNN when it can.
+On numpy float32/float64 arrays every op runs a numba kernel of ``kernels.pool.pool_kernels``
+(one pass per output, bit-equal to the numpy window loops here, which remain for other dtypes,
+array modules and a missing numba); on cupy the forwards and avg_pool2d_grad run in cuDNN when
+it can.
 """
 
 from __future__ import annotations
@@ -17,23 +18,23 @@ import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.kernels.backend import backend_of
-from dualflow.kernels.im2col import Pair, offsets, out_size, pad_hw
+from dualflow.kernels.base.windows import Pair, offsets, out_size, pad_hw
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair
 from dualflow.ops.reduction import mean
 from dualflow.ops.registry import Meta, primitive
 
 _ONE = (1, 1)
-_POOL_CPU: list[Any] = []  # kernels.pool_cpu once imported, or None when numba is missing
+_POOL_CPU: list[Any] = []  # kernels.pool.pool_kernels once imported, or None when numba is missing
 
 
 def _kernels(xp: Any, *arrays: Any) -> Any:
-    """``kernels.pool_cpu`` when its numba kernels take these arrays, else None."""
+    """``kernels.pool.pool_kernels`` when its numba kernels take these arrays, else None."""
     if xp is not np:
         return None
     if not _POOL_CPU:
         try:  # numba is imported on first use only
-            from dualflow.kernels import pool_cpu  # noqa: PLC0415
+            from dualflow.kernels.pool import pool_kernels as pool_cpu  # noqa: PLC0415
         except ImportError:
             pool_cpu = None
         _POOL_CPU.append(pool_cpu)

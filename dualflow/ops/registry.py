@@ -14,10 +14,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
-from dualflow.kernels import cpu
 from dualflow.kernels.backend import device_elementwise
-from dualflow.kernels.expr import compile_numpy, parse_expr
-from dualflow.kernels.out import expression_out, expression_scratch, writes_out
+from dualflow.kernels.expr.expression import compile_numpy, parse_expr
+from dualflow.kernels.expr.out_forwards import expression_out, expression_scratch, writes_out
+from dualflow.kernels.fused_cpu import fused_elementwise as cpu
 
 
 class Meta(NamedTuple):

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.cpu import cpu_scratch
-from dualflow.kernels.expr import check_expr, compile_numpy
-from dualflow.kernels.expr_typing import lower_expr, sum_dtypes
+from dualflow.kernels.expr.expression import check_expr, compile_numpy
+from dualflow.kernels.expr.scalar_table import FUNCTIONS
+from dualflow.kernels.expr.typed_program import lower_expr, sum_dtypes
 from dualflow.kernels.fused import fused_kernel
-from dualflow.kernels.scalar import FUNCTIONS
+from dualflow.kernels.fused_cpu.fused_elementwise import cpu_scratch
 from dualflow.ops.registry import OPS, Meta, NodeFormError, OpDef, register
 
 GUARD_KINDS = ("bool", "int", "float", "item")

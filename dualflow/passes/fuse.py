@@ -14,8 +14,8 @@ import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.rewrite import escaping
-from dualflow.kernels import cpu
-from dualflow.kernels.expr import Expr
+from dualflow.kernels.expr.expression import Expr
+from dualflow.kernels.fused_cpu import fused_elementwise
 from dualflow.ops.registry import OPS
 from dualflow.ops.synthetic import FUSED, FUSED_REDUCTIONS
 
@@ -185,9 +185,9 @@ def _fused_node(graph: Graph, members: list[int], reduction: Node | None = None)
 
 
 def _one_loop(node: Node) -> bool:
-    """Whether the CPU kernel of a fused node is one numba loop (``kernels.cpu.one_loop``)."""
+    """Whether the CPU kernel of a fused node is one numba loop (``fused_elementwise.one_loop``)."""
     dtypes = tuple(np.dtype(v.dtype).name for v in node.inputs)
-    return cpu.one_loop(node.attrs["expr"], node.attrs["args"], dtypes)
+    return fused_elementwise.one_loop(node.attrs["expr"], node.attrs["args"], dtypes)
 
 
 def _reduced_producer(

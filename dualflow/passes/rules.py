@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.kernels.expr import compile_numpy
+from dualflow.kernels.expr.expression import compile_numpy
 from dualflow.ops.registry import OPS
 from dualflow.passes.fold_bn import folds_and_producers
 

@@ -2,10 +2,9 @@
 view of the op facts (``OpDef.out_forward``, ``node_kernel``, ``inplace_for``).
 
 Elementwise ops whose expression ends in a ufunc write ``out=`` through a rendered forward
-(``kernels/out.py``: checked, it writes only C-ordered operands' results, so the result has
-eager's layout); ``matmul`` through ``xp.matmul(a, b, out=out)``; ops with a per-node kernel
-(``fused``) take ``out=`` themselves. Other ops allocate.
-"""
+(``kernels/expr/out_forwards.py``: checked, it writes only C-ordered operands' results, so the
+result has eager's layout); ``matmul`` through ``xp.matmul(a, b, out=out)``; ops with a per-node
+kernel (``fused``) take ``out=`` themselves. Other ops allocate."""
 
 from __future__ import annotations
 
@@ -34,7 +33,7 @@ def node_kernel(node: Node, checked: bool = True, xp: Any = None) -> Callable:
 
 def out_kernel(node: Node, checked: bool = True, xp: Any = None) -> Callable | None:
     """The ``out=`` forward of a single-output node, or None when its op always allocates
-    (``checked``: see ``kernels.out.expression_out``; ``xp``: see ``node_kernel``).
+    (``checked``: see ``kernels.expr.out_forwards.expression_out``; ``xp``: see ``node_kernel``).
 
     Example:
         >>> x = Value(0, (2, 2), "float32")

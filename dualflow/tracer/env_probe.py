@@ -37,8 +37,8 @@ from dualflow.tracer.user_code import is_user_file
 def _generated(frame: types.FrameType) -> bool:
     """Methods the standard library writes for a class (dataclass ``__init__``, namedtuple
     ``__new__``): they read only what the class definition fixed; and dualflow's kernel modules,
-    whose file is in the kernels store (``cpu_numba.load_module`` runs one when an eager op first
-    needs it: its ``numba.njit`` is no global of the user's)."""
+    whose file is in the kernels store (``numba_elementwise.load_module`` runs one when an eager op
+    first needs it: its ``numba.njit`` is no global of the user's)."""
     code = frame.f_code
     if not code.co_filename.startswith("<"):
         return str(frame.f_globals.get("__name__", "")).startswith(KERNEL_MODULE_PREFIX)

@@ -43,10 +43,10 @@ def test_time_calls_waits_for_the_compile_worker_after_warmup(monkeypatch) -> No
     worker = types.SimpleNamespace(
         pending=lambda: 0 if "wait" in events else 2, wait=lambda: events.append("wait")
     )
-    monkeypatch.delitem(sys.modules, "dualflow.kernels.compile_worker", raising=False)
+    monkeypatch.delitem(sys.modules, "dualflow.kernels.numba.compile_worker", raising=False)
 
     def call() -> None:  # the first call imports the worker module (asks it for a kernel)
-        sys.modules["dualflow.kernels.compile_worker"] = worker
+        sys.modules["dualflow.kernels.numba.compile_worker"] = worker
         events.append("call")
 
     time_calls(call, 2, warmup=2)

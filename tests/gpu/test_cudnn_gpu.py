@@ -16,7 +16,7 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.gradcheck import check_backward, check_double_backward
-from dualflow.kernels import cudnn
+from dualflow.kernels.cuda import cudnn
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply
 

@@ -13,8 +13,8 @@ import pytest
 
 import dualflow
 from dualflow import Device, ops
-from dualflow.kernels import cuda_elementwise
-from dualflow.kernels.cuda_elementwise import cache_info
+from dualflow.kernels.cuda import cuda_elementwise
+from dualflow.kernels.cuda.cuda_elementwise import cache_info
 from dualflow.ops import OPS
 from tests.kernels.elementwise_cases import FLOATS, INTS, cases, sample
 

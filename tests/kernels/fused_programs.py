@@ -14,7 +14,7 @@ import numpy as np
 
 import dualflow
 from dualflow.graph_ir import Graph, GraphBuilder
-from dualflow.kernels.expr_typing import Program, lower_expr
+from dualflow.kernels.expr.typed_program import Program, lower_expr
 from dualflow.ops import OPS
 from dualflow.passes.fuse import fuse
 from tests.opinfo import OP_INFOS, OpInfo

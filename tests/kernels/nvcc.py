@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dualflow.kernels.cuda_fused import COMPILE_OPTIONS
+from dualflow.kernels.cuda.cuda_fused import COMPILE_OPTIONS
 
 
 def nvcc_or_skip() -> str:

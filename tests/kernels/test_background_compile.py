@@ -18,11 +18,18 @@ import numpy as np
 import pytest
 
 import dualflow
-from dualflow.kernels import background_compile, compile_worker, cpu_numba, cpu_numba_sum, cpu_sum
-from dualflow.kernels import cpu as kc
-from dualflow.kernels.expr import compile_numpy
-from dualflow.kernels.expr_typing import lower_expr
-from dualflow.kernels.recent import Recent
+from dualflow.kernels.base.lru_dict import Recent
+from dualflow.kernels.expr.expression import compile_numpy
+from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.fused_cpu import fused_elementwise as kc
+from dualflow.kernels.fused_cpu import fused_sum
+from dualflow.kernels.numba import (
+    background_compile,
+    compile_worker,
+    kernel_requests,
+    numba_elementwise,
+    numba_sum,
+)
 
 # tanh(a0 * 0.5 + 1) * a1 in float32: numba's program (tanh_f32), the blocked one's numpy_tanh
 CHAIN = (
@@ -43,7 +50,7 @@ def stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setattr(compile_worker, "_enabled", True)
     monkeypatch.setattr(compile_worker, "_deaths", [])
     monkeypatch.setattr(kc, "_CACHE", Recent(128))
-    monkeypatch.setattr(cpu_numba, "_MODULES", OrderedDict())  # no machine code in memory
+    monkeypatch.setattr(numba_elementwise, "_MODULES", OrderedDict())  # no machine code in memory
     made: list[int] = []
     blocked = kc.blocked_kernel
 
@@ -65,9 +72,9 @@ def _inputs(shape: tuple[int, ...]) -> list[np.ndarray]:
 
 def _stats(program: object, shapes: tuple, shape: tuple, from_out: int | None = None) -> object:
     """numba's compile statistics of this process's kernel module for the program."""
-    flat, nest = cpu_numba.layout(program, shapes, shape)
-    source = cpu_numba.render_source(program, flat, nest, from_out)[0]
-    return cpu_numba._MODULES[cpu_numba.stem(source)].kernel.stats
+    flat, nest = numba_elementwise.layout(program, shapes, shape)
+    source = numba_elementwise.render_source(program, flat, nest, from_out)[0]
+    return numba_elementwise._MODULES[numba_elementwise.stem(source)].kernel.stats
 
 
 @pytest.mark.parametrize("shape", [(64, 33), (3, 8192)])  # a small runner; flat 1-D views
@@ -125,16 +132,16 @@ def test_a_sum_waits_for_the_worker_and_gives_the_kernels_bits(stand_ins: list[i
     x, y = _inputs((256, 300))
     x[0, 0] = y[0, 0] = 1.0  # finite
     metas = ((shape, "float32"), ((300,), "float32"))
-    kernel = cpu_sum.cpu_sum_kernel(expr, ARGS, metas)
+    kernel = fused_sum.cpu_sum_kernel(expr, ARGS, metas)
     got = kernel(np, x, y[0])
     assert stand_ins == [] and compile_worker.pending() == 0
     program = lower_expr(expr, ARGS, ("float32", "float32"))
-    layout = (*cpu_sum.sum_layout((shape, (300,)), shape), ())
-    source = cpu_numba_sum.sum_source(program, layout[1])
-    stats = cpu_numba._MODULES[cpu_numba.stem(source)].kernel.stats
+    layout = (*fused_sum.sum_layout((shape, (300,)), shape), ())
+    source = numba_sum.sum_source(program, layout[1])
+    stats = numba_elementwise._MODULES[numba_elementwise.stem(source)].kernel.stats
     assert sum(stats.cache_hits.values()) == 1 and not stats.cache_misses
     with compile_worker.synchronous():  # the same kernel, compiled here: the same bits
-        here = cpu_numba_sum.numba_sum_kernel(program, *layout)(np, x, y[0])
+        here = numba_sum.numba_sum_kernel(program, *layout)(np, x, y[0])
     assert got.tobytes() == here.tobytes()
 
 
@@ -166,12 +173,12 @@ def test_a_spec_that_is_not_plain_data_compiles_here(stand_ins: list[int]) -> No
 def test_the_worker_renders_what_it_is_asked_for_or_nothing(stand_ins: list[int]) -> None:
     # a request whose stem is not the source the worker renders: it compiles nothing
     spec = [CHAIN, ARGS, ["float32", "float32"], [[4], [4]], [4]]
-    directory = cpu_numba.open_store("kernels").directory
-    compile_worker._compile_request(["k_" + "0" * 24, *spec, "map", None])
+    directory = numba_elementwise.open_store("kernels").directory
+    kernel_requests.build(["k_" + "0" * 24, *spec, "map", None])
     assert not list((directory / "__pycache__").glob("*.nbc"))
     program = lower_expr(CHAIN, ARGS, ("float32", "float32"))
-    stem = cpu_numba.stem(cpu_numba.render_source(program, (True, True), ())[0])
-    compile_worker._compile_request([stem, *spec, "map", None])
+    stem = numba_elementwise.stem(numba_elementwise.render_source(program, (True, True), ())[0])
+    kernel_requests.build([stem, *spec, "map", None])
     assert len(list((directory / "__pycache__").glob(f"{stem}.*.nbc"))) == 1
 
 
@@ -207,7 +214,7 @@ def test_a_compiled_training_step_equals_eager_before_and_after_the_worker(
     stats = fn.stats()  # two traces (the momentum buffers are born in the first), then plans
     assert stats.traces + stats.plan_runs == len(xs) and stats.plan_runs >= 3
     assert stand_ins  # the first plan runs ran blocked stand-ins, the last ones loaded kernels:
-    kernels = [m.kernel for m in cpu_numba._MODULES.values() if hasattr(m, "kernel")]
+    kernels = [m.kernel for m in numba_elementwise._MODULES.values() if hasattr(m, "kernel")]
     assert any(sum(k.stats.cache_hits.values()) for k in kernels)
     assert math.isfinite(float(want.numpy()))
 
@@ -234,11 +241,11 @@ def test_a_forked_child_starts_its_own_worker(stand_ins: list[int]) -> None:
 
 
 def test_the_worker_skips_a_line_that_is_no_request(stand_ins: list[int]) -> None:
-    directory = cpu_numba.open_store("kernels").directory
+    directory = numba_elementwise.open_store("kernels").directory
     program = lower_expr(CHAIN, ARGS, ("float32", "float32"))
-    stem = cpu_numba.stem(cpu_numba.render_source(program, (True, True), ())[0])
+    stem = numba_elementwise.stem(numba_elementwise.render_source(program, (True, True), ())[0])
     request = [7, stem, CHAIN, ARGS, ["float32", "float32"], [[4], [4]], [4], "map", None]
-    command = [sys.executable, "-m", "dualflow.kernels.compile_worker", str(directory)]
+    command = [sys.executable, "-m", "dualflow.kernels.numba.compile_worker", str(directory)]
     worker = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     worker.stdin.write("not json\n[1, 2]\n" + json.dumps(request) + "\n")
     worker.stdin.flush()
@@ -265,7 +272,9 @@ def test_threads_lowering_at_once_each_get_their_kernel(stand_ins: list[int]) ->
     for thread in threads:
         thread.join()
     assert compile_worker.wait(120) and compile_worker._worker[0].alive
-    directory = cpu_numba.open_store("kernels").directory
+    directory = numba_elementwise.open_store("kernels").directory
     for expr in exprs:
-        source = cpu_numba.render_source(lower_expr(expr, ARGS, ("float32",) * 2), (True,) * 2)[0]
-        assert len(list(directory.glob(f"__pycache__/{cpu_numba.stem(source)}.*.nbc"))) == 1
+        source = numba_elementwise.render_source(
+            lower_expr(expr, ARGS, ("float32",) * 2), (True,) * 2
+        )[0]
+        assert len(list(directory.glob(f"__pycache__/{numba_elementwise.stem(source)}.*.nbc"))) == 1

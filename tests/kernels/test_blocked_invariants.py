@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dualflow.kernels import cpu
-from dualflow.kernels.blocked_invariants import invariant_steps
-from dualflow.kernels.expr import compile_numpy, parse_expr
-from dualflow.kernels.expr_typing import lower_expr
+from dualflow.kernels.expr.expression import compile_numpy, parse_expr
+from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.fused_cpu import fused_elementwise
+from dualflow.kernels.fused_cpu.blocked_invariants import invariant_steps
 
 # Adam's update with bias corrections from one-element float64 state (beta1 ** t, beta2 ** t)
 ARGS = ("p", "lr", "b1", "t", "m", "v", "b2")
@@ -45,8 +45,10 @@ def test_hoisted_steps_give_eagers_bits(shape: tuple, monkeypatch: pytest.Monkey
     dtypes = tuple(a.dtype.name for a in arrays)
     program = lower_expr(expr, ARGS, dtypes)
     assert len(invariant_steps(program, frozenset({1, 2, 3, 6}))) >= 4  # both corrections
-    monkeypatch.setattr(cpu, "BLOCK", 256)  # several chunks (and threads for the big shape)
-    kernel = cpu.blocked_kernel(program, shape, block=256)
+    monkeypatch.setattr(
+        fused_elementwise, "BLOCK", 256
+    )  # several chunks (and threads for the big shape)
+    kernel = fused_elementwise.blocked_kernel(program, shape, block=256)
     with np.errstate(all="ignore"):
         want = compile_numpy(expr, ARGS, ())(np, *arrays)
     got = kernel(np, *arrays)
@@ -69,7 +71,7 @@ def test_hoisted_steps_over_a_broadcast_operand_give_eagers_bits() -> None:
     arrays = _inputs((3, 700), 1)
     arrays[5] = np.abs(arrays[5][0]).copy()
     program = lower_expr(expr, ARGS, tuple(a.dtype.name for a in arrays))
-    kernel = cpu.blocked_kernel(program, (3, 700), block=256)
+    kernel = fused_elementwise.blocked_kernel(program, (3, 700), block=256)
     with np.errstate(all="ignore"):
         want = compile_numpy(expr, ARGS, ())(np, *arrays)
     got = kernel(np, *arrays)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualflow.kernels import broadcast_nest, cpu_numba
-from dualflow.kernels.expr import compile_numpy
-from dualflow.kernels.expr_typing import lower_expr
+from dualflow.kernels.expr.expression import compile_numpy
+from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.numba import broadcast_nest, numba_elementwise
 
 # (a0 * 0.5 + a1) * (a2 - a1) - a0: arithmetic only, so numba's kernel; three inputs
 EXPR = (
@@ -57,7 +57,7 @@ def test_the_nest_gives_eagers_bits(case: tuple, seed: int) -> None:
     shape, shapes = case
     arrays = _arrays(shapes, seed)
     program = lower_expr(EXPR, ARGS, ("float32",) * 3)
-    kernel = cpu_numba.numba_kernel(program, tuple(shapes), shape)
+    kernel = numba_elementwise.numba_kernel(program, tuple(shapes), shape)
     want = _eager(arrays)
     assert kernel(np, *arrays).tobytes() == want.tobytes()
     donated = arrays[0].copy()  # written over: out is input 0's very array
@@ -74,10 +74,10 @@ def test_parts_and_in_place_give_the_bits_of_one_part(
 ) -> None:
     arrays = _arrays(shapes, 3)
     program = lower_expr(EXPR, ARGS, ("float32",) * 3)
-    kernel = cpu_numba.numba_kernel(program, tuple(shapes), shapes[0])
+    kernel = numba_elementwise.numba_kernel(program, tuple(shapes), shapes[0])
     want = _eager(arrays)
     for part_min in (1 << 40, 8):  # one part; then parts of rows on both cores
-        monkeypatch.setattr(cpu_numba, "PART_MIN", part_min)
+        monkeypatch.setattr(numba_elementwise, "PART_MIN", part_min)
         assert kernel(np, *arrays).tobytes() == want.tobytes()
         donated = arrays[0].copy()
         assert kernel(np, donated, *arrays[1:], out=donated).tobytes() == want.tobytes()
@@ -89,14 +89,14 @@ def test_a_bias_over_a_batch_is_a_c_ordered_nest() -> None:
     expr = ("call", "tanh", ("call", "add", ("var", "a0"), ("var", "a1")))
     program = lower_expr(expr, ("a0", "a1"), ("float32", "float32"))
     nest = broadcast_nest.collapse([(64, 256), (256,)], (64, 256))
-    source, _ = cpu_numba.render_source(program, None, nest)
+    source, _ = numba_elementwise.render_source(program, None, nest)
     assert "x1 = in1[0, i1]" in source and "x0 = in0[i0, i1]" in source
     x = np.random.default_rng(0).standard_normal((64, 256)).astype(np.float32)
     b = np.linspace(-1, 1, 256, dtype=np.float32)
-    kernel = cpu_numba.numba_kernel(program, ((64, 256), (256,)), (64, 256))
-    flat = cpu_numba.numba_kernel(program, ((64, 256), (64, 256)), (64, 256))
+    kernel = numba_elementwise.numba_kernel(program, ((64, 256), (256,)), (64, 256))
+    flat = numba_elementwise.numba_kernel(program, ((64, 256), (64, 256)), (64, 256))
     assert kernel(np, x, b).tobytes() == flat(np, x, np.broadcast_to(b, x.shape).copy()).tobytes()
-    compiled = cpu_numba.load_module(source).kernel
+    compiled = numba_elementwise.load_module(source).kernel
     assert all(sig[1].layout == "C" and sig[2].layout == "C" for sig in compiled.signatures)
 
 

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualflow.kernels import columns_cpu, conv_gemm
-from dualflow.kernels.im2col import offsets, out_size
+from dualflow.kernels.base.windows import offsets, out_size
+from dualflow.kernels.conv import column_copies, conv_gemm
 
 
 @st.composite
@@ -57,11 +57,11 @@ def test_columns_and_add_columns_are_bit_equal_to_numpys_per_tap_passes(g: dict,
     rng = np.random.default_rng(seed)
     x = rng.standard_normal((g["n"], g["groups"] * g["cg"], *g["hw"])).astype(g["dtype"])
     xpad = conv_gemm.channels_last(np, x, g["p"], g["groups"])
-    got = columns_cpu.columns(xpad, g["k"], g["s"], g["d"], g["out"])
+    got = column_copies.columns(xpad, g["k"], g["s"], g["d"], g["out"])
     np.testing.assert_array_equal(got, _numpy_columns(xpad, g))
     assert got.dtype == x.dtype
     col = rng.standard_normal(got.shape).astype(g["dtype"])
-    back = columns_cpu.add_columns(col, g["s"], g["d"], g["p"], g["hw"])
+    back = column_copies.add_columns(col, g["s"], g["d"], g["p"], g["hw"])
     np.testing.assert_array_equal(back, _numpy_add_columns(col, g))
 
 
@@ -72,11 +72,11 @@ def test_results_do_not_depend_on_the_split_over_threads(monkeypatch: pytest.Mon
     col = rng.standard_normal((5, 8, 8, 1, 3, 3, 4))
     results = []
     for part_min in (1 << 40, 1):  # one part, then one part per thread
-        monkeypatch.setattr(columns_cpu, "PART_MIN_BYTES", part_min)
+        monkeypatch.setattr(column_copies, "PART_MIN_BYTES", part_min)
         results.append(
             (
-                columns_cpu.columns(xpad, g["k"], g["s"], g["d"], g["out"]),
-                columns_cpu.add_columns(col, g["s"], g["d"], g["p"], g["hw"]),
+                column_copies.columns(xpad, g["k"], g["s"], g["d"], g["out"]),
+                column_copies.add_columns(col, g["s"], g["d"], g["p"], g["hw"]),
             )
         )
     for one, split in zip(*results, strict=True):
@@ -84,7 +84,7 @@ def test_results_do_not_depend_on_the_split_over_threads(monkeypatch: pytest.Mon
 
 
 def test_only_numpy_float_arrays_of_one_dtype_take_the_numba_path() -> None:
-    assert columns_cpu.available(np.zeros(2, np.float32), np.zeros(2, np.float32))
-    assert not columns_cpu.available(np.zeros(2, np.float32), np.zeros(2, np.float64))
-    assert not columns_cpu.available(np.zeros(2, np.int32))
-    assert not columns_cpu.available([0.0, 1.0])
+    assert column_copies.available(np.zeros(2, np.float32), np.zeros(2, np.float32))
+    assert not column_copies.available(np.zeros(2, np.float32), np.zeros(2, np.float64))
+    assert not column_copies.available(np.zeros(2, np.int32))
+    assert not column_copies.available([0.0, 1.0])

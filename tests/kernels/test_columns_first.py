@@ -1,15 +1,15 @@
-"""The channels-first column kernels for few input channels (kernels/columns_first.py): routing
-from conv_gemm, conv2d against a direct per-tap sum over strides, pads, dilations and kernel
-shapes, the weight gradient through the adjoint identity, and results independent of chunks and
-of the split over threads (compiled == eager: test_conv_gemm's and test_winograd_cpu's steps
-start with such a layer)."""
+"""The channels-first column kernels for few input channels
+(kernels/conv/channels_first_columns.py): routing from conv_gemm, conv2d against a direct per-tap
+sum over strides, pads, dilations and kernel shapes, the weight gradient through the adjoint
+identity, and results independent of chunks and of the split over threads (compiled == eager:
+test_conv_gemm's and test_winograd_cpu's steps start with such a layer)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dualflow.kernels import columns_first, conv_gemm
+from dualflow.kernels.conv import channels_first_columns, conv_gemm
 from tests.kernels.test_conv_gemm import _direct
 
 # (N, C, H, W, O, kh, kw, stride, pad, dilation)
@@ -30,9 +30,9 @@ def test_matches_direct_sum_and_weight_gradient_is_adjoint(geometry, dtype, monk
     x, w = rng.standard_normal((n, c, h, wd)), rng.standard_normal((o, c, kh, kw))
     routed = []
     for name in ("conv2d", "conv2d_grad_weight"):
-        kernel = getattr(columns_first, name)
+        kernel = getattr(channels_first_columns, name)
         spy = lambda *a, _k=kernel, _n=name: (routed.append(_n), _k(*a))[1]  # noqa: E731
-        monkeypatch.setattr(columns_first, name, spy)
+        monkeypatch.setattr(channels_first_columns, name, spy)
     x32, w32 = x.astype(dtype), w.astype(dtype)
     y = conv_gemm.conv2d(np, x32, w32, stride, pad, dilation, 1)
     want = _direct(x, w, stride, pad, dilation, 1)
@@ -49,8 +49,8 @@ def test_matches_direct_sum_and_weight_gradient_is_adjoint(geometry, dtype, monk
 def test_more_channels_or_groups_stay_on_im2col(channels: int, groups: int) -> None:
     x = np.zeros((1, channels, 6, 6), np.float32)
     w = np.zeros((4, channels // groups, 3, 3), np.float32)
-    assert not columns_first.runs(x, w, groups)
-    assert columns_first.runs(x[:, :4], np.zeros((4, 4, 3, 3), np.float32), 1)
+    assert not channels_first_columns.runs(x, w, groups)
+    assert channels_first_columns.runs(x[:, :4], np.zeros((4, 4, 3, 3), np.float32), 1)
 
 
 def test_chunks_and_threads_change_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -62,16 +62,16 @@ def test_chunks_and_threads_change_nothing(monkeypatch: pytest.MonkeyPatch) -> N
 
     def run():
         return (
-            columns_first.conv2d(x, w, geometry, (12, 11)),
-            columns_first.conv2d_grad_weight(x, gy, (3, 3), geometry),
+            channels_first_columns.conv2d(x, w, geometry, (12, 11)),
+            channels_first_columns.conv2d_grad_weight(x, gy, (3, 3), geometry),
         )
 
-    monkeypatch.setattr(columns_first, "PART_MIN_BYTES", 1 << 40)  # one part
+    monkeypatch.setattr(channels_first_columns, "PART_MIN_BYTES", 1 << 40)  # one part
     whole = run()
-    monkeypatch.setattr(columns_first, "PART_MIN_BYTES", 1)  # two parts
+    monkeypatch.setattr(channels_first_columns, "PART_MIN_BYTES", 1)  # two parts
     for got, want in zip(run(), whole, strict=True):
         np.testing.assert_array_equal(got, want)
-    monkeypatch.setattr(columns_first, "COLUMN_BUDGET", 1)  # one image per chunk
+    monkeypatch.setattr(channels_first_columns, "COLUMN_BUDGET", 1)  # one image per chunk
     y, gw = run()
     # Chunks are chosen from shapes alone (eager and compiled calls chunk alike), but a chunk's
     # result is only close to the unchunked one: OpenBLAS may round an output's dot product

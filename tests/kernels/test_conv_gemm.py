@@ -1,4 +1,4 @@
-"""The channels-last GEMM convolution kernels (kernels/conv_gemm.py): conv2d against a direct
+"""The channels-last GEMM convolution kernels (kernels/conv/conv_gemm.py): conv2d against a direct
 per-tap sum, its input and weight gradients through the adjoint identities, the chunked columns
 (bounded scratch) against one chunk, a compiled (O0) conv training step bit-equal to eager, and
 results independent of the inputs' strides."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dualflow import nn
-from dualflow.kernels import conv_gemm, layout_cpu
+from dualflow.kernels.conv import conv_gemm, layout_copies
 from tests.kernels.sgd_steps import assert_compiled_equals_eager
 
 # (N, C, H, W, O, kh, kw, stride, pad, dilation, groups)
@@ -102,8 +102,8 @@ def test_large_filters_over_few_pixels_read_the_weight_as_rows(geometry, monkeyp
     np.testing.assert_allclose(y, _direct(x, w, stride, pad, dilation, groups), atol=1e-12)
     gy = np.random.default_rng(4).standard_normal(y.shape)
     reorders = []
-    real = layout_cpu.rows_to_filters
-    monkeypatch.setattr(layout_cpu, "rows_to_filters", lambda *a: reorders.append(1) or real(*a))
+    real = layout_copies.rows_to_filters
+    monkeypatch.setattr(layout_copies, "rows_to_filters", lambda *a: reorders.append(1) or real(*a))
     rows = conv_gemm.conv2d_grad_weight(np, x, gy, w.shape[2:], stride, pad, dilation, groups)
     assert reorders == [1]
     monkeypatch.setattr(conv_gemm, "ROWS_FIRST_MIN", w.size + 1)

@@ -1,4 +1,4 @@
-"""The convolution kernels' scratch facts (kernels/conv_scratch.py) against what the kernels
+"""The convolution kernels' scratch facts (kernels/conv/conv_scratch.py) against what the kernels
 allocate: tracemalloc's peak during a call, less its result, on the routes the facts follow
 (im2col columns, the weight read as rows for deep layers on few pixels, Winograd tiles)."""
 
@@ -9,9 +9,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from dualflow.kernels import conv_gemm, conv_scratch
-
 # (x shape, w shape, stride): im2col, rows (more filters than output pixels), and
+from dualflow.kernels.conv import conv_gemm, conv_scratch
+
 # Winograd; every kernel runs once before it is measured (numba compiles on first use)
 CASES = [
     ((4, 8, 12, 12), (16, 8, 3, 3), 1),

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dualflow.kernels import cpu_threads
+from dualflow.kernels.base import cpu_threads
 
 
 @given(st.integers(0, 10_000), st.integers(1, 8))

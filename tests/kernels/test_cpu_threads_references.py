@@ -12,7 +12,7 @@ import pytest
 
 import dualflow
 from dualflow import ops
-from dualflow.kernels import cpu_threads
+from dualflow.kernels.base import cpu_threads
 
 pytestmark = pytest.mark.skipif(cpu_threads.THREADS < 2, reason="one core: no worker threads")
 

@@ -18,10 +18,10 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.errors import DeviceError
-from dualflow.kernels import cuda_elementwise, cudnn
 from dualflow.kernels.backend import Backend, backend_of, register_backend, xp_fused, xp_fused_sum
-from dualflow.kernels.cuda_elementwise import cache_info, device_forward, eager_source
-from dualflow.kernels.expr_cuda import COMPILE_OPTIONS, wrap_global
+from dualflow.kernels.cuda import cuda_elementwise, cudnn
+from dualflow.kernels.cuda.cuda_elementwise import cache_info, device_forward, eager_source
+from dualflow.kernels.cuda.cuda_render import COMPILE_OPTIONS, wrap_global
 from dualflow.ops import OPS
 from tests.kernels.elementwise_cases import FLOATS, INTS, Case, cases, elementwise_ops, sample
 

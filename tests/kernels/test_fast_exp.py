@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dualflow.kernels.fast_exp import MAX_STEP_BACK, MAX_ULP, exp_f32, numpy_exp
+from dualflow.kernels.fast_math.fast_exp import MAX_STEP_BACK, MAX_ULP, exp_f32, numpy_exp
 from tests.kernels.test_fast_tanh import CHUNK, _ordered, _patterns
 
 

@@ -11,8 +11,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dualflow.kernels import float32_loops
-from dualflow.kernels.fast_tanh import MAX_STEP_BACK, MAX_ULP, SATURATE, numpy_tanh, tanh_f32
+from dualflow.kernels.fast_math import float32_loops
+from dualflow.kernels.fast_math.fast_tanh import (
+    MAX_STEP_BACK,
+    MAX_ULP,
+    SATURATE,
+    numpy_tanh,
+    tanh_f32,
+)
 from dualflow.ops.registry import OPS
 
 CHUNK = 1 << 22

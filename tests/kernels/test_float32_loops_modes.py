@@ -15,8 +15,8 @@ import pytest
 
 import dualflow
 from dualflow import ops
-from dualflow.kernels import cpu as kc
-from dualflow.kernels.expr_typing import lower_expr
+from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.fused_cpu import fused_elementwise as kc
 from tests.tracer.fuzz.bits import assert_same_bits
 
 PROGRAMS: dict[str, Callable] = {

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 from dualflow.graph_ir import Graph, interpret
-from dualflow.kernels import cpu as kc
-from dualflow.kernels import cpu_numba
-from dualflow.kernels.expr import compile_numpy, parse_expr
-from dualflow.kernels.expr_typing import apply_numpy, lower_expr
+from dualflow.kernels.expr.expression import compile_numpy, parse_expr
+from dualflow.kernels.expr.typed_program import apply_numpy, lower_expr
+from dualflow.kernels.fused_cpu import fused_elementwise as kc
+from dualflow.kernels.numba import numba_elementwise
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
 from tests.kernels.fused_programs import arith_chain, tanh_chain
@@ -77,10 +77,12 @@ def test_power_is_numpys_pow_bit_identical(dtype: str) -> None:
 
 
 def test_numba_missing_falls_back_with_one_warning(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dualflow.runtime
+    import dualflow.kernels.numba
 
-    monkeypatch.setitem(sys.modules, "dualflow.kernels.cpu_numba", None)  # import fails
-    monkeypatch.delattr(dualflow.kernels, "cpu_numba", raising=False)
+    monkeypatch.setitem(
+        sys.modules, "dualflow.kernels.numba.numba_elementwise", None
+    )  # import fails
+    monkeypatch.delattr(dualflow.kernels.numba, "numba_elementwise", raising=False)
     monkeypatch.setattr(kc, "_CACHE", {})
     monkeypatch.setattr(kc, "_warned_no_numba", False)
     expr = ("call", "add", ("call", "multiply", ("var", "a0"), ("const", 2)), ("const", 1))
@@ -93,15 +95,15 @@ _SECOND_PROCESS = """
 import time, numpy as np
 import numba
 numba.njit(lambda: 1)()  # numba and LLVM set up before timing: the clock measures the kernel
-from dualflow.kernels.cpu import cpu_kernel
+from dualflow.kernels.fused_cpu.fused_elementwise import cpu_kernel
 expr = ("call", "subtract", ("call", "multiply", ("var", "a0"), ("const", 0.75)),
         ("call", "multiply", ("var", "a0"), ("var", "a0")))
 t0 = time.perf_counter()
 kernel = cpu_kernel(expr, ("a0",), (((5000,), "float32"),))
 out = kernel(np, np.ones(5000, np.float32))
 elapsed = time.perf_counter() - t0
-from dualflow.kernels import cpu_numba
-(module,) = cpu_numba._MODULES.values()
+from dualflow.kernels.numba import numba_elementwise
+(module,) = numba_elementwise._MODULES.values()
 stats = module.kernel.stats
 print(sum(stats.cache_hits.values()), sum(stats.cache_misses.values()), elapsed, out[0])
 """
@@ -256,7 +258,7 @@ def test_non_finite_constants_render_in_every_cpu_kernel(bound: float) -> None:
         np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("rows", [6, -(-cpu_numba.UNFLATTENED_MAX // 5)])
+@pytest.mark.parametrize("rows", [6, -(-numba_elementwise.UNFLATTENED_MAX // 5)])
 @pytest.mark.parametrize(
     "layout", ["c", "transposed", "reversed", "broadcast", "numpy scalar", "zero-d"]
 )
@@ -290,8 +292,10 @@ def test_flat_kernels_of_every_rank_share_one_signature_from_unflattened_max() -
     args = ("a", "b")
     expr = parse_expr("a * b - b", args)
     program = lower_expr(expr, args, ("float64", "float64"))
-    kernel = cpu_numba.load_module(cpu_numba.render_source(program, (True, True))[0]).kernel
-    size = cpu_numba.UNFLATTENED_MAX
+    kernel = numba_elementwise.load_module(
+        numba_elementwise.render_source(program, (True, True))[0]
+    ).kernel
+    size = numba_elementwise.UNFLATTENED_MAX
     for shape in [(size,), (size // 8, 8), (2, size // 16, 8), (2, 2, size // 32, 8)]:
         a, b = np.full(shape, 3.0), np.full(shape, 0.5)
         got = kc.cpu_kernel(expr, args, ((shape, "float64"), (shape, "float64")))(np, a, b)

@@ -11,14 +11,14 @@ import numpy as np
 import pytest
 
 from dualflow.graph_ir import GraphBuilder
-from dualflow.kernels.cuda_fused import (
+from dualflow.kernels.cuda.cuda_fused import (
     cuda_kernel,
     render_cuda,
     render_cuda_sum,
     wrap_global,
     wrap_sum_global,
 )
-from dualflow.kernels.expr import FUNCTIONS, compile_numpy
+from dualflow.kernels.expr.expression import FUNCTIONS, compile_numpy
 from tests.kernels.fused_programs import (
     Fused,
     all_fused,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dualflow.kernels import cpu_numba
-from dualflow.kernels.expr_typing import lower_expr
+from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.numba import numba_elementwise
 
 # (x * 0.5 + 1) * (x - y) - x * y: arithmetic only, so numba's kernel
 EXPR = (
@@ -26,7 +26,7 @@ EXPR = (
 def _run_both(monkeypatch: pytest.MonkeyPatch, call) -> tuple[np.ndarray, np.ndarray]:
     results = []
     for part_min in (1 << 40, 8):  # one part; then two parts of at least 8 elements
-        monkeypatch.setattr(cpu_numba, "PART_MIN", part_min)
+        monkeypatch.setattr(numba_elementwise, "PART_MIN", part_min)
         results.append(call())
     return results[0], results[1]
 
@@ -37,7 +37,7 @@ def test_parts_give_the_bits_of_one_part(monkeypatch: pytest.MonkeyPatch, y_shap
     x = rng.standard_normal((37, 11)).astype(np.float32)
     y = rng.standard_normal(y_shape).astype(np.float32)
     program = lower_expr(EXPR, ("a0", "a1"), ("float32", "float32"))
-    kernel = cpu_numba.numba_kernel(program, ((37, 11), y_shape), (37, 11))
+    kernel = numba_elementwise.numba_kernel(program, ((37, 11), y_shape), (37, 11))
     one, two = _run_both(monkeypatch, lambda: kernel(np, x, y))
     assert one.tobytes() == two.tobytes()
     with np.errstate(all="ignore"):
@@ -52,7 +52,7 @@ def test_in_place_parts_read_each_element_before_writing_it(
     x0 = rng.standard_normal(1001).astype(np.float32)
     y = rng.standard_normal(1001).astype(np.float32)
     program = lower_expr(EXPR, ("a0", "a1"), ("float32", "float32"))
-    kernel = cpu_numba.numba_kernel(program, ((1001,), (1001,)), (1001,))
+    kernel = numba_elementwise.numba_kernel(program, ((1001,), (1001,)), (1001,))
 
     def donated() -> np.ndarray:
         x = x0.copy()

@@ -14,15 +14,15 @@ import pytest
 
 from dualflow.errors import NumericalError
 from dualflow.graph_ir import Graph, GraphBuilder, interpret
-from dualflow.kernels import cpu as kc
-from dualflow.kernels import cpu_sum as ks
-from dualflow.kernels.cuda_fused import (
+from dualflow.kernels.cuda.cuda_fused import (
     cuda_kernel,
     render_cuda_sum,
     wrap_sum_global,
 )
-from dualflow.kernels.expr import compile_numpy
-from dualflow.kernels.expr_typing import lower_expr
+from dualflow.kernels.expr.expression import compile_numpy
+from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.fused_cpu import fused_elementwise as kc
+from dualflow.kernels.fused_cpu import fused_sum as ks
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
 from dualflow.runtime.memory import plan_memory
@@ -142,10 +142,12 @@ def test_float16_uses_the_blocked_evaluator() -> None:
 
 
 def test_numba_missing_falls_back_to_blocked(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dualflow.runtime
+    import dualflow.kernels.numba
 
-    monkeypatch.setitem(sys.modules, "dualflow.kernels.cpu_numba", None)  # import fails
-    monkeypatch.delattr(dualflow.kernels, "cpu_numba", raising=False)
+    monkeypatch.setitem(
+        sys.modules, "dualflow.kernels.numba.numba_elementwise", None
+    )  # import fails
+    monkeypatch.delattr(dualflow.kernels.numba, "numba_elementwise", raising=False)
     monkeypatch.setattr(kc, "_warned_no_numba", False)
     shapes = [(300, 1), (1, 200)]
     with pytest.warns(RuntimeWarning, match="numba is not installed"):

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualflow.kernels import columns_cpu, layout_cpu
+from dualflow.kernels.conv import column_copies, layout_copies
 
 
 @settings(max_examples=60, deadline=None)
@@ -29,10 +29,10 @@ def test_copies_equal_numpys_transposes(
     n, c, h, w = x.shape
     want = np.zeros((n, h + 2 * pad[0], w + 2 * pad[1], c), dtype)
     want[:, pad[0] : pad[0] + h, pad[1] : pad[1] + w] = x.transpose(0, 2, 3, 1)
-    got = layout_cpu.channels_last(x, pad, 1)
+    got = layout_copies.channels_last(x, pad, 1)
     np.testing.assert_array_equal(got.reshape(want.shape), want)
     assert got.dtype == want.dtype and got.shape == (*want.shape[:3], 1, c)
-    back = layout_cpu.channels_first(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
+    back = layout_copies.channels_first(np.ascontiguousarray(x.transpose(0, 2, 3, 1)))
     np.testing.assert_array_equal(back, x)
     assert back.flags.c_contiguous
 
@@ -43,8 +43,8 @@ def test_groups_split_the_channels_and_the_split_over_threads_changes_nothing(
     x = np.random.default_rng(0).standard_normal((6, 4, 5, 5))
     results = []
     for part_min in (1 << 40, 1):
-        monkeypatch.setattr(columns_cpu, "PART_MIN_BYTES", part_min)
-        results.append(layout_cpu.channels_last(x, (1, 1), 2))
+        monkeypatch.setattr(column_copies, "PART_MIN_BYTES", part_min)
+        results.append(layout_copies.channels_last(x, (1, 1), 2))
     np.testing.assert_array_equal(results[0], results[1])
     assert results[0].shape == (6, 7, 7, 2, 2)
     np.testing.assert_array_equal(results[0][:, 1:6, 1:6, 1, 0], x[:, 2])
@@ -60,14 +60,14 @@ def test_filter_reorders_equal_numpys_transposes(shape: tuple, dtype: str, split
     # tiles of 32 channels: shapes below, at and across a tile's edge; parts over threads or not
     o, c, kh, kw = shape
     w = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
-    saved = layout_cpu.PART_MIN_BYTES
+    saved = layout_copies.PART_MIN_BYTES
     try:
-        layout_cpu.PART_MIN_BYTES = 1 if split else 1 << 40
-        taps = layout_cpu.filters_to_taps(w)
+        layout_copies.PART_MIN_BYTES = 1 if split else 1 << 40
+        taps = layout_copies.filters_to_taps(w)
         rows = np.ascontiguousarray(taps.T)  # (O, kh*kw*C): what the weight gradient's GEMM gives
-        back = layout_cpu.rows_to_filters(rows, shape)
+        back = layout_copies.rows_to_filters(rows, shape)
     finally:
-        layout_cpu.PART_MIN_BYTES = saved
+        layout_copies.PART_MIN_BYTES = saved
     want = np.ascontiguousarray(w.transpose(2, 3, 1, 0)).reshape(kh * kw * c, o)
     np.testing.assert_array_equal(taps, want)
     np.testing.assert_array_equal(back, w)

@@ -11,7 +11,7 @@ import numba
 import pytest
 
 from dualflow.disk_cache import open_store
-from dualflow.kernels import numba_cache
+from dualflow.kernels.base import numba_cache
 
 
 def _twice(x):

@@ -1,4 +1,4 @@
-"""Pointwise (1x1) convolutions as batched GEMMs (kernels/pointwise_conv.py): routing from
+"""Pointwise (1x1) convolutions as batched GEMMs (kernels/conv/pointwise_conv.py): routing from
 conv_gemm, conv2d against a direct sum over strides, the input gradient (with output padding)
 and the weight gradient through the adjoint identities, a compiled step equal to eager, and the
 scratch facts against the measured peak of a compiled training step."""
@@ -10,7 +10,7 @@ import pytest
 
 import dualflow
 from dualflow import nn
-from dualflow.kernels import conv_gemm, pointwise_conv
+from dualflow.kernels.conv import conv_gemm, pointwise_conv
 from tests.kernels.sgd_steps import assert_compiled_equals_eager
 from tests.kernels.test_conv_gemm import _direct
 from tests.tracer.test_memory_plan import _measured

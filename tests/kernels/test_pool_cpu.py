@@ -1,8 +1,8 @@
-"""The numba pooling kernels (kernels/pool_cpu.py): every kernel bit-equal to the numpy window
-loops of ops/pooling.py (the oracle) over drawn geometries with ties, NaN, -inf and signed zeros,
-float32/float64, mixed and non-contiguous inputs; the fixed-geometry kernels equal the generic
-ones; results do not depend on the thread split; and a compiled CNN step with max and average
-pooling is bit-equal to eager."""
+"""The numba pooling kernels (kernels/pool/pool_kernels.py): every kernel bit-equal to the numpy
+window loops of ops/pooling.py (the oracle) over drawn geometries with ties, NaN, -inf and signed
+zeros, float32/float64, mixed and non-contiguous inputs; the fixed-geometry kernels equal the
+generic ones; results do not depend on the thread split; and a compiled CNN step with max and
+average pooling is bit-equal to eager."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dualflow import nn, ops
-from dualflow.kernels import pool_cpu
+from dualflow.kernels.pool import pool_kernels
 from dualflow.ops import pooling
 from tests.kernels.sgd_steps import assert_compiled_equals_eager
 
@@ -67,7 +67,7 @@ def _check_all(x, gy, g, geometry) -> None:
     }
     for name, args in cases.items():
         want = _oracle(name, *args, **geometry)
-        got = getattr(pool_cpu, name)(*args, *geometry.values())
+        got = getattr(pool_kernels, name)(*args, *geometry.values())
         assert got.dtype == want.dtype and got.shape == want.shape, name
         assert got.tobytes() == want.tobytes(), f"{name} {geometry} {x.dtype} {gy.dtype}"
 
@@ -106,7 +106,7 @@ FIXED = [
 @pytest.mark.parametrize("geometry", FIXED)
 def test_fixed_geometry_kernels_equal_the_oracle(geometry, monkeypatch) -> None:
     """The kernels compiled with the window and stride as constants (big images) round alike."""
-    monkeypatch.setattr(pool_cpu, "FIXED_MIN", 0)
+    monkeypatch.setattr(pool_kernels, "FIXED_MIN", 0)
     for seed, shape in enumerate([(2, 3, 9, 8), (1, 2, 8, 9)]):
         x, gy, g = _inputs(np.random.default_rng(seed), shape, geometry, (np.float32,) * 2, False)
         _check_all(x, gy, g, geometry)
@@ -120,8 +120,8 @@ def test_results_do_not_depend_on_the_thread_split(monkeypatch) -> None:
     args |= {"avg_pool2d": (x,), "avg_pool2d_grad": (gy, (9, 7))}
     results = {}
     for parts in (1, 2, 4):
-        monkeypatch.setattr(pool_cpu, "parts_for", lambda work, minimum, parts=parts: parts)
-        results[parts] = [getattr(pool_cpu, n)(*args[n], *geometry.values()) for n in KERNELS]
+        monkeypatch.setattr(pool_kernels, "parts_for", lambda work, minimum, parts=parts: parts)
+        results[parts] = [getattr(pool_kernels, n)(*args[n], *geometry.values()) for n in KERNELS]
     for parts in (2, 4):
         for name, a, b in zip(KERNELS, results[1], results[parts]):
             assert a.tobytes() == b.tobytes(), (name, parts)
@@ -129,11 +129,11 @@ def test_results_do_not_depend_on_the_thread_split(monkeypatch) -> None:
 
 def test_ops_use_the_kernels_only_where_they_apply() -> None:
     """numpy float32/float64 only: float16 keeps the numpy loops (and their results)."""
-    assert pool_cpu.covers(np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 1, 1, 1)))
-    assert not pool_cpu.covers(np.zeros((1, 1, 2, 2), np.float16))
+    assert pool_kernels.covers(np.zeros((1, 1, 2, 2), np.float32), np.zeros((1, 1, 1, 1)))
+    assert not pool_kernels.covers(np.zeros((1, 1, 2, 2), np.float16))
     x = np.arange(16.0, dtype=np.float16).reshape(1, 1, 4, 4)
     assert pooling._kernels(np, x) is None
-    assert pooling._kernels(np, x.astype(np.float32)) is pool_cpu
+    assert pooling._kernels(np, x.astype(np.float32)) is pool_kernels
     y = ops.avg_pool2d(x, 3, 1, 1).numpy()
     assert y.dtype == np.float16
     assert (
@@ -143,9 +143,11 @@ def test_ops_use_the_kernels_only_where_they_apply() -> None:
 
 def test_machine_code_goes_to_the_signed_kernels_store(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(pool_cpu, "_KERNELS", {})  # build (and attach) the kernel again
+    monkeypatch.setattr(pool_kernels, "_KERNELS", {})  # build (and attach) the kernel again
     x = np.ones((1, 1, 4, 4), np.float32)
-    assert pool_cpu.max_pool2d(x, (2, 2), (2, 2), (0, 0)).tolist() == [[[[1.0, 1.0], [1.0, 1.0]]]]
+    assert pool_kernels.max_pool2d(x, (2, 2), (2, 2), (0, 0)).tolist() == [
+        [[[1.0, 1.0], [1.0, 1.0]]]
+    ]
     assert list((tmp_path / "kernels" / "__pycache__").glob("k_poolmaxpoolany*.nbc"))
 
 

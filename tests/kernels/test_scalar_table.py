@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dualflow.kernels import cpu_numba
-from dualflow.kernels.cpu import blocked_kernel
-from dualflow.kernels.expr import FUNCTIONS, check_expr, compile_numpy, parse_expr
-from dualflow.kernels.expr_cuda import render_cuda, wrap_global
-from dualflow.kernels.expr_typing import Program, Step, apply_numpy, lower_expr
-from dualflow.kernels.out import expression_out
-from dualflow.kernels.scalar import TABLE, ScalarFunction
+from dualflow.kernels.cuda.cuda_render import render_cuda, wrap_global
+from dualflow.kernels.expr.expression import FUNCTIONS, check_expr, compile_numpy, parse_expr
+from dualflow.kernels.expr.out_forwards import expression_out
+from dualflow.kernels.expr.scalar_table import TABLE, ScalarFunction
+from dualflow.kernels.expr.typed_program import Program, Step, apply_numpy, lower_expr
+from dualflow.kernels.fused_cpu.fused_elementwise import blocked_kernel
+from dualflow.kernels.numba import numba_elementwise
 from tests.kernels.nvcc import assert_compiles_to_ptx, nvcc_or_skip
 
 DTYPES = ("float32", "float64", "int32", "int64")
@@ -146,7 +146,7 @@ def _numba_programs(dtype: str) -> list[tuple[ScalarFunction, Program]]:
 
 
 def _numba_module(programs: list[Program]) -> Any:
-    """One numba kernel per program, rendered by ``cpu_numba`` from the table, in one module."""
+    """One numba kernel per program, rendered from the table by ``numba_elementwise``: a module."""
     consts: list[tuple] = []
     bodies = []
     for j, program in enumerate(programs):
@@ -154,13 +154,15 @@ def _numba_module(programs: list[Program]) -> Any:
         names = ", ".join(f"in{k}" for k in range(count))
         lines = [f"def kernel{j}(out, {names}):", "    for i in range(out.shape[0]):"]
         lines += [f"        x{k} = in{k}[i]" for k in range(count)]
-        lines += ["        " + s for s in cpu_numba.render_steps(program, consts)]
+        lines += ["        " + s for s in numba_elementwise.render_steps(program, consts)]
         lines += [f"        out[i] = t{len(program.steps) - 1}", "", ""]
         bodies.append("\n".join(lines))
-    imports = tuple(sorted({line for p in programs for line in cpu_numba.imports(p)}))
-    head = "\n".join(cpu_numba.header(consts, imports)[:-1])  # constants; decorators per kernel
-    source = head + "".join(f"{cpu_numba.NJIT}\n{body}" for body in bodies)
-    return cpu_numba.load_module(source)
+    imports = tuple(sorted({line for p in programs for line in numba_elementwise.imports(p)}))
+    head = "\n".join(
+        numba_elementwise.header(consts, imports)[:-1]
+    )  # constants; decorators per kernel
+    source = head + "".join(f"{numba_elementwise.NJIT}\n{body}" for body in bodies)
+    return numba_elementwise.load_module(source)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -199,9 +201,9 @@ def test_the_square_rule_is_one_rule() -> None:
     two = lower_expr(("call", "power", ("var", "a0"), ("const", 2)), ARGS, ("float32",)).steps[0]
     three = Step("power", (("in", 0), ("const", 3)), two.dtype, two.ctype)
     ints = lower_expr(("call", "power", ("var", "a0"), ("const", 2)), ARGS, ("int32",)).steps[0]
-    assert cpu_numba._statement(two, ["x0", "_c0"]) == "np.float32(x0 * x0)"
-    assert cpu_numba._statement(three, ["x0", "_c0"]) == "np.float32(x0 ** _c0)"
-    assert cpu_numba._statement(ints, ["x0", "_c0"]) == "np.int32(x0 ** _c0)"
+    assert numba_elementwise._statement(two, ["x0", "_c0"]) == "np.float32(x0 * x0)"
+    assert numba_elementwise._statement(three, ["x0", "_c0"]) == "np.float32(x0 ** _c0)"
+    assert numba_elementwise._statement(ints, ["x0", "_c0"]) == "np.int32(x0 ** _c0)"
     x = np.float32([3.0, 1e20])
     with np.errstate(over="ignore"):
         assert same_bits(apply_numpy("power", [x, 2]), np.square(x))

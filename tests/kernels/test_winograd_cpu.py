@@ -1,4 +1,4 @@
-"""The Winograd F(4x4, 3x3) convolution kernels (kernels/winograd_cpu.py): the shape rule that
+"""The Winograd F(4x4, 3x3) convolution kernels (kernels/conv/winograd.py): the shape rule that
 routes conv_gemm to them, the loops' transforms against the Toom-Cook matrices of the chosen
 points, conv2d against a direct per-tap sum (odd and rectangular outputs, pads 0-2), both
 gradients through the adjoint identities, the float32 error, results independent of the thread
@@ -12,8 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dualflow import nn
-from dualflow.kernels import conv_gemm, cpu_threads, winograd_cpu
-from dualflow.kernels.columns_cpu import PART_MIN_BYTES
+from dualflow.kernels.base import cpu_threads
+from dualflow.kernels.conv import conv_gemm, winograd
+from dualflow.kernels.conv.column_copies import PART_MIN_BYTES
 from tests.kernels.sgd_steps import assert_compiled_equals_eager
 from tests.kernels.test_conv_gemm import _direct
 
@@ -43,7 +44,7 @@ def _geometry(pad: int) -> dict:
 def test_shape_rule(change: dict, expected: bool) -> None:
     case = {"ksize": (3, 3), "channels": (32, 64), "out_hw": (32, 32), "n": 8, **change}
     geometry = {k: change.get(k, v) for k, v in PLAIN.items()}
-    got = winograd_cpu.runs(geometry, case["ksize"], case["channels"], case["out_hw"], case["n"])
+    got = winograd.runs(geometry, case["ksize"], case["channels"], case["out_hw"], case["n"])
     assert got is expected
 
 
@@ -51,30 +52,28 @@ def _routed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Names of the Winograd kernels conv_gemm calls from now on."""
     calls: list[str] = []
     for name in ("conv2d", "conv2d_grad_weight", "conv_transpose2d"):
-        kernel = getattr(winograd_cpu, name)
+        kernel = getattr(winograd, name)
 
         def spy(*args, _kernel=kernel, _name=name):
             calls.append(_name)
             return _kernel(*args)
 
-        monkeypatch.setattr(winograd_cpu, name, spy)
+        monkeypatch.setattr(winograd, name, spy)
     return calls
 
 
 def test_loops_apply_the_toom_cook_matrices() -> None:
     # the loops write B^T, A^T and A out by hand: on unit tiles they must give the matrices of
-    # winograd_cpu.POINTS (kron: row 6i + j of a 2-D transform is entry (i, j) of the tile)
-    a_t, _, b_t = (
-        np.array(m, dtype=np.float64) for m in winograd_cpu._toom_cook(winograd_cpu.POINTS)
-    )
+    # winograd.POINTS (kron: row 6i + j of a 2-D transform is entry (i, j) of the tile)
+    a_t, _, b_t = (np.array(m, dtype=np.float64) for m in winograd._toom_cook(winograd.POINTS))
     unit = np.eye(36).reshape(36, 1, 6, 6)  # image p: a 6x6 tile with a one at position p
-    v = winograd_cpu._input_tiles(unit, (1, 1), (0, 0))  # (36, 36 tiles, 1)
+    v = winograd._input_tiles(unit, (1, 1), (0, 0))  # (36, 36 tiles, 1)
     np.testing.assert_array_equal(v[:, :, 0], np.kron(b_t, b_t))
     y = np.empty((36, 1, 4, 4))
-    winograd_cpu._in_parts("_output_tiles", y, (np.eye(36)[:, :, None], 1, 1), 36)
+    winograd._in_parts("_output_tiles", y, (np.eye(36)[:, :, None], 1, 1), 36)
     np.testing.assert_array_equal(y.reshape(36, 16).T, np.kron(a_t, a_t))
     g = np.empty((36, 16, 1))
-    winograd_cpu._in_parts("_gradient_tiles", g, (np.eye(16).reshape(16, 1, 4, 4), 1, 1), 16)
+    winograd._in_parts("_gradient_tiles", g, (np.eye(16).reshape(16, 1, 4, 4), 1, 1), 16)
     np.testing.assert_array_equal(g[:, :, 0], np.kron(a_t.T, a_t.T))
 
 
@@ -111,12 +110,12 @@ def test_float32_error_is_bounded() -> None:
     w = rng.standard_normal((64, 64, 3, 3)) / np.sqrt(9 * 64)
     gy = rng.standard_normal((4, 64, 16, 16))
     pairs = [
-        (winograd_cpu.conv2d(x.astype(np.float32), w.astype(np.float32), (1, 1)),
-         winograd_cpu.conv2d(x, w, (1, 1))),
-        (winograd_cpu.conv2d_grad_weight(x.astype(np.float32), gy.astype(np.float32), (1, 1)),
-         winograd_cpu.conv2d_grad_weight(x, gy, (1, 1))),
-        (winograd_cpu.conv_transpose2d(gy.astype(np.float32), w.astype(np.float32), (1, 1)),
-         winograd_cpu.conv_transpose2d(gy, w, (1, 1))),
+        (winograd.conv2d(x.astype(np.float32), w.astype(np.float32), (1, 1)),
+         winograd.conv2d(x, w, (1, 1))),
+        (winograd.conv2d_grad_weight(x.astype(np.float32), gy.astype(np.float32), (1, 1)),
+         winograd.conv2d_grad_weight(x, gy, (1, 1))),
+        (winograd.conv_transpose2d(gy.astype(np.float32), w.astype(np.float32), (1, 1)),
+         winograd.conv_transpose2d(gy, w, (1, 1))),
     ]  # fmt: skip
     for got, want in pairs:
         assert got.dtype == np.float32
@@ -125,9 +124,9 @@ def test_float32_error_is_bounded() -> None:
 
 def _all(x, w, gy, pad):
     return (
-        winograd_cpu.conv2d(x, w, (pad, pad)),
-        winograd_cpu.conv_transpose2d(gy, w, (pad, pad)),
-        winograd_cpu.conv2d_grad_weight(x, gy, (pad, pad)),
+        winograd.conv2d(x, w, (pad, pad)),
+        winograd.conv_transpose2d(gy, w, (pad, pad)),
+        winograd.conv2d_grad_weight(x, gy, (pad, pad)),
     )
 
 
@@ -144,19 +143,19 @@ def test_results_do_not_depend_on_threads_or_chunks(n, side, channels, pad) -> N
     w = rng.standard_normal((channels[1], channels[0], 3, 3)).astype(np.float32)
     gy = rng.standard_normal((n, channels[1], side + 2 * pad - 2, side + 2 * pad - 1))
     gy = gy.astype(np.float32)
-    saved = (cpu_threads.THREADS, winograd_cpu.MIN_CHUNK_BYTES, winograd_cpu.CHUNK_BYTES)
+    saved = (cpu_threads.THREADS, winograd.MIN_CHUNK_BYTES, winograd.CHUNK_BYTES)
     try:
-        winograd_cpu.PART_MIN_BYTES = 1  # every loop runs as two parts (n >= 2 images)
+        winograd.PART_MIN_BYTES = 1  # every loop runs as two parts (n >= 2 images)
         base = _all(x, w, gy, pad)
         cpu_threads.THREADS = 1  # one part per loop
         for got, want in zip(_all(x, w, gy, pad), base, strict=True):
             np.testing.assert_array_equal(got, want)
         cpu_threads.THREADS = saved[0]
-        winograd_cpu.MIN_CHUNK_BYTES = winograd_cpu.CHUNK_BYTES = 1  # one image per chunk
+        winograd.MIN_CHUNK_BYTES = winograd.CHUNK_BYTES = 1  # one image per chunk
         y, gx, gw = _all(x, w, gy, pad)
     finally:
-        cpu_threads.THREADS, winograd_cpu.MIN_CHUNK_BYTES, winograd_cpu.CHUNK_BYTES = saved
-        winograd_cpu.PART_MIN_BYTES = PART_MIN_BYTES
+        cpu_threads.THREADS, winograd.MIN_CHUNK_BYTES, winograd.CHUNK_BYTES = saved
+        winograd.PART_MIN_BYTES = PART_MIN_BYTES
     # other chunks are other GEMM shapes, which OpenBLAS may run with another kernel (its
     # small-matrix one for a few tiles) and the weight gradient adds per-chunk sums: the same up
     # to rounding (the chunks follow from shapes alone, so eager and compiled calls share them)

@@ -10,16 +10,19 @@ import warnings
 import numpy as np
 import pytest
 
-from dualflow.kernels import cpu
-from dualflow.kernels.expr import compile_numpy
+from dualflow.kernels.expr.expression import compile_numpy
+from dualflow.kernels.fused_cpu import fused_elementwise
 from dualflow.ops.registry import OPS
 
 QUIET_OPS = sorted(
     name
     for name, op in OPS.items()
-    if op.kind == "elementwise" and op.expr is not None and not op.attr_names and cpu.quiet(op.expr)
+    if op.kind == "elementwise"
+    and op.expr is not None
+    and not op.attr_names
+    and fused_elementwise.quiet(op.expr)
 )
-N = cpu.EAGER_MIN + 3  # not a multiple of anything
+N = fused_elementwise.EAGER_MIN + 3  # not a multiple of anything
 
 
 def _operand(rng: np.random.Generator, dtype: str, shape: tuple) -> np.ndarray:
@@ -47,13 +50,13 @@ def test_the_quiet_ops_include_the_cnn_ones() -> None:
 def test_ops_numpy_runs_slowly_take_the_kernel_from_select_min() -> None:
     # where (a branch per element) and maximum with a constant (relu): numpy's slow loops
     starts = {name: OPS[name].forward.__globals__["_big_size"] for name in QUIET_OPS}
-    assert {n for n, size in starts.items() if size == cpu.SELECT_MIN} == {
+    assert {n for n, size in starts.items() if size == fused_elementwise.SELECT_MIN} == {
         "relu",
         "relu_grad",
         "where",
     }
-    assert starts["maximum"] == starts["greater"] == starts["abs"] == cpu.EAGER_MIN
-    assert cpu.SELECT_MIN < cpu.EAGER_MIN
+    assert starts["maximum"] == starts["greater"] == starts["abs"] == fused_elementwise.EAGER_MIN
+    assert fused_elementwise.SELECT_MIN < fused_elementwise.EAGER_MIN
 
 
 @pytest.mark.parametrize("size", ["select", "big"])
@@ -64,7 +67,7 @@ def test_big_eager_calls_are_bit_equal_to_the_numpy_expression(
 ) -> None:
     op = OPS[name]
     plain = compile_numpy(op.expr, op.args, ())
-    n = cpu.eager_min(op.expr) + 3 if size == "select" else N
+    n = fused_elementwise.eager_min(op.expr) + 3 if size == "select" else N
     arrays = _operands(name, dtype, (n,), 0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # neither path warns
@@ -77,16 +80,19 @@ def test_big_eager_calls_are_bit_equal_to_the_numpy_expression(
 @pytest.mark.parametrize("name", ["relu", "relu_grad", "where"])
 def test_every_shape_runs_one_flat_kernel(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # numba compiles per ndim: a 2-D and a 4-D relu share the flat kernel ``cache warm`` builds
-    monkeypatch.setattr(cpu, "_CACHE", {})
+    monkeypatch.setattr(fused_elementwise, "_CACHE", {})
     op = OPS[name]
     plain = compile_numpy(op.expr, op.args, ())
-    for shape in [(cpu.SELECT_MIN // 16, 32), (3, 4, 25, cpu.SELECT_MIN // 100)]:
+    for shape in [
+        (fused_elementwise.SELECT_MIN // 16, 32),
+        (3, 4, 25, fused_elementwise.SELECT_MIN // 100),
+    ]:
         arrays = _operands(name, "float32", shape, 4)
         got, want = op.forward(np, *arrays), plain(np, *arrays)
         assert got.shape == want.shape and got.flags.c_contiguous
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
-    assert {len(shape) for key in cpu._CACHE for shape in key[3]} == {1}
-    assert len({key[3] for key in cpu._CACHE}) == 2  # one flat size per call shape
+    assert {len(shape) for key in fused_elementwise._CACHE for shape in key[3]} == {1}
+    assert len({key[3] for key in fused_elementwise._CACHE}) == 2  # one flat size per call shape
 
 
 @pytest.mark.parametrize("name", ["relu_grad", "maximum", "where"])
@@ -105,7 +111,7 @@ def test_strided_broadcast_small_and_other_dtypes_take_the_numpy_expression(name
         got, want = op.forward(np, *arrays), plain(np, *arrays)
         assert got.dtype == want.dtype and got.strides == want.strides
         np.testing.assert_array_equal(got, want)
-    assert cpu.eager_kernel(op.expr, op.args)(*cases[0]) is None
+    assert fused_elementwise.eager_kernel(op.expr, op.args)(*cases[0]) is None
 
 
 def _finite(arrays: list[np.ndarray]) -> list[np.ndarray]:
@@ -119,7 +125,7 @@ def test_a_compiled_relu_step_above_select_min_equals_eager_bit_for_bit(passes: 
     import dualflow
 
     rng = np.random.default_rng(3)
-    assert cpu.SELECT_MIN <= 96 * 96
+    assert fused_elementwise.SELECT_MIN <= 96 * 96
     x = dualflow.tensor(rng.standard_normal((96, 96)).astype(np.float32))
     x.array[0] = 0.0  # a row of exact zeros: relu_grad's y == 0 case
     w = dualflow.tensor(rng.standard_normal((96, 96)).astype(np.float32), requires_grad=True)

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dualflow.graph_ir import Graph, GraphBuilder, parse_graph, verify
-from dualflow.kernels.cpu_sum import cpu_sum_kernel
-from dualflow.kernels.expr import compile_numpy, parse_expr
+from dualflow.kernels.expr.expression import compile_numpy, parse_expr
+from dualflow.kernels.fused_cpu.fused_sum import cpu_sum_kernel
 from dualflow.passes import PIPELINES, run_passes
 from dualflow.passes.rules import RULES, sites, sum_bound, unit_roundoff
 from dualflow.rule_check import check_rules

@@ -19,11 +19,11 @@ from dualflow.disk_trust import sign
 from dualflow.errors import CompileError
 from dualflow.graph_ir import GraphBuilder
 from dualflow.graph_ir.verify import GraphVerifyError, verify
-from dualflow.kernels import cpu as kc
-from dualflow.kernels import cpu_numba
-from dualflow.kernels.expr import render_numpy
-from dualflow.kernels.expr_typing import lower_expr
-from dualflow.kernels.recent import Recent
+from dualflow.kernels.base.lru_dict import Recent
+from dualflow.kernels.expr.expression import render_numpy
+from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.fused_cpu import fused_elementwise as kc
+from dualflow.kernels.numba import numba_elementwise
 from dualflow.runtime import bytecode_cache, lower
 from dualflow.runtime.codegen import render
 
@@ -56,7 +56,7 @@ def marker(tmp_path: Path) -> Path:
 
 def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """Forget in-memory kernels, as a new process would: the next use reads the disk cache."""
-    monkeypatch.setattr(cpu_numba, "_MODULES", OrderedDict())
+    monkeypatch.setattr(numba_elementwise, "_MODULES", OrderedDict())
     monkeypatch.setattr(kc, "_CACHE", {})
 
 
@@ -65,7 +65,7 @@ def run(expr: tuple = AXPY) -> np.ndarray:
 
 
 def kernel_stats() -> tuple[int, int]:
-    (module,) = cpu_numba._MODULES.values()
+    (module,) = numba_elementwise._MODULES.values()
     stats = module.kernel.stats
     return sum(stats.cache_hits.values()), sum(stats.cache_misses.values())
 
@@ -234,11 +234,11 @@ def test_crafted_fused_expressions_are_rejected(expr: tuple) -> None:
 
 
 def test_in_memory_kernel_modules_are_bounded(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cpu_numba, "MAX_MODULES", 3)
-    names = [cpu_numba.load_module(f"X = {i}\n").__name__ for i in range(5)]
-    assert len(cpu_numba._MODULES) == 3
+    monkeypatch.setattr(numba_elementwise, "MAX_MODULES", 3)
+    names = [numba_elementwise.load_module(f"X = {i}\n").__name__ for i in range(5)]
+    assert len(numba_elementwise._MODULES) == 3
     assert [n in __import__("sys").modules for n in names] == [False, False, True, True, True]
-    assert cpu_numba.load_module("X = 4\n").X == 4
+    assert numba_elementwise.load_module("X = 4\n").X == 4
 
 
 def test_in_memory_cpu_kernels_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:

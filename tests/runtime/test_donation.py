@@ -10,8 +10,8 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.graph_ir import Graph, GraphBuilder, verify
-from dualflow.kernels.cpu_numba import numba_kernel
-from dualflow.kernels.expr_typing import lower_expr
+from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.numba.numba_elementwise import numba_kernel
 from dualflow.nn import Parameter
 from dualflow.runtime import lower
 from dualflow.runtime.donation import donations

@@ -15,7 +15,7 @@ import dualflow
 from dualflow import nn, ops, optim
 from dualflow.graph_ir import GraphBuilder
 from dualflow.graph_ir.ir import Node, Value
-from dualflow.kernels import out as out_kernels
+from dualflow.kernels.expr import out_forwards as out_kernels
 from dualflow.nn import Parameter
 from dualflow.ops.registry import OPS
 from dualflow.runtime import lower

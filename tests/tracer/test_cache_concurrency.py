@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import dualflow
-from dualflow.kernels import cpu as kc
-from dualflow.kernels import cpu_numba
+from dualflow.kernels.fused_cpu import fused_elementwise as kc
+from dualflow.kernels.numba import numba_elementwise
 from dualflow.runtime import bytecode_cache
 
 
@@ -49,7 +49,7 @@ def test_deleting_the_caches_during_use_is_not_an_error(
     try:
         for n in range(4096, 4102):
             # forget in-memory kernels: every round reads and writes the disk caches
-            monkeypatch.setattr(cpu_numba, "_MODULES", OrderedDict())
+            monkeypatch.setattr(numba_elementwise, "_MODULES", OrderedDict())
             monkeypatch.setattr(kc, "_CACHE", {})
             x = np.arange(float(n))
             compiled = dualflow.compile(step, cache_dir=plans)
@@ -74,8 +74,8 @@ def step(x):
 
 compiled = dualflow.compile(step, cache_dir=sys.argv[1])
 results = [compiled(dualflow.tensor(np.arange(n + 0.0))).tolist() for n in (5000, 5000, 5001, 5001)]
-from dualflow.kernels import cpu_numba
-hits = sum(sum(m.kernel.stats.cache_hits.values()) for m in cpu_numba._MODULES.values())
+from dualflow.kernels.numba import numba_elementwise
+hits = sum(sum(m.kernel.stats.cache_hits.values()) for m in numba_elementwise._MODULES.values())
 print(json.dumps({"results": results, "loads": compiled.stats().cache_loads, "hits": hits}))
 """
 

@@ -16,7 +16,8 @@ import pytest
 import dualflow
 from dualflow import nn, ops, optim
 from dualflow.errors import KERNEL_MODULE_PREFIX
-from dualflow.kernels import cpu, cpu_numba
+from dualflow.kernels.fused_cpu import fused_elementwise
+from dualflow.kernels.numba import numba_elementwise
 
 SETTINGS = types.SimpleNamespace(use_bias_shift=False, table={"scale": 1.0})
 
@@ -110,8 +111,8 @@ def test_a_kernel_module_made_while_tracing_is_no_guard(
         return ops.relu(x * 2.0) - x
 
     def forget_kernel_modules() -> None:  # as in a new process (restored after the test)
-        monkeypatch.setattr(cpu_numba, "_MODULES", OrderedDict())
-        monkeypatch.setattr(cpu, "_CACHE", {})
+        monkeypatch.setattr(numba_elementwise, "_MODULES", OrderedDict())
+        monkeypatch.setattr(fused_elementwise, "_CACHE", {})
         for name in [n for n in sys.modules if n.startswith(KERNEL_MODULE_PREFIX)]:
             monkeypatch.delitem(sys.modules, name)
 

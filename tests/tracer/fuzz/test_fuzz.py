@@ -16,13 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 import dualflow
-import dualflow.kernels.out as out_forward
+import dualflow.kernels.expr.out_forwards as out_forward
 import dualflow.runtime.memory as memory
 import dualflow.tensor_methods.inplace as inplace
 from dualflow import ops
-from dualflow.kernels import background_compile, compile_worker, cpu_numba, winograd_cpu
-from dualflow.kernels import cpu as kc
-from dualflow.kernels.recent import Recent
+from dualflow.kernels.base.lru_dict import Recent
+from dualflow.kernels.conv import winograd
+from dualflow.kernels.fused_cpu import fused_elementwise as kc
+from dualflow.kernels.numba import background_compile, compile_worker, numba_elementwise
 from tests.tracer.fuzz import fragments
 from tests.tracer.fuzz.build import OPTIMIZERS
 from tests.tracer.fuzz.compare import assert_matches_eager, differences, rule_violations, run
@@ -103,7 +104,7 @@ def test_fast_exact_with_kernels_from_the_compile_worker_is_bit_identical(
     monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(compile_worker, "_enabled", True)
     monkeypatch.setattr(kc, "_CACHE", Recent(128))
-    monkeypatch.setattr(cpu_numba, "_MODULES", OrderedDict())
+    monkeypatch.setattr(numba_elementwise, "_MODULES", OrderedDict())
     asked, runner = [], background_compile._runner
     monkeypatch.setattr(background_compile, "_runner", lambda *a: asked.append(1) or runner(*a))
 
@@ -244,9 +245,9 @@ def test_convolutions_through_the_winograd_kernels(pad: int, monkeypatch: pytest
     kernels, forward and both gradients), with a gradient penalty and a batch change."""
     ran = set()
     for name in ("conv2d", "conv2d_grad_weight", "conv_transpose2d"):
-        kernel = getattr(winograd_cpu, name)
+        kernel = getattr(winograd, name)
         spy = lambda *a, _k=kernel, _n=name: (ran.add(_n), _k(*a))[1]  # noqa: E731
-        monkeypatch.setattr(winograd_cpu, name, spy)
+        monkeypatch.setattr(winograd, name, spy)
     spec = Spec(
         3,
         width=64,
