@@ -15,6 +15,7 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._tensor import Tensor
+from dualflow.autograd.tape import edge
 from dualflow.errors import with_location
 from dualflow.func.jvp_rules import rule_of
 from dualflow.ops import dispatch
@@ -26,8 +27,7 @@ def _holder(value: Tensor) -> Any:
     """What identifies ``value``'s tangent: the tape node and output index that made it (a
     backward re-wraps saved outputs in new Tensors, ``ctx.y``, which must find the tangent of
     the value they hold), else the Tensor itself (a detached alias has no tangent)."""
-    node = value._creator
-    return value if node is None else (node, value._index)
+    return value if value._creator is None else edge(value)  # the tape's one edge rule
 
 
 def _root(array: Any) -> Any:
