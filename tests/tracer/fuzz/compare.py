@@ -50,7 +50,7 @@ def may_fall_back(spec: Spec) -> bool:
 
     Example:
         >>> from tests.tracer.fuzz.spec import Piece
-        >>> may_fall_back(Spec(1, body=(Piece.of("mask_read", from_call=0, at=0.0),)))
+        >>> may_fall_back(Spec(1, body=(Piece.of("mask_read", kind="index", from_call=0),)))
         True
     """
     fragments = registry()

@@ -134,16 +134,19 @@ def _write(scope: Scope, piece: Piece) -> Statement:
 
 def _mask_draw(draw: Any, ctx: Context) -> dict[str, Any]:
     return {
+        "kind": draw(st.sampled_from(["index", "masked_select"])),
         "from_call": draw(st.sampled_from([0, 1, 2, 3])),
         "at": draw(st.sampled_from([0.0, 0.5])),
     }
 
 
 def _mask_read(scope: Scope, piece: Piece) -> Statement:
-    """From call ``from_call`` on (a flag a hook sets), ``h[h > at]`` summed: its length depends
-    on the data, so a compiled step gives up tracing at that call and runs eagerly from then on
-    (one RuntimeWarning). ``scope.eager_reasons`` tells the comparison eager took that path."""
+    """From call ``from_call`` on (a flag a hook sets), ``h[h > at]`` (or ``masked_select``)
+    summed: its length depends on the data, so a compiled step gives up tracing at that call and
+    runs eagerly from then on (one RuntimeWarning). ``scope.eager_reasons`` tells the comparison
+    eager took that path."""
     from_call, at = piece.get("from_call"), piece.get("at")
+    select = piece.get("kind") == "masked_select"
     flag = types.SimpleNamespace(on=False)
     scope.between_calls(lambda call: setattr(flag, "on", call >= from_call))
 
@@ -151,7 +154,8 @@ def _mask_read(scope: Scope, piece: Piece) -> Statement:
         if not flag.on:
             return h
         scope.eager_reasons.append("boolean mask read")
-        return h + ops.sum(h[h > at]) * (0.1 / h.shape[1])
+        picked = h.masked_select(h > at) if select else h[h > at]
+        return h + ops.sum(picked) * (0.1 / h.shape[1])
 
     return statement
 

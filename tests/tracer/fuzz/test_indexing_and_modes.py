@@ -34,6 +34,7 @@ BODY = (
     *(Piece.of("index_write", kind=kind) for kind in ("put", "augmented", "mask", "buffer")),
     Piece.of("mode_switch", kind="frozen_bn", evals=(), p=0.0),
     Piece.of("mode_switch", kind="outside", evals=(1, 2), p=0.25),
+    Piece.of("mask_read", kind="index", from_call=5, at=0.0),  # the last call runs eagerly
 )
 OPS_WRITTEN_FOR = {
     "getitem_array",
@@ -47,7 +48,9 @@ OPS_WRITTEN_FOR = {
 
 
 def _spec(dtype: str = "float32", mode: str = "train", penalty: float = 0.1) -> Spec:
-    return fixed_program(5, BODY, 7, dtype, mode, penalty)
+    """Six calls, the last with another batch (and the mask read: compiled gives up there)."""
+    spec = fixed_program(5, BODY, 7, dtype, mode, penalty)
+    return Spec(**{**spec.__dict__, "batches": (6, 6, 6, 6, 6, 9)})
 
 
 def test_the_fragments_run_the_ops_they_were_written_for(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -64,7 +67,7 @@ def test_the_fragments_run_the_ops_they_were_written_for(monkeypatch: pytest.Mon
     assert seen["getitem_array_grad"] > 0  # the indexing's backward (a scatter-add)
     # every module's flags are compared: "outside" leaves its model in eval on calls 1 and 2
     flags = [r.state["module3.training"] for r in records]
-    assert flags == [[True] * 4, [False] * 4, [False] * 4, [True] * 4]
+    assert flags == [[True] * 4, [False] * 4, [False] * 4, [True] * 4, [True] * 4, [True] * 4]
     assert records[0].state["module2.training"] == [True, True, False, True]  # frozen_bn
 
 
@@ -75,7 +78,12 @@ def test_the_fragments_run_the_ops_they_were_written_for(monkeypatch: pytest.Mon
 def test_indexing_and_mode_fragments_in_one_program_are_bit_identical(
     dtype: str, mode: str, penalty: float
 ) -> None:
-    assert_matches_eager(_spec(dtype, mode, penalty))
+    spec = _spec(dtype, mode, penalty)
+    assert_matches_eager(spec)
+    # calls 2 and 4 ran plans before the mask read gave up on call 5 (call 3 retraced: the
+    # "outside" step reads the training flag the hook set back to True)
+    stats = run(spec, "O0").fn.stats()
+    assert (stats.plan_runs, stats.eager_fallbacks) == (2, 1), stats
 
 
 def test_mode_flips_between_calls_do_not_retrace_a_step_that_sets_its_mode_first() -> None:
@@ -88,13 +96,17 @@ def test_mode_flips_between_calls_do_not_retrace_a_step_that_sets_its_mode_first
     assert (stats.traces, stats.plan_runs, stats.eager_fallbacks) == (2, 4, 0)
 
 
-@pytest.mark.parametrize(("from_call", "plans"), [(0, 0), (3, 1)])
-def test_a_boolean_mask_read_falls_back_once_and_equals_eager(from_call: int, plans: int) -> None:
+@pytest.mark.parametrize(
+    ("kind", "from_call", "plans"), [("index", 0, 0), ("index", 3, 1), ("masked_select", 3, 1)]
+)
+def test_a_boolean_mask_read_falls_back_once_and_equals_eager(
+    kind: str, from_call: int, plans: int
+) -> None:
     # call 0's trace is single-use (Adam's state is born in it): call 1 traces again, call 2
     # runs the plan, and the mask read from call 3 on gives up tracing
     body = (
         Piece.of("index_syntax", kind="rows_made"),
-        Piece.of("mask_read", from_call=from_call, at=0.0),
+        Piece.of("mask_read", kind=kind, from_call=from_call, at=0.0),
     )
     spec = Spec(4, width=5, batches=(6,) * 4, body=body, optimizer="adam")
     assert differences(spec, "O0") == [] and differences(spec, "exact") == []
@@ -105,7 +117,7 @@ def test_a_boolean_mask_read_falls_back_once_and_equals_eager(from_call: int, pl
 
 
 def test_a_mask_read_eager_never_reached_expects_plans() -> None:
-    spec = Spec(4, width=5, body=(Piece.of("mask_read", from_call=9, at=0.5),))
+    spec = Spec(4, width=5, body=(Piece.of("mask_read", kind="index", from_call=9, at=0.5),))
     assert differences(spec, "O0") == []
     compiled = run(spec, "O0")
     assert compiled.fallbacks == [] and compiled.fn.stats().plan_runs == 3
