@@ -97,7 +97,8 @@ class Program:
 
     def snapshot(self) -> dict[str, Any]:
         """Every piece of state by name: parameters and their ``.grad``, optimizer state, module
-        buffers (running statistics), assigned buffers, the dropout RNG and fragments' extras."""
+        buffers (running statistics) and ``training`` flags, assigned buffers, the dropout RNG
+        and fragments' extras."""
         scope, found = self.scope, {}
         for i, p in enumerate(scope.params):
             found[f"param{i}"] = _array(p)
@@ -106,6 +107,7 @@ class Program:
             for key, value in sorted(state.items()):
                 found[f"optimizer.param{i}.{key}"] = _array(value)
         for j, module in enumerate(scope.modules):
+            found[f"module{j}.training"] = [m.training for m in module.modules()]
             for name, buffer in module.named_buffers():
                 found[f"module{j}.{name}"] = _array(buffer)
         found.update((name, _array(b)) for name, b in scope.buffers.items())

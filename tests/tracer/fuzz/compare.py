@@ -7,8 +7,9 @@ each node of the O2 graphs against the documented rule bounds (``dualflow.debug.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,6 +18,7 @@ import dualflow
 from dualflow.debug import check_rules
 from tests.tracer.fuzz.bits import first_difference
 from tests.tracer.fuzz.build import Program, build
+from tests.tracer.fuzz.fragments import registry
 from tests.tracer.fuzz.spec import Spec
 from tests.tracer.helpers import arrays_of, current_trace
 
@@ -31,11 +33,28 @@ class Record:
 
 @dataclass
 class Run:
-    """The records of every call, the function that ran (compiled or not) and its program."""
+    """The records of every call, the function that ran (compiled or not), its program and the
+    compiled function's "runs eagerly from now on" warnings."""
 
     records: list[Record]
     fn: Any
     program: Program
+    fallbacks: list[str] = field(default_factory=list)
+
+
+FALLBACK_WARNING = "runs eagerly from now on"
+
+
+def may_fall_back(spec: Spec) -> bool:
+    """Whether a fragment of ``spec`` may make a compiled step run eagerly (``falls_back``).
+
+    Example:
+        >>> from tests.tracer.fuzz.spec import Piece
+        >>> may_fall_back(Spec(1, body=(Piece.of("mask_read", kind="index", from_call=0),)))
+        True
+    """
+    fragments = registry()
+    return any(fragments[piece.name].falls_back for piece in spec.body)
 
 
 def run(
@@ -52,27 +71,35 @@ def run(
     call (a test waiting for background compiles)."""
     program = build(spec)
     fn = program.step
-    if passes is not None:
-        fn = dualflow.compile(program.step, passes=passes, fallback="error")
-    records = []
+    if passes is not None:  # a fallback fails the comparison unless a fragment may cause it
+        fallback = "eager" if may_fall_back(spec) else "error"
+        fn = dualflow.compile(program.step, passes=passes, fallback=fallback)
+    records, fallbacks = [], []
     for call in range(spec.calls):
         if between is not None:
             between(call)
         program.before(call)
         args = program.inputs(call)
-        try:
-            with program.context():
-                arrays = arrays_of(fn(*args))
-                if not keep_outputs:
-                    arrays = [np.array(a, copy=True) for a in arrays]
-            if spec.penalty > 0:
-                grad = args[0].grad
-                arrays.append(None if grad is None else np.array(grad.numpy(), copy=True))
-            outcome: tuple = ("ok", arrays)
-        except Exception as exc:  # compared with eager's: same type and message
-            outcome = ("raised", type(exc).__name__, str(exc))
-        records.append(Record(outcome, program.snapshot()))
-    return Run(records, fn, program)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            records.append(Record(_outcome(spec, program, fn, args, keep_outputs), {}))
+        records[-1].state = program.snapshot()
+        fallbacks += [str(w.message) for w in caught if FALLBACK_WARNING in str(w.message)]
+    return Run(records, fn, program, fallbacks)
+
+
+def _outcome(spec: Spec, program: Program, fn: Any, args: tuple, keep_outputs: bool) -> tuple:
+    try:
+        with program.context():
+            arrays = arrays_of(fn(*args))
+            if not keep_outputs:
+                arrays = [np.array(a, copy=True) for a in arrays]
+        if spec.penalty > 0:
+            grad = args[0].grad
+            arrays.append(None if grad is None else np.array(grad.numpy(), copy=True))
+        return ("ok", arrays)
+    except Exception as exc:  # compared with eager's: same type and message
+        return ("raised", type(exc).__name__, str(exc))
 
 
 def _value_difference(got: Any, want: Any) -> str:
@@ -123,7 +150,9 @@ def differences(
     """Run ``spec`` eagerly (unless given) and compiled with ``passes``; list every mismatch.
 
     A compiled function that gave up and runs eagerly would compare equal without proving
-    anything, so that is reported as a mismatch too.
+    anything, so that is reported as a mismatch too, unless a fragment reached a path no trace
+    can follow (``Scope.eager_reasons`` of the eager run): then the compiled step must have
+    given up with exactly one RuntimeWarning, and still equal eager.
 
     Example:
         >>> from tests.tracer.fuzz.spec import Piece
@@ -134,6 +163,10 @@ def differences(
     compiled = run(spec, passes, keep_outputs, between)
     found = diff_runs(eager, compiled)
     stats = compiled.fn.stats()
+    if eager.program.scope.eager_reasons:  # eager took a path a trace cannot follow
+        if len(compiled.fallbacks) != 1 or not stats.eager_fallbacks:
+            found.append(f"expected one fallback warning, got {compiled.fallbacks} ({stats})")
+        return found
     # every call traced (the environment or the batch changed each time) is no evidence either
     # way, but never vacuous: each traced call ran under the tracer and was compared
     raised = sum(r.outcome[0] == "raised" for r in compiled.records)
@@ -148,10 +181,13 @@ def rule_violations(spec: Spec, passes: str = "O2") -> tuple[list[str], set[str]
     from eager's inputs vs eager's value). Returns (violations, names of the rules that apply).
     """
     program = build(spec)
-    fn = dualflow.compile(program.step, passes="O0", fallback="error")
+    fallback = "eager" if may_fall_back(spec) else "error"
+    fn = dualflow.compile(program.step, passes="O0", fallback=fallback)
     violations: list[str] = []
     rules: set[str] = set()
     for call in range(spec.calls):
+        if fn.stats().eager_fallbacks:  # gave up (a boolean mask read): no plan runs now
+            break
         program.before(call)
         args = program.inputs(call)
         with program.context():
@@ -166,7 +202,9 @@ def rule_violations(spec: Spec, passes: str = "O2") -> tuple[list[str], set[str]
                     if not check.within:
                         violations.append(f"call {call}: {check}")
             try:
-                fn(*args)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    fn(*args)
             except ValueError:  # a fragment refusing this call (raise_early): nothing to check
                 continue
     return violations, rules

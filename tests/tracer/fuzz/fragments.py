@@ -31,6 +31,8 @@ MODULES = (
     "tests.tracer.fuzz.more_ops",
     "tests.tracer.fuzz.layers",
     "tests.tracer.fuzz.remaining_ops",
+    "tests.tracer.fuzz.indexing_syntax",
+    "tests.tracer.fuzz.modes",
 )
 
 
@@ -50,7 +52,10 @@ class Fragment:
     ``draw(draw, context)`` returns the piece's parameters (a dict of plain values) using
     hypothesis's ``draw``; ``make(scope, piece)`` builds its state and returns its statement.
     ``modes`` lists the program modes it fits; ``double_backward`` whether a gradient penalty
-    may differentiate through it twice; ``weight`` how often the generator picks it.
+    may differentiate through it twice; ``weight`` how often the generator picks it;
+    ``falls_back`` whether its statement may make a compiled step run eagerly from then on (with
+    one RuntimeWarning): the comparison then expects that fallback exactly when eager reached it
+    (``Scope.eager_reasons``).
     """
 
     name: str
@@ -59,6 +64,7 @@ class Fragment:
     modes: tuple[str, ...] = ("train", "eval")
     double_backward: bool = True
     weight: int = 1
+    falls_back: bool = False
 
 
 _REGISTRY: dict[str, Fragment] = {}

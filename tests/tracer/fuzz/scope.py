@@ -44,6 +44,9 @@ class Scope:
     extras: dict[str, Callable[[], Any]] = field(default_factory=dict)
     hooks: list[Callable[[int], None]] = field(default_factory=list)
     preludes: list[Callable[[Env], None]] = field(default_factory=list)
+    # why a statement ran a path a compiled step cannot trace (a boolean mask read): appended
+    # when it runs, so the eager run tells whether the compiled one must have fallen back
+    eager_reasons: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.rng = np.random.default_rng(self.seed)
