@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
+from dualflow.ops.dispatch import tracing
 
 ARRAY = "array"
 FULL = (None, None, None)
@@ -105,9 +106,19 @@ def _mask_rows(mask: Any, shape: tuple[int, ...], axis: int) -> tuple:
             f"{axis}..{axis + len(mask.shape) - 1} of shape {shape}",
         )
     # Data-dependent: the mask's values decide the output shape, so it is read here (under
-    # tracing reading a traced mask fails closed) and becomes integer arrays.
+    # tracing reading a traced mask fails closed, naming what to do) and becomes integer arrays.
+    hooks = tracing()
+    if hooks is not None and hasattr(mask, "_array"):
+        hooks.on_raw_access(mask, _MASK_READ)
+        return tuple(mask._array.nonzero())
     raw = getattr(mask, "array", mask)
     return tuple(raw.nonzero())
+
+
+_MASK_READ = (
+    "a boolean mask index (x[mask], masked_select: the mask's values decide the result's "
+    "length; for a masked loss use ops.where(mask, x, 0).sum() / mask.sum()) reads the values"
+)
 
 
 def parse_index(index: Any, shape: tuple[int, ...]) -> tuple[tuple, list]:

@@ -143,7 +143,7 @@ class IndexMethods:
 
     def masked_select(self, mask: Any) -> Any:
         """The elements where ``mask`` (broadcast) is true, as a 1-D tensor (its length depends
-        on the data: a guard when compiled).
+        on the data, so inside a compiled function the call runs eagerly, with a warning).
 
         Example:
             >>> import dualflow
