@@ -3,11 +3,13 @@ calls (issue 40). The model is Linear -> BatchNorm1d -> Dropout (masks from the 
 generator, reseeded before the first call so both builds draw the same), and a between-calls
 hook calls ``model.eval()`` before the drawn calls and ``model.train()`` before the others, as
 an evaluation loop between training steps would. Inside the step the model is set to train
-first (``train_first``: issue 40's step), run in eval and back in train (``eval_inside``), left
-as the hook set it with a Python branch on ``model.training`` (``outside``), or trained with its
-batch norm frozen (``frozen_bn``: ``model[1].eval()``). ``build.Program.snapshot`` compares
-every module's ``training`` flags after every call; each statement maps (batch, width) to the
-same shape.
+before anything uses it (``train_first``: issue 40's step), run in eval and back in train
+(``eval_inside``), left as the hook set it with a Python branch on ``model.training``
+(``outside``), or trained with its batch norm frozen (``frozen_bn``: ``model[1].eval()``).
+``build.Program.snapshot`` compares every module's ``training`` flags after every call; each
+statement maps (batch, width) to the same shape. No mode is set in a prelude: that would write
+before ``raise_early``'s check, and a compiled call that raises undoes its writes (issue 36's
+atomic calls) where an eager one does not.
 """
 
 from __future__ import annotations
@@ -54,9 +56,13 @@ def _model(scope: Scope, piece: Piece) -> Any:
 
 def _statement(scope: Scope, piece: Piece) -> Statement:
     kind, model = piece.get("kind"), _model(scope, piece)
-    if kind == "train_first":  # the step's first line (a prelude), as in issue 40
-        scope.prelude(lambda env: model.train())
-        return lambda h, env: h + model(h) * 0.5
+    if kind == "train_first":  # as in issue 40: train() before anything uses the model
+
+        def trained(h: Any, env: Any) -> Any:
+            model.train()
+            return h + model(h) * 0.5
+
+        return trained
     if kind == "eval_inside":
 
         def evaluated(h: Any, env: Any) -> Any:
