@@ -46,7 +46,12 @@ def SIGMOID_GRAD(ctx, ggx):
     return (ggx * gy * (1 - 2 * y) if need_y else None), (sigmoid_grad(y, ggx) if need_gy else None)
 
 
-@elementwise("softplus", "maximum(x, 0) + log1p(exp(-abs(x)))", saves=("x0",))
+@elementwise(
+    "softplus",
+    "maximum(x, 0) + log1p(exp(-abs(x)))",
+    saves=("x0",),
+    autocast="float32_cuda",
+)
 def SOFTPLUS(ctx, gy):
     """``log(1 + exp(x))``, stable for large ``|x|``."""
     return gy * sigmoid(ctx.x0)

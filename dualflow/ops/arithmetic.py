@@ -49,7 +49,7 @@ def NEGATIVE(ctx, gy):
     return -gy
 
 
-@elementwise("power", "a ** b", args=_AB, saves=("x0", "x1", "y"))
+@elementwise("power", "a ** b", args=_AB, saves=("x0", "x1", "y"), autocast="float32_cuda")
 def POWER(ctx, gy):
     """``a`` raised to ``b``; the gradient for ``b`` needs ``a > 0``."""
     a, b = ctx.x0, ctx.x1
@@ -73,25 +73,25 @@ def MINIMUM(ctx, gy):
     return where(a_wins, gy, 0), where(a_wins, 0, gy)
 
 
-@elementwise("exp", "exp(x)", saves=("y",))
+@elementwise("exp", "exp(x)", saves=("y",), autocast="float32_cuda")
 def EXP(ctx, gy):
     """Exponential."""
     return gy * ctx.y
 
 
-@elementwise("log", "log(x)", saves=("x0",))
+@elementwise("log", "log(x)", saves=("x0",), autocast="float32_cuda")
 def LOG(ctx, gy):
     """Natural logarithm."""
     return gy / ctx.x0
 
 
-@elementwise("log1p", "log1p(x)", saves=("x0",))
+@elementwise("log1p", "log1p(x)", saves=("x0",), autocast="float32_cuda")
 def LOG1P(ctx, gy):
     """``log(1 + x)``, accurate near 0."""
     return gy / (ctx.x0 + 1)
 
 
-@elementwise("expm1", "expm1(x)", saves=("y",))
+@elementwise("expm1", "expm1(x)", saves=("y",), autocast="float32_cuda")
 def EXPM1(ctx, gy):
     """``exp(x) - 1``, accurate near 0."""
     return gy * (ctx.y + 1)
@@ -103,7 +103,7 @@ def SQRT(ctx, gy):
     return gy * 0.5 / ctx.y
 
 
-@elementwise("rsqrt", "1 / sqrt(x)", saves=("y",))
+@elementwise("rsqrt", "1 / sqrt(x)", saves=("y",), autocast="float32_cuda")
 def RSQRT(ctx, gy):
     """Reciprocal square root."""
     y = ctx.y

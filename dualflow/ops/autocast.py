@@ -1,7 +1,7 @@
-"""Autocast's op policy (PyTorch's autocast op lists, by dualflow op name) and the input casts
-``dispatch.apply`` makes when ``config.autocast`` is on.
+"""The input casts ``dispatch.apply`` makes when ``config.autocast`` is on, by each op's
+``autocast`` fact (PyTorch's autocast op lists, stated on the op definitions).
 
-PyTorch's lists name its own ops; the dualflow ops they map to (composites follow from their
+PyTorch's lists name its own ops; the dualflow ops that carry them (composites follow from their
 parts, checked against PyTorch in tests/compat/test_autocast_dtypes.py):
 
 - lower precision, CPU and CUDA: ``matmul``, ``conv2d``, ``conv_transpose2d`` (so ``linear``,
@@ -27,11 +27,6 @@ from dualflow._config import config
 from dualflow.errors import DTypeError
 from dualflow.ops.arithmetic import cast
 
-LOWER = frozenset({"matmul", "conv2d", "conv_transpose2d"})
-FLOAT32 = frozenset({"softmax_cross_entropy", "prod"})
-FLOAT32_CUDA = frozenset(
-    {"exp", "expm1", "log", "log1p", "rsqrt", "power", "softplus", "softmax", "log_softmax", "sum"}
-)
 _FLOAT32 = np.dtype(np.float32)
 _LOW_NAMES = ("float16", "bfloat16")
 
@@ -102,24 +97,28 @@ def _lowerable(dtype: np.dtype) -> bool:
     return (dtype.kind == "f" and dtype != np.float64) or dtype.name == "bfloat16"
 
 
-def cast_for(name: str, args: tuple, setting: tuple) -> tuple:
-    """``args`` of op ``name`` cast by the autocast ``setting`` (``config.autocast``).
+def cast_for(op: Any, args: tuple, setting: tuple) -> tuple:
+    """``args`` of ``op`` cast by the autocast ``setting`` (``config.autocast``), as the op's
+    ``autocast`` fact says.
 
     Example:
         >>> import dualflow
+        >>> from dualflow.ops import OPS
         >>> a = dualflow.ones(2, 2)
-        >>> [str(x.dtype) for x in cast_for("matmul", (a, a), (("cpu", "float16"),))]
+        >>> [str(x.dtype) for x in cast_for(OPS["matmul"], (a, a), (("cpu", "float16"),))]
         ['float16', 'float16']
     """
-    if name in LOWER:
-        low = _low_for(setting, args)
-        return args if low is None else _cast_all(args, low, _lowerable)
-    if name in FLOAT32 or name in FLOAT32_CUDA:
-        low = _low_for(setting, args)
-        if low is None or (name not in FLOAT32 and _device_type(args) != "cuda"):
-            return args
-        return _cast_all(args, _FLOAT32, lambda d: d.name in _LOW_NAMES)
-    return args
+    policy = op.autocast
+    if policy is None:
+        return args
+    low = _low_for(setting, args)
+    if low is None:
+        return args
+    if policy == "lower":
+        return _cast_all(args, low, _lowerable)
+    if policy == "float32_cuda" and _device_type(args) != "cuda":
+        return args  # PyTorch's CPU list runs these in the input's type
+    return _cast_all(args, _FLOAT32, lambda d: d.name in _LOW_NAMES)
 
 
 def lower_inputs(*args: Any) -> tuple:

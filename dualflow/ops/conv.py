@@ -89,6 +89,7 @@ def _conv2d_grad_weight_flops(metas: tuple, attrs: dict) -> int:
 @primitive(
     "conv2d",
     saves=("x0", "x1"),
+    autocast="lower",
     scratch=_scratch(conv_scratch.conv2d_scratch),
     flops=_conv2d_flops,
 )
@@ -132,6 +133,7 @@ class Conv2d:
 @primitive(
     "conv_transpose2d",
     saves=("x0", "x1"),
+    autocast="lower",
     scratch=_scratch(conv_scratch.conv_transpose2d_scratch),
     flops=_conv_transpose2d_flops,
 )

@@ -71,10 +71,10 @@ def apply(op: OpDef, *args: Any, **attrs: Any) -> Any:
         >>> apply(OPS["add"], 1.0, 2.0).item()
         3.0
     """
-    if config.autocast is not None:  # dualflow.amp.autocast: the op's inputs in its type
+    if config.autocast is not None and op.autocast is not None:  # dualflow.amp.autocast
         from dualflow.ops.autocast import cast_for  # noqa: PLC0415 - a cycle: it calls apply
 
-        args = cast_for(op.name, args, config.autocast)
+        args = cast_for(op, args, config.autocast)
     interpreter = _get_current()
     if interpreter is None:  # eager fast path: one call less per op
         return _default_apply(op, args, attrs)

@@ -60,6 +60,7 @@ def _matmul_flops(metas: tuple, attrs: dict) -> int:
 @primitive(
     "matmul",
     saves=("x0", "x1"),
+    autocast="lower",
     aliasing="fresh",
     layout="C",
     out=lambda checked: _matmul_out,

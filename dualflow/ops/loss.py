@@ -75,7 +75,7 @@ def _check_logits(op: str, x: Meta, t: Meta) -> np.dtype:
     return dtype
 
 
-@primitive("softmax_cross_entropy", saves=("x0", "x1"))
+@primitive("softmax_cross_entropy", saves=("x0", "x1"), autocast="float32")
 class SoftmaxCrossEntropy:
     """``-log softmax(x)[label]`` over the class axis 1, reduced by mean, sum or not at all."""
 

@@ -33,7 +33,14 @@ def _expand_back(ctx: Any, gy: Any) -> Any:
     return reshape(gy, reduced_shape(shape, axes, True))
 
 
-@primitive("sum", saves=(), check_eager=False, aliasing="fresh", layout="operands")
+@primitive(
+    "sum",
+    saves=(),
+    check_eager=False,
+    aliasing="fresh",
+    layout="operands",
+    autocast="float32_cuda",
+)
 class Sum:
     """Sum over ``axis`` (all axes when None)."""
 
@@ -48,7 +55,7 @@ class Sum:
         return broadcast_to(_expand_back(ctx, gy), ctx.in_shapes[0])
 
 
-@primitive("prod", saves=("x0", "y"))
+@primitive("prod", saves=("x0", "y"), autocast="float32")
 class Prod:
     """Product over ``axis`` (all axes when None); exact gradients where one factor is zero."""
 

@@ -41,6 +41,7 @@ class OpDef:
         "args",
         "async_role",
         "attr_names",
+        "autocast",
         "backward",
         "check_eager",
         "check_node",
@@ -156,6 +157,11 @@ FACTS: dict[str, tuple[Any, str]] = {
         "columns, evaluator chunks): f(metas, attrs) -> int; the memory plan counts them",
     ),
     "check_node": (None, "checks a node's form where infer cannot (synthetic ops): f(node)"),
+    "autocast": (
+        None,
+        "PyTorch's autocast list it is on: 'lower' (inputs in the low type), 'float32' (low "
+        "inputs back in float32), 'float32_cuda' (float32 on CUDA only); None: inputs' types",
+    ),
 }
 
 
@@ -214,6 +220,7 @@ def elementwise(
     saves: tuple[str, ...] = (),
     commutative: bool = False,
     doc: str = "",
+    autocast: str | None = None,
 ) -> Callable[[Callable | None], OpDef]:
     """Register an elementwise op from its scalar expression; decorates its backward.
 
@@ -250,6 +257,7 @@ def elementwise(
             layout="elementwise",  # in its operands' memory order (order='K')
             out=functools.partial(expression_out, name, tree, args, attrs) if ufunc else None,
             scratch=functools.partial(expression_scratch, tree, args),
+            autocast=autocast,
         )
         return register(op)
 
