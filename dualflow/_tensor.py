@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
+from dualflow._undo import current as undo_current
 from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
@@ -99,6 +100,9 @@ class Tensor(TensorMethods):
         hooks = tracing()
         if hooks is not None:
             hooks.on_grad_write(self, value)
+        log = undo_current()
+        if log is not None:  # an all-or-nothing eager call (dualflow._undo)
+            log.grad(self)
         self._grad = value
 
     @property

@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "errors",
             "_config",
+            "_undo",
             "_memory",
             "dtypes",
             "device",

@@ -19,6 +19,7 @@ from typing import Any
 from dualflow import ops
 from dualflow._config import config, using_config
 from dualflow._tensor import Tensor, as_tensor
+from dualflow._undo import current as undo_current
 from dualflow.autograd.eager import check_finite
 from dualflow.autograd.observers import Observation, start_observing
 from dualflow.autograd.tape import GraphReleasedError, Node
@@ -59,6 +60,13 @@ def _add(old: Any, gx: Any) -> Any:
     return old + gx
 
 
+def _saving_grad(leaf: Tensor) -> None:
+    """An all-or-nothing eager call (``dualflow._undo``) saves ``leaf.grad`` before it changes."""
+    log = undo_current()
+    if log is not None:
+        log.grad(leaf)
+
+
 class _Run:
     """The state of one backward pass."""
 
@@ -80,6 +88,7 @@ class _Run:
             if type(gx) is ZeroGradient:  # zeros where it had no gradient (as PyTorch's)
                 if tracing() is None:
                     if edge._grad is None:
+                        _saving_grad(edge)
                         edge._grad = ops.zeros_like(edge)
                 elif edge.grad is None:
                     edge.grad = ops.zeros_like(edge)
@@ -87,6 +96,7 @@ class _Run:
             if gx.dtype != edge.dtype:
                 gx = ops.cast(gx, edge.dtype)
             if tracing() is None:  # skip the .grad property's tracing hook
+                _saving_grad(edge)
                 edge._grad = gx if edge._grad is None else edge._grad + gx
             else:
                 edge.grad = gx if edge.grad is None else edge.grad + gx

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from dualflow._tensor import Tensor
+from dualflow._undo import current as undo_current
 from dualflow.nn import hooks, module_state
 from dualflow.nn.missing import MissingAttribute
 from dualflow.nn.module_state import fail_closed
@@ -288,6 +289,9 @@ class Module(hooks.HookMethods, module_state.ConversionMethods):
         tracer = tracing()
         if tracer is not None:  # a compiled call: replayed by its plan runs (module_reads)
             tracer.on_train_mode(modules, mode)
+        log = undo_current()
+        if log is not None:  # an all-or-nothing eager call (dualflow._undo)
+            log.modes(modules)
         for module in modules:  # compiled callers check the flag with the version
             object.__setattr__(module, "training", mode)
         return self

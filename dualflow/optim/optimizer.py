@@ -15,6 +15,7 @@ import numpy as np
 from dualflow import arguments, ops
 from dualflow._config import enable_grad, no_grad
 from dualflow._tensor import Tensor
+from dualflow._undo import current as undo_current
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
 from dualflow.ops.dispatch import tracing
@@ -178,6 +179,9 @@ class Optimizer:
         tracer = tracing()
         if tracer is not None:  # a compiled step depends on the hyperparameters
             tracer.on_module_read(self)
+        log = undo_current()
+        if log is not None:  # an all-or-nothing eager call (dualflow._undo)
+            log.restore_point(self)
         loss = None
         if closure is not None:
             with enable_grad():

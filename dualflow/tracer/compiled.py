@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow._config import config, env_flag
+from dualflow._undo import current as undo_current
 from dualflow.errors import ConfigError, TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
 from dualflow.tracer import collective_agreement
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
+from dualflow.tracer.eager_call import run_undoably
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
@@ -113,7 +115,8 @@ class CompiledFunction:
         return self if obj is None else functools.partial(self, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _disabled[0] or tracing() is not None:  # nested inside a trace: inline it
+        if _disabled[0] or tracing() is not None or undo_current() is not None:
+            # nested inside a trace or an undoable eager call: inline it (its writes join)
             return self.fn(*args, **kwargs)
         # issue 15: a function that issues collectives decides plan-or-eager with every rank
         return collective_agreement.call(self, lambda: self._serialized(args, kwargs))
@@ -131,22 +134,9 @@ class CompiledFunction:
 
     def _eagerly(self, args: tuple, kwargs: dict) -> Any:
         """Run the call eagerly with the promise a plan run keeps (issue 36): if it raises or is
-        interrupted, every state write it made is undone. It runs under a tracing interpreter
-        without the environment probe (whose graph is dropped), the traced call's rollback."""
-        try:
-            flat = flatten(args, kwargs, self._names)
-        except TracingError:  # arguments it cannot follow: nothing to bind them to
-            return self.fn(*args, **kwargs)
-        tracer = TracingInterpreter(_name(self.fn).replace(" ", "_"))
-        run = trace_call(tracer, self._voting, args, kwargs, flat, probe=False)
-        return without_proxies(run)[0]
-
-    def _voting(self, *args: Any, **kwargs: Any) -> Any:
-        """The call, then its closing collective vote while its writes can still be undone:
-        a rank that failed makes the others raise inside their run, which rolls them back."""
-        result = self.fn(*args, **kwargs)
-        collective_agreement.before_commit(self)
-        return result
+        interrupted, every state write it made is undone (``eager_call``); its closing
+        collective vote is held before it returns, so a failed rank's peers undo theirs too."""
+        return run_undoably(self.fn, args, kwargs, lambda: collective_agreement.before_commit(self))
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         try:

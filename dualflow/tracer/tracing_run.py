@@ -7,7 +7,6 @@ back every state write the run made, so bad input leaves state untouched.
 
 from __future__ import annotations
 
-import contextlib
 import types
 from typing import Any
 
@@ -20,13 +19,8 @@ from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.signature import Flat
 
 
-def trace_call(
-    tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, flat: Flat, probe: bool = True
-) -> Any:
-    """Run ``fn(*args, **kwargs)`` once, recording it into ``tracer``; returns its result.
-
-    ``probe=False`` runs it without watching the Python environment: an eager call that keeps
-    only the tracer's all-or-nothing promise (every state write undone if it raises)."""
+def trace_call(tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, flat: Flat) -> Any:
+    """Run ``fn(*args, **kwargs)`` once, recording it into ``tracer``; returns its result."""
     for leaf, path in zip(flat.leaves, flat.paths):
         tracer.bind_input(leaf, path)
     _add_roots(tracer, fn, flat)
@@ -35,9 +29,8 @@ def trace_call(
     restore = _nothing
     if arrays:
         args, kwargs, restore = wrap_arguments(args, kwargs, arrays, tracer.fail_closed)
-    watch = EnvProbe(tracer.env, tracer.fail_closed, fn) if probe else contextlib.nullcontext()
     try:
-        with interpreting(tracer), watch:
+        with interpreting(tracer), EnvProbe(tracer.env, tracer.fail_closed, fn):
             return fn(*args, **kwargs)
     except BaseException:
         held = interrupts.hold()  # a second Ctrl-C must not stop the undo half way
