@@ -71,3 +71,32 @@ def test_an_interrupted_eager_call_commits_nothing(monkeypatch: pytest.MonkeyPat
         compiled(X, T)
     for a, b in zip(_snapshot(model, opt), before):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_compiled_function_called_inside_joins_the_undo() -> None:
+    """An inner compiled step runs inlined inside an outer eager call: its writes are undone
+    with the outer call's (it must not commit a plan of its own inside the window)."""
+    model, opt, step = _setup("sgd")
+    inner = dualflow.compile(step)
+    for _ in range(3):
+        inner(X, T)  # inner has plans now
+
+    def outer(x, t, fail=False):
+        loss = inner(x, t)
+        loss.numpy()  # fails the outer trace closed: outer runs eagerly from now on
+        if fail:
+            raise ValueError("bad batch")
+        return loss
+
+    compiled = dualflow.compile(outer)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        compiled(X, T)
+    assert compiled._eager_reason is not None
+    before = _snapshot(model, opt)
+    plans = inner.stats().plan_runs
+    with pytest.raises(ValueError, match="bad batch"):
+        compiled(X, T, True)  # inner runs inlined, after its update the outer call raises
+    assert inner.stats().plan_runs == plans  # no plan of its own committed in the window
+    for a, b in zip(_snapshot(model, opt), before):
+        np.testing.assert_array_equal(a, b)
