@@ -20,7 +20,7 @@ from dualflow._config import env_flag
 from dualflow.errors import KERNEL_MODULE_PREFIX
 from dualflow.tracer import calls
 from dualflow.tracer.env_guards import MISSING, Dynamic, is_versioned, read_item, static_attr
-from dualflow.tracer.env_record import EnvRecorder
+from dualflow.tracer.env_record import EnvRecorder, key_label
 from dualflow.tracer.instructions import TESTED_VERSIONS, handler_of, line_of, unnamed
 from dualflow.tracer.provenance import (
     ENV_COLLECTION,
@@ -206,7 +206,7 @@ class EnvProbe:
             return self._unknown_element(container)
         if is_versioned(container):  # e.g. a ModuleList: versioned, reading is pure
             value = calls.versioned_item(container, key)
-            self.recorder.observe_through(container, f"[{_label(key)}]", ("item", key), value)
+            self.recorder.observe_through(container, f"[{key_label(key)}]", ("item", key), value)
             return value
         try:
             value = read_item(container, key)
@@ -281,8 +281,3 @@ def _runs_user_code(cls: type, name: str) -> bool:
         code = getattr(function, "__code__", None)
         return code is not None and is_user_file(code.co_filename)
     return False
-
-
-def _label(key: Any) -> str:
-    """A key as explain prints it, without running a tensor's ``repr`` (a raw read)."""
-    return repr(key) if type(key) in (str, int, bool, float) or key is None else type(key).__name__

@@ -144,7 +144,7 @@ class EnvRecorder:
         if known is not None:
             json_key = type(key) in (str, int, bool) or key is None
             path = _step(known.path, ("item", key)) if json_key else ()
-            self.read(ITEM, holder, key, value, f"{known.label}[{_key_label(key)}]", path)
+            self.read(ITEM, holder, key, value, f"{known.label}[{key_label(key)}]", path)
 
     def read_cell(self, cell: Any, name: str, value: Any, path: tuple) -> None:
         self.read(CELL, cell, None, value, f"closure variable {name}", path)
@@ -262,6 +262,11 @@ def key_id(key: Any) -> Any:
     return (type(key), key)
 
 
-def _key_label(key: Any) -> str:
-    """A key as explain prints it, never through a tensor's ``repr`` (a raw read of its array)."""
+def key_label(key: Any) -> str:
+    """A key as explain prints it, never through a tensor's ``repr`` (a raw read of its array).
+
+    Example:
+        >>> key_label("lr"), key_label(3), key_label([1])
+        ("'lr'", '3', 'list')
+    """
     return repr(key) if is_value(key) else type(key).__name__

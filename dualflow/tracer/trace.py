@@ -254,15 +254,8 @@ def _outputs_of_updated_state(graph: Graph, n: int) -> list[int]:
 def born_state_kept(tracer: TracingInterpreter, out: Any) -> bool:
     """Whether a tensor born and written in the call outlives it outside its result (an
     optimizer buffer stored in ``opt.state``): a plan would write a fresh one every call."""
-    returned = {id(t) for t in _tensors_in(out)}
+    try:
+        returned = {id(t) for t in flatten(out, "result", is_leaf=is_tensor)[0]}
+    except TracingError:  # a result pytree refuses: count nothing returned (drop the trace)
+        returned = set()
     return any(ref() is not None and id(ref()) not in returned for ref in tracer.born)
-
-
-def _tensors_in(value: Any, depth: int = 0) -> list[Tensor]:
-    """The tensors of a call's result (nested tuples, lists and dict values)."""
-    if isinstance(value, Tensor):
-        return [value]
-    if depth > 8 or not isinstance(value, tuple | list | dict):
-        return []
-    items = value.values() if isinstance(value, dict) else value
-    return [t for item in items for t in _tensors_in(item, depth + 1)]
