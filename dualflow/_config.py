@@ -91,6 +91,9 @@ def user_path(value: str | os.PathLike) -> Path:
     return Path(os.path.expanduser(os.fspath(value)))
 
 
+AUTOCAST_THREADS: set[int] = set()  # threads whose config.autocast is on (see Config.autocast)
+
+
 class Config(threading.local):
     """Per-thread flags read on the hot path; class attributes are the defaults of a new thread.
 
@@ -100,8 +103,21 @@ class Config(threading.local):
     grad_enabled: bool = True
     train: bool = True
     debug: bool = env_flag("DUALFLOW_DEBUG")  # read at import: it applies to every op
-    # dualflow.amp.autocast: ((device type, low dtype name), ...) or None when off
-    autocast: tuple[tuple[str, str], ...] | None = None
+    _autocast: tuple[tuple[str, str], ...] | None = None
+
+    @property
+    def autocast(self) -> tuple[tuple[str, str], ...] | None:
+        """dualflow.amp.autocast: ((device type, low dtype name), ...) or None when off."""
+        return self._autocast
+
+    @autocast.setter
+    def autocast(self, setting: tuple[tuple[str, str], ...] | None) -> None:
+        self._autocast = setting
+        # which threads have it on: dispatch skips the per-thread read while none has
+        if setting is None:
+            AUTOCAST_THREADS.discard(threading.get_ident())
+        else:
+            AUTOCAST_THREADS.add(threading.get_ident())
 
     def snapshot(self) -> tuple[bool, bool, bool, tuple | None]:
         """The flags that change what a traced function computes (part of a compile cache key)."""

@@ -233,7 +233,7 @@ class Tensor(TensorMethods):
 
     # ----- operators (each is one op) ---------------------------------------------------------
     def __add__(self, other: Any) -> Tensor:
-        if isinstance(other, Reflected):
+        if type(other) is not Tensor and isinstance(other, Reflected):  # Tensor: the hot case
             return NotImplemented
         return apply(_ADD, self, other)
 
@@ -241,7 +241,7 @@ class Tensor(TensorMethods):
         return apply(_ADD, other, self)
 
     def __sub__(self, other: Any) -> Tensor:
-        if isinstance(other, Reflected):
+        if type(other) is not Tensor and isinstance(other, Reflected):  # Tensor: the hot case
             return NotImplemented
         return apply(_SUB, self, other)
 
@@ -249,7 +249,7 @@ class Tensor(TensorMethods):
         return apply(_SUB, other, self)
 
     def __mul__(self, other: Any) -> Tensor:
-        if isinstance(other, Reflected):
+        if type(other) is not Tensor and isinstance(other, Reflected):  # Tensor: the hot case
             return NotImplemented
         return apply(_MUL, self, other)
 
@@ -257,7 +257,7 @@ class Tensor(TensorMethods):
         return apply(_MUL, other, self)
 
     def __truediv__(self, other: Any) -> Tensor:
-        if isinstance(other, Reflected):
+        if type(other) is not Tensor and isinstance(other, Reflected):  # Tensor: the hot case
             return NotImplemented
         return apply(_DIV, self, other)
 

@@ -13,7 +13,7 @@ import contextvars
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from dualflow._config import config
+from dualflow._config import AUTOCAST_THREADS, config
 from dualflow.ops.registry import OpDef
 from dualflow.ops.tracing_hooks import TracingHooks
 
@@ -71,7 +71,8 @@ def apply(op: OpDef, *args: Any, **attrs: Any) -> Any:
         >>> apply(OPS["add"], 1.0, 2.0).item()
         3.0
     """
-    if config.autocast is not None and op.autocast is not None:  # dualflow.amp.autocast
+    # dualflow.amp.autocast: a process-wide set read first, so eager ops pay ~nothing when off
+    if AUTOCAST_THREADS and op.autocast is not None and config.autocast is not None:
         from dualflow.ops.autocast import cast_for  # noqa: PLC0415 - a cycle: it calls apply
 
         args = cast_for(op, args, config.autocast)
