@@ -11,11 +11,12 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
+from dualflow._pending import Pending
 from dualflow._undo import current as undo_current
 from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
-from dualflow.ops.dispatch import apply, tracing
+from dualflow.ops.dispatch import apply, reading, tracing
 from dualflow.tensor_methods import TensorMethods
 from dualflow.tensor_methods.layout import Reflected
 
@@ -85,6 +86,10 @@ class Tensor(TensorMethods):
         hooks = tracing()
         if hooks is not None:
             hooks.on_raw_access(self, "reading .array")
+        else:  # shared memory the caller may write: lazy re-execution computes what reads it
+            reading(self._array, True)
+        if type(self._array) is Pending:  # recorded lazily: the values, computed now
+            self._array = self._array.resolve()
         return self._array
 
     @property
@@ -162,6 +167,7 @@ class Tensor(TensorMethods):
 
     def _concrete(self, kind: str, convert: Any) -> Any:
         # A Python value from a tensor; inside a compiled function this adds a guard.
+        reading(self._array, False)
         if self._array.size != 1:
             raise ValueError(f"{kind}() needs a tensor with one element, got shape {self.shape}")
         value = convert(self._array.item())

@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "errors",
             "_config",
             "_undo",
+            "_pending",
             "_memory",
             "dtypes",
             "device",

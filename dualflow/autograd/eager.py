@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import config
+from dualflow._pending import Pending
 from dualflow._tensor import Tensor
 from dualflow.autograd.tape import record as record_node
 from dualflow.device import device_of, get_array_module
@@ -93,8 +94,11 @@ class EagerInterpreter:
                     requires = True
             else:
                 arr = a if type(a) in _SCALARS or hasattr(a, "shape") else np.asarray(a)
-            if type(arr) is not _ndarray and xp is np and type(arr) not in _SCALARS:
-                xp = get_array_module(arr)
+            if type(arr) is not _ndarray:
+                if type(arr) is Pending:  # a lazily recorded result used eagerly: compute it
+                    arr = arr.resolve()
+                elif xp is np and type(arr) not in _SCALARS:
+                    xp = get_array_module(arr)
             arrays.append(arr)
         debug = config.debug
         if op.check_eager or debug:

@@ -18,7 +18,8 @@ from dualflow.device import Device
 from dualflow.ops.dispatch import interpreting
 from dualflow.ops.registry import OpDef
 
-MODES = ("eager", "compiled-O0", "compiled")
+# compiled-lazy: lazy re-execution from the first call (its Python at every call, ops as plans)
+MODES = ("eager", "compiled-O0", "compiled", "compiled-lazy")
 # Results "match" when either bound holds: float32 reassociation in fused kernels gives errors
 # that scale with the values' magnitude, so large outputs need the relative one.
 MATCH_ABS = 1e-4
@@ -38,6 +39,8 @@ def prepare(mode: str, step: Callable[[], Any]) -> Callable[[], Any]:
         return dualflow.compile(step, passes="O0")
     if mode == "compiled":
         return dualflow.compile(step)
+    if mode == "compiled-lazy":
+        return dualflow.compile(step, lazy="always")
     if mode.startswith("compiled[") and mode.endswith("]"):  # --passes a,b
         return dualflow.compile(step, passes=mode[len("compiled[") : -1])
     raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")

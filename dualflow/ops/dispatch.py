@@ -56,6 +56,21 @@ def tracing() -> TracingHooks | None:
     return None if interpreter is None else interpreter.hooks
 
 
+def reading(array: Any, writable: bool) -> None:
+    """A tensor's data is about to be read outside an op (``.numpy()``, ``.item()``...): lazy
+    re-execution runs what it has recorded first, so the read sees eager's values.
+
+    Example:
+        >>> import numpy as np
+        >>> reading(np.zeros(1), False)  # not recording: nothing to do
+    """
+    interpreter = _get_current()
+    if interpreter is not None and interpreter.hooks is None:
+        before_read = getattr(interpreter, "before_read", None)
+        if before_read is not None:
+            before_read(array, writable)
+
+
 def set_default_interpreter(interpreter: Interpreter) -> None:
     """Install the interpreter used when no other is active (the eager one)."""
     global _default_apply

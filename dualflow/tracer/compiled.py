@@ -16,7 +16,6 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow._config import config, env_flag
@@ -28,6 +27,8 @@ from dualflow.tracer import collective_agreement
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.eager_call import run_undoably
 from dualflow.tracer.interpreter import TracingInterpreter
+from dualflow.tracer.lazy import run_lazily
+from dualflow.tracer.lazy_plans import LazyPlans
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
 from dualflow.tracer.retrace_reasons import (
@@ -38,6 +39,7 @@ from dualflow.tracer.retrace_reasons import (
 )
 from dualflow.tracer.signature import Flat, changed_argument, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
+from dualflow.tracer.stats import Stats
 from dualflow.tracer.trace import Trace, born_state_kept, finish_trace
 from dualflow.tracer.tracing_run import trace_call
 
@@ -55,24 +57,10 @@ def disable_compile(disabled: bool = True) -> None:
     _disabled[0] = bool(disabled)
 
 
-@dataclass
-class Stats:
-    """Counters of one compiled function (``fn.stats()``)."""
-
-    calls: int = 0
-    traces: int = 0
-    plan_runs: int = 0
-    guard_failures: int = 0
-    eager_fallbacks: int = 0
-    compile_seconds: float = 0.0
-    cache_loads: int = 0  # traces loaded from the plan cache on disk instead of traced
-    cache_stores: int = 0
-    load_seconds: float = 0.0
-    retrace_reasons: list[str] = field(default_factory=list)
-
-
-def _check_settings(max_traces: Any, fallback: Any) -> None:
+def _check_settings(max_traces: Any, fallback: Any, lazy: Any = True) -> None:
     """``compile``'s own settings, checked where they are set (a ConfigError naming each)."""
+    if lazy not in (True, False, "always"):
+        raise ConfigError(f"compile: lazy must be True, False or 'always', got {lazy!r}")
     if isinstance(max_traces, bool) or not isinstance(max_traces, int) or max_traces < 0:
         raise ConfigError(f"compile: max_traces={max_traces!r} must be an int >= 0")
     if fallback not in ("eager", "error"):
@@ -89,8 +77,10 @@ class CompiledFunction:
         passes: Any = None,
         fallback: str = "eager",
         cache_dir: Any = None,
+        lazy: bool | str = True,
     ) -> None:
-        _check_settings(max_traces, fallback)
+        _check_settings(max_traces, fallback, lazy)
+        self.lazy = lazy  # leave the fast path for lazy re-execution ("always": never take it)
         functools.update_wrapper(self, fn, updated=())  # a Module's __dict__ stays its own
         # None: DUALFLOW_PASSES or the default pipeline (O2); resolved now so typos fail early
         self.passes = resolve_passes(passes)
@@ -101,6 +91,8 @@ class CompiledFunction:
         self.history: list[Trace] = []
         self._stats = Stats()
         self._eager_reason: str | None = None
+        self._lazy_reason = "lazy='always'" if lazy == "always" else None  # why (lazy.py)
+        self._lazy_plans = LazyPlans(self.passes, _name(fn).replace(".<locals>.", "."))
         self._single_use_reason: str | None = None
         self._single_use_keys: set[Any] = set()
         self._names = _positional_names(getattr(fn, "forward", fn))  # a Module: its forward
@@ -108,7 +100,10 @@ class CompiledFunction:
 
     def stats(self) -> Stats:
         """Calls, traces, guard failures, eager fallbacks and compile time so far."""
-        return self._stats
+        plans, stats = self._lazy_plans, self._stats
+        stats.lazy_segments, stats.lazy_plan_segments = plans.segments, plans.plan_segments
+        stats.graph_breaks = sum(plans.breaks.values())
+        return stats
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         # Methods: bind like a function would (each instance shares the trace cache).
@@ -124,11 +119,12 @@ class CompiledFunction:
     def _serialized(self, args: tuple, kwargs: dict) -> Any:
         with self._lock:  # one call at a time: a plan's buffers serve one call
             self._stats.calls += 1
-            eager = self._eager_reason is not None
-            if eager:
-                self._stats.eager_fallbacks += 1
-            else:
+            if self._lazy_reason is not None:
+                self._stats.eager_fallbacks += 1  # not served by the fast path
+                return self._lazily(args, kwargs)
+            if self._eager_reason is None:
                 return self._call(args, kwargs)
+            self._stats.eager_fallbacks += 1
         collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
         return self._eagerly(args, kwargs)
 
@@ -137,6 +133,14 @@ class CompiledFunction:
         interrupted, every state write it made is undone (``eager_call``); its closing
         collective vote is held before it returns, so a failed rank's peers undo theirs too."""
         return run_undoably(self.fn, args, kwargs, lambda: collective_agreement.before_commit(self))
+
+    def _lazily(self, args: tuple, kwargs: dict) -> Any:
+        """Run the call by lazy re-execution (``lazy.py``): its Python runs, its ops run as
+        plans keyed by their structure, all or nothing like a plan run."""
+        collective_agreement.going_eager(self)  # issue 15: its collectives run in Python's order
+        self._stats.lazy_calls += 1
+        finish = lambda: collective_agreement.before_commit(self)  # noqa: E731
+        return run_lazily(self.fn, args, kwargs, self._lazy_plans, finish)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         try:
@@ -308,19 +312,28 @@ class CompiledFunction:
         self._stats.cache_stores += 1
 
     def _give_up(self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS) -> Any:
-        """Run eagerly from now on; ``result`` is this call's, when it already ran eagerly."""
-        self._eager_reason = reason
-        self._stats.eager_fallbacks += 1
-        collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
+        """Leave the fast path: run by lazy re-execution from now on (eagerly with
+        ``lazy=False``); ``result`` is this call's, when it already ran eagerly."""
         name = _name(self.fn)
+        self._stats.eager_fallbacks += 1  # a call the fast path did not serve (lazy or eager)
+        # collectives: every rank must leave together, eagerly (collective_agreement's vote)
+        if self.lazy and not getattr(self, "_collective_comms", None):
+            self._lazy_reason = reason
+            how = "runs by lazy re-execution from now on (its Python at every call, its ops as "
+            how += "cached plans)"
+        else:
+            self._eager_reason = reason
+            collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
+            how = "runs eagerly from now on"
         warnings.warn(
-            f"dualflow.compile: {name} runs eagerly from now on "
-            f"({len(self.history)} traces, max_traces={self.max_traces}); the reason "
-            f"that keeps failing: {reason}",
+            f"dualflow.compile: {name} {how} ({len(self.history)} traces, "
+            f"max_traces={self.max_traces}); the reason it left the fast path: {reason}",
             RuntimeWarning,
             stacklevel=_caller_level(),  # the compiled function's caller
         )
-        return self._eagerly(args, kwargs) if result is _MISS else result
+        if result is not _MISS:
+            return result
+        return self._lazily(args, kwargs) if self.lazy else self._eagerly(args, kwargs)
 
 
 _TRACER = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -355,13 +368,17 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
     passes: Any = None,
     fallback: str = "eager",
     cache_dir: Any = None,
+    lazy: bool | str = True,
 ) -> Any:
     """Compile ``fn`` (a training step, a model call...) into traced, guarded graphs.
 
     Usable as ``@compile`` or ``@compile(max_traces=4)``. ``cache_dir`` (or the environment
     variable ``DUALFLOW_PLAN_CACHE``) stores optimized plans on disk, so another process calling
     the same step with the same signature loads them instead of tracing (``True``: the default
-    folder ``~/.cache/dualflow/plans``).
+    folder ``~/.cache/dualflow/plans``). A function the fast path (traced plans checked by
+    guards) cannot serve soundly runs by lazy re-execution (its Python at every call, its tensor
+    ops as cached plans; see docs/tracing.md); ``lazy=False`` runs it eagerly instead, and
+    ``lazy="always"`` uses lazy re-execution from the first call.
 
     Example:
         >>> import dualflow
@@ -374,6 +391,6 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
         ([6.0, 8.0], 1)
     """
     if fn is None:
-        _check_settings(max_traces, fallback)  # at the decorator's line, not the function's
-        return lambda f: CompiledFunction(f, max_traces, passes, fallback, cache_dir)
-    return CompiledFunction(fn, max_traces, passes, fallback, cache_dir)
+        _check_settings(max_traces, fallback, lazy)  # at the decorator's line, not the function's
+        return lambda f: CompiledFunction(f, max_traces, passes, fallback, cache_dir, lazy)
+    return CompiledFunction(fn, max_traces, passes, fallback, cache_dir, lazy)

@@ -29,6 +29,7 @@ class Explanation:
     stats: Stats
     eager_reason: str | None
     passes: bool = False  # also show the graph after every pass
+    lazy: Any = None  # (why it runs by lazy re-execution, its LazyPlans) when it does
 
     def __str__(self) -> str:
         s = self.stats
@@ -46,11 +47,26 @@ class Explanation:
             lines.append(held_by(self.traces).describe())
         if self.eager_reason:
             lines.append(f"runs eagerly now because: {self.eager_reason}")
+        if self.lazy is not None:
+            lines.extend(_lazy_lines(s, *self.lazy))
         for i, trace in enumerate(self.traces):
             lines.extend(_describe(i, trace))
             if self.passes:
                 lines.extend(describe_passes(trace))
         return "\n".join(lines)
+
+
+def _lazy_lines(stats: Stats, reason: str, plans: Any) -> list[str]:
+    """How the lazy path served its calls, and where Python needed values (graph breaks)."""
+    lines = [
+        f"runs by lazy re-execution because: {reason}",
+        f"  {stats.lazy_calls} lazy calls, {stats.lazy_segments} segments "
+        f"({stats.lazy_plan_segments} run by plans, the others op by op when first seen), "
+        f"{plans.compiled} plans compiled, {stats.graph_breaks} graph breaks",
+    ]
+    for line, count in sorted(plans.breaks.items(), key=lambda item: -item[1]):
+        lines.append(f"  graph break at {line}: {count} times (Python needed a tensor's value)")
+    return lines
 
 
 def _describe(index: int, trace: Trace) -> list[str]:
@@ -144,4 +160,5 @@ def explain(
         finally:
             request_profile(fn, on=False)
     name = getattr(fn.fn, "__qualname__", None) or type(fn.fn).__name__
-    return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason, passes)
+    lazy = None if fn._lazy_reason is None else (fn._lazy_reason, fn._lazy_plans)
+    return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason, passes, lazy)

@@ -42,7 +42,7 @@ class Run:
     fallbacks: list[str] = field(default_factory=list)
 
 
-FALLBACK_WARNING = "runs eagerly from now on"
+FALLBACK_WARNING = "from now on"  # runs eagerly / by lazy re-execution from now on
 
 
 def may_fall_back(spec: Spec) -> bool:
@@ -62,6 +62,7 @@ def run(
     passes: str | None = None,
     keep_outputs: bool = True,
     between: Callable[[int], None] | None = None,
+    lazy: bool | str = True,
 ) -> Run:
     """Build ``spec`` and call it ``spec.calls`` times: eagerly, or compiled with ``passes``.
 
@@ -73,7 +74,7 @@ def run(
     fn = program.step
     if passes is not None:  # a fallback fails the comparison unless a fragment may cause it
         fallback = "eager" if may_fall_back(spec) else "error"
-        fn = dualflow.compile(program.step, passes=passes, fallback=fallback)
+        fn = dualflow.compile(program.step, passes=passes, fallback=fallback, lazy=lazy)
     records, fallbacks = [], []
     for call in range(spec.calls):
         if between is not None:
@@ -164,15 +165,32 @@ def differences(
     found = diff_runs(eager, compiled)
     stats = compiled.fn.stats()
     if eager.program.scope.eager_reasons:  # eager took a path a trace cannot follow
-        if len(compiled.fallbacks) != 1 or not stats.eager_fallbacks:
+        gave_up = compiled.fn._eager_reason or compiled.fn._lazy_reason
+        if len(compiled.fallbacks) != 1 or not gave_up:
             found.append(f"expected one fallback warning, got {compiled.fallbacks} ({stats})")
         return found
     # every call traced (the environment or the batch changed each time) is no evidence either
     # way, but never vacuous: each traced call ran under the tracer and was compared
     raised = sum(r.outcome[0] == "raised" for r in compiled.records)
-    if stats.eager_fallbacks or (not stats.plan_runs and stats.traces + raised < spec.calls):
+    left = compiled.fn._eager_reason or compiled.fn._lazy_reason  # the fast path gave up
+    if left or (not stats.plan_runs and stats.traces + raised < spec.calls):
         found.append(f"no plan ran, or the compiled step fell back to eager ({stats})")
     return found
+
+
+def lazy_differences(spec: Spec, passes: str) -> tuple[list[str], int]:
+    """Run ``spec`` eagerly and by lazy re-execution from the first call (``lazy="always"``);
+    list every mismatch, and count the segments plans ran (the evidence: a program whose calls
+    all record different graphs runs op by op, which proves less).
+
+    Example:
+        >>> from tests.tracer.fuzz.spec import Piece
+        >>> lazy_differences(Spec(3, body=(Piece.of("unary", kind="tanh"),)), "O0")
+        ([], 2)
+    """
+    eager = run(spec)
+    compiled = run(spec, passes, lazy="always")
+    return diff_runs(eager, compiled), compiled.fn.stats().lazy_plan_segments
 
 
 def rule_violations(spec: Spec, passes: str = "O2") -> tuple[list[str], set[str]]:

@@ -26,7 +26,13 @@ from dualflow.kernels.fused_cpu import fused_elementwise as kc
 from dualflow.kernels.numba import background_compile, compile_worker, numba_elementwise
 from tests.tracer.fuzz import fragments
 from tests.tracer.fuzz.build import OPTIMIZERS
-from tests.tracer.fuzz.compare import assert_matches_eager, differences, rule_violations, run
+from tests.tracer.fuzz.compare import (
+    assert_matches_eager,
+    differences,
+    lazy_differences,
+    rule_violations,
+    run,
+)
 from tests.tracer.fuzz.fragments import Fragment, Statement
 from tests.tracer.fuzz.generator import FAST, SLOW, Profile, specs
 from tests.tracer.fuzz.scope import Scope
@@ -86,6 +92,29 @@ def test_fast_o0_with_every_output_recycled_or_kept_is_bit_identical(
             assert not found, f"{spec!r} keep_outputs={keep}:\n" + "\n".join(found[:10])
 
     assert _fuzz(FAST, 30, check) >= 30
+
+
+def _lazy_exact(passes: str, plan_runs: list[int]) -> Callable[[Spec], None]:
+    def check(spec: Spec) -> None:
+        found, plans = lazy_differences(spec, passes)
+        assert not found, f"{spec!r} lazily at {passes}:\n" + "\n".join(found[:10])
+        plan_runs.append(plans)
+
+    return check
+
+
+def test_fast_lazy_re_execution_is_bit_identical_to_eager() -> None:
+    # the same programs with every call run by lazy re-execution (issue 35): its plans too
+    plan_runs: list[int] = []
+    assert _fuzz(FAST, 60, _lazy_exact("O0", plan_runs)) >= 60
+    assert sum(n > 0 for n in plan_runs) >= len(plan_runs) // 2  # most ran plans, not op by op
+
+
+@pytest.mark.slow
+def test_slow_lazy_re_execution_is_bit_identical_to_eager() -> None:
+    plan_runs: list[int] = []
+    assert _fuzz(SLOW, 1000, _lazy_exact("exact", plan_runs)) >= 1000
+    assert sum(n > 0 for n in plan_runs) >= len(plan_runs) // 2
 
 
 def test_fast_exact_pipeline_is_bit_identical_to_eager() -> None:

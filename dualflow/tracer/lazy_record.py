@@ -1,0 +1,388 @@
+"""The lazy recorder: the interpreter of lazy re-execution, recording tensor ops, not computing.
+
+While a compiled function runs lazily, every op call comes here: its inputs are checked with
+``infer`` (so bad input raises the eager error at the user's line), its results are tensors
+around ``Pending`` arrays, and the autograd tape is recorded exactly as eager records it, so the
+engine's backward and the optimizers' updates are recorded the same way. Python itself runs for
+real: environment reads, side effects and Python randomness are right by construction.
+
+Writes (``assign``) to arrays that exist outside the recording are remembered, not done: later
+reads see the written value in the graph, and the write is committed when the segment runs.
+Anything the recorder cannot express without reading data — a collective, a printing op, an op
+whose result shape depends on values, a write into memory another recorded result views — first
+runs what is pending (``flush``) and then runs eagerly on the real arrays. So is every read of
+data by code that is not an op (``Pending`` and ``dispatch.reading`` call ``flush``).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+import numpy as np
+
+from dualflow._config import config
+from dualflow._pending import Pending, resolved
+from dualflow._tensor import Tensor
+from dualflow.autograd.eager import EAGER, check_inputs, meta_of
+from dualflow.autograd.tape import record as record_node
+from dualflow.errors import DualflowError, user_frame
+from dualflow.graph_ir.layout import RULES, C, array_layout
+from dualflow.ops.registry import OPS, Meta, OpDef
+from dualflow.tracer.lazy_plans import LazyPlans, Segment, root_of
+
+_LITERALS = (int, float, bool, complex)
+_CAST, _BROADCAST = OPS["cast"], OPS["broadcast_to"]
+
+
+def _frozen(value: Any) -> Any:
+    """An attribute value as something hashable with the same meaning (part of the key)."""
+    if isinstance(value, list | tuple):
+        return (type(value).__name__, *map(_frozen, value))
+    if isinstance(value, dict):
+        return ("dict", *((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, slice):
+        return ("slice", value.start, value.stop, value.step)
+    if isinstance(value, np.ndarray):
+        return ("array", value.shape, value.dtype.str, value.tobytes())
+    hash(value)  # anything else must be hashable as it is (a TypeError says which one is not)
+    return (type(value).__name__, value) if type(value) in _LITERALS else value
+
+
+def frozen_attrs(attrs: dict[str, Any]) -> tuple:
+    """``attrs`` as a hashable tuple (names and values; the op's own order).
+
+    Example:
+        >>> frozen_attrs({"axis": [0, 1], "keepdims": False})
+        (('axis', ('list', ('int', 0), ('int', 1))), ('keepdims', ('bool', False)))
+    """
+    return tuple((k, _frozen(v)) for k, v in attrs.items())
+
+
+class LazyRecorder:
+    """One lazily run call: records ops into segments and runs each segment when needed."""
+
+    hooks = None  # Python runs for real: to Tensor, Module and the engine this is eager mode
+
+    def __init__(self, plans: LazyPlans, log: Any) -> None:
+        self.plans, self.log = plans, log
+        self.segment = Segment()
+        self.generation = 0  # bumped by every flush
+        self.pendings: list[Any] = []  # weak references to this segment's results, in order
+        self.overrides: dict[int, int] = {}  # id(outside array) -> result number written to it
+        self.ref_slots: dict[int, int] = {}  # id(array) -> ref slot
+        self.written_roots: set[int] = set()  # memory with a write not committed yet
+        self.viewers: dict[int, list] = {}  # memory -> weak refs to recorded views of it
+        self.flushing = False
+        self.ending = False  # the call's last flush runs (not a graph break)
+        self.closed = False
+
+    # ----- the interpreter ----------------------------------------------------------------------
+    def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+        if op.state_write:
+            return self.assign(args[0], args[1])
+        if op.collective or op.prints or config.debug:
+            return self.now(op, args, attrs)
+        if op.aliasing != "fresh" and not any(self.mine(a) for a in args):
+            return self.view_now(op, args, attrs)
+        generation = self.generation
+        # a numpy array handed to an op directly is copied: eager reads it now, not at the flush
+        arrays = [a._array if isinstance(a, Tensor) else _copied(a) for a in args]
+        operands = [self.operand(a) for a in arrays]
+        if self.generation != generation:  # reading an operand needed a flush: numbers changed
+            return self.apply(op, args, attrs)
+        frozen = frozen_attrs(attrs)
+        known = _INFERRED.get((op, tuple(map(_described, arrays)), frozen))
+        if known is None:
+            known = self.infer(op, arrays, attrs)
+            if known is None:  # its result's shape depends on values: compute it
+                return self.now(op, args, attrs)
+        outs = self.results(op, operands, arrays, attrs, frozen, known)
+        return self.wrap(op, args, arrays, attrs, outs)
+
+    def now(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+        """Run ``op`` eagerly on real arrays, after everything recorded before it."""
+        self.flush()
+        if op.state_write:
+            self.log.array(getattr(args[0], "_array", args[0]))
+        return EAGER.apply(op, args, attrs)
+
+    def mine(self, arg: Any) -> bool:
+        """Whether ``arg`` is (a tensor of) a result this segment has not computed yet."""
+        array = arg._array if isinstance(arg, Tensor) else arg
+        return type(array) is Pending and array.real is None and array.owner is self
+
+    def view_now(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+        """An op that may view its (real) inputs, run now: a view reads no data, so it costs
+        nothing, and the result has eager's very strides; a copy must see pending writes."""
+        for a in args:
+            array = a._array if isinstance(a, Tensor) else a
+            if hasattr(array, "shape") and id(root_of(resolved(array))) in self.written_roots:
+                self.flush()
+                break
+        return EAGER.apply(op, args, attrs)
+
+    def infer(self, op: OpDef, arrays: list, attrs: dict[str, Any]) -> tuple | None:
+        """The results' metadata and layout; None when ``infer`` cannot say without data.
+        Remembered by the inputs' metadata and the attributes (all ``infer`` sees)."""
+        try:
+            metas = op.infer(*(meta_of(a) for a in arrays), **attrs)
+        except (DualflowError, TypeError):
+            check_inputs(op, arrays, attrs)  # the same error, with the user's line
+            raise
+        except Exception:  # infer needs values: the op runs eagerly instead
+            return None
+        for meta in metas:
+            if not all(type(n) is int for n in meta.shape):
+                return None
+        ins = [_described(a) for a in arrays]
+        layouts = [d[2] if type(d) is tuple else C for d in ins]
+        small = all(math.prod(m.shape) <= 1 for m in metas)  # C whatever the strides
+        known = (list(metas), C if small or RULES[op.layout](layouts) == C else "any")
+        if len(_INFERRED) > 4096:
+            _INFERRED.clear()
+        _INFERRED[(op, tuple(ins), frozen_attrs(attrs))] = known
+        return known
+
+    def results(
+        self, op: OpDef, operands: list, arrays: list, attrs: dict, frozen: tuple, known: tuple
+    ) -> list:
+        """New Pending results of ``op``, numbered and recorded in the segment."""
+        segment, (metas, layout) = self.segment, known
+        segment.ops.append((op, tuple(operands), attrs, metas))
+        segment.key.append((op.name, tuple(operands), frozen))
+        outs = []
+        for meta in metas:
+            pending = Pending(meta.shape, meta.dtype, self, len(segment.metas))
+            pending.layout = layout
+            segment.metas.append(meta)
+            self.pendings.append(weakref.ref(pending))
+            outs.append(pending)
+        if op.aliasing != "fresh":  # it may view an input: eager's own kernel makes it later
+            for i, pending in enumerate(outs):
+                pending.source = (op, arrays, attrs, i if len(outs) > 1 else None)
+            self.mark_views(arrays, outs)
+        return outs
+
+    def wrap(self, op: OpDef, args: tuple, arrays: list, attrs: dict, outs: list) -> Any:
+        """The results as Tensors, with the tape node eager would record."""
+        record = op.differentiable and config.grad_enabled
+        record = record and any(isinstance(a, Tensor) and a.requires_grad for a in args)
+        if record and len(outs) == 1 and outs[0].dtype.kind not in "fc":
+            record = outs[0].dtype.char == "E"  # an integer or bool result has no gradient
+        tensors = tuple(
+            Tensor._wrap(o, None, i, record and (o.dtype.kind in "fc" or o.dtype.char == "E"))
+            for i, o in enumerate(outs)
+        )
+        if record:
+            node = record_node(
+                op,
+                attrs,
+                args,
+                tuple(args[i] for i in op.save_inputs),
+                tuple(outs[i] for i in op.save_outputs),
+                tuple(getattr(a, "shape", ()) for a in arrays),
+                tuple((o.shape, o.dtype) for o in outs) if len(outs) > 1 else None,
+                None,
+            )
+            for t in tensors:
+                if t.requires_grad:
+                    t._creator = node
+        return tensors if op.nout != 1 else tensors[0]
+
+    # ----- operands -----------------------------------------------------------------------------
+    def operand(self, array: Any) -> Any:
+        """An input as the key and the graph see it: a result number, a ref (negative), or a
+        Python literal as ``(type, value)``."""
+        kind = type(array)
+        if kind is Pending:
+            if array.real is None and array.owner is self:
+                return array.value
+            array = array.resolve()
+        elif kind in _LITERALS:
+            return (kind, array)
+        elif kind is not np.ndarray:
+            array = np.array(array)  # numpy scalars, lists: a copy made now (eager reads now)
+        written = self.overrides.get(id(array))
+        if written is not None:
+            return written
+        if self.written_roots and id(root_of(array)) in self.written_roots:
+            self.flush()  # a view of memory written in this segment: commit the write first
+        return -1 - self.ref(array)
+
+    def ref(self, array: Any) -> int:
+        """The slot of an outside array read by reference when the segment runs."""
+        slot = self.ref_slots.get(id(array))
+        if slot is None:
+            slot = self.ref_slots[id(array)] = len(self.segment.refs)
+            self.segment.refs.append(array)  # held: its id stays unique until the flush
+        return slot
+
+    def memory_of(self, array: Any) -> int:
+        """Which memory ``array`` is: a key shared by everything that views it."""
+        if type(array) is Pending:
+            if array.real is None and array.owner is self:
+                return array.base_key
+            array = array.real
+        return id(root_of(array))
+
+    def mark_views(self, arrays: list, outs: list) -> None:
+        """``outs`` may view the memory of ``arrays``: a write into it must be seen by them."""
+        for a in arrays:
+            if type(a) in _LITERALS or not hasattr(a, "shape"):
+                continue
+            key = self.memory_of(a)
+            self.viewers.setdefault(key, []).extend(weakref.ref(o) for o in outs)
+            for o in outs:
+                o.base_key = key
+
+    def viewed(self, key: int) -> bool:
+        """Whether a recorded view of memory ``key`` is alive and not computed yet."""
+        return any((v := ref()) is not None and v.real is None for ref in self.viewers.get(key, ()))
+
+    # ----- writes -------------------------------------------------------------------------------
+    def assign(self, target: Any, source: Any) -> Any:
+        """``assign(target, source)``: a new value for the target, committed at the flush."""
+        array = target._array
+        mine = type(array) is Pending and array.real is None and array.owner is self
+        if mine and (array.source is not None or self.viewed(array.base_key)):
+            mine = False  # memory other results view: they must see the write, so do it now
+            self.flush()
+        if not mine:
+            real = array.resolve() if type(array) is Pending else array
+            if real.base is not None or self.viewed(id(root_of(real))):
+                return self.now(OPS["assign"], (target, source), {})
+        generation = self.generation
+        value = self.operand(source._array if isinstance(source, Tensor) else source)
+        if self.generation != generation:
+            return self.assign(target, source)
+        check_inputs(OPS["assign"], [array, self._meta_array(value, source)], {})
+        value = self.coerce(value, array.shape, np.dtype(array.dtype))
+        if mine:
+            array.value = value
+        else:
+            slot = self.ref(real)
+            self.segment.updates[slot] = value
+            self.overrides[id(real)] = value
+            self.written_roots.add(id(root_of(real)))
+        return Tensor._wrap(target._array, None, 0, False)
+
+    def _meta_array(self, value: Any, source: Any) -> Any:
+        """Something with the written value's shape and dtype, for assign's own checks."""
+        if type(value) is tuple:
+            return value[1]
+        meta = self.segment.metas[value] if value >= 0 else self.segment.refs[-1 - value]
+        return Pending(meta.shape, meta.dtype, None, -1)
+
+    def coerce(self, value: Any, shape: tuple, dtype: np.dtype) -> int:
+        """``value`` cast and broadcast to the target's dtype and shape, as assign does."""
+        meta = self._meta_of(value)
+        if meta is None or meta.dtype != dtype:
+            value = self.internal(
+                _CAST, value, {"dtype": dtype.name}, Meta(meta_shape(meta), dtype)
+            )
+            meta = self._meta_of(value)
+        if tuple(meta.shape) != tuple(shape):
+            value = self.internal(_BROADCAST, value, {"shape": tuple(shape)}, Meta(shape, dtype))
+        return value
+
+    def _meta_of(self, value: Any) -> Meta | None:
+        if type(value) is tuple:
+            return None
+        if value >= 0:
+            return self.segment.metas[value]
+        ref = self.segment.refs[-1 - value]
+        return Meta(ref.shape, ref.dtype)
+
+    def internal(self, op: OpDef, value: Any, attrs: dict, meta: Meta) -> int:
+        """A recorded op no Python object sees (assign's implied cast or broadcast)."""
+        segment = self.segment
+        segment.ops.append((op, (value,), attrs, [meta]))
+        segment.key.append((op.name, (value,), frozen_attrs(attrs)))
+        segment.metas.append(meta)
+        return len(segment.metas) - 1
+
+    # ----- running what is pending --------------------------------------------------------------
+    def before_read(self, array: Any, writable: bool) -> None:
+        """``dispatch.reading``: data is about to be read (``writable``: and maybe written)."""
+        if type(array) is Pending or self.closed:
+            return
+        root = id(root_of(array))
+        pending_use = writable and (id(array) in self.ref_slots or self.viewed(root))
+        if root in self.written_roots or pending_use:
+            self.flush()
+
+    def flush(self) -> None:
+        """Run the segment recorded so far, fill its live results, commit its writes."""
+        if self.flushing or self.closed:
+            return
+        segment, live = self.segment, []
+        views = []
+        for ref in self.pendings:
+            pending = ref()
+            if pending is not None and pending.real is None:
+                (live if pending.source is None else views).append(pending)
+        if not segment.ops and not segment.updates and not views:
+            return
+        self.flushing = True
+        try:
+            self._note_break()
+            outputs = [p.value for p in live]
+            arrays, updates = self.plans.run(segment, outputs, config.snapshot())
+            for pending, real in zip(live, arrays):
+                pending.real = real
+            for slot, new in updates.items():
+                target = segment.refs[slot]
+                self.log.array(target)
+                target[...] = new
+            for pending in views:  # eager's kernel on the real inputs: shares what eager shares
+                op, inputs, attrs, index = pending.source
+                out = op.forward(np, *[resolved(i) for i in inputs], **attrs)
+                pending.real = np.asarray(out if index is None else out[index])
+                pending.source = None
+        finally:
+            self.flushing = False
+            self._next_segment()
+
+    def _next_segment(self) -> None:
+        self.segment, self.pendings = Segment(), []
+        self.overrides, self.ref_slots = {}, {}
+        self.written_roots, self.viewers = set(), {}
+        self.generation += 1
+
+    def _note_break(self) -> None:
+        if not self.ending:
+            frame = user_frame()
+            line = "?" if frame is None else f"{frame[0]}:{frame[1]}"
+            self.plans.breaks[line] = self.plans.breaks.get(line, 0) + 1
+
+    def finish(self) -> None:
+        """The call returned: run what is pending; later reads of its results need nothing."""
+        self.ending = True
+        self.flush()
+        self.closed = True
+
+
+# (op, inputs' metadata, attributes) -> (result metas, layout): infer runs once per shape
+_INFERRED: dict[tuple, tuple] = {}
+
+
+def _described(a: Any) -> Any:
+    """What ``infer`` and the layout rule see of an input: shape, dtype, layout class."""
+    kind = type(a)
+    if kind is Pending:
+        if a.real is None:
+            return (a.shape, a.dtype, a.layout)
+        a = a.real
+    elif not hasattr(a, "shape"):
+        return kind  # a Python literal: its type
+    return (a.shape, a.dtype, array_layout(a))
+
+
+def _copied(arg: Any) -> Any:
+    return arg.copy() if type(arg) is np.ndarray else arg
+
+
+def meta_shape(meta: Meta | None) -> tuple:
+    return () if meta is None else tuple(meta.shape)

@@ -1,0 +1,208 @@
+"""Lazy re-execution (issue 35): a compiled function the fast path cannot serve runs its Python at
+every call with its ops as cached plans, and every call equals the eager one — results, state
+written, Python side effects — including graph breaks (``print``, ``.item()``, ``.numpy()``)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import dualflow as df
+from dualflow import nn, ops
+
+
+def _model(seed: int = 0, dropout: float = 0.2):
+    df.manual_seed(seed)
+    m = nn.Sequential(nn.Linear(6, 12), nn.ReLU(), nn.Dropout(dropout), nn.Linear(12, 3))
+    return m, df.optim.Adam(m.parameters(), lr=1e-2)
+
+
+def _batches(n: int = 8):
+    rng = np.random.default_rng(1)
+    xs = [df.tensor(rng.standard_normal((5, 6)).astype("float32")) for _ in range(n)]
+    ys = [df.tensor(rng.integers(0, 3, 5)) for _ in range(n)]
+    return list(zip(xs, ys))
+
+
+def _both(step, make=_model, **compile_options):
+    """Run ``step`` eagerly and compiled on twin models; return both runs' results."""
+    runs = []
+    for compiled in (False, True):
+        model, opt = make()
+        fn = df.compile(step, **compile_options) if compiled else step
+        log: list = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            out = [fn(model, opt, x, y, log).item() for x, y in _batches()]
+        runs.append((out, log, [p.numpy().copy() for p in model.parameters()], fn))
+    return runs
+
+
+def _assert_equal(runs) -> None:
+    (a, log_a, params_a, _), (b, log_b, params_b, _) = runs
+    assert a == b and log_a == log_b
+    for pa, pb in zip(params_a, params_b):
+        np.testing.assert_array_equal(pa, pb)
+
+
+def test_print_inside_a_step_runs_plans_and_equals_eager(capsys):
+    def step(m, opt, x, y, log):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        opt.step()
+        print("loss", loss)
+        return loss
+
+    runs = _both(step)
+    _assert_equal(runs)
+    printed = capsys.readouterr().out.splitlines()
+    assert len(printed) == 2 * len(_batches())  # every call printed, as eager does
+    stats = runs[1][3].stats()
+    assert stats.lazy_calls >= len(_batches()) - 1
+    assert stats.lazy_plan_segments >= stats.lazy_calls - 2  # plans from the second sighting
+    assert "lazy re-execution" in str(df.explain(runs[1][3]))
+
+
+def test_a_data_dependent_branch_whose_outcome_changes():
+    def step(m, opt, x, y, log):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(m(x), y)
+        loss.backward()
+        if loss.item() > 1.1:  # a graph break: the rest is recorded in a second segment
+            opt.step()
+        log.append(float(loss))
+        return loss
+
+    runs = _both(step, lazy="always")
+    _assert_equal(runs)
+    stats = runs[1][3].stats()
+    assert stats.graph_breaks == len(_batches()) and stats.traces == 0
+
+
+def test_numpy_round_trip_in_the_middle_of_a_step():
+    def step(m, opt, x, y, log):
+        opt.zero_grad()
+        h = m[0](x)
+        scaled = df.tensor(np.tanh(h.detach().numpy()) * 2.0)  # numpy in the middle
+        loss = nn.functional.cross_entropy(m[3](m[1](h) + scaled), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    _assert_equal(_both(step, lazy="always"))
+
+
+def test_configuration_read_through_code_no_model_follows():
+    class Cfg:
+        def __init__(self, lr: float) -> None:
+            self.lr = lr
+
+    configs = [Cfg(0.1), Cfg(0.2)]
+
+    def step(m, opt, x, y, log):
+        lr = max(configs, key=lambda c: c.lr).lr  # a C function picking an object
+        loss = nn.functional.cross_entropy(m(x), y)
+        for p in m.parameters():
+            p.grad = None
+        loss.backward()
+        with df.no_grad():
+            for p in m.parameters():
+                ops.assign(p, p - lr * p.grad)
+        configs[1].lr *= 0.9  # changes between calls
+        return loss
+
+    def make():
+        configs[1].lr = 0.2  # each run starts from the same configuration
+        return _model()
+
+    _assert_equal(_both(step, make, lazy="always"))
+
+
+def test_returned_tensor_keeps_its_autograd_history():
+    """The DCGAN pattern: backward inside, and the returned tensor still trains its producer."""
+    df.manual_seed(0)
+    gen, disc = nn.Linear(4, 4), nn.Linear(4, 1)
+
+    def d_step(z):
+        fake = gen(z)
+        loss = disc(fake.detach()).sum()
+        loss.backward()
+        return fake
+
+    compiled = df.compile(d_step, lazy="always")
+    z = df.tensor(np.ones((2, 4), "float32"))
+    for fn in (d_step, compiled):
+        gen.weight.grad = None
+        fake = fn(z)
+        assert fake.requires_grad
+        fake.sum().backward()
+        assert gen.weight.grad is not None
+    eager_grad = gen.weight.grad.numpy().copy()
+    gen.weight.grad = None
+    d_step(z).sum().backward()
+    np.testing.assert_array_equal(gen.weight.grad.numpy(), eager_grad)
+
+
+def test_an_error_after_a_break_leaves_state_untouched():
+    w = df.tensor([1.0, 2.0])
+
+    def step(x):
+        ops.assign(w, w * x)
+        if w.sum().item() > 0:  # a break: the write above is committed here
+            ops.assign(w, w + 1)
+        raise ValueError("bad batch")
+
+    compiled = df.compile(step, lazy="always")
+    with pytest.raises(ValueError, match="bad batch"):
+        compiled(3.0)
+    assert w.tolist() == [1.0, 2.0]
+
+
+def test_a_view_read_after_its_base_is_written():
+    def step(x):
+        a = x * 2.0
+        v = a[1:]  # a view of a
+        ops.assign(a, a + 10.0)  # eager: v sees the write
+        return v * 1.0, a
+
+    compiled = df.compile(step, lazy="always")
+    for k in range(3):
+        x = df.tensor(np.arange(4.0) + k)
+        for got, want in zip(compiled(x), step(x)):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_writes_to_outside_state_are_seen_by_reads_in_python():
+    w = df.tensor([1.0, 2.0])
+    seen: list = []
+
+    def step():
+        ops.assign(w, w * 3.0)
+        seen.append(w.tolist())  # a read of written state: computed first
+        return w.sum()
+
+    compiled = df.compile(step, lazy="always")
+    for _ in range(3):
+        compiled()
+    assert seen == [[3.0, 6.0], [9.0, 18.0], [27.0, 54.0]]
+
+
+def test_lazy_false_keeps_the_eager_fallback():
+    def step(x):
+        y = x * 2
+        print(y)
+        return y
+
+    compiled = df.compile(step, lazy=False)
+    with pytest.warns(RuntimeWarning, match="runs eagerly"):
+        compiled(df.tensor([1.0]))
+    compiled(df.tensor([2.0]))
+    assert compiled.stats().lazy_calls == 0 and compiled.stats().eager_fallbacks == 2
+
+
+def test_a_bad_lazy_setting_is_a_config_error():
+    with pytest.raises(df.errors.ConfigError, match="lazy"):
+        df.compile(lazy="sometimes")
