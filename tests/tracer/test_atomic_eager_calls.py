@@ -16,10 +16,10 @@ from dualflow.ops import host_print
 from tests.tracer.test_atomic_calls import T, X, _rng_tensors, _setup, _snapshot
 
 
-def _eager_for_good(how: str):
+def _eager_for_good(how: str, lazy: bool = False):
     model, opt, step = _setup("adam")
     if how == "max_traces":
-        compiled = dualflow.compile(step, max_traces=1)
+        compiled = dualflow.compile(step, max_traces=1, lazy=lazy)
         compiled(X, T)  # a single-use trace (Adam's moments are born): not kept
         compiled(X, T)  # the one trace
         compiled(X[:5], T[:5])  # a new shape, no traces left: eager from now on
@@ -30,17 +30,19 @@ def _eager_for_good(how: str):
             loss.numpy()
             return loss
 
-        compiled = dualflow.compile(reading)
+        compiled = dualflow.compile(reading, lazy=lazy)
         compiled(X, T)
-    assert compiled._eager_reason is not None
+    assert (compiled._lazy_reason if lazy else compiled._eager_reason) is not None
     return model, opt, compiled
 
 
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
 @pytest.mark.parametrize("how", ["max_traces", "fail_closed"])
-def test_an_eager_call_that_raises_commits_nothing(how: str) -> None:
+def test_an_eager_call_that_raises_commits_nothing(how: str, lazy: bool) -> None:
+    # lazy: the same promise by lazy re-execution, whose flushes commit under an undo log
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        model, opt, compiled = _eager_for_good(how)
+        model, opt, compiled = _eager_for_good(how, lazy)
         before, rng_before = _snapshot(model, opt), [t.numpy().copy() for t in _rng_tensors()]
         with pytest.raises(ValueError, match="bad batch"):
             compiled(X, T, True)  # raises after opt.step() wrote every parameter
@@ -52,10 +54,13 @@ def test_an_eager_call_that_raises_commits_nothing(how: str) -> None:
     assert any((a != b).any() for a, b in zip(_snapshot(model, opt), before))
 
 
-def test_an_interrupted_eager_call_commits_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("lazy", [False, True], ids=["eager", "lazy"])
+def test_an_interrupted_eager_call_commits_nothing(
+    monkeypatch: pytest.MonkeyPatch, lazy: bool
+) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        model, opt, compiled = _eager_for_good("max_traces")
+        model, opt, compiled = _eager_for_good("max_traces", lazy)
     before = _snapshot(model, opt)
 
     original = compiled.fn
@@ -88,7 +93,7 @@ def test_a_compiled_function_called_inside_joins_the_undo() -> None:
             raise ValueError("bad batch")
         return loss
 
-    compiled = dualflow.compile(outer)
+    compiled = dualflow.compile(outer, lazy=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         compiled(X, T)

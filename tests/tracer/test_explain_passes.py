@@ -62,7 +62,7 @@ def test_max_traces_warning_names_the_newest_traces_guard() -> None:
         "first call",
         f"guard item() == 1.0 failed at {where} (this call: 2.0)",
     ]
-    (warning,) = [w for w in caught if "runs eagerly from now on" in str(w.message)]
+    (warning,) = [w for w in caught if "from now on" in str(w.message)]
     # the third call missed the newest trace (made for 2.0), not the oldest (1.0)
     assert f"guard item() == 2.0 failed at {where} (this call: 3.0)" in str(warning.message)
     assert "(2 traces, max_traces=2)" in str(warning.message)

@@ -110,7 +110,7 @@ def test_changes_a_plan_cannot_replay_fail_closed_naming_the_line(body: str) -> 
         for _ in range(3):
             lenient(dualflow.tensor([1.0]), counter)
             counter.extra = 1  # so that `del` has something to delete at the next call
-    assert any("runs eagerly from now on" in str(w.message) for w in caught)
+    assert any("from now on" in str(w.message) for w in caught)
     if body == "counter.n += 1":
         assert counter.n == 3  # every call happened, eagerly
 

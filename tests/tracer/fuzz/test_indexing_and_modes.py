@@ -111,7 +111,7 @@ def test_a_boolean_mask_read_falls_back_once_and_equals_eager(
     spec = Spec(4, width=5, batches=(6,) * 4, body=body, optimizer="adam")
     assert differences(spec, "O0") == [] and differences(spec, "exact") == []
     compiled = run(spec, "O0")
-    assert len(compiled.fallbacks) == 1 and "runs eagerly from now on" in compiled.fallbacks[0]
+    assert len(compiled.fallbacks) == 1 and "lazy re-execution from now on" in compiled.fallbacks[0]
     stats = compiled.fn.stats()
     assert (stats.eager_fallbacks, stats.plan_runs) == (spec.calls - from_call, plans)
 
