@@ -1,10 +1,11 @@
 """One ``Backend`` record per array module: what dualflow runs on that module's arrays.
 
 Ops and plans do not test ``xp is np`` to pick a path: they ask ``backend_of(xp)`` for its eager
-elementwise kernels, its fused and fused-sum kernels, the library that overrides some ops (cuDNN)
-and the scalar functions the module lacks (erf). (An eager elementwise forward keeps one identity
-check as numpy's fast path; every other module goes through ``device_elementwise``.) numpy and
-cupy are built in; an array module dualflow does not know runs every op through its own ``xp``
+elementwise kernels, its fused and fused-sum kernels, the library that overrides some ops (cuDNN),
+dualflow's scalar functions for the module (erf, numpy's float32 tanh/exp) and whether dualflow's
+numba CPU kernels take its arrays. (An eager elementwise forward keeps one identity check as
+numpy's fast path; every other module goes through ``device_elementwise``.) numpy and cupy are
+built in; an array module dualflow does not know runs every op through its own ``xp``
 functions (``register_backend`` adds a backend for one).
 """
 
@@ -31,9 +32,10 @@ class Backend:
     ``fused(expr, args, metas)`` and ``fused_sum(expr, args, metas, keepdims)`` give the kernels
     ``f(xp, *arrays, out=None)`` of a fused node (``metas``: (shape, dtype) per input);
     ``library`` is a module whose calls replace some ops' ``xp`` code (``kernels.cuda.cudnn``: conv,
-    pooling, batch norm; None: none); ``functions`` the scalar functions ``xp`` lacks;
-    ``host_kernels`` whether dualflow's numba CPU kernels (``kernels.conv``'s column and layout
-    copies, 1x1 and Winograd routes) take the module's arrays.
+    pooling, batch norm; None: none); ``functions`` dualflow's scalar functions for ``xp`` (ones
+    it lacks, erf; numpy's tanh and exp with dualflow's float32 loops); ``host_kernels`` whether
+    dualflow's numba CPU kernels (``kernels.conv``'s column and layout copies, 1x1 and Winograd
+    routes, ``kernels.pool``) take the module's arrays.
     """
 
     name: str
