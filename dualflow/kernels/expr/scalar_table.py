@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.expr.module_functions import erf, functions_of
+from dualflow.kernels.expr.module_functions import direct, erf, functions_of
 
 Render = Callable[[list[str], Any], str]  # (rendered operands, the typed step) -> source
 
@@ -195,7 +195,9 @@ def _own_function(name: str) -> Callable:
 
     def choose(xp: Any) -> Callable:
         own = functions_of(xp).get(name)
-        if own is None:
+        if own is not None:
+            own = direct(own)  # numpy's: fast_math's function itself (imports numba)
+        else:
             ufunc = getattr(xp, name)
             own = lambda x, out=None: ufunc(x) if out is None else ufunc(x, out=out)  # noqa: E731
         chosen[xp] = own
