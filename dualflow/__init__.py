@@ -56,23 +56,13 @@ _LAZY = {
 }
 # PyTorch's dtype names (dualflow.float32, dualflow.long...): numpy dtypes
 _LAZY.update(dict.fromkeys(importlib.import_module("dualflow.dtypes").NAMES, "dualflow.dtypes"))
-# PyTorch's tensor functions (dualflow.cat, dualflow.sum(x, dim)...): dualflow/functions.py.
+# PyTorch's tensor functions (dualflow.cat, dualflow.sum(x, dim)...): dualflow/functions.py;
+# torch.index_add, scatter_reduce, repeat_interleave, unique: dualflow/index_functions.py. Their
+# names come from dualflow/function_names.py (names only: nothing of the tensor is imported).
 # Not in __all__: a star import would shadow the builtins sum, max, min, abs, all, any.
-_FUNCTIONS = ("sum", "mean", "prod", "std", "var", "max", "min", "amax", "amin", "argmax")
-_FUNCTIONS += ("argmin", "all", "any", "norm", "logsumexp", "count_nonzero", "exp", "expm1")
-_FUNCTIONS += ("log", "log1p", "sqrt", "rsqrt", "abs", "neg", "sin", "cos", "tanh", "sigmoid")
-_FUNCTIONS += ("relu", "erf", "sign", "square", "reciprocal", "pow", "clamp", "clip", "softmax")
-_FUNCTIONS += ("log_softmax", "matmul", "mm", "bmm", "mv", "dot", "gather", "scatter")
-_FUNCTIONS += ("scatter_add", "index_select", "masked_fill", "masked_select", "topk", "sort")
-_FUNCTIONS += ("argsort", "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum", "allclose")
-_FUNCTIONS += ("equal", "isnan", "isinf", "isfinite", "flatten", "reshape", "squeeze")
-_FUNCTIONS += ("unsqueeze", "transpose", "permute", "t", "chunk", "split", "unbind", "narrow")
-_FUNCTIONS += ("flip", "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "logical_not")
-_FUNCTIONS += ("logical_and", "logical_or", "logical_xor", "clone", "numel", "cat", "concat")
-_FUNCTIONS += ("concatenate", "stack", "where", "from_numpy", "is_tensor", "triu", "tril")
+_NAMES = importlib.import_module("dualflow.function_names")
+_FUNCTIONS, _INDEX_FUNCTIONS = _NAMES.FUNCTIONS, _NAMES.INDEX_FUNCTIONS
 _LAZY.update(dict.fromkeys(_FUNCTIONS, "dualflow.functions"))
-# torch.index_add, scatter_reduce, repeat_interleave, unique: dualflow/index_functions.py
-_INDEX_FUNCTIONS = ("index_add", "scatter_reduce", "repeat_interleave", "unique")
 _LAZY.update(dict.fromkeys(_INDEX_FUNCTIONS, "dualflow.index_functions"))
 _LAZY.update(dict.fromkeys(("sparse_coo_tensor", "spmm"), "dualflow.sparse"))  # COO tensors
 _COMPLEX = ("complex", "polar", "view_as_real", "view_as_complex", "is_complex")  # complex

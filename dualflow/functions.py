@@ -23,22 +23,10 @@ import numpy as np
 from dualflow import ops
 from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import DTypeError, with_location
+from dualflow.function_names import METHOD_FORMS
 
-# torch.NAME(input, *args, **kwargs) is input.NAME(*args, **kwargs) for these names.
-METHOD_FORMS = (
-    "sum", "mean", "prod", "std", "var", "max", "min", "amax", "amin", "argmax", "argmin",
-    "all", "any", "norm", "logsumexp", "count_nonzero", "exp", "expm1", "log", "log1p", "sqrt",
-    "rsqrt", "abs", "neg", "sin", "cos", "tanh", "sigmoid", "relu", "erf", "sign", "square",
-    "reciprocal", "pow", "clamp", "clip", "softmax", "log_softmax", "matmul", "mm", "bmm", "mv",
-    "dot", "gather", "scatter", "scatter_add", "index_select", "masked_fill", "masked_select",
-    "topk", "sort", "argsort", "eq", "ne", "lt", "le", "gt", "ge", "maximum", "minimum",
-    "allclose", "equal", "isnan", "isinf", "isfinite", "flatten", "reshape", "squeeze",
-    "unsqueeze", "transpose", "permute", "t", "chunk", "split", "unbind", "narrow", "flip",
-    "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "logical_not", "logical_and",
-    "logical_or", "logical_xor", "clone", "numel", "triu", "tril",
-)  # fmt: skip
-OTHERS = ("cat", "concat", "concatenate", "stack", "where", "from_numpy", "is_tensor")
-NAMES = METHOD_FORMS + OTHERS
+# torch.NAME(input, *args, **kwargs) is input.NAME(*args, **kwargs) for the METHOD_FORMS; the
+# OTHERS are written out below (both lists live in function_names.py, which __init__ reads too)
 
 
 def _method_form(name: str) -> Callable[..., Any]:

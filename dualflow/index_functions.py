@@ -17,12 +17,10 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._tensor import as_tensor
+from dualflow.function_names import INDEX_METHOD_FORMS
 from dualflow.functions import _method_form
 
-METHOD_FORMS = ("index_add", "scatter_reduce", "unique")
-NAMES = METHOD_FORMS + ("repeat_interleave",)
-
-globals().update({name: _method_form(name) for name in METHOD_FORMS})
+globals().update({name: _method_form(name) for name in INDEX_METHOD_FORMS})
 
 
 def repeat_interleave(input: Any, repeats: Any = None, dim: int | None = None, **kw: Any) -> Any:

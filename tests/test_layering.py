@@ -61,7 +61,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 TENSOR_UNIT = ("_tensor", "tensor_methods", "autograd", "transfer", "functions", "factories")
 TENSOR_UNIT += ("random", "gradcheck")
-TENSOR_UNIT += ("index_functions", "sparse", "complex_tensors")  # torch.* functions
+TENSOR_UNIT += ("index_functions", "function_names", "sparse", "complex_tensors")  # torch.*
 # Accepted upward imports, each for a reason: (importing module, imported module) -> why.
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("dualflow.ops.dispatch", "dualflow.autograd"): "the first op call of a process that "

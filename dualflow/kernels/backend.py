@@ -1,10 +1,11 @@
 """One ``Backend`` record per array module: what dualflow runs on that module's arrays.
 
 Ops and plans do not test ``xp is np`` to pick a path: they ask ``backend_of(xp)`` for its eager
-elementwise kernels, its fused and fused-sum kernels, the library that overrides some ops (cuDNN)
-and the scalar functions the module lacks (erf). (An eager elementwise forward keeps one identity
-check as numpy's fast path; every other module goes through ``device_elementwise``.) numpy and
-cupy are built in; an array module dualflow does not know runs every op through its own ``xp``
+elementwise kernels, its fused and fused-sum kernels, the library that overrides some ops (cuDNN),
+dualflow's scalar functions for the module (erf, numpy's float32 tanh/exp) and whether dualflow's
+numba CPU kernels take its arrays. (An eager elementwise forward keeps one identity check as
+numpy's fast path; every other module goes through ``device_elementwise``.) numpy and cupy are
+built in; an array module dualflow does not know runs every op through its own ``xp``
 functions (``register_backend`` adds a backend for one).
 """
 
@@ -16,10 +17,59 @@ from types import MappingProxyType
 from typing import Any
 
 from dualflow.kernels.expr.module_functions import BUILT_IN, register_functions
-from dualflow.kernels.fused_cpu.fused_elementwise import cpu_kernel
+from dualflow.kernels.fused_cpu.fused_elementwise import cpu_kernel, one_loop
 from dualflow.kernels.fused_cpu.fused_sum import cpu_sum_kernel
 
 Metas = tuple[tuple[tuple[int, ...], str], ...]  # (shape, dtype name) per kernel input
+
+
+@dataclass(frozen=True)
+class FusionCost:
+    """When the ``fuse`` pass makes a region of elementwise nodes one ``fused`` node on a
+    backend (its cost model): a region of ``calls`` ufunc calls in numpy over ``size`` output
+    elements fuses when ``size >= min_size`` and it makes ≥ 2 calls, or its one node's output
+    has ≥ ``single_size`` elements; below ``min_size`` only when it makes ≥ ``min_ops`` calls and
+    ``one_loop(expr, args, dtypes)`` says the fused node's kernel is one loop. The defaults are
+    the CPU's, measured (docs/design-notes.md, "CPU kernels on both cores").
+    """
+
+    # Below this many output elements a fused kernel call (numba dispatch ~5-10 µs, the blocked
+    # evaluator's setup ~10 µs) costs more than the numpy calls and temporaries it saves.
+    min_size: int = 4096
+    # One elementwise node this big is a region of its own: its kernel makes one pass on both
+    # cores (``relu_grad``'s ``where(y > 0, gy, 0)`` is two numpy passes on one: 2M float32 8-14
+    # ms in numpy, 1.4 ms as one kernel).
+    single_size: int = 1 << 18
+    # From this many ufunc calls a small region still fuses when its kernel is one numba loop: an
+    # op like sigmoid (4 calls) or tanh_grad (3) on 16x16 float32 took 3.6-5.7 us as its ufunc
+    # calls and ~1.5 us as one kernel call; the 50-op tiny-ops step (36 plan steps) 0.11-0.14 ms
+    # at 3, 0.15-0.17 at 4, 0.19-0.22 at 6 (one run).
+    min_ops: int = 3
+    one_loop: Callable[[tuple, tuple[str, ...], tuple[str, ...]], bool] = one_loop
+
+    def worth(self, calls: int, size: int, min_size: int | None = None) -> tuple[bool, bool]:
+        """(fuse, fuse only if one loop) for a region making ``calls`` ufunc calls in numpy with
+        an output of ``size`` elements (``min_size``: this one instead of the record's): a long
+        region is worth one loop at any size, not a kernel making the same calls plus its own
+        setup.
+
+        Example:
+            >>> FusionCost().worth(2, 1 << 20), FusionCost().worth(3, 16), FusionCost().worth(2, 16)
+            ((True, False), (False, True), (False, False))
+        """
+        floor = self.min_size if min_size is None else min_size
+        enough = size >= floor and (calls >= 2 or size >= self.single_size)
+        return enough, not enough and calls >= self.min_ops
+
+
+def _never(expr: tuple, args: tuple[str, ...], dtypes: tuple[str, ...]) -> bool:
+    return False
+
+
+CPU_FUSION = FusionCost()
+# An array module dualflow has no kernels for runs a fused node one ``xp`` call per step: never
+# one loop, so only big regions fuse (they still save the sum's temporary)
+PLAIN_FUSION = FusionCost(one_loop=_never)
 
 
 @dataclass(frozen=True)
@@ -31,9 +81,10 @@ class Backend:
     ``fused(expr, args, metas)`` and ``fused_sum(expr, args, metas, keepdims)`` give the kernels
     ``f(xp, *arrays, out=None)`` of a fused node (``metas``: (shape, dtype) per input);
     ``library`` is a module whose calls replace some ops' ``xp`` code (``kernels.cuda.cudnn``: conv,
-    pooling, batch norm; None: none); ``functions`` the scalar functions ``xp`` lacks;
-    ``host_kernels`` whether dualflow's numba CPU kernels (``kernels.conv``'s column and layout
-    copies, 1x1 and Winograd routes) take the module's arrays.
+    pooling, batch norm; None: none); ``functions`` dualflow's scalar functions for ``xp`` (ones
+    it lacks, erf; numpy's tanh and exp with dualflow's float32 loops); ``host_kernels`` whether
+    dualflow's numba CPU kernels (``kernels.conv``'s column and layout copies, 1x1 and Winograd
+    routes, ``kernels.pool``) take the module's arrays; ``fusion`` when fusing pays on it.
     """
 
     name: str
@@ -43,6 +94,7 @@ class Backend:
     library: Any = None
     functions: Mapping[str, Callable] = field(default_factory=lambda: MappingProxyType({}))
     host_kernels: bool = False
+    fusion: FusionCost = PLAIN_FUSION
 
 
 def xp_fused(expr: tuple, args: tuple[str, ...], metas: Metas) -> Callable:
@@ -68,14 +120,19 @@ def xp_fused_sum(expr: tuple, args: tuple[str, ...], metas: Metas, keepdims: boo
 
 def _numpy() -> Backend:
     return Backend(
-        "numpy", cpu_kernel, cpu_sum_kernel, functions=BUILT_IN["numpy"], host_kernels=True
+        "numpy",
+        cpu_kernel,
+        cpu_sum_kernel,
+        functions=BUILT_IN["numpy"],
+        host_kernels=True,
+        fusion=CPU_FUSION,
     )
 
 
 def _cupy() -> Backend:
     from dualflow.kernels.cuda import cudnn  # noqa: PLC0415 - imports nothing of cupy until used
     from dualflow.kernels.cuda.cuda_elementwise import device_forward  # noqa: PLC0415
-    from dualflow.kernels.cuda.cuda_fused import cuda_kernel  # noqa: PLC0415
+    from dualflow.kernels.cuda.cuda_fused import cuda_kernel, one_kernel  # noqa: PLC0415
 
     def fused(expr: tuple, args: tuple[str, ...], metas: Metas) -> Callable:
         return cuda_kernel(expr, args, tuple(d for _, d in metas))
@@ -83,7 +140,10 @@ def _cupy() -> Backend:
     def fused_sum(expr: tuple, args: tuple[str, ...], metas: Metas, keepdims: bool) -> Callable:
         return cuda_kernel(expr, args, tuple(d for _, d in metas), "sum", keepdims)
 
-    return Backend("cupy", fused, fused_sum, device_forward, cudnn, BUILT_IN["cupy"])
+    # every fused node is one CUDA kernel (float16 ones excepted); the size thresholds are the
+    # CPU's, not measured on a GPU
+    fusion = FusionCost(one_loop=one_kernel)
+    return Backend("cupy", fused, fused_sum, device_forward, cudnn, BUILT_IN["cupy"], fusion=fusion)
 
 
 # array module name -> its backend's factory (built on first use: cupy's imports stay lazy)

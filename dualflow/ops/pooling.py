@@ -30,7 +30,7 @@ _POOL_CPU: list[Any] = []  # kernels.pool.pool_kernels once imported, or None wh
 
 def _kernels(xp: Any, *arrays: Any) -> Any:
     """``kernels.pool.pool_kernels`` when its numba kernels take these arrays, else None."""
-    if xp is not np:
+    if not backend_of(xp).host_kernels:  # numba's CPU kernels: numpy arrays only
         return None
     if not _POOL_CPU:
         try:  # numba is imported on first use only

@@ -12,10 +12,9 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._tensor import Tensor
-from dualflow.optim.adamax import betas
+from dualflow.optim.adam_family import RANGES, advance, betas, decayed, family_defaults, moments
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
-from dualflow.optim.param_group import as_dtype
 
 
 class Adam(Optimizer):
@@ -65,49 +64,32 @@ class Adam(Optimizer):
         check_flags(
             type(self).__name__, differentiable, foreach=foreach, capturable=capturable, fused=fused
         )
-        defaults = {
-            "lr": lr,
-            "betas": tuple(betas),
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "amsgrad": amsgrad,
-            "maximize": maximize,
-        }
+        defaults = family_defaults(lr, betas, eps, weight_decay, maximize, amsgrad=amsgrad)
         super().__init__(params, defaults)
 
-    _ranges = (("eps", 0.0, None), ("weight_decay", 0.0, None))
+    _ranges = RANGES
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
     ) -> None:
-        beta1, beta2 = betas(group)  # tensors when traced: OneCycleLR may cycle beta1
-        weight_decay = group["weight_decay"]
+        beta1, beta2 = betas(group)
         if not state:
             state.update(step=step_counter(p), exp_avg=zeros_like(p), exp_avg_sq=zeros_like(p))
             if group["amsgrad"]:
                 state["max_exp_avg_sq"] = zeros_like(p)
-        step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        ops.assign(step, step + 1)
-        if group.get("maximize"):
-            grad = -grad
-        decayed = p
-        if weight_decay != 0 and self._decoupled:
-            # In float64 from the lr tensor, as PyTorch multiplies Python floats, then cast.
-            decayed = p * ops.cast(1 - ops.cast(lr, "float64") * weight_decay, p.dtype)
-        elif weight_decay != 0:
-            grad = grad + weight_decay * p
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        step, grad = advance(state, grad, group)
+        decayed_p, grad = decayed(p, grad, group["weight_decay"], self._decoupled, lr)
         # Scalars in float64 (PyTorch uses Python floats here), cast once to p's dtype.
         step_size = ops.cast(lr / (1 - beta1**step), p.dtype)
         bias_correction2_sqrt = ops.cast(ops.sqrt(1 - beta2**step), p.dtype)
-        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
-        b2, one_minus_b2 = as_dtype(beta2, p.dtype), as_dtype(1 - beta2, p.dtype)
-        ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
+        moments(exp_avg, exp_avg_sq, grad, beta1, beta2, p.dtype)
         second = exp_avg_sq
         if group["amsgrad"]:
             second = state["max_exp_avg_sq"]
             ops.assign(second, ops.maximum(second, exp_avg_sq))
         denom = ops.sqrt(second) / bias_correction2_sqrt + group["eps"]
-        ops.assign(p, decayed - step_size * exp_avg / denom)
+        ops.assign(p, decayed_p - step_size * exp_avg / denom)
 
 
 class AdamW(Adam):

@@ -7,14 +7,17 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._tensor import Tensor
+from dualflow.optim.adam_family import (
+    RANGES,
+    advance,
+    betas,
+    decayed,
+    family_defaults,
+    first_moment,
+)
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
 from dualflow.optim.param_group import as_dtype
-
-
-def betas(group: Any) -> tuple[Any, Any]:
-    """The group's ``(beta1, beta2)``: Python floats eagerly, mirror tensors when traced."""
-    return group.value("betas", 0), group.value("betas", 1)
 
 
 class Adamax(Optimizer):
@@ -57,16 +60,9 @@ class Adamax(Optimizer):
         capturable: bool = False,
     ) -> None:
         check_flags("Adamax", differentiable, foreach=foreach, capturable=capturable)
-        defaults = {
-            "lr": lr,
-            "betas": tuple(betas),
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "maximize": maximize,
-        }
-        super().__init__(params, defaults)
+        super().__init__(params, family_defaults(lr, betas, eps, weight_decay, maximize))
 
-    _ranges = (("eps", 0.0, None), ("weight_decay", 0.0, None))
+    _ranges = RANGES
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
@@ -74,13 +70,10 @@ class Adamax(Optimizer):
         beta1, beta2 = betas(group)
         if not state:
             state.update(step=step_counter(p), exp_avg=zeros_like(p), exp_inf=zeros_like(p))
-        step, exp_avg, exp_inf = state["step"], state["exp_avg"], state["exp_inf"]
-        ops.assign(step, step + 1)
-        if group["maximize"]:
-            grad = -grad
-        if group["weight_decay"] != 0:
-            grad = grad + group["weight_decay"] * p
-        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
+        exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+        step, grad = advance(state, grad, group)
+        _, grad = decayed(p, grad, group["weight_decay"], False, lr)  # L2 only
+        first_moment(exp_avg, grad, beta1, p.dtype)
         decayed_inf = exp_inf * as_dtype(beta2, p.dtype)
         ops.assign(exp_inf, ops.maximum(decayed_inf, ops.abs(grad) + group["eps"]))
         clr = ops.cast(ops.cast(lr, "float64") / (1 - beta1**step), p.dtype)

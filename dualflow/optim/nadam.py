@@ -12,20 +12,9 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._tensor import Tensor
-from dualflow.optim.adamax import betas
+from dualflow.optim.adam_family import RANGES, advance, betas, decayed, family_defaults, moments
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
-from dualflow.optim.param_group import as_dtype
-
-
-def decayed(p: Tensor, grad: Tensor, group: dict, lr: Tensor) -> tuple[Tensor, Tensor]:
-    """``(p', g')`` after weight decay: decoupled shrinks ``p``, else L2 is added to ``g``."""
-    weight_decay = group["weight_decay"]
-    if weight_decay == 0:
-        return p, grad
-    if group["decoupled_weight_decay"]:  # in float64 from the lr tensor, as PyTorch's floats
-        return p * ops.cast(1 - ops.cast(lr, "float64") * weight_decay, p.dtype), grad
-    return p, grad + weight_decay * p
 
 
 class NAdam(Optimizer):
@@ -72,18 +61,10 @@ class NAdam(Optimizer):
         differentiable: bool = False,
     ) -> None:
         check_flags("NAdam", differentiable, foreach=foreach, capturable=capturable)
-        defaults = {
-            "lr": lr,
-            "betas": tuple(betas),
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "momentum_decay": momentum_decay,
-            "decoupled_weight_decay": decoupled_weight_decay,
-            "maximize": maximize,
-        }
-        super().__init__(params, defaults)
+        more = {"momentum_decay": momentum_decay, "decoupled_weight_decay": decoupled_weight_decay}
+        super().__init__(params, family_defaults(lr, betas, eps, weight_decay, maximize, **more))
 
-    _ranges = (("eps", 0.0, None), ("weight_decay", 0.0, None), ("momentum_decay", 0.0, None))
+    _ranges = (*RANGES, ("momentum_decay", 0.0, None))
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
@@ -98,18 +79,14 @@ class NAdam(Optimizer):
                 exp_avg=zeros_like(p),
                 exp_avg_sq=zeros_like(p),
             )
-        step, mu_product = state["step"], state["mu_product"]
-        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        ops.assign(step, step + 1)
-        grad = -grad if group["maximize"] else grad
-        p_new, grad = decayed(p, grad, group, lr)
+        mu_product, exp_avg, exp_avg_sq = state["mu_product"], state["exp_avg"], state["exp_avg_sq"]
+        step, grad = advance(state, grad, group)
+        p_new, grad = decayed(p, grad, group["weight_decay"], group["decoupled_weight_decay"], lr)
         decay = group["momentum_decay"]
         mu = beta1 * (1.0 - 0.5 * 0.96 ** (step * decay))
         mu_next = beta1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * decay))
         ops.assign(mu_product, mu_product * mu)
-        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
-        b2, one_minus_b2 = as_dtype(beta2, p.dtype), as_dtype(1 - beta2, p.dtype)
-        ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
+        moments(exp_avg, exp_avg_sq, grad, beta1, beta2, p.dtype)
         bias_correction2 = ops.cast(1 - beta2**step, p.dtype)
         denom = ops.sqrt(exp_avg_sq / bias_correction2) + group["eps"]
         lr64 = ops.cast(lr, "float64")

@@ -12,11 +12,16 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._tensor import Tensor
-from dualflow.optim.adamax import betas
+from dualflow.optim.adam_family import (
+    RANGES,
+    advance,
+    betas,
+    decayed,
+    family_defaults,
+    moments,
+)
 from dualflow.optim.flags import check_flags
-from dualflow.optim.nadam import decayed
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
-from dualflow.optim.param_group import as_dtype
 
 
 class RAdam(Optimizer):
@@ -62,17 +67,10 @@ class RAdam(Optimizer):
         differentiable: bool = False,
     ) -> None:
         check_flags("RAdam", differentiable, foreach=foreach, capturable=capturable)
-        defaults = {
-            "lr": lr,
-            "betas": tuple(betas),
-            "eps": eps,
-            "weight_decay": weight_decay,
-            "decoupled_weight_decay": decoupled_weight_decay,
-            "maximize": maximize,
-        }
-        super().__init__(params, defaults)
+        more = {"decoupled_weight_decay": decoupled_weight_decay}
+        super().__init__(params, family_defaults(lr, betas, eps, weight_decay, maximize, **more))
 
-    _ranges = (("eps", 0.0, None), ("weight_decay", 0.0, None))
+    _ranges = RANGES
 
     def _update(
         self, p: Tensor, grad: Tensor, state: dict[str, Tensor], group: dict, lr: Tensor
@@ -80,13 +78,10 @@ class RAdam(Optimizer):
         beta1, beta2 = betas(group)
         if not state:
             state.update(step=step_counter(p), exp_avg=zeros_like(p), exp_avg_sq=zeros_like(p))
-        step, exp_avg, exp_avg_sq = state["step"], state["exp_avg"], state["exp_avg_sq"]
-        ops.assign(step, step + 1)
-        grad = -grad if group["maximize"] else grad
-        p_new, grad = decayed(p, grad, group, lr)
-        ops.assign(exp_avg, exp_avg + as_dtype(1 - beta1, p.dtype) * (grad - exp_avg))
-        b2, one_minus_b2 = as_dtype(beta2, p.dtype), as_dtype(1 - beta2, p.dtype)
-        ops.assign(exp_avg_sq, exp_avg_sq * b2 + one_minus_b2 * grad * grad)
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        step, grad = advance(state, grad, group)
+        p_new, grad = decayed(p, grad, group["weight_decay"], group["decoupled_weight_decay"], lr)
+        moments(exp_avg, exp_avg_sq, grad, beta1, beta2, p.dtype)
         bias_correction1, bias_correction2 = 1 - beta1**step, 1 - beta2**step
         momentum = exp_avg / ops.cast(bias_correction1, p.dtype) * ops.cast(lr, p.dtype)
         rho_inf = 2 / (1 - beta2) - 1

@@ -4,6 +4,8 @@ Before: ``%1 = multiply(%0, 0.5)  # m.py:1`` then ``%2 = tanh(%1)  # m.py:2``; a
 fused(%0) {args=('a0',), dtype='float32', expr=('call', 'tanh', ('call', 'multiply', ('var',
 'a0'), ('const', 0.5))), locs=('m.py:1', 'm.py:2')}  # m.py:1``. A full ``sum`` reading a region
 joins it: the fused node gets ``reduce='sum'`` and ``keepdims`` and outputs the sum's value.
+Whether a region is worth fusing is the cost model of the device's backend
+(``kernels.backend.FusionCost``).
 """
 
 from __future__ import annotations
@@ -12,28 +14,18 @@ import heapq
 
 import numpy as np
 
+from dualflow.device import Device
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.rewrite import escaping
+from dualflow.kernels.backend import CPU_FUSION, FusionCost, backend_of
 from dualflow.kernels.expr.expression import Expr
-from dualflow.kernels.fused_cpu import fused_elementwise
 from dualflow.ops.registry import OPS
 from dualflow.ops.synthetic import FUSED, FUSED_REDUCTIONS
 
-# Below this many output elements a fused kernel call (numba dispatch ~5-10 µs, the blocked
-# evaluator's setup ~10 µs) costs more than the numpy calls and temporaries it saves.
-MIN_FUSE_SIZE = 4096
-# One elementwise node this big is a region of its own: its kernel makes one pass on both cores
-# (``relu_grad``'s ``where(y > 0, gy, 0)`` is two numpy passes on one: 2M float32 8-14 ms in
-# numpy, 1.4 ms as one kernel; docs/design-notes.md, "CPU kernels on both cores").
-MIN_SINGLE_SIZE = 1 << 18
+MIN_FUSE_SIZE = CPU_FUSION.min_size  # the CPU's: below it, small regions fuse only as one loop
 # Reductions a region may end in (over all axes only): the kernels accumulate the elements as they
 # are computed, so the elementwise intermediate is never materialized.
 REDUCTIONS = FUSED_REDUCTIONS
-# numpy ufunc calls (over the full output size) from which a region below ``min_size`` still
-# fuses when its CPU kernel is one numba loop: an op like sigmoid (4 calls) or tanh_grad (3) on
-# 16x16 float32 took 3.6-5.7 us as its ufunc calls and ~1.5 us as one kernel call; the 50-op
-# tiny-ops step (36 plan steps) 0.11-0.14 ms at 3, 0.15-0.17 at 4, 0.19-0.22 at 6 (one run).
-MIN_FUSE_OPS = 3
 # Shared subexpressions are duplicated in the composed tree; cap its size so diamonds of diamonds
 # cannot grow it exponentially.
 MAX_EXPR_NODES = 400
@@ -184,10 +176,20 @@ def _fused_node(graph: Graph, members: list[int], reduction: Node | None = None)
     return Node(FUSED.name, inputs, root.outputs, attrs, locs[0] if locs else None)
 
 
-def _one_loop(node: Node) -> bool:
-    """Whether the CPU kernel of a fused node is one numba loop (``fused_elementwise.one_loop``)."""
+def _one_loop(cost: FusionCost, node: Node) -> bool:
+    """Whether the backend's kernel of a fused node is one loop (``FusionCost.one_loop``)."""
     dtypes = tuple(np.dtype(v.dtype).name for v in node.inputs)
-    return fused_elementwise.one_loop(node.attrs["expr"], node.attrs["args"], dtypes)
+    return cost.one_loop(node.attrs["expr"], node.attrs["args"], dtypes)
+
+
+def cost_model(device: Device | str = "cpu") -> FusionCost:
+    """When fusing pays on ``device``: its backend's ``FusionCost``.
+
+    Example:
+        >>> cost_model("cpu").min_size == MIN_FUSE_SIZE
+        True
+    """
+    return backend_of(Device(device).xp).fusion
 
 
 def _reduced_producer(
@@ -206,11 +208,12 @@ def _reduced_producer(
     return index[id(producer)]
 
 
-def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Graph:
-    """Replace each maximal elementwise region of ≥ 2 ufunc calls (output ≥ ``min_size``
-    elements; ≥ ``MIN_FUSE_OPS`` calls at any size when one numba loop), or of one node with an
-    output of ≥ ``MIN_SINGLE_SIZE``, by one ``fused`` node placed at the region's last node; the
-    same graph if none qualifies.
+def fuse(
+    graph: Graph, min_size: int | None = None, sums: bool = True, device: Device | str = "cpu"
+) -> Graph:
+    """Replace each maximal elementwise region worth fusing on ``device`` (its backend's
+    ``FusionCost.worth``, below the model's ``min_size`` unless given) by one ``fused`` node
+    placed at the region's last node; the same graph if none qualifies.
 
     With ``sums``, a full ``sum`` (``axis=None``) whose input only it reads, made by a region of
     ≥ 1 node of ≥ ``min_size`` elements, joins that region: the fused node replaces the sum
@@ -223,6 +226,8 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
         >>> [n.op for n in fuse(b.build(), min_size=0).nodes]
         ['fused']
     """
+    cost = cost_model(device)
+    min_size = cost.min_size if min_size is None else min_size
     leaving = escaping(graph)
     index = {id(n): i for i, n in enumerate(graph.nodes)}
     taken: set[int] = set()
@@ -239,31 +244,20 @@ def fuse(graph: Graph, min_size: int = MIN_FUSE_SIZE, sums: bool = True) -> Grap
             loop = False
         elif fusible(node):
             members, reduction = _region(graph, root, taken, leaving, index), None
-            enough, loop = _worth_fusing(
-                _full_size_calls(graph, members), _numel(node.outputs[0]), min_size
-            )
+            calls, size = _full_size_calls(graph, members), _numel(node.outputs[0])
+            enough, loop = cost.worth(calls, size, min_size)
         else:
             continue
         fused = _fused_node(graph, members, reduction) if enough or loop else None
-        if fused is None or (loop and not _one_loop(fused)):
+        if fused is None or (loop and not _one_loop(cost, fused)):
             continue
         taken.update(members + [root])
         replaced.update({i: None for i in members})
         replaced[root] = fused
     if not replaced:
         return graph
-    nodes = tuple(
-        replaced.get(i, n) for i, n in enumerate(graph.nodes) if replaced.get(i, n) is not None
-    )
-    return graph.replace(nodes=nodes)
-
-
-def _worth_fusing(calls: int, size: int, min_size: int) -> tuple[bool, bool]:
-    """(fuse, fuse only if one numba loop) for an elementwise region making ``calls`` ufunc calls
-    in numpy with an output of ``size`` elements: a long region is worth one loop at any size,
-    not the blocked evaluator (that makes the same ufunc calls plus its own setup)."""
-    enough = size >= min_size and (calls >= 2 or size >= MIN_SINGLE_SIZE)
-    return enough, not enough and calls >= MIN_FUSE_OPS
+    nodes = (replaced.get(i, n) for i, n in enumerate(graph.nodes))
+    return graph.replace(nodes=tuple(n for n in nodes if n is not None))
 
 
 def _numel(value: Value) -> int:

@@ -7,11 +7,12 @@ only for exactly rounded arithmetic, the blocked evaluator running eager's ufunc
 
 from __future__ import annotations
 
+from dualflow.device import Device
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.fuse import fuse
 
 
-def fuse_exact(graph: Graph) -> Graph:
+def fuse_exact(graph: Graph, device: Device | str = "cpu") -> Graph:
     """``fuse`` without trailing sums; ``graph`` itself when nothing fuses.
 
     Example:
@@ -22,4 +23,4 @@ def fuse_exact(graph: Graph) -> Graph:
         >>> g = b.build(); [n.op for n in fuse(g).nodes], fuse_exact(g) is g
         (['fused'], True)
     """
-    return fuse(graph, sums=False)
+    return fuse(graph, sums=False, device=device)

@@ -1,7 +1,9 @@
 """The pass manager: explicit pipelines (O0/O1/O2/exact), the passes they name, ``run_passes``.
 
 A pass named ``p`` is the function ``p`` of the module ``dualflow/passes/p.py``: adding a pass is
-that one file plus its name in a pipeline below (or in ``passes=``/``DUALFLOW_PASSES``). The
+that one file plus its name in a pipeline below (or in ``passes=``/``DUALFLOW_PASSES``); a pass
+whose decisions depend on the device the plan runs on takes a ``device`` keyword, which
+``run_passes`` gives it (``fuse``: its backend's cost model). The
 manager verifies after each pass when asked (always in tests), dumps every intermediate graph's
 text, keeps per-pass stats and names the failing pass (and the ones before it) in a
 ``CompileError``.
@@ -10,6 +12,7 @@ text, keeps per-pass stats and names the failing pass (and the ones before it) i
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import time
 from collections.abc import Callable
@@ -17,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dualflow._config import env_flag, user_path
+from dualflow.device import Device
 from dualflow.errors import CompileError, ConfigError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.graph_ir.printer import print_graph
@@ -124,11 +128,21 @@ def _dump(directory: Path | None, index: int, name: str, graph: Graph, keep: lis
         (directory / f"{index:02d}-{name}.graph").write_text(print_graph(graph) + "\n")
 
 
-def _run_one(name: str, graph: Graph, done: list[str], check: bool) -> tuple[Graph, float]:
+def _takes_device(function: Pass) -> bool:
+    try:
+        return "device" in inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a callable without a signature: a plain pass
+        return False
+
+
+def _run_one(
+    name: str, graph: Graph, done: list[str], check: bool, device: Device | str
+) -> tuple[Graph, float]:
     where = f"pass {name!r} (after passes {done or 'none'})"
+    function = PASSES[name]
     start = time.perf_counter()
     try:
-        result = PASSES[name](graph)
+        result = function(graph, device=device) if _takes_device(function) else function(graph)
     except CompileError as exc:
         raise CompileError(f"{where} failed: {exc}") from exc
     except Exception as exc:
@@ -150,8 +164,10 @@ def run_passes(
     verify_each: bool = False,
     dump_dir: str | os.PathLike | None = None,
     keep: list[tuple[str, Graph]] | None = None,
+    device: Device | str = "cpu",
 ) -> tuple[Graph, list[PassStats]]:
-    """Run a pipeline of passes over ``graph``; returns the result and one PassStats per pass.
+    """Run a pipeline of passes over ``graph`` for a plan on ``device``; returns the result and
+    one PassStats per pass.
 
     Verification after each pass happens when ``verify_each`` or ``DUALFLOW_VERIFY_PASSES=1``;
     graphs are dumped as ``00-input.graph``, ``01-<pass>.graph``... into ``dump_dir`` or
@@ -174,7 +190,7 @@ def run_passes(
     _dump(directory, 0, "input", graph, keep)
     stats: list[PassStats] = []
     for index, name in enumerate(names, start=1):
-        result, seconds = _run_one(name, graph, list(names[: index - 1]), check)
+        result, seconds = _run_one(name, graph, list(names[: index - 1]), check, device)
         removed = _defined(graph) - _defined(result) if result is not graph else set()
         stats.append(
             PassStats(name, len(graph), len(result), seconds, sum(v.nbytes for v in removed))

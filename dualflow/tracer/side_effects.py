@@ -13,10 +13,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow._tensor import Tensor
+from dualflow.errors import TracingError
+from dualflow.tracer import pytree
 from dualflow.tracer.env_guards import ATTR, CELL, CONTENT, GLOBAL, ITEM, MISSING, is_value, same
 from dualflow.tracer.env_record import Change, EnvRecorder, key_id
 
-Template = tuple  # ("same", obj) | ("output", k) | ("input", position) | (type, [templates])
+# How to rebuild a stored value: ("same", obj) (``module_reads``' training flags), or its pytree
+# (objects kept as they are are its statics) and, per tensor leaf, ("output", k) |
+# ("input", position) | ("same", tensor)
+Template = tuple[Any, Any]
 
 
 class NotReplayable(Exception):
@@ -64,16 +69,34 @@ def _label(holder: Any, key: Any) -> str:
 
 
 def _build(template: Template, outputs: list[Tensor], leaves: list[Any]) -> Any:
-    kind, body = template
-    if kind == "same":
-        return body
-    if kind == "output":
-        return outputs[body]
-    if kind == "input":
-        return leaves[body]
-    if kind is dict:
-        return {k: _build(t, outputs, leaves) for k, t in body}
-    return kind(_build(t, outputs, leaves) for t in body)
+    tree, tensors = template
+    if tree == "same":
+        return tensors
+    sources = {"output": outputs, "input": leaves}
+    built = [body if kind == "same" else sources[kind][body] for kind, body in tensors]
+    return pytree.unflatten(tree, built)
+
+
+class _StoredWalk(pytree._Walk):
+    """pytree's walk of a value the call stores, whose leaves are its tensors. What the trace
+    met outside, values compared by value, functions and classes stay the same objects (the
+    walk's statics), and any other object fails closed: a plan cannot rebuild it."""
+
+    def __init__(self, recorder: EnvRecorder) -> None:
+        super().__init__(None, False)
+        self.recorder = recorder
+
+    def walk(self, value: Any, path: str, depth: int) -> pytree.TreeDef:
+        if is_value(value) or self.recorder.label_of(value) is not None:
+            return pytree.TreeDef(pytree.STATIC, value)
+        if isinstance(value, Tensor) or pytree.kind_of(value) is not None:
+            return super().walk(value, path, depth)  # a leaf, or a container walked on
+        if callable(value) or isinstance(value, type):
+            return pytree.TreeDef(pytree.STATIC, value)  # the same object is stored each call
+        raise NotReplayable(
+            f"the compiled function stores a new {type(value).__name__} object in the "
+            "environment; a plan cannot rebuild it. Store tensors, numbers or containers of them"
+        )
 
 
 class ReplayBuilder:
@@ -132,24 +155,16 @@ class ReplayBuilder:
         added = [v for v in new if all(v is not o for o in old)]
         return ("setadd", holder, None, [self.template(v) for v in added])
 
-    def template(self, value: Any, depth: int = 0) -> Template:
-        """How to rebuild ``value`` at a later call."""
-        if is_value(value) or self.recorder.label_of(value) is not None:
-            return ("same", value)
-        if isinstance(value, Tensor):
-            return self._tensor(value)
-        if type(value) in (list, tuple, dict) and depth < 8:
-            if type(value) is dict:
-                return (dict, [(k, self.template(v, depth + 1)) for k, v in value.items()])
-            return (type(value), [self.template(v, depth + 1) for v in value])
-        if callable(value) or isinstance(value, type):
-            return ("same", value)  # functions and classes: the same object is stored each call
-        raise NotReplayable(
-            f"the compiled function stores a new {type(value).__name__} object in the "
-            "environment; a plan cannot rebuild it. Store tensors, numbers or lists/dicts of them"
-        )
+    def template(self, value: Any) -> Template:
+        """How to rebuild ``value`` at a later call (``pytree``'s containers, its tensors)."""
+        walk = _StoredWalk(self.recorder)
+        try:
+            tree = walk.walk(value, "the stored value", 0)
+        except TracingError as exc:  # a container pytree cannot rebuild exactly
+            raise NotReplayable(str(exc)) from None
+        return tree, [self._tensor(t) for t in walk.leaves]
 
-    def _tensor(self, tensor: Tensor) -> Template:
+    def _tensor(self, tensor: Tensor) -> tuple[str, Any]:
         position = self.tracer.input_positions.get(id(tensor))
         if position is not None:
             return ("input", position)

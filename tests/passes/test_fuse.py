@@ -103,9 +103,11 @@ def test_nothing_to_fuse_returns_same_object_and_cost_model() -> None:
 
 
 def test_one_big_elementwise_node_is_a_region_of_its_own() -> None:
-    # one ufunc call (maximum) from MIN_SINGLE_SIZE; two (relu_grad's where and greater) from
-    # MIN_FUSE_SIZE, like a region of two one-call nodes
-    from dualflow.passes.fuse import MIN_FUSE_SIZE, MIN_SINGLE_SIZE
+    # one ufunc call (maximum) from the CPU model's single_size; two (relu_grad's where and
+    # greater) from its min_size, like a region of two one-call nodes
+    from dualflow.kernels.backend import CPU_FUSION
+
+    MIN_FUSE_SIZE, MIN_SINGLE_SIZE = CPU_FUSION.min_size, CPU_FUSION.single_size
 
     cases = [
         ("maximum", MIN_SINGLE_SIZE, ["fused"]),
@@ -126,7 +128,9 @@ def test_one_big_elementwise_node_is_a_region_of_its_own() -> None:
 
 
 def test_a_long_arithmetic_region_fuses_at_any_size_a_transcendental_one_does_not() -> None:
-    from dualflow.passes.fuse import MIN_FUSE_OPS
+    from dualflow.kernels.backend import CPU_FUSION
+
+    MIN_FUSE_OPS = CPU_FUSION.min_ops
 
     def chain(ops: list[str]) -> Graph:
         b = GraphBuilder("f")

@@ -173,6 +173,22 @@ def cuda_kernel(
     return run
 
 
+def one_kernel(expr: tuple, args: tuple[str, ...], dtypes: tuple[str, ...]) -> bool:
+    """Whether ``cuda_kernel`` runs the expression over inputs of ``dtypes`` as one CUDA kernel
+    (every dtype with a CUDA C type here; float16 regions are plain ``xp`` calls).
+
+    Example:
+        >>> e = ("call", "tanh", ("var", "a0"))
+        >>> one_kernel(e, ("a0",), ("float32",)), one_kernel(e, ("a0",), ("float16",))
+        (True, False)
+    """
+    try:
+        render_cuda(lower_expr(expr, args, dtypes))
+    except NotImplementedError:
+        return False
+    return True
+
+
 def xp_runner(expr: tuple, args: tuple[str, ...], reduce: str | None, keepdims: bool) -> Callable:
     """The expression evaluated with ``xp`` functions, one call per step (no fusion gain, but
     the plan runs): for regions whose dtypes have no CUDA kernel here."""

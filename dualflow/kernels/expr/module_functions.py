@@ -1,14 +1,19 @@
-"""Scalar functions an array module lacks, per backend: ``erf`` (numpy has none).
+"""dualflow's own scalar functions per array module: ones it lacks, ones it runs better.
 
-numpy's is a numba ufunc over libm's ``erf`` (exact to float64 rounding, which the gradient checks
-of ``gelu`` need; scipy is not a dependency), its machine code kept in the signed kernels cache;
-cupy's is ``cupyx.scipy.special.erf``. Other array modules get theirs from their ``Backend``
-(``register_backend`` records its ``functions`` here), so the scalar table's ``erf`` row finds
-each module's without importing the backends, which are built on the kernels above this table.
+``erf`` (numpy has none): numpy's is a numba ufunc over libm's ``erf`` (exact to float64
+rounding, which the gradient checks of ``gelu`` need; scipy is not a dependency), its machine
+code kept in the signed kernels cache; cupy's is ``cupyx.scipy.special.erf``. numpy's ``tanh``
+and ``exp`` are ``numpy.tanh``/``numpy.exp`` with dualflow's vectorized float32 loops
+(``fast_math``; each takes ``out=`` as the ufunc does). Other array modules get theirs from their
+``Backend`` (``register_backend`` records its ``functions`` here), so the scalar table's rows
+find each module's without importing the backends, which are built on the kernels above this
+table.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import math
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -38,13 +43,46 @@ def cupy_erf(x: Any) -> Any:
     return cupyx.scipy.special.erf(x)
 
 
+def _fast_math(module: str, name: str) -> Callable:
+    """``f(x, out=None)``: ``name`` of ``kernels.fast_math.<module>``, imported at the first call
+    (it imports numba); ``direct`` gives the imported function itself."""
+
+    @functools.cache
+    def load() -> Callable:
+        return getattr(importlib.import_module(f"{_FAST_MATH}.{module}"), name)
+
+    def function(x: Any, out: Any = None) -> Any:
+        return load()(x, out)
+
+    function.__name__ = function.__qualname__ = name
+    function.load = load  # type: ignore[attr-defined]
+    return function
+
+
+def direct(function: Callable) -> Callable:
+    """The callable to call straight for one of these functions: the imported target of a
+    lazily imported one (one Python call less per use), else the function itself.
+
+    Example:
+        >>> direct(numpy_tanh).__module__, direct(numpy_erf) is numpy_erf
+        ('dualflow.kernels.fast_math.fast_tanh', True)
+    """
+    load = getattr(function, "load", None)
+    return function if load is None else load()
+
+
+_FAST_MATH = "dualflow.kernels.fast_math"
+numpy_tanh = _fast_math("fast_tanh", "numpy_tanh")
+numpy_exp = _fast_math("fast_exp", "numpy_exp")
+
+
 def functions_of(xp: Any) -> Mapping[str, Callable]:
-    """The scalar functions array module ``xp`` lacks, dualflow's: its registered backend's, else
-    the built-in ones of numpy and cupy, else none.
+    """dualflow's scalar functions for array module ``xp``: its registered backend's, else the
+    built-in ones of numpy and cupy, else none.
 
     Example:
         >>> sorted(functions_of(np))
-        ['erf']
+        ['erf', 'exp', 'tanh']
     """
     functions = _REGISTERED.get(xp)
     if functions is None:
@@ -85,7 +123,10 @@ def erf(xp: Any, x: Any) -> Any:
 _NONE: Mapping[str, Callable] = MappingProxyType({})
 # array module name -> the functions dualflow gives it (the built-in Backends' ``functions``)
 BUILT_IN: Mapping[str, Mapping[str, Callable]] = MappingProxyType(
-    {"numpy": MappingProxyType({"erf": numpy_erf}), "cupy": MappingProxyType({"erf": cupy_erf})}
+    {
+        "numpy": MappingProxyType({"erf": numpy_erf, "tanh": numpy_tanh, "exp": numpy_exp}),
+        "cupy": MappingProxyType({"erf": cupy_erf}),
+    }
 )
 _REGISTERED: dict[Any, Mapping[str, Callable]] = {}  # array module -> its registered backend's
 

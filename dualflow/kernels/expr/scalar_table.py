@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.expr.module_functions import erf
+from dualflow.kernels.expr.module_functions import direct, erf, functions_of
 
 Render = Callable[[list[str], Any], str]  # (rendered operands, the typed step) -> source
 
@@ -177,12 +177,9 @@ def _erf(operands: list, out: Any) -> Any:
     return result if out is None else (np.copyto(out, result, casting="unsafe") or out)
 
 
-# Functions whose numpy float32 loop is dualflow's own vectorized one (module, numpy function,
-# scalar numba function): eager, the blocked evaluator and numba kernels all run it
-_OWN = {
-    "tanh": ("fast_tanh", "numpy_tanh", "tanh_f32"),
-    "exp": ("fast_exp", "numpy_exp", "exp_f32"),
-}
+# Functions whose numpy float32 loop is dualflow's own vectorized one (numpy's backend gives it:
+# ``module_functions``), as (module, scalar numba function): numba kernels inline the same loop
+_OWN = {"tanh": ("fast_tanh", "tanh_f32"), "exp": ("fast_exp", "exp_f32")}
 
 
 @functools.cache
@@ -191,16 +188,24 @@ def _own_module(name: str) -> Any:
 
 
 def _own_function(name: str) -> Callable:
-    """``f(xp, x, out=None)``: ``xp.<name>``, but numpy's float32 loop is dualflow's own."""
-    numpy_name, resolved = _OWN[name][1], []
+    """``f(xp, x, out=None)``: the function the array module's backend gives for ``name``
+    (numpy's: the ufunc with dualflow's float32 loop), else ``xp.<name>``; chosen once per
+    module (``module_functions.functions_of``)."""
+    chosen: dict[Any, Callable] = {}
+
+    def choose(xp: Any) -> Callable:
+        own = functions_of(xp).get(name)
+        if own is not None:
+            own = direct(own)  # numpy's: fast_math's function itself (imports numba)
+        else:
+            ufunc = getattr(xp, name)
+            own = lambda x, out=None: ufunc(x) if out is None else ufunc(x, out=out)  # noqa: E731
+        chosen[xp] = own
+        return own
 
     def function(xp: Any, x: Any, out: Any = None) -> Any:
-        if xp is np:
-            if not resolved:  # imported on first use (numba), then called straight (~1 us less)
-                resolved.append(getattr(_own_module(name), numpy_name))
-            return resolved[0](x, out)
-        ufunc = getattr(xp, name)
-        return ufunc(x) if out is None else ufunc(x, out=out)
+        run = chosen.get(xp)
+        return (run or choose(xp))(x, out)
 
     return function
 
@@ -208,7 +213,7 @@ def _own_function(name: str) -> Callable:
 def _own_row(name: str) -> ScalarFunction:
     """A ufunc row whose float32 loop is dualflow's vectorized function (``_OWN``): numba
     kernels may inline it (other compute types stay transcendental: the blocked evaluator)."""
-    function, scalar = _own_function(name), _OWN[name][2]
+    function, scalar = _own_function(name), _OWN[name][1]
 
     def numba(o: list[str], s: Any) -> str:
         if np.dtype(s.ctype) != np.float32:  # numba would call libm: not numpy's bits

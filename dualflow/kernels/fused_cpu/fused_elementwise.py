@@ -196,11 +196,7 @@ def cpu_kernel(
     return kernel
 
 
-# Scalar functions that never raise a floating-point flag numpy warns about (comparisons,
-# selection, maximum/minimum, sign: the table's ``quiet`` column): an eager op made only of them
-# runs the same in a kernel.
-QUIET = frozenset(row.name for row in FUNCTIONS.values() if row.quiet)
-# Elements from which an eager call of such an op runs its kernel: ``relu_grad`` on 2M float32
+# Elements from which an eager call of a ``quiet`` op runs its kernel: ``relu_grad`` on 2M float32
 # is two numpy passes and a bool temporary on one core, one pass on two in the kernel.
 EAGER_MIN = 1 << 18
 # ... and from this many when numpy's own loop is slow: ``where`` (a branch per element:
@@ -211,7 +207,9 @@ _EAGER_DTYPES = frozenset(np.dtype(d) for d in ("bool", "float32", "float64"))
 
 
 def quiet(expr: tuple) -> bool:
-    """Whether every function ``expr`` calls is in ``QUIET``.
+    """Whether every function ``expr`` calls is quiet (the scalar table's ``quiet`` column: it
+    never raises a floating-point flag numpy warns about), so an eager op made only of them runs
+    the same in a kernel.
 
     Example:
         >>> quiet(("call", "maximum", ("var", "x"), ("const", 0))), quiet(("call", "exp", ("var", "x")))
@@ -219,7 +217,7 @@ def quiet(expr: tuple) -> bool:
     """  # noqa: E501
     if expr[0] != "call":
         return True
-    return expr[1] in QUIET and all(quiet(e) for e in expr[2:])
+    return FUNCTIONS[expr[1]].quiet and all(quiet(e) for e in expr[2:])
 
 
 def eager_min(expr: tuple) -> int:
