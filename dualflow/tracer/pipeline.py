@@ -49,10 +49,10 @@ def build_plan(
         (1, ['dce', 'cse'])
     """
     dump = _dump_dir(graph.name)
-    result, stats = run_passes(graph, passes, dump_dir=dump)
+    result, stats = run_passes(graph, passes, dump_dir=dump, device=device)
     unfused = None
     names = [s.name for s in stats]
     if debug and "fuse" in names:  # same passes without fuse: the values keep their ids
-        unfused, _ = run_passes(graph, [n for n in names if n != "fuse"])
+        unfused, _ = run_passes(graph, [n for n in names if n != "fuse"], device=device)
     plan = lower(result, device, debug=debug, donate=donate, unfused=unfused)
     return result, plan, stats
