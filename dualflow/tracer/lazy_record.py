@@ -47,7 +47,17 @@ def _frozen(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return ("array", value.shape, value.dtype.str, value.tobytes())
     hash(value)  # anything else must be hashable as it is (a TypeError says which one is not)
-    return (type(value).__name__, value) if type(value) in _LITERALS else value
+    return (type(value).__name__, _bits(value)) if type(value) in _LITERALS else value
+
+
+def _bits(value: Any) -> Any:
+    """A Python number as its exact bits: ``0.0 == -0.0`` and ``nan != nan`` would make two
+    different programs share a key, or one program never find its own."""
+    if type(value) is float:
+        return value.hex()
+    if type(value) is complex:
+        return (value.real.hex(), value.imag.hex())
+    return value
 
 
 def frozen_attrs(attrs: dict[str, Any]) -> tuple:
@@ -201,7 +211,7 @@ class LazyRecorder:
                 return array.value
             array = array.resolve()
         elif kind in _LITERALS:
-            return (kind, array)
+            return (kind, array, _bits(array))  # the bits in the key: -0.0 is not 0.0
         elif kind is not np.ndarray:
             array = np.array(array)  # numpy scalars, lists: a copy made now (eager reads now)
         written = self.overrides.get(id(array))

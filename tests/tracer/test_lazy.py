@@ -206,3 +206,14 @@ def test_lazy_false_keeps_the_eager_fallback():
 def test_a_bad_lazy_setting_is_a_config_error():
     with pytest.raises(df.errors.ConfigError, match="lazy"):
         df.compile(lazy="sometimes")
+
+
+def test_literals_that_compare_equal_are_different_programs():
+    # 0.0 == -0.0 and 1 == 1.0 == True: a key that compared them as equal would reuse a plan
+    # with the other constant baked in (x / -0.0 is -inf where x / 0.0 is inf)
+    compiled = df.compile(lambda x, c: x / c, lazy="always")
+    x = df.tensor([1.0, 2.0])
+    for c in (0.0, 0.0, -0.0, -0.0, 0.0, 2, 2.0, True):
+        got = compiled(x, c)
+        np.testing.assert_array_equal(got.numpy(), (x / c).numpy())
+        assert got.dtype == (x / c).dtype

@@ -52,7 +52,7 @@ def _crash(got: Call) -> str:
     return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def verdict(program: EnvProgram) -> Verdict:
+def verdict(program: EnvProgram, lazy: bool | str = True) -> Verdict:
     """Play ``program`` eagerly and compiled and classify the compiled run (``OUTCOMES``).
 
     Example:
@@ -66,13 +66,14 @@ def verdict(program: EnvProgram) -> Verdict:
     raised = [c for i, c in enumerate(eager.calls) if c.outcome[0] == "raised" and i not in nones]
     if raised:
         return Verdict("broken", f"eager raised {raised[0].outcome[1:3]}", [], 0)
-    compiled = play(program, compiled=True)
+    compiled = play(program, compiled=True, lazy=lazy)
     return classify(eager, compiled)
 
 
 def classify(eager: Played, compiled: Played) -> Verdict:
     """The outcome of ``compiled`` against ``eager`` (see the module docstring)."""
-    plans = compiled.fn.stats().plan_runs
+    stats = compiled.fn.stats()
+    plans = stats.plan_runs + stats.lazy_plan_segments  # fast-path plans or lazy ones
     for call, (want, got) in enumerate(zip(eager.calls, compiled.calls)):
         why = _differs(want, got)
         if not why:

@@ -217,7 +217,7 @@ def inputs(program: EnvProgram) -> list[np.ndarray]:
     return [rng.standard_normal((3, 4)).astype("float32") for _ in range(program.calls)]
 
 
-def play(program: EnvProgram, compiled: bool) -> Played:
+def play(program: EnvProgram, compiled: bool, lazy: bool | str = True) -> Played:
     """Call ``program``'s step ``calls`` times in a fresh environment, applying its mutations.
 
     Example:
@@ -227,7 +227,7 @@ def play(program: EnvProgram, compiled: bool) -> Played:
         True
     """
     env, step, levels = _environment(program)
-    fn = dualflow.compile(step, passes="O0") if compiled else step
+    fn = dualflow.compile(step, passes="O0", lazy=lazy) if compiled else step
     arguments = inputs(program)
     calls = []
     try:
