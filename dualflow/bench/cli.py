@@ -139,7 +139,7 @@ def run(
 
     Example:
         >>> [r.mode for r in run(["tiny-ops"], 1.0, 0, repeats=3)]
-        ['eager', 'compiled-O0', 'compiled']
+        ['eager', 'compiled-O0', 'compiled', 'compiled-lazy']
     """
 
     def count(name: str) -> int:

@@ -48,7 +48,12 @@ def prepare(mode: str, step: Callable[[], Any]) -> Callable[[], Any]:
 
 def compile_report(fn: Callable[[], Any]) -> tuple[float | None, int | None]:
     """(compile ms, kernels per call) of a compiled step; (None, None) when eager."""
-    if not isinstance(fn, dualflow.tracer.CompiledFunction) or not fn.history:
+    if not isinstance(fn, dualflow.tracer.CompiledFunction):
+        return None, None
+    if fn._lazy_reason is not None:  # lazy re-execution: its segments' plans, the last call's
+        plans = fn._lazy_plans
+        return plans.compile_seconds * 1e3, plans.call_steps
+    if not fn.history:
         return None, None
     trace = fn.history[-1]
     return fn.stats().compile_seconds * 1e3, trace.plan.steps

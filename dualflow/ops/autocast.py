@@ -70,7 +70,7 @@ def is_low(dtype: Any) -> bool:
 def _device_type(args: tuple) -> str:
     for a in args:
         array = getattr(a, "_array", a)
-        if hasattr(array, "shape") and type(array) is not np.ndarray and hasattr(array, "device"):
+        if type(array).__module__.startswith("cupy"):  # (a lazily recorded array is host)
             return "cuda"
     return "cpu"
 

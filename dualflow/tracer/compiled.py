@@ -217,7 +217,7 @@ class CompiledFunction:
                 tracer.rollback()
                 raise TracingError(tracer.failure)
             why = f"tracing failed (fail closed): {tracer.failure}"
-            return self._give_up(args, kwargs, why, out)
+            return self._give_up(args, kwargs, why, out, tracer.collective_at is not None)
         trace.compile_seconds = time.perf_counter() - start
         self._keep(trace, tracer, key, flat, args, kwargs, born_state_kept(tracer, out))
         return out
@@ -311,13 +311,15 @@ class CompiledFunction:
         self._disk_entries.add(entry)
         self._stats.cache_stores += 1
 
-    def _give_up(self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS) -> Any:
+    def _give_up(
+        self, args: tuple, kwargs: dict, reason: str, result: Any = _MISS, collective: bool = False
+    ) -> Any:
         """Leave the fast path: run by lazy re-execution from now on (eagerly with
         ``lazy=False``); ``result`` is this call's, when it already ran eagerly."""
         name = _name(self.fn)
         self._stats.eager_fallbacks += 1  # a call the fast path did not serve (lazy or eager)
         # collectives: every rank must leave together, eagerly (collective_agreement's vote)
-        if self.lazy and not getattr(self, "_collective_comms", None):
+        if self.lazy and not (collective or getattr(self, "_collective_comms", None)):
             self._lazy_reason = reason
             how = "runs by lazy re-execution from now on (its Python at every call, its ops as "
             how += "cached plans)"

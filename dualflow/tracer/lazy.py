@@ -44,6 +44,7 @@ def run_lazily(
         >>> plans.stats()
         {'segments': 3, 'plan_segments': 2, 'compiled': 1}
     """
+    plans.call_steps = 0
     with recording() as log:
         recorder = LazyRecorder(plans, log)
         try:

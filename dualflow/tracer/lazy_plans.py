@@ -15,6 +15,7 @@ undo log has saved their targets, so a call that later fails still leaves all ol
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +85,8 @@ class LazyPlans:
         self.seen: OrderedDict[tuple, int] = OrderedDict()
         self.plans: OrderedDict[tuple, CompiledSegment] = OrderedDict()
         self.segments = self.plan_segments = self.compiled = 0
+        self.compile_seconds = 0.0
+        self.call_steps = 0  # kernels (or eager ops) the current call's segments ran so far
         self.breaks: dict[str, int] = {}  # user line -> graph breaks there
 
     def stats(self) -> dict[str, int]:
@@ -102,7 +105,9 @@ class LazyPlans:
         if compiled is None and self._count(key) >= 2:
             compiled = self._compile(segment, outputs, key)
         if compiled is None:
+            self.call_steps += len(segment.ops)
             return run_op_by_op(segment, outputs)
+        self.call_steps += compiled.plan.steps
         self.plans.move_to_end(key)
         self.plan_segments += 1
         result = compiled.plan.run([], list(segment.refs))
@@ -118,8 +123,10 @@ class LazyPlans:
         return count
 
     def _compile(self, segment: Segment, outputs: list[int], key: tuple) -> CompiledSegment:
+        start = time.perf_counter()
         graph = segment_graph(segment, outputs, self.name)
         optimized, plan, stats = build_plan(graph, self.passes, "cpu")
+        self.compile_seconds += time.perf_counter() - start
         compiled = CompiledSegment(plan, optimized, stats)
         self.plans[key] = compiled
         self.compiled += 1

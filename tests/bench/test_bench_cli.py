@@ -23,7 +23,7 @@ def test_bench_writes_json_and_table(tmp_path, capsys) -> None:
     data = json.loads((tmp_path / "bench.json").read_text())
     rows = {(r["workload"], r["mode"]): r for r in data["results"]}
     assert set(rows) == {(w, m) for w in ("tiny-ops", "mlp") for m in MODES}
-    assert MODES == ("eager", "compiled-O0", "compiled")
+    assert MODES == ("eager", "compiled-O0", "compiled", "compiled-lazy")
     assert all(r["ms_median"] > 0 and r["repeats"] == 3 for r in rows.values())
     assert rows[("mlp", "eager")]["baseline_ms"] > 0
     assert rows[("mlp", "eager")]["peak_bytes"] > 64 * 1000 * 4  # at least one activation
