@@ -88,6 +88,7 @@ def _conv2d_grad_weight_flops(metas: tuple, attrs: dict) -> int:
 
 @primitive(
     "conv2d",
+    aliasing="fresh",
     saves=("x0", "x1"),
     autocast="lower",
     scratch=_scratch(conv_scratch.conv2d_scratch),
@@ -132,6 +133,7 @@ class Conv2d:
 
 @primitive(
     "conv_transpose2d",
+    aliasing="fresh",
     saves=("x0", "x1"),
     autocast="lower",
     scratch=_scratch(conv_scratch.conv_transpose2d_scratch),
@@ -199,6 +201,7 @@ class ConvTranspose2d:
 
 @primitive(
     "conv2d_grad_weight",
+    aliasing="fresh",
     saves=("x0", "x1"),
     scratch=_scratch(conv_scratch.conv2d_grad_weight_scratch),
     flops=_conv2d_grad_weight_flops,

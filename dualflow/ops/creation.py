@@ -24,7 +24,7 @@ def _dtype_name(dtype: Any, value: Any) -> str:
     return "float32" if isinstance(value, float) else np.asarray(value).dtype.name
 
 
-@primitive("full", check_eager=False, layout="C")
+@primitive("full", check_eager=False, layout="C", aliasing="fresh")
 class Full:
     """A new array of ``shape`` filled with ``value`` (on the CPU; ``full_like`` follows x)."""
 
@@ -37,7 +37,7 @@ class Full:
         return xp.full(shape, value, dtype=dtype)
 
 
-@primitive("full_like", check_eager=False, layout="C")
+@primitive("full_like", check_eager=False, layout="C", aliasing="fresh")
 class FullLike:
     """An array shaped like ``x`` (same device) filled with ``value``; no gradient."""
 
@@ -48,7 +48,7 @@ class FullLike:
         return xp.full_like(x, value, dtype=dtype)
 
 
-@primitive("copy", check_eager=False)
+@primitive("copy", check_eager=False, aliasing="fresh")
 class Copy:
     """A new C-ordered array with ``x``'s values (``Tensor.clone``); its gradient is ``gy``.
 
@@ -65,7 +65,7 @@ class Copy:
         return gy
 
 
-@primitive("arange", check_eager=False, layout="C")
+@primitive("arange", check_eager=False, layout="C", aliasing="fresh")
 class Arange:
     """Evenly spaced values in ``[start, stop)`` (numpy's ``arange``)."""
 

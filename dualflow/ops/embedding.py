@@ -14,7 +14,7 @@ from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.validate import check_index_range, require_float, require_int
 
 
-@primitive("embedding", saves=("x0",))
+@primitive("embedding", saves=("x0",), aliasing="fresh")
 class Embedding:
     """Rows of ``weight`` (V, ...) picked by integer ``ids`` of any shape."""
 
@@ -33,7 +33,7 @@ class Embedding:
         return None, embedding_grad(gy, ctx.x0, ctx.in_shapes[1][0])
 
 
-@primitive("embedding_grad", saves=("x1",))
+@primitive("embedding_grad", saves=("x1",), aliasing="fresh")
 class EmbeddingGrad:
     """Scatter-add of ``gy`` rows into a (num, ...) zero array at ``ids`` (repeats accumulate)."""
 

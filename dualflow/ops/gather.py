@@ -34,7 +34,7 @@ def _check_indices(op: str, shape: tuple, idx: Meta, axis: int) -> int:
     return axis
 
 
-@primitive("take_along_axis", saves=("x1",))
+@primitive("take_along_axis", saves=("x1",), aliasing="fresh")
 class TakeAlongAxis:
     """``out[..., j, ...] = x[..., indices[..., j, ...], ...]`` along ``axis`` (torch.gather)."""
 
@@ -51,7 +51,7 @@ class TakeAlongAxis:
         return grad, None
 
 
-@primitive("take_along_axis_grad", saves=("x1",))
+@primitive("take_along_axis_grad", saves=("x1",), aliasing="fresh")
 class TakeAlongAxisGrad:
     """Zeros of ``shape`` with ``gy`` added at ``indices`` along ``axis``; repeats accumulate."""
 
@@ -83,7 +83,7 @@ class TakeAlongAxisGrad:
         return apply(TakeAlongAxis, ggx, ctx.x1, axis=ctx.attrs["axis"]), None
 
 
-@primitive("argsort")
+@primitive("argsort", aliasing="fresh")
 class Argsort:
     """Indices that sort ``x`` along ``axis`` (stable: ties keep their order); no gradient."""
 

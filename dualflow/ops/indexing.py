@@ -86,7 +86,7 @@ def _cupyx_scatter_add(gx: Any, where: Any, gy: Any) -> None:
     cupyx.scatter_add(gx, where, gy)
 
 
-@primitive("getitem_array", saves=("x1",))
+@primitive("getitem_array", saves=("x1",), aliasing="fresh")
 class GetItemArray:
     """``x[index]`` where the template's ``ARRAY`` items take the rows of the packed ``idx``."""
 
@@ -101,7 +101,7 @@ class GetItemArray:
         return apply(GetItemArrayGrad, gy, ctx.x1, shape=shape, index=index), None
 
 
-@primitive("getitem_array_grad", saves=("x1",))
+@primitive("getitem_array_grad", saves=("x1",), aliasing="fresh")
 class GetItemArrayGrad:
     """Zeros of ``shape`` with ``gy`` added at ``index``; repeated indices accumulate."""
 

@@ -26,7 +26,7 @@ from dualflow.ops.validate import check_index_range, require_float, require_int
 _REDUCE = {"mean": "mean", "sum": "sum", "no": "no", "none": "no"}
 
 
-@primitive("one_hot")
+@primitive("one_hot", aliasing="fresh")
 class OneHot:
     """One-hot vectors of integer labels along a new ``axis``; not differentiable."""
 
@@ -75,7 +75,7 @@ def _check_logits(op: str, x: Meta, t: Meta) -> np.dtype:
     return dtype
 
 
-@primitive("softmax_cross_entropy", saves=("x0", "x1"), autocast="float32")
+@primitive("softmax_cross_entropy", saves=("x0", "x1"), autocast="float32", aliasing="fresh")
 class SoftmaxCrossEntropy:
     """``-log softmax(x)[label]`` over the class axis 1, reduced by mean, sum or not at all."""
 

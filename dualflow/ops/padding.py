@@ -32,7 +32,7 @@ def _check_pairs(op: str, pad_width: Any, shape: tuple) -> None:
         )
 
 
-@primitive("pad", check_eager=False)
+@primitive("pad", check_eager=False, aliasing="fresh")
 class Pad:
     """Pad with the constant ``value``: ``pad_width`` holds one (before, after) pair per axis."""
 

@@ -101,7 +101,7 @@ def _scatter(xp: Any, gy: Any, index: Any, hw: tuple, ksize: Pair, stride: Pair,
     return xp.ascontiguousarray(image[:, :, pad[0] : pad[0] + hw[0], pad[1] : pad[1] + hw[1]])
 
 
-@primitive("max_pool2d", saves=("x0",))
+@primitive("max_pool2d", saves=("x0",), aliasing="fresh")
 class MaxPool2d:
     """Maximum over each ksize window of x (N, C, H, W); padding counts as -inf."""
 
@@ -130,7 +130,7 @@ class MaxPool2d:
         return apply(MaxPool2dGrad, ctx.x0, gy, **ctx.attrs)
 
 
-@primitive("max_pool2d_grad", saves=("x0",))
+@primitive("max_pool2d_grad", saves=("x0",), aliasing="fresh")
 class MaxPool2dGrad:
     """Gradient of max_pool2d: gy (N, C, Ho, Wo) added at each window's argmax in x's shape."""
 
@@ -154,7 +154,7 @@ class MaxPool2dGrad:
         return None, apply(MaxPool2dGather, ctx.x0, ggx, **ctx.attrs)
 
 
-@primitive("max_pool2d_gather", saves=("x0",))
+@primitive("max_pool2d_gather", saves=("x0",), aliasing="fresh")
 class MaxPool2dGather:
     """Read g (shaped like x) at the argmax of each of x's windows: max_pool2d_grad's adjoint."""
 
@@ -178,7 +178,7 @@ class MaxPool2dGather:
         return None, apply(MaxPool2dGrad, ctx.x0, gy, **ctx.attrs)
 
 
-@primitive("avg_pool2d")
+@primitive("avg_pool2d", aliasing="fresh")
 class AvgPool2d:
     """Mean over each ksize window of x (N, C, H, W); padded zeros count in the divisor."""
 
@@ -208,7 +208,7 @@ class AvgPool2d:
         return apply(AvgPool2dGrad, gy, shape=tuple(ctx.in_shapes[0][2:]), **ctx.attrs)
 
 
-@primitive("avg_pool2d_grad")
+@primitive("avg_pool2d_grad", aliasing="fresh")
 class AvgPool2dGrad:
     """Gradient of avg_pool2d: gy (N, C, Ho, Wo) spread evenly over the windows of an image."""
 

@@ -85,7 +85,7 @@ def _random_infer(op: str, key: Meta, shape: tuple, dtype: str) -> tuple[Meta]:
     return (Meta(tuple(shape), out),)
 
 
-@primitive("dropout_mask", impure=True, layout="C")
+@primitive("dropout_mask", impure=True, layout="C", aliasing="fresh")
 class DropoutMask:
     """A mask of 0 (probability ``ratio``) and ``1 / (1 - ratio)``; a function of ``key``."""
 
@@ -103,7 +103,7 @@ class DropoutMask:
         return mask.reshape(shape)
 
 
-@primitive("random_uniform", impure=True, layout="C")
+@primitive("random_uniform", impure=True, layout="C", aliasing="fresh")
 class RandomUniform:
     """Uniform samples in ``[low, high)``; a function of ``key``."""
 
@@ -116,7 +116,7 @@ class RandomUniform:
         return (low + (high - low) * u).astype(dtype).reshape(shape)
 
 
-@primitive("random_normal", impure=True, layout="C")
+@primitive("random_normal", impure=True, layout="C", aliasing="fresh")
 class RandomNormal:
     """Normal samples with ``mean`` and ``std`` (Box–Muller); a function of ``key``."""
 

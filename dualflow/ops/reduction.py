@@ -55,7 +55,7 @@ class Sum:
         return broadcast_to(_expand_back(ctx, gy), ctx.in_shapes[0])
 
 
-@primitive("prod", saves=("x0", "y"), autocast="float32")
+@primitive("prod", saves=("x0", "y"), autocast="float32", aliasing="fresh")
 class Prod:
     """Product over ``axis`` (all axes when None); exact gradients where one factor is zero."""
 

@@ -37,7 +37,7 @@ class GetItem:
         return apply(GetItemGrad, gy, shape=ctx.in_shapes[0], index=ctx.attrs["index"])
 
 
-@primitive("getitem_grad")
+@primitive("getitem_grad", aliasing="fresh")
 class GetItemGrad:
     """Zeros of ``shape`` with ``gy`` written at ``index`` (the adjoint of basic ``getitem``)."""
 

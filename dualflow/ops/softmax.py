@@ -25,7 +25,7 @@ def _softmax_infer(op: str, x: Meta, axis: int) -> tuple[Meta]:
     return (Meta(tuple(x.shape), require_float(op, x)),)
 
 
-@primitive("softmax", saves=("y",), autocast="float32_cuda", layout="elementwise")
+@primitive("softmax", saves=("y",), autocast="float32_cuda", layout="elementwise", aliasing="fresh")
 class Softmax:
     """``exp(x) / sum(exp(x))`` along ``axis``."""
 
@@ -43,7 +43,9 @@ class Softmax:
         return y * (gy - reduce_sum(gy * y, ctx.attrs["axis"], keepdims=True))
 
 
-@primitive("log_softmax", saves=("y",), autocast="float32_cuda", layout="elementwise")
+@primitive(
+    "log_softmax", saves=("y",), autocast="float32_cuda", layout="elementwise", aliasing="fresh"
+)
 class LogSoftmax:
     """``x - logsumexp(x)`` along ``axis``."""
 
