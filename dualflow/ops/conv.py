@@ -89,6 +89,7 @@ def _conv2d_grad_weight_flops(metas: tuple, attrs: dict) -> int:
 @primitive(
     "conv2d",
     saves=("x0", "x1"),
+    aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     autocast="lower",
     scratch=_scratch(conv_scratch.conv2d_scratch),
     flops=_conv2d_flops,
@@ -133,6 +134,7 @@ class Conv2d:
 @primitive(
     "conv_transpose2d",
     saves=("x0", "x1"),
+    aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     autocast="lower",
     scratch=_scratch(conv_scratch.conv_transpose2d_scratch),
     flops=_conv_transpose2d_flops,
@@ -200,6 +202,7 @@ class ConvTranspose2d:
 @primitive(
     "conv2d_grad_weight",
     saves=("x0", "x1"),
+    aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     scratch=_scratch(conv_scratch.conv2d_grad_weight_scratch),
     flops=_conv2d_grad_weight_flops,
 )

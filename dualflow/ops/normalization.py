@@ -49,7 +49,7 @@ def _check_params(op: str, x_shape: tuple, params: dict[str, Meta]) -> None:
             )
 
 
-@primitive("batch_norm", saves=("x0", "x1", "y1", "y2"), nout=3)
+@primitive("batch_norm", saves=("x0", "x1", "y1", "y2"), nout=3, aliasing="fresh")
 class BatchNorm:
     """Training batch norm over all axes but 1; outputs (y, batch mean, biased batch variance)."""
 

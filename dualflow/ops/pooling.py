@@ -101,7 +101,7 @@ def _scatter(xp: Any, gy: Any, index: Any, hw: tuple, ksize: Pair, stride: Pair,
     return xp.ascontiguousarray(image[:, :, pad[0] : pad[0] + hw[0], pad[1] : pad[1] + hw[1]])
 
 
-@primitive("max_pool2d", saves=("x0",))
+@primitive("max_pool2d", saves=("x0",), aliasing="fresh")
 class MaxPool2d:
     """Maximum over each ksize window of x (N, C, H, W); padding counts as -inf."""
 

@@ -24,6 +24,7 @@ from dualflow._undo import current as undo_current
 from dualflow.errors import ConfigError, TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
+from dualflow.passes.remat import budget_passes
 from dualflow.tracer import collective_agreement
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.eager_call import run_undoably
@@ -89,11 +90,13 @@ class CompiledFunction:
         passes: Any = None,
         fallback: str = "eager",
         cache_dir: Any = None,
+        memory_budget: Any = None,
     ) -> None:
         _check_settings(max_traces, fallback)
         functools.update_wrapper(self, fn, updated=())  # a Module's __dict__ stays its own
         # None: DUALFLOW_PASSES or the default pipeline (O2); resolved now so typos fail early
-        self.passes = resolve_passes(passes)
+        # memory_budget: the ``remat=B`` pass last, so the budget is in every cache key too
+        self.passes = resolve_passes(passes) + budget_passes(memory_budget)
         self.fn, self.max_traces, self.fallback = fn, max_traces, fallback
         self.cache_dir = plan_cache_dir(cache_dir)
         self._disk_entries: set[Any] = set()  # entries this function stored or loaded already
@@ -355,13 +358,16 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
     passes: Any = None,
     fallback: str = "eager",
     cache_dir: Any = None,
+    memory_budget: Any = None,
 ) -> Any:
     """Compile ``fn`` (a training step, a model call...) into traced, guarded graphs.
 
     Usable as ``@compile`` or ``@compile(max_traces=4)``. ``cache_dir`` (or the environment
     variable ``DUALFLOW_PLAN_CACHE``) stores optimized plans on disk, so another process calling
     the same step with the same signature loads them instead of tracing (``True``: the default
-    folder ``~/.cache/dualflow/plans``).
+    folder ``~/.cache/dualflow/plans``). ``memory_budget`` (bytes, or a float in (0, 1]: a
+    fraction of the planned peak) makes the ``remat`` pass recompute forward values in backward
+    until each graph's planned peak fits it (``dualflow.passes.remat``; same results).
 
     Example:
         >>> import dualflow
@@ -375,5 +381,6 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
     """
     if fn is None:
         _check_settings(max_traces, fallback)  # at the decorator's line, not the function's
-        return lambda f: CompiledFunction(f, max_traces, passes, fallback, cache_dir)
-    return CompiledFunction(fn, max_traces, passes, fallback, cache_dir)
+        budget_passes(memory_budget)
+        return lambda f: CompiledFunction(f, max_traces, passes, fallback, cache_dir, memory_budget)
+    return CompiledFunction(fn, max_traces, passes, fallback, cache_dir, memory_budget)
