@@ -13,7 +13,9 @@ bits. When no choice lowers the peak further, a ``RuntimeWarning`` gives the pea
 ``report_of(graph)`` tells what was recomputed (``explain`` prints it). Without a budget
 (``remat`` alone) the pass changes nothing.
 
-Before (``remat=0.8``; the planned peak 68 B falls to 52 B)::
+With ``remat=0.8`` the planned peak falls from 68 B to 52 B.
+
+Before::
 
     graph f(%0: float32[4] "x") {
       %1: float32[4] = exp(%0)
@@ -41,12 +43,15 @@ After::
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 import weakref
 from dataclasses import dataclass, field
 
 from dualflow.errors import ConfigError
 from dualflow.graph_ir.ir import Graph, Node
+from dualflow.passes.cse import cse
+from dualflow.passes.dce import dce
 from dualflow.passes.remat_search import TRIES, Profile, apply, candidates, choose, profile
 from dualflow.passes.remat_search import node_flops as node_flops
 from dualflow.runtime.donation import donations
@@ -88,6 +93,34 @@ _REPORTS: weakref.WeakKeyDictionary[Graph, RematReport] = weakref.WeakKeyDiction
 def report_of(graph: Graph) -> RematReport | None:
     """The report of the ``remat`` run that made ``graph``, if one did (in this process)."""
     return _REPORTS.get(graph)
+
+
+def describe(graph: Graph) -> list[str]:
+    """What ``graph`` recomputes, for ``explain``: the ``remat`` report (budget, planned peak
+    before and after, the copies, extra FLOPs), else the recompute nodes a checkpointed segment
+    left (with the planned peak were CSE to merge them back); [] when there are none.
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((4,), "float32"); b.output(*b.node("exp", [x]))
+        >>> describe(b.build())
+        []
+    """
+    report = report_of(graph)
+    if report is not None:
+        return report.lines() if report.recomputed or report.after != report.before else []
+    marked = [n for n in graph.nodes if n.recompute]
+    if not marked:
+        return []
+    plain = tuple(dataclasses.replace(n, recompute=False) for n in graph.nodes)
+    merged = planned_peak(dce(cse(graph.replace(nodes=plain))))
+    lines = [
+        f"recomputed (checkpoint): {len(marked)} nodes, {sum(map(node_flops, marked))} FLOPs; "
+        f"planned peak {planned_peak(graph)} B ({merged} B with them merged back)"
+    ]
+    return lines + [
+        f"  recompute {n.op} -> %{n.outputs[0].id} at {n.loc}" for n in marked if n.outputs
+    ]
 
 
 def check_argument(budget: object, setting: str = "remat") -> int | float:
@@ -167,7 +200,7 @@ def remat(graph: Graph, budget: int | float | None = None) -> Graph:
 
     Example:
         >>> from dualflow.graph_ir import parse_graph
-        >>> g = parse_graph(__doc__.split("::")[1].split("After")[0])  # the module's example
+        >>> g = parse_graph(__doc__.split("Before::")[1].split("After::")[0])  # the example
         >>> after = remat(g, 0.8); [n.op for n in after.nodes if n.recompute]
         ['exp']
         >>> report_of(after).before, report_of(after).after, remat(g) is g
