@@ -129,3 +129,24 @@ def test_budget_is_checked_at_the_decorator_and_keys_the_plan_cache() -> None:
     }
     assert len(keys) == 4
     assert dualflow.compile(f, memory_budget=0.5).passes[-1] == "remat=0.5"
+
+
+def test_a_compiled_forward_with_its_own_backward_graph_takes_the_budget_too() -> None:
+    def grads(compiled: dict | None):
+        dualflow.manual_seed(0)
+        net = _mlp()
+        x = dualflow.tensor(np.random.default_rng(1).standard_normal((256, 16)), dtype="float32")
+
+        def forward(x):
+            return ops.softmax_cross_entropy(net(x), dualflow.zeros(256, dtype="int64"))
+
+        fn = forward if compiled is None else dualflow.compile(forward, **compiled)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            for _ in range(2):
+                net.zero_grad()
+                fn(x).backward()
+        return [p.grad.numpy().copy() for p in net.params()]
+
+    for got, want in zip(grads({"passes": "exact", "memory_budget": 0.3}), grads(None)):
+        np.testing.assert_array_equal(got, want)
