@@ -44,6 +44,8 @@ After::
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 import warnings
 import weakref
 from dataclasses import dataclass, field
@@ -194,6 +196,18 @@ def _values(graph: Graph) -> list:
     return [*graph.inputs, *graph.state, *graph.consts, *graph.producers]
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _outside_dualflow() -> int:
+    """``warnings.warn``'s stacklevel naming the first caller outside dualflow (the user's call
+    of the compiled function), however deep the tracer and the pass manager are."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
 def remat(graph: Graph, budget: int | float | None = None) -> Graph:
     """Recompute forward values in backward until the planned peak fits ``budget`` (bytes, or
     a fraction of the planned peak without the pass); ``graph`` itself when nothing changes.
@@ -229,9 +243,9 @@ def remat(graph: Graph, budget: int | float | None = None) -> Graph:
     if after > target:
         warnings.warn(
             f"remat: graph {graph.name}: the memory budget {budget!r} ({target} B) cannot be "
-            f"met; recomputing {len(made)} values lowers the planned peak from {before} B to "
-            f"{after} B",
+            f"met; the planned peak is {after} B after recomputing {len(made)} values ({before} B "
+            "before)",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=_outside_dualflow(),
         )
     return result
