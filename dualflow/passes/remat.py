@@ -52,9 +52,18 @@ from dataclasses import dataclass, field
 
 from dualflow.errors import ConfigError
 from dualflow.graph_ir.ir import Graph, Node
+from dualflow.ops.registry import OPS
 from dualflow.passes.cse import cse
 from dualflow.passes.dce import dce
-from dualflow.passes.remat_search import TRIES, Profile, apply, candidates, choose, profile
+from dualflow.passes.remat_search import (
+    TRIES,
+    Profile,
+    apply,
+    candidates,
+    choose,
+    profile,
+    undo,
+)
 from dualflow.passes.remat_search import node_flops as node_flops
 from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import plan_memory
@@ -169,7 +178,9 @@ def planned_peak(graph: Graph) -> int:
     return plan_memory(graph, frozenset(donations(graph))).predicted_peak
 
 
-def _greedy(prof: Profile, goal: int, made: list[Node], dropped: list[Node]) -> Profile:
+def _greedy(
+    prof: Profile, goal: int, made: list[Node], dropped: list[Node], origins: dict
+) -> Profile:
     """Free values at the peak step, one accepted rewrite at a time, until the profile's peak
     is at most ``goal`` or no candidate lowers it."""
     next_id = 1 + max(v.id for v in _values(prof.graph))
@@ -180,7 +191,7 @@ def _greedy(prof: Profile, goal: int, made: list[Node], dropped: list[Node]) -> 
         choices = [c for c in (choose(prof, v, step) for v in candidates(prof, step)) if c]
         choices.sort(key=lambda c: (c.flops / c.gain, -c.gain))
         for choice in choices[:TRIES]:
-            graph, copies, gone = apply(prof, choice, step, next_id)
+            graph, copies, gone = apply(prof, choice, step, next_id, origins)
             tried = profile(graph)
             if tried.score < prof.score:
                 prof, next_id = tried, next_id + sum(len(n.outputs) for n in copies)
@@ -190,6 +201,20 @@ def _greedy(prof: Profile, goal: int, made: list[Node], dropped: list[Node]) -> 
         else:
             break
     return prof
+
+
+def _prune(graph: Graph, made: list[Node], origins: dict, limit: int) -> Graph:
+    """Undo the costly copies (an op with a ``flops`` fact: convolutions, matmuls) the final
+    plan does not need, most FLOPs first: a copy made for an earlier peak may be one a later
+    choice made useless. Each is undone when the planned peak stays at most ``limit``."""
+    costly = [n for n in made if OPS[n.op].flops is not None]
+    for copy in sorted(costly, key=node_flops, reverse=True):
+        if not any(n is copy for n in graph.nodes):
+            continue
+        undone = undo(graph, copy, origins[id(copy)])
+        if undone is not None and planned_peak(undone) <= limit:
+            graph = undone
+    return graph
 
 
 def _values(graph: Graph) -> list:
@@ -227,18 +252,21 @@ def remat(graph: Graph, budget: int | float | None = None) -> Graph:
     target = budget if isinstance(budget, int) else int(budget * before)
     made: list[Node] = []
     dropped: list[Node] = []
+    origins: dict[int, Node] = {}
     prof, goal, after = profile(graph), target, before
     for _ in range(MAX_ROUNDS if before > target else 0):
-        prof = _greedy(prof, goal, made, dropped)
+        prof = _greedy(prof, goal, made, dropped, origins)
         after = planned_peak(prof.graph)
         if after <= target or prof.peak > goal:  # fits, or the search is stuck
             break
         goal = prof.peak - (after - target)  # the planner's reuse wastes this much more
-    copies, kept = {id(n) for n in made}, {id(n) for n in prof.graph.nodes}
+    result = _prune(prof.graph, made, origins, max(target, after))
+    after = planned_peak(result) if result is not prof.graph else after
+    copies, kept = {id(n) for n in made}, {id(n) for n in result.nodes}
     dropped = [n for n in dropped if id(n) not in copies]  # originals the copies replaced
     made = [n for n in made if id(n) in kept]  # not a copy a later copy replaced
     flops = sum(map(node_flops, made)) - sum(map(node_flops, dropped))
-    result = prof.graph if made or dropped else graph
+    result = result if made or dropped else graph
     _REPORTS[result] = RematReport(budget, target, before, after, made, flops)
     if after > target:
         warnings.warn(

@@ -20,7 +20,7 @@ from functools import cached_property
 import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
-from dualflow.graph_ir.rewrite import rewire
+from dualflow.graph_ir.rewrite import rebuild, rewire
 from dualflow.ops.registry import OPS
 from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import alias_roots
@@ -224,6 +224,7 @@ class _Copier:
         self.copies: dict[Value, Value] = {}  # original -> copy (made at an earlier step)
         self.inserts: dict[int, list[Node]] = {}  # step -> copies placed before it
         self.made: list[Node] = []
+        self.origins: dict[int, Node] = {}  # id(copy) -> the node it copies
 
     def value_at(self, value: Value, step: int) -> Value:
         if value in self.copies:
@@ -241,12 +242,16 @@ class _Copier:
         self.copies.update(zip(node.outputs, outputs))
         self.inserts.setdefault(step, []).append(copy)
         self.made.append(copy)
+        self.origins[id(copy)] = node
         return self.copies[value]
 
 
-def apply(prof: Profile, choice: Choice, step: int, next_id: int) -> tuple[Graph, list, list]:
+def apply(
+    prof: Profile, choice: Choice, step: int, next_id: int, origins: dict | None = None
+) -> tuple[Graph, list, list]:
     """The graph with ``choice`` made: copies before the late readers, which read them; the
-    original producers nothing reads any more dropped. Returns (graph, copies, dropped)."""
+    original producers nothing reads any more dropped. Returns (graph, copies, dropped);
+    ``origins`` (when given) gets id(copy) -> the node it copies."""
     copier = _Copier(prof, choice, next_id)
     for first, alias in choice.late:
         copier.value_at(alias, first)
@@ -257,7 +262,38 @@ def apply(prof: Profile, choice: Choice, step: int, next_id: int) -> tuple[Graph
         nodes.append(rewire(node, subst) if i > step else node)
     dropped = _dead_originals(graph, nodes, prof.aliases[choice.owner])
     result = graph.replace(nodes=tuple(n for n in nodes if id(n) not in dropped))
+    if origins is not None:
+        origins.update(copier.origins)
     return result, copier.made, [n for n in nodes if id(n) in dropped]
+
+
+def undo(graph: Graph, copy: Node, original: Node) -> Graph | None:
+    """``graph`` without ``copy``: its readers read ``original``'s outputs again, and copies
+    only it read go too; None when ``original`` is no longer in the graph.
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder, recomputing
+        >>> b = GraphBuilder("f"); x = b.input((4,), "float32"); (y,) = b.node("exp", [x])
+        >>> with recomputing():
+        ...     (z,) = b.node("exp", [x])
+        >>> b.output(*b.node("add", [y, z])); g = b.build()
+        >>> [n.op for n in undo(g, g.nodes[1], g.nodes[0]).nodes]
+        ['exp', 'add']
+    """
+    if not any(n is original for n in graph.nodes):
+        return None
+    subst = dict(zip(copy.outputs, original.outputs))
+    nodes = [rewire(n, subst) for n in graph.nodes if n is not copy]
+    reads = Counter(v for n in nodes for v in n.value_inputs)
+    reads.update(graph.outputs)
+    reads.update(new for _, new in graph.updates)
+    kept = []
+    for node in reversed(nodes):  # a copy feeding only dropped copies is dead too
+        if node.recompute and recomputable(node) and not any(reads[v] for v in node.outputs):
+            reads.subtract(node.value_inputs)
+            continue
+        kept.append(node)
+    return rebuild(graph, kept[::-1], graph.consts, subst)
 
 
 def _dead_originals(graph: Graph, nodes: list[Node], values: list[Value]) -> set[int]:
