@@ -108,8 +108,9 @@ def report_of(graph: Graph) -> RematReport | None:
 
 def describe(graph: Graph) -> list[str]:
     """What ``graph`` recomputes, for ``explain``: the ``remat`` report (budget, planned peak
-    before and after, the copies, extra FLOPs), else the recompute nodes a checkpointed segment
-    left (with the planned peak were CSE to merge them back); [] when there are none.
+    before and after, the copies, extra FLOPs), else its recompute nodes (a checkpointed
+    segment's re-run, or the copies of a plan loaded from the plan cache, whose report stayed in
+    the process that made it), with the planned peak were CSE to merge them back; [] when none.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder
@@ -126,8 +127,9 @@ def describe(graph: Graph) -> list[str]:
     plain = tuple(dataclasses.replace(n, recompute=False) for n in graph.nodes)
     merged = planned_peak(dce(cse(graph.replace(nodes=plain))))
     lines = [
-        f"recomputed (checkpoint): {len(marked)} nodes, {sum(map(node_flops, marked))} FLOPs; "
-        f"planned peak {planned_peak(graph)} B ({merged} B with them merged back)"
+        f"recompute nodes (checkpoints, or a stored plan's remat): {len(marked)}, "
+        f"{sum(map(node_flops, marked))} FLOPs; planned peak {planned_peak(graph)} B ({merged} B "
+        "with them merged back)"
     ]
     return lines + [
         f"  recompute {n.op} -> %{n.outputs[0].id} at {n.loc}" for n in marked if n.outputs

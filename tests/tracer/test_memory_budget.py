@@ -101,7 +101,7 @@ def test_compiled_checkpoints_predict_a_lower_peak_with_eager_bits() -> None:
     _same(_run(deep, (512, 32), None, ckpt=4), _run(deep, (512, 32), None))
     assert checked[2] < 0.8 * plain[2]
     text = str(dualflow.explain(checked[3]))
-    assert "recomputed (checkpoint)" in text and "recompute fused" in text
+    assert "recompute nodes (checkpoints" in text and "recompute fused" in text
 
 
 def test_explain_reports_the_recomputation() -> None:
@@ -150,3 +150,26 @@ def test_a_compiled_forward_with_its_own_backward_graph_takes_the_budget_too() -
 
     for got, want in zip(grads({"passes": "exact", "memory_budget": 0.3}), grads(None)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_plans_stored_with_a_budget_load_only_with_that_budget(tmp_path) -> None:
+    def make(budget):
+        step, net = _build(_cnn, (8, 3, 8, 8))
+        return dualflow.compile(step, memory_budget=budget, cache_dir=tmp_path), net
+
+    def run(fn) -> list[float]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return [fn().item() for _ in range(2)]
+
+    first, _ = make(0.5)
+    want = run(first)
+    assert first.stats().cache_stores >= 1
+    again, _ = make(0.5)
+    assert run(again) == want and again.stats().cache_loads >= 1
+    loaded = again.history[0].graph
+    assert any(n.recompute for n in loaded.nodes)  # the mark survives the plan cache
+    assert "recompute" in str(dualflow.explain(again))
+    other, _ = make(0.25)
+    run(other)
+    assert other.stats().cache_loads == 0  # another budget is another plan
