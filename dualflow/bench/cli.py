@@ -91,7 +91,7 @@ def _measure_cell(
 ) -> tuple[Measurement, list]:
     workload = WORKLOADS[name]
     built = workload.build(np.random.default_rng(seed), device)
-    step = prepare(mode, built["step"])
+    step = prepare(mode, built["step"], built.get("compile"))
     recorder = _Recorder(step, count_ops=mode == "eager")
     baseline = built.get("baseline")
     row = measure(name, mode, recorder, count, baseline, workload.warmup, device)

@@ -1,5 +1,6 @@
 """The bench's memory-for-time workloads (issue 42): ResNet-18 with every stage checkpointed
-(``dualflow.utils.checkpoint``) and the MLP trained under ``autocast`` + ``GradScaler``.
+(``dualflow.utils.checkpoint``), ResNet-18 compiled with ``memory_budget=0.5`` (the remat pass)
+and the MLP trained under ``autocast`` + ``GradScaler``.
 
 Each builder returns the same ``{"step", "params"}`` dict as ``dualflow.bench.workloads``; compare
 their time and peak memory with the ``resnet18`` and ``mlp`` rows.
@@ -14,10 +15,12 @@ import numpy as np
 import dualflow
 from dualflow import ops, optim
 from dualflow.amp import GradScaler, autocast
-from dualflow.bench.vision_workloads import _seeded
+from dualflow.bench.vision_workloads import _seeded, build_resnet18
 from dualflow.device import CPU, Device
 from dualflow.utils.checkpoint import checkpoint
 from dualflow.vision.models import resnet18
+
+REMAT_BUDGET = 0.5  # the resnet18-remat row's memory_budget (issue 42's goal row)
 
 
 def _stagewise(model: Any, x: Any) -> Any:
@@ -52,6 +55,21 @@ def build_resnet18_checkpoint(
         return loss
 
     return {"step": step, "params": params}
+
+
+def build_resnet18_remat(
+    rng: np.random.Generator, device: Device = CPU, batch: int = 16, width: float = 1.0
+) -> dict[str, Any]:
+    """The ``resnet18`` row's step unchanged, compiled with ``memory_budget=0.5`` (the remat
+    pass recomputes forward values in backward; eager runs the plain step).
+
+    Example:
+        >>> built = build_resnet18_remat(np.random.default_rng(0), batch=2, width=0.125)
+        >>> built["compile"], built["step"]().shape
+        ({'memory_budget': 0.5}, ())
+    """
+    built = build_resnet18(rng, device, batch=batch, width=width)
+    return {**built, "compile": {"memory_budget": REMAT_BUDGET}}
 
 
 def build_mlp_autocast(

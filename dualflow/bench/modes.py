@@ -26,23 +26,29 @@ MATCH_ABS = 1e-4
 MATCH_REL = 1e-4
 
 
-def prepare(mode: str, step: Callable[[], Any]) -> Callable[[], Any]:
-    """The callable to time for ``mode``.
+def prepare(
+    mode: str, step: Callable[[], Any], options: dict[str, Any] | None = None
+) -> Callable[[], Any]:
+    """The callable to time for ``mode``; ``options`` are ``compile``'s settings a workload asks
+    for in its compiled modes (its ``"compile"`` entry, e.g. ``{"memory_budget": 0.5}``).
 
     Example:
         >>> prepare("eager", print) is print
         True
+        >>> prepare("compiled", print, {"memory_budget": 0.5}).passes[-1]
+        'remat=0.5'
     """
+    options = options or {}
     if mode == "eager":
         return step
     if mode == "compiled-O0":
-        return dualflow.compile(step, passes="O0")
+        return dualflow.compile(step, passes="O0", **options)
     if mode == "compiled":
-        return dualflow.compile(step)
+        return dualflow.compile(step, **options)
     if mode == "compiled-lazy":
-        return dualflow.compile(step, lazy="always")
+        return dualflow.compile(step, lazy="always", **options)
     if mode.startswith("compiled[") and mode.endswith("]"):  # --passes a,b
-        return dualflow.compile(step, passes=mode[len("compiled[") : -1])
+        return dualflow.compile(step, passes=mode[len("compiled[") : -1], **options)
     raise ValueError(f"unknown mode {mode!r}; choose from {MODES}")
 
 
@@ -80,8 +86,9 @@ def fresh_held(workload: Any, mode: str, seed: int, device: Device) -> int | Non
     """
     if mode == "eager" or not workload.held:
         return None
-    fresh = workload.build(np.random.default_rng(seed), device)["step"]  # before measuring
-    return held_after_first_calls(prepare(mode, fresh), device=device)
+    fresh = workload.build(np.random.default_rng(seed), device)  # before measuring
+    step = prepare(mode, fresh["step"], fresh.get("compile"))
+    return held_after_first_calls(step, device=device)
 
 
 class _CountingInterpreter:

@@ -26,7 +26,11 @@ from dualflow.bench.elementwise_workloads import (
 )
 from dualflow.bench.func_workloads import build_per_example_grads
 from dualflow.bench.harness import Measurement
-from dualflow.bench.memory_workloads import build_mlp_autocast, build_resnet18_checkpoint
+from dualflow.bench.memory_workloads import (
+    build_mlp_autocast,
+    build_resnet18_checkpoint,
+    build_resnet18_remat,
+)
 from dualflow.bench.vision_workloads import (
     build_cnn,
     build_resnet18,
@@ -255,6 +259,13 @@ WORKLOADS: dict[str, Workload] = {
             "resnet18-checkpoint",
             "the resnet18 step with every stage checkpointed (recomputed in backward)",
             build_resnet18_checkpoint,
+            5,
+            warmup=2,
+        ),
+        Workload(
+            "resnet18-remat",
+            "the resnet18 step compiled with memory_budget=0.5 (recomputed in backward)",
+            build_resnet18_remat,
             5,
             warmup=2,
         ),

@@ -6,7 +6,10 @@ Output shapes/dtypes of a node come from its op's ``infer`` unless the caller al
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -15,6 +18,29 @@ from dualflow.device import CPU, send
 from dualflow.graph_ir.ir import Graph, Literal, Node, Value
 from dualflow.ops.registry import OPS, Meta
 from dualflow.ops.synthetic import GUARD
+
+_SCOPE = threading.local()  # .on: nodes built now recompute forward values (recomputing())
+
+
+@contextlib.contextmanager
+def recomputing() -> Iterator[None]:
+    """Mark every node any builder of this thread makes inside as a recompute node
+    (``Node.recompute``): a checkpointed segment's re-run in backward, which CSE must not merge
+    back into the forward's values.
+
+    Example:
+        >>> b = GraphBuilder("f"); x = b.input((2,), "float32")
+        >>> with recomputing():
+        ...     _ = b.node("exp", [x])
+        >>> _ = b.node("exp", [x]); [n.recompute for n in b.nodes]
+        [True, False]
+    """
+    before = getattr(_SCOPE, "on", False)
+    _SCOPE.on = True
+    try:
+        yield
+    finally:
+        _SCOPE.on = before
 
 
 def _meta(value: Value | Literal) -> Meta:
@@ -86,7 +112,8 @@ class GraphBuilder:
         if out_metas is None:
             out_metas = list(OPS[op].infer(*(_meta(v) for v in inputs), **attrs))
         outputs = tuple(self.value(m.shape, m.dtype) for m in out_metas)
-        self.nodes.append(Node(op, tuple(inputs), outputs, attrs, loc))
+        recompute = getattr(_SCOPE, "on", False)
+        self.nodes.append(Node(op, tuple(inputs), outputs, attrs, loc, recompute))
         return outputs
 
     def guard(self, value: Value, expect: Any, kind: str, loc: str | None = None) -> None:

@@ -49,6 +49,11 @@ class Value:
 class Node:
     """One op application; ``loc`` is the user's source line (``file.py:41``) or None.
 
+    ``recompute`` marks a node that computes again, for the backward, a value the forward
+    already computed (a rematerialization or a checkpointed segment's re-run): passes that
+    merge identical nodes (CSE) must leave it apart, or the forward value would be kept alive
+    until the backward and the recomputation would save nothing.
+
     Example:
         >>> x = Value(0, (2,), "float32")
         >>> Node("exp", (x,), (Value(1, (2,), "float32"),)).op
@@ -60,6 +65,7 @@ class Node:
     outputs: tuple[Value, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
     loc: str | None = None
+    recompute: bool = False
 
     @property
     def value_inputs(self) -> tuple[Value, ...]:

@@ -96,6 +96,7 @@ def graph_to_data(graph: Graph) -> dict[str, Any]:
                 [_decl(v) for v in n.outputs],
                 {k: encode_attr(a) for k, a in n.attrs.items()},
                 n.loc,
+                *((True,) if n.recompute else ()),  # stored plans without it read as False
             ]
             for n in graph.nodes
         ],
@@ -124,10 +125,11 @@ def graph_from_data(data: dict[str, Any], consts: dict[int, Any]) -> Graph:
     state = tuple(declare(r) for r in data["state"])
     const_values = {declare(r): consts[r[0]] for r in data["consts"]}
     nodes = []
-    for op, operands, outputs, attrs, loc in data["nodes"]:
+    for op, operands, outputs, attrs, loc, *recompute in data["nodes"]:
         ins = tuple(values[x] if isinstance(x, int) else x[0] for x in operands)
         outs = tuple(declare(r) for r in outputs)
-        nodes.append(Node(op, ins, outs, {k: decode_attr(a) for k, a in attrs.items()}, loc))
+        decoded = {k: decode_attr(a) for k, a in attrs.items()}
+        nodes.append(Node(op, ins, outs, decoded, loc, recompute == [True]))
     return Graph(
         data["name"],
         inputs,

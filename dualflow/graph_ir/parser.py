@@ -111,7 +111,8 @@ def _parse_node(text: str, values: dict[int, Value]) -> Node:
     if body.startswith("%"):
         decls, _, body = body.partition(" = ")
         outputs = _decls(decls)
-    call, attrs_text = _split_call(body)
+    recompute = body.startswith("recompute ")
+    call, attrs_text = _split_call(body.removeprefix("recompute "))
     scope = _ValueScope(values)
     tree = ast.parse(re.sub(r"%(\d+)", r"_v\1", call), mode="eval").body
     if not isinstance(tree, ast.Call) or not isinstance(tree.func, ast.Name):
@@ -121,7 +122,7 @@ def _parse_node(text: str, values: dict[int, Value]) -> Node:
     if attrs_text:
         keywords = ast.parse(f"f({attrs_text})", mode="eval").body.keywords
         attrs = {k.arg: _evaluate(k.value, {}) for k in keywords}
-    return Node(tree.func.id, inputs, tuple(outputs), attrs, loc or None)
+    return Node(tree.func.id, inputs, tuple(outputs), attrs, loc or None, recompute)
 
 
 def parse_graph(text: str, consts: dict[int, np.ndarray] | None = None) -> Graph:

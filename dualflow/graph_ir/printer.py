@@ -61,7 +61,8 @@ def _operand(value: Value | Any) -> str:
 
 
 def format_node(node: Node) -> str:
-    """One node as a line: ``outs = op(args) {attrs}  # loc``.
+    """One node as a line: ``outs = op(args) {attrs}  # loc`` (``outs = recompute op(...)``
+    for a recompute node).
 
     Example:
         >>> x, y = Value(0, (2,), "float32"), Value(1, (2,), "float32")
@@ -70,6 +71,7 @@ def format_node(node: Node) -> str:
     """
     text = ", ".join(format_decl(v) for v in node.outputs)
     text = f"{text} = " if text else ""
+    text += "recompute " if node.recompute else ""
     text += f"{node.op}({', '.join(_operand(v) for v in node.inputs)})"
     if node.attrs:
         attrs = ", ".join(f"{k}={format_literal(v)}" for k, v in sorted(node.attrs.items()))

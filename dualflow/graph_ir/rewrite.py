@@ -48,7 +48,7 @@ def rewire(node: Node, subst: dict[Value, Value]) -> Node:
     if not any(isinstance(v, Value) and v in subst for v in node.inputs):
         return node
     inputs = tuple(subst.get(v, v) if isinstance(v, Value) else v for v in node.inputs)
-    return Node(node.op, inputs, node.outputs, node.attrs, node.loc)
+    return Node(node.op, inputs, node.outputs, node.attrs, node.loc, node.recompute)
 
 
 def rebuild(graph: Graph, nodes: list[Node], consts: dict, subst: dict[Value, Value]) -> Graph:

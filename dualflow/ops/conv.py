@@ -90,6 +90,7 @@ def _conv2d_grad_weight_flops(metas: tuple, attrs: dict) -> int:
     "conv2d",
     aliasing="fresh",
     saves=("x0", "x1"),
+    aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     autocast="lower",
     scratch=_scratch(conv_scratch.conv2d_scratch),
     flops=_conv2d_flops,
@@ -135,6 +136,7 @@ class Conv2d:
     "conv_transpose2d",
     aliasing="fresh",
     saves=("x0", "x1"),
+    aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     autocast="lower",
     scratch=_scratch(conv_scratch.conv_transpose2d_scratch),
     flops=_conv_transpose2d_flops,
@@ -203,6 +205,7 @@ class ConvTranspose2d:
     "conv2d_grad_weight",
     aliasing="fresh",
     saves=("x0", "x1"),
+    aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     scratch=_scratch(conv_scratch.conv2d_grad_weight_scratch),
     flops=_conv2d_grad_weight_flops,
 )

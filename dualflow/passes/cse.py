@@ -1,8 +1,10 @@
 """Common-subexpression elimination: merge pure nodes with the same op, inputs (sorted for
 ``add`` and ``multiply``, whose IEEE results do not depend on the operand order) and attrs, and
 equal constants (same bytes and memory layout); uses, outputs and update sources are rewired.
-Every merge preserves bits: ``maximum``/``minimum`` are commutative ops but keep their operand
-order here, since numpy's ``maximum(0.0, -0.0)`` is ``-0.0`` and ``maximum(-0.0, 0.0)`` is ``0.0``.
+Recompute nodes (``Node.recompute``: rematerialized values, checkpointed segments' re-runs)
+are never merged, with the forward or each other. Every merge preserves bits:
+``maximum``/``minimum`` are commutative ops but keep their operand order here, since numpy's
+``maximum(0.0, -0.0)`` is ``-0.0`` and ``maximum(-0.0, 0.0)`` is ``0.0``.
 In the example both constants hold the same bytes (a parsed graph's constants are zeros).
 
 Before::
@@ -116,7 +118,8 @@ def cse(graph: Graph) -> Graph:
     nodes: list[Node] = []
     for original in graph.nodes:
         node = rewire(original, subst)
-        if not is_effectful(node):
+        # a recompute node repeats a forward value on purpose (to free it early): never merged
+        if not is_effectful(node) and not node.recompute:
             key = node_key(node)
             twin = seen.get(key)
             if twin is not None:

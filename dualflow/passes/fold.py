@@ -217,7 +217,7 @@ def _transpose(node: Node, state: _Rewrite) -> Value | Node | None:
         return source
     if source is node.inputs[0]:
         return None
-    return Node("transpose", (source,), node.outputs, {"axes": perm}, node.loc)
+    return Node("transpose", (source,), node.outputs, {"axes": perm}, node.loc, node.recompute)
 
 
 def _reshape(node: Node, state: _Rewrite) -> Node | None:
@@ -226,7 +226,7 @@ def _reshape(node: Node, state: _Rewrite) -> Node | None:
         state.layout.get(inner.inputs[0]) == C or exact_in_any_layout(inner.inputs[0])
     ):
         return None  # a non-C array may be copied by one reshape and viewed by the other
-    return Node("reshape", (inner.inputs[0],), node.outputs, node.attrs, node.loc)
+    return Node("reshape", (inner.inputs[0],), node.outputs, node.attrs, node.loc, node.recompute)
 
 
 _STRUCTURAL: dict[str, Callable[[Node, _Rewrite], Value | Node | None]] = {
@@ -248,7 +248,7 @@ def _unbroadcast(node: Node, state: _Rewrite) -> Node | None:
             inputs[k] = producer.inputs[0]
     if inputs == list(node.inputs):
         return None
-    narrowed = Node(node.op, tuple(inputs), node.outputs, node.attrs, node.loc)
+    narrowed = Node(node.op, tuple(inputs), node.outputs, node.attrs, node.loc, node.recompute)
     return narrowed if _infers(narrowed) else None
 
 
@@ -299,7 +299,8 @@ def _multiply_add(graph: Graph) -> Graph:
             mul = graph.producers.get(m) if isinstance(m, Value) else None
             if mul is None or mul.op != "multiply" or m in roots or len(graph.users[m]) != 1:
                 continue
-            fused = Node("fma", (*mul.inputs, c), node.outputs, {}, node.loc)
+            mark = node.recompute or mul.recompute  # a recomputation stays one (cse)
+            fused = Node("fma", (*mul.inputs, c), node.outputs, {}, node.loc, mark)
             if _infers(fused):
                 nodes[i], changed = fused, True
                 break

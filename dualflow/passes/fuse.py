@@ -173,7 +173,8 @@ def _fused_node(graph: Graph, members: list[int], reduction: Node | None = None)
     }
     if reduction is not None:
         attrs.update(reduce=reduction.op, keepdims=bool(reduction.attrs["keepdims"]))
-    return Node(FUSED.name, inputs, root.outputs, attrs, locs[0] if locs else None)
+    recompute = any(n.recompute for n in nodes)  # explain lists it; cse keeps it apart
+    return Node(FUSED.name, inputs, root.outputs, attrs, locs[0] if locs else None, recompute)
 
 
 def _one_loop(cost: FusionCost, node: Node) -> bool:

@@ -11,6 +11,7 @@ text, keeps per-pass stats and names the failing pass (and the ones before it) i
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 import os
@@ -18,6 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from dualflow._config import env_flag, user_path
 from dualflow.device import Device
@@ -82,37 +84,74 @@ class PassStats:
     bytes_removed: int
 
 
+def split_entry(entry: str) -> tuple[str, Any]:
+    """A pipeline entry's pass name and argument: ``"remat=0.5"`` is ``("remat", 0.5)`` (an int
+    or float literal), ``"dce"`` is ``("dce", None)``.
+
+    Example:
+        >>> split_entry("remat=0.5"), split_entry("remat=4096"), split_entry("dce")
+        (('remat', 0.5), ('remat', 4096), ('dce', None))
+    """
+    name, equals, text = entry.partition("=")
+    if not equals:
+        return entry, None
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError):
+        value = text
+    return name.strip(), value
+
+
+def _check_entry(entry: str, setting: str) -> None:
+    """An argument must be a number its pass accepts (the module's ``check_argument``)."""
+    name, value = split_entry(entry)
+    if value is None:
+        return
+    check = getattr(importlib.import_module(f"dualflow.passes.{name}"), "check_argument", None)
+    if check is None:
+        raise ConfigError(f"{setting}: pass {name!r} takes no argument (got {entry!r})")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ConfigError(f"{setting}: the argument of {entry!r} must be an int or a float")
+    check(value, f"{setting}: {name}")
+
+
 def resolve_passes(spec: str | tuple[str, ...] | list[str] | None = None) -> tuple[str, ...]:
     """Turn a pipeline spec into a tuple of known pass names.
 
     ``spec`` is "O0"/"O1"/"O2"/"exact", a comma-separated list ("dce,cse", the ``DUALFLOW_PASSES``
-    format), a sequence of names, or None (``DUALFLOW_PASSES`` when set, else O2).
+    format, where a pipeline's name stands for its passes), a sequence of names, or None
+    (``DUALFLOW_PASSES`` when set, else O2). A pass taking an argument is named with it:
+    ``remat=0.5``.
 
     Raises:
-        ConfigError: an unknown pass name; the message names the setting it came from.
+        ConfigError: an unknown pass name or a bad argument; the message names the setting it
+            came from.
 
     Example:
         >>> resolve_passes("O1"), resolve_passes("cse, dce"), resolve_passes(())
         (('dce', 'cse'), ('cse', 'dce'), ())
+        >>> resolve_passes("O1,remat=0.5")
+        ('dce', 'cse', 'remat=0.5')
     """
     setting = f"passes={spec!r}"
     if spec is None:
         spec = os.environ.get("DUALFLOW_PASSES") or "O2"
         setting = f"DUALFLOW_PASSES={spec!r}"
     if isinstance(spec, str):
-        text = spec.strip()
-        spec = PIPELINES[text] if text in PIPELINES else [s.strip() for s in text.split(",")]
-        spec = [s for s in spec if s]
+        parts = [s.strip() for s in spec.split(",")]
+        spec = [p for s in parts if s for p in PIPELINES.get(s, (s,))]
     names = tuple(spec)
-    for name in names:
+    for name in {split_entry(n)[0] for n in names}:
         if name not in PASSES and load_pass(name) is not None:
             PASSES[name] = load_pass(name)  # a pass module no pipeline names
-    unknown = [n for n in names if n not in PASSES]
+    unknown = [n for n in names if split_entry(n)[0] not in PASSES]
     if unknown:
         raise ConfigError(
             f"{setting}: unknown pass name(s) {unknown}; known passes: {sorted(PASSES)} "
             f"(pipelines: {sorted(PIPELINES)})"
         )
+    for name in names:
+        _check_entry(name, setting)
     return names
 
 
@@ -139,10 +178,12 @@ def _run_one(
     name: str, graph: Graph, done: list[str], check: bool, device: Device | str
 ) -> tuple[Graph, float]:
     where = f"pass {name!r} (after passes {done or 'none'})"
-    function = PASSES[name]
     start = time.perf_counter()
     try:
-        result = function(graph, device=device) if _takes_device(function) else function(graph)
+        entry, argument = split_entry(name)
+        function = PASSES[entry]
+        kw = {"device": device} if _takes_device(function) else {}
+        result = function(graph, **kw) if argument is None else function(graph, argument, **kw)
     except CompileError as exc:
         raise CompileError(f"{where} failed: {exc}") from exc
     except Exception as exc:

@@ -23,6 +23,7 @@ from dualflow._undo import current as undo_current
 from dualflow.errors import ConfigError, TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
+from dualflow.passes.remat import budget_passes
 from dualflow.tracer import collective_agreement
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.eager_call import run_undoably
@@ -78,12 +79,14 @@ class CompiledFunction:
         fallback: str = "eager",
         cache_dir: Any = None,
         lazy: bool | str = True,
+        memory_budget: Any = None,
     ) -> None:
         _check_settings(max_traces, fallback, lazy)
         self.lazy = lazy  # leave the fast path for lazy re-execution ("always": never take it)
         functools.update_wrapper(self, fn, updated=())  # a Module's __dict__ stays its own
         # None: DUALFLOW_PASSES or the default pipeline (O2); resolved now so typos fail early
-        self.passes = resolve_passes(passes)
+        # memory_budget: the ``remat=B`` pass last, so the budget is in every cache key too
+        self.passes = resolve_passes(passes) + budget_passes(memory_budget)
         self.fn, self.max_traces, self.fallback = fn, max_traces, fallback
         self.cache_dir = plan_cache_dir(cache_dir)
         self._disk_entries: set[Any] = set()  # entries this function stored or loaded already
@@ -371,6 +374,7 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
     fallback: str = "eager",
     cache_dir: Any = None,
     lazy: bool | str = True,
+    memory_budget: Any = None,
 ) -> Any:
     """Compile ``fn`` (a training step, a model call...) into traced, guarded graphs.
 
@@ -380,7 +384,10 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
     folder ``~/.cache/dualflow/plans``). A function the fast path (traced plans checked by
     guards) cannot serve soundly runs by lazy re-execution (its Python at every call, its tensor
     ops as cached plans; see docs/tracing.md); ``lazy=False`` runs it eagerly instead, and
-    ``lazy="always"`` uses lazy re-execution from the first call.
+    ``lazy="always"`` uses lazy re-execution from the first call. ``memory_budget`` (bytes, or a
+    float in (0, 1]: a fraction of the planned peak) makes the ``remat`` pass recompute forward
+    values in backward until each graph's planned peak fits it (``dualflow.passes.remat``; same
+    results).
 
     Example:
         >>> import dualflow
@@ -392,7 +399,9 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
         >>> double(dualflow.tensor([3.0, 4.0])).tolist(), double.stats().plan_runs
         ([6.0, 8.0], 1)
     """
+    settings = (max_traces, passes, fallback, cache_dir, lazy, memory_budget)
     if fn is None:
         _check_settings(max_traces, fallback, lazy)  # at the decorator's line, not the function's
-        return lambda f: CompiledFunction(f, max_traces, passes, fallback, cache_dir, lazy)
-    return CompiledFunction(fn, max_traces, passes, fallback, cache_dir, lazy)
+        budget_passes(memory_budget)
+        return lambda f: CompiledFunction(f, *settings)
+    return CompiledFunction(fn, *settings)

@@ -2,7 +2,8 @@
 
 It reports every trace (why it was made, e.g. ``x.shape[0]: 32 -> 48``), its guards with their
 source lines, captured state and updates, graph sizes, the printed graph and its memory plan
-(one row per planned buffer value, then the predicted peak), what it holds between calls (plan
+(one row per planned buffer value, then the predicted peak), what it recomputes
+(``memory_budget``'s report, or a checkpoint's recompute nodes), what it holds between calls (plan
 buffers, constants), plus the counters.
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dualflow.graph_ir.printer import print_graph
+from dualflow.passes.remat import describe as recompute_lines
 from dualflow.tracer.compiled import CompiledFunction, Stats
 from dualflow.tracer.env_guards import is_value
 from dualflow.tracer.explain_passes import describe_passes
@@ -97,6 +99,9 @@ def _describe(index: int, trace: Trace) -> list[str]:
     peak = trace.plan.predicted_peak
     if peak is not None:
         lines.append(f"  predicted peak: {peak} B ({peak / 2**20:.2f} MiB)")
+    lines += ["  " + line for line in recompute_lines(g)]  # remat / compiled checkpoints
+    if trace.backward is not None:
+        lines += ["  backward " + line for line in recompute_lines(trace.backward.graph)]
     lines.append("  " + held_by([trace]).describe())
     lines += profile_lines(trace.plan, "plan")
     if trace.backward is not None:

@@ -9,8 +9,9 @@ autocast setting as they were at the forward (so dropout draws the same mask), m
 tape nodes to the old ones in creation order and hands their saved values over. The re-run
 records a tape connected to the same inputs, so ``create_graph=True`` differentiates through it
 (double backward). Inside
-``@dualflow.compile`` the re-run is recorded as ordinary ops of the backward: compiled equals
-eager, and the passes (CSE) may merge it back into the forward's values.
+``@dualflow.compile`` the re-run is recorded as recompute nodes of the backward
+(``Node.recompute``): compiled equals eager, CSE leaves them apart from the forward's values,
+and the memory planner frees those after their last forward use.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node, next_seq
 from dualflow.device import Device
 from dualflow.errors import RecomputeError, with_location
+from dualflow.graph_ir.builder import recomputing
 from dualflow.random import Generator, default_generator
 
 
@@ -123,7 +125,9 @@ class _Segment:
             return
         current = self.rng.swap_in() if self.rng is not None else None
         try:
-            with using_config(grad_enabled=True, autocast=self.autocast):
+            # traced (inside @compile), the re-run's nodes are recompute nodes: CSE keeps them
+            # apart from the forward's, so the forward's values die after their forward use
+            with using_config(grad_enabled=True, autocast=self.autocast), recomputing():
                 start = next_seq()
                 outputs = self.fn(*self.args, **self.kwargs)
         finally:

@@ -7,7 +7,12 @@ import numpy as np
 import pytest
 
 import dualflow
-from dualflow.bench.memory_workloads import build_mlp_autocast, build_resnet18_checkpoint
+from dualflow.bench.memory_workloads import (
+    build_mlp_autocast,
+    build_resnet18_checkpoint,
+    build_resnet18_remat,
+)
+from dualflow.bench.modes import prepare
 from dualflow.bench.vision_workloads import build_resnet18
 from dualflow.bench.workloads import WORKLOADS
 
@@ -35,6 +40,22 @@ def test_autocast_mlp_compiled_equals_eager() -> None:
         np.testing.assert_allclose(a, b, rtol=1e-6)
 
 
+@pytest.mark.filterwarnings("ignore:remat:RuntimeWarning")  # 0.5 may be out of reach
+def test_remat_row_is_bit_identical_to_the_plain_step_with_a_lower_planned_peak() -> None:
+    def run(build):
+        built = build(np.random.default_rng(0), batch=2, width=0.125)
+        step = prepare("compiled", built["step"], built.get("compile"))
+        losses = [step().item() for _ in range(2)]
+        return losses, [p.numpy().copy() for p in built["params"]], step.history[-1].plan
+
+    plain, remat = run(build_resnet18), run(build_resnet18_remat)
+    assert plain[0] == remat[0]
+    for a, b in zip(plain[1], remat[1]):
+        np.testing.assert_array_equal(a, b)
+    assert remat[2].predicted_peak < plain[2].predicted_peak
+
+
 def test_rows_are_registered() -> None:
     assert WORKLOADS["resnet18-checkpoint"].build is build_resnet18_checkpoint
+    assert WORKLOADS["resnet18-remat"].build is build_resnet18_remat
     assert WORKLOADS["mlp-autocast"].build is build_mlp_autocast
