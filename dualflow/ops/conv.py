@@ -88,7 +88,6 @@ def _conv2d_grad_weight_flops(metas: tuple, attrs: dict) -> int:
 
 @primitive(
     "conv2d",
-    aliasing="fresh",
     saves=("x0", "x1"),
     aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     autocast="lower",
@@ -134,7 +133,6 @@ class Conv2d:
 
 @primitive(
     "conv_transpose2d",
-    aliasing="fresh",
     saves=("x0", "x1"),
     aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     autocast="lower",
@@ -203,7 +201,6 @@ class ConvTranspose2d:
 
 @primitive(
     "conv2d_grad_weight",
-    aliasing="fresh",
     saves=("x0", "x1"),
     aliasing="fresh",  # every kernel (GEMM routes, Winograd, cuDNN) returns new memory
     scratch=_scratch(conv_scratch.conv2d_grad_weight_scratch),
