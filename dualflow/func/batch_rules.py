@@ -129,23 +129,22 @@ def _as_matrix(x: Tensor, d: int | None, row: bool) -> Tensor:
 
 
 def softmax_cross_entropy(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
-    """The (N, C) logits of every example as one (B*N, C) batch, unreduced; then each
-    example's sum, or mean over its non-ignored labels."""
+    """The (N, C, ...) logits of every example as one (B*N, C, ...) batch, unreduced; then
+    each example's sum, or mean over its non-ignored labels."""
     x, t = batched(args[0], dims[0], size), batched(args[1], dims[1], size)
     n = x.shape[1]
     flat = apply(OPS["reshape"], x, shape=(size * n, *x.shape[2:]))
-    labels = apply(OPS["reshape"], t, shape=(size * n,))
+    labels = apply(OPS["reshape"], t, shape=(size * n, *t.shape[2:]))
     loss = apply(op, flat, labels, **{**attrs, "reduce": "no"})
-    loss = apply(OPS["reshape"], loss, shape=(size, n))
+    loss = apply(OPS["reshape"], loss, shape=t.shape)
     if attrs["reduce"] == "no":
         return loss, 0
-    total = apply(OPS["sum"], loss, axis=1, keepdims=False)
+    axes = tuple(range(1, t.ndim))
+    total = apply(OPS["sum"], loss, axis=axes, keepdims=False)
     if attrs["reduce"] == "mean":
         valid = apply(OPS["not_equal"], t, attrs["ignore_label"])
-        count = apply(
-            OPS["sum"], apply(OPS["cast"], valid, dtype=str(x.dtype)), axis=1, keepdims=False
-        )
-        total = apply(OPS["divide"], total, count)
+        count = apply(OPS["cast"], valid, dtype=str(x.dtype))
+        total = apply(OPS["divide"], total, apply(OPS["sum"], count, axis=axes, keepdims=False))
     return total, 0
 
 

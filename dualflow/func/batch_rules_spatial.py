@@ -44,9 +44,6 @@ def folded(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple
         xs = [_fold(front(args[0], dims[0])), args[1]]
     else:
         xs = [_fold(batched(a, d, size)) for a, d in zip(args, dims)]
-    if "shape" in attrs:  # avg_pool2d_grad: the input's shape, folded as the input is
-        shape = attrs["shape"]
-        attrs = {**attrs, "shape": (size * shape[0], *shape[1:])}
     return _unfold(apply(op, *xs, **attrs), size), 0
 
 

@@ -69,6 +69,9 @@ class BatchedArray:
     def tolist(self) -> Any:
         raise self._refuse(".tolist()")
 
+    def nonzero(self) -> Any:
+        raise self._refuse("a boolean mask (its count decides the shape)")
+
     def __repr__(self) -> str:
         return f"BatchedArray(shape={self.shape}, bdim={self.bdim}, dtype={self.dtype})"
 
