@@ -64,7 +64,7 @@ class BatchedArray:
         raise self._refuse("reading the data")
 
     def item(self) -> Any:
-        raise self._refuse(".item()")
+        raise self._refuse(".item() (bool(), float(), a Python if on a tensor)")
 
     def tolist(self) -> Any:
         raise self._refuse(".tolist()")
@@ -109,8 +109,11 @@ class BatchLevel:
         self.live = True
 
     def wrap(self, physical: Tensor, bdim: int) -> Tensor:
-        """The logical tensor of ``physical`` batched along ``bdim`` at this level."""
-        return Tensor._wrap(BatchedArray(physical, bdim, self), None, 0, False)
+        """The logical tensor of ``physical`` batched along ``bdim`` at this level; it requires
+        grad when the physical one does (then its results do too, and ``vmap`` returns their
+        physical tensors with the graph an enclosing grad follows; a result detached inside,
+        e.g. by an inner transform, comes back detached)."""
+        return Tensor._wrap(BatchedArray(physical, bdim, self), None, 0, physical.requires_grad)
 
     def unwrap(self, value: Any) -> tuple[Any, int | None]:
         """``(physical, bdim)`` of an argument: bdim None when it is not batched here."""

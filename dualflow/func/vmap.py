@@ -18,6 +18,7 @@ from dualflow import ops
 from dualflow._tensor import Tensor
 from dualflow.func import batch_table  # noqa: F401 - attaches the batching rules to the ops
 from dualflow.func.batching import BatchLevel
+from dualflow.func.level import detach
 from dualflow.ops.dispatch import current_interpreter
 from dualflow.random import set_draw_hook
 from dualflow.tracer.pytree import flatten, unflatten
@@ -114,6 +115,8 @@ def _unwrap_output(level: BatchLevel, leaf: Any, d: int | None) -> Any:
     if bdim is None:
         physical = ops.broadcast_to(ops.expand_dims(leaf, 0), (level.size, *leaf.shape))
         bdim = 0
+    elif physical.requires_grad and not leaf.requires_grad:  # detached inside: detached here
+        physical = detach(physical)
     if bdim == d:
         return physical
     axes = [i for i in range(rank) if i != bdim]
