@@ -123,3 +123,110 @@ def test_keyword_arguments_are_not_mapped() -> None:
     x = _t(3, 2, seed=7)
     got = func.vmap(lambda r, scale=1.0: r * scale)(x, scale=3.0)
     np.testing.assert_allclose(got.numpy(), 3 * x.numpy())
+
+
+def _traced_nodes(batch: int) -> int:
+    w, x, y = _t(3, 2, seed=1), _t(batch, 3, seed=2), _t(batch, 2, seed=3)
+    compiled = dualflow.compile(_per_example, fallback="error")
+    compiled(w, x, y)
+    return compiled.history[-1].pass_stats[0].nodes_before
+
+
+def test_per_example_gradients_trace_one_batched_graph() -> None:
+    """vmap(grad) batches forward and backward: the traced graph does not grow with the
+    batch (a loop would trace one copy of the per-example graph per example)."""
+    assert _traced_nodes(2) == _traced_nodes(16)
+
+
+def test_grad_through_vmap_and_detached_results() -> None:
+    w, x = _t(3, seed=1), _t(5, 3, seed=2)
+    slope = 1 - np.tanh(x.numpy() * w.numpy()) ** 2
+    g = func.grad(lambda w: func.vmap(lambda r: (r * w).tanh().sum())(x).sum())(w)
+    np.testing.assert_allclose(g.numpy(), (x.numpy() * slope).sum(0), rtol=1e-12)
+    xl = x.detach().requires_grad_()
+    func.vmap(lambda r: (r * w).tanh().sum())(xl).sum().backward()  # through a batched input
+    np.testing.assert_allclose(xl.grad.numpy(), w.numpy() * slope, rtol=1e-12)
+    grads, values = func.vmap(func.grad_and_value(lambda w, r: (r * w).tanh().sum()), (None, 0))(
+        w.detach(), x
+    )
+    assert not grads.requires_grad and not values.requires_grad  # as torch.func returns them
+    np.testing.assert_allclose(grads.numpy(), x.numpy() * slope, rtol=1e-12)
+
+
+def test_ensemble_over_stacked_parameters_eager_and_compiled() -> None:
+    model = dualflow.nn.Sequential(
+        dualflow.nn.Linear(3, 4), dualflow.nn.ReLU(), dualflow.nn.Linear(4, 2)
+    ).double()
+    params = {
+        k: dualflow.stack([v.detach() * (1 + 0.1 * i) for i in range(5)])
+        for k, v in model.named_parameters()
+    }
+    x = _t(7, 3, seed=4)
+
+    def ensemble(params: Any, x: Any) -> Any:
+        call = lambda p, x: func.functional_call(model, p, (x,))  # noqa: E731
+        return func.vmap(call, in_dims=(0, None))(params, x)
+
+    want = [
+        func.functional_call(model, {k: v[i] for k, v in params.items()}, (x,)) for i in range(5)
+    ]
+    np.testing.assert_allclose(ensemble(params, x).numpy(), np.stack([w.numpy() for w in want]))
+    compiled = dualflow.compile(ensemble, fallback="error")
+    for _ in range(2):
+        np.testing.assert_allclose(compiled(params, x).numpy(), ensemble(params, x).numpy())
+
+
+def test_in_place_writes_and_data_reads() -> None:
+    x = _t(4, 3, seed=5)
+
+    def bump(r: Any) -> Any:
+        y = r * 2
+        y.add_(1.0)
+        y[0] = 5.0
+        return y
+
+    np.testing.assert_allclose(
+        func.vmap(bump)(x).numpy(), np.stack([bump(x[b]).numpy() for b in range(4)])
+    )
+    shared = dualflow.zeros(3, dtype=dualflow.float64)
+    with pytest.raises(RuntimeError, match="not batched"):
+        func.vmap(lambda r: shared.add_(r))(x)
+    with pytest.raises(RuntimeError, match="differs per example"):
+        func.vmap(lambda r: r * r.sum().item())(x)
+    with pytest.raises(RuntimeError, match="differs per example"):
+        func.vmap(lambda r: r if r.sum() > 0 else -r)(x)
+
+
+def test_dropout_randomness_different_and_same() -> None:
+    x = dualflow.ones(4, 200, dtype=dualflow.float64)
+    drop = lambda r: dualflow.nn.functional.dropout(r, 0.5, training=True)  # noqa: E731
+    different = func.vmap(drop, randomness="different")(x).numpy()
+    assert len({tuple(row) for row in different}) == 4
+    same = func.vmap(drop, randomness="same")(x).numpy()
+    assert np.all(same == same[0])
+
+
+def test_conv_net_per_example_gradients_eager_and_compiled() -> None:
+    nn = dualflow.nn
+    model = nn.Sequential(
+        nn.Conv2d(2, 3, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(12, 2)
+    ).double()
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    x = _t(4, 2, 6, 6, seed=6)
+    y = dualflow.tensor(np.array([0, 1, 1, 0]))
+
+    def loss(p: Any, xi: Any, yi: Any) -> Any:
+        logits = func.functional_call(model, p, (xi.unsqueeze(0),))
+        return nn.functional.cross_entropy(logits, yi.unsqueeze(0))
+
+    def per_example(p: Any, x: Any, y: Any) -> Any:
+        return func.vmap(func.grad(loss), in_dims=(None, 0, 0))(p, x, y)
+
+    got = per_example(params, x, y)
+    for b in range(4):
+        for k, g in func.grad(loss)(params, x[b], y[b]).items():
+            np.testing.assert_allclose(got[k][b].numpy(), g.numpy(), rtol=1e-10, atol=1e-12)
+    compiled = dualflow.compile(per_example, fallback="error")
+    for _ in range(2):
+        for k, g in compiled(params, x, y).items():
+            np.testing.assert_allclose(g.numpy(), got[k].numpy(), rtol=1e-10, atol=1e-12)
