@@ -103,8 +103,13 @@ def matmul(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple
     """numpy's matmul per example: 1-d operands as a row / a column (squeezed afterwards),
     batched ones in front with ones up to the widest stack rank."""
     (a, b), (da, db) = args, dims
-    if db is None and b.ndim <= 2:  # a batch of rows (or stacks) times one matrix: as is
-        return apply(op, front(a, da), b), 0
+    if db is None and b.ndim <= 2:  # a batch of rows (or stacks) times one matrix
+        a = front(a, da)
+        if b.ndim == 2 and a.ndim > 2:  # one GEMM over every example's rows
+            rows = apply(OPS["reshape"], a, shape=(-1, a.shape[-1]))
+            out = apply(op, rows, b)
+            return apply(OPS["reshape"], out, shape=(*a.shape[:-1], b.shape[-1])), 0
+        return apply(op, a, b), 0
     if da is None and a.ndim <= 2 and logical_ndim(b, db) >= 2:
         return apply(op, a, front(b, db)), 0
     vec_a, vec_b = logical_ndim(a, da) == 1, logical_ndim(b, db) == 1
