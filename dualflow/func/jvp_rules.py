@@ -4,8 +4,9 @@ written in dualflow ops so a tangent is itself differentiable (jvp composes with
 Every registered op is in exactly one table (``tests/func/test_jvp_rules.py`` checks it):
 ``RULES`` (a rule of one of the kinds below), ``FALLBACK`` (the double-vjp identity, with the
 reason it has no rule yet) or ``NO_TANGENT`` (its outputs carry no tangent, with the reason).
-The rules live here, keyed by op name, rather than on ``OpDef`` because the generic ones build
-tape nodes and call the engine, which sit above the ops layer.
+``attach`` (run at import) puts each op's rule on its ``OpDef`` as the ``jvp`` fact, next to
+``backward``; the rules are written here, not in the ops modules, because the generic ones
+build tape nodes and call the engine, which sit above the ops layer.
 
 Kinds: ``diagonal`` (elementwise ops and softmax, whose Jacobian is symmetric: the tangent is
 the op's own backward applied to the tangent, input by input, with no broadcast reduction),
@@ -181,11 +182,26 @@ NO_TANGENT.update(
 )
 
 
+def attach() -> None:
+    """Give every op its rule (``OpDef.jvp``): its ``RULES`` entry, ``double_vjp`` for the
+    ``FALLBACK`` ops, None for ``NO_TANGENT``; idempotent.
+
+    Example:
+        >>> attach(); OPS["matmul"].jvp is bilinear, OPS["argmax"].jvp
+        (True, None)
+    """
+    for name, op in OPS.items():
+        op.jvp = RULES.get(name, double_vjp if name in FALLBACK else None)
+
+
 def rule_of(op: OpDef) -> Rule | None:
-    """The jvp rule of ``op`` (``double_vjp`` for the listed fallbacks; None: no tangent)."""
-    rule = RULES.get(op.name)
-    if rule is not None:
-        return rule
-    if op.name in FALLBACK or (op.differentiable and op.name not in NO_TANGENT):
-        return double_vjp  # an op registered after this table: exact, just slower
+    """The jvp rule of ``op``: its ``jvp`` fact; ``double_vjp`` for a differentiable op
+    registered after this table (exact, just slower); None: no tangent."""
+    if op.jvp is not None:
+        return op.jvp
+    if op.differentiable and op.name not in NO_TANGENT:
+        return double_vjp
     return None
+
+
+attach()

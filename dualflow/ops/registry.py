@@ -59,6 +59,7 @@ class OpDef:
         "infer",
         "inplace",
         "inplace_rule",
+        "jvp",
         "kind",
         "layout",
         "name",
@@ -127,6 +128,11 @@ FACTS: dict[str, tuple[Any, str]] = {
         "vmap's batching rule: f(op, args, dims, attrs, size) -> (result, out_dims), the op on "
         "physical inputs whose batch dimension is dims[i] (None: unbatched); None: vmap runs "
         "it once per example (dualflow/func/batch_rules.py attaches the rules)",
+    ),
+    "jvp": (
+        None,
+        "forward mode's rule: f(op, args, attrs, outs, tangents) -> the outputs' tangents, "
+        "written with ops; None: no tangent (dualflow/func/jvp_rules.py attaches the rules)",
     ),
     "saves": ((), "what backward reads: x0, x1... (inputs), y, y0... (outputs)"),
     "nout": (1, "number of outputs"),
