@@ -99,13 +99,35 @@ def _select(x: Tensor, d: int, b: int) -> Tensor:
     return ops.getitem(x, (slice(None),) * d + (b,))
 
 
+def physical_root(value: Tensor) -> Tensor:
+    """The tensor under every vmap level's payload (a logical tensor's innermost physical)."""
+    while type(value._array) is BatchedArray:
+        value = value._array.value
+    return value
+
+
+class _Hooks:
+    """The trace's hooks seen from inside vmap: a logical tensor's graph value is its physical
+    tensor's (a ``detach()`` inside vmap must not capture the logical one as state)."""
+
+    def __init__(self, below: Any) -> None:
+        self.below = below
+
+    def value_of(self, tensor: Tensor) -> Any:
+        return self.below.value_of(physical_root(tensor))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.below, name)
+
+
 class BatchLevel:
     """One vmap call: batch size ``size``; its tensors' payloads are ``BatchedArray``s."""
 
     def __init__(self, size: int, randomness: str) -> None:
         self.size, self.randomness = size, randomness
         self.below = current_interpreter.get()  # None: the default (eager) interpreter
-        self.hooks = None if self.below is None else self.below.hooks
+        hooks = None if self.below is None else self.below.hooks
+        self.hooks = None if hooks is None else _Hooks(hooks)
         self.live = True
 
     def wrap(self, physical: Tensor, bdim: int) -> Tensor:
