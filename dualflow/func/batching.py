@@ -52,6 +52,11 @@ class BatchedArray:
             size *= n
         self.size = size
 
+    @property
+    def device(self) -> Any:
+        """The physical tensor's Device (``Tensor.device`` of a logical tensor)."""
+        return self.value.device
+
     def _refuse(self, what: str) -> RuntimeError:
         return RuntimeError(
             f"vmap: {what} of a batched tensor (shape {self.shape} per example) is not "
