@@ -230,3 +230,26 @@ def test_conv_net_per_example_gradients_eager_and_compiled() -> None:
     for _ in range(2):
         for k, g in compiled(params, x, y).items():
             np.testing.assert_allclose(g.numpy(), got[k].numpy(), rtol=1e-10, atol=1e-12)
+
+
+def _loss(w: Any, xi: Any, yi: Any) -> Any:
+    return ((xi @ w).tanh() - yi).pow(2).sum()
+
+
+def test_grad_of_per_example_gradients_and_per_example_hvps() -> None:
+    """Meta-learning shape: grad over vmap(grad) keeps the graph through the batched backward;
+    vmap(hvp) gives each example's Hessian-vector product."""
+    w, x, y, v = _t(3, 2, seed=1), _t(5, 3, seed=2), _t(5, 2, seed=3), _t(3, 2, seed=4)
+
+    def norms(w: Any) -> Any:
+        return func.vmap(func.grad(_loss), (None, 0, 0))(w, x, y).pow(2).sum()
+
+    want = func.grad(lambda w: sum(func.grad(_loss)(w, x[b], y[b]).pow(2).sum() for b in range(5)))
+    np.testing.assert_allclose(func.grad(norms)(w).numpy(), want(w).numpy(), rtol=1e-12)
+    compiled = dualflow.compile(func.grad(norms), fallback="error")
+    for _ in range(2):
+        np.testing.assert_allclose(compiled(w).numpy(), want(w).numpy(), rtol=1e-12)
+    hvps = func.vmap(lambda xi, yi: func.hvp(lambda w: _loss(w, xi, yi), (w,), (v,))[1][0])(x, y)
+    for b in range(5):
+        one = func.hvp(lambda w, b=b: _loss(w, x[b], y[b]), (w,), (v,))[1][0]
+        np.testing.assert_allclose(hvps[b].numpy(), one.numpy(), rtol=1e-12)
