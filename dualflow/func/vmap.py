@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dualflow import ops
+from dualflow._config import no_grad
 from dualflow._tensor import Tensor
 from dualflow.func import batch_table  # noqa: F401 - attaches the batching rules to the ops
 from dualflow.func.batching import BatchLevel
@@ -126,16 +127,80 @@ def _unwrap_output(level: BatchLevel, leaf: Any, d: int | None) -> Any:
 
 class _Randomness:
     """The draw hook of one vmap call: 'error' refuses every draw; 'same' and 'different'
-    let it happen (one draw for the batch: ``BatchLevel`` batches it for 'different')."""
+    let it happen (one draw for the batch: ``BatchLevel`` batches it for 'different'). For
+    'same' it remembers each generator where the first chunk found it (``rewind``)."""
 
-    def __init__(self, mode: str, previous: Any) -> None:
-        self.mode, self.previous = mode, previous
+    def __init__(self, mode: str, previous: Any, chunked: bool) -> None:
+        self.mode, self.previous, self.snapshots = mode, previous, {}
+        self.chunked = chunked  # only then is there a later chunk to rewind for
 
     def __call__(self, generator: Any) -> None:
         if self.previous is not None:
             self.previous(generator)
         if self.mode == "error":
             raise RuntimeError(_RANDOM_ERROR)
+        if self.mode == "same" and self.chunked and generator not in self.snapshots:
+            with no_grad():
+                self.snapshots[generator] = generator.state.clone()
+
+    def rewind(self) -> None:
+        """'same': every chunk draws what the first one drew."""
+        with no_grad():
+            for generator, state in self.snapshots.items():
+                ops.assign(generator.state, state)
+
+
+def _run(func: Callable, size: int, randomness: str, inputs: tuple, out_dims: Any) -> tuple:
+    """One batched call of ``func`` on ``inputs`` = (trees, leaves, dims, kwargs): its output
+    leaves with the batch at their out_dims, the output's tree and the dims."""
+    trees, leaves_of, dims_of, kwargs = inputs
+    level = BatchLevel(size, randomness)
+    token = current_interpreter.set(level)
+    try:
+        result = func(*_wrap_inputs(level, trees, leaves_of, dims_of), **kwargs)
+    finally:
+        current_interpreter.reset(token)
+        level.live = False
+    leaves, _, tree = flatten(result)
+    dims = _out_dims_per_leaf(result, out_dims, len(leaves))
+    return [_unwrap_output(level, x, d) for x, d in zip(leaves, dims)], tree, dims
+
+
+def _chunk(leaves_of: list, dims_of: list, start: int, stop: int) -> list:
+    """Every mapped leaf's examples ``start:stop``."""
+    return [
+        [
+            x if d is None else ops.getitem(x, (slice(None),) * d + (slice(start, stop),))
+            for x, d in zip(leaves, dims)
+        ]
+        for leaves, dims in zip(leaves_of, dims_of)
+    ]
+
+
+def _chunked(
+    func: Callable, size: int, step: int, randomness: str, split: tuple, out_dims: Any
+) -> Any:
+    """The batch in chunks of ``step`` examples, each one batched call; outputs joined."""
+    trees, leaves_of, dims_of, kwargs = split
+    hook = _Randomness(randomness, set_draw_hook(None), step < size)
+    set_draw_hook(hook)
+    try:
+        parts = []
+        for start in range(0, size, step):
+            if start:
+                hook.rewind()
+            stop = min(start + step, size)
+            chunk = (trees, _chunk(leaves_of, dims_of, start, stop), dims_of, kwargs)
+            parts.append(_run(func, stop - start, randomness, chunk, out_dims))
+    finally:
+        set_draw_hook(hook.previous)
+    first, tree, dims = parts[0]
+    if len(parts) > 1:
+        first = [
+            x if d is None else ops.concat([p[0][k] for p in parts], d % x.ndim)
+            for k, (x, d) in enumerate(zip(first, dims))
+        ]
+    return unflatten(tree, first)
 
 
 def vmap(
@@ -149,8 +214,9 @@ def vmap(
     """``func`` mapped over a batch dimension (torch.func.vmap): ``in_dims`` per positional
     argument (an int, None for an unmapped one, or a structure like the argument), ``out_dims``
     per output; ``randomness`` 'error' refuses random ops, 'different' draws per example,
-    'same' gives every example the same draws. ``chunk_size`` is accepted and unused (the
-    whole batch runs at once). Keyword arguments are passed unmapped.
+    'same' gives every example the same draws. ``chunk_size`` runs the batch that many
+    examples at a time (less memory; None: all at once). Keyword arguments are passed
+    unmapped.
 
     Example:
         >>> import dualflow
@@ -158,27 +224,18 @@ def vmap(
         ...     dualflow.ones(3, 2), dualflow.tensor([1.0, 2.0])).tolist()
         [3.0, 3.0, 3.0]
     """
-    del chunk_size
     if randomness not in RANDOMNESS:
         raise ValueError(f"vmap: randomness must be one of {RANDOMNESS}, got {randomness!r}")
+    if chunk_size is not None and (not isinstance(chunk_size, int) or chunk_size < 1):
+        raise ValueError(f"vmap: chunk_size must be None or a positive int, got {chunk_size!r}")
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         trees, leaves_of, dims_of, size = _split_inputs(args, in_dims)
         if size == 0:  # rules fold the batch into other axes: a size 0 would divide by 0
             raise ValueError("vmap: the batch dimension has size 0")
-        level = BatchLevel(size, randomness)
-        hook = _Randomness(randomness, set_draw_hook(None))
-        set_draw_hook(hook)
-        token = current_interpreter.set(level)
-        try:
-            result = func(*_wrap_inputs(level, trees, leaves_of, dims_of), **kwargs)
-        finally:
-            current_interpreter.reset(token)
-            set_draw_hook(hook.previous)
-            level.live = False
-        leaves, _, tree = flatten(result)
-        dims = _out_dims_per_leaf(result, out_dims, len(leaves))
-        return unflatten(tree, [_unwrap_output(level, x, d) for x, d in zip(leaves, dims)])
+        step = size if chunk_size is None else min(chunk_size, size)
+        split = (trees, leaves_of, dims_of, kwargs)
+        return _chunked(func, size, step, randomness, split, out_dims)
 
     return wrapper

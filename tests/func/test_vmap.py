@@ -253,3 +253,23 @@ def test_grad_of_per_example_gradients_and_per_example_hvps() -> None:
     for b in range(5):
         one = func.hvp(lambda w, b=b: _loss(w, x[b], y[b]), (w,), (v,))[1][0]
         np.testing.assert_allclose(hvps[b].numpy(), one.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
+def test_chunk_size_runs_the_batch_in_pieces(compiled: bool) -> None:
+    w, x, y = _t(3, 2, seed=1), _t(7, 3, seed=2), _t(7, 2, seed=3)
+
+    def chunked(w: Any, x: Any, y: Any) -> Any:
+        dims = (None, 0, 0)
+        return func.vmap(func.grad(_loss), in_dims=dims, out_dims=1, chunk_size=3)(w, x, y)
+
+    run = dualflow.compile(chunked, fallback="error") if compiled else chunked
+    want = func.vmap(func.grad(_loss), in_dims=(None, 0, 0), out_dims=1)(w, x, y)
+    np.testing.assert_allclose(run(w, x, y).numpy(), want.numpy(), rtol=1e-12)
+    noise = dualflow.zeros(5, 3, dtype=dualflow.float64)
+    same = func.vmap(_noisy, randomness="same", chunk_size=2)(noise).numpy()
+    assert np.all(same == same[0])  # every chunk drew what the first drew
+    different = func.vmap(_noisy, randomness="different", chunk_size=2)(noise).numpy()
+    assert len({tuple(r) for r in different}) == 5
+    with pytest.raises(ValueError, match="chunk_size"):
+        func.vmap(_noisy, chunk_size=0)
