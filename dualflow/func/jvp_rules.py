@@ -11,8 +11,9 @@ build tape nodes and call the engine, which sit above the ops layer.
 Kinds: ``diagonal`` (elementwise ops and softmax, whose Jacobian is symmetric: the tangent is
 the op's own backward applied to the tangent, input by input, with no broadcast reduction),
 ``linear_in(k)`` (the op applied to the tangent of input ``k``), ``joint_linear`` (concat: the
-op on all tangents), ``bilinear`` (matmul and the convolutions: one term per input), and a few
-written out.
+op on all tangents), ``bilinear`` (matmul and the convolutions: one term per input),
+``reduction`` (prod, max, min: the backward on ones times the tangent, summed over each
+slice; max/min share ties as their backward does), and a few written out.
 """
 
 from __future__ import annotations
@@ -55,6 +56,41 @@ def diagonal(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -
         if g is not None:
             total = g if total is None else total + g
     return [total]
+
+
+def _ones_backward(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> Tensor:
+    """The op's backward on ones: every output element's derivative by each element of input
+    0 (laid out as that input), for ops whose outputs depend on disjoint slices of it."""
+    node = record(
+        op,
+        attrs,
+        args,
+        tuple(args[i] for i in op.save_inputs),
+        tuple(outs[i]._array for i in op.save_outputs),
+    )
+    for i in op.save_outputs:  # ctx.y re-wraps the output: enclosing levels must know it
+        share_tangents(outs[i], node.output(i))
+    node.needs = tuple(j == 0 for j in range(len(args)))
+    gxs = op.backward(node, ops.ones_like(outs[0]))
+    return (gxs if type(gxs) is tuple else (gxs,))[0]
+
+
+def reduction(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """prod, max, min: each output element reduces its own slice, so ``J t`` sums the
+    backward-on-ones (d y / d x, with backward's tie-sharing) times ``t`` over the slice."""
+    g = _ones_backward(op, args, attrs, outs)
+    return [ops.sum(g * tangents[0], axis=attrs["axis"], keepdims=attrs["keepdims"])]
+
+
+def cross_entropy_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """softmax_cross_entropy: each loss element depends on its own row of logits (summed or
+    averaged over rows), so ``J t`` sums the backward-on-ones times ``t`` (over the class
+    axis for reduce='no', over everything otherwise)."""
+    if tangents[0] is None:
+        return [None]
+    g = _ones_backward(op, args, attrs, outs)
+    axis = 1 if attrs["reduce"] == "no" else None
+    return [ops.sum(g * tangents[0], axis=axis, keepdims=False)]
 
 
 def linear_in(k: int) -> Rule:
@@ -146,6 +182,10 @@ RULES.update(
     concat=joint_linear,
     pad=pad_rule,
     embedding=linear_in(1),
+    prod=reduction,
+    max=reduction,
+    min=reduction,
+    softmax_cross_entropy=cross_entropy_rule,
 )
 _LINEAR_IN_FIRST = (
     "copy reshape transpose broadcast_to sum_to sum flip getitem getitem_array take_along_axis "
@@ -157,13 +197,9 @@ for _name in _LINEAR_IN_FIRST.split():
 _LATER = "nonlinear; a written-out rule is next (docs/design-notes.md)"
 _BACKWARD_HELPER = "a backward's helper op (forward over reverse): linear in its gradient input"
 FALLBACK: dict[str, str] = {
-    "prod": _LATER,
-    "max": _LATER + "; its tie-breaking must match backward's",
-    "min": _LATER + "; its tie-breaking must match backward's",
     "max_pool2d": _LATER,
     "max_pool2d_gather": _BACKWARD_HELPER,
     "max_pool2d_grad": _BACKWARD_HELPER + ", nonlinear in the pooled input",
-    "softmax_cross_entropy": _LATER,
     "batch_norm": _LATER,
     "getitem_array_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
     "take_along_axis_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
