@@ -189,7 +189,8 @@ RULES.update(
 )
 _LINEAR_IN_FIRST = (
     "copy reshape transpose broadcast_to sum_to sum flip getitem getitem_array take_along_axis "
-    "avg_pool2d getitem_grad avg_pool2d_grad embedding_grad"
+    "avg_pool2d getitem_grad avg_pool2d_grad embedding_grad getitem_array_grad "
+    "take_along_axis_grad"
 )
 for _name in _LINEAR_IN_FIRST.split():
     RULES[_name] = linear_in(0)
@@ -201,8 +202,6 @@ FALLBACK: dict[str, str] = {
     "max_pool2d_gather": _BACKWARD_HELPER,
     "max_pool2d_grad": _BACKWARD_HELPER + ", nonlinear in the pooled input",
     "batch_norm": _LATER,
-    "getitem_array_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
-    "take_along_axis_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
     "allreduce": "a collective: every rank must push a tangent equally often",
 }
 NO_TANGENT: dict[str, str] = {
