@@ -273,3 +273,26 @@ def test_chunk_size_runs_the_batch_in_pieces(compiled: bool) -> None:
     assert len({tuple(r) for r in different}) == 5
     with pytest.raises(ValueError, match="chunk_size"):
         func.vmap(_noisy, chunk_size=0)
+
+
+def _train(compiled: bool) -> list[float]:
+    dualflow.manual_seed(0)
+    model = dualflow.nn.Linear(3, 2).double()
+    opt = dualflow.optim.SGD(model.parameters(), lr=0.1)
+    x = _t(5, 3, seed=8)
+
+    def step(x: Any) -> Any:
+        opt.zero_grad()
+        loss = func.vmap(lambda r: model(r).tanh().sum())(x).sum()
+        loss.backward()  # through vmap's result to the module's parameters
+        opt.step()
+        return loss
+
+    run = dualflow.compile(step, fallback="error") if compiled else step
+    return [run(x).item() for _ in range(3)]
+
+
+def test_a_training_step_through_vmap_compiled_equals_eager() -> None:
+    eager = _train(False)
+    assert eager[2] < eager[0]
+    assert _train(True) == eager
