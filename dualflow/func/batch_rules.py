@@ -117,7 +117,9 @@ def matmul(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple
     rank = max(logical_ndim(a, da), logical_ndim(b, db))
     a = a if da is None else pad_rank(a, rank)
     b = b if db is None else pad_rank(b, rank)
-    out = apply(op, a, b)
+    # a contraction of 1 (outer products: a weight's per-example gradient) is one product per
+    # element: a broadcast multiply gives the same bits, a stacked matmul is far slower
+    out = apply(OPS["multiply"] if a.shape[-1] == 1 else op, a, b)
     if vec_a or vec_b:
         tail = [n for n, vec in zip(out.shape[-2:], (vec_a, vec_b)) if not vec]
         out = apply(OPS["reshape"], out, shape=(*out.shape[:-2], *tail))
