@@ -97,9 +97,16 @@ def jvp(
     return (output, pushed, aux) if has_aux else (output, pushed)
 
 
-def jacfwd(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable:
+def jacfwd(
+    func: Callable,
+    argnums: int | tuple[int, ...] = 0,
+    has_aux: bool = False,
+    *,
+    randomness: str = "error",
+) -> Callable:
     """The Jacobian of ``func`` by forward mode (torch.func.jacfwd): one forward-mode run per
-    input, vmapped over the basis vectors of its elements; shapes and nesting as ``jacrev``.
+    input, vmapped over the basis vectors of its elements (``randomness`` is that vmap's, as
+    in torch.func); shapes and nesting as ``jacrev``.
 
     Example:
         >>> import dualflow
@@ -129,7 +136,7 @@ def jacfwd(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = F
                 return tuple(_tangents_out(level, outputs, []))
 
             basis = ops.reshape(identity(x.numel(), x), (x.numel(), *x.shape))
-            columns.append(list(vmap(push, out_dims=-1)(basis)))
+            columns.append(list(vmap(push, out_dims=-1, randomness=randomness)(basis)))
         if not seen:  # every input is empty: one plain call gives the output's shape
             output, aux = _split_aux(func(*args, **kwargs), has_aux, "jacfwd")
             outputs, tree = tensor_leaves(output, "jacfwd")

@@ -296,3 +296,15 @@ def test_a_training_step_through_vmap_compiled_equals_eager() -> None:
     eager = _train(False)
     assert eager[2] < eager[0]
     assert _train(True) == eager
+
+
+def test_jacfwd_takes_its_vmaps_randomness() -> None:
+    x = _t(3, seed=9)
+    noisy = lambda x: x * dualflow.rand(3, dtype=dualflow.float64)  # noqa: E731
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        func.jacfwd(noisy)(x)  # torch.func's default too
+    dualflow.manual_seed(3)
+    jac = func.jacfwd(noisy, randomness="same")(x).numpy()
+    dualflow.manual_seed(3)
+    draws = dualflow.rand(3, dtype=dualflow.float64).numpy()
+    np.testing.assert_array_equal(jac, np.diag(draws))  # one draw, shared by every column
