@@ -20,7 +20,9 @@ from typing import Any
 from dualflow import ops
 from dualflow._config import config
 from dualflow._tensor import Tensor
+from dualflow.autograd.eager import check_inputs
 from dualflow.autograd.tape import record
+from dualflow.errors import DualflowError
 from dualflow.ops.dispatch import apply as dispatch_apply
 from dualflow.ops.dispatch import current_interpreter
 from dualflow.ops.registry import OpDef
@@ -165,6 +167,9 @@ class BatchLevel:
         token = current_interpreter.set(self.below)  # the rule's ops go to the levels below
         try:
             result, out_dims = rule(op, tuple(physical), tuple(dims), attrs, self.size)
+        except DualflowError as exc:  # name the shapes of one example, as the user wrote them
+            check_inputs(op, list(args), attrs)
+            raise exc from None
         finally:
             current_interpreter.reset(token)
         return self._logical(op, args, attrs, result, out_dims)

@@ -308,3 +308,11 @@ def test_jacfwd_takes_its_vmaps_randomness() -> None:
     dualflow.manual_seed(3)
     draws = dualflow.rand(3, dtype=dualflow.float64).numpy()
     np.testing.assert_array_equal(jac, np.diag(draws))  # one draw, shared by every column
+
+
+def test_shape_errors_name_one_examples_shapes() -> None:
+    x = dualflow.ones(5, 3)
+    with pytest.raises(dualflow.errors.ShapeError, match=r"\(3,\) @ \(4, 2\)"):
+        func.vmap(lambda r: r @ dualflow.ones(4, 2))(x)
+    with pytest.raises(dualflow.errors.ShapeError, match=r"shapes \(3,\), \(4,\) do not"):
+        func.vmap(lambda r: r + dualflow.ones(4))(x)
