@@ -135,6 +135,45 @@ def log_softmax_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents:
     return [t - ops.sum(ops.exp(outs[0]) * t, axis=attrs["axis"], keepdims=True)]
 
 
+def max_pool_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """The tangent at each window's argmax (the first of equal maxima, as backward picks)."""
+    return [apply(OPS["max_pool2d_gather"], args[0], tangents[0], **attrs)]
+
+
+def pooled_linear(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """max_pool2d_grad / max_pool2d_gather: linear in input 1, piecewise constant in the pooled
+    input 0 (the argmax does not move under a small change): no term from its tangent."""
+    if tangents[1] is None:
+        return [None]
+    return [apply(op, args[0], tangents[1], **attrs)]
+
+
+def batch_norm_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """Training batch norm written out: the statistics' tangents, then the normalized
+    output's (``y = (x - mu) / sqrt(var + eps) * gamma + beta``)."""
+    (x, gamma, _), (y, mu, var), (tx, tg, tb) = args, outs, tangents
+    axes, shape = (0, *range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+    count = y.numel() // y.shape[1]
+    inv = ops.rsqrt(var + attrs["eps"])
+    xc = x - ops.reshape(mu, shape)
+    terms, t_mu, t_var = [], None, None
+    if tx is not None:
+        t_mu = ops.sum(tx, axis=axes) / count
+        t_xc = tx - ops.reshape(t_mu, shape)
+        t_var = ops.sum(xc * t_xc, axis=axes) * (2.0 / count)
+        t_inv = -0.5 * inv * inv * inv * t_var
+        t_hat = t_xc * ops.reshape(inv, shape) + xc * ops.reshape(t_inv, shape)
+        terms.append(t_hat * ops.reshape(gamma, shape))
+    if tg is not None:
+        terms.append(xc * ops.reshape(inv * tg, shape))
+    if tb is not None:
+        terms.append(ops.broadcast_to(ops.reshape(tb, shape), y.shape))
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return [total, t_mu, t_var]
+
+
 def double_vjp(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
     """Any differentiable op: ``J t = d/du <J^T u, t>``, by the engine's double backward on a
     recomputation of the op from this call's inputs (exact; two reverse passes)."""
@@ -186,6 +225,10 @@ RULES.update(
     max=reduction,
     min=reduction,
     softmax_cross_entropy=cross_entropy_rule,
+    max_pool2d=max_pool_rule,
+    max_pool2d_grad=pooled_linear,
+    max_pool2d_gather=pooled_linear,
+    batch_norm=batch_norm_rule,
 )
 _LINEAR_IN_FIRST = (
     "copy reshape transpose broadcast_to sum_to sum flip getitem getitem_array take_along_axis "
@@ -195,13 +238,7 @@ _LINEAR_IN_FIRST = (
 for _name in _LINEAR_IN_FIRST.split():
     RULES[_name] = linear_in(0)
 
-_LATER = "nonlinear; a written-out rule is next (docs/design-notes.md)"
-_BACKWARD_HELPER = "a backward's helper op (forward over reverse): linear in its gradient input"
 FALLBACK: dict[str, str] = {
-    "max_pool2d": _LATER,
-    "max_pool2d_gather": _BACKWARD_HELPER,
-    "max_pool2d_grad": _BACKWARD_HELPER + ", nonlinear in the pooled input",
-    "batch_norm": _LATER,
     "allreduce": "a collective: every rank must push a tangent equally often",
 }
 NO_TANGENT: dict[str, str] = {
