@@ -82,6 +82,12 @@ class BatchedArray:
     def __repr__(self) -> str:
         return f"BatchedArray(shape={self.shape}, bdim={self.bdim}, dtype={self.dtype})"
 
+    def describe(self) -> str:
+        """A logical tensor's text (``print`` inside vmap), as torch.func prints it: its level,
+        batch dimension and physical value."""
+        value = repr(self.value).replace("\n", "\n    ")
+        return f"BatchedTensor(lvl={self.level.depth}, bdim={self.bdim}, value=\n    {value}\n)"
+
 
 def loop_fallback(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
     """No rule: run ``op`` once per example on the slices and stack each output at 0."""
@@ -136,6 +142,10 @@ class BatchLevel:
         hooks = None if self.below is None else self.below.hooks
         self.hooks = None if hooks is None else _Hooks(hooks)
         self.live = True
+        below, self.depth = self.below, 1  # its place among the vmaps around it (1: outermost)
+        while below is not None:
+            self.depth += isinstance(below, BatchLevel)
+            below = getattr(below, "below", None)
 
     def wrap(self, physical: Tensor, bdim: int) -> Tensor:
         """The logical tensor of ``physical`` batched along ``bdim`` at this level; it requires

@@ -316,3 +316,11 @@ def test_shape_errors_name_one_examples_shapes() -> None:
         func.vmap(lambda r: r @ dualflow.ones(4, 2))(x)
     with pytest.raises(dualflow.errors.ShapeError, match=r"shapes \(3,\), \(4,\) do not"):
         func.vmap(lambda r: r + dualflow.ones(4))(x)
+
+
+def test_printing_a_batched_tensor_shows_its_level_and_value(capsys: Any) -> None:
+    x = dualflow.tensor(np.arange(6.0).reshape(2, 3))
+    func.vmap(func.vmap(lambda r: print(r) or r))(x[None])
+    out = capsys.readouterr().out
+    assert out.startswith("BatchedTensor(lvl=2, bdim=0, value=\n    BatchedTensor(lvl=1, bdim=0,")
+    assert "[[0., 1., 2.]," in out
