@@ -4,10 +4,10 @@ each ``OpDef`` as its ``batch`` fact when ``dualflow.func`` is imported.
 A rule gets the op's *physical* inputs, where input ``i`` carries the batch at dimension
 ``dims[i]`` (None: unbatched, shared by every example), and returns ``(result, out_dims)``;
 its ops run on the levels below vmap's (eager, the tracer, an outer vmap). Most rules move the
-batch dimension to the front (``front``) and shift the op's axes by one. The shape, indexing
-and convolution rules are in ``batch_rules_shape``; ``LOOP_FALLBACK`` lists, with a reason,
-every op left to the per-example loop (``batching.loop_fallback``), ``NOT_BATCHED`` the ops
-that never see a batched input.
+batch dimension to the front (``front``) and shift the op's axes by one. The shape and
+indexing rules are in ``batch_rules_shape``, the convolution, pooling, batch-norm and
+embedding ones in ``batch_rules_spatial``; ``batch_table`` says which op has which rule and
+lists, with a reason, the ops left to the per-example loop (``batching.loop_fallback``).
 """
 
 from __future__ import annotations
