@@ -23,7 +23,13 @@ Rule = Callable[[OpDef, tuple, tuple, dict, int], tuple]
 
 
 def front(x: Tensor, d: int | None) -> Tensor:
-    """``x`` with its batch dimension ``d`` moved to 0 (unchanged when it is already)."""
+    """``x`` with its batch dimension ``d`` moved to 0 (unchanged when it is already).
+
+    Example:
+        >>> import dualflow
+        >>> front(dualflow.zeros(2, 3, 4), 2).shape
+        (4, 2, 3)
+    """
     if not d:
         return x
     axes = (d, *(i for i in range(x.ndim) if i != d))
@@ -44,7 +50,13 @@ def batched(x: Tensor, d: int | None, size: int) -> Tensor:
 
 
 def pad_rank(x: Tensor, rank: int) -> Tensor:
-    """A front-batched ``x`` with ones inserted after the batch up to ``rank`` logical dims."""
+    """A front-batched ``x`` with ones inserted after the batch up to ``rank`` logical dims.
+
+    Example:
+        >>> import dualflow
+        >>> pad_rank(dualflow.zeros(5, 3), 3).shape
+        (5, 1, 1, 3)
+    """
     missing = rank - (x.ndim - 1)
     if missing <= 0:
         return x
@@ -52,7 +64,12 @@ def pad_rank(x: Tensor, rank: int) -> Tensor:
 
 
 def shift_axes(axis: Any, ndim: int) -> Any:
-    """Logical reduction axes (None, an int or a tuple) as physical ones, batch at 0."""
+    """Logical reduction axes (None, an int or a tuple) as physical ones, batch at 0.
+
+    Example:
+        >>> shift_axes(None, 2), shift_axes(-1, 2), shift_axes((0, 1), 3)
+        ((1, 2), 2, (1, 2))
+    """
     if axis is None:
         return tuple(range(1, ndim + 1))
     if isinstance(axis, int):

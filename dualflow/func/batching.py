@@ -90,7 +90,18 @@ class BatchedArray:
 
 
 def loop_fallback(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
-    """No rule: run ``op`` once per example on the slices and stack each output at 0."""
+    """No rule: run ``op`` once per example on the slices and stack each output at 0 (a
+    one-line warning naming the op, once per op per process).
+
+    Example:
+        >>> import warnings, dualflow
+        >>> from dualflow.ops import OPS
+        >>> with warnings.catch_warnings():
+        ...     warnings.simplefilter("ignore")
+        ...     out, dim = loop_fallback(OPS["exp"], (dualflow.zeros(2, 3),), (1,), {}, 3)
+        >>> out.shape, dim
+        ((3, 2), 0)
+    """
     if op.name not in _WARNED:
         _WARNED.add(op.name)
         warnings.warn(
@@ -113,7 +124,15 @@ def _select(x: Tensor, d: int, b: int) -> Tensor:
 
 
 def physical_root(value: Tensor) -> Tensor:
-    """The tensor under every vmap level's payload (a logical tensor's innermost physical)."""
+    """The tensor under every vmap level's payload (a logical tensor's innermost physical).
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.zeros(4, 3)
+        >>> logical = BatchLevel(4, "error").wrap(x, 0)
+        >>> logical.shape, physical_root(logical) is x
+        ((3,), True)
+    """
     while type(value._array) is BatchedArray:
         value = value._array.value
     return value
