@@ -173,6 +173,13 @@ class BatchLevel:
         e.g. by an inner transform, comes back detached)."""
         return Tensor._wrap(BatchedArray(physical, bdim, self), None, 0, physical.requires_grad)
 
+    def before_read(self, array: Any, writable: bool) -> None:
+        """Data is about to be read outside an op (``dispatch.reading``, lazy re-execution):
+        the interpreter below runs what it has recorded first, as it would without this level."""
+        below = getattr(self.below, "before_read", None)
+        if below is not None and self.below.hooks is None:
+            below(array, writable)
+
     def unwrap(self, value: Any) -> tuple[Any, int | None]:
         """``(physical, bdim)`` of an argument: bdim None when it is not batched here."""
         if isinstance(value, Tensor):

@@ -3,6 +3,7 @@ gradients), the three randomness modes, bad dims as errors; compiled equals eage
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
@@ -324,3 +325,23 @@ def test_printing_a_batched_tensor_shows_its_level_and_value(capsys: Any) -> Non
     out = capsys.readouterr().out
     assert out.startswith("BatchedTensor(lvl=2, bdim=0, value=\n    BatchedTensor(lvl=1, bdim=0,")
     assert "[[0., 1., 2.]," in out
+
+
+@pytest.mark.skipif(
+    not hasattr(dualflow.ops.dispatch, "reading"), reason="no lazy re-execution on this branch"
+)
+def test_a_read_inside_vmap_or_jvp_sees_lazily_recorded_writes() -> None:
+    state = dualflow.zeros(3, dtype=dualflow.float64)
+    x = dualflow.ones(4, 3, dtype=dualflow.float64)
+
+    def step(x: Any) -> Any:
+        state.add_(1.0)  # recorded, not yet run, when the function runs lazily
+        mapped = func.vmap(lambda r: r * float(state.numpy().sum()))(x)
+        tangent = func.jvp(lambda r: r * float(state.numpy().sum()), (x,), (x,))[1]
+        return mapped + tangent  # a forward-mode level forwards the read too
+
+    compiled = dualflow.compile(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the graph break's notice: it runs lazily
+        for k in range(1, 4):
+            np.testing.assert_array_equal(compiled(x).numpy(), np.full((4, 3), 6.0 * k))
