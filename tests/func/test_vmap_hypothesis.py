@@ -1,6 +1,7 @@
 """Random programs under vmap equal a Python loop: chains of shape, reduction, elementwise and
 matmul steps on inputs batched at random dimensions (so the rules meet batch dimensions other
-than 0), with a random out_dim, nested in a second vmap half the time."""
+than 0), with a random out_dim, nested in a second vmap; compiled, they equal eager bit for
+bit."""
 
 from __future__ import annotations
 
@@ -104,3 +105,24 @@ def test_nested_random_programs_equal_loops(
         for b in range(3):
             want = program(dualflow.tensor(x[a, b]), dualflow.tensor(y)).numpy()
             np.testing.assert_allclose(got[a, b], want, rtol=1e-10, atol=1e-12)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    names=st.lists(st.sampled_from(sorted(STEPS)), min_size=1, max_size=4),
+    x_dim=st.integers(0, 2),
+    y_dim=st.one_of(st.none(), st.integers(0, 2)),
+    out_dim=st.integers(-3, 2),
+)
+def test_random_programs_compiled_equal_eager(
+    names: list[str], x_dim: int, y_dim: int | None, out_dim: int
+) -> None:
+    rng = np.random.default_rng(len(names) * 7 + x_dim)
+    x = dualflow.tensor(np.moveaxis(rng.normal(size=(3, 4, 4)), 0, x_dim))
+    y_data = rng.normal(size=(4, 4)) if y_dim is None else rng.normal(size=(3, 4, 4))
+    y = dualflow.tensor(y_data if y_dim is None else np.moveaxis(y_data, 0, y_dim))
+    mapped = func.vmap(_program(names), in_dims=(x_dim, y_dim), out_dims=out_dim)
+    compiled = dualflow.compile(mapped, fallback="error")
+    want = mapped(x, y).numpy()
+    for _ in range(2):  # the trace, then the plan
+        np.testing.assert_array_equal(compiled(x, y).numpy(), want)
