@@ -207,6 +207,8 @@ class Tensor(TensorMethods):
         return self._concrete("int", int)
 
     def __repr__(self) -> str:
+        if hasattr(self._array, "describe"):  # a payload that prints itself (vmap's batches)
+            return self._array.describe()
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"tensor({body}, dtype={self.dtype}{grad})"

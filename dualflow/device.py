@@ -139,6 +139,8 @@ def device_of(array: Any) -> Device:
     if isinstance(array, np.ndarray | np.generic):
         return CPU
     device = getattr(array, "device", None)
+    if isinstance(device, Device):  # a payload that knows its device (vmap's BatchedArray)
+        return device
     if device is not None and type(array).__module__.startswith("cupy"):
         return Device(f"cuda:{device.id}")
     return CPU

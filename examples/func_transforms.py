@@ -4,7 +4,7 @@ never the Hessian).
 
 Per-example gradients are what DP-SGD clips and what influence functions need: the MLP's
 parameters go in as a dict, ``grad`` differentiates one example's loss with respect to them
-and ``vmap`` maps that over the batch (for now a loop that the compiled plan unrolls). Newton-CG
+and ``vmap`` maps that over the batch (every op batched by its rule: one graph). Newton-CG
 solves ``H d = -g`` by conjugate gradients, each iteration one ``hvp`` (reverse over reverse).
 Both run compiled and are checked against eager; ``--smoke`` keeps it to a second or two.
 """

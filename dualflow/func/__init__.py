@@ -1,10 +1,9 @@
 """``dualflow.func``: torch.func's functional transforms over dualflow's engine.
 
 ``functional_call`` runs a Module on parameters given as a dict; ``grad``, ``grad_and_value``,
-``vjp``, ``jacrev`` are reverse mode; ``jvp``, ``jacfwd``, ``hessian`` forward mode (for now
-through the double-vjp identity), ``hvp`` a Hessian-vector product; ``vmap`` maps a function
-over a batch dimension (for now a loop over the batch). All compose and trace under
-``@dualflow.compile``.
+``vjp``, ``jacrev`` are reverse mode; ``jvp``, ``jacfwd``, ``hessian`` forward mode (each op's
+``jvp`` rule), ``hvp`` a Hessian-vector product; ``vmap`` maps a function over a batch
+dimension (each op's ``batch`` rule). All compose and trace under ``@dualflow.compile``.
 """
 
 from dualflow.func.forward import hessian, hvp, jacfwd, jvp

@@ -2,8 +2,8 @@
 
 ``jvp`` runs the function once under a ``ForwardLevel`` (forward_mode.py): every op pushes the
 tangents of its inputs through its jvp rule (jvp_rules.py) as it runs. ``jacfwd`` does that
-once per input element; ``hessian`` is ``jacfwd(jacrev(f))``; ``hvp`` is reverse over reverse,
-which needs no Hessian and no per-element loop.
+once per input, vmapped over the input's basis vectors; ``hessian`` is ``jacfwd(jacrev(f))``;
+``hvp`` is reverse over reverse, which needs no Hessian and no per-element loop.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dualflow.autograd import grad as engine_grad
 from dualflow.func.forward_mode import ForwardLevel
 from dualflow.func.level import Level, argnums_tuple, detach, identity, tensor_leaves
 from dualflow.func.reverse import _call, _split_aux, jacrev
+from dualflow.func.vmap import vmap
 from dualflow.ops.dispatch import interpreting
 from dualflow.tracer.pytree import flatten, unflatten
 
@@ -96,9 +97,16 @@ def jvp(
     return (output, pushed, aux) if has_aux else (output, pushed)
 
 
-def jacfwd(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable:
+def jacfwd(
+    func: Callable,
+    argnums: int | tuple[int, ...] = 0,
+    has_aux: bool = False,
+    *,
+    randomness: str = "error",
+) -> Callable:
     """The Jacobian of ``func`` by forward mode (torch.func.jacfwd): one forward-mode run per
-    input element; shapes and nesting as ``jacrev``.
+    input, vmapped over the basis vectors of its elements (``randomness`` is that vmap's, as
+    in torch.func); shapes and nesting as ``jacrev``.
 
     Example:
         >>> import dualflow
@@ -111,24 +119,29 @@ def jacfwd(func: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = F
         nums = argnums_tuple(argnums, len(args), "jacfwd")
         inputs = [flatten(args[n])[::2] for n in nums]  # (leaves, tree) per argument
         flat_inputs = [x for leaves, _ in inputs for x in leaves]
-        columns: list[list[list[Tensor]]] = []  # [input][element] -> output tangents
-        result = tree = aux = None
+        columns: list[list[Tensor] | None] = []  # [input] -> output tangents, batched last
+        seen: dict[str, Any] = {}
         for k, x in enumerate(flat_inputs):
             _check_pair(x, x)
-            basis = identity(x.numel(), x) if x.numel() else None
-            cols = []
-            for j in range(x.numel()):
-                tangents = _one_hot_tangents(inputs, k, ops.reshape(basis[j], x.shape))
+            if not x.numel():
+                columns.append(None)
+                continue
+
+            def push(column: Tensor, k: int = k) -> tuple:
+                tangents = _one_hot_tangents(inputs, k, column)
                 result, level = _forward(func, list(args), nums, tangents, kwargs)
-                output, aux = _split_aux(result, has_aux, "jacfwd")
-                outputs, tree = tensor_leaves(output, "jacfwd")
-                cols.append(_tangents_out(level, outputs, []))
-            columns.append(cols)
-        if tree is None:  # every input is empty: one plain call gives the output's shape
+                seen["output"], seen["aux"] = _split_aux(result, has_aux, "jacfwd")
+                outputs, seen["tree"] = tensor_leaves(seen["output"], "jacfwd")
+                seen["outputs"] = outputs
+                return tuple(_tangents_out(level, outputs, []))
+
+            basis = ops.reshape(identity(x.numel(), x), (x.numel(), *x.shape))
+            columns.append(list(vmap(push, out_dims=-1, randomness=randomness)(basis)))
+        if not seen:  # every input is empty: one plain call gives the output's shape
             output, aux = _split_aux(func(*args, **kwargs), has_aux, "jacfwd")
             outputs, tree = tensor_leaves(output, "jacfwd")
         else:
-            outputs = tensor_leaves(_split_aux(result, has_aux, "jacfwd")[0], "jacfwd")[0]
+            outputs, tree, aux = seen["outputs"], seen["tree"], seen["aux"]
         jac = _assemble(columns, flat_inputs, outputs, inputs, argnums)
         jac = unflatten(tree, jac)
         return (jac, aux) if has_aux else jac
@@ -147,16 +160,18 @@ def _one_hot_tangents(inputs: list, k: int, column: Tensor) -> list:
 
 
 def _assemble(columns: list, flat_inputs: list, outputs: list, inputs: list, argnums: Any) -> list:
-    """Per output: d output / d input (shape ``out.shape + in.shape``), grouped as argnums."""
+    """Per output: d output / d input (shape ``out.shape + in.shape``), grouped as argnums;
+    ``columns[k][i]`` is output ``i``'s tangent for every basis vector of input ``k``, stacked
+    last."""
     jac = []
     for i, o in enumerate(outputs):
         per_input = []
         for cols, x in zip(columns, flat_inputs):
-            if not cols:
-                per_input.append(ops.zeros(tuple(o.shape) + tuple(x.shape), o.dtype))
-                continue
-            stacked = ops.stack([c[i] for c in cols], -1)
-            per_input.append(ops.reshape(stacked, tuple(o.shape) + tuple(x.shape)))
+            shape = tuple(o.shape) + tuple(x.shape)
+            if cols is None:
+                per_input.append(ops.zeros(shape, o.dtype))
+            else:
+                per_input.append(ops.reshape(cols[i], shape))
         grouped, start = [], 0
         for leaves, tree in inputs:
             grouped.append(unflatten(tree, per_input[start : start + len(leaves)]))

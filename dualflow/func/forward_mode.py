@@ -45,6 +45,13 @@ class ForwardLevel:
         self.tangents: dict[Any, tuple[Any, Tensor, Tensor]] = {}
         self.active = True
 
+    def before_read(self, array: Any, writable: bool) -> None:
+        """Data is about to be read outside an op (``dispatch.reading``, lazy re-execution):
+        the interpreter below runs what it has recorded first, as it would without this level."""
+        below = getattr(self.below, "before_read", None)
+        if below is not None and self.below.hooks is None:
+            below(array, writable)
+
     @staticmethod
     def _key(holder: Any) -> Any:
         return id(holder) if isinstance(holder, Tensor) else (id(holder[0]), holder[1])

@@ -4,14 +4,16 @@ written in dualflow ops so a tangent is itself differentiable (jvp composes with
 Every registered op is in exactly one table (``tests/func/test_jvp_rules.py`` checks it):
 ``RULES`` (a rule of one of the kinds below), ``FALLBACK`` (the double-vjp identity, with the
 reason it has no rule yet) or ``NO_TANGENT`` (its outputs carry no tangent, with the reason).
-The rules live here, keyed by op name, rather than on ``OpDef`` because the generic ones build
-tape nodes and call the engine, which sit above the ops layer.
+``attach`` (run at import) puts each op's rule on its ``OpDef`` as the ``jvp`` fact, next to
+``backward``; the rules are written here, not in the ops modules, because the generic ones
+build tape nodes and call the engine, which sit above the ops layer.
 
 Kinds: ``diagonal`` (elementwise ops and softmax, whose Jacobian is symmetric: the tangent is
 the op's own backward applied to the tangent, input by input, with no broadcast reduction),
 ``linear_in(k)`` (the op applied to the tangent of input ``k``), ``joint_linear`` (concat: the
-op on all tangents), ``bilinear`` (matmul and the convolutions: one term per input), and a few
-written out.
+op on all tangents), ``bilinear`` (matmul and the convolutions: one term per input),
+``reduction`` (prod, max, min: the backward on ones times the tangent, summed over each
+slice; max/min share ties as their backward does), and a few written out.
 """
 
 from __future__ import annotations
@@ -56,6 +58,41 @@ def diagonal(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -
     return [total]
 
 
+def _ones_backward(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> Tensor:
+    """The op's backward on ones: every output element's derivative by each element of input
+    0 (laid out as that input), for ops whose outputs depend on disjoint slices of it."""
+    node = record(
+        op,
+        attrs,
+        args,
+        tuple(args[i] for i in op.save_inputs),
+        tuple(outs[i]._array for i in op.save_outputs),
+    )
+    for i in op.save_outputs:  # ctx.y re-wraps the output: enclosing levels must know it
+        share_tangents(outs[i], node.output(i))
+    node.needs = tuple(j == 0 for j in range(len(args)))
+    gxs = op.backward(node, ops.ones_like(outs[0]))
+    return (gxs if type(gxs) is tuple else (gxs,))[0]
+
+
+def reduction(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """prod, max, min: each output element reduces its own slice, so ``J t`` sums the
+    backward-on-ones (d y / d x, with backward's tie-sharing) times ``t`` over the slice."""
+    g = _ones_backward(op, args, attrs, outs)
+    return [ops.sum(g * tangents[0], axis=attrs["axis"], keepdims=attrs["keepdims"])]
+
+
+def cross_entropy_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """softmax_cross_entropy: each loss element depends on its own row of logits (summed or
+    averaged over rows), so ``J t`` sums the backward-on-ones times ``t`` (over the class
+    axis for reduce='no', over everything otherwise)."""
+    if tangents[0] is None:
+        return [None]
+    g = _ones_backward(op, args, attrs, outs)
+    axis = 1 if attrs["reduce"] == "no" else None
+    return [ops.sum(g * tangents[0], axis=axis, keepdims=False)]
+
+
 def linear_in(k: int) -> Rule:
     """The op is linear in input ``k`` (the others are indices): apply it to the tangent."""
 
@@ -96,6 +133,45 @@ def pad_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -
 def log_softmax_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
     t = tangents[0]  # J = I - 1 softmax^T along the axis
     return [t - ops.sum(ops.exp(outs[0]) * t, axis=attrs["axis"], keepdims=True)]
+
+
+def max_pool_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """The tangent at each window's argmax (the first of equal maxima, as backward picks)."""
+    return [apply(OPS["max_pool2d_gather"], args[0], tangents[0], **attrs)]
+
+
+def pooled_linear(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """max_pool2d_grad / max_pool2d_gather: linear in input 1, piecewise constant in the pooled
+    input 0 (the argmax does not move under a small change): no term from its tangent."""
+    if tangents[1] is None:
+        return [None]
+    return [apply(op, args[0], tangents[1], **attrs)]
+
+
+def batch_norm_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """Training batch norm written out: the statistics' tangents, then the normalized
+    output's (``y = (x - mu) / sqrt(var + eps) * gamma + beta``)."""
+    (x, gamma, _), (y, mu, var), (tx, tg, tb) = args, outs, tangents
+    axes, shape = (0, *range(2, x.ndim)), (1, -1) + (1,) * (x.ndim - 2)
+    count = y.numel() // y.shape[1]
+    inv = ops.rsqrt(var + attrs["eps"])
+    xc = x - ops.reshape(mu, shape)
+    terms, t_mu, t_var = [], None, None
+    if tx is not None:
+        t_mu = ops.sum(tx, axis=axes) / count
+        t_xc = tx - ops.reshape(t_mu, shape)
+        t_var = ops.sum(xc * t_xc, axis=axes) * (2.0 / count)
+        t_inv = -0.5 * inv * inv * inv * t_var
+        t_hat = t_xc * ops.reshape(inv, shape) + xc * ops.reshape(t_inv, shape)
+        terms.append(t_hat * ops.reshape(gamma, shape))
+    if tg is not None:
+        terms.append(xc * ops.reshape(inv * tg, shape))
+    if tb is not None:
+        terms.append(ops.broadcast_to(ops.reshape(tb, shape), y.shape))
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return [total, t_mu, t_var]
 
 
 def double_vjp(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
@@ -145,27 +221,24 @@ RULES.update(
     concat=joint_linear,
     pad=pad_rule,
     embedding=linear_in(1),
+    prod=reduction,
+    max=reduction,
+    min=reduction,
+    softmax_cross_entropy=cross_entropy_rule,
+    max_pool2d=max_pool_rule,
+    max_pool2d_grad=pooled_linear,
+    max_pool2d_gather=pooled_linear,
+    batch_norm=batch_norm_rule,
 )
 _LINEAR_IN_FIRST = (
     "copy reshape transpose broadcast_to sum_to sum flip getitem getitem_array take_along_axis "
-    "avg_pool2d getitem_grad avg_pool2d_grad embedding_grad"
+    "avg_pool2d getitem_grad avg_pool2d_grad embedding_grad getitem_array_grad "
+    "take_along_axis_grad"
 )
 for _name in _LINEAR_IN_FIRST.split():
     RULES[_name] = linear_in(0)
 
-_LATER = "nonlinear; a written-out rule is next (docs/design-notes.md)"
-_BACKWARD_HELPER = "a backward's helper op (forward over reverse): linear in its gradient input"
 FALLBACK: dict[str, str] = {
-    "prod": _LATER,
-    "max": _LATER + "; its tie-breaking must match backward's",
-    "min": _LATER + "; its tie-breaking must match backward's",
-    "max_pool2d": _LATER,
-    "max_pool2d_gather": _BACKWARD_HELPER,
-    "max_pool2d_grad": _BACKWARD_HELPER + ", nonlinear in the pooled input",
-    "softmax_cross_entropy": _LATER,
-    "batch_norm": _LATER,
-    "getitem_array_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
-    "take_along_axis_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
     "allreduce": "a collective: every rank must push a tangent equally often",
 }
 NO_TANGENT: dict[str, str] = {
@@ -181,11 +254,26 @@ NO_TANGENT.update(
 )
 
 
+def attach() -> None:
+    """Give every op its rule (``OpDef.jvp``): its ``RULES`` entry, ``double_vjp`` for the
+    ``FALLBACK`` ops, None for ``NO_TANGENT``; idempotent.
+
+    Example:
+        >>> attach(); OPS["matmul"].jvp is bilinear, OPS["argmax"].jvp
+        (True, None)
+    """
+    for name, op in OPS.items():
+        op.jvp = RULES.get(name, double_vjp if name in FALLBACK else None)
+
+
 def rule_of(op: OpDef) -> Rule | None:
-    """The jvp rule of ``op`` (``double_vjp`` for the listed fallbacks; None: no tangent)."""
-    rule = RULES.get(op.name)
-    if rule is not None:
-        return rule
-    if op.name in FALLBACK or (op.differentiable and op.name not in NO_TANGENT):
-        return double_vjp  # an op registered after this table: exact, just slower
+    """The jvp rule of ``op``: its ``jvp`` fact; ``double_vjp`` for a differentiable op
+    registered after this table (exact, just slower); None: no tangent."""
+    if op.jvp is not None:
+        return op.jvp
+    if op.differentiable and op.name not in NO_TANGENT:
+        return double_vjp
     return None
+
+
+attach()

@@ -115,11 +115,12 @@ def share_tangents(source: Tensor, target: Tensor) -> None:
     """Give ``target`` the tangent of ``source`` in every enclosing forward-mode level (the
     same value under another Tensor: a detached cut, a rule's re-wrapped output)."""
     interpreter = current_interpreter.get()
-    while interpreter is not None and hasattr(interpreter, "tangent_of"):  # ForwardLevels
-        tangent = interpreter.tangent_of(source)
-        if tangent is not None:
-            interpreter.set_tangent(target, tangent)
-        interpreter = interpreter.below
+    while interpreter is not None:  # ForwardLevels, and vmap's levels between them
+        if hasattr(interpreter, "tangent_of"):
+            tangent = interpreter.tangent_of(source)
+            if tangent is not None:
+                interpreter.set_tangent(target, tangent)
+        interpreter = getattr(interpreter, "below", None)
 
 
 def detach_tree(value: Any) -> Any:

@@ -13,6 +13,7 @@ from dualflow._config import enable_grad
 from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
 from dualflow.func.level import Level, argnums_tuple, detach, detach_tree, identity, tensor_leaves
+from dualflow.func.vmap import vmap
 from dualflow.tracer.pytree import unflatten
 
 
@@ -138,9 +139,10 @@ def vjp(f: Callable, *primals: Any, has_aux: bool = False) -> tuple:
 
 
 def jacrev(f: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = False) -> Callable:
-    """The Jacobian of ``f`` by reverse mode (torch.func.jacrev): one vector-Jacobian product
-    per output element; the result for an output of shape ``O`` and an argument of shape ``I``
-    has shape ``O + I`` (a tuple over argnums when it is a tuple; a pytree over the outputs).
+    """The Jacobian of ``f`` by reverse mode (torch.func.jacrev): a vector-Jacobian product per
+    output element, all in one vmap; the result for an output of shape ``O`` and an argument
+    of shape ``I`` has shape ``O + I`` (a tuple over argnums when it is a tuple; a pytree over
+    the outputs).
 
     Example:
         >>> import dualflow
@@ -167,17 +169,17 @@ def jacrev(f: Callable, argnums: int | tuple[int, ...] = 0, has_aux: bool = Fals
 
 
 def _jacobian_rows(level: Level, out: Tensor, keep: bool) -> list[Tensor]:
-    """d out / d input for every input of ``level``: shape ``out.shape + input.shape``."""
+    """d out / d input for every input of ``level``: shape ``out.shape + input.shape``, by
+    one batched vector-Jacobian product over the rows of the identity (vmap of the engine's
+    backward, as torch.func's jacrev)."""
     inputs = level.flat()
     flat_out = ops.reshape(out, (-1,))
-    rows: list[list[Tensor]] = [[] for _ in inputs]
-    basis = identity(flat_out.shape[0], flat_out)
-    for i in range(flat_out.shape[0]):
-        for k, g in enumerate(_gradients(level, [flat_out], [basis[i]], keep)):
-            rows[k].append(g if keep else detach(g))
-    if not rows or flat_out.shape[0] == 0:
+    if not inputs or flat_out.shape[0] == 0:
         return [ops.zeros(tuple(out.shape) + tuple(x.shape), x.dtype) for x in inputs]
-    return [
-        ops.reshape(ops.stack(r, 0), tuple(out.shape) + tuple(x.shape))
-        for r, x in zip(rows, inputs)
-    ]
+
+    def row(u: Tensor) -> tuple:
+        grads = _gradients(level, [flat_out], [u], keep)
+        return tuple(g if keep else detach(g) for g in grads)
+
+    rows = vmap(row)(identity(flat_out.shape[0], flat_out))
+    return [ops.reshape(r, tuple(out.shape) + tuple(x.shape)) for r, x in zip(rows, inputs)]

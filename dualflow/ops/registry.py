@@ -43,6 +43,7 @@ class OpDef:
         "attr_names",
         "autocast",
         "backward",
+        "batch",
         "check_eager",
         "check_node",
         "collective",
@@ -58,6 +59,7 @@ class OpDef:
         "infer",
         "inplace",
         "inplace_rule",
+        "jvp",
         "kind",
         "layout",
         "name",
@@ -121,6 +123,17 @@ class OpDef:
 # Every fact an op definition may state: (default, meaning).
 FACTS: dict[str, tuple[Any, str]] = {
     "backward": (None, "backward(ctx, *gys) written with ops; None: not differentiable"),
+    "batch": (
+        None,
+        "vmap's batching rule: f(op, args, dims, attrs, size) -> (result, out_dims), the op on "
+        "physical inputs whose batch dimension is dims[i] (None: unbatched); None: vmap runs "
+        "it once per example (dualflow/func/batch_rules.py attaches the rules)",
+    ),
+    "jvp": (
+        None,
+        "forward mode's rule: f(op, args, attrs, outs, tangents) -> the outputs' tangents, "
+        "written with ops; None: no tangent (dualflow/func/jvp_rules.py attaches the rules)",
+    ),
     "saves": ((), "what backward reads: x0, x1... (inputs), y, y0... (outputs)"),
     "nout": (1, "number of outputs"),
     "expr": (None, "elementwise ops: the parsed scalar expression"),

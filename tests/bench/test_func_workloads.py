@@ -20,8 +20,8 @@ def test_per_example_grads_equal_a_loop() -> None:
     leaves = [p.detach().requires_grad_(True) for p in built["params"]]
     for b in range(4):
         want = dualflow.grad(_example_loss(leaves, x[b], labels[b]), leaves)
-        for g, w in zip(grads, want):
-            np.testing.assert_allclose(g[b].numpy(), w.numpy(), rtol=1e-5, atol=1e-7)
+        for g, w in zip(grads, want):  # float32; the batched GEMMs sum in another order
+            np.testing.assert_allclose(g[b].numpy(), w.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_bench_runs_it_in_every_mode(tmp_path) -> None:

@@ -52,6 +52,8 @@ def inputs() -> dict[str, np.ndarray]:
         "z": rng.uniform(-1.5, 1.5, size=(5,)),
         "tz": rng.normal(size=(5,)),
         "a": rng.normal(size=(5, 3)),
+        "zs": rng.uniform(-1.5, 1.5, size=(3, 5)),  # batches for vmap of a transform
+        "ws": rng.normal(size=(3, 4)) * 0.3,
     }
 
 
@@ -68,6 +70,27 @@ CASES: dict[str, tuple[str, Any, tuple[str, ...], dict]] = {
     "smooth_jvp": ("jvp", smooth, ("z",), {"tangent": "tz"}),
     "smooth_vjp": ("vjp", smooth, ("z",), {"cotangent": "tz"}),
     "log_probs_jacfwd": ("jacfwd", log_probs, ("z", "a"), {"argnums": (0, 1)}),
+    # vmap of a transform: (inner transform, its argnums, vmap's in_dims)
+    "smooth_vmap_jacrev": ("vmap_of", smooth, ("zs",), {"inner": ("jacrev", 0, 0)}),
+    "smooth_vmap_jacfwd": ("vmap_of", smooth, ("zs",), {"inner": ("jacfwd", 0, 0)}),
+    "log_probs_vmap_jacfwd": (
+        "vmap_of",
+        log_probs,
+        ("zs", "a"),
+        {"inner": ("jacfwd", (0, 1), (0, None))},
+    ),
+    "logistic_vmap_hessian": (
+        "vmap_of",
+        logistic,
+        ("ws", "features", "labels"),
+        {"inner": ("hessian", 0, (0, None, None))},
+    ),
+    "logistic_vmap_vmap_grad": (
+        "vmap_of",
+        logistic,
+        ("ws", "features", "labels"),
+        {"inner": ("vmap_grad", 0, (None, 0, 0))},
+    ),
 }
 
 
@@ -85,6 +108,13 @@ def run(func: Any, nnf: Any, name: str, values: dict[str, Any]) -> list[Any]:
     if kind == "vmap_grad":
         dims = (None,) * 4 + (0, 0)
         return _flat(func.vmap(func.grad(f, argnums=extra["argnums"]), in_dims=dims)(*args))
+    if kind == "vmap_of":
+        inner, argnums, in_dims = extra["inner"]
+        if inner == "vmap_grad":  # vmap over weights of a per-example-gradient vmap: nested
+            per_example = func.vmap(func.grad(f, argnums=argnums), in_dims=in_dims)
+            return _flat(func.vmap(per_example, in_dims=(0, None, None))(*args))
+        transform = getattr(func, inner)(f, argnums=argnums)
+        return _flat(func.vmap(transform, in_dims=in_dims)(*args))
     if kind == "jvp":
         out, tangent = func.jvp(f, tuple(args), (values[extra["tangent"]],))
         return [out, tangent]

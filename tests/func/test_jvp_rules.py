@@ -26,6 +26,8 @@ def test_every_op_has_a_rule_a_fallback_or_no_tangent() -> None:
         homes = [t for t in tables if name in t]
         assert len(homes) == 1, f"{name}: in {len(homes)} of RULES/FALLBACK/NO_TANGENT"
         assert op.differentiable == (name not in jvp_rules.NO_TANGENT), name
+        fallback = jvp_rules.double_vjp if name in jvp_rules.FALLBACK else None
+        assert op.jvp is jvp_rules.RULES.get(name, fallback), name  # the OpDef's jvp fact
     assert all(isinstance(reason, str) and reason for reason in jvp_rules.FALLBACK.values())
     assert not (set(jvp_rules.RULES) | set(jvp_rules.FALLBACK)) - set(OPS)
 
