@@ -1,8 +1,9 @@
 """One owner for the process's background work, below every compute layer (DESIGN §1).
 
-- ``owner``: the ``Background`` object holding the kernel worker threads, the services (the
-  kernel compile worker process and its reader thread), the SIGINT wrapper and the tuning of
-  OpenBLAS's threads; all started lazily, ended by ``shutdown()``, fresh in a forked child.
+- ``process``: ``owner()``, the ``Background`` object holding the kernel worker threads, the
+  services (the kernel compile worker process and its reader thread), the SIGINT wrapper and
+  the tuning of OpenBLAS's threads; all started lazily, ended by ``shutdown()``, fresh in a
+  forked child.
 - ``workers``: the worker threads (they sleep on a lock while idle, never spin).
 - ``sigint``: holding Ctrl-C while a compiled call commits.
 - ``blas``: numpy's OpenBLAS thread count, and its idle threads made to sleep at once.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import operator
 
-from dualflow.background.owner import MAX_THREADS, owner, replace
+from dualflow.background.process import MAX_THREADS, owner, replace
 from dualflow.errors import ConfigError
 
 __all__ = ["get_num_threads", "owner", "set_num_threads", "shutdown"]

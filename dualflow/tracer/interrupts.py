@@ -7,7 +7,7 @@ calls the tracer makes around a commit.
 
 from __future__ import annotations
 
-from dualflow.background.owner import owner
+from dualflow.background.process import owner
 
 
 def hold() -> bool:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dualflow.background.owner import using_threads
+from dualflow.background.process import using_threads
 from dualflow.graph_ir import Graph, interpret
 from dualflow.kernels.expr.expression import compile_numpy, parse_expr
 from dualflow.kernels.expr.typed_program import apply_numpy, lower_expr

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dualflow.background.owner import using_threads
+from dualflow.background.process import using_threads
 from dualflow.errors import NumericalError
 from dualflow.graph_ir import Graph, GraphBuilder, interpret
 from dualflow.kernels.cuda.cuda_fused import (

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dualflow import nn
-from dualflow.background.owner import using_threads
+from dualflow.background.process import using_threads
 from dualflow.kernels.conv import conv_gemm, winograd
 from dualflow.kernels.conv.column_copies import PART_MIN_BYTES
 from tests.kernels.sgd_steps import assert_compiled_equals_eager

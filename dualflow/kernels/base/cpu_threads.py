@@ -12,7 +12,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 
-from dualflow.background.owner import owner
+from dualflow.background.process import owner
 from dualflow.background.workers import IN_WORKER
 
 

@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dualflow._config import env_flag
-from dualflow.background.owner import owner
+from dualflow.background.process import owner
 from dualflow.kernels.numba import kernel_requests
 
 ENV = "DUALFLOW_BACKGROUND_COMPILE"
