@@ -23,6 +23,8 @@ from dualflow.errors import ConfigError
 
 THREADS_ENV = "DUALFLOW_NUM_THREADS"
 MAX_THREADS = 1024
+# the owner's own threads, which never call BLAS (a data prefetch thread may: user transforms)
+NO_BLAS_THREADS = ("dualflow-cpu-", "dualflow-compile-answers", "dualflow-watchdog")
 
 
 def machine_threads() -> int:
@@ -89,7 +91,7 @@ class Background:
         others = [
             t
             for t in threading.enumerate()
-            if t is not threading.current_thread() and not t.name.startswith("dualflow-")
+            if t is not threading.current_thread() and not t.name.startswith(NO_BLAS_THREADS)
         ]
         if not others:
             blas.sleep_when_idle()
