@@ -34,7 +34,8 @@ def get_num_threads() -> int:
 
 def set_num_threads(count: int) -> None:
     """Split kernel calls over ``count`` threads, and run OpenBLAS's GEMMs on as many
-    (``torch.set_num_threads``); the worker threads start again at the next call.
+    (``torch.set_num_threads``); the worker threads start again at the next call. Call it
+    between kernel calls, not from inside one (it waits for the call using the workers).
 
     Raises:
         ConfigError: ``count`` is not a whole number in [1, 1024].
