@@ -63,7 +63,7 @@ SETTINGS: dict[str, Setting] = {
         read=lambda: decompression_limit(None), bad=tuple(BAD_NUMBERS)
     ),
     "DUALFLOW_NUM_THREADS": Setting(
-        read=configured_threads, bad=(*BAD_NUMBERS, "0", "1.5", "1025")
+        read=configured_threads, fresh="import dualflow", bad=(*BAD_NUMBERS, "0", "1.5", "1025")
     ),
     "DUALFLOW_CACHE_DIR": Setting(why_none="any text names a folder (~ expanded)"),
     "DUALFLOW_PLAN_CACHE": Setting(why_none="any text names a folder (~ expanded; 0/1 off/on)"),

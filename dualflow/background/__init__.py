@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import operator
 
-from dualflow.background.process import MAX_THREADS, owner, replace
+from dualflow.background.process import MAX_THREADS, configured_threads, owner, replace
 from dualflow.errors import ConfigError
 
 __all__ = ["get_num_threads", "owner", "set_num_threads", "shutdown"]
+
+if configured_threads() is not None:  # read at import: OpenBLAS's GEMMs get it from the start
+    owner()
 
 
 def get_num_threads() -> int:

@@ -95,9 +95,6 @@ class Background:
         ]
         if not others:
             blas.sleep_when_idle()
-        if self.explicit and not _blas_default:  # DUALFLOW_NUM_THREADS: OpenBLAS's count too
-            _blas_default.append(blas.get_threads() or 0)
-            blas.set_threads(self.threads)
 
     def service(self, name: str, choose: Callable[[Any], Any]) -> Any:
         """The service ``name`` (an object with ``close()``): ``choose(current)`` returns the
@@ -134,6 +131,7 @@ class Background:
 
 _owner: list[Background] = []
 _owner_lock = threading.Lock()
+_blas_default: list[int] = []  # OpenBLAS's own count, before the first explicit setting
 
 
 def owner() -> Background:
@@ -148,12 +146,9 @@ def owner() -> Background:
     with _owner_lock:
         if not _owner:
             configured = configured_threads()
-            explicit = configured is not None
-            _owner.append(Background(configured or machine_threads(), explicit))
+            _owner.append(Background(configured or machine_threads(), configured is not None))
+            _blas_count(_owner[0])
         return _owner[0]
-
-
-_blas_default: list[int] = []  # OpenBLAS's own count, before the first explicit setting
 
 
 def replace(threads: int, explicit: bool) -> Background:
@@ -166,13 +161,19 @@ def replace(threads: int, explicit: bool) -> Background:
             old.close_services()
             old.crew.stop()
         _owner[:] = [Background(threads, explicit, old.sigint if old else None)]
-    if explicit:
+    _blas_count(_owner[0])
+    return _owner[0]
+
+
+def _blas_count(work: Background) -> None:
+    """OpenBLAS's thread count for ``work``: its count when set explicitly, else OpenBLAS's own
+    (from before the first explicit setting)."""
+    if work.explicit:
         if not _blas_default:
             _blas_default.append(blas.get_threads() or 0)
-        blas.set_threads(threads)
+        blas.set_threads(work.threads)
     elif _blas_default and _blas_default[0]:
         blas.set_threads(_blas_default[0])
-    return _owner[0]
 
 
 @contextlib.contextmanager

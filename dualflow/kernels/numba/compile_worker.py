@@ -47,7 +47,9 @@ class Worker:
     """The worker process and the thread reading its answers."""
 
     def __init__(self, directory: Path) -> None:
-        env = dict(os.environ, **{ENV: "0", "OPENBLAS_NUM_THREADS": "1"})
+        env = dict(
+            os.environ, **{ENV: "0", "OPENBLAS_NUM_THREADS": "1", "DUALFLOW_NUM_THREADS": "1"}
+        )
         command = [sys.executable, "-m", "dualflow.kernels.numba.compile_worker", str(directory)]
         self.process = subprocess.Popen(
             command,
