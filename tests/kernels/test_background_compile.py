@@ -160,6 +160,22 @@ def test_a_worker_that_dies_means_compiling_here(stand_ins: list[int]) -> None:
     assert compile_worker._deaths == [worker.process.pid]
 
 
+def test_shutdown_ends_the_worker_and_the_next_kernel_starts_another(stand_ins: list[int]) -> None:
+    shape = (16, 16)
+    arrays = _inputs(shape)
+    want = compile_numpy(CHAIN, ARGS, ())(np, *arrays)
+    metas = tuple((shape, "float32") for _ in ARGS)
+    kernel = kc.cpu_kernel(CHAIN, ARGS, metas)
+    first = compile_worker._current()
+    dualflow.background.shutdown()  # the owner ends its services: the worker and its reader
+    assert first.process.poll() is not None and compile_worker._current() is None
+    assert compile_worker.wait(30) and compile_worker._deaths == []  # asked to end: no death
+    np.testing.assert_array_equal(kernel(np, *arrays), want)  # its kernel compiles here
+    kc.cpu_kernel(("call", "negative", CHAIN), ARGS, metas)  # a new kernel: a new worker
+    second = compile_worker._current()
+    assert second is not None and second.alive and second.process.pid != first.process.pid
+
+
 def test_a_spec_that_is_not_plain_data_compiles_here(stand_ins: list[int]) -> None:
     program = lower_expr(CHAIN, ARGS, ("float32", "float32"))
     spec = (CHAIN, ARGS, (np.dtype("float32"), np.dtype("float32")))  # dtypes, not names
