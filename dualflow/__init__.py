@@ -20,6 +20,7 @@ from dualflow._config import (
     using_config,
 )
 from dualflow._memory import tune_malloc as _tune_malloc
+from dualflow.background import get_num_threads, set_num_threads
 from dualflow.device import Device, get_array_module
 
 _tune_malloc()  # see dualflow/_memory.py: large temporaries reuse heap memory
@@ -123,6 +124,7 @@ __all__ = [
     "full",
     "full_like",
     "get_array_module",
+    "get_num_threads",
     "grad",
     "gradcheck",
     "initial_seed",
@@ -148,6 +150,7 @@ __all__ = [
     "save",
     "save_safetensors",
     "set_debug",
+    "set_num_threads",
     "tensor",
     "training",
     "using_config",

@@ -249,6 +249,8 @@ ENVIRONMENT = {
     "else ~/.cache/dualflow); must be owned by you and writable only by you",
     "DUALFLOW_CACHE_MAX_MB": "size limit of each cache folder in MB (default 512), LRU-trimmed",
     "DUALFLOW_PLAN_CACHE": "folder (or 1: <cache root>/plans) where compiled plans persist",
+    "DUALFLOW_NUM_THREADS": "threads a CPU kernel call is split over, and OpenBLAS's GEMMs use "
+    "(a whole number in [1, 1024]; default: the CPUs os.sched_getaffinity allows)",
     "DUALFLOW_BACKGROUND_COMPILE": "0 compiles fused CPU kernels in the calling process instead "
     "of a worker process (the blocked evaluator runs them until the worker's are ready)",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",

@@ -35,6 +35,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "disk_trust",
             "disk_trim",
             "disk_cache",
+            "background",  # threads, service processes, SIGINT: what compute layers call
         ),
     ),
     ("arguments", ("arguments", "cuda")),  # argument checks; the torch.cuda-style device queries

@@ -16,6 +16,7 @@ import pytest
 
 import dualflow
 from dualflow import _config
+from dualflow.background.process import configured_threads
 from dualflow.checkpoint_reader import decompression_limit
 from dualflow.errors import ConfigError
 from dualflow.passes.manager import resolve_passes
@@ -60,6 +61,9 @@ SETTINGS: dict[str, Setting] = {
     "DUALFLOW_CACHE_MAX_MB": Setting(read=_config.cache_limit, bad=tuple(BAD_NUMBERS)),
     "DUALFLOW_CHECKPOINT_MAX_GB": Setting(
         read=lambda: decompression_limit(None), bad=tuple(BAD_NUMBERS)
+    ),
+    "DUALFLOW_NUM_THREADS": Setting(
+        read=configured_threads, fresh="import dualflow", bad=(*BAD_NUMBERS, "0", "1.5", "1025")
     ),
     "DUALFLOW_CACHE_DIR": Setting(why_none="any text names a folder (~ expanded)"),
     "DUALFLOW_PLAN_CACHE": Setting(why_none="any text names a folder (~ expanded; 0/1 off/on)"),

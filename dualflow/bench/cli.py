@@ -12,6 +12,7 @@ import os
 import platform
 import sys
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,6 @@ from dualflow.bench.devices import describe, resolve_device
 from dualflow.bench.harness import Measurement, measure
 from dualflow.bench.idle import wait_until_idle
 from dualflow.bench.modes import (
-    MATCH_ABS,
     MODES,
     compare,
     compile_report,
@@ -32,10 +32,13 @@ from dualflow.bench.modes import (
 )
 from dualflow.bench.peers import section
 from dualflow.bench.peers.goals import ISSUE_WORKLOADS
+from dualflow.bench.table import add_rates, format_table, share_flops
 from dualflow.bench.workloads import ALIASES, GPU_SCALE, WORKLOADS, default_workloads, resolve_names
 from dualflow.device import CPU, Device
 from dualflow.errors import DeviceError
 from dualflow.passes.manager import resolve_passes
+from dualflow.runtime.machine_rates import machine_rates
+from dualflow.tracer.explain_profile import plan_flops
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,8 +103,8 @@ def _measure_cell(
     row.held_bytes = fresh_held(workload, mode, seed, device)  # measured (issue 36)
     if mode == "eager":
         row.steps = recorder.ops
-    if built.get("bytes"):
-        row.gbps = built["bytes"] / (row.ms_median * 1e-3) / 1e9
+    flops = built.get("flops") or plan_flops(step)  # its matmuls' and convolutions'
+    add_rates(row, flops, built.get("bytes"), machine_rates())
     return row, final_state(built, recorder.last)
 
 
@@ -145,6 +148,7 @@ def run(
     def count(name: str) -> int:
         return repeats_of(name, repeats_scale, repeats)
 
+    machine_rates()  # measured first, before the cells' compile workers and threads
     rows = []
     own = [name for name in names if WORKLOADS[name].rows is not None]
     cells = [(name, mode) for name in names if name not in own for mode in modes]
@@ -167,80 +171,9 @@ def run(
         rows.append(row)
     for name in own:
         rows += _own_rows(name, count(name), seed, device)
+    share_flops(rows, machine_rates())
     order = {name: i for i, name in enumerate(names)}
     return sorted(rows, key=lambda r: order[r.workload])  # stable: modes keep their order
-
-
-def _opt(value: float | None, fmt: str, suffix: str = "") -> str:
-    return "-" if value is None else format(value, fmt) + suffix
-
-
-def _match(r: Measurement) -> str:
-    if r.max_diff is None:
-        return "-"
-    ok = r.matches if r.matches is not None else r.max_diff <= MATCH_ABS
-    rel = "" if r.max_rel_diff is None else f", rel {r.max_rel_diff:.1e}"
-    return f"{'yes' if ok else 'NO'} (abs {r.max_diff:.1e}{rel})"
-
-
-_COLUMNS = (
-    ("ms/step (min-max)", lambda r: f"{r.ms_median:.3f} ({r.ms_min:.3f}-{r.ms_max:.3f})"),
-    (
-        "speedup",
-        lambda r: "noisy" if r.noisy and r.speedup is None else _opt(r.speedup, ".2f", "x"),
-    ),
-    ("peak MB", lambda r: f"{r.peak_bytes / 2**20:.2f}"),
-    ("held MB", lambda r: _opt(None if r.held_bytes is None else r.held_bytes / 2**20, ".2f")),
-    ("mem ratio", lambda r: _opt(r.mem_ratio, ".2f")),
-    ("compile ms", lambda r: _opt(r.compile_ms, ".1f")),
-    ("steps/call", lambda r: _opt(r.steps, "d")),
-    ("baseline ms", lambda r: _opt(r.baseline_ms, ".3f")),
-    ("GB/s", lambda r: _opt(r.gbps, ".1f")),
-    ("matches eager", _match),
-)
-
-
-_NOISY = "noisy: min-max spread wider than the median (busy machine); rerun, e.g. with --full"
-
-
-def _note(row: Measurement) -> str:
-    notes = [row.note, _NOISY if row.noisy and row.repeats else None]
-    notes.append("busy: spread too wide" if row.busy and not row.noisy else None)
-    if row.idle is False:
-        notes.append(f"machine not idle (others used {row.others_cpu or 0.0:.0%} of the CPUs)")
-    return "; ".join(n for n in notes if n)
-
-
-def format_table(rows: list[Measurement]) -> str:
-    """Render the rows as a fixed-width text table (``GB/s`` and ``note`` when a row has one).
-
-    ``steps/call`` is the kernels and guards a compiled plan runs per call, and the ops (one
-    kernel each) an eager call dispatches.
-
-    Example:
-        >>> print(format_table([Measurement("w", "eager", 1.0, 0.9, 1.2, 10, 2048)]))
-        ... # doctest: +NORMALIZE_WHITESPACE
-        workload  mode   ms/step (min-max)    speedup  peak MB  mem ratio  compile ms  steps/call
-          baseline ms  matches eager
-        w         eager  1.000 (0.900-1.200)  -        0.00     -          -           -
-          -            -
-    """
-    shown = {"GB/s": any(r.gbps for r in rows), "held MB": any(r.held_bytes for r in rows)}
-    columns = [c for c in _COLUMNS if shown.get(c[0], True)]
-    header = ("workload", "mode", *(title for title, _ in columns))
-    lines = [
-        (r.workload, r.mode, *(cell(r) if r.repeats else "-" for _, cell in columns))
-        for r in rows  # a row without repeats is a note-only row (skipped or failed)
-    ]
-    notes = [_note(r) for r in rows]
-    if any(notes):
-        header += ("note",)
-        lines = [(*line, note) for line, note in zip(lines, notes)]
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *lines)]
-    return "\n".join(
-        "  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip()
-        for line in [header, *lines]
-    )
 
 
 def write_outputs(
@@ -266,6 +199,7 @@ def write_outputs(
         "machine": platform.machine(),
         "cpus": os.cpu_count(),
         "device": describe(device),
+        **asdict(machine_rates()),
     }
     path = os.path.join(out, "bench.json")
     with open(path, "w") as f:
@@ -385,6 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, names, rows, lambda n: repeats_of(n, scale, args.repeats), _warmup
     )
     print(format_table(rows))
+    print(machine_rates().describe())  # the yardsticks of the % GEMM and % BW columns
     print(text)
     rows += peer_rows
     if args.compare_to:

@@ -41,6 +41,9 @@ class Measurement:
     max_rel_diff: float | None = None  # max_diff relative to the largest eager magnitude
     matches: bool | None = None  # max_diff or max_rel_diff within tolerance (modes.compare)
     gbps: float | None = None  # bytes the fused kernel must read + write, per second
+    gflops: float | None = None  # the step's GEMM/convolution FLOPs per second (``flops``)
+    gemm_share: float | None = None  # gflops / the machine's measured GEMM rate
+    bandwidth_share: float | None = None  # gbps / the machine's measured copy bandwidth
     noisy: bool = False  # min-max spread wider than the median (its or eager's): no speedup
     spread: float | None = None  # (max - min) / median (dualflow.bench.idle.mark_busy)
     busy: bool = False  # spread above the run's --max-spread: the run does not count

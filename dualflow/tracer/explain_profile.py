@@ -2,6 +2,8 @@
 with the achieved GFLOP/s of steps whose op knows its work (``OpDef.flops``: matmul and the
 convolutions, forward and backward), so a slow layer shows how far it is from the GEMM rate.
 A convolution counts its direct form's work: a Winograd layer may show more than the GEMM rate.
+Each such step also shows its share of the machine's GEMM rate (``runtime.machine_rates``,
+measured at the first profile a process prints), and the profile's head names that rate.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 
 from dualflow.graph_ir.ir import Node
 from dualflow.ops.registry import OPS
+from dualflow.runtime.machine_rates import machine_rates
 
 ROWS = 20  # the slowest steps shown per plan
 
@@ -31,6 +34,27 @@ def step_flops(node: Node) -> int | None:
     return int(op.flops(node.input_metas, node.attrs))
 
 
+def plan_flops(fn: Any) -> int | None:
+    """The FLOPs (matmuls, convolutions) of one run of ``fn``'s last trace, forward and backward
+    plans; None when it has not run as a plan or has no such step (the bench's GFLOP/s).
+
+    Example:
+        >>> import dualflow
+        >>> f = dualflow.compile(lambda a, b: a @ b)
+        >>> _ = f(dualflow.ones(4, 8), dualflow.ones(8, 2))
+        >>> plan_flops(f)
+        128
+    """
+    history = getattr(fn, "history", None)
+    if not history:
+        return None
+    trace = history[-1]
+    plans = [trace.plan] + ([trace.backward.plan] if trace.backward is not None else [])
+    counts = [step_flops(node) for plan in plans for node in plan.graph.nodes]
+    total = sum(c for c in counts if c)
+    return total or None
+
+
 def profile_lines(plan: Any, title: str) -> list[str]:
     """The rows of one plan's last profiled run (none when it has not run profiled)."""
     times = getattr(plan, "profile_times", None)
@@ -38,16 +62,26 @@ def profile_lines(plan: Any, title: str) -> list[str]:
         return []
     total = float(times.sum())
     lines = [f"  profile of the {title}'s last profiled run: {total * 1e3:.3f} ms in steps"]
+    if any(step_flops(node) for node in plan.graph.nodes):
+        lines.append(f"  {machine_rates().describe()}")
     order = sorted(range(len(times)), key=lambda i: -times[i])[:ROWS]
     for i in order:
         node, seconds = plan.graph.nodes[i], float(times[i])
         flops = step_flops(node)
-        rate = f"  {flops / seconds / 1e9:8.1f} GFLOP/s" if flops and seconds > 0 else ""
+        rate = _rate(flops, seconds)
         share = 100 * seconds / total if total > 0 else 0.0
         lines.append(
             f"    {seconds * 1e3:9.3f} ms {share:5.1f}%  {node.op:<20} {node.loc or '-'}{rate}"
         )
     return lines
+
+
+def _rate(flops: int | None, seconds: float) -> str:
+    """A step's GFLOP/s and its share of the machine's GEMM rate (measured once a process)."""
+    if not flops or seconds <= 0:
+        return ""
+    gflops = flops / seconds / 1e9
+    return f"  {gflops:8.1f} GFLOP/s {machine_rates().gemm_share(gflops):5.0%} of the GEMM rate"
 
 
 def request_profile(fn: Any, on: bool = True) -> None:

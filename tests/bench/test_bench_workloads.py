@@ -43,6 +43,7 @@ def test_ci_smoke_run_schema_modes_and_match(tmp_path) -> None:
     assert dualflow_main([*args, "--out", str(tmp_path)]) == 0
     data = json.loads((tmp_path / "bench.json").read_text())
     assert {"python", "numpy", "machine", "cpus", "device"} <= set(data["meta"])
+    assert data["meta"]["gemm_gflops"] > 0 and data["meta"]["bandwidth_gbps"] > 0
     assert data["meta"]["device"].startswith("cpu")
     schema = {f.name for f in fields(Measurement)}
     assert all(set(r) == schema for r in data["results"])
@@ -51,6 +52,8 @@ def test_ci_smoke_run_schema_modes_and_match(tmp_path) -> None:
     for (_, mode), row in rows.items():
         assert row["repeats"] == 2 and row["ms_min"] <= row["ms_median"] <= row["ms_max"]
         assert row["steps"] > 0  # eager counts its ops, compiled modes their plan steps
+        if row["workload"] == "mlp":  # its GEMMs' FLOPs, counted from the plan, for every mode
+            assert row["gflops"] > 0 and row["gemm_share"] > 0
         if mode != "eager":
             assert row["matches"] is True and row["max_rel_diff"] <= 1e-5
             assert row["compile_ms"] > 0 and row["mem_ratio"] > 0
@@ -141,7 +144,10 @@ def test_elementwise_rows_report_bandwidth(tmp_path, capsys) -> None:
     assert main([*args, "--out", str(tmp_path)]) == 0
     rows = _rows(tmp_path / "bench.json")
     assert all(r["gbps"] > 0 and r["baseline_ms"] > 0 for r in rows.values())
-    assert "GB/s" in capsys.readouterr().out.splitlines()[0]
+    assert all(r["bandwidth_share"] > 0 and r["gflops"] is None for r in rows.values())
+    out = capsys.readouterr().out.splitlines()
+    assert "GB/s" in out[0] and "% BW" in out[0] and "GFLOP/s" not in out[0]
+    assert any(line.startswith("machine: float32 GEMM") for line in out)
 
 
 @pytest.mark.slow

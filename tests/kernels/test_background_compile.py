@@ -150,7 +150,7 @@ def test_a_worker_that_dies_means_compiling_here(stand_ins: list[int]) -> None:
     arrays = _inputs(shape)
     want = compile_numpy(CHAIN, ARGS, ())(np, *arrays)
     kernel = kc.cpu_kernel(CHAIN, ARGS, tuple((shape, "float32") for _ in ARGS))
-    worker = compile_worker._worker[0]
+    worker = compile_worker._current()
     worker.process.kill()
     worker.process.wait()
     assert compile_worker.wait(30)  # the reader saw it end: nothing is outstanding
@@ -158,6 +158,22 @@ def test_a_worker_that_dies_means_compiling_here(stand_ins: list[int]) -> None:
     stats = _stats(lower_expr(CHAIN, ARGS, ("float32", "float32")), (shape, shape), shape)
     assert sum(stats.cache_misses.values()) == 1  # compiled here
     assert compile_worker._deaths == [worker.process.pid]
+
+
+def test_shutdown_ends_the_worker_and_the_next_kernel_starts_another(stand_ins: list[int]) -> None:
+    shape = (16, 16)
+    arrays = _inputs(shape)
+    want = compile_numpy(CHAIN, ARGS, ())(np, *arrays)
+    metas = tuple((shape, "float32") for _ in ARGS)
+    kernel = kc.cpu_kernel(CHAIN, ARGS, metas)
+    first = compile_worker._current()
+    dualflow.background.shutdown()  # the owner ends its services: the worker and its reader
+    assert first.process.poll() is not None and compile_worker._current() is None
+    assert compile_worker.wait(30) and compile_worker._deaths == []  # asked to end: no death
+    np.testing.assert_array_equal(kernel(np, *arrays), want)  # its kernel compiles here
+    kc.cpu_kernel(("call", "negative", CHAIN), ARGS, metas)  # a new kernel: a new worker
+    second = compile_worker._current()
+    assert second is not None and second.alive and second.process.pid != first.process.pid
 
 
 def test_a_spec_that_is_not_plain_data_compiles_here(stand_ins: list[int]) -> None:
@@ -219,10 +235,10 @@ def test_a_compiled_training_step_equals_eager_before_and_after_the_worker(
     assert math.isfinite(float(want.numpy()))
 
 
-def _forked_child(queue: object) -> None:
-    parent = compile_worker._worker[0]
-    own = compile_worker.worker_for(parent.directory)
-    queue.put((compile_worker.pending(), own is not parent, own.process.pid != parent.process.pid))
+def _forked_child(queue: object, directory: Path, parent: int) -> None:
+    none_yet = compile_worker._current() is None  # the child's owner holds none of the parent's
+    own = compile_worker.worker_for(directory)
+    queue.put((compile_worker.pending(), none_yet, own.process.pid != parent))
     own.close()
 
 
@@ -233,11 +249,14 @@ def test_a_forked_child_starts_its_own_worker(stand_ins: list[int]) -> None:
     assert compile_worker.pending() == 1
     context = multiprocessing.get_context("fork")
     queue = context.Queue()
-    child = context.Process(target=_forked_child, args=(queue,))
+    parent = compile_worker._current()
+    child = context.Process(
+        target=_forked_child, args=(queue, parent.directory, parent.process.pid)
+    )
     child.start()
     assert queue.get(timeout=60) == (0, True, True)
     child.join(60)
-    assert child.exitcode == 0 and compile_worker._worker[0].alive
+    assert child.exitcode == 0 and compile_worker._current() is parent and parent.alive
 
 
 def test_the_worker_skips_a_line_that_is_no_request(stand_ins: list[int]) -> None:
@@ -271,7 +290,7 @@ def test_threads_lowering_at_once_each_get_their_kernel(stand_ins: list[int]) ->
         thread.start()
     for thread in threads:
         thread.join()
-    assert compile_worker.wait(120) and compile_worker._worker[0].alive
+    assert compile_worker.wait(120) and compile_worker._current().alive
     directory = numba_elementwise.open_store("kernels").directory
     for expr in exprs:
         source = numba_elementwise.render_source(

@@ -62,13 +62,13 @@ def test_nested_run_parts_inside_a_worker_runs_serially() -> None:
         cpu_threads.run_parts([lambda: inner.append(True)] * 2)
 
     # more outer jobs than workers: nested calls waiting on the pool would deadlock
-    cpu_threads.run_parts([outer] * (cpu_threads.THREADS + 2))
-    assert len(inner) == 2 * (cpu_threads.THREADS + 2)
+    cpu_threads.run_parts([outer] * (cpu_threads.threads() + 2))
+    assert len(inner) == 2 * (cpu_threads.threads() + 2)
 
 
 def test_parts_for_splits_only_big_enough_work() -> None:
     assert cpu_threads.parts_for(100, 1000) == 1
-    assert cpu_threads.parts_for(cpu_threads.THREADS * 1000, 1000) == cpu_threads.THREADS
+    assert cpu_threads.parts_for(cpu_threads.threads() * 1000, 1000) == cpu_threads.threads()
 
 
 def test_the_workers_persist_between_calls() -> None:
@@ -77,7 +77,7 @@ def test_the_workers_persist_between_calls() -> None:
         seen: set[str] = set()
         cpu_threads.run_parts([lambda s=seen: s.add(threading.current_thread().name)] * 2)
         names.append(seen - {threading.current_thread().name})
-    if cpu_threads.THREADS > 1:
+    if cpu_threads.threads() > 1:
         assert names[0] and names[0] == names[1] == names[2]
 
 
@@ -125,7 +125,7 @@ def _split_sum(n: int) -> int:
     return sum(totals)
 
 
-@pytest.mark.skipif(cpu_threads.THREADS < 2, reason="needs a worker thread")
+@pytest.mark.skipif(cpu_threads.threads() < 2, reason="needs a worker thread")
 def test_an_interrupt_while_waiting_still_waits_for_the_workers_part() -> None:
     """Ctrl-C while the caller waits: the worker's part still writes its rows, so the call
     waits for it, then raises the interrupt; the next call's hand-off is not confused."""

@@ -14,7 +14,7 @@ import dualflow
 from dualflow import ops
 from dualflow.kernels.base import cpu_threads
 
-pytestmark = pytest.mark.skipif(cpu_threads.THREADS < 2, reason="one core: no worker threads")
+pytestmark = pytest.mark.skipif(cpu_threads.threads() < 2, reason="one core: no worker threads")
 
 
 def _fill(array: np.ndarray, value: float) -> None:
@@ -43,7 +43,7 @@ def test_a_failing_part_leaves_no_reference_once_raised() -> None:
 
 
 def test_a_two_thread_kernel_calls_arrays_die_after_del() -> None:
-    n = 2 * cpu_threads.THREADS * (1 << 18)  # float32 loops split beyond 2**18 per thread
+    n = 2 * cpu_threads.threads() * (1 << 18)  # float32 loops split beyond 2**18 per thread
     x = dualflow.tensor(np.random.default_rng(0).normal(size=n).astype(np.float32))
     y = ops.tanh(x)
     watch = [weakref.ref(x.numpy()), weakref.ref(y.numpy())]

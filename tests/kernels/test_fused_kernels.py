@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dualflow.background.process import using_threads
 from dualflow.graph_ir import Graph, interpret
 from dualflow.kernels.expr.expression import compile_numpy, parse_expr
 from dualflow.kernels.expr.typed_program import apply_numpy, lower_expr
@@ -146,7 +147,6 @@ def test_blocked_chunks_and_threads_bit_identical(
     """Many chunks (a short last one), split over threads, NaN/inf inputs: still eager's bits."""
     monkeypatch.setattr(kc, "BLOCK", 4096)
     monkeypatch.setattr(kc, "THREAD_MIN", 1000)
-    monkeypatch.setattr(kc, "THREADS", threads)
     monkeypatch.setattr(kc, "_CACHE", {})
     sizes = [int(np.prod(s)) for s in (shape, bshape) if s]
     shapes = [s for s in (shape, bshape) if s]
@@ -157,7 +157,8 @@ def test_blocked_chunks_and_threads_bit_identical(
         program = lower_expr(
             fused.nodes[0].attrs["expr"], fused.nodes[0].attrs["args"], ("float32",) * len(inputs)
         )
-        got = kc.blocked_kernel(program, shape, 4096)(np, *inputs)
+        with using_threads(threads):
+            got = kc.blocked_kernel(program, shape, 4096)(np, *inputs)
         want = interpret(graph, inputs).outputs[0]
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from dualflow.background.process import using_threads
 from dualflow.errors import NumericalError
 from dualflow.graph_ir import Graph, GraphBuilder, interpret
 from dualflow.kernels.cuda.cuda_fused import (
@@ -171,8 +172,8 @@ def test_blocked_chunks_and_threads_agree_exactly(
     inputs = _inputs(shapes, "float32", seed=4)
     results = []
     for threads in (1, 2):
-        monkeypatch.setattr(kc, "THREADS", threads)
-        results.append(ks.blocked_sum_kernel(program, shape, ())(np, *inputs))
+        with using_threads(threads):
+            results.append(ks.blocked_sum_kernel(program, shape, ())(np, *inputs))
     assert results[0].tobytes() == results[1].tobytes()
     with np.errstate(all="ignore"):
         want = interpret(graph, inputs).outputs[0]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from dualflow import nn
-from dualflow.kernels.base import cpu_threads
+from dualflow.background.process import using_threads
 from dualflow.kernels.conv import conv_gemm, winograd
 from dualflow.kernels.conv.column_copies import PART_MIN_BYTES
 from tests.kernels.sgd_steps import assert_compiled_equals_eager
@@ -143,18 +143,18 @@ def test_results_do_not_depend_on_threads_or_chunks(n, side, channels, pad) -> N
     w = rng.standard_normal((channels[1], channels[0], 3, 3)).astype(np.float32)
     gy = rng.standard_normal((n, channels[1], side + 2 * pad - 2, side + 2 * pad - 1))
     gy = gy.astype(np.float32)
-    saved = (cpu_threads.THREADS, winograd.MIN_CHUNK_BYTES, winograd.CHUNK_BYTES)
+    saved = (winograd.MIN_CHUNK_BYTES, winograd.CHUNK_BYTES)
     try:
         winograd.PART_MIN_BYTES = 1  # every loop runs as two parts (n >= 2 images)
-        base = _all(x, w, gy, pad)
-        cpu_threads.THREADS = 1  # one part per loop
-        for got, want in zip(_all(x, w, gy, pad), base, strict=True):
-            np.testing.assert_array_equal(got, want)
-        cpu_threads.THREADS = saved[0]
+        with using_threads(2):
+            base = _all(x, w, gy, pad)
+        with using_threads(1):  # one part per loop
+            for got, want in zip(_all(x, w, gy, pad), base, strict=True):
+                np.testing.assert_array_equal(got, want)
         winograd.MIN_CHUNK_BYTES = winograd.CHUNK_BYTES = 1  # one image per chunk
         y, gx, gw = _all(x, w, gy, pad)
     finally:
-        cpu_threads.THREADS, winograd.MIN_CHUNK_BYTES, winograd.CHUNK_BYTES = saved
+        winograd.MIN_CHUNK_BYTES, winograd.CHUNK_BYTES = saved
         winograd.PART_MIN_BYTES = PART_MIN_BYTES
     # other chunks are other GEMM shapes, which OpenBLAS may run with another kernel (its
     # small-matrix one for a few tiles) and the weight gradient adds per-chunk sums: the same up

@@ -3,6 +3,8 @@ steps printed with their lines and the GFLOP/s of matmuls and convolutions (``Op
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -39,6 +41,9 @@ def test_profile_is_one_more_real_call_and_names_the_slow_steps() -> None:
     rows = [line for line in text.splitlines() if "GFLOP/s" in line]
     assert any("conv2d " in r for r in rows) and any("matmul" in r for r in rows)
     assert any("conv2d_grad_weight" in r and "(backward) at" in r for r in rows)
+    steps = [r for r in rows if " ms " in r]  # each names its share of the measured GEMM rate
+    assert steps and all(re.search(r"GFLOP/s +\d+% of the GEMM rate", r) for r in steps)
+    assert re.search(r"machine: float32 GEMM [\d.]+ GFLOP/s, copy bandwidth [\d.]+ GB/s", text)
     eager_model, eager_step = _model_and_step(0)
     for _ in range(3):
         eager_step()

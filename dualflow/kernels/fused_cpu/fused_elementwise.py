@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.base.cpu_threads import THREADS, run_parts
+from dualflow.kernels.base.cpu_threads import run_parts, threads
 from dualflow.kernels.base.lru_dict import Recent
 from dualflow.kernels.expr.scalar_table import FUNCTIONS, squares
 from dualflow.kernels.expr.typed_program import Program, Step, apply_numpy, lower_expr
@@ -28,7 +28,7 @@ from dualflow.kernels.fused_cpu.blocked_invariants import hoisted
 # thread: 32K 8.6 ms, 64K 7.9, 128K 7.2, 256K 6.9, 512K 6.8; two threads: 32K 11 ms (the ~1.5 µs
 # per ufunc call contends for the GIL), 64K 7.1, 128K 5.0, 256K 4.2, 512K 3.9.
 BLOCK = 262144
-# Outputs at least this big are split over ``THREADS`` threads (numpy ufuncs release the GIL);
+# Outputs at least this big are split over ``threads()`` threads (numpy ufuncs release the GIL);
 # chunks are independent, so results stay bit-identical.
 THREAD_MIN = 1 << 20
 
@@ -72,7 +72,7 @@ def blocked_kernel(program: Program, shape: tuple[int, ...], block: int = BLOCK)
             step = max(1, block // max(inner, 1))
             target, chunk_shape = out, (step, *shape[1:])
         starts = range(0, target.shape[0], step)
-        parts = THREADS if out.size >= THREAD_MIN and len(starts) > 1 else 1
+        parts = threads() if out.size >= THREAD_MIN and len(starts) > 1 else 1
         jobs = [(steps, ins, target, starts[k::parts], step, chunk_shape) for k in range(parts)]
         run_parts([functools.partial(_run_chunks, *job) for job in jobs])
         return out
@@ -321,8 +321,8 @@ def cpu_scratch(
 
     Example:
         >>> e = ("call", "tanh", ("call", "sin", ("var", "a0")))
-        >>> cpu_scratch(e, ("a0",), (((1 << 22,), "float32"),))  # 2 threads x 1 slot x 256K
-        2097152
+        >>> cpu_scratch(e, ("a0",), (((1 << 22,), "float32"),)) // threads()  # 1 slot x 256K
+        1048576
     """
     shapes = tuple(tuple(s) for s, _ in in_metas)
     program = lower_expr(expr, args, tuple(np.dtype(d).name for _, d in in_metas))
@@ -339,7 +339,7 @@ def cpu_scratch(
         inner = int(np.prod(shape[1:], dtype=np.int64))
         rows = max(1, BLOCK // max(inner, 1))
         chunk, chunks = rows * inner, -(-shape[0] // rows)
-    parts = THREADS if size >= THREAD_MIN and chunks > 1 else 1
+    parts = threads() if size >= THREAD_MIN and chunks > 1 else 1
     return parts * chunk * slot_bytes
 
 

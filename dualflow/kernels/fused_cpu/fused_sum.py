@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.base.cpu_threads import run_parts
+from dualflow.kernels.base.cpu_threads import run_parts, threads
 from dualflow.kernels.expr.typed_program import Program, lower_expr, sum_dtypes
 from dualflow.kernels.fused_cpu import fused_elementwise as kc
 from dualflow.kernels.numba.kernel_requests import sum_layout
@@ -92,7 +92,7 @@ def blocked_sum_kernel(
             rows, step, rest = shape[0], max(1, min(chunk // max(inner, 1), shape[0])), shape[1:]
         starts = range(0, rows, step)
         partial = np.zeros(len(starts), acc)
-        parts = kc.THREADS if size >= kc.THREAD_MIN and len(starts) > 1 else 1
+        parts = threads() if size >= kc.THREAD_MIN and len(starts) > 1 else 1
         chunk_shape = (step, *rest)
         jobs = [
             (plan, program.dtype, ins, partial, range(k, len(starts), parts), starts, chunk_shape)

@@ -4,12 +4,13 @@ One worker per process (``python -m dualflow.kernels.numba.compile_worker <store
 priority), started at the first kernel asked for: at a plan's lowering. Requests are plain JSON
 lines (a program's expression, dtypes and shapes, never source text); the worker renders the
 kernel from them as the caller would, compiles it, saves the machine code signed in the kernels
-store and answers the request's number. It only fills the cache (``background_compile``).
+store and answers the request's number. It only fills the cache (``background_compile``). The
+worker and its reader thread are a service of ``dualflow.background``'s owner, which ends them
+at ``shutdown()`` and at exit, and whose fresh copy in a forked child starts its own.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import itertools
 import json
@@ -22,13 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dualflow._config import env_flag
+from dualflow.background.process import owner
 from dualflow.kernels.numba import kernel_requests
 
 ENV = "DUALFLOW_BACKGROUND_COMPILE"
 _enabled = env_flag(ENV, default=True)
 _paused = 0  # ``synchronous()`` depth: ``cache warm`` compiles its kernels itself
-_worker: list[Worker] = []
-_worker_lock = threading.Lock()
+SERVICE = "compile-worker"  # its name among the background owner's services
 NICE = 10  # the worker's priority: the caller's trace and steps come first
 MAX_DEATHS = 3  # workers that ended unasked, after which kernels compile in this process
 _deaths: list[int] = []
@@ -46,7 +47,9 @@ class Worker:
     """The worker process and the thread reading its answers."""
 
     def __init__(self, directory: Path) -> None:
-        env = dict(os.environ, **{ENV: "0", "OPENBLAS_NUM_THREADS": "1"})
+        env = dict(
+            os.environ, **{ENV: "0", "OPENBLAS_NUM_THREADS": "1", "DUALFLOW_NUM_THREADS": "1"}
+        )
         command = [sys.executable, "-m", "dualflow.kernels.numba.compile_worker", str(directory)]
         self.process = subprocess.Popen(
             command,
@@ -58,7 +61,7 @@ class Worker:
         )
         with contextlib.suppress(OSError):  # at once: its imports already compete with the steps
             os.setpriority(os.PRIO_PROCESS, self.process.pid, NICE)
-        self.directory, self.owner = directory, os.getpid()
+        self.directory = directory
         self.idents = itertools.count(1)
         self.jobs: dict[int, Job] = {}
         self.done = threading.Condition()
@@ -111,7 +114,8 @@ class Worker:
 
 def worker_for(directory: Path) -> Worker | None:
     """The running worker for the kernels store at ``directory``, started if need be; None when
-    it cannot be (then kernels compile in this process).
+    it cannot be (then kernels compile in this process). The background owner holds it: its
+    ``shutdown()`` ends it, and a forked child starts its own.
 
     Example:
         >>> from dualflow.disk_cache import open_store
@@ -119,32 +123,20 @@ def worker_for(directory: Path) -> Worker | None:
         >>> worker is None or worker is worker_for(worker.directory)
         True
     """
-    with _worker_lock:
-        if _worker and _worker[0].owner != os.getpid():
-            _worker.clear()  # a forked child's copy: the pipe and its reader are the parent's
-        if _worker and _worker[0].alive and _worker[0].directory == directory:
-            return _worker[0]
+
+    def choose(current: Worker | None) -> Worker | None:
+        if current is not None and current.alive and current.directory == directory:
+            return current
         if len(_deaths) >= MAX_DEATHS:
-            return None
+            return current
         try:
-            worker = Worker(directory)
+            return Worker(directory)
         except OSError:
-            return None
-        if _worker:
-            _worker[0].close()
-        _worker[:] = [worker]
-        return worker
+            return current
 
-
-def _close_worker() -> None:
-    with _worker_lock:
-        for worker in _worker:
-            if worker.owner == os.getpid():
-                worker.close()
-        _worker.clear()
-
-
-atexit.register(_close_worker)
+    worker = owner().service(SERVICE, choose)
+    usable = worker is not None and worker.alive and worker.directory == directory
+    return worker if usable else None
 
 
 @contextlib.contextmanager
@@ -201,9 +193,8 @@ def pending() -> int:
 
 
 def _current() -> Worker | None:
-    """This process's worker (a forked child's copy of its parent's is not)."""
-    worker = _worker[0] if _worker else None
-    return worker if worker is not None and worker.owner == os.getpid() else None
+    """This process's worker, if it runs (a forked child's owner holds none of its parent's)."""
+    return owner().peek(SERVICE)
 
 
 def _serve(directory: str) -> None:
