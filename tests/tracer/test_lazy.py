@@ -217,3 +217,22 @@ def test_literals_that_compare_equal_are_different_programs():
         got = compiled(x, c)
         np.testing.assert_array_equal(got.numpy(), (x / c).numpy())
         assert got.dtype == (x / c).dtype
+
+
+def test_a_masked_loss_compiles_with_a_break_around_the_mask():
+    """Issue 40's boolean-mask index: its result's shape depends on values, so the fast path
+    gives up; lazy re-execution runs the mask eagerly between two planned segments."""
+
+    def step(m, opt, x, y, log):
+        opt.zero_grad()
+        out = m(x)
+        keep = y != 1  # a boolean mask
+        loss = nn.functional.cross_entropy(out[keep], y[keep])
+        loss.backward()
+        opt.step()
+        return loss
+
+    runs = _both(step)
+    _assert_equal(runs)
+    stats = runs[1][3].stats()
+    assert stats.lazy_plan_segments >= stats.lazy_calls  # a plan ran in (almost) every call
