@@ -9,9 +9,6 @@ and warns once, naming the reason that keeps failing.
 from __future__ import annotations
 
 import functools
-import inspect
-import os
-import sys
 import threading
 import time
 import warnings
@@ -27,6 +24,9 @@ from dualflow.passes.remat import budget_passes
 from dualflow.tracer import collective_agreement
 from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.eager_call import run_undoably
+from dualflow.tracer.function_names import caller_level as _caller_level
+from dualflow.tracer.function_names import name_of as _name
+from dualflow.tracer.function_names import positional_names as _positional_names
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.lazy import run_lazily
 from dualflow.tracer.lazy_plans import LazyPlans
@@ -103,10 +103,7 @@ class CompiledFunction:
 
     def stats(self) -> Stats:
         """Calls, traces, guard failures, eager fallbacks and compile time so far."""
-        plans, stats = self._lazy_plans, self._stats
-        stats.lazy_segments, stats.lazy_plan_segments = plans.segments, plans.plan_segments
-        stats.graph_breaks = sum(plans.breaks.values())
-        return stats
+        return self._lazy_plans.report(self._stats)
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         # Methods: bind like a function would (each instance shares the trace cache).
@@ -339,31 +336,6 @@ class CompiledFunction:
         if result is not _MISS:
             return result
         return self._lazily(args, kwargs) if self.lazy else self._eagerly(args, kwargs)
-
-
-_TRACER = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def _caller_level() -> int:
-    """``warnings.warn``'s stacklevel naming the first frame outside the tracer (the user's
-    call of the compiled function), however many frames the call path has."""
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_TRACER):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
-def _name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__name__
-
-
-def _positional_names(fn: Callable) -> list[str]:
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return []
-    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [p.name for p in params if p.kind in kinds]
 
 
 def compile(  # shadows the builtin on purpose: the name users expect (torch.compile)

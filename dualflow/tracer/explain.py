@@ -65,6 +65,7 @@ def _lazy_lines(stats: Stats, reason: str, plans: Any) -> list[str]:
         f"  {stats.lazy_calls} lazy calls, {stats.lazy_segments} segments "
         f"({stats.lazy_plan_segments} run by plans, the others op by op when first seen), "
         f"{plans.compiled} plans compiled, {stats.graph_breaks} graph breaks",
+        f"  {stats.lazy_plan_ops} ops run by plans, {stats.lazy_eager_ops} run eagerly",
     ]
     for line, count in sorted(plans.breaks.items(), key=lambda item: -item[1]):
         lines.append(f"  graph break at {line}: {count} times (Python needed a tensor's value)")

@@ -86,6 +86,7 @@ class LazyPlans:
         self.plans: OrderedDict[tuple, CompiledSegment] = OrderedDict()
         self.segments = self.plan_segments = self.compiled = 0
         self.compile_seconds = 0.0
+        self.plan_ops = self.eager_ops = 0  # recorded ops run by plans; ops run eagerly
         self.call_steps = 0  # kernels (or eager ops) the current call's segments ran so far
         self.breaks: dict[str, int] = {}  # user line -> graph breaks there
 
@@ -97,6 +98,13 @@ class LazyPlans:
             "compiled": self.compiled,
         }
 
+    def report(self, stats: Any) -> Any:
+        """``stats`` (a compiled function's ``Stats``) with these plans' counters filled in."""
+        stats.lazy_segments, stats.lazy_plan_segments = self.segments, self.plan_segments
+        stats.lazy_plan_ops, stats.lazy_eager_ops = self.plan_ops, self.eager_ops
+        stats.graph_breaks = sum(self.breaks.values())
+        return stats
+
     def run(self, segment: Segment, outputs: list[int], flags: Any) -> tuple[list, dict]:
         """The arrays of result numbers ``outputs`` and of the writes (slot -> array)."""
         self.segments += 1
@@ -106,8 +114,10 @@ class LazyPlans:
             compiled = self._compile(segment, outputs, key)
         if compiled is None:
             self.call_steps += len(segment.ops)
+            self.eager_ops += len(segment.ops)
             return run_op_by_op(segment, outputs)
         self.call_steps += compiled.plan.steps
+        self.plan_ops += len(segment.ops)
         self.plans.move_to_end(key)
         self.plan_segments += 1
         result = compiled.plan.run([], list(segment.refs))

@@ -116,6 +116,7 @@ class LazyRecorder:
         self.flush()
         if op.state_write:
             self.log.array(getattr(args[0], "_array", args[0]))
+        self.plans.eager_ops += 1
         return EAGER.apply(op, args, attrs)
 
     def mine(self, arg: Any) -> bool:
@@ -131,6 +132,7 @@ class LazyRecorder:
             if hasattr(array, "shape") and id(root_of(resolved(array))) in self.written_roots:
                 self.flush()
                 break
+        self.plans.eager_ops += 1
         return EAGER.apply(op, args, attrs)
 
     def infer(self, op: OpDef, arrays: list, attrs: dict[str, Any]) -> tuple | None:
