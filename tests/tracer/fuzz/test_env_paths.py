@@ -136,7 +136,7 @@ def _played(results: list[float], warned: list[str], raised: bool = False) -> Pl
         calls[-1] = Call(("raised", "KeyError", str(error), error), {"W": np.zeros(1)})
 
     class Stats:
-        plan_runs = 1
+        plan_runs, lazy_plan_segments = 1, 0
 
     return Played(calls, warned, type("Fn", (), {"stats": lambda self: Stats()})())
 
