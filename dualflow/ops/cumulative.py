@@ -12,9 +12,11 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.ops.arithmetic import cast, equal, exp, greater, less, log, where
+from dualflow.ops.arithmetic import abs, cast, equal, exp, log, where
 from dualflow.ops.dispatch import apply
 from dualflow.ops.gather import take_along_axis_grad
+from dualflow.ops.reduction import max as reduce_max
+from dualflow.ops.reduction import stop_gradient
 from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.validate import require_float
@@ -148,17 +150,18 @@ class Cummin:
 
 def _logcumsumexp_backward(ctx: Any, gy: Any) -> Any:
     # d y_i / d x_j = exp(x_j - y_i) for j <= i, so gx_j = sum_i gy_i exp(x_j - y_i): summed in
-    # log space (PyTorch's method), the positive and the negative gy apart. Masked entries are a
-    # finite floor instead of -inf, so no inf - inf reaches a second derivative.
+    # log space, which needs positive terms. gy + c is positive for c = 2 max|gy| (a constant
+    # per slice), and sum_i c exp(x_j - y_i) is subtracted again: linear in gy (exact second
+    # derivatives, also at gy = 0, where splitting gy by sign would give none).
     x, y, attrs = ctx.x0, ctx.y, ctx.attrs
-    floor = float(np.finfo(np.dtype(x.dtype)).min) / 4
-
-    def part(mask: Any, g: Any) -> Any:
-        logs = where(mask, log(where(mask, g, 1)) - y, floor)
-        summed = apply(LogCumsumExp, logs, axis=attrs["axis"], reverse=not attrs["reverse"])
-        return exp(x + summed)
-
-    return part(greater(gy, 0), gy) - part(less(gy, 0), -gy)
+    if x.ndim == 0:
+        return gy
+    axis, reverse = attrs["axis"], not attrs["reverse"]
+    big = stop_gradient(reduce_max(abs(gy), axis, keepdims=True) * 2)
+    c = where(equal(big, 0), 1, big)
+    shifted = apply(LogCumsumExp, log(gy + c) - y, axis=axis, reverse=reverse)
+    weights = apply(LogCumsumExp, -y, axis=axis, reverse=reverse)
+    return exp(x + shifted) - c * exp(x + weights)
 
 
 @primitive("logcumsumexp", saves=("x0", "y"), aliasing="fresh", layout="C", autocast="float32")
