@@ -12,11 +12,9 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.ops.arithmetic import abs, cast, equal, exp, log, where
+from dualflow.ops.arithmetic import cast, equal, exp, greater, less, log, where
 from dualflow.ops.dispatch import apply
 from dualflow.ops.gather import take_along_axis_grad
-from dualflow.ops.reduction import max as reduce_max
-from dualflow.ops.reduction import stop_gradient
 from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.validate import require_float
@@ -150,18 +148,24 @@ class Cummin:
 
 def _logcumsumexp_backward(ctx: Any, gy: Any) -> Any:
     # d y_i / d x_j = exp(x_j - y_i) for j <= i, so gx_j = sum_i gy_i exp(x_j - y_i): summed in
-    # log space, which needs positive terms. gy + c is positive for c = 2 max|gy| (a constant
-    # per slice), and sum_i c exp(x_j - y_i) is subtracted again: linear in gy (exact second
-    # derivatives, also at gy = 0, where splitting gy by sign would give none).
+    # log space (PyTorch's method), the positive and the negative gy apart; masked entries are
+    # a finite floor, so no inf - inf reaches a second derivative. A zero gy_i is in neither
+    # part, which would lose d gx / d gy_i: ``zero`` is exactly 0 but carries that derivative.
     x, y, attrs = ctx.x0, ctx.y, ctx.attrs
     if x.ndim == 0:
         return gy
     axis, reverse = attrs["axis"], not attrs["reverse"]
-    big = stop_gradient(reduce_max(abs(gy), axis, keepdims=True) * 2)
-    c = where(equal(big, 0), 1, big)
-    shifted = apply(LogCumsumExp, log(gy + c) - y, axis=axis, reverse=reverse)
-    weights = apply(LogCumsumExp, -y, axis=axis, reverse=reverse)
-    return exp(x + shifted) - c * exp(x + weights)
+    floor = float(np.finfo(np.dtype(x.dtype)).min) / 4
+
+    def summed(logs: Any) -> Any:
+        return exp(x + apply(LogCumsumExp, logs, axis=axis, reverse=reverse))
+
+    def part(mask: Any, g: Any) -> Any:
+        return summed(where(mask, log(where(mask, g, 1)) - y, floor))
+
+    at_zero = cast(equal(gy, 0), gy.dtype) * gy  # the value 0 where gy is 0, with its derivative
+    zero = summed(log(at_zero + 1) - y) - summed(-y)
+    return part(greater(gy, 0), gy) - part(less(gy, 0), -gy) + zero
 
 
 @primitive("logcumsumexp", saves=("x0", "y"), aliasing="fresh", layout="C", autocast="float32")
