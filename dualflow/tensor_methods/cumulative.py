@@ -37,8 +37,8 @@ class CumulativeMethods:
         Example:
             >>> import dualflow
             >>> x = dualflow.tensor([[1, 2], [3, 4]], dtype=dualflow.int32)
-            >>> x.cumsum(0).tolist(), x.cumsum(-1).dtype
-            ([[1, 2], [4, 6]], dualflow.int64)
+            >>> x.cumsum(0).tolist(), str(x.cumsum(-1).dtype)
+            ([[1, 2], [4, 6]], 'int64')
         """
         d = dim_index(int(dim), self.ndim, "cumsum")
         return ops.cumsum(_widened(self, dtype), d)

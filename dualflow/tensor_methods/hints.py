@@ -1,6 +1,6 @@
 """What to use instead of PyTorch names dualflow does not have: the text of their AttributeErrors.
 
-``x.cumsum`` on a Tensor (or ``F.grid_sample``) raises an AttributeError that says what to write
+``x.median`` on a Tensor (or ``F.grid_sample``) raises an AttributeError that says what to write
 in dualflow, so a port fails at the line with the fix instead of with a bare "no attribute".
 """
 
@@ -73,7 +73,7 @@ def missing(
     (``hints``, then PyTorch's other spellings, then a close match among ``candidates()``).
 
     Example:
-        >>> str(missing("'Tensor' object", "Tensor.cumsum", "cumsum", TENSOR_HINTS))[:66]
-        "'Tensor' object has no attribute 'cumsum' (PyTorch's Tensor.cumsum"
+        >>> str(missing("'Tensor' object", "Tensor.median", "median", TENSOR_HINTS))[:66]
+        "'Tensor' object has no attribute 'median' (PyTorch's Tensor.median"
     """
     return MissingName(subject, torch_name, name, hints, candidates, renames)
