@@ -22,7 +22,8 @@ METHOD_FORMS = (
     "allclose", "equal", "isnan", "isinf", "isfinite", "flatten", "reshape", "squeeze",
     "unsqueeze", "transpose", "permute", "t", "chunk", "split", "unbind", "narrow", "flip",
     "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "logical_not", "logical_and",
-    "logical_or", "logical_xor", "clone", "numel", "triu", "tril",
+    "logical_or", "logical_xor", "clone", "numel", "triu", "tril", "cumsum", "cumprod", "cummax",
+    "cummin", "logcumsumexp",
 )  # fmt: skip
 # written out in ``functions.py``
 OTHERS = ("cat", "concat", "concatenate", "stack", "where", "from_numpy", "is_tensor")

@@ -186,7 +186,8 @@ def exists(namespace: str, name: str) -> bool:
     if namespace == "Tensor":
         import dualflow  # noqa: PLC0415 - the scan itself needs no dualflow
 
-        return hasattr(dualflow.ones(1), name)
+        # the class first: reading a property on a sample tensor can raise (x.mT of a 1-d one)
+        return hasattr(dualflow.Tensor, name) or hasattr(dualflow.ones(1), name)
     module = importlib.import_module(NAMESPACES[namespace])
     return hasattr(module, name)
 

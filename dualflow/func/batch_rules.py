@@ -116,6 +116,20 @@ def along_axis(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> t
     return apply(op, x, **{**attrs, key: shift_axes(attrs[key], x.ndim - 1)}), 0
 
 
+def cumulative(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
+    """cumsum, cumprod, logcumsumexp, cummax, cummin: the axis shifted past the batch; 0-d
+    examples are scanned as the one-element rows of a (batch, 1) stack."""
+    x = front(args[0], dims[0])
+    if x.ndim > 1:
+        result = apply(op, x, **{**attrs, "axis": shift_axes(attrs["axis"], x.ndim - 1)})
+        return result, ((0,) * len(result) if isinstance(result, tuple) else 0)
+    column = apply(OPS["reshape"], x, shape=(size, 1))
+    result = apply(op, column, **{**attrs, "axis": 1})
+    if isinstance(result, tuple):
+        return tuple(apply(OPS["reshape"], r, shape=(size,)) for r in result), (0,) * len(result)
+    return apply(OPS["reshape"], result, shape=(size,)), 0
+
+
 def matmul(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
     """numpy's matmul per example: 1-d operands as a row / a column (squeezed afterwards),
     batched ones in front with ones up to the widest stack rank."""

@@ -140,6 +140,15 @@ def max_pool_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: li
     return [apply(OPS["max_pool2d_gather"], args[0], tangents[0], **attrs)]
 
 
+def running_extreme_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """cummax / cummin: each value is the input at its index, which a small change does not
+    move: the tangent at that index; the indices carry none."""
+    t = tangents[0]
+    if t is None or t.ndim == 0:
+        return [t, None]
+    return [ops.take_along_axis(t, outs[1], attrs["axis"]), None]
+
+
 def pooled_linear(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
     """max_pool2d_grad / max_pool2d_gather: linear in input 1, piecewise constant in the pooled
     input 0 (the argmax does not move under a small change): no term from its tangent."""
@@ -229,17 +238,22 @@ RULES.update(
     max_pool2d_grad=pooled_linear,
     max_pool2d_gather=pooled_linear,
     batch_norm=batch_norm_rule,
+    cummax=running_extreme_rule,
+    cummin=running_extreme_rule,
 )
 _LINEAR_IN_FIRST = (
     "copy reshape transpose broadcast_to sum_to sum flip getitem getitem_array take_along_axis "
     "avg_pool2d getitem_grad avg_pool2d_grad embedding_grad getitem_array_grad "
-    "take_along_axis_grad"
+    "take_along_axis_grad cumsum"
 )
 for _name in _LINEAR_IN_FIRST.split():
     RULES[_name] = linear_in(0)
 
 FALLBACK: dict[str, str] = {
     "allreduce": "a collective: every rank must push a tangent equally often",
+    "cumprod": "y * cumsum(t / x) divides by zero inputs; the backward handles them exactly",
+    "logcumsumexp": "the tangent sums exp(x_j - y_i) t_j, stable only in log space with t "
+    "split by sign, as the backward does",
 }
 NO_TANGENT: dict[str, str] = {
     name: "integer, boolean, random or constant result: no derivative"

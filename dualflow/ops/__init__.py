@@ -95,6 +95,7 @@ from dualflow.ops.creation import (
 from dualflow.ops.join import concat, split, stack
 from dualflow.ops.indexing import getitem, getitem_grad
 from dualflow.ops.slicing import flip
+from dualflow.ops.cumulative import cummax, cummin, cumprod, cumsum, logcumsumexp
 from dualflow.ops.gather import argsort, scatter_add, take_along_axis, take_along_axis_grad
 from dualflow.ops.padding import pad
 from dualflow.ops.softmax import log_softmax, softmax

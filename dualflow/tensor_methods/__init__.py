@@ -12,6 +12,7 @@ from typing import Any
 
 from dualflow.tensor_methods.compare import CompareMethods
 from dualflow.tensor_methods.convert import ConvertMethods
+from dualflow.tensor_methods.cumulative import CumulativeMethods
 from dualflow.tensor_methods.hints import TENSOR_HINTS, missing
 from dualflow.tensor_methods.index import IndexMethods
 from dualflow.tensor_methods.inplace_methods import InplaceMethods
@@ -29,6 +30,7 @@ from dualflow.tensor_methods.unique import UniqueMethods
 class TensorMethods(
     ShapeMethods,
     ReduceMethods,
+    CumulativeMethods,
     MathMethods,
     CompareMethods,
     IndexMethods,

@@ -1,6 +1,6 @@
 """What to use instead of PyTorch names dualflow does not have: the text of their AttributeErrors.
 
-``x.cumsum`` on a Tensor (or ``F.grid_sample``) raises an AttributeError that says what to write
+``x.median`` on a Tensor (or ``F.grid_sample``) raises an AttributeError that says what to write
 in dualflow, so a port fails at the line with the fix instead of with a bare "no attribute".
 """
 
@@ -13,9 +13,6 @@ from dualflow.tensor_methods.suggest import MissingName
 _NO_STRIDES = "dualflow tensors are numpy/cupy arrays without exposed strides or storage"
 
 TENSOR_HINTS: dict[str, str] = {
-    "cumsum": "no cumulative ops yet; along the last dim of length n use x @ upper, with "
-    "upper = (ops.arange(n).view(n, 1) <= ops.arange(n)).to(x.dtype)",
-    "cumprod": "no cumulative ops yet; for positive x use the cumsum recipe on x.log(), then exp()",
     "floor": "no rounding ops; x.long() truncates toward zero",
     "ceil": "no rounding ops; x.long() truncates toward zero",
     "round": "no rounding ops; (x + 0.5).long() rounds non-negative values",
@@ -49,7 +46,6 @@ TENSOR_HINTS: dict[str, str] = {
     "median": "use x.sort(dim).values and index the middle",
     "mode": "not supported; use one_hot counts and argmax",
     "kthvalue": "use x.sort(dim).values[..., k - 1]",
-    "cummax": "not supported; use a Python loop over slices",
     "bitwise_and": "use & on bool tensors",
     "bitwise_or": "use | on bool tensors",
     "bitwise_not": "use ~ on bool tensors",
@@ -77,7 +73,7 @@ def missing(
     (``hints``, then PyTorch's other spellings, then a close match among ``candidates()``).
 
     Example:
-        >>> str(missing("'Tensor' object", "Tensor.cumsum", "cumsum", TENSOR_HINTS))[:66]
-        "'Tensor' object has no attribute 'cumsum' (PyTorch's Tensor.cumsum"
+        >>> str(missing("'Tensor' object", "Tensor.median", "median", TENSOR_HINTS))[:66]
+        "'Tensor' object has no attribute 'median' (PyTorch's Tensor.median"
     """
     return MissingName(subject, torch_name, name, hints, candidates, renames)

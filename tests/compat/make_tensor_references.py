@@ -3,8 +3,8 @@ with PyTorch (run once, by hand; torch is not a dependency of dualflow):
 
     /work/torchvenv/bin/python tests/compat/make_tensor_references.py [FAMILY ...]
 
-(FAMILY: tensor, functional, loss, apiops, ported; default all. Name only the families whose cases
-changed, so the other reference files stay byte-identical.)
+(FAMILY: tensor, functional, loss, apiops, ported, cumulative; default all. Name only the families
+whose cases changed, so the other reference files stay byte-identical.)
 
 For each case: its inputs, outputs (values and dtypes), the cotangents and the gradients of
 ``sum(output * cotangent)`` with respect to the inputs that require grad, or the error torch
@@ -25,6 +25,7 @@ sys.path.insert(0, str(HERE.parent.parent))
 
 from tests.compat import (  # noqa: E402
     apiops_cases,
+    cumulative_cases,
     functional_cases,
     loss_cases,
     ported_cases,
@@ -90,6 +91,7 @@ def main() -> None:
         "loss": loss_cases,
         "apiops": apiops_cases,
         "ported": ported_cases,
+        "cumulative": cumulative_cases,
     }
     chosen = sys.argv[1:] or list(families)
     for name in chosen:
