@@ -22,7 +22,6 @@ from dualflow.errors import ConfigError, TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
 from dualflow.passes.remat import budget_passes
-from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.collective_agreement import CollectiveAgreement
 from dualflow.tracer.eager_call import run_undoably
 from dualflow.tracer.interpreter import TracingInterpreter
@@ -30,6 +29,7 @@ from dualflow.tracer.lazy import run_lazily
 from dualflow.tracer.lazy_plans import LazyPlans
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
+from dualflow.tracer.plan_run import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.retrace_reasons import (
     as_kind,
     closest,
