@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
+import sys
 import threading
 import time
 import warnings
@@ -41,7 +43,6 @@ from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.stats import Stats
 from dualflow.tracer.trace import Trace, born_state_kept, finish_trace
 from dualflow.tracer.tracing_run import trace_call
-from dualflow.tracer.user_code import caller_level
 
 _MISS: Any = object()
 
@@ -331,11 +332,23 @@ class CompiledFunction:
             f"dualflow.compile: {name} {how} ({len(self.history)} traces, "
             f"max_traces={self.max_traces}); the reason it left the fast path: {reason}",
             RuntimeWarning,
-            stacklevel=caller_level(),  # the compiled function's caller
+            stacklevel=_caller_level(),  # the compiled function's caller
         )
         if result is not _MISS:
             return result
         return self._lazily(args, kwargs) if self.lazy else self._eagerly(args, kwargs)
+
+
+_TRACER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _caller_level() -> int:
+    """``warnings.warn``'s stacklevel naming the first frame outside the tracer (the user's
+    call of the compiled function), however many frames the call path has."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_TRACER):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _name(fn: Any) -> str:

@@ -9,7 +9,6 @@ count as reads the probe cannot name.
 from __future__ import annotations
 
 import os
-import sys
 import sysconfig
 
 import numpy as np
@@ -37,20 +36,3 @@ def is_user_file(filename: str) -> bool:
         inside = user_code_folders()  # e.g. the bench's workloads (registered at its import)
         known = _USER_FILES[filename] = not library or filename.startswith(inside)
     return known
-
-
-_TRACER = os.path.dirname(os.path.abspath(__file__)) + os.sep
-
-
-def caller_level() -> int:
-    """``warnings.warn``'s stacklevel naming the first frame outside the tracer (the user's
-    call of a compiled function), however many frames the call path has.
-
-    Example:
-        >>> caller_level()  # called from outside the tracer: its caller's frame
-        1
-    """
-    frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_TRACER):
-        frame, level = frame.f_back, level + 1
-    return level
