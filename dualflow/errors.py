@@ -10,9 +10,9 @@ import os
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-# the bench's workloads are user code (as for the tracer's environment probe): their lines are
-# where ops come from, not the bench's caller (``<frozen runpy>`` under ``python -m``)
-BENCH_DIR = os.path.join(_PACKAGE_DIR, "bench") + os.sep
+# folders inside the package whose code counts as user code, each filled in by the package that
+# owns it at its import (the bench's workloads: their lines are where ops come from)
+_USER_FOLDERS: list[str] = []
 GENERATED_PREFIX = "<dualflow "  # file name prefix of code dualflow generates (ops, plans)
 KERNEL_MODULE_PREFIX = "dualflow_kernels_"  # generated kernel modules (their file: the store)
 
@@ -74,19 +74,44 @@ class NumericalError(DualflowError, FloatingPointError):
     """Debug mode found NaN or Inf in an op's output or gradient."""
 
 
+def count_as_user_code(folder: str) -> None:
+    """Make the frames of files under ``folder`` (inside dualflow) count as user code: for
+    ``user_frame`` (the line an error names) and the tracer's environment probe (which follows
+    user code). A package calls it for its own folder when it is imported.
+
+    Example:
+        >>> count_as_user_code(os.path.join(_PACKAGE_DIR, "bench"))  # as dualflow.bench does
+        >>> os.path.join(_PACKAGE_DIR, "bench", "workloads.py").startswith(user_code_folders())
+        True
+    """
+    path = os.path.join(os.path.abspath(folder), "")
+    if path not in _USER_FOLDERS:
+        _USER_FOLDERS.append(path)
+
+
+def user_code_folders() -> tuple[str, ...]:
+    """The folders inside dualflow whose code counts as user code (``count_as_user_code``).
+
+    Example:
+        >>> all(folder.endswith(os.sep) for folder in user_code_folders())
+        True
+    """
+    return tuple(_USER_FOLDERS)
+
+
 def user_frame(depth: int = 1) -> tuple[str, int] | None:
-    """Return ``(filename, lineno)`` of the innermost frame outside the dualflow package (the
-    bench's workloads count as outside).
+    """Return ``(filename, lineno)`` of the innermost frame outside the dualflow package (code
+    under ``user_code_folders()``, e.g. the bench's workloads, counts as outside).
 
     Example:
         >>> user_frame() is not None
         True
     """
-    frame = sys._getframe(depth)
+    frame, user_folders = sys._getframe(depth), tuple(_USER_FOLDERS)
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith((_PACKAGE_DIR, GENERATED_PREFIX)) or filename.startswith(
-            BENCH_DIR
+            user_folders
         ):
             return filename, frame.f_lineno
         frame = frame.f_back

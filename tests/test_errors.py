@@ -253,3 +253,23 @@ def test_dualflow_debug_env_turns_debug_on_at_import(value: str, expected: str) 
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == expected
+
+
+def test_a_folder_counted_as_user_code_is_where_user_frame_stops(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from dualflow import errors
+    from dualflow.tracer import user_code
+
+    folder = os.path.join(os.path.dirname(errors.__file__), "made_up_workloads")
+    code = compile("where = user_frame(1)", os.path.join(folder, "w.py"), "exec")
+    scope = {"user_frame": errors.user_frame}
+    exec(code, scope)  # a file inside the package: not user code, the frame is this test's
+    assert scope["where"][0] == __file__
+    monkeypatch.setattr(errors, "_USER_FOLDERS", [*errors._USER_FOLDERS])
+    monkeypatch.setattr(user_code, "_USER_FILES", {})
+    errors.count_as_user_code(folder)
+    exec(code, scope)
+    assert scope["where"] == (os.path.join(folder, "w.py"), 1)
+    assert user_code.is_user_file(os.path.join(folder, "w.py"))
+    assert not user_code.is_user_file(errors.__file__)

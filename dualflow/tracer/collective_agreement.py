@@ -14,8 +14,10 @@ collectives votes FAILED there, so every rank raises in that same call instead o
 it and the other not (their parameters would then differ silently). The votes compare each rank's
 count of committed optimizer steps too; plans count steps like eager runs (a tensor write).
 
-``compiled.py`` calls ``call``, ``run_plan`` and ``going_eager`` at its plan-or-retrace points
-(and may call ``before_commit`` where an eager run commits).
+Each ``CompiledFunction`` holds a ``CollectiveAgreement`` (its ``agreement``, the communicators its
+calls issued collectives on kept inside): ``compiled.py`` calls its ``call``, ``run_plan`` and
+``going_eager`` at its plan-or-retrace points (and ``before_commit`` where an eager run commits).
+Until a call issues a collective the policy's steps are ``LocalAgreement``'s: nothing to vote on.
 """
 
 from __future__ import annotations
@@ -41,11 +43,43 @@ EAGER_RUN = object()  # run_plan's answer when this call must run eagerly on eve
 _SHOWN = 3  # collectives of a plan named in a disagreement message
 
 
+class LocalAgreement:
+    """The call policy when there is no other rank to agree with: every step does nothing.
+
+    A compiled function's calls run under it until one of them issues a collective (a single
+    process never leaves it); ``CompiledFunction.agreement`` may also be set to it outright.
+
+    Example:
+        >>> policy = LocalAgreement()
+        >>> policy.call(lambda: 1 + 1), policy.comms
+        (2, frozenset())
+    """
+
+    comms: frozenset[int] = frozenset()  # no communicators seen
+
+    def call(self, body: Callable[[], Any]) -> Any:
+        """Run ``body()``, one whole call of the compiled function."""
+        return body()
+
+    def going_eager(self) -> None:
+        """This call runs its Python now: nobody else needs to know."""
+
+    def before_commit(self) -> None:
+        """This call is about to commit: nobody else needs to know."""
+
+    def run_plan(self, trace: Any, inputs: list, state: list) -> Any:
+        """``trace.plan.run(inputs, state)``."""
+        return trace.plan.run(inputs, state)
+
+
+LOCAL = LocalAgreement()
+
+
 @dataclass
 class _Call:
     """One call of a compiled function that issues collectives: has it voted yet?"""
 
-    fn: Any
+    policy: CollectiveAgreement
     comms: set[int]
     voted: bool = False
     agreed: set[int] = field(default_factory=set)  # communicators whose plan sequence is agreed
@@ -76,107 +110,119 @@ def _name(fn: Any) -> str:
     return name.replace(".<locals>.", ".").replace(" ", "_")
 
 
-def call(fn: Any, body: Callable[[], Any]) -> Any:
-    """Run ``body()``, one whole call of compiled ``fn``, voting with the other ranks if needed.
+class CollectiveAgreement:
+    """The call policy of compiled ``fn`` where ranks may run it: vote when it issues collectives.
 
-    A function is known to issue collectives once one of its calls did (on every rank alike).
-    A call that issued collectives closes with one more vote: a rank whose call raised after
-    a collective votes failed there, so every rank raises in that same call.
+    ``comms``: the communicators its calls issued collectives on (empty until one did; the
+    calls run under ``LOCAL``'s steps till then).
 
     Example:
-        >>> call(None, lambda: 1 + 1)
-        2
+        >>> policy = CollectiveAgreement(None)
+        >>> policy.call(lambda: 1 + 1), policy.comms
+        (2, set())
+        >>> policy.before_commit()  # no call of a function that issues collectives: nothing to do
     """
-    comms = getattr(fn, "_collective_comms", None)
-    if not comms:
-        return _first_calls(fn, body)
-    state = _Call(fn, set(comms))
-    token = _CALL.set(state)
-    try:
-        result = body()
-        if state.voted and not state.closed:  # a plan run closed before its commit
-            _close(state)
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.comms: set[int] = set()
+
+    def call(self, body: Callable[[], Any]) -> Any:
+        """Run ``body()``, one whole call of the compiled function, voting with the other ranks
+        if needed. A function is known to issue collectives once one of its calls did (on every
+        rank alike). A call that issued collectives closes with one more vote: a rank whose call
+        raised after a collective votes failed there, so every rank raises in that same call."""
+        if not self.comms:
+            return self._first_calls(body)
+        state = _Call(self, set(self.comms))
+        token = _CALL.set(state)
+        try:
+            result = body()
+            if state.voted and not state.closed:  # a plan run closed before its commit
+                _close(state)
+            return result
+        except CommunicatorError:
+            raise  # a disagreement: every rank already raises it
+        except BaseException as exc:
+            _tell_failure(state, exc)
+            raise
+        finally:
+            _CALL.reset(token)
+
+    def _first_calls(self, body: Callable[[], Any]) -> Any:
+        """A call of a function not yet known to issue collectives: find out whether it does."""
+        before = collective_activity()[0]
+        try:
+            result = body()
+        except CommunicatorError:
+            raise
+        except BaseException as exc:
+            if self._issued(before):  # a collective, then the failure
+                _tell_failure(_Call(self, set(self.comms)), exc)
+            raise
+        if self._issued(before):
+            _close(_Call(self, set(self.comms), voted=True))
         return result
-    except CommunicatorError:
-        raise  # a disagreement: every rank already raises it
-    except BaseException as exc:
-        _tell_failure(state, exc)
-        raise
-    finally:
-        _CALL.reset(token)
 
+    def _issued(self, before: int) -> bool:
+        """Whether collectives ran since activity count ``before``; if so, remember on which."""
+        count, last = collective_activity()
+        if count == before:
+            return False
+        self.comms = {c for c, n in last.items() if n > before}
+        return True
 
-def _first_calls(fn: Any, body: Callable[[], Any]) -> Any:
-    """A call of a function not yet known to issue collectives: find out whether it does."""
-    before = collective_activity()[0]
-    try:
-        result = body()
-    except CommunicatorError:
-        raise
-    except BaseException as exc:
-        if fn is not None and _issued(fn, before):  # a collective, then the failure
-            _tell_failure(_Call(fn, set(fn._collective_comms)), exc)
-        raise
-    if fn is not None and _issued(fn, before):
-        _close(_Call(fn, set(fn._collective_comms), voted=True))
-    return result
+    def _current(self) -> _Call | None:
+        """The running call of this policy's function, when it votes."""
+        state = _CALL.get()
+        return state if state is not None and state.policy is self else None
 
+    def going_eager(self) -> None:
+        """This call runs its Python now: every rank must run it eagerly too."""
+        state = self._current()
+        if state is not None and not state.voted:
+            _vote(state, EAGER, f"compiled call of {_name(self.fn)}", "runs eagerly", state.comms)
 
-def _issued(fn: Any, before: int) -> bool:
-    """Whether collectives ran since activity count ``before``; if so, remember on which."""
-    count, last = collective_activity()
-    if count == before:
-        return False
-    fn._collective_comms = {c for c, n in last.items() if n > before}
-    return True
+    def run_plan(self, trace: Any, inputs: list, state: list) -> Any:
+        """``trace.plan.run(inputs, state)``, or ``EAGER_RUN`` when every rank must run eagerly.
 
+        The plan votes at its first collective; a plan without collectives votes after its
+        guards. A fallback undoes the state writes the plan made before its first collective.
+        """
+        current = self._current()
+        if current is None or current.voted:
+            return LOCAL.run_plan(trace, inputs, state)
+        info = _plan_info(trace)
+        saved = [(slot, state[slot].copy()) for slot in info.early]
+        token = set_plan_call(_PlanCall(current, info))
+        try:
+            result = trace.plan.run(inputs, state)
+        except _Fallback:
+            _restore(state, saved)
+            return EAGER_RUN
+        finally:
+            reset_plan_call(token)
+        # a plan without collectives (its guards passed) votes now, before anything is committed
+        voted_eager = (
+            result.failed_guard is None
+            and not current.voted
+            and _vote(current, OK, info.text, info.detail, info.comms) >= EAGER
+        )
+        if voted_eager:
+            _restore(state, saved)
+            return EAGER_RUN
+        if result.failed_guard is None:
+            self.before_commit()  # a rank that failed in its plan fails them all, before commit
+        return result
 
-def _current(fn: Any) -> _Call | None:
-    """The running call of compiled ``fn`` (or of the compiled function wrapping ``fn``)."""
-    state = _CALL.get()
-    if state is not None and (state.fn is fn or getattr(state.fn, "fn", None) is fn):
-        return state
-    return None
-
-
-def going_eager(fn: Any) -> None:
-    """This call of ``fn`` runs its Python now: every rank must run it eagerly too."""
-    state = _current(fn)
-    if state is not None and not state.voted:
-        _vote(state, EAGER, f"compiled call of {_name(state.fn)}", "runs eagerly", state.comms)
-
-
-def run_plan(fn: Any, trace: Any, inputs: list, state: list) -> Any:
-    """``trace.plan.run(inputs, state)``, or ``EAGER_RUN`` when every rank must run eagerly.
-
-    The plan votes at its first collective; a plan without collectives votes after its guards.
-    A fallback undoes the state writes the plan made before its first collective.
-    """
-    current = _current(fn)
-    if current is None or current.voted:
-        return trace.plan.run(inputs, state)
-    info = _plan_info(trace)
-    saved = [(slot, state[slot].copy()) for slot in info.early]
-    token = set_plan_call(_PlanCall(current, info))
-    try:
-        result = trace.plan.run(inputs, state)
-    except _Fallback:
-        _restore(state, saved)
-        return EAGER_RUN
-    finally:
-        reset_plan_call(token)
-    # a plan without collectives (its guards passed) votes now, before anything is committed
-    voted_eager = (
-        result.failed_guard is None
-        and not current.voted
-        and _vote(current, OK, info.text, info.detail, info.comms) >= EAGER
-    )
-    if voted_eager:
-        _restore(state, saved)
-        return EAGER_RUN
-    if result.failed_guard is None:
-        before_commit(fn)  # a rank that failed in its plan fails them all, before any commit
-    return result
+    def before_commit(self) -> None:
+        """This call is about to commit: hold its closing vote now, so a rank that failed
+        makes every rank raise before any commits (a plan run calls it; so may an eager run that
+        commits atomically at its end). Otherwise ``call`` holds the vote when the call returns.
+        """
+        current = self._current()
+        if current is not None and current.voted and not current.closed:
+            _close(current)
 
 
 class _PlanCall:
@@ -211,23 +257,10 @@ def _vote(state: _Call, flag: int, text: str, detail: str, comms: set[int]) -> i
     return top
 
 
-def before_commit(fn: Any) -> None:
-    """This call of ``fn`` is about to commit: hold its closing vote now, so a rank that failed
-    makes every rank raise before any commits (a plan run calls it; so may an eager run that
-    commits atomically at its end). Otherwise ``call`` holds the vote when the call returns.
-
-    Example:
-        >>> before_commit(None)  # no call of a function that issues collectives: nothing to do
-    """
-    current = _current(fn) if fn is not None else None
-    if current is not None and current.voted and not current.closed:
-        _close(current)
-
-
 def _close(state: _Call) -> None:
     """The call's closing vote: every rank got through it (or one failed: all raise here)."""
     state.closed = True
-    _vote(state, OK, f"end of compiled call of {_name(state.fn)}", "", state.comms)
+    _vote(state, OK, f"end of compiled call of {_name(state.policy.fn)}", "", state.comms)
 
 
 def _tell_failure(state: _Call, exc: BaseException) -> None:
@@ -235,7 +268,7 @@ def _tell_failure(state: _Call, exc: BaseException) -> None:
     detail = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
     state.voted = False  # a failure after voting still needs its own message
     try:
-        _vote(state, FAILED, f"compiled call of {_name(state.fn)}", detail, state.comms)
+        _vote(state, FAILED, f"compiled call of {_name(state.policy.fn)}", detail, state.comms)
     except CommunicatorError as error:  # the others raise it; this rank raises its own
         write_stderr(f"[dualflow rank {_rank(state)}] told the other ranks: {error}\n")
 

@@ -21,8 +21,7 @@ from dualflow.errors import ConfigError, TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
 from dualflow.passes.remat import budget_passes
-from dualflow.tracer import collective_agreement
-from dualflow.tracer.call import EAGER_RUN, GuardFailed, run_trace
+from dualflow.tracer.collective_agreement import CollectiveAgreement
 from dualflow.tracer.eager_call import run_undoably
 from dualflow.tracer.function_names import caller_level as _caller_level
 from dualflow.tracer.function_names import name_of as _name
@@ -32,6 +31,7 @@ from dualflow.tracer.lazy import run_lazily
 from dualflow.tracer.lazy_plans import LazyPlans
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
+from dualflow.tracer.plan_run import EAGER_RUN, GuardFailed, run_trace
 from dualflow.tracer.retrace_reasons import (
     as_kind,
     closest,
@@ -100,6 +100,8 @@ class CompiledFunction:
         self._single_use_keys: set[Any] = set()
         self._names = _positional_names(getattr(fn, "forward", fn))  # a Module: its forward
         self._lock = threading.RLock()
+        # issue 15: how a call that issues collectives decides plan-or-eager with every rank
+        self.agreement: Any = CollectiveAgreement(self)  # LocalAgreement(): one process
 
     def stats(self) -> Stats:
         """Calls, traces, guard failures, eager fallbacks and compile time so far."""
@@ -113,8 +115,7 @@ class CompiledFunction:
         if _disabled[0] or tracing() is not None or undo_current() is not None:
             # nested inside a trace or an undoable eager call: inline it (its writes join)
             return self.fn(*args, **kwargs)
-        # issue 15: a function that issues collectives decides plan-or-eager with every rank
-        return collective_agreement.call(self, lambda: self._serialized(args, kwargs))
+        return self.agreement.call(lambda: self._serialized(args, kwargs))
 
     def _serialized(self, args: tuple, kwargs: dict) -> Any:
         with self._lock:  # one call at a time: a plan's buffers serve one call
@@ -125,22 +126,20 @@ class CompiledFunction:
             if self._eager_reason is None:
                 return self._call(args, kwargs)
             self._stats.eager_fallbacks += 1
-        collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
+        self.agreement.going_eager()  # issue 15: every rank runs eagerly
         return self._eagerly(args, kwargs)
 
     def _eagerly(self, args: tuple, kwargs: dict) -> Any:
-        """Run the call eagerly with the promise a plan run keeps (issue 36): if it raises or is
-        interrupted, every state write it made is undone (``eager_call``); its closing
-        collective vote is held before it returns, so a failed rank's peers undo theirs too."""
-        return run_undoably(self.fn, args, kwargs, lambda: collective_agreement.before_commit(self))
+        """Run the call eagerly with the promise a plan run keeps (issue 36): all or nothing
+        (``eager_call``); its closing vote is held before it returns (failed peers undo)."""
+        return run_undoably(self.fn, args, kwargs, self.agreement.before_commit)
 
     def _lazily(self, args: tuple, kwargs: dict) -> Any:
         """Run the call by lazy re-execution (``lazy.py``): its Python runs, its ops run as
         plans keyed by their structure, all or nothing like a plan run."""
-        collective_agreement.going_eager(self)  # issue 15: its collectives run in Python's order
+        self.agreement.going_eager()  # issue 15: its collectives run in Python's order
         self._stats.lazy_calls += 1
-        finish = lambda: collective_agreement.before_commit(self)  # noqa: E731
-        return run_lazily(self.fn, args, kwargs, self._lazy_plans, finish)
+        return run_lazily(self.fn, args, kwargs, self._lazy_plans, self.agreement.before_commit)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         try:
@@ -195,13 +194,13 @@ class CompiledFunction:
             if loaded is not _MISS:
                 return loaded
         self._stats.retrace_reasons.append(reason)
-        collective_agreement.going_eager(self)  # issue 15: every rank runs this call eagerly
+        self.agreement.going_eager()  # issue 15: every rank runs this call eagerly
         start = time.perf_counter()
         tracer = TracingInterpreter(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         tracer.strict = self.fallback == "error"
         out, proxies = without_proxies(trace_call(tracer, self.fn, args, kwargs, flat))
         try:
-            collective_agreement.before_commit(self)  # a failed rank: every rank undoes its run
+            self.agreement.before_commit()  # a failed rank: every rank undoes its run
             if proxies:  # a plan would hand back the first call's array
                 tracer.fail_closed(
                     f"the compiled function returns its numpy-array argument as {proxies[0]}; "
@@ -318,14 +317,13 @@ class CompiledFunction:
         ``lazy=False``); ``result`` is this call's, when it already ran eagerly."""
         name = _name(self.fn)
         self._stats.eager_fallbacks += 1  # a call the fast path did not serve (lazy or eager)
-        # collectives: every rank must leave together, eagerly (collective_agreement's vote)
-        if self.lazy and not (collective or getattr(self, "_collective_comms", None)):
+        if self.lazy and not (collective or self.agreement.comms):  # collectives: all go eager
             self._lazy_reason = reason
             how = "runs by lazy re-execution from now on (its Python at every call, its ops as "
             how += "cached plans)"
         else:
             self._eager_reason = reason
-            collective_agreement.going_eager(self)  # issue 15: every rank runs eagerly
+            self.agreement.going_eager()  # issue 15: every rank runs eagerly
             how = "runs eagerly from now on"
         warnings.warn(
             f"dualflow.compile: {name} {how} ({len(self.history)} traces, "

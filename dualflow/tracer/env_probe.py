@@ -18,7 +18,7 @@ from typing import Any
 
 from dualflow._config import env_flag
 from dualflow.errors import KERNEL_MODULE_PREFIX
-from dualflow.tracer import calls
+from dualflow.tracer import probe_calls
 from dualflow.tracer.env_guards import MISSING, Dynamic, is_versioned, read_item, static_attr
 from dualflow.tracer.env_record import EnvRecorder, key_label
 from dualflow.tracer.instructions import TESTED_VERSIONS, handler_of, line_of, unnamed
@@ -169,7 +169,9 @@ class EnvProbe:
             return UNKNOWN
         versioned = is_versioned(holder)
         try:
-            value = calls.versioned_read(holder, name) if versioned else static_attr(holder, name)
+            value = (
+                probe_calls.versioned_read(holder, name) if versioned else static_attr(holder, name)
+            )
         except Dynamic:
             return self._dynamic_attribute(holder, name)
         if versioned:  # Modules/Optimizers: their version guards assignments; follow the value
@@ -191,7 +193,7 @@ class EnvProbe:
         if isinstance(holder, type):
             return UNKNOWN  # a class property or classmethod: derived from the class itself
         if _runs_user_code(type(holder), name):
-            return calls.AWAIT
+            return probe_calls.AWAIT
         return OPAQUE if self._of_environment(holder) else UNKNOWN
 
     def item(self, container: Any, key: Any) -> Any:
@@ -205,7 +207,7 @@ class EnvProbe:
             self.recorder.read_contents(container)
             return self._unknown_element(container)
         if is_versioned(container):  # e.g. a ModuleList: versioned, reading is pure
-            value = calls.versioned_item(container, key)
+            value = probe_calls.versioned_item(container, key)
             self.recorder.observe_through(container, f"[{key_label(key)}]", ("item", key), value)
             return value
         try:
@@ -225,7 +227,7 @@ class EnvProbe:
         if is_trusted_object(container):
             return TRUSTED
         if _runs_user_code(type(container), "__getitem__"):
-            return calls.AWAIT
+            return probe_calls.AWAIT
         return OPAQUE if self._of_environment(container) else UNKNOWN
 
     def _of_environment(self, obj: Any) -> bool:
@@ -265,7 +267,7 @@ def _module_attribute(module: types.ModuleType) -> Any:
         return TRUSTED
     getter = module.__dict__.get("__getattr__")
     code = getattr(getter, "__code__", None)
-    return calls.AWAIT if code is not None and is_user_file(code.co_filename) else OPAQUE
+    return probe_calls.AWAIT if code is not None and is_user_file(code.co_filename) else OPAQUE
 
 
 def _runs_user_code(cls: type, name: str) -> bool:

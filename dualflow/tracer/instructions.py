@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from dualflow.tracer import calls, value_flow
+from dualflow.tracer import probe_calls, value_flow
 from dualflow.tracer.env_guards import ATTR, CELL, GLOBAL, ITEM
 from dualflow.tracer.provenance import (
     ENV_COLLECTION,
@@ -127,7 +127,7 @@ def _load_attr(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> N
         _load_method(probe, frame, model, ins, holder)
         return
     value = probe.attribute(holder, ins.argval)
-    if value is calls.AWAIT:  # a property of user code: its getter's return names it
+    if value is probe_calls.AWAIT:  # a property of user code: its getter's return names it
         model.push(OPAQUE)
         model.awaiting = True
     else:
@@ -145,7 +145,7 @@ def _load_method(
 def _subscr(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
     container, key = model.pop(2)
     value = probe.item(container, key)
-    if value is calls.AWAIT:  # a __getitem__ of user code: its return names it
+    if value is probe_calls.AWAIT:  # a __getitem__ of user code: its return names it
         model.push(OPAQUE)
         model.awaiting = True
     else:
@@ -214,11 +214,11 @@ def _store_deref(probe: Any, frame: Any, model: StackModel, ins: Instruction) ->
 
 
 def _call(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    calls.handle_call(probe, frame, model, ins)
+    probe_calls.handle_call(probe, frame, model, ins)
 
 
 def _call_ex(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
-    calls.handle_call_ex(probe, frame, model, ins)
+    probe_calls.handle_call_ex(probe, frame, model, ins)
 
 
 def _not_modeled(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:

@@ -104,12 +104,19 @@ def _data(value: Any, kind: str, keys: tuple) -> Any:
 class _Walk:
     """One flatten in progress: the options and what it found so far."""
 
-    def __init__(self, is_leaf: Callable[[Any], bool] | None, opaque: bool) -> None:
-        self.is_leaf, self.opaque = is_leaf, opaque
+    def __init__(
+        self,
+        is_leaf: Callable[[Any], bool] | None,
+        opaque: bool,
+        stop: Callable[[Any], bool] | None = None,
+    ) -> None:
+        self.is_leaf, self.opaque, self.stop = is_leaf, opaque, stop
         self.leaves: list[Any] = []
         self.paths: list[str] = []
 
     def walk(self, value: Any, path: str, depth: int) -> TreeDef:
+        if self.stop is not None and self.stop(value):
+            return TreeDef(STATIC, value)
         kind = kind_of(value)
         if kind == OPAQUE and (not self.opaque or isinstance(value, tuple | list | dict)):
             raise TracingError(_opaque_message(value, path))
@@ -146,6 +153,7 @@ def flatten(
     *,
     is_leaf: Callable[[Any], bool] | None = None,
     opaque: bool = False,
+    stop: Callable[[Any], bool] | None = None,
 ) -> tuple[list[Any], list[str], TreeDef]:
     """The leaves of ``value`` in order, their paths (``path`` names the root) and its TreeDef.
 
@@ -158,6 +166,9 @@ def flatten(
         opaque: make dataclasses with attributes beyond their fields leaves (arguments: reads
             through such an object are guarded) instead of raising TracingError. Other
             containers ``kind_of`` calls ``OPAQUE`` always raise it.
+        stop: which values (containers included) are not walked into: kept in the TreeDef as
+            statics, the same object at every ``unflatten`` (a stored side effect's objects
+            that came from outside the call). Asked before anything else, at every depth.
 
     Raises:
         TracingError: a container that cannot be rebuilt exactly, naming its type and path, or
@@ -169,9 +180,14 @@ def flatten(
         ([1, 2, 3], ["d['b'][0]", "d['b'][1]", "d['a'][0]"])
         >>> unflatten(tree, [10, 20, 30])
         {'b': [10, 20], 'a': (30,)}
+        >>> kept = [5]
+        >>> leaves, _, tree = flatten({"kept": kept, "new": [6]}, stop=lambda v: v is kept)
+        >>> leaves, unflatten(tree, [60])["kept"] is kept
+        ([6], True)
     """
-    leaves, paths, (tree,) = flatten_all([(path, value)], is_leaf=is_leaf, opaque=opaque)
-    return leaves, paths, tree
+    walk = _Walk(is_leaf, opaque, stop)
+    tree = walk.walk(value, path, 0)
+    return walk.leaves, walk.paths, tree
 
 
 def flatten_all(

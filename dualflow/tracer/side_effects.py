@@ -77,26 +77,18 @@ def _build(template: Template, outputs: list[Tensor], leaves: list[Any]) -> Any:
     return pytree.unflatten(tree, built)
 
 
-class _StoredWalk(pytree._Walk):
-    """pytree's walk of a value the call stores, whose leaves are its tensors. What the trace
-    met outside, values compared by value, functions and classes stay the same objects (the
-    walk's statics), and any other object fails closed: a plan cannot rebuild it."""
-
-    def __init__(self, recorder: EnvRecorder) -> None:
-        super().__init__(None, False)
-        self.recorder = recorder
-
-    def walk(self, value: Any, path: str, depth: int) -> pytree.TreeDef:
-        if is_value(value) or self.recorder.label_of(value) is not None:
-            return pytree.TreeDef(pytree.STATIC, value)
-        if isinstance(value, Tensor) or pytree.kind_of(value) is not None:
-            return super().walk(value, path, depth)  # a leaf, or a container walked on
-        if callable(value) or isinstance(value, type):
-            return pytree.TreeDef(pytree.STATIC, value)  # the same object is stored each call
-        raise NotReplayable(
-            f"the compiled function stores a new {type(value).__name__} object in the "
-            "environment; a plan cannot rebuild it. Store tensors, numbers or containers of them"
-        )
+def _stored_leaf(value: Any) -> bool:
+    """``flatten``'s ``is_leaf`` for a value the call stores, whose leaves are its tensors:
+    functions and classes stay the same objects (statics), and any other object fails closed:
+    a plan cannot rebuild it."""
+    if isinstance(value, Tensor):
+        return True
+    if callable(value) or isinstance(value, type):
+        return False  # the same object is stored each call
+    raise NotReplayable(
+        f"the compiled function stores a new {type(value).__name__} object in the "
+        "environment; a plan cannot rebuild it. Store tensors, numbers or containers of them"
+    )
 
 
 class ReplayBuilder:
@@ -157,12 +149,18 @@ class ReplayBuilder:
 
     def template(self, value: Any) -> Template:
         """How to rebuild ``value`` at a later call (``pytree``'s containers, its tensors)."""
-        walk = _StoredWalk(self.recorder)
+        label_of = self.recorder.label_of
+
+        def outside(v: Any) -> bool:  # what the trace met outside, values compared by value
+            return is_value(v) or label_of(v) is not None  # stay the same objects (statics)
+
         try:
-            tree = walk.walk(value, "the stored value", 0)
+            tensors, _, tree = pytree.flatten(
+                value, "the stored value", is_leaf=_stored_leaf, stop=outside
+            )
         except TracingError as exc:  # a container pytree cannot rebuild exactly
             raise NotReplayable(str(exc)) from None
-        return tree, [self._tensor(t) for t in walk.leaves]
+        return tree, [self._tensor(t) for t in tensors]
 
     def _tensor(self, tensor: Tensor) -> tuple[str, Any]:
         position = self.tracer.input_positions.get(id(tensor))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow.tracer import calls
+from dualflow.tracer import probe_calls
 from dualflow.tracer.env_guards import is_value
 from dualflow.tracer.provenance import (
     ENV_COLLECTION,
@@ -72,7 +72,7 @@ def get_iter(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> Non
     if value is OPAQUE or value is ENV_COLLECTION:
         model.push(value)  # its elements reach locals by name: fine unless opaque
         return
-    calls.iterated(probe, value, line_of(frame))
+    probe_calls.iterated(probe, value, line_of(frame))
     model.push(UNKNOWN)
 
 

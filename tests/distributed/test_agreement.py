@@ -195,9 +195,7 @@ def test_a_function_is_known_to_use_collectives_after_its_first_call() -> None:
         x = dualflow.tensor(np.ones((2, 4), np.float32))
         step(x, dualflow.tensor([0, 1]))
         local(x)
-        return step._collective_comms == {comm.comm_id} and not getattr(
-            local, "_collective_comms", None
-        )
+        return step.agreement.comms == {comm.comm_id} and not local.agreement.comms
 
     assert run_loopback(body, 2) == [True, True]
 

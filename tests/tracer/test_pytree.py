@@ -200,3 +200,23 @@ def test_a_cycle_is_refused() -> None:
 def test_decode_refuses_anything_encode_does_not_write(data: Any) -> None:
     with pytest.raises(ValueError):
         pytree.decode(data)
+
+
+def test_stop_keeps_the_objects_it_names_as_they_are_at_every_depth() -> None:
+    outside, inner = {"a": [1, 2]}, (3, 4)
+    seen: list[Any] = []
+
+    def stop(value: Any) -> bool:
+        seen.append(value)
+        return value is outside or value is inner
+
+    value = [outside, Point(inner, 7), [8]]
+    leaves, paths, tree = pytree.flatten(value, "v", stop=stop)
+    assert leaves == [7, 8] and paths == ["v[1][1]", "v[2][0]"]
+    rebuilt = pytree.unflatten(tree, [70, 80])
+    assert rebuilt[0] is outside and rebuilt[1].x is inner and rebuilt[1] == Point(inner, 70)
+    assert rebuilt[2] == [80]
+    assert all(v is not outside["a"] for v in seen)  # a stopped container is not walked into
+    # asked before is_leaf, and stopped objects never become leaves
+    leaves, _, tree = pytree.flatten(value, stop=stop, is_leaf=lambda v: v != 7)
+    assert leaves == [8] and pytree.unflatten(tree, [9])[1] == Point(inner, 7)

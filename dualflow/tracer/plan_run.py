@@ -12,7 +12,7 @@ from typing import Any
 
 from dualflow._config import config, enable_grad
 from dualflow._tensor import Tensor
-from dualflow.tracer import collective_agreement, interrupts
+from dualflow.tracer import interrupts
 from dualflow.tracer.autodiff import connect, released_node
 from dualflow.tracer.collective_agreement import EAGER_RUN
 from dualflow.tracer.pytree import flatten, unflatten
@@ -50,7 +50,7 @@ def run_trace(
     before = [state[slot].copy() for slot in trace.update_slots] if connected else []
     held = trace.commits and interrupts.hold()
     try:
-        result = collective_agreement.run_plan(compiled, trace, inputs, state)  # issue 15
+        result = compiled.agreement.run_plan(trace, inputs, state)  # issue 15
         if result is EAGER_RUN:  # another rank runs this call eagerly: nothing was committed
             return EAGER_RUN
         if result.failed_guard is not None:
