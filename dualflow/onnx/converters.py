@@ -304,6 +304,16 @@ def _one_hot(em: Any, node: Node) -> list[str]:
     return [em.one("OneHot", [_x(em, node), depth, values], axis=int(a["axis"]))]
 
 
+def _cumsum(em: Any, node: Node) -> list[str]:
+    """``CumSum`` along the axis (``reverse`` as its attribute), in the promoted type."""
+    x, out = node.inputs[0], node.outputs[0]
+    name = em.name(x)
+    if np.dtype(x.dtype) != np.dtype(out.dtype):  # bool/int32 inputs sum in int64, as torch
+        name = em.one("Cast", [name], to=em.helper.np_dtype_to_tensor_dtype(np.dtype(out.dtype)))
+    axis = em.const(np.asarray(int(node.attrs["axis"]), dtype=np.int64))
+    return [em.one("CumSum", [name, axis], reverse=int(bool(node.attrs["reverse"])))]
+
+
 CONVERTERS: dict[str, Converter] = {
     **ELEMENTWISE,
     "conv2d": _conv,
@@ -336,4 +346,5 @@ CONVERTERS: dict[str, Converter] = {
     "fused": convert_fused,
     "softmax_cross_entropy": _cross_entropy,
     "argsort": _argsort,
+    "cumsum": _cumsum,
 }

@@ -26,6 +26,10 @@ NOT_EXPORTED = {
     "random_uniform": "sampling: ONNX's RandomUniform cannot reproduce dualflow's stream",
     "debug_print": "a host side effect",
     "guard": "control flow on a traced value",
+    "cumprod": "no ONNX operator: a running product would be a Loop",
+    "cummax": "no ONNX operator: a running maximum and its indices would be a Loop",
+    "cummin": "no ONNX operator: a running minimum and its indices would be a Loop",
+    "logcumsumexp": "no ONNX operator: a stable running logsumexp would be a Loop",
 }
 BACKWARD = {name for name in OPS if name.endswith("_grad")} | {"sum_to", "max_pool2d_gather"}
 BACKWARD |= {"conv2d_grad_weight", "embedding_grad"}
