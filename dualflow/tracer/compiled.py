@@ -139,7 +139,8 @@ class CompiledFunction:
         plans keyed by their structure, all or nothing like a plan run."""
         self.agreement.going_eager()  # issue 15: its collectives run in Python's order
         self._stats.lazy_calls += 1
-        return run_lazily(self.fn, args, kwargs, self._lazy_plans, self.agreement.before_commit)
+        vote = self.agreement.before_commit if self.agreement.comms else None  # none: no copies
+        return run_lazily(self.fn, args, kwargs, self._lazy_plans, vote)
 
     def _call(self, args: tuple, kwargs: dict) -> Any:
         try:

@@ -26,10 +26,15 @@ from dualflow.tracer.lazy_record import LazyRecorder
 
 
 def run_lazily(
-    fn: Callable, args: tuple, kwargs: dict, plans: LazyPlans, finish: Callable[[], None]
+    fn: Callable,
+    args: tuple,
+    kwargs: dict,
+    plans: LazyPlans,
+    finish: Callable[[], None] | None = None,
 ) -> Any:
     """``fn(*args, **kwargs)`` with its ops recorded and run through ``plans``, then ``finish()``
-    (the closing collective vote); every write is undone if either raises.
+    (the closing collective vote, None when there is none); every write is undone if either
+    raises.
 
     Example:
         >>> import dualflow
@@ -39,7 +44,7 @@ def run_lazily(
         ...     ops.assign(w, w * x)
         ...     return w.sum() + 1
         >>> plans = LazyPlans("O2")
-        >>> [run_lazily(step, (2.0,), {}, plans, lambda: None).item() for _ in range(3)]
+        >>> [run_lazily(step, (2.0,), {}, plans).item() for _ in range(3)]
         [7.0, 13.0, 25.0]
         >>> plans.stats()
         {'segments': 3, 'plan_segments': 2, 'compiled': 1}
@@ -47,11 +52,13 @@ def run_lazily(
     plans.call_steps = 0
     with recording() as log:
         recorder = LazyRecorder(plans, log)
+        recorder.unlogged_end = finish is None
         try:
             with interpreting(recorder):
                 result = fn(*args, **kwargs)
                 recorder.finish()
-            finish()
+            if finish is not None:
+                finish()
         except BaseException:
             held = interrupts.hold()  # a second Ctrl-C must not stop the undo half way
             try:
@@ -68,6 +75,7 @@ def run_lazily(
 def _compute_what_is_left(recorder: LazyRecorder) -> None:
     """Give the call's surviving tensors their values (as eager's would have), before the undo;
     a failure here is the same failure again and must not hide the first."""
+    recorder.unlogged_end = False  # these writes are undone next: save them first
     with contextlib.suppress(Exception):  # the call's own error is the one to raise
         recorder.finish()
     recorder.closed = True

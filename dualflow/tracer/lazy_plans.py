@@ -48,6 +48,7 @@ class Segment:
     refs: list[Any] = field(default_factory=list)  # arrays read by reference, by slot
     metas: list[Meta] = field(default_factory=list)  # per result number: its shape and dtype
     updates: dict[int, int] = field(default_factory=dict)  # ref slot -> result number written
+    keep: list[Any] = field(default_factory=list)  # views made at once (their ids stay unique)
 
     def structure(self, outputs: list[int], flags: Any) -> tuple:
         """The structural key: ops, the refs' layouts and sharing, outputs, writes, config."""

@@ -30,6 +30,7 @@ from dualflow.autograd.tape import record as record_node
 from dualflow.errors import DualflowError, user_frame
 from dualflow.graph_ir.layout import RULES, C, array_layout
 from dualflow.ops.registry import OPS, Meta, OpDef
+from dualflow.tracer import interrupts
 from dualflow.tracer.lazy_plans import LazyPlans, Segment, root_of
 
 _LITERALS = (int, float, bool, complex)
@@ -81,11 +82,13 @@ class LazyRecorder:
         self.generation = 0  # bumped by every flush
         self.pendings: list[Any] = []  # weak references to this segment's results, in order
         self.overrides: dict[int, int] = {}  # id(outside array) -> result number written to it
+        self.aliases: dict[int, int] = {}  # id(a view made now) -> its recorded result number
         self.ref_slots: dict[int, int] = {}  # id(array) -> ref slot
         self.written_roots: set[int] = set()  # memory with a write not committed yet
         self.viewers: dict[int, list] = {}  # memory -> weak refs to recorded views of it
         self.flushing = False
         self.ending = False  # the call's last flush runs (not a graph break)
+        self.unlogged_end = False  # nothing can fail after the last flush (no closing vote)
         self.closed = False
 
     # ----- the interpreter ----------------------------------------------------------------------
@@ -125,15 +128,30 @@ class LazyRecorder:
         return type(array) is Pending and array.real is None and array.owner is self
 
     def view_now(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
-        """An op that may view its (real) inputs, run now: a view reads no data, so it costs
-        nothing, and the result has eager's very strides; a copy must see pending writes."""
+        """An op that may view its (real) inputs, run now — a view reads no data, and the
+        result has eager's very strides (backward formulas choose by them) — and recorded too,
+        so a plan computes it from its input as a trace's plan would, never reading it as a
+        strided array of its own (a copy must see pending writes: flush first)."""
         for a in args:
             array = a._array if isinstance(a, Tensor) else a
             if hasattr(array, "shape") and id(root_of(resolved(array))) in self.written_roots:
                 self.flush()
                 break
-        self.plans.eager_ops += 1
-        return EAGER.apply(op, args, attrs)
+        generation = self.generation
+        operands = [self.operand(a._array if isinstance(a, Tensor) else a) for a in args]
+        if self.generation != generation:
+            return self.view_now(op, args, attrs)
+        result = EAGER.apply(op, args, attrs)
+        outs = result if isinstance(result, tuple) else (result,)
+        metas = [Meta(t.shape, t.dtype) for t in outs]
+        segment, first = self.segment, len(self.segment.metas)
+        segment.ops.append((op, tuple(operands), attrs, metas))
+        segment.key.append((op.name, tuple(operands), frozen_attrs(attrs)))
+        segment.metas.extend(metas)
+        for number, t in enumerate(outs, first):
+            self.aliases[id(t._array)] = number
+            segment.keep.append(t._array)  # held: its id stays unique until the flush
+        return result
 
     def infer(self, op: OpDef, arrays: list, attrs: dict[str, Any]) -> tuple | None:
         """The results' metadata and layout; None when ``infer`` cannot say without data.
@@ -221,7 +239,8 @@ class LazyRecorder:
             return written
         if self.written_roots and id(root_of(array)) in self.written_roots:
             self.flush()  # a view of memory written in this segment: commit the write first
-        return -1 - self.ref(array)
+        alias = self.aliases.get(id(array))  # a view made now, recorded: the graph's value
+        return alias if alias is not None else -1 - self.ref(array)
 
     def ref(self, array: Any) -> int:
         """The slot of an outside array read by reference when the segment runs."""
@@ -344,10 +363,7 @@ class LazyRecorder:
             arrays, updates = self.plans.run(segment, outputs, config.snapshot())
             for pending, real in zip(live, arrays):
                 pending.real = real
-            for slot, new in updates.items():
-                target = segment.refs[slot]
-                self.log.array(target)
-                target[...] = new
+            self._commit(segment, updates)
             for pending in views:  # eager's kernel on the real inputs: shares what eager shares
                 op, inputs, attrs, index = pending.source
                 out = op.forward(np, *[resolved(i) for i in inputs], **attrs)
@@ -357,9 +373,25 @@ class LazyRecorder:
             self.flushing = False
             self._next_segment()
 
+    def _commit(self, segment: Segment, updates: dict) -> None:
+        """Write the segment's updates. A break's writes are saved first (the call may still
+        fail); the last flush's need no copy when nothing can fail after it (``unlogged_end``):
+        its writes, like a plan's commit, happen with interrupts held, all or none."""
+        logged = not (self.ending and self.unlogged_end)
+        held = interrupts.hold()
+        try:
+            for slot, new in updates.items():
+                target = segment.refs[slot]
+                if logged:
+                    self.log.array(target)
+                target[...] = new
+        finally:
+            if held:
+                interrupts.release()
+
     def _next_segment(self) -> None:
         self.segment, self.pendings = Segment(), []
-        self.overrides, self.ref_slots = {}, {}
+        self.overrides, self.ref_slots, self.aliases = {}, {}, {}
         self.written_roots, self.viewers = set(), {}
         self.generation += 1
 
