@@ -164,6 +164,7 @@ FALLBACK: dict[str, str] = {
     "max_pool2d_grad": _BACKWARD_HELPER + ", nonlinear in the pooled input",
     "softmax_cross_entropy": _LATER,
     "batch_norm": _LATER,
+    "lstm_scan": "a whole recurrence; its backward is written with ops (double-vjp is exact)",
     "getitem_array_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
     "take_along_axis_grad": _BACKWARD_HELPER + "; scatter-add needs its shape attributes",
     "allreduce": "a collective: every rank must push a tangent equally often",

@@ -1,0 +1,46 @@
+"""``matmul(xp, a, b, out=None)``: numpy's matrix product, routed so BLAS sees large GEMMs.
+
+``(..., M, K) @ (K, N)`` (a linear layer on a batch of sequences) is one ``(rows, K) @ (K, N)``
+GEMM: numpy's batched matmul calls BLAS once per leading index, each call too small to keep the
+machine's cores busy (46-105 GFLOP/s against 140-190 for the one GEMM, 16 x 64 x 1024 x 256
+float32 on 2 cores). Every other case is ``xp.matmul`` itself. The result is C-ordered either way.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+
+def stacked_rows(a: Any, b: Any) -> bool:
+    """Whether ``a @ b`` is a stack of matrices times one matrix (run as one 2-D GEMM).
+
+    Example:
+        >>> import numpy as np
+        >>> stacked_rows(np.zeros((2, 3, 4)), np.zeros((4, 5))), stacked_rows(np.zeros((3, 4)),
+        ...     np.zeros((4, 5)))
+        (True, False)
+    """
+    return a.ndim > 2 and b.ndim == 2
+
+
+def matmul(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
+    """``a @ b`` with numpy's rules (into ``out`` when given, which is returned).
+
+    Example:
+        >>> import numpy as np
+        >>> a, b = np.arange(12.0).reshape(2, 3, 2), np.ones((2, 2))
+        >>> bool(np.array_equal(matmul(np, a, b), np.matmul(a, b)))
+        True
+    """
+    if not stacked_rows(a, b):
+        return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+    rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])  # a copy when the axes do not merge
+    shape = (*a.shape[:-1], b.shape[-1])
+    if out is None:
+        return xp.matmul(rows, b).reshape(shape)
+    if out.flags.c_contiguous:  # a view of out: BLAS writes the result in place
+        xp.matmul(rows, b, out=out.reshape(rows.shape[0], b.shape[-1]))
+    else:
+        out[...] = xp.matmul(rows, b).reshape(shape)
+    return out
