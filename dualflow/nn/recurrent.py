@@ -297,6 +297,6 @@ class LSTM(_RNNBase):
         xw = self._input_projection(x, w_ih, b_ih, b_hh)
         if reverse:
             xw = ops.flip(xw, 0)
-        hs, cs = ops.lstm_scan(xw, state[0], state[1], w_hh)
+        hs, cs, _ = ops.lstm_scan(xw, state[0], state[1], w_hh)
         final = (hs[-1], cs[-1])
         return (ops.flip(hs, 0) if reverse else hs), final

@@ -1,4 +1,4 @@
-"""Op-table entry for lstm_scan (both outputs, against a plain numpy loop of LSTM steps)."""
+"""Op-table entry for lstm_scan (its three outputs, against a plain numpy loop of LSTM steps)."""
 
 from __future__ import annotations
 
@@ -12,15 +12,17 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _lstm_ref(xw, h0, c0, w_hh) -> tuple[np.ndarray, np.ndarray]:
-    h, c, hs, cs = h0, c0, [], []
+def _lstm_ref(xw, h0, c0, w_hh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    h, c, hs, cs, acts = h0, c0, [], [], []
     for x_t in xw:
         i, f, g, o = np.split(x_t + h @ w_hh.T, 4, axis=-1)
-        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
-        h = _sigmoid(o) * np.tanh(c)
+        i, f, g, o = _sigmoid(i), _sigmoid(f), np.tanh(g), _sigmoid(o)
+        c = f * c + i * g
+        h = o * np.tanh(c)
         hs.append(h)
         cs.append(c)
-    return np.stack(hs), np.stack(cs)
+        acts.append(np.concatenate([i, f, g, o], axis=-1))
+    return np.stack(hs), np.stack(cs), np.stack(acts)
 
 
 def _lstm_samples(rng: np.random.Generator) -> list[Sample]:
