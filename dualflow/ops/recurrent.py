@@ -18,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.kernels.linalg import gemm
 from dualflow.ops.activation import tanh
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexing import getitem
@@ -46,16 +45,21 @@ def _check(xw: Meta, h0: Meta, c0: Meta, w_hh: Meta) -> tuple[int, int, int]:
 
 
 def _cell(xp: Any, act: Any, c: Any, h_out: Any, c_out: Any) -> None:
-    """One step: pre-activations ``act`` (N, 4H) [i, f, g, o] activated in place, then
-    ``c_out = σ(f) c + σ(i) tanh(g)`` and ``h_out = σ(o) tanh(c_out)``."""
-    hidden = c.shape[-1]
-    g = act[:, 2 * hidden : 3 * hidden]
+    """One step in the feature-major layout: pre-activations ``act`` (4H, N) [i, f, g, o]
+    activated in place, then ``c_out = σ(f) c + σ(i) tanh(g)``, ``h_out = σ(o) tanh(c_out)``."""
+    hidden = c.shape[0]
+    g = act[2 * hidden : 3 * hidden]
     tanh_g = OPS["tanh"].forward(xp, g)
     act[...] = OPS["sigmoid"].forward(xp, act)  # the ops' own rounding (g's quarter rewritten)
     g[...] = tanh_g
-    xp.multiply(act[:, hidden : 2 * hidden], c, out=c_out)
-    c_out += act[:, :hidden] * g
-    xp.multiply(act[:, 3 * hidden :], OPS["tanh"].forward(xp, c_out), out=h_out)
+    xp.multiply(act[hidden : 2 * hidden], c, out=c_out)
+    c_out += act[:hidden] * g
+    xp.multiply(act[3 * hidden :], OPS["tanh"].forward(xp, c_out), out=h_out)
+
+
+def _feature_major(a: Any) -> Any:
+    # (L, N, F) <-> (L, F, N), C-ordered (a fresh copy)
+    return a.transpose(0, 2, 1).copy()
 
 
 @primitive("lstm_scan", saves=("x1", "x2", "x3", "y0", "y1", "y2"), nout=3, aliasing="fresh")
@@ -71,17 +75,20 @@ class LSTMScan:
         return state, state, Meta((steps, n, 4 * hidden), dtype)
 
     def forward(xp, xw, h0, c0, w_hh):
+        # Feature-major inside: W_hh (4H, H) @ h (H, N) is BLAS's fast shape (M = 4H; h (N, H)
+        # @ W_hh^T with M = N = 16 rows ran at half the rate), and each gate is a row block.
         steps, n, hidden = xw.shape[0], xw.shape[1], w_hh.shape[1]
         dtype = np.result_type(xw.dtype, h0.dtype, c0.dtype, w_hh.dtype)
-        hs, cs = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
-        acts, w_t = xp.empty((steps, n, 4 * hidden), dtype), w_hh.T
-        h, c = h0, c0
+        acts = _feature_major(xw.astype(dtype, copy=False))  # becomes the gates, step by step
+        hs, cs = xp.empty((steps, hidden, n), dtype), xp.empty((steps, hidden, n), dtype)
+        product = xp.empty((4 * hidden, n), dtype)
+        h, c = h0.T, c0.T
         for t in range(steps):
-            gemm.matmul(xp, h, w_t, out=acts[t])
-            acts[t] += xw[t]
+            xp.matmul(w_hh, h, out=product)
+            acts[t] += product
             _cell(xp, acts[t], c, hs[t], cs[t])
             h, c = hs[t], cs[t]
-        return hs, cs, acts
+        return _feature_major(hs), _feature_major(cs), _feature_major(acts)
 
     def backward(ctx, ghs, gcs, gacts):
         h0, c0, w_hh, hs, cs, acts = ctx.x1, ctx.x2, ctx.x3, ctx.y0, ctx.y1, ctx.y2
