@@ -3,7 +3,8 @@
 Written with per-step ops, an LSTM layer is ~15 small ops per time step forward and more
 backward, and every ``xw[t]`` slice's gradient is a zero-filled array of the whole sequence
 (quadratic in its length). As one op, the forward is a loop of one GEMM and a few numpy calls per
-step that also returns the activated gates (as PyTorch's fused LSTM saves them); the backward
+step (feature-major: W_hh @ h, BLAS's fast shape for a small batch) that also returns the
+activated gates (as PyTorch's fused LSTM saves them); the backward
 computes its elementwise factors on whole sequences from them, runs only the dh/dc recurrence
 step by step (one small GEMM each) and gives the input projections' gradient as one stacked
 array and ``weight_hh``'s as one GEMM. The backward is written with ops and accounts for
