@@ -76,6 +76,15 @@ def _matmul_flops(metas: tuple, attrs: dict) -> int:
     return 2 * batch * a[-2] * a[-1] * b[-1]
 
 
+def _matmul_scratch(metas: tuple, attrs: dict) -> int:
+    # the thin route's transposed product (gemm.thin_times_transposed): the metas do not say
+    # whether b is column-major, so every few-rows 2-D product counts it
+    (a, dtype_a), (b, dtype_b) = metas
+    if len(a) != 2 or len(b) != 2 or a[0] > gemm.THIN:
+        return 0
+    return a[0] * b[1] * np.result_type(np.dtype(dtype_a), np.dtype(dtype_b)).itemsize
+
+
 @primitive(
     "matmul",
     saves=("x0", "x1"),
@@ -84,6 +93,7 @@ def _matmul_flops(metas: tuple, attrs: dict) -> int:
     layout="C",
     out=lambda checked: _matmul_out,
     flops=_matmul_flops,
+    scratch=_matmul_scratch,
 )
 class Matmul:
     """Matrix product with numpy's rules (batched, broadcasting, 1-D promotion)."""

@@ -63,7 +63,21 @@ def _feature_major(a: Any) -> Any:
     return a.transpose(0, 2, 1).copy()
 
 
-@primitive("lstm_scan", saves=("x1", "x2", "x3", "y0", "y1", "y2"), nout=3, aliasing="fresh")
+def _scan_scratch(metas: tuple, attrs: dict) -> int:
+    # the feature-major states and gates and one step's product, freed when the outputs are made
+    (xw, dtype), *_ = metas
+    steps, n, four_h = xw
+    elements = steps * four_h * n + 2 * steps * (four_h // 4) * n + four_h * n
+    return elements * np.dtype(dtype).itemsize
+
+
+@primitive(
+    "lstm_scan",
+    saves=("x1", "x2", "x3", "y0", "y1", "y2"),
+    nout=3,
+    aliasing="fresh",
+    scratch=_scan_scratch,
+)
 class LSTMScan:
     """An LSTM layer's recurrence: every step's hidden and cell state (L, N, H) each and its
     activated gates (L, N, 4H) [σi, σf, tanh g, σo] (what the backward reads), from the input
