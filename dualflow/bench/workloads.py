@@ -26,6 +26,7 @@ from dualflow.bench.elementwise_workloads import (
 )
 from dualflow.bench.func_workloads import build_per_example_grads
 from dualflow.bench.harness import Measurement
+from dualflow.bench.lm_workloads import build_lstm_lm, build_transformer_lm
 from dualflow.bench.memory_workloads import (
     build_mlp_autocast,
     build_resnet18_checkpoint,
@@ -255,6 +256,18 @@ WORKLOADS: dict[str, Workload] = {
         # noise); a compiled step traces on call 1 and retraces on call 2 (momentum buffers
         # appear), so warm up twice
         Workload("resnet18", "ResNet-18 CIFAR train step, batch 16", build_resnet18, 5, warmup=2),
+        Workload(
+            "transformer-lm",
+            "Transformer encoder LM train step: 2 layers, d 256, 4 heads, 16x64 tokens, Adam",
+            build_transformer_lm,
+            10,
+        ),
+        Workload(
+            "lstm-lm",
+            "2-layer LSTM LM train step: hidden 256, 16x64 tokens, vocab 1000, Adam",
+            build_lstm_lm,
+            10,
+        ),
         Workload(
             "resnet18-checkpoint",
             "the resnet18 step with every stage checkpointed (recomputed in backward)",

@@ -9,7 +9,8 @@ it. One subpackage per job, each importing only those below it (tests/test_layer
     cuda/                      cupy: eager elementwise and fused kernels, CUDA C rendering, cuDNN
       |
     fused_cpu/  pool/          numpy: the blocked fused evaluator and its numba-or-blocked choice;
-      |                        pooling
+    linalg/                    pooling; matrix products routed to large GEMMs
+      |
     numba/                     generated numba kernels of fused expressions: rendering, loading,
       |                        the background compile worker and its render API
     expr/                      expression IR: parsing, the scalar-function table, typed programs,

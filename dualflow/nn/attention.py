@@ -124,7 +124,10 @@ class MultiheadAttention(Module):
             if b is not None:
                 init.xavier_normal_(b)
 
-    def _project(self, query: Any, key: Any, value: Any) -> tuple[Any, Any, Any]:
+    def _project(self, query: Any, key: Any, value: Any, packed: bool) -> tuple[Any, Any, Any]:
+        if packed and self._qkv_same_embed_dim:  # self-attention: one GEMM for q, k and v
+            qkv = ops.linear(query, self.in_proj_weight, self.in_proj_bias)
+            return ops.split(qkv, 3, axis=-1)
         if self._qkv_same_embed_dim:
             weights = ops.split(self.in_proj_weight, 3, axis=0)
         else:
@@ -149,14 +152,14 @@ class MultiheadAttention(Module):
                 "MultiheadAttention: need attn_mask if specifying the is_causal hint; create "
                 "one with nn.Transformer.generate_square_subsequent_mask(L)"
             )
-        batched = len(query.shape) == 3
+        batched, packed = len(query.shape) == 3, query is key and key is value
         if not batched:
             query, key, value = (ops.expand_dims(t, 1) for t in (query, key, value))
             if key_padding_mask is not None:
                 key_padding_mask = ops.expand_dims(key_padding_mask, 0)
         elif self.batch_first:
             query, key, value = (ops.transpose(t, (1, 0, 2)) for t in (query, key, value))
-        out, weights = self._attend(query, key, value, key_padding_mask, attn_mask)
+        out, weights = self._attend(query, key, value, key_padding_mask, attn_mask, packed)
         if need_weights:
             n, heads, length, source = out.shape[1], self.num_heads, *weights.shape[1:]
             weights = ops.reshape(weights, (n, heads, length, source))
@@ -190,14 +193,17 @@ class MultiheadAttention(Module):
                 f"{(n, source)}"
             )
 
-    def _attend(self, query: Any, key: Any, value: Any, kpm: Any, attn_mask: Any) -> tuple:
-        """Core on (L, N, E) inputs: returns ((L, N, E) output, (N*H, L, S) weights)."""
+    def _attend(
+        self, query: Any, key: Any, value: Any, kpm: Any, attn_mask: Any, packed: bool = False
+    ) -> tuple:
+        """Core on (L, N, E) inputs: returns ((L, N, E) output, (N*H, L, S) weights);
+        ``packed``: query, key and value are one tensor (projected by one GEMM)."""
         self._check_shapes(query, key, value, attn_mask, kpm)
         dtype = query.dtype
         attn_mask = canonical_mask(attn_mask, "attn_mask", dtype)
         kpm = canonical_mask(kpm, "key_padding_mask", dtype)
         length, n, e = query.shape
-        q, k, v = self._project(query, key, value)
+        q, k, v = self._project(query, key, value, packed)
         if self.bias_k is not None:
             k = ops.concat([k, ops.broadcast_to(self.bias_k, (1, n, e))], axis=0)
             v = ops.concat([v, ops.broadcast_to(self.bias_v, (1, n, e))], axis=0)

@@ -18,6 +18,7 @@ from dualflow.graph_ir.ir import Node, Value
 from dualflow.onnx.capture import ExportError
 from dualflow.onnx.elementwise import ELEMENTWISE, Converter
 from dualflow.onnx.fused import convert_fused
+from dualflow.onnx.recurrent import convert_lstm_scan
 
 _BIG = 2**62  # an ONNX slice end meaning "to the end"
 
@@ -347,4 +348,5 @@ CONVERTERS: dict[str, Converter] = {
     "softmax_cross_entropy": _cross_entropy,
     "argsort": _argsort,
     "cumsum": _cumsum,
+    "lstm_scan": convert_lstm_scan,
 }

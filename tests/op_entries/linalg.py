@@ -14,6 +14,8 @@ _MATMUL_SHAPES = [
     ((2, 3, 4), (4,)),
     ((4,), (4,)),
     ((2, 1, 3, 4), (5, 4, 2)),
+    ((2, 2, 3, 4), (4, 5)),  # a stack of matrices times one matrix: one GEMM, forward and grad
+    ((0, 3, 4), (4, 2)),
 ]
 
 
@@ -25,7 +27,12 @@ def _matmul_samples(rng: np.random.Generator) -> list[Sample]:
 
 def _linear_samples(rng: np.random.Generator) -> list[Sample]:
     x, w, b = rng.normal(size=(5, 3)), rng.normal(size=(4, 3)), rng.normal(size=(4,))
-    return [Sample((x, w, b), name="bias"), Sample((x, w), name="no-bias")]
+    seq = rng.normal(size=(2, 5, 3))  # a linear layer on sequences: its weight's grad is one GEMM
+    return [
+        Sample((x, w, b), name="bias"),
+        Sample((x, w), name="no-bias"),
+        Sample((seq, w, b), name="sequence"),
+    ]
 
 
 ENTRIES = [

@@ -50,6 +50,8 @@ GOALS: dict[str, tuple[Goal, ...]] = {
     "resnet18": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
     "gradient-penalty-mlp": (Goal("compiled", JAX, 1.0, "≤ JAX"),),
     "per-example-grads": (Goal("compiled", TORCH, 1.0, "≤ 1.0× torch.func"),),
+    "transformer-lm": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
+    "lstm-lm": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
 }
 ISSUE_WORKLOADS = tuple(GOALS)  # what `dualflow bench --peers` runs without --workloads
 

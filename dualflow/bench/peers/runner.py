@@ -34,6 +34,8 @@ PEERS: dict[str, tuple[str, ...]] = {
     "resnet18": ("torch",),
     "gradient-penalty-mlp": _BOTH,
     "per-example-grads": ("torch",),  # torch.func's vmap(grad)
+    "transformer-lm": ("torch",),
+    "lstm-lm": ("torch",),
 }
 _TIMINGS = ("median_ms", "min_ms", "max_ms")
 

@@ -163,6 +163,51 @@ def per_example_grads() -> Built:
     return (lambda: per_example(params, x, y)), _no_sync
 
 
+class _LM(nn.Module):
+    # the peers' w7_lm_steps.py models: embedding, 2 Transformer encoder or LSTM layers, head
+    def __init__(self, recurrent: bool, vocab: int = 1000, width: int = 256) -> None:
+        super().__init__()
+        self.emb, self.out, self.recurrent = (
+            nn.Embedding(vocab, width),
+            nn.Linear(width, vocab),
+            recurrent,
+        )
+        if recurrent:
+            self.body = nn.LSTM(width, width, 2, batch_first=True)
+        else:
+            layer = nn.TransformerEncoderLayer(width, 4, 4 * width, dropout=0.0, batch_first=True)
+            self.body = nn.TransformerEncoder(layer, 2)
+
+    def forward(self, x: Any) -> Any:
+        h = self.body(self.emb(x))
+        return self.out(h[0] if self.recurrent else h)
+
+
+def _lm_step(recurrent: bool) -> Built:
+    model, vocab = _LM(recurrent), 1000
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
+    x, y = torch.randint(0, vocab, (16, 64)), torch.randint(0, vocab, (16, 64))
+
+    def step() -> Any:
+        adam.zero_grad()
+        loss = F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
+        loss.backward()
+        adam.step()
+        return loss
+
+    return step, _no_sync
+
+
+def transformer_lm() -> Built:
+    """Transformer encoder LM train step (2 layers, d 256, 4 heads, 16 x 64 tokens), Adam."""
+    return _lm_step(recurrent=False)
+
+
+def lstm_lm() -> Built:
+    """2-layer LSTM LM train step (hidden 256, 16 x 64 tokens, vocab 1000), Adam."""
+    return _lm_step(recurrent=True)
+
+
 WORKLOADS: dict[str, Callable[[], Built]] = {
     "tiny-ops": tiny_ops,
     "tiny-ops-fwd": tiny_ops_fwd,
@@ -173,4 +218,6 @@ WORKLOADS: dict[str, Callable[[], Built]] = {
     "resnet18": resnet18,
     "gradient-penalty-mlp": gradient_penalty_mlp,
     "per-example-grads": per_example_grads,
+    "transformer-lm": transformer_lm,
+    "lstm-lm": lstm_lm,
 }

@@ -1,0 +1,9 @@
+"""Dense linear-algebra kernels: matrix products arranged so BLAS runs them on its fast path.
+
+- ``gemm``: numpy-semantics ``matmul`` that runs a stack of matrices times one matrix as one 2-D
+  GEMM over every row (numpy's batched loop calls BLAS once per matrix, at about half the rate
+  on the LM steps' shapes), and a few rows times a transposed matrix as the transposed product
+  (OpenBLAS's fast shape).
+
+Imports nothing from the other kernel subpackages.
+"""
