@@ -77,6 +77,8 @@ LOOP_FALLBACK: dict[str, str] = {
     "random_uniform": _BATCHED_KEY,
     "dropout_mask": _BATCHED_KEY,
     "debug_print": "prints each example's values, one line per example (host output)",
+    "lstm_scan": "a whole recurrence with its own batch axis; vmapped weights would need a "
+    "batched recurrence (the loop runs one scan per example)",
 }
 NOT_BATCHED: dict[str, str] = {
     "arange": "no tensor input",

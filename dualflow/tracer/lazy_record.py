@@ -28,47 +28,13 @@ from dualflow._tensor import Tensor
 from dualflow.autograd.eager import EAGER, check_inputs, meta_of
 from dualflow.autograd.tape import record as record_node
 from dualflow.errors import DualflowError, user_frame
-from dualflow.graph_ir.layout import RULES, C, array_layout
+from dualflow.graph_ir.layout import RULES, C
 from dualflow.ops.registry import OPS, Meta, OpDef
 from dualflow.tracer import interrupts
+from dualflow.tracer.lazy_keys import INFERRED, LITERALS, bits, described, frozen_attrs
 from dualflow.tracer.lazy_plans import LazyPlans, Segment, root_of
 
-_LITERALS = (int, float, bool, complex)
 _CAST, _BROADCAST = OPS["cast"], OPS["broadcast_to"]
-
-
-def _frozen(value: Any) -> Any:
-    """An attribute value as something hashable with the same meaning (part of the key)."""
-    if isinstance(value, list | tuple):
-        return (type(value).__name__, *map(_frozen, value))
-    if isinstance(value, dict):
-        return ("dict", *((k, _frozen(v)) for k, v in value.items()))
-    if isinstance(value, slice):
-        return ("slice", value.start, value.stop, value.step)
-    if isinstance(value, np.ndarray):
-        return ("array", value.shape, value.dtype.str, value.tobytes())
-    hash(value)  # anything else must be hashable as it is (a TypeError says which one is not)
-    return (type(value).__name__, _bits(value)) if type(value) in _LITERALS else value
-
-
-def _bits(value: Any) -> Any:
-    """A Python number as its exact bits: ``0.0 == -0.0`` and ``nan != nan`` would make two
-    different programs share a key, or one program never find its own."""
-    if type(value) is float:
-        return value.hex()
-    if type(value) is complex:
-        return (value.real.hex(), value.imag.hex())
-    return value
-
-
-def frozen_attrs(attrs: dict[str, Any]) -> tuple:
-    """``attrs`` as a hashable tuple (names and values; the op's own order).
-
-    Example:
-        >>> frozen_attrs({"axis": [0, 1], "keepdims": False})
-        (('axis', ('list', ('int', 0), ('int', 1))), ('keepdims', ('bool', False)))
-    """
-    return tuple((k, _frozen(v)) for k, v in attrs.items())
 
 
 class LazyRecorder:
@@ -106,7 +72,7 @@ class LazyRecorder:
         if self.generation != generation:  # reading an operand needed a flush: numbers changed
             return self.apply(op, args, attrs)
         frozen = frozen_attrs(attrs)
-        known = _INFERRED.get((op, tuple(map(_described, arrays)), frozen))
+        known = INFERRED.get((op, tuple(map(described, arrays)), frozen))
         if known is None:
             known = self.infer(op, arrays, attrs)
             if known is None:  # its result's shape depends on values: compute it
@@ -166,13 +132,13 @@ class LazyRecorder:
         for meta in metas:
             if not all(type(n) is int for n in meta.shape):
                 return None
-        ins = [_described(a) for a in arrays]
+        ins = [described(a) for a in arrays]
         layouts = [d[2] if type(d) is tuple else C for d in ins]
         small = all(math.prod(m.shape) <= 1 for m in metas)  # C whatever the strides
         known = (list(metas), C if small or RULES[op.layout](layouts) == C else "any")
-        if len(_INFERRED) > 4096:
-            _INFERRED.clear()
-        _INFERRED[(op, tuple(ins), frozen_attrs(attrs))] = known
+        if len(INFERRED) > 4096:
+            INFERRED.clear()
+        INFERRED[(op, tuple(ins), frozen_attrs(attrs))] = known
         return known
 
     def results(
@@ -230,8 +196,8 @@ class LazyRecorder:
             if array.real is None and array.owner is self:
                 return array.value
             array = array.resolve()
-        elif kind in _LITERALS:
-            return (kind, array, _bits(array))  # the bits in the key: -0.0 is not 0.0
+        elif kind in LITERALS:
+            return (kind, array, bits(array))  # the bits in the key: -0.0 is not 0.0
         elif kind is not np.ndarray:
             array = np.array(array)  # numpy scalars, lists: a copy made now (eager reads now)
         written = self.overrides.get(id(array))
@@ -261,7 +227,7 @@ class LazyRecorder:
     def mark_views(self, arrays: list, outs: list) -> None:
         """``outs`` may view the memory of ``arrays``: a write into it must be seen by them."""
         for a in arrays:
-            if type(a) in _LITERALS or not hasattr(a, "shape"):
+            if type(a) in LITERALS or not hasattr(a, "shape"):
                 continue
             key = self.memory_of(a)
             self.viewers.setdefault(key, []).extend(weakref.ref(o) for o in outs)
@@ -406,22 +372,6 @@ class LazyRecorder:
         self.ending = True
         self.flush()
         self.closed = True
-
-
-# (op, inputs' metadata, attributes) -> (result metas, layout): infer runs once per shape
-_INFERRED: dict[tuple, tuple] = {}
-
-
-def _described(a: Any) -> Any:
-    """What ``infer`` and the layout rule see of an input: shape, dtype, layout class."""
-    kind = type(a)
-    if kind is Pending:
-        if a.real is None:
-            return (a.shape, a.dtype, a.layout)
-        a = a.real
-    elif not hasattr(a, "shape"):
-        return kind  # a Python literal: its type
-    return (a.shape, a.dtype, array_layout(a))
 
 
 def _copied(arg: Any) -> Any:
