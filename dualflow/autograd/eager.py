@@ -141,7 +141,21 @@ def _wrap_many(
     outs = tuple(o if type(o) is _ndarray else xp.asarray(o) for o in out)
     if debug:
         check_finite(op, outs, "output")
-    # integer outputs (max's indices) never require grad, as in PyTorch
+    return wrap_results(op, args, arrays, attrs, outs, record, user_frame() if debug else None)
+
+
+def wrap_results(
+    op: OpDef, args: tuple, arrays: list, attrs: dict, outs: tuple, record: bool, loc: Any = None
+) -> tuple:
+    """``outs`` (arrays, or lazy re-execution's ``Pending``s) as Tensors, with the tape node
+    eager records when ``record``; integer outputs (max's indices) never require grad, as in
+    PyTorch.
+
+    Example:
+        >>> from dualflow.ops import OPS
+        >>> [t.requires_grad for t in wrap_results(OPS["add"], (), [], {}, (np.ones(1),), False)]
+        [False]
+    """
     results = tuple(
         Tensor._wrap(o, None, i, record and (o.dtype.kind in "fc" or o.dtype.char == "E"))
         for i, o in enumerate(outs)
@@ -154,8 +168,8 @@ def _wrap_many(
             tuple(args[i] for i in op.save_inputs),
             tuple(outs[i] for i in op.save_outputs),
             tuple(getattr(a, "shape", ()) for a in arrays),
-            tuple((o.shape, o.dtype) for o in outs),
-            user_frame() if debug else None,
+            tuple((o.shape, o.dtype) for o in outs) if len(outs) > 1 else None,
+            loc,
         )
         for r in results:
             if r.requires_grad:

@@ -25,8 +25,7 @@ import numpy as np
 from dualflow._config import config
 from dualflow._pending import Pending, resolved
 from dualflow._tensor import Tensor
-from dualflow.autograd.eager import EAGER, check_inputs, meta_of
-from dualflow.autograd.tape import record as record_node
+from dualflow.autograd.eager import EAGER, check_inputs, meta_of, wrap_results
 from dualflow.errors import DualflowError, user_frame
 from dualflow.graph_ir.layout import RULES, C
 from dualflow.ops.registry import OPS, Meta, OpDef
@@ -167,24 +166,7 @@ class LazyRecorder:
         record = record and any(isinstance(a, Tensor) and a.requires_grad for a in args)
         if record and len(outs) == 1 and outs[0].dtype.kind not in "fc":
             record = outs[0].dtype.char == "E"  # an integer or bool result has no gradient
-        tensors = tuple(
-            Tensor._wrap(o, None, i, record and (o.dtype.kind in "fc" or o.dtype.char == "E"))
-            for i, o in enumerate(outs)
-        )
-        if record:
-            node = record_node(
-                op,
-                attrs,
-                args,
-                tuple(args[i] for i in op.save_inputs),
-                tuple(outs[i] for i in op.save_outputs),
-                tuple(getattr(a, "shape", ()) for a in arrays),
-                tuple((o.shape, o.dtype) for o in outs) if len(outs) > 1 else None,
-                None,
-            )
-            for t in tensors:
-                if t.requires_grad:
-                    t._creator = node
+        tensors = wrap_results(op, args, arrays, attrs, tuple(outs), record)
         return tensors if op.nout != 1 else tensors[0]
 
     # ----- operands -----------------------------------------------------------------------------
