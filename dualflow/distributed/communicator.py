@@ -348,10 +348,13 @@ class Communicator:
         token = self._arm(position)  # the layouts agree: the broadcasts pair up one to one
         try:
             for _, t in tensors:
-                buffer = _contiguous(t._array)
+                # .array: a compiled call fails closed (a graph cannot replay the broadcast) and
+                # lazy re-execution runs pending writes first; the result is a state write
+                buffer = _contiguous(t.array)
+                buffer = buffer.copy() if buffer is t._array else buffer
                 self._bcast_array(buffer, root)
-                if buffer is not t._array:
-                    t._array[...] = buffer
+                with no_grad():
+                    ops.assign(t, buffer)
         finally:
             self._disarm(token)
 

@@ -19,7 +19,6 @@ from dualflow import ops
 from dualflow._config import config
 from dualflow._tensor import Tensor
 from dualflow.autograd.tape import Node, record
-from dualflow.errors import TracingError, with_location
 from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
 
@@ -63,12 +62,11 @@ class RemovableHandle:
 
 
 def _fail_closed(what: str) -> None:
-    if tracing() is not None:
-        raise TracingError(
-            with_location(
-                f"{what} inside a compiled function: hooks change what the graph computes. "
-                "Register and remove hooks outside the compiled function (it is then retraced)"
-            )
+    hooks = tracing()
+    if hooks is not None:  # raised under fallback="error", else the trace is given up
+        hooks.fail_closed(
+            f"{what} inside a compiled function: hooks change what the graph computes. "
+            "Register and remove hooks outside the compiled function (it is then retraced)"
         )
 
 

@@ -15,7 +15,7 @@ from dualflow import ops
 from dualflow._config import no_grad
 from dualflow._tensor import Tensor
 from dualflow.device import Device, send
-from dualflow.errors import DTypeError, ShapeError, TracingError, with_location
+from dualflow.errors import DTypeError, ShapeError
 from dualflow.ops.dispatch import tracing
 from dualflow.serialization import check_cast
 
@@ -24,13 +24,14 @@ if TYPE_CHECKING:
 
 
 def fail_closed(what: str) -> None:
-    """Raise TracingError when called inside a compiled function (``what`` names the act)."""
-    if tracing() is not None:  # a graph cannot replay a Python-level structural change
-        raise TracingError(
-            with_location(
-                f"{what} inside a compiled function: a compiled graph cannot replay it. Do it "
-                "once outside the compiled function (the function is then retraced)"
-            )
+    """Inside a compiled function, fail the trace closed (``what`` names the act): a
+    TracingError under ``fallback="error"``, else the call goes on eagerly and the function
+    leaves the fast path, as for every other fail-closed event."""
+    hooks = tracing()
+    if hooks is not None:  # a graph cannot replay a Python-level structural change
+        hooks.fail_closed(
+            f"{what} inside a compiled function: a compiled graph cannot replay it. Do it "
+            "once outside the compiled function (the function is then retraced)"
         )
 
 
@@ -97,8 +98,9 @@ def load(module: Module, state: Any, strict: bool) -> IncompatibleKeys:
                 arrays[key], target.dtype, f"load_state_dict of {type(module).__name__}: {key}"
             )
             writes[id(target)] = (target, arrays[key])
-    for target, value in writes.values():  # checked above: all-or-nothing
-        target._array[...] = send(value, target.device)
+    with no_grad():  # checked above: all-or-nothing; a state write like any other (an undoable
+        for target, value in writes.values():  # eager call saves it, lazy re-execution sees it)
+            ops.assign(target, send(value, target.device))
     return IncompatibleKeys(missing, unexpected)
 
 

@@ -49,6 +49,10 @@ class TracingHooks(Protocol):
     def on_module_write(self, module: Any, name: str, value: Any) -> None:
         """A Python attribute assignment on a Module: the graph cannot replay it."""
 
+    def fail_closed(self, message: str, line: str | None = None) -> None:
+        """The trace cannot be used (a change a graph cannot replay): raised at once under
+        ``fallback="error"``, else recorded; the run goes on, correct, eagerly."""
+
     def on_backward_node(self, node: Any) -> None:
         """The engine runs tape ``node``'s backward next (None: the backward pass ended)."""
 

@@ -36,6 +36,10 @@ from dualflow.tracer.lazy_plans import LazyPlans, Segment, root_of
 _CAST, _BROADCAST = OPS["cast"], OPS["broadcast_to"]
 
 
+class NotHost(Exception):
+    """An operand lives on a GPU: lazy re-execution records host programs only."""
+
+
 class LazyRecorder:
     """One lazily run call: records ops into segments and runs each segment when needed."""
 
@@ -67,7 +71,10 @@ class LazyRecorder:
         generation = self.generation
         # a numpy array handed to an op directly is copied: eager reads it now, not at the flush
         arrays = [a._array if isinstance(a, Tensor) else _copied(a) for a in args]
-        operands = [self.operand(a) for a in arrays]
+        try:
+            operands = [self.operand(a) for a in arrays]
+        except NotHost:
+            return self.now(op, args, attrs)
         if self.generation != generation:  # reading an operand needed a flush: numbers changed
             return self.apply(op, args, attrs)
         frozen = frozen_attrs(attrs)
@@ -103,7 +110,10 @@ class LazyRecorder:
                 self.flush()
                 break
         generation = self.generation
-        operands = [self.operand(a._array if isinstance(a, Tensor) else a) for a in args]
+        try:
+            operands = [self.operand(a._array if isinstance(a, Tensor) else a) for a in args]
+        except NotHost:
+            return self.now(op, args, attrs)
         if self.generation != generation:
             return self.view_now(op, args, attrs)
         result = EAGER.apply(op, args, attrs)
@@ -181,6 +191,8 @@ class LazyRecorder:
         elif kind in LITERALS:
             return (kind, array, bits(array))  # the bits in the key: -0.0 is not 0.0
         elif kind is not np.ndarray:
+            if kind.__module__.startswith("cupy"):  # recording is host-only: run it eagerly
+                raise NotHost
             array = np.array(array)  # numpy scalars, lists: a copy made now (eager reads now)
         written = self.overrides.get(id(array))
         if written is not None:
@@ -230,10 +242,14 @@ class LazyRecorder:
             self.flush()
         if not mine:
             real = array.resolve() if type(array) is Pending else array
-            if real.base is not None or self.viewed(id(root_of(real))):
+            host = type(real) is np.ndarray  # (a GPU target: written eagerly, like any GPU op)
+            if not host or real.base is not None or self.viewed(id(root_of(real))):
                 return self.now(OPS["assign"], (target, source), {})
         generation = self.generation
-        value = self.operand(source._array if isinstance(source, Tensor) else source)
+        try:
+            value = self.operand(source._array if isinstance(source, Tensor) else source)
+        except NotHost:
+            return self.now(OPS["assign"], (target, source), {})
         if self.generation != generation:
             return self.assign(target, source)
         check_inputs(OPS["assign"], [array, self._meta_array(value, source)], {})

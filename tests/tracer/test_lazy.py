@@ -236,3 +236,37 @@ def test_a_masked_loss_compiles_with_a_break_around_the_mask():
     _assert_equal(runs)
     stats = runs[1][3].stats()
     assert stats.lazy_plan_segments >= stats.lazy_calls  # a plan ran in (almost) every call
+
+
+@pytest.mark.parametrize("lazy", [False, "always"], ids=["eager", "lazy"])
+def test_load_state_dict_inside_a_step_is_a_state_write(lazy):
+    """``load_state_dict`` writes parameters in place; lazily, a read recorded before it must
+    see the old weights, one after it the loaded ones; and a call that fails after it must
+    leave the weights as they were (eager runs and lazy runs keep the same promise)."""
+    df.manual_seed(0)
+    lin = nn.Linear(3, 2)
+    saved = {k: v.numpy() * 0 + 0.5 for k, v in lin.state_dict().items()}
+    original = {k: v.numpy().copy() for k, v in lin.state_dict().items()}
+
+    def step(x, fail=False):
+        before = lin(x).sum()
+        lin.load_state_dict(saved)
+        after = lin(x).sum()
+        if fail:
+            raise ValueError("bad batch")
+        return before, after
+
+    x = df.tensor(np.ones((4, 3), "float32"))
+    want = [t.item() for t in step(x)]
+    lin.load_state_dict(original)
+    compiled = df.compile(step, lazy=lazy)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for _ in range(3):
+            lin.load_state_dict(original)
+            assert [t.item() for t in compiled(x)] == want
+        lin.load_state_dict(original)
+        with pytest.raises(ValueError, match="bad batch"):
+            compiled(x, True)
+    for key, value in lin.state_dict().items():
+        np.testing.assert_array_equal(value.numpy(), original[key])
