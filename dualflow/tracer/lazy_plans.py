@@ -50,6 +50,13 @@ class Segment:
     updates: dict[int, int] = field(default_factory=dict)  # ref slot -> result number written
     keep: list[Any] = field(default_factory=list)  # views made at once (their ids stay unique)
 
+    def record(self, op: OpDef, operands: tuple, attrs: dict, metas: list, frozen: tuple) -> int:
+        """Append one op call; returns its first result's number (the next ones follow)."""
+        self.ops.append((op, operands, attrs, metas))
+        self.key.append((op.name, operands, frozen))
+        self.metas.extend(metas)
+        return len(self.metas) - len(metas)
+
     def structure(self, outputs: list[int], flags: Any) -> tuple:
         """The structural key: ops, the refs' layouts and sharing, outputs, writes, config."""
         roots: dict[int, int] = {}

@@ -119,13 +119,10 @@ class LazyRecorder:
         result = EAGER.apply(op, args, attrs)
         outs = result if isinstance(result, tuple) else (result,)
         metas = [Meta(t.shape, t.dtype) for t in outs]
-        segment, first = self.segment, len(self.segment.metas)
-        segment.ops.append((op, tuple(operands), attrs, metas))
-        segment.key.append((op.name, tuple(operands), frozen_attrs(attrs)))
-        segment.metas.extend(metas)
+        first = self.segment.record(op, tuple(operands), attrs, metas, frozen_attrs(attrs))
         for number, t in enumerate(outs, first):
             self.aliases[id(t._array)] = number
-            segment.keep.append(t._array)  # held: its id stays unique until the flush
+            self.segment.keep.append(t._array)  # held: its id stays unique until the flush
         return result
 
     def infer(self, op: OpDef, arrays: list, attrs: dict[str, Any]) -> tuple | None:
@@ -154,14 +151,12 @@ class LazyRecorder:
         self, op: OpDef, operands: list, arrays: list, attrs: dict, frozen: tuple, known: tuple
     ) -> list:
         """New Pending results of ``op``, numbered and recorded in the segment."""
-        segment, (metas, layout) = self.segment, known
-        segment.ops.append((op, tuple(operands), attrs, metas))
-        segment.key.append((op.name, tuple(operands), frozen))
+        metas, layout = known
+        first = self.segment.record(op, tuple(operands), attrs, metas, frozen)
         outs = []
-        for meta in metas:
-            pending = Pending(meta.shape, meta.dtype, self, len(segment.metas))
+        for number, meta in enumerate(metas, first):
+            pending = Pending(meta.shape, meta.dtype, self, number)
             pending.layout = layout
-            segment.metas.append(meta)
             self.pendings.append(weakref.ref(pending))
             outs.append(pending)
         if op.aliasing != "fresh":  # it may view an input: eager's own kernel makes it later
@@ -264,11 +259,10 @@ class LazyRecorder:
         return Tensor._wrap(target._array, None, 0, False)
 
     def _meta_array(self, value: Any, source: Any) -> Any:
-        """Something with the written value's shape and dtype, for assign's own checks."""
+        """The written value's shape and dtype (or the literal), for assign's own checks."""
         if type(value) is tuple:
             return value[1]
-        meta = self.segment.metas[value] if value >= 0 else self.segment.refs[-1 - value]
-        return Pending(meta.shape, meta.dtype, None, -1)
+        return self._meta_of(value)
 
     def coerce(self, value: Any, shape: tuple, dtype: np.dtype) -> int:
         """``value`` cast and broadcast to the target's dtype and shape, as assign does."""
@@ -292,11 +286,7 @@ class LazyRecorder:
 
     def internal(self, op: OpDef, value: Any, attrs: dict, meta: Meta) -> int:
         """A recorded op no Python object sees (assign's implied cast or broadcast)."""
-        segment = self.segment
-        segment.ops.append((op, (value,), attrs, [meta]))
-        segment.key.append((op.name, (value,), frozen_attrs(attrs)))
-        segment.metas.append(meta)
-        return len(segment.metas) - 1
+        return self.segment.record(op, (value,), attrs, [meta], frozen_attrs(attrs))
 
     # ----- running what is pending --------------------------------------------------------------
     def before_read(self, array: Any, writable: bool) -> None:
