@@ -18,7 +18,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.device import send
-from dualflow.ops.dispatch import tracing
+from dualflow.ops.dispatch import reading, tracing
 
 # shape queries read no values: they answer from the tensor's shape (no raw read when traced)
 _SHAPE_QUERIES = {np.shape: lambda t: t.shape, np.ndim: lambda t: len(t.shape)}
@@ -73,6 +73,8 @@ def _to_numpy(value: Any, where: str) -> Any:
         tracer = tracing()
         if tracer is not None:  # a value read inside a compiled function: fail closed
             tracer.on_raw_access(value, where)
+        else:  # lazy re-execution runs what is pending first (a write recorded, not yet done)
+            reading(value._array, True)
         return np.asarray(send(value._array, "cpu"))
     if type(value) in (tuple, list):
         return type(value)(_to_numpy(v, where) for v in value)

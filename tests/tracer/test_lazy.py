@@ -270,3 +270,18 @@ def test_load_state_dict_inside_a_step_is_a_state_write(lazy):
             compiled(x, True)
     for key, value in lin.state_dict().items():
         np.testing.assert_array_equal(value.numpy(), original[key])
+
+
+def test_a_numpy_function_of_a_tensor_sees_writes_recorded_before_it():
+    w = df.tensor([1.0, 2.0])
+    seen: list = []
+
+    def step():
+        ops.assign(w, w * 3.0)  # recorded, not yet done
+        seen.append(float(np.median(w)))  # a numpy function dualflow has no op for: data
+        return w.sum()
+
+    compiled = df.compile(step, lazy="always")
+    for _ in range(3):
+        compiled()
+    assert seen == [4.5, 13.5, 40.5]
