@@ -55,6 +55,7 @@ class LazyRecorder:
         self.ref_slots: dict[int, int] = {}  # id(array) -> ref slot
         self.written_roots: set[int] = set()  # memory with a write not committed yet
         self.viewers: dict[int, list] = {}  # memory -> weak refs to recorded views of it
+        self.stand_ins: dict[int, tuple] = {}  # id(Pending) -> (written tensor, it, its array)
         self.flushing = False
         self.ending = False  # the call's last flush runs (not a graph break)
         self.unlogged_end = False  # nothing can fail after the last flush (no closing vote)
@@ -231,6 +232,9 @@ class LazyRecorder:
     def assign(self, target: Any, source: Any) -> Any:
         """``assign(target, source)``: a new value for the target, committed at the flush."""
         array = target._array
+        standing = self.stand_ins.get(id(array))
+        if standing is not None and standing[1] is array:  # written before in this segment
+            array = standing[2]
         mine = type(array) is Pending and array.real is None and array.owner is self
         if mine and (array.source is not None or self.viewed(array.base_key)):
             mine = False  # memory other results view: they must see the write, so do it now
@@ -256,7 +260,30 @@ class LazyRecorder:
             self.segment.updates[slot] = value
             self.overrides[id(real)] = value
             self.written_roots.add(id(root_of(real)))
+            self.stand_in(target, real, value)
         return Tensor._wrap(target._array, None, 0, False)
+
+    def stand_in(self, target: Tensor, real: Any, value: int) -> None:
+        """Until the flush commits the write, ``target`` holds a ``Pending`` standing for its
+        written memory: any reader of its data (an op, ``.item()``, numpy, code that reads
+        ``_array``) gets the written values, never the old ones; the flush gives it back."""
+        standing = self.stand_ins.get(id(target._array))
+        if standing is not None and standing[1] is target._array:
+            standing[1].value = value  # written again: the newest value
+            return
+        pending = Pending(real.shape, real.dtype, self, value)
+        pending.layout = C if real.flags.c_contiguous else "any"
+        pending.base_key = id(root_of(real))  # views of it are views of that memory
+        self.stand_ins[id(pending)] = (target, pending, real)
+        target._array = pending
+
+    def _give_back(self) -> None:
+        """Written tensors get their (now written) arrays back; their stand-ins resolve to it."""
+        for target, pending, real in self.stand_ins.values():
+            pending.real = real
+            if target._array is pending:
+                target._array = real
+        self.stand_ins = {}
 
     def _meta_array(self, value: Any, source: Any) -> Any:
         """The written value's shape and dtype (or the literal), for assign's own checks."""
@@ -318,12 +345,14 @@ class LazyRecorder:
             for pending, real in zip(live, arrays):
                 pending.real = real
             self._commit(segment, updates)
+            self._give_back()
             for pending in views:  # eager's kernel on the real inputs: shares what eager shares
                 op, inputs, attrs, index = pending.source
                 out = op.forward(np, *[resolved(i) for i in inputs], **attrs)
                 pending.real = np.asarray(out if index is None else out[index])
                 pending.source = None
         finally:
+            self._give_back()  # also when the segment failed: the undo log restores contents
             self.flushing = False
             self._next_segment()
 
