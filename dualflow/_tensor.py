@@ -17,6 +17,7 @@ from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply, reading, tracing
+from dualflow.symbolic_shapes import ACTIVE as SYMBOLIC_TRACES
 from dualflow.tensor_methods import TensorMethods
 from dualflow.tensor_methods.layout import Reflected
 
@@ -112,6 +113,11 @@ class Tensor(TensorMethods):
 
     @property
     def shape(self) -> tuple[int, ...]:
+        if SYMBOLIC_TRACES[0]:  # a trace with dynamic sizes: its sizes as expressions (issue 39)
+            hooks = tracing()
+            symbolic = None if hooks is None else hooks.symbolic_shape(self)
+            if symbolic is not None:
+                return symbolic
         return self._array.shape
 
     @property

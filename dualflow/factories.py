@@ -15,6 +15,7 @@ import numpy as np
 from dualflow import ops
 from dualflow._tensor import Tensor
 from dualflow.errors import DTypeError
+from dualflow.symbolic_shapes import SymInt, as_shape
 
 
 def size_of(size: tuple, keyword: Any = None) -> tuple[int, ...]:
@@ -31,9 +32,9 @@ def size_of(size: tuple, keyword: Any = None) -> tuple[int, ...]:
     if len(size) == 1 and isinstance(size[0], tuple | list):
         size = tuple(size[0])
     for d in size:
-        if isinstance(d, bool) or not isinstance(d, int | np.integer) or d < 0:
+        if isinstance(d, bool) or not isinstance(d, int | np.integer | SymInt) or d < 0:
             raise ValueError(f"size must be non-negative integers, got {size!r}")
-    return tuple(int(d) for d in size)
+    return as_shape(size)
 
 
 def finish(t: Any, requires_grad: bool) -> Tensor:

@@ -29,6 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_config",
             "_undo",
             "_pending",
+            "size_expressions",  # polynomials over size symbols (issue 39)
+            "symbolic_shapes",  # SymInt: sizes as expressions, what infer and Tensor.shape give
             "_memory",
             "dtypes",
             "device",

@@ -155,7 +155,7 @@ class _Run:
                 continue
             if type(gx) is ZeroGradient:
                 gx = ZeroGradient(gx.like, shape)
-            elif gx._array.shape != shape:
+            elif len(gx.shape) != len(shape) or gx.shape != shape:  # sizes may be expressions
                 gx = ops.sum_to(gx, shape)
             if type(edge) is tuple:  # the common case, inlined (``push``)
                 creator, index = edge

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments, ops
-from dualflow._tensor import Tensor, tensor
+from dualflow._tensor import Tensor
 from dualflow.nn.attention import MultiheadAttention
 from dualflow.nn.containers import ModuleList
 from dualflow.nn.dropout import Dropout
@@ -44,8 +44,11 @@ def generate_square_subsequent_mask(sz: int, device: Any = None, dtype: Any = No
         >>> generate_square_subsequent_mask(3).tolist()
         [[0.0, -inf, -inf], [0.0, 0.0, -inf], [0.0, 0.0, 0.0]]
     """
-    mask = np.triu(np.full((sz, sz), -np.inf, dtype=np.dtype(dtype or np.float32)), k=1)
-    return tensor(mask, device=device)
+    # built with ops, not numpy: inside a compiled step ``sz`` may be a size expression
+    index = ops.arange(sz)
+    future = ops.greater(ops.expand_dims(index, 0), ops.expand_dims(index, 1))
+    mask = ops.cast(ops.where(future, -np.inf, 0.0), np.dtype(dtype or np.float32).name)
+    return mask if device is None else mask.to_device(device)
 
 
 def clones(module: Module, n: int) -> ModuleList:

@@ -16,6 +16,7 @@ from dualflow.device import Device
 from dualflow.errors import ShapeError
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
+from dualflow.symbolic_shapes import SymInt, as_shape, hint_of
 
 
 def _dtype_name(dtype: Any, value: Any) -> str:
@@ -72,6 +73,9 @@ class Arange:
     def infer(*, start: Any, stop: Any, step: Any, dtype: str) -> tuple[Meta]:
         if step == 0:
             raise ShapeError("arange: step must not be zero")
+        if all(isinstance(v, int | SymInt) for v in (start, stop, step)):
+            count = -((start - stop) // step)  # integer ceiling: sizes may be expressions
+            return (Meta((count if count > 0 else 0,), np.dtype(dtype)),)
         return (Meta((len(range(0, int(np.ceil((stop - start) / step)))),), np.dtype(dtype)),)
 
     def forward(xp, *, start, stop, step, dtype):
@@ -111,7 +115,7 @@ def full(
         Device('cpu')
     """
     target = _device(device)
-    shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(d) for d in shape)
+    shape = as_shape(shape)
     return _place(apply(Full, shape=shape, value=value, dtype=_dtype_name(dtype, value)), target)
 
 
@@ -228,5 +232,7 @@ def arange(
     target = _device(device)
     if stop is None:
         start, stop = 0, start
-    name = np.dtype(dtype).name if dtype is not None else np.arange(start, stop, step).dtype.name
+    if dtype is None:  # numpy's choice from the arguments' types (a size's hint: an int)
+        dtype = np.arange(*hint_of((start, stop, step))).dtype
+    name = np.dtype(dtype).name
     return _place(apply(Arange, start=start, stop=stop, step=step, dtype=name), target)

@@ -16,6 +16,7 @@ from dualflow.errors import ShapeError
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.validate import check_index_range, require_int
+from dualflow.symbolic_shapes import as_shape
 
 
 def _check_indices(op: str, shape: tuple, idx: Meta, axis: int) -> int:
@@ -122,7 +123,7 @@ def take_along_axis_grad(gy: Any, indices: Any, shape: tuple[int, ...], axis: in
         >>> ops.take_along_axis_grad([[1.0, 2.0]], [[1, 1]], (1, 3), 1).tolist()
         [[0.0, 3.0, 0.0]]
     """
-    shape = tuple(int(d) for d in shape)
+    shape = as_shape(shape)
     axis = int(axis) % max(len(shape), 1)
     return apply(TakeAlongAxisGrad, gy, indices, shape=shape, axis=axis)
 

@@ -16,6 +16,7 @@ import numpy as np
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError, user_frame, with_location
 from dualflow.ops.arithmetic import cast
+from dualflow.ops.broadcasting import broadcast_shapes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexspec import (
     ARRAY,
@@ -31,6 +32,7 @@ from dualflow.ops.join import concat
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to, reshape
 from dualflow.ops.slicing import GetItem, GetItemGrad
+from dualflow.symbolic_shapes import as_shape
 
 
 def _array_shape(op: str, shape: tuple, idx: Meta, index: tuple) -> tuple:
@@ -127,7 +129,7 @@ def _pack(arrays: list) -> Any:
     """Broadcast the index arrays and stack them into one int64 ``(k, *bshape)`` input."""
     shapes = [tuple(a.shape) for a in arrays]
     try:
-        bshape = tuple(np.broadcast_shapes(*shapes))
+        bshape = broadcast_shapes(*shapes)
     except ValueError:
         raise GetItemError(
             with_location(
@@ -172,7 +174,7 @@ def getitem_grad(gy: Any, shape: tuple[int, ...], index: Any) -> Any:
         >>> ops.getitem_grad([1.0, 2.0, 3.0], (2,), [0, 0, 1]).tolist()
         [3.0, 3.0]
     """
-    shape = tuple(int(d) for d in shape)
+    shape = as_shape(shape)
     template, arrays = parse_index(index, shape)
     if not arrays:
         return apply(GetItemGrad, gy, shape=shape, index=template)

@@ -16,6 +16,7 @@ import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
 from dualflow.ops.dispatch import tracing
+from dualflow.symbolic_shapes import SymInt
 
 ARRAY = "array"
 FULL = (None, None, None)
@@ -231,7 +232,33 @@ def indexed_shape(op: str, shape: tuple, template: tuple, bshape: tuple | None =
 
 
 def _slice_length(op: str, item: tuple, n: int) -> int:
+    plain = all(v is None or type(v) is int for v in item)
+    if isinstance(n, SymInt) and plain and (item[2] is None or item[2] > 0):
+        return symbolic_slice_length(item, n)
     try:
         return len(range(*slice(*item).indices(n)))
     except (TypeError, ValueError):
         raise ShapeError(f"{op}: bad slice {item}; use integer bounds and a nonzero step") from None
+
+
+def symbolic_slice_length(item: tuple, n: Any) -> Any:
+    """``len(range(*slice(*item).indices(n)))`` for a positive step, written with comparisons
+    a size expression can answer (each one it cannot decide becomes a guard of the trace).
+
+    Example:
+        >>> symbolic_slice_length((None, -1, None), 10), symbolic_slice_length((2, 100, 3), 10)
+        (9, 3)
+    """
+    start, stop, step = item
+    step = 1 if step is None else step
+
+    def bound(v: Any, default: Any) -> Any:
+        if v is None:
+            return default
+        if v < 0:
+            v = v + n
+            return v if v > 0 else 0
+        return v if v < n else n
+
+    first, last = bound(start, 0), bound(stop, n)
+    return (last - first + step - 1) // step if last > first else 0

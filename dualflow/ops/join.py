@@ -41,8 +41,8 @@ class Concat:
         if any(len(s) != len(shapes[0]) for s in shapes) or not shapes[0]:
             raise ShapeError(f"concat: inputs must have the same rank >= 1, got shapes {shapes}")
         (axis,) = normalize_axes("concat", axis, len(shapes[0]))
-        rest = {s[:axis] + s[axis + 1 :] for s in shapes}
-        if len(rest) > 1:
+        first = shapes[0][:axis] + shapes[0][axis + 1 :]  # compared, not hashed: sizes may be
+        if any(s[:axis] + s[axis + 1 :] != first for s in shapes):  # expressions (issue 39)
             raise ShapeError(
                 f"concat: along axis {axis} every other dimension must match, got shapes {shapes}"
             )

@@ -8,6 +8,7 @@ runs through ``kernels.linalg.gemm`` (one GEMM for that case too).
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.kernels.linalg import gemm
 from dualflow.ops.autocast import lower_inputs
+from dualflow.ops.broadcasting import broadcast_shapes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import reshape, sum_to, transpose
@@ -46,7 +48,7 @@ def _column_major(x: Any, other: Any, gy: Any) -> bool:
 
 def _rows(x: Any) -> Any:
     # (..., K) -> (rows, K): every leading axis as rows of one matrix
-    return reshape(x, (int(np.prod(x.shape[:-1], dtype=np.int64)), x.shape[-1]))
+    return reshape(x, (math.prod(x.shape[:-1]), x.shape[-1]))  # sizes may be expressions
 
 
 def _weight_grad(a2: Any, b: Any, b2: Any, gy2: Any) -> Any:
@@ -108,7 +110,7 @@ class Matmul:
                 f"matmul: inner dimensions differ: {a.shape} @ {b.shape} ({sa[-1]} != {sb[-2]})"
             )
         try:
-            batch = np.broadcast_shapes(sa[:-2], sb[:-2])
+            batch = broadcast_shapes(sa[:-2], sb[:-2])
         except ValueError:
             raise ShapeError(
                 f"matmul: batch dimensions of {a.shape} and {b.shape} do not broadcast"

@@ -147,7 +147,7 @@ def _shape_dtype(value: Any) -> tuple[tuple[int, ...], np.dtype]:
 
 
 def _inverse_size(shape: tuple[int, ...]) -> float:
-    return inverse_count("sigmoid_cross_entropy", math.prod(shape), f"x of shape {shape}")
+    return inverse_count("sigmoid_cross_entropy", math.prod(shape), lambda: f"x of shape {shape}")
 
 
 def sigmoid_cross_entropy(x: Any, t: Any, reduce: str = "mean") -> Any:

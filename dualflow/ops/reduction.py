@@ -7,6 +7,7 @@ Chainer), so the gradient of ``max`` of a constant array is uniform.
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Any
 
@@ -210,10 +211,11 @@ def argmin(x: Any, axis: int | None = None, keepdims: bool = False) -> Any:
 
 def _count(x: Any, axis: Any) -> int:
     shape = tuple(np.shape(x) if not hasattr(x, "shape") else x.shape)
-    return int(np.prod([shape[a] for a in normalize_axes("mean", axis, len(shape))]))
+    # math.prod: sizes may be expressions (a trace with dynamic dimensions), kept as such
+    return math.prod(shape[a] for a in normalize_axes("mean", axis, len(shape)))
 
 
-def inverse_count(op: str, n: int, what: str) -> float:
+def inverse_count(op: str, n: int, what: Any) -> float:
     """``1 / n`` for an average over ``n`` elements. For ``n <= 0`` the average is NaN, as in
     numpy and PyTorch (``torch.tensor([]).mean()``): a RuntimeWarning naming ``op`` and the
     user's line, or in debug mode a NumericalError.
@@ -225,6 +227,7 @@ def inverse_count(op: str, n: int, what: str) -> float:
     if n > 0:
         return 1.0 / n
     where = user_frame()
+    what = what() if callable(what) else what  # built only here: a shape's text is its value
     message = f"{op}: averaging over {n} elements ({what}) gives NaN"
     if config.debug:
         raise NumericalError(with_location(message, where))
@@ -246,7 +249,7 @@ def mean(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
         >>> ops.mean([[1.0, 2.0], [3.0, 4.0]], axis=1).tolist()
         [1.5, 3.5]
     """
-    return sum(x, axis, keepdims) * inverse_count("mean", _count(x, axis), _what(x, axis))
+    return sum(x, axis, keepdims) * inverse_count("mean", _count(x, axis), lambda: _what(x, axis))
 
 
 def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
@@ -259,7 +262,9 @@ def var(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:
     """
     n = _count(x, axis) - ddof
     centered = x - mean(x, axis, keepdims=True)
-    return sum(centered * centered, axis, keepdims) * inverse_count("var", n, _what(x, axis))
+    return sum(centered * centered, axis, keepdims) * inverse_count(
+        "var", n, lambda: _what(x, axis)
+    )
 
 
 def std(x: Any, axis: Any = None, keepdims: bool = False, ddof: int = 0) -> Any:

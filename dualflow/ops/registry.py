@@ -18,6 +18,7 @@ from dualflow.kernels.backend import device_elementwise
 from dualflow.kernels.expr.expression import compile_numpy, parse_expr
 from dualflow.kernels.expr.out_forwards import expression_out, expression_scratch, writes_out
 from dualflow.kernels.fused_cpu import fused_elementwise as cpu
+from dualflow.ops.broadcasting import broadcast_shapes
 
 
 class Meta(NamedTuple):
@@ -210,7 +211,7 @@ def broadcast_metas(op: str, metas: tuple[Meta, ...]) -> tuple[int, ...]:
         (2, 3)
     """
     try:
-        return tuple(np.broadcast_shapes(*(m.shape for m in metas)))
+        return broadcast_shapes(*(m.shape for m in metas))
     except ValueError:
         shapes = ", ".join(str(m.shape) for m in metas)
         raise ShapeError(

@@ -14,8 +14,10 @@ import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.ops.axes import normalize_axes
+from dualflow.ops.broadcasting import broadcast_shapes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
+from dualflow.symbolic_shapes import as_shape
 
 
 def _resolve_shape(op: str, source: tuple[int, ...], shape: tuple[int, ...]) -> tuple:
@@ -75,7 +77,7 @@ class BroadcastTo:
 
     def infer(x: Meta, *, shape: tuple) -> tuple[Meta]:
         try:
-            out = np.broadcast_shapes(x.shape, shape)
+            out = broadcast_shapes(x.shape, shape)
         except ValueError:
             out = None
         if out != tuple(shape):
@@ -95,7 +97,7 @@ class SumTo:
 
     def infer(x: Meta, *, shape: tuple) -> tuple[Meta]:
         try:
-            ok = np.broadcast_shapes(shape, x.shape) == tuple(x.shape)
+            ok = broadcast_shapes(shape, x.shape) == tuple(x.shape)
         except ValueError:
             ok = False
         if not ok:
@@ -122,7 +124,7 @@ def reshape(x: Any, shape: int | tuple[int, ...]) -> Any:
         >>> ops.reshape([1.0, 2.0, 3.0, 4.0], (2, -1)).shape
         (2, 2)
     """
-    shape = (int(shape),) if isinstance(shape, int | np.integer) else tuple(int(d) for d in shape)
+    shape = as_shape(shape)
     return apply(Reshape, x, shape=shape)
 
 
@@ -145,7 +147,7 @@ def broadcast_to(x: Any, shape: tuple[int, ...]) -> Any:
         >>> ops.broadcast_to([1.0, 2.0], (3, 2)).shape
         (3, 2)
     """
-    return apply(BroadcastTo, x, shape=tuple(int(d) for d in shape))
+    return apply(BroadcastTo, x, shape=as_shape(shape))
 
 
 def sum_to(x: Any, shape: tuple[int, ...]) -> Any:
@@ -156,7 +158,7 @@ def sum_to(x: Any, shape: tuple[int, ...]) -> Any:
         >>> ops.sum_to([[1.0, 2.0], [3.0, 4.0]], (1, 2)).tolist()
         [[4.0, 6.0]]
     """
-    return apply(SumTo, x, shape=tuple(int(d) for d in shape))
+    return apply(SumTo, x, shape=as_shape(shape))
 
 
 def expand_dims(x: Any, axis: int) -> Any:

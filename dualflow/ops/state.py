@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from dualflow.errors import DTypeError, ShapeError
+from dualflow.ops.broadcasting import broadcast_shapes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 
@@ -22,7 +21,7 @@ class Assign:
 
     def infer(target: Meta, value: Meta) -> tuple[Meta]:
         try:
-            shape = np.broadcast_shapes(tuple(target.shape), tuple(value.shape))
+            shape = broadcast_shapes(tuple(target.shape), tuple(value.shape))
         except ValueError:
             shape = None
         if shape != tuple(target.shape):

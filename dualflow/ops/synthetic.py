@@ -11,13 +11,12 @@ from __future__ import annotations
 import keyword
 from typing import Any
 
-import numpy as np
-
 from dualflow.kernels.expr.expression import check_expr, compile_numpy
 from dualflow.kernels.expr.scalar_table import FUNCTIONS
 from dualflow.kernels.expr.typed_program import lower_expr, sum_dtypes
 from dualflow.kernels.fused import fused_kernel
 from dualflow.kernels.fused_cpu.fused_elementwise import cpu_scratch
+from dualflow.ops.broadcasting import broadcast_shapes
 from dualflow.ops.registry import OPS, Meta, NodeFormError, OpDef, register
 
 GUARD_KINDS = ("bool", "int", "float", "item")
@@ -69,7 +68,7 @@ def _fused_forward(xp: Any, *arrays: Any, expr: tuple, args: tuple, **attrs: Any
 
 
 def _fused_infer(*metas: Meta, expr: tuple, args: tuple, **attrs: Any) -> tuple[Meta]:
-    shape = tuple(np.broadcast_shapes(*(m.shape for m in metas)))
+    shape = broadcast_shapes(*(m.shape for m in metas))
     element = lower_expr(expr, args, tuple(m.dtype for m in metas)).dtype
     if attrs.get("reduce") is None:
         return (Meta(shape, element),)
@@ -104,7 +103,7 @@ def _fused_check(node: Any) -> None:
             "build fused reductions with passes.fuse",
         )
     shapes = [v.shape for v in node.value_inputs]
-    ndim = len(np.broadcast_shapes(*shapes)) if shapes else 0
+    ndim = len(broadcast_shapes(*shapes)) if shapes else 0
     element = lower_expr(node.attrs["expr"], node.attrs["args"], [v.dtype for v in node.inputs])
     shape = (1,) * ndim if node.attrs["keepdims"] else ()
     dtype = sum_dtypes(element.dtype)[1].name

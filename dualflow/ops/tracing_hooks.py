@@ -34,6 +34,10 @@ class TracingHooks(Protocol):
     def on_concrete(self, tensor: Tensor, kind: str, value: Any) -> None:
         """``bool()``/``float()``/``.item()`` of a tensor: a guard on ``value``."""
 
+    def symbolic_shape(self, tensor: Tensor) -> tuple | None:
+        """The shape with dynamic sizes as ``SymInt`` expressions, or None when it has none
+        (asked only while a trace with dynamic dimensions runs: ``symbolic_shapes.ACTIVE``)."""
+
     def on_grad_read(self, owner: Tensor, grad: Tensor | None) -> Tensor | None:
         """A ``.grad`` read; returns the gradient the caller sees."""
 

@@ -14,6 +14,7 @@ from dualflow import ops
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.dispatch import apply
 from dualflow.ops.slicing import GetItem, axis_slice
+from dualflow.symbolic_shapes import as_shape
 from dualflow.tensor_methods.size import Size, dim_index, shape_args
 
 
@@ -31,7 +32,7 @@ class ShapeMethods:
             >>> x.size(), x.size(1), x.size(-2)
             (dualflow.Size([1, 3]), 3, 1)
         """
-        shape = self._array.shape
+        shape = self.shape  # sizes as expressions while traced with dynamic dimensions
         if dim is None:
             return Size(shape)
         return shape[dim_index(dim, len(shape), "size")]
@@ -56,7 +57,7 @@ class ShapeMethods:
             >>> dualflow.tensor([[1.0, 2.0, 3.0]]).numel()
             3
         """
-        return self._array.size
+        return math.prod(self.shape)  # an expression while traced with dynamic dimensions
 
     nelement = numel
 
@@ -142,7 +143,7 @@ class ShapeMethods:
         """
         shape = self.shape
         d = dim_index(dim, len(shape), "unflatten")
-        return ops.reshape(self, shape[:d] + tuple(int(s) for s in sizes) + shape[d + 1 :])
+        return ops.reshape(self, shape[:d] + as_shape(sizes) + shape[d + 1 :])
 
     def permute(self, *dims: Any) -> Any:
         """Reorder all dimensions: output dim i is input dim ``dims[i]``.

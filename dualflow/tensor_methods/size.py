@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 
 from dualflow.errors import ShapeError, with_location
+from dualflow.symbolic_shapes import as_shape
 
 
 class Size(tuple):
@@ -40,7 +41,7 @@ def shape_args(args: tuple, what: str = "shape") -> tuple[int, ...]:
     if len(args) == 1 and isinstance(args[0], Sequence):
         args = tuple(args[0])
     try:
-        return tuple(int(d) for d in args)
+        return as_shape(args)
     except TypeError:
         raise TypeError(with_location(f"{what} must be ints, got {args!r}")) from None
 

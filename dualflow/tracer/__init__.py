@@ -5,6 +5,16 @@ graph; later calls run the graph's plan while the signature, captured state and 
 """
 
 from dualflow.tracer.compiled import CompiledFunction, Trace, compile, disable_compile
+from dualflow.tracer.dynamic_dims import mark_dynamic, mark_static
 from dualflow.tracer.explain import Explanation, explain
 
-__all__ = ["CompiledFunction", "Explanation", "Trace", "compile", "disable_compile", "explain"]
+__all__ = [
+    "CompiledFunction",
+    "Explanation",
+    "Trace",
+    "compile",
+    "disable_compile",
+    "explain",
+    "mark_dynamic",
+    "mark_static",
+]

@@ -107,6 +107,8 @@ def _traced_grads(
     for k, out in zip(indices, outputs):
         gy = Tensor._wrap(out._array * 0 + 1, None, 0, False)
         tracer.bind_input(gy, f"grad_output{k}")
+        if tracer.shapes is not None:  # the seed has its output's (dynamic) shape
+            tracer.shapes.alias(gy.value, out.value)
         gys.append(gy)
     with interpreting(tracer), no_grad():
         try:

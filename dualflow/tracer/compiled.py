@@ -22,6 +22,7 @@ from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
 from dualflow.passes.remat import budget_passes
 from dualflow.tracer.collective_agreement import CollectiveAgreement
+from dualflow.tracer.dynamic_dims import DynamicDims, concrete_results, symbolic_tracing
 from dualflow.tracer.eager_call import run_undoably
 from dualflow.tracer.function_names import caller_level as _caller_level
 from dualflow.tracer.function_names import name_of as _name
@@ -80,6 +81,7 @@ class CompiledFunction:
         cache_dir: Any = None,
         lazy: bool | str = True,
         memory_budget: Any = None,
+        dynamic: bool | None = None,
     ) -> None:
         _check_settings(max_traces, fallback, lazy)
         self.lazy = lazy  # leave the fast path for lazy re-execution ("always": never take it)
@@ -87,6 +89,7 @@ class CompiledFunction:
         # None: DUALFLOW_PASSES or the default pipeline (O2); resolved now so typos fail early
         # memory_budget: the ``remat=B`` pass last, so the budget is in every cache key too
         self.passes = resolve_passes(passes) + budget_passes(memory_budget)
+        self.dynamic = DynamicDims(dynamic, self.passes)  # issue 39: one trace for all sizes
         self.fn, self.max_traces, self.fallback = fn, max_traces, fallback
         self.cache_dir = plan_cache_dir(cache_dir)
         self._disk_entries: set[Any] = set()  # entries this function stored or loaded already
@@ -162,6 +165,13 @@ class CompiledFunction:
                     return result
                 mismatch = self._guard_reason(result.node, result.seen)
             reason = reason or mismatch
+        for template, binding in self.dynamic.candidates(key, flat):  # dynamic sizes
+            trace = self.dynamic.instance(template, binding)
+            if trace.checks.mismatch(flat.leaves) is None and trace.history is None:
+                result = self._run(trace, flat, args, kwargs)
+                if type(result) is not GuardFailed:
+                    return result
+                reason = reason or self._guard_reason(result.node, result.seen)
         return self._retrace(args, kwargs, flat, key, reason)
 
     def _run(self, trace: Trace, flat: Flat, args: tuple, kwargs: dict, history=((), ())) -> Any:
@@ -199,7 +209,14 @@ class CompiledFunction:
         start = time.perf_counter()
         tracer = TracingInterpreter(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         tracer.strict = self.fallback == "error"
-        out, proxies = without_proxies(trace_call(tracer, self.fn, args, kwargs, flat))
+        tracer.shapes = self.dynamic.plan(key, flat, list(self.traces))
+        with symbolic_tracing(tracer.shapes):
+            return self._traced(tracer, args, kwargs, flat, key, reason, start)
+
+    def _traced(self, tracer: Any, args: tuple, kwargs: dict, flat: Flat, key: Any, *more) -> Any:
+        reason, start = more
+        out = concrete_results(trace_call(tracer, self.fn, args, kwargs, flat))  # sizes: ints
+        out, proxies = without_proxies(out)
         try:
             self.agreement.before_commit()  # a failed rank: every rank undoes its run
             if proxies:  # a plan would hand back the first call's array
@@ -254,6 +271,8 @@ class CompiledFunction:
         # the first step after the parameter was replaced): then it is dropped again.
         repeat = key in self._single_use_keys and not born_kept
         if not tracer.single_use or repeat:
+            if tracer.shapes is not None:
+                self.dynamic.keep(trace, tracer.shapes, key, self.traces)
             self.traces.setdefault(key, []).insert(0, trace)
             self.history.append(trace)
             if self.cache_dir is not None and not tracer.single_use:
@@ -346,6 +365,7 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
     cache_dir: Any = None,
     lazy: bool | str = True,
     memory_budget: Any = None,
+    dynamic: bool | None = None,
 ) -> Any:
     """Compile ``fn`` (a training step, a model call...) into traced, guarded graphs.
 
@@ -358,7 +378,8 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
     ``lazy="always"`` uses lazy re-execution from the first call. ``memory_budget`` (bytes, or a
     float in (0, 1]: a fraction of the planned peak) makes the ``remat`` pass recompute forward
     values in backward until each graph's planned peak fits it (``dualflow.passes.remat``; same
-    results).
+    results). ``dynamic``: None traces a dimension that changed between calls as a symbol from
+    then on, True every dimension from the first call, False none (``tracer/dynamic_dims.py``).
 
     Example:
         >>> import dualflow
@@ -370,7 +391,7 @@ def compile(  # shadows the builtin on purpose: the name users expect (torch.com
         >>> double(dualflow.tensor([3.0, 4.0])).tolist(), double.stats().plan_runs
         ([6.0, 8.0], 1)
     """
-    settings = (max_traces, passes, fallback, cache_dir, lazy, memory_budget)
+    settings = (max_traces, passes, fallback, cache_dir, lazy, memory_budget, dynamic)
     if fn is None:
         _check_settings(max_traces, fallback, lazy)  # at the decorator's line, not the function's
         budget_passes(memory_budget)

@@ -15,6 +15,7 @@ from typing import Any
 from dualflow.graph_ir.printer import print_graph
 from dualflow.passes.remat import describe as recompute_lines
 from dualflow.tracer.compiled import CompiledFunction, Stats
+from dualflow.tracer.dynamic_dims import describe as describe_dynamic
 from dualflow.tracer.env_guards import is_value
 from dualflow.tracer.explain_passes import describe_passes
 from dualflow.tracer.explain_profile import profile_lines, request_profile
@@ -32,6 +33,7 @@ class Explanation:
     eager_reason: str | None
     passes: bool = False  # also show the graph after every pass
     lazy: Any = None  # (why it runs by lazy re-execution, its LazyPlans) when it does
+    dynamic: Any = None  # the function's DynamicDims (issue 39)
 
     def __str__(self) -> str:
         s = self.stats
@@ -51,6 +53,8 @@ class Explanation:
             lines.append(f"runs eagerly now because: {self.eager_reason}")
         if self.lazy is not None:
             lines.extend(_lazy_lines(s, *self.lazy))
+        if self.dynamic is not None:
+            lines.extend(describe_dynamic(self.dynamic))
         for i, trace in enumerate(self.traces):
             lines.extend(_describe(i, trace))
             if self.passes:
@@ -167,4 +171,6 @@ def explain(
             request_profile(fn, on=False)
     name = getattr(fn.fn, "__qualname__", None) or type(fn.fn).__name__
     lazy = None if fn._lazy_reason is None else (fn._lazy_reason, fn._lazy_plans)
-    return Explanation(name, list(fn.history), fn.stats(), fn._eager_reason, passes, lazy)
+    return Explanation(
+        name, list(fn.history), fn.stats(), fn._eager_reason, passes, lazy, fn.dynamic
+    )

@@ -8,7 +8,6 @@ tracing are undone by ``rollback()`` if the trace fails, so a failed call leaves
 
 from __future__ import annotations
 
-import os
 import weakref
 from typing import Any
 
@@ -18,7 +17,7 @@ from dualflow._config import config
 from dualflow._tensor import Tensor
 from dualflow.autograd.eager import EAGER
 from dualflow.autograd.tape import next_seq
-from dualflow.errors import TracingError, user_frame, with_location
+from dualflow.errors import TracingError, with_location
 from dualflow.graph_ir.builder import GraphBuilder
 from dualflow.graph_ir.ir import Value
 from dualflow.ops.registry import Meta, OpDef
@@ -27,7 +26,9 @@ from dualflow.tracer.env_record import EnvRecorder
 from dualflow.tracer.grad_slots import GradSlots
 from dualflow.tracer.history import ArgumentHistory
 from dualflow.tracer.module_reads import ModuleReads
+from dualflow.tracer.op_lines import op_line as _loc
 from dualflow.tracer.state import StateChecks, StateRef
+from dualflow.tracer.symbolic_trace import SymbolicShapes, split
 
 _LITERALS = (int, float, bool)
 
@@ -36,21 +37,6 @@ def _root(array: Any) -> Any:
     while getattr(array, "base", None) is not None:
         array = array.base
     return array
-
-
-def _loc(tracer: TracingInterpreter) -> str | None:
-    """The user's line of the op being recorded; for an op of a backward, the forward op's
-    line (``sqrt (backward) at train.py:27``), as eager debug mode reports gradients."""
-    node = tracer.differentiating
-    if node is not None:
-        origin = tracer.forward_loc(node)
-        if origin is not None:
-            return f"{node.op.name} (backward) at {origin}"
-    frame = user_frame(3)
-    if frame is None:
-        return None
-    tracer.files.add(frame[0])  # user source the graph depends on (plan-cache validity)
-    return f"{os.path.basename(frame[0])}:{frame[1]}"
 
 
 def _weak(method: Any) -> Any:
@@ -100,6 +86,8 @@ class TracingInterpreter(GradSlots):
         self.debug_seen = False  # debug mode was on for some op: the plan checks every step
         self.differentiating: Any = None  # the tape node whose backward the engine runs
         self.tape_locs: dict[int, tuple[Any, str]] = {}  # id(tape node) -> (node, its line)
+        # dynamic dimensions (issue 39): the sizes as expressions; a backward trace shares them
+        self.shapes: SymbolicShapes | None = None if parent is None else parent.shapes
 
     @property
     def hooks(self) -> TracingInterpreter:
@@ -119,6 +107,8 @@ class TracingInterpreter(GradSlots):
         array = leaf._array if isinstance(leaf, Tensor) else leaf
         value = self.builder.input(array.shape, array.dtype, path)
         self.values.add(value)
+        if self.shapes is not None:
+            self.shapes.bind_input(value, len(self.leaves), self.parent is None)
         self.arrays[id(array)] = (value, array)
         if isinstance(leaf, Tensor):
             leaf.value = value
@@ -167,6 +157,8 @@ class TracingInterpreter(GradSlots):
         array = tensor._array
         value = self.builder.input(array.shape, array.dtype, f"saved%{forward_value.id}")
         self.arrays[id(array)] = (value, array)
+        if self.shapes is not None:
+            self.shapes.alias(value, forward_value)
         self.residuals.append(forward_value)
         return self.bind(tensor, value)
 
@@ -214,6 +206,9 @@ class TracingInterpreter(GradSlots):
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
         if op.state_write:
             return self.assign(op, args)
+        symbolic = self.shapes is not None and self.shapes.touches(args, attrs)
+        if symbolic:  # the kernels run at the traced sizes; the node's facts keep expressions
+            (args, attrs), sizes = split(args, attrs), (args, attrs)
         inputs = [self.operand(a) for a in args]
         self.debug_seen = self.debug_seen or config.debug  # using_config(debug=True) inside
         if any(type(a) is ArrayArgument for a in args):
@@ -226,6 +221,8 @@ class TracingInterpreter(GradSlots):
         if op.collective and self.collective_at is None:
             self.collective_at = loc
         creator = outs[0]._creator if outs else None
+        if symbolic:
+            self.shapes.record(self.builder.nodes[-1], *sizes, creator)  # type: ignore[union-attr]
         if creator is not None and loc is not None:
             self.tape_locs[id(creator)] = (creator, loc)  # kept alive: ids stay unique
         for tensor, value in zip(outs, values):
@@ -323,9 +320,15 @@ class TracingInterpreter(GradSlots):
             return  # Python data or an outside array: the constant on_new_tensor made stands
         dtype = copy._array.dtype.name
         (new,) = self.builder.node("cast", [value], {"dtype": dtype}, _loc(self))
+        if self.shapes is not None:
+            self.shapes.alias(new, value)
         self.created.discard(id(copy))
         self.arrays[id(copy._array)] = (new, copy._array)
         self.bind(copy, new)
+
+    def symbolic_shape(self, tensor: Tensor) -> tuple | None:
+        """``tensor``'s shape with its dynamic sizes as expressions (None: it has none)."""
+        return None if self.shapes is None else self.shapes.shapes.get(tensor.value)
 
     def on_raw_access(self, tensor: Tensor, what: str) -> None:
         self.fail_closed(

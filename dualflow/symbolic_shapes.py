@@ -1,0 +1,390 @@
+"""Symbolic sizes: ``SymInt``, an integer known by an expression over size symbols (issue 39).
+
+While a compiled function is traced with dynamic dimensions, ``x.shape[0]`` is a ``SymInt``:
+its arithmetic builds expressions (``s0*16``, ``(s1-3)//2+1``); every way of turning it into
+a plain Python value — a comparison, ``bool``, ``int``/``__index__`` (numpy, ``range``),
+``hash``, ``str``, ``float`` — answers with the traced call's value (the *hint*) and records a
+guard in the active ``ShapeEnv``: the relation the trace depended on (``s0 > 8``), or, where a
+concrete value escaped, the value itself (``s0 == 32``). So whatever code reads a size, the
+trace is never reused for sizes where that code would have decided otherwise: unknown is safe.
+
+Expressions are polynomials with integer coefficients over atoms (symbols, and floor divisions
+or remainders that do not simplify), so ``(s0*784)//784`` is ``s0`` and equal sizes compare
+equal without a guard. Symbols stand for sizes >= 2 (0 and 1 are traced as constants, as in
+PyTorch: broadcasting and emptiness change meaning there), which decides ``s0 == 1``,
+``s0 != -1`` or ``s0 >= 0`` without a guard.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dualflow.size_expressions import (
+    COMPARE,
+    NEGATE,
+    Poly,
+    add,
+    const,
+    constant_of,
+    decided,
+    divide,
+    evaluate,
+    multiply,
+    ratio,
+    render,
+    render_guard,
+    symbol,
+)
+
+ACTIVE = [0]  # how many symbolic traces run in this process: Tensor.shape asks only then
+
+
+@dataclass
+class ShapeEnv:
+    """The guards one symbolic trace recorded, and the hint binding it ran with."""
+
+    hints: dict[str, int] = field(default_factory=dict)
+    guards: list[tuple[Poly, str, bool]] = field(default_factory=list)  # (p, "==0"/">0", holds)
+    escaped: list[str] = field(default_factory=list)  # where a concrete value was taken
+    # the trace ended: a SymInt that escaped into Python objects is its traced value from now on
+    closed: bool = False
+
+    def new_symbol(self, size: int) -> SymInt:
+        """A fresh symbol whose traced size is ``size`` (>= 2)."""
+        name = f"s{len(self.hints)}"
+        self.hints[name] = size
+        return SymInt(symbol(name), size, self)
+
+    def decide(self, p: Poly, relation: str) -> bool:
+        """Whether ``p <relation> 0`` holds at the hints; recorded as a guard unless it holds
+        for every size >= 2 (or its constant decides it)."""
+        holds = COMPARE[relation](evaluate(p, self.hints), 0)
+        if self.closed:
+            return holds
+        if constant_of(p) is not None or decided(p, relation) is not None:
+            return holds  # the same for every size >= 2: nothing to guard
+        guard = (p, relation if holds else NEGATE[relation], True)  # one form per relation
+        if guard not in self.guards:
+            self.guards.append(guard)
+        return holds
+
+    def failing(self, binding: dict[str, int]) -> str | None:
+        """The first guard that does not hold for ``binding`` (as text), or None."""
+        for p, relation, holds in self.guards:
+            if COMPARE[relation](evaluate(p, binding), 0) != holds:
+                return render_guard((p, relation, holds))
+        return None
+
+
+def _operand(other: Any) -> Poly | None:
+    if isinstance(other, SymInt):
+        return other.poly
+    if type(other) is int or type(other) is bool:
+        return const(int(other))
+    return None
+
+
+class SymInt:
+    """A size known by its expression over symbols, and its value in the traced call (``hint``).
+
+    Example:
+        >>> env = ShapeEnv(); n = env.new_symbol(32)
+        >>> m = n * 16 + 1
+        >>> m.expr, m.hint, (m * 2) // 2 == m, env.guards
+        ('s0*16 + 1', 513, True, [])
+        >>> bool(n > 8), len(env.guards)
+        (True, 1)
+    """
+
+    __slots__ = ("env", "hint", "poly")
+
+    def __init__(self, poly: Poly, hint: int, env: ShapeEnv) -> None:
+        self.poly, self.hint, self.env = poly, hint, env
+
+    def _make(self, poly: Poly) -> Any:
+        value = constant_of(poly)
+        if value is not None:
+            return value
+        return SymInt(poly, evaluate(poly, self.env.hints), self.env)
+
+    def _arith(self, other: Any, how: Any) -> Any:
+        q = _operand(other)
+        if q is None:  # a float or another type: the concrete value takes part
+            return how(self.concrete("arithmetic with a non-int"), other)
+        return self._make(how(self.poly, q))
+
+    def __add__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: add(a, b) if isinstance(a, tuple) else a + b)
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: add(a, b, -1) if isinstance(a, tuple) else a - b)
+
+    def __rsub__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: add(b, a, -1) if isinstance(a, tuple) else b - a)
+
+    def __mul__(self, other: Any) -> Any:
+        return self._arith(other, lambda a, b: multiply(a, b) if isinstance(a, tuple) else a * b)
+
+    __rmul__ = __mul__
+
+    def __neg__(self) -> Any:
+        return self._make(multiply(self.poly, const(-1)))
+
+    def __pos__(self) -> SymInt:
+        return self
+
+    def _divided(self, kind: str, other: Any) -> Any:
+        if isinstance(other, SymInt):
+            k = ratio(self.poly, other.poly)  # (s0*6) // (s0*2): 3, no guard
+            if k is not None:
+                return k if kind == "floordiv" else 0
+        d = other.concrete("a divisor") if isinstance(other, SymInt) else other
+        if type(d) is not int or d <= 0:  # floats, negative divisors: the concrete value
+            concrete = self.concrete("a division")
+            return concrete // d if kind == "floordiv" else concrete % d
+        return self._make(divide(kind, self.poly, d))
+
+    def __floordiv__(self, other: Any) -> Any:
+        return self._divided("floordiv", other)
+
+    def __mod__(self, other: Any) -> Any:
+        return self._divided("mod", other)
+
+    def __rfloordiv__(self, other: Any) -> Any:
+        return other // self.concrete("a divisor")
+
+    def __rmod__(self, other: Any) -> Any:
+        return other % self.concrete("a divisor")
+
+    def __truediv__(self, other: Any) -> Any:
+        return self.concrete("true division") / other
+
+    def __rtruediv__(self, other: Any) -> Any:
+        if type(other) in (int, float):  # ``1.0 / n``: a mean's factor stays an expression
+            return SymFloat(float(other), self)
+        return other / self.concrete("true division")
+
+    def _compare(self, other: Any, relation: str) -> Any:
+        q = _operand(other)
+        if q is None:
+            return COMPARE[relation](self.concrete("a comparison with a non-int"), other)
+        return self.env.decide(add(self.poly, q, -1), relation)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._compare(other, "==")
+
+    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+        return self._compare(other, "!=")
+
+    def __lt__(self, other: Any) -> Any:
+        return self._compare(other, "<")
+
+    def __le__(self, other: Any) -> Any:
+        return self._compare(other, "<=")
+
+    def __gt__(self, other: Any) -> Any:
+        return self._compare(other, ">")
+
+    def __ge__(self, other: Any) -> Any:
+        return self._compare(other, ">=")
+
+    def __bool__(self) -> bool:
+        return self._compare(0, "!=")
+
+    def concrete(self, why: str = "a concrete value") -> int:
+        """The traced call's value, guarded: the trace serves only calls where it is the same."""
+        if not self.env.closed:
+            self.env.decide(add(self.poly, const(self.hint), -1), "==")
+            self.env.escaped.append(why)
+        return self.hint
+
+    def __index__(self) -> int:
+        return self.concrete("__index__")
+
+    def __int__(self) -> int:
+        return self.concrete("int()")
+
+    def __float__(self) -> float:
+        return float(self.concrete("float()"))
+
+    def __hash__(self) -> int:
+        return hash(self.concrete("hash()"))
+
+    def __str__(self) -> str:
+        return str(self.concrete("str()"))
+
+    def __format__(self, spec: str) -> str:
+        return format(self.concrete("format()"), spec)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np  # noqa: PLC0415 - only a size turned into an array needs numpy
+
+        return np.asarray(self.concrete("numpy array"), dtype=dtype)
+
+    def __repr__(self) -> str:  # what eager's int shows (a shape printed into a string)
+        return repr(self.concrete("repr()"))
+
+    @property
+    def expr(self) -> str:
+        """The expression as text (``s0*16 + 1``), for explain and messages; no guard."""
+        return render(self.poly)
+
+
+class SymFloat:
+    """``numerator / n`` for a SymInt ``n``: a mean's ``1/n`` factor, which an op takes as a
+    literal; evaluated per call exactly as Python computes it. Any other use takes the traced
+    call's value, guarded (``n == hint``).
+
+    Example:
+        >>> env = ShapeEnv(); n = env.new_symbol(4)
+        >>> f = 1.0 / n
+        >>> f.hint, substitute(f, {"s0": 8}), env.guards
+        (0.25, 0.125, [])
+    """
+
+    __slots__ = ("denominator", "hint", "numerator")
+
+    def __init__(self, numerator: float, denominator: SymInt) -> None:
+        self.numerator, self.denominator = numerator, denominator
+        self.hint = numerator / denominator.hint
+
+    def concrete(self, why: str = "a concrete value") -> float:
+        """The traced call's value, guarded on the denominator."""
+        self.denominator.concrete(why)
+        return self.hint
+
+    def __float__(self) -> float:
+        return self.concrete("float()")
+
+    def _value(self, other: Any, how: Any) -> Any:
+        if isinstance(other, SymFloat | SymInt):
+            other = other.concrete("arithmetic")
+        return how(self.concrete("arithmetic"), other)
+
+    def __neg__(self) -> Any:
+        return -self.concrete("negation")
+
+    def __bool__(self) -> bool:
+        return bool(self.concrete("bool()"))
+
+    def __hash__(self) -> int:
+        return hash(self.concrete("hash()"))
+
+    def __str__(self) -> str:
+        return str(self.concrete("str()"))
+
+    def __format__(self, spec: str) -> str:
+        return format(self.concrete("format()"), spec)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np  # noqa: PLC0415
+
+        return np.asarray(self.concrete("numpy array"), dtype=dtype)
+
+    def __repr__(self) -> str:
+        return repr(self.concrete("repr()"))
+
+
+def _binary(how: Any, reflected: bool) -> Any:
+    if reflected:
+        return lambda self, other: self._value(other, lambda a, b: how(b, a))
+    return lambda self, other: self._value(other, how)
+
+
+_FLOAT_OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
+_FLOAT_OPERATORS["truediv"] = operator.truediv
+for _name, _how in _FLOAT_OPERATORS.items():  # a SymFloat in arithmetic: its concrete value
+    setattr(SymFloat, f"__{_name}__", _binary(_how, False))
+    setattr(SymFloat, f"__r{_name}__", _binary(_how, True))
+for _name in ("eq", "lt", "gt", "le", "ge"):
+    setattr(SymFloat, f"__{_name}__", _binary(getattr(operator, _name), False))
+
+SYMBOLIC = (SymInt, SymFloat)  # what a traced op's literal inputs and attributes may hold
+
+
+def hint_of(value: Any) -> Any:
+    """``value`` with every SymInt (also inside tuples, lists and dicts) replaced by its hint,
+    without a guard: what the traced call's kernels run with.
+
+    Example:
+        >>> env = ShapeEnv(); n = env.new_symbol(4)
+        >>> hint_of((n, 3, [n * 2])), env.guards
+        ((4, 3, [8]), [])
+    """
+    if isinstance(value, SYMBOLIC):
+        return value.hint
+    kind = type(value)
+    if kind is tuple or kind is list:
+        if not any(isinstance(v, SymInt | SymFloat | tuple | list | dict) for v in value):
+            return value
+        return kind(hint_of(v) for v in value)
+    if kind is dict:
+        return {k: hint_of(v) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuples keep their type
+        return kind(*(hint_of(v) for v in value))
+    return value
+
+
+def has_symbols(value: Any) -> bool:
+    """Whether ``value`` holds a SymInt (in tuples, lists and dict values).
+
+    Example:
+        >>> has_symbols((1, [2])), has_symbols({"a": ShapeEnv().new_symbol(2)})
+        (False, True)
+    """
+    if isinstance(value, SYMBOLIC):
+        return True
+    if isinstance(value, tuple | list):
+        return any(has_symbols(v) for v in value)
+    if isinstance(value, dict):
+        return any(has_symbols(v) for v in value.values())
+    return False
+
+
+def substitute(value: Any, binding: dict[str, int]) -> Any:
+    """``value`` with every SymInt evaluated for ``binding`` (a new call's sizes).
+
+    Example:
+        >>> env = ShapeEnv(); n = env.new_symbol(4)
+        >>> substitute({"shape": (n * 2, -1)}, {"s0": 10})
+        {'shape': (20, -1)}
+    """
+    if isinstance(value, SymInt):
+        return evaluate(value.poly, binding)
+    if isinstance(value, SymFloat):
+        return value.numerator / evaluate(value.denominator.poly, binding)
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return kind(substitute(v, binding) for v in value)
+    if kind is dict:
+        return {k: substitute(v, binding) for k, v in value.items()}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return kind(*(substitute(v, binding) for v in value))
+    return value
+
+
+def as_size(value: Any) -> Any:
+    """One size as an ``int``, or the ``SymInt`` itself (no guard: it stays an expression).
+
+    Example:
+        >>> import numpy as np
+        >>> as_size(np.int64(3)), as_size(ShapeEnv().new_symbol(5)).expr
+        (3, 's0')
+    """
+    return value if isinstance(value, SymInt) else int(value)
+
+
+def as_shape(shape: Any) -> tuple:
+    """A shape given as one size or a sequence of sizes, as a tuple (SymInts kept).
+
+    Example:
+        >>> as_shape(4), as_shape([2, 3])
+        ((4,), (2, 3))
+    """
+    if isinstance(shape, SymInt) or not hasattr(shape, "__iter__"):
+        return (as_size(shape),)
+    return tuple(as_size(d) for d in shape)

@@ -1,0 +1,259 @@
+"""Which dimensions of a compiled function's arguments are dynamic, and the templates serving them.
+
+``compile(dynamic=None)`` (the default): a dimension that changed between two traces of the
+same argument structure is traced as a symbol from then on; ``dynamic=True``: every dimension
+from the first call; ``dynamic=False``: none (a trace per size). ``mark_dynamic(x, dim)`` and
+``mark_static(x, dim)`` decide per tensor. A family is one argument structure with its dynamic
+dimensions masked out of the signature; its templates (``shape_template.py``) serve every
+size once witnessed. A witness that disagrees refutes the family: its sizes are traced one by
+one again, with the reason in ``explain``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dualflow.errors import ConfigError
+from dualflow.symbolic_shapes import ACTIVE, SymInt, render_guard
+from dualflow.tracer.shape_template import Template
+from dualflow.tracer.symbolic_trace import SymbolicShapes
+from dualflow.tracer.trace import Trace
+
+# id(tensor) -> (a weak reference to it, dims marked dynamic, dims marked static); by id, as a
+# tensor's == is elementwise
+_MARKS: dict[int, tuple[Any, set[int], set[int]]] = {}
+Mask = tuple[tuple[int, frozenset[int]], ...]  # (signature part index, dims), sorted
+
+
+def _mark(tensor: Any, dim: Any, dynamic: bool) -> None:
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    ndim = len(tensor.shape)
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int) or not -ndim <= d < ndim:
+            what = "mark_dynamic" if dynamic else "mark_static"
+            raise ConfigError(f"{what}: dim {d!r} is not a dimension of a {ndim}-d tensor")
+    key = id(tensor)
+    if key not in _MARKS or _MARKS[key][0]() is not tensor:
+        _MARKS[key] = (weakref.ref(tensor, lambda _: _MARKS.pop(key, None)), set(), set())
+    _, marked_dynamic, marked_static = _MARKS[key]
+    for d in dims:
+        (marked_dynamic if dynamic else marked_static).add(d % ndim)
+        (marked_static if dynamic else marked_dynamic).discard(d % ndim)
+
+
+def mark_dynamic(tensor: Any, dim: int | tuple[int, ...]) -> None:
+    """Trace ``tensor``'s dimension ``dim`` as a symbol when a compiled function receives it.
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.zeros(8, 3)
+        >>> mark_dynamic(x, 0); marks(x)
+        ({0}, set())
+    """
+    _mark(tensor, dim, True)
+
+
+def mark_static(tensor: Any, dim: int | tuple[int, ...]) -> None:
+    """Keep ``tensor``'s dimension ``dim`` a constant of the trace (a new size: a new trace).
+
+    Example:
+        >>> import dualflow
+        >>> x = dualflow.zeros(8, 3)
+        >>> mark_static(x, -1); marks(x)
+        (set(), {1})
+    """
+    _mark(tensor, dim, False)
+
+
+def marks(tensor: Any) -> tuple[set[int], set[int]]:
+    """The dimensions marked dynamic and static on ``tensor``."""
+    found = _MARKS.get(id(tensor))
+    if found is None or found[0]() is not tensor:
+        return set(), set()
+    return found[1], found[2]
+
+
+@contextlib.contextmanager
+def symbolic_tracing(facts: SymbolicShapes | None) -> Iterator[None]:
+    """While a trace with dynamic dimensions runs (forward and backward), ``Tensor.shape``
+    asks the tracer for sizes as expressions; other processes' tensors pay one list read."""
+    if facts is None:
+        yield
+        return
+    ACTIVE[0] += 1
+    try:
+        yield
+    finally:
+        ACTIVE[0] -= 1
+        facts.env.closed = True  # sizes left in Python objects act as the traced call's ints
+
+
+def concrete_results(out: Any) -> Any:
+    """A traced call's result with returned sizes (``return loss, x.shape[0]``) as plain ints,
+    each guarded: the result's statics are the trace's, so the size is a constant of it."""
+    if isinstance(out, SymInt):
+        return out.concrete("returned")
+    if type(out) in (tuple, list):
+        return type(out)(concrete_results(v) for v in out)
+    if type(out) is dict:
+        return {k: concrete_results(v) for k, v in out.items()}
+    return out
+
+
+def _array_parts(key: Any) -> list[int]:
+    """Indices of a signature's parts that are arrays (in flat leaf order)."""
+    return [i for i, part in enumerate(key[0][2]) if part[0] in ("tensor", "array")]
+
+
+def masked(key: Any, mask: Mask) -> Any:
+    """``key`` (a call signature) with the dimensions in ``mask`` left out."""
+    (trees, names, parts), *rest = key
+    parts = list(parts)
+    for index, dims in mask:
+        part = parts[index]
+        shape = tuple(None if d in dims else n for d, n in enumerate(part[1]))
+        parts[index] = (part[0], shape, *part[2:])
+    return ((trees, names, tuple(parts)), *rest)
+
+
+def differing(key: Any, other: Any) -> dict[int, set[int]] | None:
+    """The dimensions in which two signatures differ, None when they differ otherwise."""
+    (trees, names, parts), *rest = key
+    (trees2, names2, parts2), *rest2 = other
+    if trees != trees2 or names != names2 or rest != rest2 or len(parts) != len(parts2):
+        return None
+    found: dict[int, set[int]] = {}
+    for i, (a, b) in enumerate(zip(parts, parts2)):
+        if a == b:
+            continue
+        if a[0] not in ("tensor", "array") or a[0] != b[0] or a[2:] != b[2:]:
+            return None
+        if len(a[1]) != len(b[1]):
+            return None
+        found[i] = {d for d, (m, n) in enumerate(zip(a[1], b[1])) if m != n}
+    return found
+
+
+@dataclass
+class Family:
+    """One argument structure with dynamic dimensions: its templates and whether it failed."""
+
+    mask: Mask
+    templates: list[Template] = field(default_factory=list)
+    refuted: str | None = None
+
+
+class DynamicDims:
+    """The dynamic-dimension policy and templates of one compiled function."""
+
+    def __init__(self, dynamic: bool | None, passes: Any) -> None:
+        if dynamic not in (None, True, False):
+            raise ConfigError(f"compile: dynamic must be None, True or False, got {dynamic!r}")
+        self.dynamic, self.passes = dynamic, passes
+        self.families: dict[Any, Family] = {}
+        self.masks: list[Mask] = []
+        self.built = 0  # plans built from templates for new sizes
+        self.note: str | None = None  # why the last family was refuted
+
+    def candidates(self, key: Any, flat: Any) -> list[tuple[Template, dict]]:
+        """Witnessed templates that may serve a call, with its binding (guards checked)."""
+        found = []
+        shapes = [leaf.shape for leaf in flat.leaves]
+        for mask in self.masks:
+            family = self.families.get(masked(key, mask))
+            for template in () if family is None else family.templates:
+                binding = template.binding(shapes) if template.witnessed else None
+                if binding is not None and template.failing_guard(binding) is None:
+                    found.append((template, binding))
+        return found
+
+    def instance(self, template: Template, binding: dict) -> Trace:
+        """The template's trace for ``binding`` (counted when it is built now)."""
+        before = len(template.instances)
+        trace = template.instance(binding)
+        self.built += len(template.instances) > before
+        return trace
+
+    def plan(self, key: Any, flat: Any, known: list[Any]) -> SymbolicShapes | None:
+        """The dynamic dimensions to trace this call with, or None (a static trace)."""
+        if self.dynamic is False:
+            return None
+        parts = _array_parts(key)
+        mask: dict[int, set[int]] = {}
+        for position, index in enumerate(parts):
+            dynamic, _ = marks(flat.leaves[position])
+            ndim = len(key[0][2][index][1])
+            wanted = set(range(ndim)) if self.dynamic else set(dynamic)
+            if wanted:
+                mask[index] = wanted
+        for other in known:  # the dimensions that changed since an earlier trace
+            for index, dims in (differing(key, other) or {}).items():
+                mask.setdefault(index, set()).update(dims)
+        for position, index in enumerate(parts):
+            mask.get(index, set()).difference_update(marks(flat.leaves[position])[1])
+        final: Mask = tuple(sorted((i, frozenset(d)) for i, d in mask.items() if d))
+        if not final:
+            return None
+        family = self.families.get(masked(key, final))
+        if family is not None and family.refuted is not None:
+            return None
+        if final not in self.masks:
+            self.masks.append(final)
+        self.families.setdefault(masked(key, final), Family(final))
+        return SymbolicShapes({parts.index(i): dims for i, dims in final})
+
+    def keep(self, trace: Trace, facts: SymbolicShapes, key: Any, known: dict) -> None:
+        """File a finished trace with dynamic dimensions. Witnessed by an earlier trace of its
+        family at other sizes (``known``: signature -> traces), it serves every size from now
+        on; contradicted by one (a size taken as a constant), the family is refuted."""
+        parts = _array_parts(key)
+        mask = tuple(sorted((parts[p], dims) for p, dims in facts.dims.items() if dims))
+        family_key = masked(key, mask)
+        family = self.families.setdefault(family_key, Family(mask))
+        if facts.failure is not None or not facts.symbols:
+            trace.cache_note = f"dynamic sizes not usable: {facts.failure or 'no size >= 2'}"
+            return
+        template = Template(trace, facts, self.passes)
+        others = [t for k, ts in known.items() if masked(k, mask) == family_key for t in ts]
+        for other in others:
+            reason = template.check_witness(other)
+            if reason is None:
+                template.witnessed = True
+                break
+            if _contradicts(reason) and family.refuted is None:
+                family.refuted = self.note = reason
+        for older in family.templates:  # earlier templates this trace witnesses
+            older.witnessed = older.witnessed or older.check_witness(trace) is None
+        if family.refuted is None:
+            family.templates.insert(0 if template.witnessed else len(family.templates), template)
+
+
+def describe(dynamic: DynamicDims) -> list[str]:
+    """``explain``'s lines about dynamic dimensions: each family's symbols, its templates'
+    guards and witness, the plans built for other sizes, or why it was refuted."""
+    lines = []
+    for family in dynamic.families.values():
+        for template in family.templates:
+            paths = [p for p, part in template.trace.described if part[0] in ("tensor", "array")]
+            named = ", ".join(f"{n} = {paths[p]}.shape[{d}]" for p, d, n in template.facts.symbols)
+            state = "witnessed: serves every size" if template.witnessed else "not witnessed yet"
+            lines.append(f"dynamic sizes {named} (traced at {template.hints}; {state})")
+            guards = template.facts.env.guards
+            if guards:
+                lines.append("  holds where " + "; ".join(render_guard(g) for g in guards))
+            if template.instances:
+                built = ", ".join(str(dict(k)) for k in template.instances)
+                lines.append(f"  plans built from it for {built}")
+        if family.refuted:
+            lines.append(f"dynamic sizes refuted, sizes traced one by one: {family.refuted}")
+    return lines
+
+
+def _contradicts(reason: str) -> bool:
+    """Whether a witness's difference shows a size taken as a constant (rather than another
+    program, such as an optimizer's first step that creates its state)."""
+    return "taken as a constant" in reason or "constants differ" in reason or "not fit" in reason

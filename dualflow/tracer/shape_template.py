@@ -1,0 +1,119 @@
+"""A trace with dynamic dimensions as a template: its plans for other sizes, and its witness check.
+
+``Template.instance(binding)`` is the trace for another call's sizes without running Python:
+the traced graphs (forward and backward) rebuilt for the binding (``symbolic_trace.instantiate``)
+and put through the same passes and lowering as a trace (``pipeline.build_plan``); the last
+``INSTANCES`` stay cached, so steady-state calls at sizes seen before allocate nothing new.
+
+A template serves other sizes only once ``witnessed``: a real trace at other sizes made exactly
+the graphs the template gives for those sizes. That catches what the symbolic sizes cannot
+see — a size read from a raw array somewhere and baked into an attribute or a literal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from typing import Any
+
+from dualflow.tracer.pipeline import build_plan
+from dualflow.tracer.symbolic_trace import SymbolicShapes, instantiate, same_graph
+from dualflow.tracer.trace import Trace
+
+INSTANCES = 32  # plans kept per template (each holds its own buffers)
+
+
+def leaf_shapes(described: list[tuple[str, Any]]) -> list[tuple]:
+    """The shapes of a signature's array leaves, in flat order (what ``binding`` reads)."""
+    return [part[1] for _, part in described if part[0] in ("tensor", "array")]
+
+
+class Template:
+    """One trace with dynamic dimensions, the facts that make it one for every size, and the
+    plans built from it so far."""
+
+    def __init__(self, trace: Trace, facts: SymbolicShapes, passes: Any) -> None:
+        self.trace, self.facts, self.passes = trace, facts, passes
+        self.hints = dict(facts.env.hints)
+        self.witnessed = False
+        self.instances: OrderedDict[tuple, Trace] = OrderedDict()
+
+    def binding(self, shapes: list[tuple]) -> dict[str, int] | None:
+        """The symbols' sizes for a call whose array leaves have ``shapes`` (None: a size is 0
+        or 1, or the leaves do not fit)."""
+        found = {}
+        for position, dim, name in self.facts.symbols:
+            if position >= len(shapes) or dim >= len(shapes[position]):
+                return None
+            size = shapes[position][dim]
+            if size < 2:
+                return None
+            found[name] = int(size)
+        return found
+
+    def failing_guard(self, binding: dict[str, int]) -> str | None:
+        """The first relation the trace depended on that ``binding`` breaks, or None."""
+        return self.facts.env.failing(binding)
+
+    def instance(self, binding: dict[str, int]) -> Trace:
+        """The trace for ``binding``: the template itself at its own sizes, else built once."""
+        if binding == self.hints:
+            return self.trace
+        key = tuple(sorted(binding.items()))
+        found = self.instances.get(key)
+        if found is not None:
+            self.instances.move_to_end(key)
+            return found
+        found = self._build(binding)
+        self.instances[key] = found
+        if len(self.instances) > INSTANCES:
+            self.instances.popitem(last=False)
+        return found
+
+    def _build(self, binding: dict[str, int]) -> Trace:
+        trace = self.trace
+        device, debug = trace.plan.device, trace.plan.debug
+        source = instantiate(trace.source_graph, self.facts, binding)
+        graph, plan, stats = build_plan(source, self.passes, device, debug=debug, donate=True)
+        backward = trace.backward
+        if backward is not None:
+            bsource = instantiate(backward.source_graph, self.facts, binding)
+            bgraph, bplan, _ = build_plan(bsource, self.passes, device, debug=debug)
+            backward = dataclasses.replace(backward, graph=bgraph, plan=bplan, source_graph=bsource)
+        sizes = ", ".join(f"{k}={v}" for k, v in sorted(binding.items()))
+        return dataclasses.replace(
+            trace,
+            graph=graph,
+            plan=plan,
+            backward=backward,
+            source_graph=source,
+            pass_stats=stats,
+            reason=f"{trace.reason}; built for {sizes} from the trace with dynamic sizes",
+        )
+
+    def check_witness(self, other: Trace) -> str | None:
+        """None when ``other`` (a real trace at other sizes) is exactly this template's graphs
+        for its sizes; else what differs. Traces of another program (an optimizer's first
+        step) are refused before their graphs are compared."""
+        binding = self.binding(leaf_shapes(other.described))
+        if binding is None or binding == self.hints:
+            return "no other sizes to compare"
+        if self.failing_guard(binding) is not None:  # the trace depends on sizes it excludes
+            return f"the trace holds only where {self.failing_guard(binding)}"
+        mine = self.trace
+        if (mine.backward is None) != (other.backward is None):
+            return "one trace has a backward graph, the other not"
+        if len(mine.checks.refs) != len(other.checks.refs) or mine.replay or other.replay:
+            return "the traces capture different state or replay Python side effects"
+        try:
+            pairs = [(instantiate(mine.source_graph, self.facts, binding), other.source_graph)]
+            if mine.backward is not None:
+                graph = instantiate(mine.backward.source_graph, self.facts, binding)
+                pairs.append((graph, other.backward.source_graph))
+        except Exception as exc:
+            return f"the template does not fit the other trace's sizes: {exc}"
+        for built, traced in pairs:
+            difference = same_graph(built, traced)
+            if difference is not None:
+                return difference
+        return None

@@ -1,0 +1,110 @@
+"""One trace for every size: dynamic dimensions, their guards and their witness (issue 39)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dualflow as df
+from dualflow import nn
+
+SIZES = [8, 12, 16, 5, 33, 8, 12]
+
+
+def _mlp_run(sizes: list[int], compiled: bool, **options) -> tuple[list[float], list, object]:
+    df.manual_seed(0)
+    model = nn.Sequential(nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 5))
+    opt = df.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    fn = df.compile(step, **options) if compiled else step
+    rng = np.random.default_rng(1)
+    losses = []
+    for n in sizes:
+        x = df.tensor(rng.standard_normal((n, 20)).astype(np.float32))
+        y = df.tensor(rng.integers(0, 5, n))
+        losses.append(float(fn(x, y)))
+    return losses, [p.numpy().copy() for p in model.parameters()], fn
+
+
+@pytest.mark.parametrize("passes", ["exact", None])
+def test_mlp_step_over_batch_sizes_is_eager_with_two_traces(passes) -> None:
+    eager, eager_params, _ = _mlp_run(SIZES, False)
+    losses, params, fn = _mlp_run(SIZES, True, passes=passes)
+    assert losses == eager
+    for p, q in zip(params, eager_params):
+        np.testing.assert_array_equal(p, q)
+    stats = fn.stats()
+    assert stats.traces <= 3  # the first call's momentum buffers: one single-use trace
+    assert stats.plan_runs >= len(SIZES) - 3
+    assert stats.eager_fallbacks == 0
+
+
+def test_dynamic_false_traces_every_size_and_true_from_the_first_call() -> None:
+    static = _mlp_run([6, 7, 9, 11], True, dynamic=False)[2].stats()
+    assert static.traces == 4  # one per size
+    dynamic = _mlp_run([6, 7, 9, 11, 13], True, dynamic=True)[2].stats()
+    assert dynamic.traces <= 3 and dynamic.plan_runs >= 2
+
+
+def test_python_branch_on_a_size_guards_the_comparison() -> None:
+    def f(x):
+        if x.shape[0] > 8:
+            return (x * 2).sum(0) / x.shape[0]
+        return x.reshape(x.shape[0] * 2, -1).mean() + df.arange(x.shape[0]).sum()
+
+    g = df.compile(f, passes="exact")
+    rng = np.random.default_rng(0)
+    for n in [4, 6, 10, 12, 5, 7, 20, 3]:
+        x = df.tensor(rng.standard_normal((n, 6)).astype(np.float32))
+        np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+    assert g.stats().traces <= 4
+    assert g.stats().plan_runs >= 4
+
+
+def test_a_size_read_behind_the_symbols_back_is_caught_by_the_witness() -> None:
+    def f(x):  # the private array's shape: a plain int the trace cannot see
+        return x.sum() / x._array.shape[0]
+
+    g = df.compile(f, passes="exact")
+    for n in [4, 6, 10, 12]:
+        x = df.tensor(np.arange(n * 3, dtype=np.float32).reshape(n, 3))
+        assert g(x).item() == f(x).item()
+    assert any(family.refuted for family in g.dynamic.families.values())
+
+
+def test_sizes_zero_and_one_are_traced_as_constants() -> None:
+    def f(x):
+        return x - x.mean(0)
+
+    g = df.compile(f)
+    for n in [4, 6, 1, 9, 1]:
+        x = df.tensor(np.arange(n * 2, dtype=np.float32).reshape(n, 2))
+        np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+    assert g.stats().traces == 3  # 4, 6 (dynamic, witnessed by 4), and 1
+
+
+def test_mark_dynamic_and_mark_static() -> None:
+    g = df.compile(lambda x: x * 2)
+    x = df.zeros(4, 3)
+    df.mark_dynamic(x, 0)
+    g(x)
+    g(df.zeros(5, 3))
+    g(df.zeros(6, 3))
+    assert g.stats().traces == 2
+    h = df.compile(lambda x: x * 2)
+    for n in [4, 5, 6]:
+        y = df.zeros(n, 3)
+        df.mark_static(y, 0)
+        h(y)
+    assert h.stats().traces == 3
+    with pytest.raises(df.errors.ConfigError):
+        df.mark_dynamic(x, 2)
+    with pytest.raises(df.errors.ConfigError):
+        df.compile(lambda x: x, dynamic="yes")
