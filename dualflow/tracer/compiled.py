@@ -108,6 +108,7 @@ class CompiledFunction:
 
     def stats(self) -> Stats:
         """Calls, traces, guard failures, eager fallbacks and compile time so far."""
+        self._stats.dynamic_plans = self.dynamic.built
         return self._lazy_plans.report(self._stats)
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:

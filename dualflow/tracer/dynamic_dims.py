@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow.errors import ConfigError
+from dualflow.graph_ir.printer import print_graph
 from dualflow.symbolic_shapes import ACTIVE, SymInt, render_guard
 from dualflow.tracer.shape_template import Template
-from dualflow.tracer.symbolic_trace import SymbolicShapes
+from dualflow.tracer.symbolic_trace import SymbolicShapes, symbolic_view
 from dualflow.tracer.trace import Trace
 
 # id(tensor) -> (a weak reference to it, dims marked dynamic, dims marked static); by id, as a
@@ -248,6 +249,8 @@ def describe(dynamic: DynamicDims) -> list[str]:
             if template.instances:
                 built = ", ".join(str(dict(k)) for k in template.instances)
                 lines.append(f"  plans built from it for {built}")
+            graph = symbolic_view(template.trace.source_graph, template.facts)
+            lines.append("  " + print_graph(graph).replace("\n", "\n  "))
         if family.refuted:
             lines.append(f"dynamic sizes refuted, sizes traced one by one: {family.refuted}")
     return lines

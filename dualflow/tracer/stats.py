@@ -25,3 +25,4 @@ class Stats:
     lazy_plan_ops: int = 0  # ops those calls recorded that plans ran
     lazy_eager_ops: int = 0  # ops they ran eagerly (first sightings, views, collectives...)
     graph_breaks: int = 0  # segments ended because Python needed a value (print, .item())
+    dynamic_plans: int = 0  # plans built from a trace with dynamic sizes for new sizes (issue 39)

@@ -162,6 +162,57 @@ def instantiate(graph: Graph, facts: SymbolicShapes, binding: dict[str, int]) ->
     )
 
 
+class _SizeText(str):
+    """A size expression shown as itself by the IR printer (``s0*2``, unquoted)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _as_text(value: Any) -> Any:
+    if isinstance(value, SYMBOLIC):
+        return _SizeText(
+            value.expr
+            if isinstance(value, SymInt)
+            else f"{value.numerator!r}/({value.denominator.expr})"
+        )
+    if type(value) in (tuple, list):
+        return type(value)(_as_text(v) for v in value)
+    if type(value) is dict:
+        return {k: _as_text(v) for k, v in value.items()}
+    return value
+
+
+def symbolic_view(graph: Graph, facts: SymbolicShapes) -> Graph:
+    """``graph`` for printing, with its sizes as the expressions they were traced as (``%0:
+    float32[s0,784]``, ``reshape(%3) {shape=(s0*2, -1)}``): what one template serves."""
+    named: dict[Value, Value] = {}
+
+    def view(v: Any) -> Any:
+        if type(v) is not Value or v not in facts.shapes:
+            return v
+        if v not in named:
+            named[v] = Value(v.id, tuple(_as_text(facts.shapes[v])), v.dtype, v.name)
+        return named[v]
+
+    nodes = []
+    for node in graph.nodes:
+        attrs, literals = facts.nodes.get(node, (None, {}))
+        operands = tuple(
+            _as_text(literals[i]) if i in literals else view(x) for i, x in enumerate(node.inputs)
+        )
+        attrs = node.attrs if attrs is None else _as_text(attrs)
+        outputs = tuple(view(v) for v in node.outputs)
+        nodes.append(Node(node.op, operands, outputs, attrs, node.loc, node.recompute))
+    return graph.replace(
+        inputs=tuple(view(v) for v in graph.inputs),
+        nodes=tuple(nodes),
+        outputs=tuple(view(v) for v in graph.outputs),
+    )
+
+
 def same_graph(a: Graph, b: Graph) -> str | None:
     """None when two graphs are the same program exactly (values, constants' data, nodes'
     ops, operands, attributes and lines, outputs, updates), else the first difference."""
