@@ -20,7 +20,7 @@ from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.symbolic_trace import SymbolicShapes, instantiate, same_graph
 from dualflow.tracer.trace import Trace
 
-INSTANCES = 32  # plans kept per template (each holds its own buffers)
+INSTANCES = 8  # plans kept per template: each holds its own buffers (a ResNet step: ~100s of MB)
 
 
 def leaf_shapes(described: list[tuple[str, Any]]) -> list[tuple]:
