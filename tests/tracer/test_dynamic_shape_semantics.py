@@ -23,11 +23,11 @@ pytestmark = pytest.mark.filterwarnings("ignore:dualflow.compile. :RuntimeWarnin
 
 
 def _outcome(fn, *args) -> tuple[str, object]:
-    # ("ok", numpy result) or ("error", (type, first line of the message)): what a call did
+    # ("ok", the result's arrays) or ("error", (type, message: the user's line too)): what it did
     try:
         out = fn(*args)
     except Exception as exc:
-        return "error", (type(exc), str(exc).splitlines()[0])
+        return "error", (type(exc), str(exc))
     return "ok", [a.copy() for a in arrays_of(out)]
 
 
