@@ -109,7 +109,10 @@ def _measure_cell(
 
 
 def _own_rows(name: str, count: int, seed: int, device: Device) -> list[Measurement]:
-    # A workload that reports its own rows (MPI ranks) runs on the CPU only.
+    # A workload that reports its own rows runs on the CPU only (MPI ranks), unless it measures
+    # on the bench's device (the variable-shape workloads).
+    if WORKLOADS[name].on_device:
+        return WORKLOADS[name].rows(count, seed, device)
     if device.kind != "cpu":
         note = f"skipped on {device}: runs MPI ranks on the CPU (use --device cpu)"
         return [Measurement(name, "-", 0.0, 0.0, 0.0, 0, 0, note=note)]

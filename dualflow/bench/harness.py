@@ -50,6 +50,9 @@ class Measurement:
     idle: bool | None = None  # the idle gate's verdict before this cell (None: not gated)
     others_cpu: float | None = None  # other processes' share of the CPUs at the gate
     held_bytes: int | None = None  # a fresh compiled step keeps after its first calls (measured)
+    traces: int | None = None  # traces the compiled function made (variable-shape workloads)
+    plan_runs: int | None = None  # calls it served with a plan (variable-shape workloads)
+    static_ratio: float | None = None  # per-call ms / a static-shape plan's of the same size
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

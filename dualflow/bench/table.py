@@ -74,6 +74,8 @@ _COLUMNS = (
     ("compile ms", lambda r: _opt(r.compile_ms, ".1f")),
     ("steps/call", lambda r: _opt(r.steps, "d")),
     ("baseline ms", lambda r: _opt(r.baseline_ms, ".3f")),
+    ("traces/plan runs", lambda r: "-" if r.traces is None else f"{r.traces}/{r.plan_runs}"),
+    ("vs static", lambda r: _opt(r.static_ratio, ".2f", "x")),
     ("GB/s", lambda r: _opt(r.gbps, ".1f")),
     ("% BW", lambda r: _opt(None if r.bandwidth_share is None else 100 * r.bandwidth_share, ".0f")),
     ("GFLOP/s", lambda r: _opt(r.gflops, ".1f")),
@@ -110,6 +112,8 @@ def format_table(rows: list[Measurement]) -> str:
     shown = {"GB/s": any(r.gbps for r in rows), "held MB": any(r.held_bytes for r in rows)}
     shown["% BW"] = any(r.bandwidth_share is not None for r in rows)
     shown["GFLOP/s"] = shown["% GEMM"] = any(r.gflops for r in rows)
+    shown["traces/plan runs"] = any(r.traces is not None for r in rows)  # variable shapes
+    shown["vs static"] = any(r.static_ratio is not None for r in rows)
     columns = [c for c in _COLUMNS if shown.get(c[0], True)]
     header = ("workload", "mode", *(title for title, _ in columns))
     lines = [

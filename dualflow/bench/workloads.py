@@ -32,6 +32,12 @@ from dualflow.bench.memory_workloads import (
     build_resnet18_checkpoint,
     build_resnet18_remat,
 )
+from dualflow.bench.shape_rows import rows_of
+from dualflow.bench.shape_workloads import (
+    build_variable_batch,
+    build_variable_batch_infer,
+    build_variable_seq,
+)
 from dualflow.bench.vision_workloads import (
     build_cnn,
     build_resnet18,
@@ -51,7 +57,8 @@ class Workload:
     The extras: ``params`` (compared across modes), ``baseline`` (a callable timed alongside)
     and ``bytes`` (what a fused kernel must read and write per step, for GB/s); ``inputs`` (the
     step's input tensors, for tests). A workload that measures itself (e.g. in other processes)
-    has ``rows(repeats, seed)`` instead, returning its table rows; ``build`` is then None.
+    has ``rows(repeats, seed)`` instead, returning its table rows; ``build`` is then None
+    (``rows(repeats, seed, device)`` when ``on_device``: it measures on the bench's device).
     """
 
     name: str
@@ -59,9 +66,10 @@ class Workload:
     build: Callable[[np.random.Generator, Device], dict[str, Any]] | None
     quick_repeats: int = 200
     tags: tuple[str, ...] = field(default_factory=tuple)
-    rows: Callable[[int, int], list[Measurement]] | None = None
+    rows: Callable[..., list[Measurement]] | None = None
     warmup: int = 5  # untimed calls first: a compiled step traces (and may retrace) in these
     held: bool = False  # compiled rows also measure what a fresh compiled step keeps
+    on_device: bool = False  # ``rows`` takes the device (else it runs on the CPU only)
 
 
 def _tiny_chain(x: Any, w: Any) -> Any:
@@ -322,6 +330,30 @@ WORKLOADS: dict[str, Workload] = {
             3,
             tags=(GPU_SCALE,),
             warmup=2,
+        ),
+        *(
+            # issue 39: a step is one pass over 40 sizes (peers.shape_sizes), one call each
+            Workload(name, text, None, passes, rows=rows_of(name, build), warmup=1, on_device=True)
+            for name, text, build, passes in (
+                (
+                    "variable-batch",
+                    "MLP 784-256-10 train step (SGD), 40 calls at batch sizes 1..128",
+                    build_variable_batch,
+                    3,
+                ),
+                (
+                    "variable-seq",
+                    "Transformer LM step (d 64, 1 layer, Adam), 40 calls at 4 x 5..60 tokens",
+                    build_variable_seq,
+                    1,
+                ),
+                (
+                    "variable-batch-infer",
+                    "small CNN inference (no grad), 40 calls at batch sizes 1..16",
+                    build_variable_batch_infer,
+                    3,
+                ),
+            )
         ),
     ]
 }

@@ -36,6 +36,9 @@ PEERS: dict[str, tuple[str, ...]] = {
     "per-example-grads": ("torch",),  # torch.func's vmap(grad)
     "transformer-lm": ("torch",),
     "lstm-lm": ("torch",),
+    "variable-batch": ("torch",),  # issue 39: a step is one pass over 40 sizes
+    "variable-seq": ("torch",),
+    "variable-batch-infer": ("torch",),
 }
 _TIMINGS = ("median_ms", "min_ms", "max_ms")
 

@@ -15,6 +15,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+try:  # a sibling module: imported from the package, or from this file's folder by child.py
+    from .shape_sizes import BATCH_SIZES, INFER_BATCHES, SEQ_LENGTHS
+except ImportError:
+    from shape_sizes import BATCH_SIZES, INFER_BATCHES, SEQ_LENGTHS  # type: ignore[no-redef]
+
 MODE = "torch eager"
 VERSION = torch.__version__
 torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
@@ -87,21 +92,24 @@ def poly_chain() -> Built:
     return (lambda: (x * 0.5 + 1) * (x - 2) - x * x), _no_sync
 
 
-def small_cnn() -> Built:
-    """The 3-conv CNN train step, batch 32 x 3x32x32 (convs with padding 1)."""
-    model = nn.Sequential(
-        nn.Conv2d(3, 32, 3, padding=1),
+def _small_cnn(width: int = 32) -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, width, 3, padding=1),
         nn.ReLU(),
-        nn.Conv2d(32, 64, 3, padding=1),
+        nn.Conv2d(width, 2 * width, 3, padding=1),
         nn.ReLU(),
         nn.MaxPool2d(2),
-        nn.Conv2d(64, 64, 3, padding=1),
+        nn.Conv2d(2 * width, 2 * width, 3, padding=1),
         nn.ReLU(),
         nn.AdaptiveAvgPool2d(1),
         nn.Flatten(),
-        nn.Linear(64, 10),
+        nn.Linear(2 * width, 10),
     )
-    return _train_step(model, torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
+
+
+def small_cnn() -> Built:
+    """The 3-conv CNN train step, batch 32 x 3x32x32 (convs with padding 1)."""
+    return _train_step(_small_cnn(), torch.randn(32, 3, 32, 32), torch.randint(0, 10, (32,)))
 
 
 class _Block(nn.Module):
@@ -208,6 +216,63 @@ def lstm_lm() -> Built:
     return _lm_step(recurrent=True)
 
 
+def _passes(step: Callable[..., Any], calls: list[tuple]) -> Built:
+    # issue 39's workloads: a step is one pass over the size sequence, one call per size
+    return (lambda: [step(*args) for args in calls]), _no_sync
+
+
+def variable_batch() -> Built:
+    """MLP 784-256-10 train step (SGD lr 0.01) at the 40 batch sizes of ``BATCH_SIZES``."""
+    model = nn.Sequential(nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 10))
+    calls = [(torch.randn(b, 784), torch.randint(0, 10, (b,))) for b in BATCH_SIZES]
+    sgd = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def call(x: Any, y: Any) -> Any:
+        sgd.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        sgd.step()
+        return loss
+
+    return _passes(call, calls)
+
+
+def variable_seq() -> Built:
+    """Transformer encoder LM (vocab 256, d 64, 1 layer, 2 heads) train step, Adam lr 1e-3,
+    on 4 sequences of each of the 40 lengths of ``SEQ_LENGTHS``."""
+    vocab, width = 256, 64
+    layer = nn.TransformerEncoderLayer(width, 2, 4 * width, dropout=0.0, batch_first=True)
+    emb, enc, out = (
+        nn.Embedding(vocab, width),
+        nn.TransformerEncoder(layer, 1),
+        nn.Linear(width, vocab),
+    )
+    model = nn.Sequential(emb, enc, out)
+    adam = torch.optim.Adam(model.parameters(), lr=1e-3)
+    calls = [tuple(torch.randint(0, vocab, (4, n)) for _ in "xy") for n in SEQ_LENGTHS]
+
+    def call(x: Any, y: Any) -> Any:
+        adam.zero_grad()
+        loss = F.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
+        loss.backward()
+        adam.step()
+        return loss
+
+    return _passes(call, calls)
+
+
+def variable_batch_infer() -> Built:
+    """The small CNN (first conv 16 channels) in eval mode under no_grad, 3x32x32 images at the
+    40 batch sizes of ``INFER_BATCHES``."""
+    model = _small_cnn(16).eval()
+
+    def call(x: Any) -> Any:
+        with torch.no_grad():
+            return model(x)
+
+    return _passes(call, [(torch.randn(b, 3, 32, 32),) for b in INFER_BATCHES])
+
+
 WORKLOADS: dict[str, Callable[[], Built]] = {
     "tiny-ops": tiny_ops,
     "tiny-ops-fwd": tiny_ops_fwd,
@@ -220,4 +285,7 @@ WORKLOADS: dict[str, Callable[[], Built]] = {
     "per-example-grads": per_example_grads,
     "transformer-lm": transformer_lm,
     "lstm-lm": lstm_lm,
+    "variable-batch": variable_batch,
+    "variable-seq": variable_seq,
+    "variable-batch-infer": variable_batch_infer,
 }

@@ -3,7 +3,9 @@
 A ``Profile`` sets the sizes and lengths: ``FAST`` (the default test run: small activations,
 sometimes a 4096-element one so that fused kernels run at O2) and ``SLOW`` (more and longer
 programs, larger sizes). Every program is called at least 4 times with one batch size (the first
-calls trace, later ones run the plan) and may change the batch size for its last calls.
+calls trace, later ones run the plan) and may change the batch size for its last calls; with
+``changing=True`` (issue 39) the batch size changes between calls instead, going back and forth
+between up to three sizes (batch 1 among them), so compiled steps meet new and seen sizes.
 """
 
 from __future__ import annotations
@@ -65,6 +67,18 @@ def _batches(draw: Any, profile: Profile, batch: int) -> tuple[int, ...]:
     return (batch,) * (calls - changed) + (other,) * changed
 
 
+def _changing_batches(draw: Any, profile: Profile, batch: int) -> tuple[int, ...]:
+    # up to three sizes (the first call's, then 1 or the profile's others), in any order: every
+    # program changes its batch at least once and most come back to a size they traced
+    others = sorted({1, batch + 1, *profile.batches} - {batch})
+    sizes = (batch, *draw(st.lists(st.sampled_from(others), min_size=1, max_size=2, unique=True)))
+    calls = draw(st.integers(4, profile.max_calls + 2))
+    picks = draw(st.lists(st.integers(0, len(sizes) - 1), min_size=calls - 1, max_size=calls - 1))
+    if not any(picks):  # at least one change
+        picks[-1] = 1
+    return (batch, *(sizes[i] for i in picks))
+
+
 def _body(draw: Any, profile: Profile, context: Context) -> tuple[Piece, ...]:
     fragments = registry()
     names = [n for n, f in fragments.items() if context.mode in f.modes for _ in range(f.weight)]
@@ -77,8 +91,11 @@ def _body(draw: Any, profile: Profile, context: Context) -> tuple[Piece, ...]:
 
 
 @st.composite
-def specs(draw: Any, profile: Profile = FAST, mode: str | None = None) -> Spec:
-    """A random program spec (``mode``: force "train" or "eval")."""
+def specs(
+    draw: Any, profile: Profile = FAST, mode: str | None = None, changing: bool = False
+) -> Spec:
+    """A random program spec (``mode``: force "train" or "eval"; ``changing``: its batch size
+    changes between calls)."""
     if mode is None:
         mode = "eval" if draw(st.integers(0, 99)) < profile.eval_percent else "train"
     dtype = draw(st.sampled_from(profile.dtypes))
@@ -88,7 +105,7 @@ def specs(draw: Any, profile: Profile = FAST, mode: str | None = None) -> Spec:
         seed=draw(st.integers(0, 2**16)),
         dtype=dtype,
         width=width,
-        batches=_batches(draw, profile, batch),
+        batches=(_changing_batches if changing else _batches)(draw, profile, batch),
         body=body,
         mode=mode,
         optimizer=None,
