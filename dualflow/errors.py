@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Any
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # folders inside the package whose code counts as user code, each filled in by the package that
@@ -140,3 +141,24 @@ def with_location(message: str, loc: tuple[str, int] | None = None) -> str:
     if loc is None:
         loc = user_frame(2)
     return f"{message}\n  at {format_location(loc)}"
+
+
+class LazyText:
+    """Message text made only when a message is shown: the text of a size that is an
+    expression (a dynamic-shape trace) is its value, a guard a trace would keep for nothing.
+
+    Example:
+        >>> f"got {LazyText(lambda: 'shape (2, 3)')}"
+        'got shape (2, 3)'
+    """
+
+    __slots__ = ("make",)
+
+    def __init__(self, make: Any) -> None:
+        self.make = make
+
+    def __format__(self, spec: str) -> str:
+        return format(self.make(), spec)
+
+    def __str__(self) -> str:
+        return self.make()

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.errors import ShapeError
+from dualflow.errors import LazyText, ShapeError
 from dualflow.kernels.backend import backend_of
 from dualflow.kernels.base.windows import Pair, out_size
 from dualflow.kernels.conv import conv_gemm, conv_scratch
@@ -26,7 +26,7 @@ from dualflow.ops.shape import reshape
 from dualflow.ops.validate import require_same_float
 
 
-def _check_groups(op: str, groups: int, channels: tuple[int, int], shapes: str) -> None:
+def _check_groups(op: str, groups: int, channels: tuple[int, int], shapes: Any) -> None:
     if groups < 1 or channels[0] % groups or channels[1] % groups:
         raise ShapeError(
             f"{op}: groups={groups} must be ≥ 1 and divide both the input ({channels[0]}) and "
@@ -34,7 +34,7 @@ def _check_groups(op: str, groups: int, channels: tuple[int, int], shapes: str) 
         )
 
 
-def _spatial_out(op: str, hw: tuple, ksize: Pair, attrs: dict, shapes: str) -> Pair:
+def _spatial_out(op: str, hw: tuple, ksize: Pair, attrs: dict, shapes: Any) -> Pair:
     s, p, d = attrs["stride"], attrs["pad"], attrs["dilation"]
     check_geometry(op, s, p, d)
     out = tuple(out_size(hw[k], ksize[k], s[k], p[k], d[k]) for k in range(2))
@@ -100,7 +100,7 @@ class Conv2d:
     def infer(x: Meta, w: Meta, **attrs: Any) -> tuple[Meta]:
         check_4d("conv2d", "x", x)
         check_4d("conv2d", "w", w)
-        shapes = f"x {tuple(x.shape)}, w {tuple(w.shape)}"
+        shapes = LazyText(lambda: f"x {tuple(x.shape)}, w {tuple(w.shape)}")
         groups = attrs["groups"]
         _check_groups("conv2d", groups, (x.shape[1], w.shape[0]), shapes)
         if w.shape[1] * groups != x.shape[1]:
@@ -145,7 +145,7 @@ class ConvTranspose2d:
     def infer(x: Meta, w: Meta, **attrs: Any) -> tuple[Meta]:
         check_4d("conv_transpose2d", "x", x)
         check_4d("conv_transpose2d", "w", w)
-        shapes = f"x {tuple(x.shape)}, w {tuple(w.shape)}"
+        shapes = LazyText(lambda: f"x {tuple(x.shape)}, w {tuple(w.shape)}")
         groups = attrs["groups"]
         cout = w.shape[1] * groups
         _check_groups("conv_transpose2d", groups, (x.shape[1], cout), shapes)
@@ -213,7 +213,9 @@ class Conv2dGradWeight:
         op = "conv2d_grad_weight"
         check_4d(op, "x", x)
         check_4d(op, "gy", gy)
-        shapes = f"x {tuple(x.shape)}, gy {tuple(gy.shape)}, ksize {attrs['ksize']}"
+        shapes = LazyText(
+            lambda: f"x {tuple(x.shape)}, gy {tuple(gy.shape)}, ksize {attrs['ksize']}"
+        )
         groups = attrs["groups"]
         _check_groups(op, groups, (x.shape[1], gy.shape[1]), shapes)
         out = _spatial_out(op, x.shape[2:], attrs["ksize"], attrs, shapes)

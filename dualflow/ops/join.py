@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
+from dualflow.errors import DTypeError, LazyText, ShapeError, user_frame, with_location
 from dualflow.ops.axes import normalize_axes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexspec import shape_of
@@ -141,7 +141,8 @@ def split(x: Any, indices_or_sections: int | Sequence[int], axis: int = 0) -> tu
         (axis,) = normalize_axes("split", axis, len(shape))
     except ShapeError as exc:
         raise ShapeError(with_location(f"{exc} (shape {shape})", user_frame())) from None
-    bounds = _split_bounds(shape[axis], indices_or_sections, f"axis {axis} of shape {shape}")
+    what = LazyText(lambda: f"axis {axis} of shape {shape}")  # sizes' text only if it fails
+    bounds = _split_bounds(shape[axis], indices_or_sections, what)
     # Python slice semantics for each piece, as numpy: out-of-range or decreasing indices give
     # empty or clipped pieces.
     return tuple(

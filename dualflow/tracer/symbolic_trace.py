@@ -93,6 +93,10 @@ class SymbolicShapes:
                 self.shapes[value] = tuple(meta.shape)
         if creator is not None:  # backward formulas read sizes from the tape node
             creator.in_shapes = tuple(m.shape for m in metas)
+            saved = creator.saved_inputs
+            if literals and saved:  # a saved literal (a mean's 1/n): its expression too
+                where = OPS[node.op].save_inputs
+                creator.saved_inputs = tuple(literals.get(i, v) for i, v in zip(where, saved))
             if creator.out_metas is not None:
                 creator.out_metas = tuple(
                     (m.shape, o[1]) for m, o in zip(inferred, creator.out_metas)

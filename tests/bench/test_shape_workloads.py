@@ -85,9 +85,11 @@ def test_a_failing_mode_is_a_note_row(monkeypatch) -> None:
     assert [r.note for r in rows] == ["failed: RuntimeError: no kernel"] * 4
 
 
-@pytest.mark.xfail(strict=True, reason="issue 39: symbolic dimensions not landed")
 @pytest.mark.parametrize("name", NAMES)
 def test_compiled_rows_trace_at_most_twice_and_run_plans(name: str) -> None:
+    # two traces (the first, and one at other sizes that witnesses it), one more for a size 1
+    # (never a symbol, as in PyTorch) and one for Adam's single-use first step
+    extra = {"variable-batch": 0, "variable-seq": 1, "variable-batch-infer": 1}[name]
     sizes = {"variable-batch": [3, 5, 8, 13, 21, 34], "variable-batch-infer": [1, 2, 3, 5, 8, 9]}
     build = {
         "variable-batch": partial(build_variable_batch, sizes=sizes["variable-batch"], hidden=8),
@@ -101,7 +103,7 @@ def test_compiled_rows_trace_at_most_twice_and_run_plans(name: str) -> None:
     _, compiled, exact, _ = shape_rows(name, build, 1, 0)
     calls = 2 * 6 + 1  # a warm pass, a timed pass, the memory probe
     for row in (compiled, exact):
-        assert row.traces <= 2 and row.plan_runs >= calls - 2, row
+        assert row.traces <= 2 + extra and row.plan_runs >= calls - 2 - extra, row
         assert row.matches is True
 
 
