@@ -20,7 +20,10 @@ from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.symbolic_trace import SymbolicShapes, instantiate, same_graph
 from dualflow.tracer.trace import Trace
 
-INSTANCES = 8  # plans kept per template: each holds its own buffers (a ResNet step: ~100s of MB)
+# plans kept per template, the least recently used dropped first: at most this many, and at most
+# this many bytes of buffers held between calls (a ResNet step's plan holds ~100s of MB)
+INSTANCES = 64
+INSTANCE_BYTES = 512 * 2**20
 
 
 def leaf_shapes(described: list[tuple[str, Any]]) -> list[tuple]:
@@ -66,9 +69,20 @@ class Template:
             return found
         found = self._build(binding)
         self.instances[key] = found
-        if len(self.instances) > INSTANCES:
+        while len(self.instances) > 1 and (
+            len(self.instances) > INSTANCES or self.held_bytes() > INSTANCE_BYTES
+        ):
             self.instances.popitem(last=False)
         return found
+
+    def held_bytes(self) -> int:
+        """Bytes the plans built from this template keep between calls (their buffers)."""
+        total = 0
+        for trace in self.instances.values():
+            total += trace.plan.held_bytes
+            if trace.backward is not None:
+                total += trace.backward.plan.held_bytes
+        return total
 
     def _build(self, binding: dict[str, int]) -> Trace:
         trace = self.trace
