@@ -20,7 +20,7 @@ from typing import Any
 from dualflow.errors import ConfigError
 from dualflow.graph_ir.printer import print_graph
 from dualflow.symbolic_shapes import ACTIVE, SymInt, render_guard
-from dualflow.tracer.shape_template import Template
+from dualflow.tracer.shape_template import INSTANCES, Template
 from dualflow.tracer.symbolic_trace import SymbolicShapes, symbolic_view
 from dualflow.tracer.trace import Trace
 
@@ -158,10 +158,15 @@ class DynamicDims:
         self.families: dict[Any, Family] = {}
         self.masks: list[Mask] = []
         self.built = 0  # plans built from templates for new sizes
+        self.served: dict[Any, tuple[Template, dict]] = {}  # signature -> its template, binding
         self.note: str | None = None  # why the last family was refuted
 
     def candidates(self, key: Any, flat: Any) -> list[tuple[Template, dict]]:
-        """Witnessed templates that may serve a call, with its binding (guards checked)."""
+        """Witnessed templates that may serve a call, with its binding (guards checked); a
+        signature served before skips the search (its sizes fix the binding and the guards)."""
+        known = self.served.get(key)
+        if known is not None:
+            return [known]
         found = []
         shapes = [leaf.shape for leaf in flat.leaves]
         for mask in self.masks:
@@ -170,6 +175,10 @@ class DynamicDims:
                 binding = template.binding(shapes) if template.witnessed else None
                 if binding is not None and template.failing_guard(binding) is None:
                     found.append((template, binding))
+        if found:
+            self.served[key] = found[0]
+            if len(self.served) > 4 * INSTANCES:
+                self.served.pop(next(iter(self.served)))
         return found
 
     def instance(self, template: Template, binding: dict) -> Trace:
