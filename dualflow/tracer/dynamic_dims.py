@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow.errors import ConfigError
+from dualflow.errors import ConfigError, TracingError
 from dualflow.graph_ir.printer import print_graph
-from dualflow.symbolic_shapes import ACTIVE, SymInt, render_guard
+from dualflow.symbolic_shapes import ACTIVE, SYMBOLIC, render_guard
+from dualflow.tracer import pytree
 from dualflow.tracer.shape_template import INSTANCES, Template
 from dualflow.tracer.symbolic_trace import SymbolicShapes, symbolic_view
 from dualflow.tracer.trace import Trace
@@ -94,15 +95,20 @@ def symbolic_tracing(facts: SymbolicShapes | None) -> Iterator[None]:
 
 
 def concrete_results(out: Any) -> Any:
-    """A traced call's result with returned sizes (``return loss, x.shape[0]``) as plain ints,
-    each guarded: the result's statics are the trace's, so the size is a constant of it."""
-    if isinstance(out, SymInt):
-        return out.concrete("returned")
-    if type(out) in (tuple, list):
-        return type(out)(concrete_results(v) for v in out)
-    if type(out) is dict:
-        return {k: concrete_results(v) for k, v in out.items()}
-    return out
+    """A traced call's result with returned sizes (``return loss, x.shape[0]``, in any
+    container a plan rebuilds) as plain ints, each guarded: a result's non-tensor parts are
+    constants of the trace, so the trace serves only calls where the size is the same."""
+    try:
+        leaves, _, tree = pytree.flatten(out, "result", is_leaf=_is_size)
+    except TracingError:  # a container a plan cannot rebuild: finishing the trace refuses it
+        return out
+    if not any(_is_size(v) for v in leaves):
+        return out  # the very objects returned, as eager returns them
+    return pytree.unflatten(tree, [v.concrete("returned") if _is_size(v) else v for v in leaves])
+
+
+def _is_size(value: Any) -> bool:
+    return isinstance(value, SYMBOLIC)
 
 
 def _array_parts(key: Any) -> list[int]:

@@ -108,3 +108,17 @@ def test_mark_dynamic_and_mark_static() -> None:
         df.mark_dynamic(x, 2)
     with pytest.raises(df.errors.ConfigError):
         df.compile(lambda x: x, dynamic="yes")
+
+
+def test_a_returned_size_in_any_container_is_the_call_s_own() -> None:
+    from collections import namedtuple
+
+    Result = namedtuple("Result", "total rows")
+
+    def f(x):
+        return Result(x.sum(), {"n": [x.shape[0]]})
+
+    g = df.compile(f)
+    for n in [4, 6, 9, 4, 6, 9]:
+        out = g(df.zeros(n, 2))
+        assert type(out) is Result and out.rows == {"n": [n]} and type(out.rows["n"][0]) is int
