@@ -86,7 +86,37 @@ def _operand(other: Any) -> Poly | None:
     return None
 
 
-class SymInt:
+class Escapes:
+    """How a symbolic number becomes a plain Python value: through ``concrete``, which records
+    the guard that the value is the traced call's (what SymInt and SymFloat share)."""
+
+    __slots__ = ()
+
+    def concrete(self, why: str = "a concrete value") -> Any:
+        raise NotImplementedError
+
+    def __float__(self) -> float:
+        return float(self.concrete("float()"))
+
+    def __hash__(self) -> int:
+        return hash(self.concrete("hash()"))
+
+    def __str__(self) -> str:
+        return str(self.concrete("str()"))
+
+    def __format__(self, spec: str) -> str:
+        return format(self.concrete("format()"), spec)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np  # noqa: PLC0415 - only a size turned into an array needs numpy
+
+        return np.asarray(self.concrete("numpy array"), dtype=dtype)
+
+    def __repr__(self) -> str:  # what eager's number shows (a shape printed into a string)
+        return repr(self.concrete("repr()"))
+
+
+class SymInt(Escapes):
     """A size known by its expression over symbols, and its value in the traced call (``hint``).
 
     Example:
@@ -174,6 +204,8 @@ class SymInt:
             return COMPARE[relation](self.concrete("a comparison with a non-int"), other)
         return self.env.decide(add(self.poly, q, -1), relation)
 
+    __hash__ = Escapes.__hash__  # defining __eq__ below would otherwise drop the inherited one
+
     def __eq__(self, other: Any) -> Any:  # type: ignore[override]
         return self._compare(other, "==")
 
@@ -208,33 +240,13 @@ class SymInt:
     def __int__(self) -> int:
         return self.concrete("int()")
 
-    def __float__(self) -> float:
-        return float(self.concrete("float()"))
-
-    def __hash__(self) -> int:
-        return hash(self.concrete("hash()"))
-
-    def __str__(self) -> str:
-        return str(self.concrete("str()"))
-
-    def __format__(self, spec: str) -> str:
-        return format(self.concrete("format()"), spec)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np  # noqa: PLC0415 - only a size turned into an array needs numpy
-
-        return np.asarray(self.concrete("numpy array"), dtype=dtype)
-
-    def __repr__(self) -> str:  # what eager's int shows (a shape printed into a string)
-        return repr(self.concrete("repr()"))
-
     @property
     def expr(self) -> str:
         """The expression as text (``s0*16 + 1``), for explain and messages; no guard."""
         return render(self.poly)
 
 
-class SymFloat:
+class SymFloat(Escapes):
     """``numerator / n`` for a SymInt ``n``: a mean's ``1/n`` factor, which an op takes as a
     literal; evaluated per call exactly as Python computes it. Any other use takes the traced
     call's value, guarded (``n == hint``).
@@ -257,9 +269,6 @@ class SymFloat:
         self.denominator.concrete(why)
         return self.hint
 
-    def __float__(self) -> float:
-        return self.concrete("float()")
-
     def _value(self, other: Any, how: Any) -> Any:
         if isinstance(other, SymFloat | SymInt):
             other = other.concrete("arithmetic")
@@ -270,23 +279,6 @@ class SymFloat:
 
     def __bool__(self) -> bool:
         return bool(self.concrete("bool()"))
-
-    def __hash__(self) -> int:
-        return hash(self.concrete("hash()"))
-
-    def __str__(self) -> str:
-        return str(self.concrete("str()"))
-
-    def __format__(self, spec: str) -> str:
-        return format(self.concrete("format()"), spec)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np  # noqa: PLC0415
-
-        return np.asarray(self.concrete("numpy array"), dtype=dtype)
-
-    def __repr__(self) -> str:
-        return repr(self.concrete("repr()"))
 
 
 def _binary(how: Any, reflected: bool) -> Any:
