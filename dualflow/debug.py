@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 import dualflow
-from dualflow._tensor import Tensor
 from dualflow.graph_ir.ir import Graph
 from dualflow.ops.host_print import debug_print
 from dualflow.passes.manager import resolve_passes, run_passes
 from dualflow.rule_check import RuleCheck, check_rules, describe_node, environment, same_bits
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.signature import flatten
 
 __all__ = ["Report", "RuleCheck", "check_rules", "compare_modes", "describe_node", "same_bits"]

@@ -60,14 +60,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("debug", "bench", "cache_cli", "cache_warm", "onnx", "__main__", ""),
     ),  # "": dualflow/__init__.py
 )
-TENSOR_UNIT = ("_tensor", "tensor_methods", "autograd", "transfer", "functions", "factories")
-TENSOR_UNIT += ("random", "gradcheck")
-TENSOR_UNIT += ("index_functions", "function_names", "sparse", "complex_tensors")  # torch.*
+TENSOR_UNIT = ("tensor", "autograd", "functions", "gradcheck")
+TENSOR_UNIT += ("index_functions", "function_names")  # torch.*
 # Accepted upward imports, each for a reason: (importing module, imported module) -> why.
 EXCEPTIONS: dict[tuple[str, str], str] = {
     ("dualflow.ops.dispatch", "dualflow.autograd"): "the first op call of a process that "
     "imported only ops loads the eager interpreter, which installs itself into ops",
-    ("dualflow.ops.random_ops", "dualflow.random"): "the default generator (a layer above) "
+    ("dualflow.ops.random_ops", "dualflow.tensor.random"): "the default generator (a layer above) "
     "installs its source into ops when imported: loaded on the first RNG op without one",
     ("dualflow.tracer.plan_cache", "dualflow"): "plan-cache keys hold dualflow.__version__",
 }
@@ -226,7 +225,7 @@ IDS = [str(p.relative_to(PACKAGE.parent)) for p in MODULES]
 
 def test_every_unit_has_a_layer() -> None:
     units = {unit_of(module_name(p)) for p in MODULES}
-    assert len(MODULES) > 10 and PACKAGE / "_tensor.py" in MODULES
+    assert len(MODULES) > 10 and PACKAGE / "tensor" / "core.py" in MODULES
     assert not units - set(RANK), f"place these in LAYERS: {sorted(units - set(RANK))}"
     assert not set(RANK) - units, f"LAYERS names units that do not exist: {set(RANK) - units}"
 
@@ -300,17 +299,21 @@ def test_exceptions_are_still_needed() -> None:
 @pytest.mark.parametrize(
     "source, module, expected",
     [
-        ("from dualflow._tensor import Tensor\n", "dualflow.graph_ir.graph", True),
+        ("from dualflow.tensor.core import Tensor\n", "dualflow.graph_ir.graph", True),
         ("import dualflow.autograd.engine\n", "dualflow.passes.cse", True),
         ("from dualflow import tracer\n", "dualflow.runtime.plan", True),
-        ("from ..._tensor import Tensor\n", "dualflow.runtime.cpu.kernels", True),
-        ("def f():\n    from dualflow._tensor import Tensor\n", "dualflow.graph_ir.graph", True),
+        ("from ...tensor.core import Tensor\n", "dualflow.runtime.cpu.kernels", True),
+        (
+            "def f():\n    from dualflow.tensor.core import Tensor\n",
+            "dualflow.graph_ir.graph",
+            True,
+        ),
         ("def f():\n    from dualflow.graph_ir import Graph\n", "dualflow.ops.conv", True),
         ("from .registry import OPS\n", "dualflow.ops.conv", False),
-        ("if TYPE_CHECKING:\n    from dualflow._tensor import T\n", "dualflow.ops.conv", False),
+        ("if TYPE_CHECKING:\n    from dualflow.tensor.core import T\n", "dualflow.ops.conv", False),
         ("import dualflow\n", "dualflow.ops.conv", True),
         ("from dualflow import errors\n", "dualflow.ops.conv", False),
-        ("from dualflow import _tensor as t\n", "dualflow.ops.conv", True),
+        ("from dualflow.tensor import core as t\n", "dualflow.ops.conv", True),
         ("from dualflow.ops import OPS\n", "dualflow.passes.cse", False),
         ("from dualflow.nn import Module\n", "dualflow.autograd.engine", True),
         ("from dualflow.ops import OPS\n", "dualflow.kernels.fused_cpu.fused_elementwise", True),
@@ -332,7 +335,7 @@ def test_the_checker_catches_violations(
     path = fake.joinpath(*module.split(".")[1:]).with_suffix(".py")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
-    for package in ("_tensor.py", "errors.py", "ops/__init__.py", "tracer/__init__.py"):
+    for package in ("tensor/core.py", "errors.py", "ops/__init__.py", "tracer/__init__.py"):
         (fake / package).parent.mkdir(parents=True, exist_ok=True)
         (fake / package).touch()
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)

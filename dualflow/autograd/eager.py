@@ -14,8 +14,6 @@ import numpy as np
 
 from dualflow._config import config
 from dualflow._pending import Pending
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import record as record_node
 from dualflow.device import device_of, get_array_module
 from dualflow.errors import (
     DeviceError,
@@ -29,6 +27,8 @@ from dualflow.errors import (
 )
 from dualflow.ops.dispatch import set_default_interpreter
 from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import record as record_node
 
 _SCALARS = (int, float, bool)
 _ndarray = np.ndarray

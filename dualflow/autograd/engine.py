@@ -18,15 +18,15 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config, using_config
-from dualflow._tensor import Tensor, as_tensor
 from dualflow._undo import current as undo_current
 from dualflow.autograd.eager import check_finite
 from dualflow.autograd.observers import Observation, start_observing
-from dualflow.autograd.tape import GraphReleasedError, Node
-from dualflow.autograd.tape import edge as edge_of
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.creation import ZeroGradient
 from dualflow.ops.dispatch import tracing
+from dualflow.tensor.core import Tensor, as_tensor
+from dualflow.tensor.tape import GraphReleasedError, Node
+from dualflow.tensor.tape import edge as edge_of
 
 _seq = operator.attrgetter("seq")
 

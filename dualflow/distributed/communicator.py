@@ -14,7 +14,6 @@ import numpy as np
 
 from dualflow import arguments, ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.distributed.agreement import (
     FAILED,
@@ -31,6 +30,7 @@ from dualflow.distributed.pending import PendingAllreduce
 from dualflow.distributed.watchdog import Timeout, constructor_timeout
 from dualflow.errors import CommunicatorError
 from dualflow.ops.collective import REDUCTIONS, register_communicator
+from dualflow.tensor.core import Tensor
 
 
 class Communicator:

@@ -15,11 +15,11 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.autograd.observers import add_backward_observer
 from dualflow.device import get_array_module
 from dualflow.ops.collective import agreed_collectives
 from dualflow.ops.dispatch import tracing
+from dualflow.tensor.core import Tensor
 
 
 class GradReducer:

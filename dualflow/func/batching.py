@@ -19,13 +19,13 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.autograd.eager import check_inputs
-from dualflow.autograd.tape import record
 from dualflow.errors import DualflowError
 from dualflow.ops.dispatch import apply as dispatch_apply
 from dualflow.ops.dispatch import current_interpreter
 from dualflow.ops.registry import OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import record
 
 RANDOM_OPS = ("random_normal", "random_uniform", "dropout_mask")
 _WARNED: set[str] = set()

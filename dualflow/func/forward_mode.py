@@ -14,13 +14,13 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import edge
 from dualflow.errors import with_location
 from dualflow.func.jvp_rules import rule_of
 from dualflow.ops import dispatch
 from dualflow.ops.dispatch import current_interpreter
 from dualflow.ops.registry import OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import edge
 
 
 def _holder(value: Tensor) -> Any:

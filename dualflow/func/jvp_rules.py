@@ -22,12 +22,12 @@ from collections.abc import Callable
 
 from dualflow import ops
 from dualflow._config import enable_grad
-from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
-from dualflow.autograd.tape import record
 from dualflow.func.level import Level, share_tangents
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import OPS, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import record
 
 Rule = Callable[[OpDef, tuple, dict, tuple, list], list]
 

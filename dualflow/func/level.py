@@ -19,8 +19,8 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import is_grad_enabled
-from dualflow._tensor import Tensor, tensor
 from dualflow.ops.dispatch import current_interpreter
+from dualflow.tensor.core import Tensor, tensor
 from dualflow.tracer.pytree import flatten, unflatten
 
 _FLOAT_KINDS = ("f", "c")

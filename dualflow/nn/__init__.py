@@ -83,8 +83,8 @@ from dualflow.nn.upsampling import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
-from dualflow.tensor_methods.hints import missing
-from dualflow.tensor_methods.suggest import NN_RENAMES
+from dualflow.tensor.methods.hints import missing
+from dualflow.tensor.methods.suggest import NN_RENAMES
 
 __all__ = [
     "ELU",

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node, record
 from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import Node, record
 
 if TYPE_CHECKING:
     from dualflow.nn.module import Module

@@ -13,11 +13,11 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.device import Device, send
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.ops.dispatch import tracing
 from dualflow.serialization import check_cast
+from dualflow.tensor.core import Tensor
 
 if TYPE_CHECKING:
     from dualflow.nn.module import Module

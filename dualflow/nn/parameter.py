@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 
 
 class Parameter(Tensor):

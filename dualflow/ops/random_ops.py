@@ -208,7 +208,7 @@ def _next_key(generator: Any, like: Any) -> Any:
         if not _default_generator_for:
             # dualflow.random (a layer above) installs the source when imported: import it now
             # rather than make users know about the layering
-            importlib.import_module("dualflow.random")
+            importlib.import_module("dualflow.tensor.random")
         generator = _default_generator_for[0](like)
     return generator.next_key()
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:  # names for the annotations only: both live in higher layers
-    from dualflow._tensor import Tensor
     from dualflow.graph_ir.ir import Value
+    from dualflow.tensor.core import Tensor
 
 
 class TracingHooks(Protocol):

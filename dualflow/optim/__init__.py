@@ -19,7 +19,7 @@ from dualflow.optim.optimizer import Optimizer
 from dualflow.optim.radam import RAdam
 from dualflow.optim.rmsprop import RMSprop
 from dualflow.optim.sgd import SGD
-from dualflow.tensor_methods.hints import missing
+from dualflow.tensor.methods.hints import missing
 
 __all__ = [
     "LBFGS",

@@ -16,11 +16,11 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import enable_grad, no_grad
-from dualflow._tensor import Tensor
 from dualflow.ops.dispatch import tracing
 from dualflow.optim.line_search import strong_wolfe
 from dualflow.optim.optimizer import Optimizer
 from dualflow.optim.param_group import as_float
+from dualflow.tensor.core import Tensor
 
 
 def _dot(a: Tensor, b: Tensor) -> float:

@@ -16,9 +16,9 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.ops.dispatch import tracing
+from dualflow.tensor.core import Tensor
 
 
 def as_float(value: Any) -> float:

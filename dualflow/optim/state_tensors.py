@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
+from dualflow.tensor.core import Tensor
 
 
 def zeros_like(p: Tensor) -> Tensor:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import pytree
 
 

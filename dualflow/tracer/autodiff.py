@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dualflow._config import config, no_grad
-from dualflow._tensor import Tensor
 from dualflow.autograd.engine import grad
-from dualflow.autograd.tape import GraphReleasedError, Node, record
 from dualflow.device import Device, get_array_module
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.ops.dispatch import interpreting
 from dualflow.ops.registry import OpDef
 from dualflow.runtime.plan import Plan
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import GraphReleasedError, Node, record
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.state import StateChecks

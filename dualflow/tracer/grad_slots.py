@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 
 
 class GradSlots:

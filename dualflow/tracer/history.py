@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import Node
 
 
 def _saved(node: Node) -> list[Any]:

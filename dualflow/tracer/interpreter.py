@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.autograd.eager import EAGER
-from dualflow.autograd.tape import next_seq
 from dualflow.errors import TracingError, user_frame, with_location
 from dualflow.graph_ir.builder import GraphBuilder
 from dualflow.graph_ir.ir import Value
 from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import next_seq
 from dualflow.tracer.array_argument import ArrayArgument, unwrap
 from dualflow.tracer.env_record import EnvRecorder
 from dualflow.tracer.grad_slots import GradSlots

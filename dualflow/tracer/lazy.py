@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dualflow._pending import Pending
-from dualflow._tensor import Tensor
 from dualflow._undo import recording
 from dualflow.ops.dispatch import interpreting
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.lazy_plans import LazyPlans
 from dualflow.tracer.lazy_record import LazyRecorder

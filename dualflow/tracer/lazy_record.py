@@ -24,11 +24,11 @@ import numpy as np
 
 from dualflow._config import config
 from dualflow._pending import Pending, resolved
-from dualflow._tensor import Tensor
 from dualflow.autograd.eager import EAGER, check_inputs, meta_of, wrap_results
 from dualflow.errors import DualflowError, user_frame
 from dualflow.graph_ir.layout import RULES, C
 from dualflow.ops.registry import OPS, Meta, OpDef
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.lazy_keys import INFERRED, LITERALS, bits, described, frozen_attrs
 from dualflow.tracer.lazy_plans import LazyPlans, Segment, root_of

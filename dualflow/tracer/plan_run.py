@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow._config import config, enable_grad
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.autodiff import connect, released_node
 from dualflow.tracer.collective_agreement import EAGER_RUN

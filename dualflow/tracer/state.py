@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.device import Device, device_of
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.env_guards import EnvGuards
 from dualflow.tracer.module_reads import ANY_MODE
 

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 
 Path = list[list[Any]]  # [["closure", "model"], ["attr", "_params"], ["item", "weight"], ...]
 
@@ -79,7 +79,7 @@ def function_roots(fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[tuple, 
         roots[("arg", i)] = value
     for name, value in kwargs.items():
         roots[("kwarg", name)] = value
-    from dualflow.random import _defaults  # noqa: PLC0415 - random imports the tracer stack
+    from dualflow.tensor.random import _defaults  # noqa: PLC0415 - random imports the tracer stack
 
     for device, generator in _defaults.items():
         roots[("rng", str(device))] = generator

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.errors import TracingError
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
 from dualflow.runtime.memory import alias_roots
 from dualflow.runtime.plan import Plan
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.autodiff import Backward, trace_backward
 from dualflow.tracer.env_guards import is_value, is_versioned
 from dualflow.tracer.environment import finish_environment

@@ -21,12 +21,12 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config, no_grad, using_config
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node, next_seq
 from dualflow.device import Device
 from dualflow.errors import RecomputeError, with_location
 from dualflow.graph_ir.builder import recomputing
-from dualflow.random import Generator, default_generator
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.random import Generator, default_generator
+from dualflow.tensor.tape import Node, next_seq
 
 
 def _tensors(value: Any) -> list[Tensor]:

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import dualflow
-from dualflow._tensor import Tensor
 from dualflow.autograd.eager import EAGER
 from dualflow.graph_ir.layout import RULES, array_layout
 from dualflow.ops.dispatch import interpreting
+from dualflow.tensor.core import Tensor
 from tests.opinfo import OP_INFOS
 
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-# a cycle (the tensor module imports autograd, which imports this one): read at call time only
-import dualflow._tensor as _tensor
 from dualflow.ops.registry import OpDef
+
+# a cycle (the tensor module imports autograd, which imports this one): read at call time only
+from dualflow.tensor import core as _tensor
 
 _sequence = itertools.count()
 _new = object.__new__

@@ -17,8 +17,8 @@ from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError, with_location
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply, reading, tracing
-from dualflow.tensor_methods import TensorMethods
-from dualflow.tensor_methods.layout import Reflected
+from dualflow.tensor.methods import TensorMethods
+from dualflow.tensor.methods.layout import Reflected
 
 _FLOAT_KINDS = "fc"
 
@@ -26,7 +26,7 @@ _FLOAT_KINDS = "fc"
 class Tensor(TensorMethods):
     """A multi-dimensional array that records the ops applied to it for autodiff.
 
-    Methods follow PyTorch's names and meanings (``dualflow.tensor_methods``: ``x.size()``,
+    Methods follow PyTorch's names and meanings (``dualflow.tensor.methods``: ``x.size()``,
     ``x.view``, ``x.sum(dim=...)``, ``x.transpose(0, 1)``, in-place ``x.add_``...).
 
     Example:
@@ -141,8 +141,8 @@ class Tensor(TensorMethods):
 
     def to_device(self, device: Device | str) -> Tensor:
         """This tensor on ``device``: itself when already there (zero-copy), else a copy that
-        gradients flow back through (see ``dualflow.transfer.to_device``)."""
-        from dualflow.transfer import to_device  # noqa: PLC0415 - transfer imports this module
+        gradients flow back through (see ``dualflow/tensor/transfer.py``)."""
+        from dualflow.tensor.transfer import to_device  # noqa: PLC0415 - transfer imports this module
 
         return to_device(self, device)
 

@@ -27,10 +27,10 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._tensor import Tensor, as_tensor, tensor
 from dualflow.errors import ShapeError, with_location
-from dualflow.tensor_methods.layout import Reflected
-from dualflow.tensor_methods.unique import values_of
+from dualflow.tensor.core import Tensor, as_tensor, tensor
+from dualflow.tensor.methods.layout import Reflected
+from dualflow.tensor.methods.unique import values_of
 
 
 @dataclasses.dataclass(eq=False, repr=False, init=False)

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow.tensor_methods.compare import CompareMethods
-from dualflow.tensor_methods.convert import ConvertMethods
-from dualflow.tensor_methods.cumulative import CumulativeMethods
-from dualflow.tensor_methods.hints import TENSOR_HINTS, missing
-from dualflow.tensor_methods.index import IndexMethods
-from dualflow.tensor_methods.inplace_methods import InplaceMethods
-from dualflow.tensor_methods.layout import LayoutMethods
-from dualflow.tensor_methods.math import MathMethods
-from dualflow.tensor_methods.numpy_protocol import NumpyProtocol
-from dualflow.tensor_methods.ported import PortedMethods
-from dualflow.tensor_methods.reduce import ReduceMethods, ValuesIndices
-from dualflow.tensor_methods.scatter import ScatterMethods
-from dualflow.tensor_methods.shape import ShapeMethods
-from dualflow.tensor_methods.size import Size
-from dualflow.tensor_methods.unique import UniqueMethods
+from dualflow.tensor.methods.compare import CompareMethods
+from dualflow.tensor.methods.convert import ConvertMethods
+from dualflow.tensor.methods.cumulative import CumulativeMethods
+from dualflow.tensor.methods.hints import TENSOR_HINTS, missing
+from dualflow.tensor.methods.index import IndexMethods
+from dualflow.tensor.methods.inplace_methods import InplaceMethods
+from dualflow.tensor.methods.layout import LayoutMethods
+from dualflow.tensor.methods.math import MathMethods
+from dualflow.tensor.methods.numpy_protocol import NumpyProtocol
+from dualflow.tensor.methods.ported import PortedMethods
+from dualflow.tensor.methods.reduce import ReduceMethods, ValuesIndices
+from dualflow.tensor.methods.scatter import ScatterMethods
+from dualflow.tensor.methods.shape import ShapeMethods
+from dualflow.tensor.methods.size import Size
+from dualflow.tensor.methods.unique import UniqueMethods
 
 
 class TensorMethods(

@@ -1,4 +1,4 @@
-"""The composites of ``tensor_methods/ported.py`` that no PyTorch reference can check (random
+"""The composites of ``tensor/methods/ported.py`` that no PyTorch reference can check (random
 draws, grad mode, device flags) and their refusals; values against PyTorch are in
 ``tests/compat/test_ported_compat.py``.
 """

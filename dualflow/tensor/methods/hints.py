@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from dualflow.tensor_methods.suggest import MissingName
+from dualflow.tensor.methods.suggest import MissingName
 
 _NO_STRIDES = "dualflow tensors are numpy/cupy arrays without exposed strides or storage"
 

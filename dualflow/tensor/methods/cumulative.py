@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow.tensor_methods.inplace import arith
-from dualflow.tensor_methods.reduce import ValuesIndices
-from dualflow.tensor_methods.size import dim_index
+from dualflow.tensor.methods.inplace import arith
+from dualflow.tensor.methods.reduce import ValuesIndices
+from dualflow.tensor.methods.size import dim_index
 
 
 def _widened(x: Any, dtype: Any) -> Any:

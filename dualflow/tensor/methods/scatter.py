@@ -18,8 +18,8 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.errors import DTypeError, ShapeError, with_location
-from dualflow.tensor_methods.inplace import arith, put
-from dualflow.tensor_methods.size import dim_index
+from dualflow.tensor.methods.inplace import arith, put
+from dualflow.tensor.methods.size import dim_index
 
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 

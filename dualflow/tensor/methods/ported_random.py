@@ -13,7 +13,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.errors import ShapeError, user_frame, with_location
-from dualflow.tensor_methods.inplace import random_fill
+from dualflow.tensor.methods.inplace import random_fill
 
 
 def shape_error(message: str) -> ShapeError:
@@ -23,7 +23,7 @@ def shape_error(message: str) -> ShapeError:
 
 def to_tensor(x: Any) -> Any:
     """``x`` as a Tensor (imported late: the tensor module imports this package)."""
-    from dualflow._tensor import as_tensor  # noqa: PLC0415 - _tensor imports this package
+    from dualflow.tensor.core import as_tensor  # noqa: PLC0415 - _tensor imports this package
 
     return as_tensor(x)
 
@@ -48,8 +48,8 @@ def randperm(
         >>> sorted(randperm(5).tolist())
         [0, 1, 2, 3, 4]
     """
-    from dualflow.factories import finish  # noqa: PLC0415
-    from dualflow.random import uniform  # noqa: PLC0415 - random imports the Tensor
+    from dualflow.tensor.factories import finish  # noqa: PLC0415
+    from dualflow.tensor.random import uniform  # noqa: PLC0415 - random imports the Tensor
 
     draws = uniform((int(n),), dtype=np.float64, generator=generator, device=device)
     return finish(ops.cast(ops.argsort(draws), np.dtype(dtype or np.int64)), requires_grad)

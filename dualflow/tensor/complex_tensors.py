@@ -26,9 +26,9 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import DTypeError, ShapeError, with_location
-from dualflow.tensor_methods.layout import Reflected
+from dualflow.tensor.core import Tensor, as_tensor
+from dualflow.tensor.methods.layout import Reflected
 
 _COMPLEX = {
     np.dtype(np.float32): np.dtype(np.complex64),

@@ -16,10 +16,10 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor, tensor
 from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError
 from dualflow.ops.random_ops import set_default_generator_source
+from dualflow.tensor.core import Tensor, tensor
 
 _STEP = np.array([0, 1], dtype=np.uint64)
 
@@ -196,7 +196,7 @@ def initial_seed() -> int:
 
 
 def _sample(kind: str, sizes: tuple, size: Any, dtype: Any, generator: Any, device: Any) -> Tensor:
-    from dualflow.factories import size_of  # noqa: PLC0415 - factories imports tensor ops only
+    from dualflow.tensor.factories import size_of  # noqa: PLC0415 - factories imports tensor ops only
 
     dtype = np.dtype(dtype or np.float32)
     if dtype.kind != "f":
@@ -275,7 +275,7 @@ def randint(
         >>> randint(5, size=(2, 3)).shape, randint(low=1, high=2, size=(2,)).tolist()
         ((2, 3), [1, 1])
     """
-    from dualflow.factories import size_of  # noqa: PLC0415
+    from dualflow.tensor.factories import size_of  # noqa: PLC0415
 
     low, high, size = _randint_arguments(args, low, high, size)
     if int(high) <= int(low):

@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.errors import DTypeError
+from dualflow.tensor.core import Tensor
 
 
 def size_of(size: tuple, keyword: Any = None) -> tuple[int, ...]:

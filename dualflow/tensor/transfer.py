@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow._config import config
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node
-from dualflow.autograd.tape import record as record_node
 from dualflow.device import Device, array_from_dlpack, device_of, send
 from dualflow.errors import TracingError, with_location
 from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import Node
+from dualflow.tensor.tape import record as record_node
 
 
 def _forward(xp: Any, x: Any, *, device: str, source: str) -> Any:

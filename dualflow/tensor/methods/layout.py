@@ -1,5 +1,5 @@
-"""The dense real Tensor's side of sparse COO tensors (``dualflow/sparse.py``) and complex
-tensors (``dualflow/complex_tensors.py``): ``is_sparse``, ``to_sparse()``, ``to_dense()`` and
+"""The dense real Tensor's side of sparse COO tensors (``dualflow/tensor/sparse.py``) and complex
+tensors (``dualflow/tensor/complex_tensors.py``): ``is_sparse``, ``to_sparse()``, ``to_dense()`` and
 ``is_complex()``, with PyTorch's meanings.
 """
 
@@ -31,7 +31,7 @@ class LayoutMethods:
             >>> dualflow.tensor([[0.0, 1.0]]).to_sparse()._indices().tolist()
             [[0], [1]]
         """
-        from dualflow.sparse import from_dense  # noqa: PLC0415 - sparse builds on Tensor
+        from dualflow.tensor.sparse import from_dense  # noqa: PLC0415 - sparse builds on Tensor
 
         if sparse_dim is not None and sparse_dim != self.ndim:
             raise NotImplementedError(

@@ -14,7 +14,7 @@ from dualflow import ops
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.dispatch import apply
 from dualflow.ops.slicing import GetItem, axis_slice
-from dualflow.tensor_methods.size import Size, dim_index, shape_args
+from dualflow.tensor.methods.size import Size, dim_index, shape_args
 
 
 class ShapeMethods:

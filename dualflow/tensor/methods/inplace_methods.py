@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow.tensor_methods.inplace import arith, put, random_fill, write
+from dualflow.tensor.methods.inplace import arith, put, random_fill, write
 
 
 class InplaceMethods:

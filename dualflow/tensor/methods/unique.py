@@ -19,7 +19,7 @@ from dualflow import ops
 from dualflow.device import send
 from dualflow.errors import DTypeError, ShapeError, with_location
 from dualflow.ops.dispatch import tracing
-from dualflow.tensor_methods.size import dim_index
+from dualflow.tensor.methods.size import dim_index
 
 
 def values_of(x: Any, op: str) -> np.ndarray:

@@ -11,7 +11,7 @@ from typing import Any
 from dualflow import ops
 from dualflow.errors import DTypeError, ShapeError, with_location
 from dualflow.ops.validate import require_same_float
-from dualflow.tensor_methods.layout import Reflected
+from dualflow.tensor.methods.layout import Reflected
 
 
 def _require_bool(x: Any, other: Any, op: str) -> None:

@@ -14,8 +14,8 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.errors import ShapeError, with_location
-from dualflow.tensor_methods.reduce import ValuesIndices
-from dualflow.tensor_methods.size import dim_index
+from dualflow.tensor.methods.reduce import ValuesIndices
+from dualflow.tensor.methods.size import dim_index
 
 
 def _index_shape(x: Any, index: Any, dim: int, op: str) -> tuple[int, ...]:

@@ -17,8 +17,8 @@ from dualflow import ops
 from dualflow.device import Device
 from dualflow.errors import DTypeError, TracingError, with_location
 from dualflow.ops.dispatch import tracing
-from dualflow.tensor_methods.inplace import alias_of
-from dualflow.tensor_methods.size import shape_args
+from dualflow.tensor.methods.inplace import alias_of
+from dualflow.tensor.methods.size import shape_args
 
 _DEVICE_KINDS = ("cpu", "cuda", "gpu")
 
@@ -304,7 +304,7 @@ class ConvertMethods:
             >>> dualflow.tensor([1.0], dtype="float64").new_tensor([2, 3]).dtype
             dtype('float64')
         """
-        from dualflow._tensor import tensor  # noqa: PLC0415 - tensor imports this module
+        from dualflow.tensor.core import tensor  # noqa: PLC0415 - tensor imports this module
 
         return tensor(data, dtype=dtype or self.dtype, device=device or self.device)
 

@@ -9,7 +9,7 @@ import dualflow
 import dualflow.nn.functional as F
 from dualflow import nn, optim
 from dualflow.nn import init
-from dualflow.tensor_methods.suggest import NN_RENAMES, RENAMES, TORCH_RENAMES
+from dualflow.tensor.methods.suggest import NN_RENAMES, RENAMES, TORCH_RENAMES
 
 X = dualflow.ones(2)
 

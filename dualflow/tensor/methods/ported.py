@@ -19,7 +19,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow.tensor_methods.ported_random import (
+from dualflow.tensor.methods.ported_random import (
     constant_like,
     fill_integers,
     multinomial,
@@ -128,7 +128,7 @@ def eye(
         >>> eye(2, 3).tolist()
         [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]
     """
-    from dualflow.factories import finish  # noqa: PLC0415 - factories imports the Tensor
+    from dualflow.tensor.factories import finish  # noqa: PLC0415 - factories imports the Tensor
 
     m = n if m is None else m
     rows = ops.arange(0, int(n), 1, np.int64, device).reshape(int(n), 1)

@@ -15,7 +15,7 @@ import numpy as np
 from dualflow import ops
 from dualflow.dtypes import is_float_dtype
 from dualflow.errors import DTypeError, ShapeError, with_location
-from dualflow.tensor_methods.size import dim_index
+from dualflow.tensor.methods.size import dim_index
 
 
 class ValuesIndices(NamedTuple):
