@@ -21,13 +21,38 @@ from dualflow._config import (
     set_debug,
     using_config,
 )
+from dualflow._installed import install as _install
 from dualflow._memory import tune_malloc as _tune_malloc
+from dualflow._version import __version__ as __version__
 from dualflow.background import get_num_threads, set_num_threads
 from dualflow.device import Device, get_array_module
 
 _tune_malloc()  # see dualflow/_memory.py: large temporaries reuse heap memory
 
-__version__ = "0.1.0"
+
+# What lower layers use from higher ones, installed here (dualflow/_installed.py): each loader
+# runs at the first use, so importing a layer alone loads nothing above it.
+def _eager_interpreter() -> Any:
+    from dualflow.autograd.eager import EAGER  # noqa: PLC0415 - loaded at the first op call
+
+    return EAGER
+
+
+def _generator_source() -> Any:
+    from dualflow.tensor.random import default_generator_for  # noqa: PLC0415
+
+    return default_generator_for
+
+
+def _backward() -> Any:
+    from dualflow.autograd.engine import backward  # noqa: PLC0415
+
+    return backward
+
+
+_install("interpreter", _eager_interpreter)  # ops.dispatch: no interpreter active
+_install("generator_source", _generator_source)  # ops.random_ops: generator=None
+_install("backward", _backward)  # Tensor.backward
 
 _FACTORIES = ("zeros", "ones", "full", "empty", "zeros_like", "ones_like", "full_like")
 _FACTORIES += ("empty_like", "arange", "linspace")

@@ -27,7 +27,7 @@ def _holder(value: Tensor) -> Any:
     """What identifies ``value``'s tangent: the tape node and output index that made it (a
     backward re-wraps saved outputs in new Tensors, ``ctx.y``, which must find the tangent of
     the value they hold), else the Tensor itself (a detached alias has no tangent)."""
-    return value if value._creator is None else edge(value)  # the tape's one edge rule
+    return value if value.creator is None else edge(value)  # the tape's one edge rule
 
 
 def _root(array: Any) -> Any:
@@ -109,9 +109,9 @@ class ForwardLevel:
         """``assign(target, value)`` writes the whole target: its tangent becomes the value's
         (broadcast), or none. Refused, before writing, when another tracked tensor shares the
         target's memory: that view's tangent would go stale."""
-        target, root = args[0], _root(args[0]._array)
+        target, root = args[0], _root(args[0].raw_array)
         for _, primal, _ in self.tangents.values():
-            if primal is not target and _root(primal._array) is root:
+            if primal is not target and _root(primal.raw_array) is root:
                 raise RuntimeError(
                     with_location(
                         f"jvp: {op.name} writes in place into a tensor whose memory another "

@@ -84,11 +84,11 @@ def _reaches_outside(outputs: Sequence[Any], fresh: set[int]) -> bool:
     stack = []
     for out in outputs:
         if isinstance(out, Tensor) and out.requires_grad:
-            if out._creator is None:
+            if out.creator is None:
                 if id(out) not in fresh:
                     return True
             else:
-                stack.append(out._creator)
+                stack.append(out.creator)
     while stack:
         node = stack.pop()
         if id(node) in seen:

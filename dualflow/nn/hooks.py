@@ -189,7 +189,7 @@ def _identity_node(tensors: list[Tensor], backward: Callable, name: str) -> list
     tracer = tracing()
     outs = []
     for k, t in enumerate(tensors):
-        out = Tensor._wrap(t._array, node, k, True)
+        out = Tensor.wrap(t.raw_array, node, k, True)
         if tracer is not None:  # the same IR value: the forward graph does not change
             out.value = tracer.value_of(t)
         outs.append(out)

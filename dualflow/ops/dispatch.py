@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from dualflow._config import AUTOCAST_THREADS, config
+from dualflow._installed import installed
 from dualflow.ops.registry import OpDef
 from dualflow.ops.tracing_hooks import TracingHooks
 
@@ -28,11 +29,12 @@ class Interpreter(Protocol):
 
 
 def _bootstrap_apply(op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
-    # The first op call of a process that imported only dualflow.ops: load the eager layer,
-    # which installs its interpreter, then run the call through it.
-    import dualflow.autograd  # noqa: F401, PLC0415
-
-    return _default_apply(op, args, attrs)
+    # The first op call of a process: the interpreter dualflow/__init__ installed (the eager
+    # one, in a layer above) becomes the default, then runs the call.
+    interpreter = installed("interpreter")
+    if _default_apply is _bootstrap_apply:  # not while something stands in for the default
+        set_default_interpreter(interpreter)
+    return interpreter.apply(op, args, attrs)
 
 
 _default_apply: Any = _bootstrap_apply  # replaced by the eager interpreter's ``apply``

@@ -199,7 +199,7 @@ class LBFGS(Optimizer):
 def _copy(value: Any) -> Any:
     """A copy of a state entry: tensors copied, lists of tensors copied item by item."""
     if isinstance(value, Tensor):
-        return Tensor(value._array.copy())
+        return Tensor(value.raw_array.copy())
     if isinstance(value, list):
         return [_copy(v) for v in value]
     return copy.copy(value)

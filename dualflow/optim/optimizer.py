@@ -286,7 +286,7 @@ class Optimizer:
             ]
             groups.append(packed)
         state = {
-            positions[id(p)]: {k: Tensor(v._array.copy()) for k, v in entries.items()}
+            positions[id(p)]: {k: Tensor(v.raw_array.copy()) for k, v in entries.items()}
             for p, entries in self.state.items()
             if entries and id(p) in positions
         }

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
+from dualflow._installed import installed
 from dualflow._pending import Pending
 from dualflow._undo import current as undo_current
 from dualflow.device import Device, device_of, send
@@ -29,6 +30,21 @@ class Tensor(TensorMethods):
     Methods follow PyTorch's names and meanings (``dualflow.tensor.methods``: ``x.size()``,
     ``x.view``, ``x.sum(dim=...)``, ``x.transpose(0, 1)``, in-place ``x.add_``...).
 
+    The machinery's protocol (interpreters, the engine, the tracer, lazy re-execution, optimizers
+    and modules that move state): fields that other packages read and write directly, because
+    they must not run what the user-facing properties run.
+
+    - ``raw_array``: the array slot as stored: a numpy/cupy array, or a lazy ``Pending``
+      placeholder under lazy re-execution. Reading it neither computes pending values nor tells a
+      trace; writing it replaces the payload without an undo record. User code (and anything
+      that needs the values) reads ``array``, which tells a trace, lets lazy re-execution run
+      what is pending (``dispatch.reading``) and resolves a ``Pending``.
+    - ``raw_grad``: the gradient slot; ``grad`` is the property that tells a trace and the undo
+      log (``dualflow/_undo.py``) about reads and writes.
+    - ``creator`` and ``output_index``: the tape node that produced this tensor (None for leaves)
+      and which of its outputs this is (``dualflow/tensor/tape.py``'s ``edge``).
+    - ``wrap(array, creator, index, requires_grad)``: the constructor without checks.
+
     Example:
         >>> import dualflow
         >>> x = dualflow.tensor([1.0, 2.0], requires_grad=True)
@@ -38,11 +54,11 @@ class Tensor(TensorMethods):
 
     __slots__ = (
         "__weakref__",
-        "_array",
-        "_creator",
-        "_grad",
-        "_index",
+        "creator",
         "name",
+        "output_index",
+        "raw_array",
+        "raw_grad",
         "requires_grad",
         "value",
     )
@@ -56,11 +72,11 @@ class Tensor(TensorMethods):
                     "cast first, e.g. tensor(data, dtype='float32', requires_grad=True)"
                 )
             )
-        self._array = array
-        self._creator = None
-        self._index = 0
+        self.raw_array = array
+        self.creator = None
+        self.output_index = 0
         self.requires_grad = requires_grad
-        self._grad: Tensor | None = None
+        self.raw_grad: Tensor | None = None
         self.value = None
         self.name = name
         hooks = tracing()
@@ -68,11 +84,23 @@ class Tensor(TensorMethods):
             hooks.on_new_tensor(self)
 
     @classmethod
-    def _wrap(cls, array: Any, creator: Any, index: int, requires_grad: bool) -> Tensor:
-        # The hot-path constructor used by interpreters: no validation.
+    def wrap(cls, array: Any, creator: Any, index: int, requires_grad: bool) -> Tensor:
+        """A Tensor around ``array`` as output ``index`` of tape node ``creator``: the hot-path
+        constructor of interpreters and the machinery (no validation, no notice to a trace).
+
+        Example:
+            >>> import numpy as np
+            >>> Tensor.wrap(np.zeros(2), None, 0, False).raw_array.tolist()
+            [0.0, 0.0]
+        """
         t = cls.__new__(cls)
-        t._array, t._creator, t._index, t.requires_grad = array, creator, index, requires_grad
-        t._grad = t.value = t.name = None
+        t.raw_array, t.creator, t.output_index, t.requires_grad = (
+            array,
+            creator,
+            index,
+            requires_grad,
+        )
+        t.raw_grad = t.value = t.name = None
         return t
 
     # ----- payload -------------------------------------------------------------------------
@@ -87,18 +115,18 @@ class Tensor(TensorMethods):
         if hooks is not None:
             hooks.on_raw_access(self, "reading .array")
         else:  # shared memory the caller may write: lazy re-execution computes what reads it
-            reading(self._array, True)
-        if type(self._array) is Pending:  # recorded lazily: the values, computed now
-            self._array = self._array.resolve()
-        return self._array
+            reading(self.raw_array, True)
+        if type(self.raw_array) is Pending:  # recorded lazily: the values, computed now
+            self.raw_array = self.raw_array.resolve()
+        return self.raw_array
 
     @property
     def grad(self) -> Tensor | None:
         """The accumulated gradient (a Tensor) or None."""
         hooks = tracing()
         if hooks is not None:
-            return hooks.on_grad_read(self, self._grad)
-        return self._grad
+            return hooks.on_grad_read(self, self.raw_grad)
+        return self.raw_grad
 
     @grad.setter
     def grad(self, value: Tensor | None) -> None:
@@ -108,32 +136,27 @@ class Tensor(TensorMethods):
         log = undo_current()
         if log is not None:  # an all-or-nothing eager call (dualflow._undo)
             log.grad(self)
-        self._grad = value
+        self.raw_grad = value
 
     @property
     def shape(self) -> tuple[int, ...]:
-        return self._array.shape
+        return self.raw_array.shape
 
     @property
     def dtype(self) -> np.dtype:
-        return self._array.dtype
+        return self.raw_array.dtype
 
     @property
     def ndim(self) -> int:
-        return self._array.ndim
+        return self.raw_array.ndim
 
     @property
     def device(self) -> Device:
-        return device_of(self._array)
-
-    @property
-    def creator(self) -> Any:
-        """The tape node that produced this tensor (None for leaves)."""
-        return self._creator
+        return device_of(self.raw_array)
 
     @property
     def is_leaf(self) -> bool:
-        return self._creator is None
+        return self.creator is None
 
     def numpy(self) -> np.ndarray:
         """A numpy array with the values (a copy from the GPU; shared on the CPU)."""
@@ -163,14 +186,14 @@ class Tensor(TensorMethods):
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """``(DLPack device type, index)`` of the array: ``(1, 0)`` on the CPU, 2 for CUDA."""
-        return self._array.__dlpack_device__()
+        return self.raw_array.__dlpack_device__()
 
     def _concrete(self, kind: str, convert: Any) -> Any:
         # A Python value from a tensor; inside a compiled function this adds a guard.
-        reading(self._array, False)
-        if self._array.size != 1:
+        reading(self.raw_array, False)
+        if self.raw_array.size != 1:
             raise ValueError(f"{kind}() needs a tensor with one element, got shape {self.shape}")
-        value = convert(self._array.item())
+        value = convert(self.raw_array.item())
         hooks = tracing()
         if hooks is not None:
             hooks.on_concrete(self, kind, value)
@@ -207,8 +230,8 @@ class Tensor(TensorMethods):
         return self._concrete("int", int)
 
     def __repr__(self) -> str:
-        if hasattr(self._array, "describe"):  # a payload that prints itself (vmap's batches)
-            return self._array.describe()
+        if hasattr(self.raw_array, "describe"):  # a payload that prints itself (vmap's batches)
+            return self.raw_array.describe()
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         grad = ", requires_grad=True" if self.requires_grad else ""
         return f"tensor({body}, dtype={self.dtype}{grad})"
@@ -225,9 +248,8 @@ class Tensor(TensorMethods):
             >>> (x * x).backward(); x.grad.item()
             6.0
         """
-        from dualflow.autograd.engine import backward  # noqa: PLC0415 - engine imports tensor
-
-        backward((self,), (gy,), retain_graph=retain_graph, create_graph=create_graph)
+        # the engine (autograd, a layer above) as dualflow/__init__ installed it
+        installed("backward")((self,), (gy,), retain_graph=retain_graph, create_graph=create_graph)
 
     def requires_grad_(self, flag: bool = True) -> Tensor:
         """Mark a leaf as requiring grad (in place); returns self."""
@@ -338,7 +360,7 @@ def tensor(
     hooks = tracing()
     source = data = data if hooks is None else hooks.unwrap(data)
     if isinstance(data, Tensor):
-        data = data._array
+        data = data.raw_array
     if dtype is None:
         dtype = _default_dtype(data)
     target = device_of(data) if device is None else Device(device)
@@ -367,4 +389,4 @@ def as_tensor(value: Any) -> Tensor:
         value = hooks.unwrap(value)
     if not hasattr(value, "dtype") or isinstance(value, np.generic):
         value = np.asarray(value)
-    return Tensor._wrap(value, None, 0, False)
+    return Tensor.wrap(value, None, 0, False)

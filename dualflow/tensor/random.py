@@ -18,7 +18,6 @@ from dualflow import ops
 from dualflow._config import no_grad
 from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError
-from dualflow.ops.random_ops import set_default_generator_source
 from dualflow.tensor.core import Tensor, tensor
 
 _STEP = np.array([0, 1], dtype=np.uint64)
@@ -119,13 +118,17 @@ def seed(value: int) -> None:
         generator.manual_seed(value)
 
 
-def _generator_for(like: Any) -> Generator:
+def default_generator_for(like: Any) -> Generator:
+    """The default generator of ``like``'s device (a Tensor or an array; CPU for anything else):
+    the random ops' source when no generator is given (``dualflow/__init__`` installs it).
+
+    Example:
+        >>> default_generator_for(np.zeros(2)) is default_generator("cpu")
+        True
+    """
     if isinstance(like, Tensor):
         return default_generator(like.device)
     return default_generator(device_of(like) if hasattr(like, "shape") else None)
-
-
-set_default_generator_source(_generator_for)
 
 
 def uniform(

@@ -87,7 +87,7 @@ class Node:
     def output(self, index: int = 0) -> Any:
         """Saved output ``index`` as a Tensor whose creator is this node."""
         position = self.op.save_outputs.index(index)
-        return _tensor.Tensor._wrap(self.saved_outputs[position], self, index, True)
+        return _tensor.Tensor.wrap(self.saved_outputs[position], self, index, True)
 
     # ctx.x0 / ctx.x1 / ctx.y ...: the declared saves, as properties (faster than __getattr__).
     x0 = property(lambda self: self.input(0))
@@ -116,7 +116,7 @@ def edge(value: Any) -> Any:
         (True, 0, None, None)
     """
     if isinstance(value, _tensor.Tensor) and value.requires_grad:
-        return value if value._creator is None else (value._creator, value._index)
+        return value if value.creator is None else (value.creator, value.output_index)
     return None
 
 
@@ -133,7 +133,7 @@ def record(
     """The tape node of one call of ``op`` on ``inputs`` (its arguments, Tensors or not): one
     ``edge`` per input, the values its backward reads, the input shapes (by default each
     input's ``shape``, ``()`` for a Python scalar). The only place tape nodes are built
-    (``tests/autograd/test_record.py``); the caller makes it its outputs' ``_creator``.
+    (``tests/autograd/test_record.py``); the caller makes it its outputs' ``creator``.
 
     Example:
         >>> import dualflow
@@ -147,7 +147,7 @@ def record(
     edges = []
     for value in inputs:  # edge(value), written out: this runs for every recorded eager op
         if isinstance(value, tensor) and value.requires_grad:
-            edges.append(value if value._creator is None else (value._creator, value._index))
+            edges.append(value if value.creator is None else (value.creator, value.output_index))
         else:
             edges.append(None)
     if in_shapes is None:

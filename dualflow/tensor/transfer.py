@@ -49,7 +49,7 @@ def to_device(x: Tensor, device: Device | str) -> Tensor:
         True
     """
     target = Device(device)
-    source = device_of(x._array)
+    source = device_of(x.raw_array)
     if source == target:
         return x
     if tracing() is not None:
@@ -61,10 +61,10 @@ def to_device(x: Tensor, device: Device | str) -> Tensor:
             )
         )
     record = x.requires_grad and config.grad_enabled
-    result = Tensor._wrap(send(x._array, target), None, 0, record)
+    result = Tensor.wrap(send(x.raw_array, target), None, 0, record)
     if record:
         attrs = {"device": str(target), "source": str(source)}
-        result._creator = record_node(TO_DEVICE, attrs, (x,))
+        result.creator = record_node(TO_DEVICE, attrs, (x,))
     return result
 
 

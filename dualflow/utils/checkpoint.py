@@ -44,7 +44,7 @@ def _inner_nodes(outputs: list[Tensor], start: int) -> list[Node]:
     """The tape nodes made since sequence number ``start`` that ``outputs`` depend on, oldest
     first (the tape outside the segment is older, so the walk stops there)."""
     seen: dict[int, Node] = {}
-    stack = [t._creator for t in outputs if t._creator is not None]
+    stack = [t.creator for t in outputs if t.creator is not None]
     while stack:
         node = stack.pop()
         if node.seq < start or id(node) in seen:

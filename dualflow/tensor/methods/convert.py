@@ -266,7 +266,7 @@ class ConvertMethods:
             >>> dualflow.tensor([1.0], requires_grad=True).detach_().requires_grad
             False
         """
-        self._creator = None
+        self.creator = None
         self.requires_grad = False
         return self
 
@@ -291,10 +291,10 @@ class ConvertMethods:
                     "with dualflow.no_grad(): p.copy_(value)"
                 )
             )
-        array = getattr(value, "_array", None)
+        array = getattr(value, "raw_array", None)
         if array is None:
             raise DTypeError(with_location(".data must be set to a dualflow Tensor"))
-        self._array = array  # PyTorch's semantics: this tensor now shares value's data
+        self.raw_array = array  # PyTorch's semantics: this tensor now shares value's data
 
     def new_tensor(self, data: Any, dtype: Any = None, device: Any = None) -> Any:
         """A new leaf tensor from ``data`` with this tensor's dtype and device by default.

@@ -41,7 +41,7 @@ def alias_of(x: Any) -> Any:
         (False, True)
     """
     owner = owner_of(x)
-    alias = type(x)._wrap(x._array, None, 0, False)
+    alias = type(x).wrap(x.raw_array, None, 0, False)
     key = id(alias)
     _OWNERS[key] = (weakref.ref(alias, _forget(key)), owner)
     hooks = tracing()
@@ -75,7 +75,7 @@ def _check_autograd(target: Any, operands: tuple, op: str) -> None:
     if not config.grad_enabled:
         return
     if target.requires_grad:
-        if target._creator is None:
+        if target.creator is None:
             raise RuntimeError(
                 with_location(
                     f"{op}: a leaf Variable that requires grad is being used in an in-place "
@@ -111,7 +111,7 @@ def write(target: Any, value: Any, op: str, operands: tuple = ()) -> Any:
     _check_autograd(target, operands, op)
     owner = owner_of(target)
     traced = tracing() is not None
-    if traced and owner._array.base is not None:
+    if traced and owner.raw_array.base is not None:
         raise TracingError(
             with_location(
                 f"{op}: in-place write into a view (of view/reshape/indexing/transpose...) inside "

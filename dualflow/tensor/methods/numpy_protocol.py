@@ -74,8 +74,8 @@ def _to_numpy(value: Any, where: str) -> Any:
         if tracer is not None:  # a value read inside a compiled function: fail closed
             tracer.on_raw_access(value, where)
         else:  # lazy re-execution runs what is pending first (a write recorded, not yet done)
-            reading(value._array, True)
-        return np.asarray(send(value._array, "cpu"))
+            reading(value.raw_array, True)
+        return np.asarray(send(value.raw_array, "cpu"))
     if type(value) in (tuple, list):
         return type(value)(_to_numpy(v, where) for v in value)
     if type(value) is dict:

@@ -31,7 +31,7 @@ class ShapeMethods:
             >>> x.size(), x.size(1), x.size(-2)
             (dualflow.Size([1, 3]), 3, 1)
         """
-        shape = self._array.shape
+        shape = self.raw_array.shape
         if dim is None:
             return Size(shape)
         return shape[dim_index(dim, len(shape), "size")]
@@ -44,7 +44,7 @@ class ShapeMethods:
             >>> dualflow.tensor([[1.0]]).dim()
             2
         """
-        return self._array.ndim
+        return self.raw_array.ndim
 
     ndimension = dim
 
@@ -56,7 +56,7 @@ class ShapeMethods:
             >>> dualflow.tensor([[1.0, 2.0, 3.0]]).numel()
             3
         """
-        return self._array.size
+        return self.raw_array.size
 
     nelement = numel
 
@@ -356,7 +356,7 @@ class ShapeMethods:
             >>> x.contiguous() is x, x.t().contiguous().tolist()
             (True, [[1.0], [2.0]])
         """
-        return self if self._array.flags.c_contiguous else ops.copy(self)
+        return self if self.raw_array.flags.c_contiguous else ops.copy(self)
 
     def flip(self, *dims: Any) -> Any:
         """Reverse the order of elements along ``dims``.

@@ -27,7 +27,7 @@ def values_of(x: Any, op: str) -> np.ndarray:
     hooks = tracing()
     if hooks is not None:
         hooks.on_raw_access(x, f"{op} (its output shape depends on the values): reading the values")
-    return np.asarray(send(x._array, "cpu"))
+    return np.asarray(send(x.raw_array, "cpu"))
 
 
 def _counts(repeats: Any, n: int) -> np.ndarray:
