@@ -76,7 +76,7 @@ class ForwardLevel:
 
     def _run_below(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
         if self.below is None:
-            return dispatch._default_apply(op, args, attrs)
+            return dispatch.run_default(op, args, attrs)
         return self.below.apply(op, args, attrs)
 
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:

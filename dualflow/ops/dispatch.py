@@ -79,6 +79,19 @@ def set_default_interpreter(interpreter: Interpreter) -> None:
     _default_apply = interpreter.apply
 
 
+def run_default(op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+    """Run one call through the default interpreter (the eager one), whatever is active: what
+    an interpreter stacked above it (forward-mode AD) hands a call on to.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.ops import OPS
+        >>> run_default(OPS["add"], (np.ones(2), np.ones(2)), {}).tolist()
+        [2.0, 2.0]
+    """
+    return _default_apply(op, args, attrs)
+
+
 def apply(op: OpDef, *args: Any, **attrs: Any) -> Any:
     """Run ``op`` on ``args`` (Tensors, arrays, scalars) with keyword ``attrs``.
 

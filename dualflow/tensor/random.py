@@ -105,6 +105,16 @@ def default_generator(device: Device | str | None = None) -> Generator:
     return _defaults[device]
 
 
+def default_generators() -> dict[Device, Generator]:
+    """The default generators made so far, by device (a copy): the state a compiled call reads.
+
+    Example:
+        >>> default_generator("cpu") in default_generators().values()
+        True
+    """
+    return dict(_defaults)
+
+
 def seed(value: int) -> None:
     """Reseed every default generator (each device's), e.g. for reproducible dropout.
 
