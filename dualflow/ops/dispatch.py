@@ -2,8 +2,9 @@
 
 The interpreter (eager, or the tracer's) lives in a contextvar, the one slot: ``tracing()`` reads
 the tracing interpreter's hooks from it too. This module sits in ``ops`` rather than ``autograd``
-so that op functions can call it without importing the autograd layer; the eager interpreter
-installs itself as the default when ``dualflow.autograd`` is imported.
+so that op functions can call it without importing the autograd layer; the eager interpreter is
+the default, which ``dualflow/__init__`` installs (``dualflow/_installed.py``): the first call
+made with no interpreter active loads it.
 """
 
 from __future__ import annotations
