@@ -3,8 +3,8 @@ package's docstring names the cycle (issue 37).
 
 Every import counts, as in ``tests/test_layering.py``. A cycle is named by a paragraph of the
 package's ``__init__`` docstring that begins with "Import cycle" and names every module of the
-cycle as ````name```` (relative to the package: ``core``, ``methods.layout``; ``__init__`` for the
-package itself), saying why the modules need each other.
+cycle in double backquotes, as in ``core`` or ``methods.layout`` (names relative to the package;
+``__init__`` for the package itself), saying why the modules need each other.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def relative(module: str, package: str) -> str:
 
 
 def cycle_notes(docstring: str) -> list[set[str]]:
-    """The module names (````name````) of each "Import cycle" paragraph of a docstring."""
+    """The module names (in double backquotes) of each "Import cycle" paragraph of a docstring."""
     paragraphs = re.split(r"\n\s*\n", docstring)
     return [
         set(re.findall(r"``([\w.]+)``", text))
