@@ -23,7 +23,7 @@ class UndoLog:
 
     def __init__(self) -> None:
         self.arrays: dict[int, tuple[Any, Any]] = {}  # id(root array) -> (array, copy)
-        self.grads: dict[int, tuple[Any, Any]] = {}  # id(tensor) -> (tensor, old ._grad)
+        self.grads: dict[int, tuple[Any, Any]] = {}  # id(tensor) -> (tensor, old .raw_grad)
         self.points: dict[int, Any] = {}  # id(versioned object) -> its restore function
         self.flags: dict[int, tuple[Any, Any]] = {}  # id(module) -> (module, old training)
 
@@ -37,7 +37,7 @@ class UndoLog:
     def grad(self, owner: Any) -> None:
         """``owner.grad`` is about to be set."""
         if id(owner) not in self.grads:
-            self.grads[id(owner)] = (owner, owner._grad)
+            self.grads[id(owner)] = (owner, owner.raw_grad)
 
     def restore_point(self, owner: Any) -> None:
         """``owner`` (an optimizer) is about to change its Python state."""
@@ -56,7 +56,7 @@ class UndoLog:
         for module, flag in self.flags.values():
             object.__setattr__(module, "training", flag)
         for owner, grad in self.grads.values():
-            owner._grad = grad
+            owner.raw_grad = grad
         for array, saved in self.arrays.values():
             array[...] = saved
 

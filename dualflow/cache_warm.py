@@ -15,8 +15,8 @@ from collections.abc import Callable
 import numpy as np
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.kernels.numba import compile_worker
+from dualflow.tensor.core import Tensor
 
 DTYPES = ("float32", "float64")
 # (name, images, channels in, channels out, side, kernel, stride, pad): each picks one route

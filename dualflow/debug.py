@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 
 import dualflow
-from dualflow._tensor import Tensor
 from dualflow.graph_ir.ir import Graph
 from dualflow.ops.host_print import debug_print
 from dualflow.passes.manager import resolve_passes, run_passes
 from dualflow.rule_check import RuleCheck, check_rules, describe_node, environment, same_bits
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.signature import flatten
 
 __all__ = ["Report", "RuleCheck", "check_rules", "compare_modes", "describe_node", "same_bits"]
@@ -84,7 +84,7 @@ def _verdict(report: Report) -> str:
 
 
 def _is_float(arg: Any) -> bool:
-    array = arg._array if isinstance(arg, Tensor) else arg
+    array = arg.raw_array if isinstance(arg, Tensor) else arg
     return isinstance(array, np.ndarray) and array.dtype.kind == "f"
 
 
@@ -172,7 +172,9 @@ def _kind(array: np.ndarray) -> str:
 
 
 def _tolerance(args: tuple) -> tuple[float, float]:
-    dtypes = [str((a._array if isinstance(a, Tensor) else a).dtype) for a in args if _is_float(a)]
+    dtypes = [
+        str((a.raw_array if isinstance(a, Tensor) else a).dtype) for a in args if _is_float(a)
+    ]
     return max((TOLERANCES.get(d, (1e-4, 1e-5)) for d in dtypes), default=(1e-10, 1e-10))
 
 
@@ -209,7 +211,7 @@ def _raw_graphs(fn: Callable, args: tuple, kwargs: dict) -> list[tuple[Graph, li
         return []
     trace = raw.history[-1]
     flat = flatten(tuple(leaves), kwargs, raw._names)
-    inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
+    inputs = [leaf.raw_array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
     state = [ref.read() for ref in trace.checks.refs]
     graphs = [(trace.graph, inputs, state, "")]
     bwd = trace.backward

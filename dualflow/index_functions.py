@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import as_tensor
 from dualflow.function_names import INDEX_METHOD_FORMS
 from dualflow.functions import _method_form
+from dualflow.tensor.core import as_tensor
 
 globals().update({name: _method_form(name) for name in INDEX_METHOD_FORMS})
 

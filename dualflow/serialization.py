@@ -20,10 +20,10 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.checkpoint_reader import NpzArchive, decompression_limit
 from dualflow.device import get_array_module, send
 from dualflow.errors import CheckpointError
+from dualflow.tensor.core import Tensor
 
 _MANIFEST_KEY = "__manifest__"
 _FORMAT = "dualflow-checkpoint"

@@ -35,7 +35,7 @@ def restore_config() -> Iterator[None]:
 
 
 def test_modules_were_found() -> None:
-    assert {"dualflow", "dualflow._tensor", "dualflow.autograd.engine"} <= set(_module_names())
+    assert {"dualflow", "dualflow.tensor.core", "dualflow.autograd.engine"} <= set(_module_names())
 
 
 @pytest.mark.parametrize("name", _module_names())

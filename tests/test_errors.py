@@ -15,7 +15,6 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow._config import Config
-from dualflow.autograd.tape import GraphReleasedError
 from dualflow.errors import (
     DeviceError,
     DTypeError,
@@ -23,6 +22,7 @@ from dualflow.errors import (
     NumericalError,
     ShapeError,
 )
+from dualflow.tensor.tape import GraphReleasedError
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 

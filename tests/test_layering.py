@@ -1,11 +1,12 @@
 """DESIGN §1: imports only go downward through the layers, and no packages import each other.
 
-Every import counts: module level, inside functions, ``importlib.import_module`` (a literal name,
-or an f-string's literal prefix) and ``__import__``; only ``if TYPE_CHECKING:`` blocks are skipped.
-Each top-level package or module of ``dualflow`` is a unit in one layer of ``LAYERS``; a unit
-imports units of its own layer or below, and the units' import graph has no cycle. Every module
-also has a top docstring and at most 400 lines, and so does every file of tests, examples and
-scripts.
+Every import counts: module level, inside functions, under ``if TYPE_CHECKING:``,
+``importlib.import_module`` (a literal name, or an f-string's literal prefix) and ``__import__``.
+Each folder of ``dualflow`` (a top-level package or module) is a unit in one layer of ``LAYERS``;
+a unit imports units of its own layer or below, and the units' import graph has no cycle; there
+are no exceptions. Inside a package, modules import each other in a cycle only where the package
+docstring names the cycle (``tests/test_package_cycles.py``). Every module also has a top
+docstring and at most 400 lines, and so does every file of tests, examples and scripts.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "disk_trim",
             "disk_cache",
             "background",  # threads, service processes, SIGINT: what compute layers call
+            "_installed",  # what dualflow/__init__ installs for lower layers (eager interpreter...)
+            "_version",
         ),
     ),
     ("arguments", ("arguments", "cuda")),  # argument checks; the torch.cuda-style device queries
@@ -46,9 +49,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("graph_ir", ("graph_ir",)),
     ("passes/runtime", ("passes", "runtime")),
     ("rule checks", ("rule_check",)),
-    # The Tensor, its methods, its autograd engine and its factories are one unit (DESIGN's
-    # tensor/autograd layer): Tensor.backward runs the engine, the engine builds Tensors.
-    ("tensor/autograd", ("tensor",)),
+    # The Tensor, its methods, tape, factories and random source; the engine builds Tensors, and
+    # Tensor.backward reaches the engine through dualflow/_installed.py
+    ("tensor", ("tensor",)),
+    ("autograd", ("autograd",)),  # the eager interpreter and the engine
+    ("torch functions", ("functions", "index_functions", "function_names", "gradcheck")),
     # utils: dualflow.data under torch's name; interop: safetensors and torch checkpoints
     ("data", ("data", "checkpoint_reader", "serialization", "utils", "interop")),
     ("distributed", ("distributed",)),
@@ -62,25 +67,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ("debug", "bench", "cache_cli", "cache_warm", "onnx", "__main__", ""),
     ),  # "": dualflow/__init__.py
 )
-TENSOR_UNIT = ("_tensor", "tensor_methods", "autograd", "transfer", "functions", "factories")
-TENSOR_UNIT += ("random", "gradcheck")
-TENSOR_UNIT += ("index_functions", "function_names", "sparse", "complex_tensors")  # torch.*
-# Accepted upward imports, each for a reason: (importing module, imported module) -> why.
-EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("dualflow.ops.dispatch", "dualflow.autograd"): "the first op call of a process that "
-    "imported only ops loads the eager interpreter, which installs itself into ops",
-    ("dualflow.ops.random_ops", "dualflow.random"): "the default generator (a layer above) "
-    "installs its source into ops when imported: loaded on the first RNG op without one",
-    ("dualflow.tracer.plan_cache", "dualflow"): "plan-cache keys hold dualflow.__version__",
-}
 
 
 def unit_of(module: str) -> str:
-    """The unit of a module name: its top-level package or module under dualflow ("" for the
-    package itself); the Tensor core's modules are the one unit "tensor"."""
+    """The unit of a module name: its folder, the top-level package or module under dualflow
+    ("" for the package itself)."""
     parts = module.split(".")
-    name = parts[1] if len(parts) > 1 else ""
-    return "tensor" if name in TENSOR_UNIT else name
+    return parts[1] if len(parts) > 1 else ""
 
 
 RANK = {unit: rank for rank, (_, units) in enumerate(LAYERS) for unit in units}
@@ -104,12 +97,6 @@ def _is_module(name: str) -> bool:
     return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
 def _dynamic_target(node: ast.Call) -> str | None:
     """The module ``importlib.import_module(...)`` or ``__import__(...)`` imports: a literal,
     or an f-string's literal prefix up to its last dot (``f"dualflow.passes.{name}"``)."""
@@ -127,7 +114,7 @@ def _dynamic_target(node: ast.Call) -> str | None:
 
 class ImportCollector(ast.NodeVisitor):
     """Every import anywhere in a module, with its absolute target (``from a import b`` imports
-    ``a.b`` when that is a module, else ``a``); ``if TYPE_CHECKING:`` blocks are skipped."""
+    ``a.b`` when that is a module, else ``a``), type-only ones included."""
 
     def __init__(self, name: str, is_package: bool) -> None:
         self.package = name if is_package else name.rpartition(".")[0]
@@ -153,13 +140,6 @@ class ImportCollector(ast.NodeVisitor):
             self.imports.append(Import(target, node.lineno))
         self.generic_visit(node)
 
-    def visit_If(self, node: ast.If) -> None:
-        if _is_type_checking(node.test):
-            for child in node.orelse:
-                self.visit(child)
-            return
-        self.generic_visit(node)
-
 
 def imports_of(path: Path) -> list[Import]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -173,13 +153,13 @@ def modules() -> list[Path]:
 
 
 def violations(path: Path) -> list[str]:
-    """This module's imports of a unit in a higher layer (not in ``EXCEPTIONS``)."""
+    """This module's imports of a unit in a higher layer."""
     name = module_name(path)
     unit = unit_of(name)
     found = []
     for imp in imports_of(path):
         target = unit_of(imp.module)
-        if RANK[target] > RANK[unit] and (name, imp.module) not in EXCEPTIONS:
+        if RANK[target] > RANK[unit]:
             where = f"{path.relative_to(PACKAGE.parent)}:{imp.line}"
             found.append(
                 f"{where} ({LAYERS[RANK[unit]][0]}) imports {imp.module} (layer "
@@ -189,13 +169,11 @@ def violations(path: Path) -> list[str]:
 
 
 def unit_graph() -> dict[str, set[str]]:
-    """Unit -> the units it imports (exceptions left out)."""
+    """Unit -> the units it imports."""
     graph: dict[str, set[str]] = {}
     for path in modules():
-        name = module_name(path)
-        unit = unit_of(name)
-        kept = [i.module for i in imports_of(path) if (name, i.module) not in EXCEPTIONS]
-        graph.setdefault(unit, set()).update({unit_of(m) for m in kept} - {unit})
+        unit = unit_of(module_name(path))
+        graph.setdefault(unit, set()).update({unit_of(i.module) for i in imports_of(path)} - {unit})
     return graph
 
 
@@ -228,7 +206,7 @@ IDS = [str(p.relative_to(PACKAGE.parent)) for p in MODULES]
 
 def test_every_unit_has_a_layer() -> None:
     units = {unit_of(module_name(p)) for p in MODULES}
-    assert len(MODULES) > 10 and PACKAGE / "_tensor.py" in MODULES
+    assert len(MODULES) > 10 and PACKAGE / "tensor" / "core.py" in MODULES
     assert not units - set(RANK), f"place these in LAYERS: {sorted(units - set(RANK))}"
     assert not set(RANK) - units, f"LAYERS names units that do not exist: {set(RANK) - units}"
 
@@ -294,25 +272,20 @@ def test_kernels_modules_import_no_cycle() -> None:
     assert found is None, "import cycle inside kernels: " + " -> ".join(found or [])
 
 
-def test_exceptions_are_still_needed() -> None:
-    used = {(module_name(p), i.module) for p in MODULES for i in imports_of(p)}
-    assert used >= set(EXCEPTIONS), f"stale layering exceptions: {set(EXCEPTIONS) - used}"
-
-
 @pytest.mark.parametrize(
     "source, module, expected",
     [
-        ("from dualflow._tensor import Tensor\n", "dualflow.graph_ir.graph", True),
+        ("from dualflow.tensor.core import Tensor\n", "dualflow.graph_ir.graph", True),
         ("import dualflow.autograd.engine\n", "dualflow.passes.cse", True),
         ("from dualflow import tracer\n", "dualflow.runtime.plan", True),
-        ("from ..._tensor import Tensor\n", "dualflow.runtime.cpu.kernels", True),
-        ("def f():\n    from dualflow._tensor import Tensor\n", "dualflow.graph_ir.graph", True),
+        ("from ...tensor.core import Tensor\n", "dualflow.runtime.cpu.kernels", True),
+        ("def f():\n    from dualflow.tensor.core import T\n", "dualflow.graph_ir.graph", True),
         ("def f():\n    from dualflow.graph_ir import Graph\n", "dualflow.ops.conv", True),
         ("from .registry import OPS\n", "dualflow.ops.conv", False),
-        ("if TYPE_CHECKING:\n    from dualflow._tensor import T\n", "dualflow.ops.conv", False),
+        ("if TYPE_CHECKING:\n    from dualflow.tensor.core import T\n", "dualflow.ops.conv", True),
         ("import dualflow\n", "dualflow.ops.conv", True),
         ("from dualflow import errors\n", "dualflow.ops.conv", False),
-        ("from dualflow import _tensor as t\n", "dualflow.ops.conv", True),
+        ("from dualflow.tensor import core as t\n", "dualflow.ops.conv", True),
         ("from dualflow.ops import OPS\n", "dualflow.passes.cse", False),
         ("from dualflow.nn import Module\n", "dualflow.autograd.engine", True),
         ("from dualflow.ops import OPS\n", "dualflow.kernels.fused_cpu.fused_elementwise", True),
@@ -334,7 +307,7 @@ def test_the_checker_catches_violations(
     path = fake.joinpath(*module.split(".")[1:]).with_suffix(".py")
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(source)
-    for package in ("_tensor.py", "errors.py", "ops/__init__.py", "tracer/__init__.py"):
+    for package in ("tensor/core.py", "errors.py", "ops/__init__.py", "tracer/__init__.py"):
         (fake / package).parent.mkdir(parents=True, exist_ok=True)
         (fake / package).touch()
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", fake)

@@ -18,8 +18,8 @@ import numpy as np
 
 from dualflow import functions, ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor, tensor
 from dualflow.device import Device
+from dualflow.tensor.core import Tensor, tensor
 
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 

@@ -1,6 +1,7 @@
-"""Eager autograd: the eager interpreter (installed as the default), the tape and the engine."""
+"""Eager autograd: the eager interpreter (the default one, which ``dualflow/__init__`` installs
+into ``ops``) and the engine; the tape a Tensor carries is ``dualflow/tensor/tape.py``."""
 
-from dualflow.autograd import eager  # noqa: F401 - installs the eager interpreter
+from dualflow.autograd import eager  # noqa: F401 - dualflow.autograd.eager, as before
 from dualflow.autograd.engine import backward, grad
 
 __all__ = ["backward", "grad"]

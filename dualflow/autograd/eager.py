@@ -14,8 +14,6 @@ import numpy as np
 
 from dualflow._config import config
 from dualflow._pending import Pending
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import record as record_node
 from dualflow.device import device_of, get_array_module
 from dualflow.errors import (
     DeviceError,
@@ -27,8 +25,9 @@ from dualflow.errors import (
     user_frame,
     with_location,
 )
-from dualflow.ops.dispatch import set_default_interpreter
 from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import record as record_node
 
 _SCALARS = (int, float, bool)
 _ndarray = np.ndarray
@@ -42,7 +41,7 @@ def meta_of(value: Any) -> Meta:
         Meta(shape=(), dtype=<class 'float'>)
     """
     if isinstance(value, Tensor):
-        value = value._array
+        value = value.raw_array
     if type(value) in _SCALARS:
         return Meta((), type(value))
     return Meta(tuple(value.shape), value.dtype)
@@ -89,7 +88,7 @@ class EagerInterpreter:
         xp: ModuleType = np
         for a in args:
             if isinstance(a, Tensor):
-                arr = a._array
+                arr = a.raw_array
                 if a.requires_grad:
                     requires = True
             else:
@@ -118,9 +117,9 @@ class EagerInterpreter:
             record = False  # an integer or bool result (a cast) has no gradient, as in PyTorch
         if debug:
             check_finite(op, (out,), "output")
-        result = Tensor._wrap(out, None, 0, record)
+        result = Tensor.wrap(out, None, 0, record)
         if record:
-            result._creator = record_node(
+            result.creator = record_node(
                 op,
                 attrs,
                 args,
@@ -157,7 +156,7 @@ def wrap_results(
         [False]
     """
     results = tuple(
-        Tensor._wrap(o, None, i, record and (o.dtype.kind in "fc" or o.dtype.char == "E"))
+        Tensor.wrap(o, None, i, record and (o.dtype.kind in "fc" or o.dtype.char == "E"))
         for i, o in enumerate(outs)
     )
     if record:
@@ -173,7 +172,7 @@ def wrap_results(
         )
         for r in results:
             if r.requires_grad:
-                r._creator = node
+                r.creator = node
     return results
 
 
@@ -189,5 +188,4 @@ def check_finite(op: OpDef, arrays: tuple, what: str, loc: Any = None) -> None:
             raise NumericalError(f"{op.name}: {what} contains {kind}\n  created at {where}")
 
 
-EAGER = EagerInterpreter()
-set_default_interpreter(EAGER)
+EAGER = EagerInterpreter()  # the default interpreter: dualflow/__init__ installs it into ops

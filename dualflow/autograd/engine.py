@@ -18,15 +18,15 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config, using_config
-from dualflow._tensor import Tensor, as_tensor
 from dualflow._undo import current as undo_current
 from dualflow.autograd.eager import check_finite
 from dualflow.autograd.observers import Observation, start_observing
-from dualflow.autograd.tape import GraphReleasedError, Node
-from dualflow.autograd.tape import edge as edge_of
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.creation import ZeroGradient
 from dualflow.ops.dispatch import tracing
+from dualflow.tensor.core import Tensor, as_tensor
+from dualflow.tensor.tape import GraphReleasedError, Node
+from dualflow.tensor.tape import edge as edge_of
 
 _seq = operator.attrgetter("seq")
 
@@ -87,9 +87,9 @@ class _Run:
         elif self.targets is None:  # backward(): accumulate into the leaf's .grad
             if type(gx) is ZeroGradient:  # zeros where it had no gradient (as PyTorch's)
                 if tracing() is None:
-                    if edge._grad is None:
+                    if edge.raw_grad is None:
                         _saving_grad(edge)
-                        edge._grad = ops.zeros_like(edge)
+                        edge.raw_grad = ops.zeros_like(edge)
                 elif edge.grad is None:
                     edge.grad = ops.zeros_like(edge)
                 return
@@ -97,7 +97,7 @@ class _Run:
                 gx = ops.cast(gx, edge.dtype)
             if tracing() is None:  # skip the .grad property's tracing hook
                 _saving_grad(edge)
-                edge._grad = gx if edge._grad is None else edge._grad + gx
+                edge.raw_grad = gx if edge.raw_grad is None else edge.raw_grad + gx
             else:
                 edge.grad = gx if edge.grad is None else edge.grad + gx
         elif id(edge) in self.targets:
@@ -192,7 +192,9 @@ class _Run:
         if type(gxs) is not tuple:
             gxs = (gxs,)
         if debug:
-            arrays = tuple(g._array for g in gxs if g is not None and type(g) is not ZeroGradient)
+            arrays = tuple(
+                g.raw_array for g in gxs if g is not None and type(g) is not ZeroGradient
+            )
             check_finite(node.op, arrays, "gradient", node.loc)
         return gxs
 
@@ -319,7 +321,7 @@ def grad(
 def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
     """The nodes from which some target can be reached (only those need to run backward)."""
     edges_of: dict[Node, tuple] = {}
-    stack = [t._creator for t in outputs if t._creator is not None]
+    stack = [t.creator for t in outputs if t.creator is not None]
     while stack:
         node = stack.pop()
         if node in edges_of:

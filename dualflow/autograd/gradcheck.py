@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import enable_grad, no_grad
-from dualflow._tensor import Tensor
 from dualflow.autograd.engine import grad
+from dualflow.tensor.core import Tensor
 
 
 def _as_outputs(value: Any) -> tuple[Tensor, ...]:

@@ -97,7 +97,7 @@ def start_observing(outputs: Sequence[Any]) -> Observation | None:
     counts: dict[int, list] = {}
     seen: set[int] = set()
     ignored: set[int] = set()  # leaves nobody watches
-    stack = [t._creator for t in outputs if t._creator is not None]
+    stack = [t.creator for t in outputs if t.creator is not None]
     while stack:
         node = stack.pop()
         if id(node) in seen or node.edges is None:

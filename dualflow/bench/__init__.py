@@ -1,6 +1,9 @@
 """Benchmarks: built-in workloads timed per execution mode (``dualflow bench``, DESIGN §10).
 
 Performance targets live here as reported numbers, never as timed assertions in tests.
+
+Import cycle: ``workloads`` is the table of every workload, and ``memory_workloads`` builds its
+autocast MLP from the table's MLP helpers (imported at call time).
 """
 
 import os

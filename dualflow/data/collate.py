@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
+from dualflow.tensor.core import Tensor
 
 
 def default_collate(samples: Sequence[Any]) -> Any:

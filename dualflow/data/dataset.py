@@ -12,8 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
+from dualflow.tensor.core import Tensor
 
 
 @runtime_checkable

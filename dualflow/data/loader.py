@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments
-from dualflow._tensor import Tensor
 from dualflow.data.collate import default_collate
 from dualflow.data.dataset import Dataset
 from dualflow.data.prefetch import Prefetcher
 from dualflow.errors import ShapeError, user_frame, with_location
+from dualflow.tensor.core import Tensor
 
 _STATE_KEYS = ("epoch", "position", "seed")
 

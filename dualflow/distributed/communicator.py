@@ -14,7 +14,6 @@ import numpy as np
 
 from dualflow import arguments, ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.distributed.agreement import (
     FAILED,
@@ -31,6 +30,7 @@ from dualflow.distributed.pending import PendingAllreduce
 from dualflow.distributed.watchdog import Timeout, constructor_timeout
 from dualflow.errors import CommunicatorError
 from dualflow.ops.collective import REDUCTIONS, register_communicator
+from dualflow.tensor.core import Tensor
 
 
 class Communicator:
@@ -68,7 +68,7 @@ class Communicator:
     @property
     def optimizer_steps(self) -> int:
         """How many multi-node optimizer ``step()`` calls this rank committed on this group."""
-        return int(self.step_counter._array)  # the array itself: no trace reads it
+        return int(self.step_counter.raw_array)  # the array itself: no trace reads it
 
     def count_optimizer_step(self, like: Any = None) -> None:
         """One more committed ``step()`` (an in-place write a compiled step records).
@@ -78,9 +78,9 @@ class Communicator:
         """
         counter = self.step_counter
         if like is not None:
-            xp = get_array_module(like._array)
-            if get_array_module(counter._array) is not xp:
-                counter = self.step_counter = Tensor(xp.asarray(counter._array))
+            xp = get_array_module(like.raw_array)
+            if get_array_module(counter.raw_array) is not xp:
+                counter = self.step_counter = Tensor(xp.asarray(counter.raw_array))
         with no_grad():
             ops.assign(counter, ops.add(counter, 1))
 
@@ -351,7 +351,7 @@ class Communicator:
                 # .array: a compiled call fails closed (a graph cannot replay the broadcast) and
                 # lazy re-execution runs pending writes first; the result is a state write
                 buffer = _contiguous(t.array)
-                buffer = buffer.copy() if buffer is t._array else buffer
+                buffer = buffer.copy() if buffer is t.raw_array else buffer
                 self._bcast_array(buffer, root)
                 with no_grad():
                     ops.assign(t, buffer)

@@ -15,11 +15,11 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.autograd.observers import add_backward_observer
 from dualflow.device import get_array_module
 from dualflow.ops.collective import agreed_collectives
 from dualflow.ops.dispatch import tracing
+from dualflow.tensor.core import Tensor
 
 
 class GradReducer:
@@ -139,14 +139,14 @@ class GradReducer:
                 with agreed_collectives(comm):
                     self.started[index] = ops.allreduce(flat, comm, "mean", bucket=index)
             else:
-                array = get_array_module(flat._array).ascontiguousarray(flat._array)
+                array = get_array_module(flat.raw_array).ascontiguousarray(flat.raw_array)
                 self.started[index] = comm.start_allreduce(array, "mean", bucket=index, agreed=True)
 
     @staticmethod
     def _result(started: Any) -> Tensor:
         if isinstance(started, Tensor):
             return started
-        return Tensor._wrap(started.wait(), None, 0, False)
+        return Tensor.wrap(started.wait(), None, 0, False)
 
     def __repr__(self) -> str:
         return f"GradReducer({len(self.buckets)} buckets, averaged={self.averaged})"

@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dualflow._tensor import Tensor
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import OPS, OpDef
+from dualflow.tensor.core import Tensor
 
 Rule = Callable[[OpDef, tuple, tuple, dict, int], tuple]
 

@@ -3,11 +3,11 @@ front, one more axis in every shape, axis and index template (see ``batch_rules`
 
 from __future__ import annotations
 
-from dualflow._tensor import Tensor
 from dualflow.func.batch_rules import batched, front, pad_rank, shift_axes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexspec import ARRAY, FULL
 from dualflow.ops.registry import OPS, OpDef
+from dualflow.tensor.core import Tensor
 
 
 def reshape(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:

@@ -5,10 +5,10 @@ embedding tables stacked with each example's ids offset into its own table."""
 
 from __future__ import annotations
 
-from dualflow._tensor import Tensor
 from dualflow.func.batch_rules import batched, front
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import OPS, OpDef
+from dualflow.tensor.core import Tensor
 
 
 def _reshape(x: Tensor, shape: tuple) -> Tensor:

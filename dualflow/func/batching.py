@@ -19,13 +19,13 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.autograd.eager import check_inputs
-from dualflow.autograd.tape import record
 from dualflow.errors import DualflowError
 from dualflow.ops.dispatch import apply as dispatch_apply
 from dualflow.ops.dispatch import current_interpreter
 from dualflow.ops.registry import OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import record
 
 RANDOM_OPS = ("random_normal", "random_uniform", "dropout_mask")
 _WARNED: set[str] = set()
@@ -133,8 +133,8 @@ def physical_root(value: Tensor) -> Tensor:
         >>> logical.shape, physical_root(logical) is x
         ((3,), True)
     """
-    while type(value._array) is BatchedArray:
-        value = value._array.value
+    while type(value.raw_array) is BatchedArray:
+        value = value.raw_array.value
     return value
 
 
@@ -171,7 +171,7 @@ class BatchLevel:
         grad when the physical one does (then its results do too, and ``vmap`` returns their
         physical tensors with the graph an enclosing grad follows; a result detached inside,
         e.g. by an inner transform, comes back detached)."""
-        return Tensor._wrap(BatchedArray(physical, bdim, self), None, 0, physical.requires_grad)
+        return Tensor.wrap(BatchedArray(physical, bdim, self), None, 0, physical.requires_grad)
 
     def before_read(self, array: Any, writable: bool) -> None:
         """Data is about to be read outside an op (``dispatch.reading``, lazy re-execution):
@@ -183,7 +183,7 @@ class BatchLevel:
     def unwrap(self, value: Any) -> tuple[Any, int | None]:
         """``(physical, bdim)`` of an argument: bdim None when it is not batched here."""
         if isinstance(value, Tensor):
-            payload = value._array
+            payload = value.raw_array
             if type(payload) is BatchedArray and payload.level is self:
                 return payload.value, payload.bdim
         return value, None
@@ -229,7 +229,7 @@ class BatchLevel:
         results = result if many else (result,)
         dims = out_dims if many else (out_dims,)
         outs = tuple(
-            r if d is None else Tensor._wrap(BatchedArray(r, d, self), None, i, False)
+            r if d is None else Tensor.wrap(BatchedArray(r, d, self), None, i, False)
             for i, (r, d) in enumerate(zip(results, dims))
         )
         if (
@@ -242,11 +242,11 @@ class BatchLevel:
                 attrs,
                 args,
                 tuple(args[i] for i in op.save_inputs),
-                tuple(outs[i]._array for i in op.save_outputs),
+                tuple(outs[i].raw_array for i in op.save_outputs),
                 tuple(getattr(a, "shape", ()) for a in args),
                 tuple((o.shape, o.dtype) for o in outs) if many else None,
             )
             for o in outs:
-                if o.dtype.kind in "fc" and o._creator is None:
-                    o._creator, o.requires_grad = node, True
+                if o.dtype.kind in "fc" and o.creator is None:
+                    o.creator, o.requires_grad = node, True
         return outs if many else outs[0]

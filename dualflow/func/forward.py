@@ -14,13 +14,13 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import enable_grad, is_grad_enabled
-from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
 from dualflow.func.forward_mode import ForwardLevel
 from dualflow.func.level import Level, argnums_tuple, detach, identity, tensor_leaves
 from dualflow.func.reverse import _call, _split_aux, jacrev
 from dualflow.func.vmap import vmap
 from dualflow.ops.dispatch import interpreting
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.pytree import flatten, unflatten
 
 

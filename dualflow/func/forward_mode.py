@@ -14,20 +14,20 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import edge
 from dualflow.errors import with_location
 from dualflow.func.jvp_rules import rule_of
 from dualflow.ops import dispatch
 from dualflow.ops.dispatch import current_interpreter
 from dualflow.ops.registry import OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import edge
 
 
 def _holder(value: Tensor) -> Any:
     """What identifies ``value``'s tangent: the tape node and output index that made it (a
     backward re-wraps saved outputs in new Tensors, ``ctx.y``, which must find the tangent of
     the value they hold), else the Tensor itself (a detached alias has no tangent)."""
-    return value if value._creator is None else edge(value)  # the tape's one edge rule
+    return value if value.creator is None else edge(value)  # the tape's one edge rule
 
 
 def _root(array: Any) -> Any:
@@ -76,7 +76,7 @@ class ForwardLevel:
 
     def _run_below(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
         if self.below is None:
-            return dispatch._default_apply(op, args, attrs)
+            return dispatch.run_default(op, args, attrs)
         return self.below.apply(op, args, attrs)
 
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
@@ -109,9 +109,9 @@ class ForwardLevel:
         """``assign(target, value)`` writes the whole target: its tangent becomes the value's
         (broadcast), or none. Refused, before writing, when another tracked tensor shares the
         target's memory: that view's tangent would go stale."""
-        target, root = args[0], _root(args[0]._array)
+        target, root = args[0], _root(args[0].raw_array)
         for _, primal, _ in self.tangents.values():
-            if primal is not target and _root(primal._array) is root:
+            if primal is not target and _root(primal.raw_array) is root:
                 raise RuntimeError(
                     with_location(
                         f"jvp: {op.name} writes in place into a tensor whose memory another "

@@ -14,8 +14,8 @@ import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dualflow._tensor import Tensor
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 _locks: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _locks_guard = threading.Lock()

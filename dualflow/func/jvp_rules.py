@@ -22,12 +22,12 @@ from collections.abc import Callable
 
 from dualflow import ops
 from dualflow._config import enable_grad
-from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
-from dualflow.autograd.tape import record
 from dualflow.func.level import Level, share_tangents
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import OPS, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import record
 
 Rule = Callable[[OpDef, tuple, dict, tuple, list], list]
 
@@ -41,7 +41,7 @@ def diagonal(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -
         attrs,
         args,
         tuple(args[i] for i in op.save_inputs),
-        tuple(outs[i]._array for i in op.save_outputs),
+        tuple(outs[i].raw_array for i in op.save_outputs),
         tuple(shape if isinstance(a, Tensor) else getattr(a, "shape", ()) for a in args),
     )
     for i in op.save_outputs:  # ctx.y re-wraps the output: enclosing levels must know it
@@ -66,7 +66,7 @@ def _ones_backward(op: OpDef, args: tuple, attrs: dict, outs: tuple) -> Tensor:
         attrs,
         args,
         tuple(args[i] for i in op.save_inputs),
-        tuple(outs[i]._array for i in op.save_outputs),
+        tuple(outs[i].raw_array for i in op.save_outputs),
     )
     for i in op.save_outputs:  # ctx.y re-wraps the output: enclosing levels must know it
         share_tangents(outs[i], node.output(i))

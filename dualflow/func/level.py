@@ -19,8 +19,8 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import is_grad_enabled
-from dualflow._tensor import Tensor, tensor
 from dualflow.ops.dispatch import current_interpreter
+from dualflow.tensor.core import Tensor, tensor
 from dualflow.tracer.pytree import flatten, unflatten
 
 _FLOAT_KINDS = ("f", "c")
@@ -84,11 +84,11 @@ def _reaches_outside(outputs: Sequence[Any], fresh: set[int]) -> bool:
     stack = []
     for out in outputs:
         if isinstance(out, Tensor) and out.requires_grad:
-            if out._creator is None:
+            if out.creator is None:
                 if id(out) not in fresh:
                     return True
             else:
-                stack.append(out._creator)
+                stack.append(out.creator)
     while stack:
         node = stack.pop()
         if id(node) in seen:

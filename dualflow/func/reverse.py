@@ -10,10 +10,10 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import enable_grad
-from dualflow._tensor import Tensor
 from dualflow.autograd import grad as engine_grad
 from dualflow.func.level import Level, argnums_tuple, detach, detach_tree, identity, tensor_leaves
 from dualflow.func.vmap import vmap
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.pytree import unflatten
 
 

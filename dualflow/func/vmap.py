@@ -16,12 +16,12 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.func import batch_table  # noqa: F401 - attaches the batching rules to the ops
 from dualflow.func.batching import BatchLevel
 from dualflow.func.level import detach
 from dualflow.ops.dispatch import current_interpreter
-from dualflow.random import set_draw_hook
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.random import set_draw_hook
 from dualflow.tracer.pytree import flatten, unflatten
 
 RANDOMNESS = ("error", "different", "same")

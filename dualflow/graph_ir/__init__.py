@@ -2,6 +2,9 @@
 
 This layer imports only ``ops`` (the registry) and below: a saved graph loads and runs without the
 eager machinery (DESIGN §1, §4).
+
+Import cycle: ``ir``'s ``Graph.__str__`` is the text format of ``printer``, which reads ``ir``'s
+classes (the import back is at call time).
 """
 
 from dualflow.graph_ir.builder import GraphBuilder

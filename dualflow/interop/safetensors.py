@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.device import send
 from dualflow.errors import CheckpointError
+from dualflow.tensor.core import Tensor
 
 PathLike = str | os.PathLike
 MAX_HEADER = 100 * 2**20  # the library's own limit on the JSON header

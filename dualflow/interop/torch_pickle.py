@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.errors import CheckpointError
+from dualflow.tensor.core import Tensor
 
 
 class _Frozen:

@@ -2,6 +2,11 @@
 
 Layers follow PyTorch's constructor signatures, parameter names and default initialization, so a
 PyTorch state dict (converted to numpy) loads by name.
+
+Import cycle: ``Module`` is one class written in three files: ``module`` (the class),
+``module_state`` (its state-dict and fail-closed helpers) and ``hooks`` (its forward and backward
+hooks); the two helpers name ``module``'s ``Module`` in annotations only. Issue 37, item 5 (the
+mixin and split-class item) is where it is to become one collaborating object per file.
 """
 
 from typing import Any
@@ -83,8 +88,8 @@ from dualflow.nn.upsampling import (
     UpsamplingBilinear2d,
     UpsamplingNearest2d,
 )
-from dualflow.tensor_methods.hints import missing
-from dualflow.tensor_methods.suggest import NN_RENAMES
+from dualflow.tensor.methods.hints import missing
+from dualflow.tensor.methods.suggest import NN_RENAMES
 
 __all__ = [
     "ELU",

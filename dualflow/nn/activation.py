@@ -9,8 +9,8 @@ import warnings
 from typing import Any
 
 from dualflow import arguments, ops
-from dualflow._tensor import Tensor
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 
 class _Elementwise(Module):

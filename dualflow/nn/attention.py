@@ -14,11 +14,11 @@ import numpy as np
 
 from dualflow import arguments, ops
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.nn import init
 from dualflow.nn.linear import Linear
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 
 def canonical_mask(mask: Any, name: str, dtype: Any) -> Any:

@@ -12,12 +12,12 @@ import numbers
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.device import device_of
 from dualflow.errors import ShapeError
 from dualflow.nn import init
 from dualflow.nn.module import Module
 from dualflow.ops.validate import require_same_float
+from dualflow.tensor.core import Tensor
 
 State = tuple[Any, Any]
 _ACTIVATIONS = {"tanh": ops.tanh, "relu": ops.relu}

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments, ops
-from dualflow._tensor import Tensor
 from dualflow.nn import init
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 # padding_mode -> ops.pad mode ("circular" is a gather, see _circular).
 _PAD_MODES = {"zeros": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}

@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
 from dualflow.nn.conv import _Conv, check_padding, check_transposed_padding
+from dualflow.tensor.core import Tensor
 
 
 def _as_4d(name: str, x: Any) -> tuple[Any, bool]:

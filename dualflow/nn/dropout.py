@@ -11,11 +11,11 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.device import device_of
 from dualflow.errors import ShapeError
 from dualflow.nn.module import Module
-from dualflow.random import default_generator
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.random import default_generator
 
 
 def _check_p(name: str, p: Any) -> float:

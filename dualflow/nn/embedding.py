@@ -8,9 +8,9 @@ import numpy as np
 
 from dualflow import arguments, ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.nn import init
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 
 def pretrained(name: str, embeddings: Any, max_norm: Any, scale_grad_by_freq: bool) -> Any:

@@ -16,11 +16,11 @@ import numpy as np
 
 from dualflow import arguments, ops
 from dualflow._config import config, no_grad
-from dualflow._tensor import Tensor, tensor
 from dualflow.errors import ShapeError
 from dualflow.nn import init
 from dualflow.nn.module import Module
 from dualflow.nn.normalization import check_norm
+from dualflow.tensor.core import Tensor, tensor
 
 
 def _normalize(x: Any, axes: tuple[int, ...], eps: float) -> Tensor:

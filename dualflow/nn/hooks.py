@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node, record
 from dualflow.ops.dispatch import tracing
 from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import Node, record
 
 if TYPE_CHECKING:
     from dualflow.nn.module import Module
@@ -189,7 +189,7 @@ def _identity_node(tensors: list[Tensor], backward: Callable, name: str) -> list
     tracer = tracing()
     outs = []
     for k, t in enumerate(tensors):
-        out = Tensor._wrap(t._array, node, k, True)
+        out = Tensor.wrap(t.raw_array, node, k, True)
         if tracer is not None:  # the same IR value: the forward graph does not change
             out.value = tracer.value_of(t)
         outs.append(out)

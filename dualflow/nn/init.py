@@ -15,11 +15,11 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.device import Device
 from dualflow.nn.parameter import Parameter
-from dualflow.random import Generator, normal, uniform
-from dualflow.tensor_methods.hints import missing
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.methods.hints import missing
+from dualflow.tensor.random import Generator, normal, uniform
 
 _LINEAR_FNS = (
     "linear",

@@ -16,9 +16,9 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.device import send
-from dualflow.random import Generator, normal, uniform
+from dualflow.tensor.core import Tensor, as_tensor
+from dualflow.tensor.random import Generator, normal, uniform
 
 # Giles (2010), "Approximating the erfinv function": w = -log(1 - x²), p(w) * x.
 _CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087)

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import arguments, ops
-from dualflow._tensor import Tensor
 from dualflow.nn import init
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 
 class Linear(Module):

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import arguments
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.nn import functional as F
 from dualflow.nn.functional.loss import reduction_mode
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor, as_tensor
 
 
 class _Loss(Module):

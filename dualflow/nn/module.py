@@ -11,13 +11,13 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from dualflow._tensor import Tensor
 from dualflow._undo import current as undo_current
 from dualflow.nn import hooks, module_state
 from dualflow.nn.missing import MissingAttribute
 from dualflow.nn.module_state import fail_closed
 from dualflow.nn.parameter import Parameter
 from dualflow.ops.dispatch import tracing
+from dualflow.tensor.core import Tensor
 
 
 class Module(hooks.HookMethods, module_state.ConversionMethods):

@@ -13,11 +13,11 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.device import Device, send
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.ops.dispatch import tracing
 from dualflow.serialization import check_cast
+from dualflow.tensor.core import Tensor
 
 if TYPE_CHECKING:
     from dualflow.nn.module import Module
@@ -63,7 +63,7 @@ def state_items(module: Module, prefix: str = "") -> Iterator[tuple[str, Tensor]
 
 def _array_of(value: Any) -> Any:
     if isinstance(value, Tensor):
-        return value._array
+        return value.raw_array
     return value if hasattr(value, "shape") and hasattr(value, "dtype") else np.asarray(value)
 
 
@@ -167,12 +167,12 @@ def convert(module: Module, device: Device | None, dtype: np.dtype | None) -> No
             array = array.astype(dtype)
         return array
 
-    arrays = [moved(t._array) for t in tensors]  # every copy before any write
-    grads = [None if t._grad is None else moved(t._grad._array) for t in tensors]
+    arrays = [moved(t.raw_array) for t in tensors]  # every copy before any write
+    grads = [None if t.raw_grad is None else moved(t.raw_grad.raw_array) for t in tensors]
     for t, array, grad in zip(tensors, arrays, grads):
-        t._array = array
-        if grad is not None and grad is not t._grad._array:
-            t._grad = Tensor._wrap(grad, None, 0, False)
+        t.raw_array = array
+        if grad is not None and grad is not t.raw_grad.raw_array:
+            t.raw_grad = Tensor.wrap(grad, None, 0, False)
     for m in module.modules():
         m._bump()
 

@@ -13,11 +13,11 @@ import numpy as np
 
 from dualflow import arguments, ops
 from dualflow._config import config, no_grad
-from dualflow._tensor import Tensor, tensor
 from dualflow.device import device_of
 from dualflow.errors import ShapeError
 from dualflow.nn import init
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor, tensor
 
 
 def _constant(like: Any, shape: tuple[int, ...], value: float) -> Any:

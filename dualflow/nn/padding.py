@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.nn.functional.spatial import pad
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor, as_tensor
 
 
 class _PadNd(Module):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow.nn.ported import DataParallel
-from dualflow.tensor_methods.hints import missing
+from dualflow.tensor.methods.hints import missing
 
 _INSTEAD = {
     "DistributedDataParallel": "use dualflow.distributed.create_multi_node_optimizer (one "

@@ -6,7 +6,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 
 
 class Parameter(Tensor):
@@ -22,7 +22,7 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __init__(self, data: Any, name: str | None = None) -> None:
-        array = data._array if isinstance(data, Tensor) else data
+        array = data.raw_array if isinstance(data, Tensor) else data
         if not hasattr(array, "dtype"):
             array = np.asarray(array, dtype=np.float32)
         super().__init__(array, requires_grad=True, name=name)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import arguments, ops
-from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
 from dualflow.nn.module import Module
 from dualflow.nn.pooling1d import adaptive_matrix, check_pool
+from dualflow.tensor.core import Tensor
 
 
 class MaxPool2d(Module):

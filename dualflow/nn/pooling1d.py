@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments, ops
-from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
 from dualflow.nn.conv import check_geometry, ntuple
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 
 def adaptive_matrix(size: int, out: int, like: Any) -> Any:

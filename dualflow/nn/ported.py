@@ -9,12 +9,12 @@ from typing import Any
 
 from dualflow import arguments, ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.nn import init
 from dualflow.nn.embedding import pretrained
 from dualflow.nn.functional.ported import embedding_bag, prelu
 from dualflow.nn.init import constant_, empty_parameter
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 
 class PReLU(Module):

@@ -15,7 +15,6 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
 from dualflow.nn import init
 from dualflow.nn.cells import (
@@ -32,6 +31,7 @@ from dualflow.nn.cells import (
     zeros_state,
 )
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 __all__ = ["GRU", "LSTM", "RNN", "GRUCell", "LSTMCell", "RNNCell", "lstm_step"]
 

@@ -15,13 +15,13 @@ from typing import Any
 import numpy as np
 
 from dualflow import arguments, ops
-from dualflow._tensor import Tensor
 from dualflow.nn.attention import MultiheadAttention
 from dualflow.nn.containers import ModuleList
 from dualflow.nn.dropout import Dropout
 from dualflow.nn.linear import Linear
 from dualflow.nn.module import Module
 from dualflow.nn.normalization import LayerNorm
+from dualflow.tensor.core import Tensor
 
 _ACTIVATIONS: dict[str, Callable[[Any], Any]] = {"relu": ops.relu, "gelu": ops.gelu}
 

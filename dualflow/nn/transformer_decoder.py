@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
 from dualflow.nn import init
 from dualflow.nn.attention import MultiheadAttention
@@ -25,6 +24,7 @@ from dualflow.nn.transformer import (
     clones,
     generate_square_subsequent_mask,
 )
+from dualflow.tensor.core import Tensor
 
 
 class TransformerDecoderLayer(Module):

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.errors import ShapeError
 from dualflow.nn.functional.resample import MODES, interpolate
 from dualflow.nn.module import Module
+from dualflow.tensor.core import Tensor
 
 
 def _check_mode(mode: str, align_corners: bool | None) -> None:

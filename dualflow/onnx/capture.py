@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.device import send
 from dualflow.errors import ExportError
 from dualflow.graph_ir.ir import Graph, Node, Value
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import compile as compile_fn
 
 

@@ -1,6 +1,11 @@
 """Every dualflow op, defined once (DESIGN §2), and its public function ``dualflow.ops.<name>``.
 
 ``OPS`` maps each registered op name to its definition; importing this package registers them all.
+
+Import cycle: ``dispatch`` runs every call, the elementwise ops' generated functions
+(``registry``) and ``arithmetic`` call its ``apply``, and ``dispatch`` casts under autocast with
+``autocast``, which casts by ``arithmetic``'s ``cast`` op: the ops are calls through the dispatcher
+that the dispatcher itself makes. The imports back into ``dispatch`` are at call time.
 """
 
 from dualflow.ops.registry import OPS, Meta, OpDef  # noqa: I001 - the registry comes first

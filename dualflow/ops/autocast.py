@@ -69,7 +69,7 @@ def is_low(dtype: Any) -> bool:
 
 def _device_type(args: tuple) -> str:
     for a in args:
-        array = getattr(a, "_array", a)
+        array = getattr(a, "raw_array", a)
         if type(array).__module__.startswith("cupy"):  # (a lazily recorded array is host)
             return "cuda"
     return "cpu"

@@ -2,8 +2,9 @@
 
 The interpreter (eager, or the tracer's) lives in a contextvar, the one slot: ``tracing()`` reads
 the tracing interpreter's hooks from it too. This module sits in ``ops`` rather than ``autograd``
-so that op functions can call it without importing the autograd layer; the eager interpreter
-installs itself as the default when ``dualflow.autograd`` is imported.
+so that op functions can call it without importing the autograd layer; the eager interpreter is
+the default, which ``dualflow/__init__`` installs (``dualflow/_installed.py``): the first call
+made with no interpreter active loads it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 from dualflow._config import AUTOCAST_THREADS, config
+from dualflow._installed import installed
 from dualflow.ops.registry import OpDef
 from dualflow.ops.tracing_hooks import TracingHooks
 
@@ -28,11 +30,12 @@ class Interpreter(Protocol):
 
 
 def _bootstrap_apply(op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
-    # The first op call of a process that imported only dualflow.ops: load the eager layer,
-    # which installs its interpreter, then run the call through it.
-    import dualflow.autograd  # noqa: F401, PLC0415
-
-    return _default_apply(op, args, attrs)
+    # The first op call of a process: the interpreter dualflow/__init__ installed (the eager
+    # one, in a layer above) becomes the default, then runs the call.
+    interpreter = installed("interpreter")
+    if _default_apply is _bootstrap_apply:  # not while something stands in for the default
+        set_default_interpreter(interpreter)
+    return interpreter.apply(op, args, attrs)
 
 
 _default_apply: Any = _bootstrap_apply  # replaced by the eager interpreter's ``apply``
@@ -75,6 +78,19 @@ def set_default_interpreter(interpreter: Interpreter) -> None:
     """Install the interpreter used when no other is active (the eager one)."""
     global _default_apply
     _default_apply = interpreter.apply
+
+
+def run_default(op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
+    """Run one call through the default interpreter (the eager one), whatever is active: what
+    an interpreter stacked above it (forward-mode AD) hands a call on to.
+
+    Example:
+        >>> import numpy as np
+        >>> from dualflow.ops import OPS
+        >>> run_default(OPS["add"], (np.ones(2), np.ones(2)), {}).tolist()
+        [2.0, 2.0]
+    """
+    return _default_apply(op, args, attrs)
 
 
 def apply(op: OpDef, *args: Any, **attrs: Any) -> Any:

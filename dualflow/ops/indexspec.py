@@ -109,9 +109,9 @@ def _mask_rows(mask: Any, shape: tuple[int, ...], axis: int) -> tuple:
     # Data-dependent: the mask's values decide the output shape, so it is read here (under
     # tracing reading a traced mask fails closed, naming what to do) and becomes integer arrays.
     hooks = tracing()
-    if hooks is not None and hasattr(mask, "_array"):
+    if hooks is not None and hasattr(mask, "raw_array"):
         hooks.on_raw_access(mask, _MASK_READ)
-        return tuple(mask._array.nonzero())
+        return tuple(mask.raw_array.nonzero())
     raw = getattr(mask, "array", mask)
     return tuple(raw.nonzero())
 

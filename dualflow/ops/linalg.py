@@ -35,7 +35,7 @@ def _column_major(x: Any, other: Any, gy: Any) -> bool:
     parameter's gradient is row-major like the parameter: elementwise updates of the two stay
     fast instead of mixing memory orders.
     """
-    array = getattr(x, "_array", None)
+    array = getattr(x, "raw_array", None)
     return (
         array is not None
         and array.ndim == 2

@@ -8,7 +8,6 @@ The ops are ``impure`` so the compiler never merges, removes or reorders them.
 
 from __future__ import annotations
 
-import importlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import config
+from dualflow._installed import installed
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.ops.arithmetic import multiply
 from dualflow.ops.dispatch import apply
@@ -195,7 +195,8 @@ def random_normal(
     )
 
 
-# The default generator for an input (per device) is supplied by dualflow.random, a layer above.
+# The default generator for an input (per device) is supplied by dualflow.tensor.random, a layer
+# above: dualflow/__init__ installs it (dualflow/_installed.py), set here at the first use.
 _default_generator_for: list[Callable[[Any], Any]] = []
 
 
@@ -207,9 +208,7 @@ def set_default_generator_source(source: Callable[[Any], Any]) -> None:
 def _next_key(generator: Any, like: Any) -> Any:
     if generator is None:
         if not _default_generator_for:
-            # dualflow.random (a layer above) installs the source when imported: import it now
-            # rather than make users know about the layering
-            importlib.import_module("dualflow.random")
+            set_default_generator_source(installed("generator_source"))
         generator = _default_generator_for[0](like)
     return generator.next_key()
 

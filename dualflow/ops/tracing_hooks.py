@@ -9,11 +9,13 @@ implements every member with the same signature.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # names for the annotations only: both live in higher layers
-    from dualflow._tensor import Tensor
-    from dualflow.graph_ir.ir import Value
+# What the annotations mean: a dualflow Tensor (dualflow/tensor/core.py) and a graph IR Value
+# (dualflow/graph_ir/ir.py). Both live in layers above, which this one never imports, type-only
+# imports included (tests/test_layering.py).
+Tensor = Any
+Value = Any
 
 
 class TracingHooks(Protocol):

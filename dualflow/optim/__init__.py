@@ -3,6 +3,10 @@
 Every update is a set of ``ops.assign`` state writes under ``no_grad()``, so ``@dualflow.compile``
 can trace a whole training step, optimizer update included (DESIGN §3). Names, arguments,
 defaults and state names are PyTorch's (``torch.optim``).
+
+Import cycle: ``optimizer``'s ``load_state_dict`` checks a state's kind with ``state_check``,
+whose message names the optimizer classes that would accept it by walking ``Optimizer``'s
+subclasses (imported at call time; issue 37, item 5).
 """
 
 from typing import Any
@@ -19,7 +23,7 @@ from dualflow.optim.optimizer import Optimizer
 from dualflow.optim.radam import RAdam
 from dualflow.optim.rmsprop import RMSprop
 from dualflow.optim.sgd import SGD
-from dualflow.tensor_methods.hints import missing
+from dualflow.tensor.methods.hints import missing
 
 __all__ = [
     "LBFGS",

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.tensor.core import Tensor
 
 
 class Adadelta(Optimizer):

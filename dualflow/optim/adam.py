@@ -11,10 +11,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.optim.adam_family import RANGES, advance, betas, decayed, family_defaults, moments
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.tensor.core import Tensor
 
 
 class Adam(Optimizer):

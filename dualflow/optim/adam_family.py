@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.optim.param_group import as_dtype
+from dualflow.tensor.core import Tensor
 
 # The hyperparameters every member checks the same way (``Optimizer._ranges``)
 RANGES = (("eps", 0.0, None), ("weight_decay", 0.0, None))

@@ -16,11 +16,11 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import enable_grad, no_grad
-from dualflow._tensor import Tensor
 from dualflow.ops.dispatch import tracing
 from dualflow.optim.line_search import strong_wolfe
 from dualflow.optim.optimizer import Optimizer
 from dualflow.optim.param_group import as_float
+from dualflow.tensor.core import Tensor
 
 
 def _dot(a: Tensor, b: Tensor) -> float:
@@ -199,7 +199,7 @@ class LBFGS(Optimizer):
 def _copy(value: Any) -> Any:
     """A copy of a state entry: tensors copied, lists of tensors copied item by item."""
     if isinstance(value, Tensor):
-        return Tensor(value._array.copy())
+        return Tensor(value.raw_array.copy())
     if isinstance(value, list):
         return [_copy(v) for v in value]
     return copy.copy(value)

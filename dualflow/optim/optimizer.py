@@ -14,7 +14,6 @@ import numpy as np
 
 from dualflow import arguments, ops
 from dualflow._config import enable_grad, no_grad
-from dualflow._tensor import Tensor
 from dualflow._undo import current as undo_current
 from dualflow.device import get_array_module
 from dualflow.errors import ShapeError
@@ -24,6 +23,7 @@ from dualflow.optim.param_group import as_float as _as_float
 from dualflow.optim.state_check import check_same_kind
 from dualflow.optim.state_tensors import step_counter, zeros_like
 from dualflow.serialization import check_cast
+from dualflow.tensor.core import Tensor
 
 __all__ = ["Optimizer", "ParamGroup", "step_counter", "zeros_like"]  # helpers re-exported
 
@@ -286,7 +286,7 @@ class Optimizer:
             ]
             groups.append(packed)
         state = {
-            positions[id(p)]: {k: Tensor(v._array.copy()) for k, v in entries.items()}
+            positions[id(p)]: {k: Tensor(v.raw_array.copy()) for k, v in entries.items()}
             for p, entries in self.state.items()
             if entries and id(p) in positions
         }

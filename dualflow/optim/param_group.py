@@ -16,9 +16,9 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
 from dualflow.ops.dispatch import tracing
+from dualflow.tensor.core import Tensor
 
 
 def as_float(value: Any) -> float:
@@ -72,7 +72,7 @@ class ParamGroup(dict):
         self._owner = owner
         dict.__setitem__(self, "params", ParamList(owner, values["params"]))
         self.lr_value = as_float(values["lr"])  # the last lr written as a Python number
-        xp = get_array_module(values["params"][0]._array)
+        xp = get_array_module(values["params"][0].raw_array)
         self.tensors: dict[str, tuple[Tensor, ...]] = {}
         prefix = type(owner).__name__.lower()
         for key in getattr(owner, "_scheduled", ()):

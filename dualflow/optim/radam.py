@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.optim.adam_family import (
     RANGES,
     advance,
@@ -22,6 +21,7 @@ from dualflow.optim.adam_family import (
 )
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.tensor.core import Tensor
 
 
 class RAdam(Optimizer):

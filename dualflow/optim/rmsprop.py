@@ -10,10 +10,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
 from dualflow.optim.param_group import as_dtype
+from dualflow.tensor.core import Tensor
 
 
 class RMSprop(Optimizer):

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.device import get_array_module
+from dualflow.tensor.core import Tensor
 
 
 def zeros_like(p: Tensor) -> Tensor:
@@ -21,7 +21,7 @@ def zeros_like(p: Tensor) -> Tensor:
         >>> zeros_like(Parameter(np.ones(2, np.float32))).array
         array([0., 0.], dtype=float32)
     """
-    return Tensor(get_array_module(p._array).zeros_like(p._array))
+    return Tensor(get_array_module(p.raw_array).zeros_like(p.raw_array))
 
 
 def step_counter(p: Tensor) -> Tensor:
@@ -33,4 +33,4 @@ def step_counter(p: Tensor) -> Tensor:
         >>> step_counter(Parameter(np.ones(2, np.float32))).array
         array(0.)
     """
-    return Tensor(get_array_module(p._array).zeros((), dtype=np.float64))
+    return Tensor(get_array_module(p.raw_array).zeros((), dtype=np.float64))

@@ -2,6 +2,9 @@
 
 A pass is a named function ``Graph -> Graph`` that returns its input object when it changes
 nothing; ``run_passes`` runs an explicit pipeline (``O0``, ``O1``, ``O2`` or a tuple of names).
+
+Import cycle: ``__init__`` re-exports ``manager``'s pipelines, and ``manager`` loads each pass
+module by its name (``importlib``, inside this package) when a pipeline names it.
 """
 
 from dualflow.passes.cse import cse

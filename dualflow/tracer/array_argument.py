@@ -15,30 +15,30 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import pytree
 
 
 class ArrayArgument:
     """A traced numpy-array argument (see the module docstring)."""
 
-    __slots__ = ("_array", "_fail", "_path")
+    __slots__ = ("_fail", "_path", "raw_array")
 
     def __init__(self, array: np.ndarray, path: str, fail: Callable[[str], None]) -> None:
-        self._array, self._path, self._fail = array, path, fail
+        self.raw_array, self._path, self._fail = array, path, fail
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance(x, np.ndarray) holds, as in eager mode
         return np.ndarray
 
     # metadata is part of the signature (cache key): reading it bakes nothing
-    shape = property(lambda self: self._array.shape)
-    dtype = property(lambda self: self._array.dtype)
-    ndim = property(lambda self: self._array.ndim)
-    size = property(lambda self: self._array.size)
+    shape = property(lambda self: self.raw_array.shape)
+    dtype = property(lambda self: self.raw_array.dtype)
+    ndim = property(lambda self: self.raw_array.ndim)
+    size = property(lambda self: self.raw_array.size)
 
     def __len__(self) -> int:
-        return len(self._array)
+        return len(self.raw_array)
 
     def raw(self, what: str) -> np.ndarray:
         """The array itself, after recording that numpy computed with it (fail closed)."""
@@ -47,7 +47,7 @@ class ArrayArgument:
             "compiled function: its result would be baked into the graph. Convert it first "
             "with dualflow.tensor(x) and compute with dualflow ops"
         )
-        return self._array
+        return self.raw_array
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         array = self.raw("np.asarray")
@@ -66,7 +66,7 @@ class ArrayArgument:
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("_") and not name.startswith("__array"):
-            return getattr(self._array, name)  # probes such as hasattr(x, "_version")
+            return getattr(self.raw_array, name)  # probes such as hasattr(x, "_version")
         return getattr(self.raw(f".{name}"), name)
 
     def __getitem__(self, index: Any) -> Any:
@@ -151,7 +151,7 @@ def unwrap(value: Any) -> Any:
         >>> a = np.zeros(2); unwrap(ArrayArgument(a, "x", print)) is a, unwrap(3)
         (True, 3)
     """
-    return value._array if type(value) is ArrayArgument else value
+    return value.raw_array if type(value) is ArrayArgument else value
 
 
 def _unwrap_all(value: Any) -> Any:

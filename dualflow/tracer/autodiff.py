@@ -14,15 +14,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from dualflow._config import config, no_grad
-from dualflow._tensor import Tensor
 from dualflow.autograd.engine import grad
-from dualflow.autograd.tape import GraphReleasedError, Node, record
 from dualflow.device import Device, get_array_module
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Value
 from dualflow.ops.dispatch import interpreting
 from dualflow.ops.registry import OpDef
 from dualflow.runtime.plan import Plan
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import GraphReleasedError, Node, record
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.state import StateChecks
@@ -61,7 +61,7 @@ def trace_backward(
     wanted = [
         i
         for i, t in enumerate(outputs)
-        if t.requires_grad and t._creator is not None and not t._creator.released and i not in skip
+        if t.requires_grad and t.creator is not None and not t.creator.released and i not in skip
     ]
     positions = [
         i for i, leaf in enumerate(leaves) if isinstance(leaf, Tensor) and leaf.requires_grad
@@ -105,7 +105,7 @@ def _traced_grads(
     when part of the tape was already consumed by a backward inside the function."""
     gys = []
     for k, out in zip(indices, outputs):
-        gy = Tensor._wrap(out._array * 0 + 1, None, 0, False)
+        gy = Tensor.wrap(out.raw_array * 0 + 1, None, 0, False)
         tracer.bind_input(gy, f"grad_output{k}")
         if tracer.shapes is not None:  # the seed has its output's (dynamic) shape
             tracer.shapes.alias(gy.value, out.value)
@@ -179,20 +179,21 @@ def connect(
 
     # what a missing output gradient is filled with; the outputs themselves are not kept (a
     # reference from their own tape node would be a cycle holding the residuals alive)
-    zeros = {k: (outputs[k]._array.shape, outputs[k]._array.dtype) for k in bwd.grad_outputs}
-    xp = get_array_module(outputs[bwd.grad_outputs[0]]._array) if bwd.grad_outputs else None
+    zeros = {k: (outputs[k].raw_array.shape, outputs[k].raw_array.dtype) for k in bwd.grad_outputs}
+    xp = get_array_module(outputs[bwd.grad_outputs[0]].raw_array) if bwd.grad_outputs else None
 
     def run(gys: tuple, mask: list[bool]) -> tuple:
         inputs = [
-            gys[k]._array if gys[k] is not None else xp.zeros(*zeros[k]) for k in bwd.grad_outputs
+            gys[k].raw_array if gys[k] is not None else xp.zeros(*zeros[k])
+            for k in bwd.grad_outputs
         ]
         with lock or contextlib.nullcontext():  # the backward plan's buffers: one run at once
             result = bwd.plan.run(inputs + list(residuals), [r.read() for r in bwd.checks.refs])
         if result.failed_guard is not None:
             raise CompileError(f"a guard in the backward graph failed at {result.failed_guard.loc}")
         arrays = iter(result.outputs)
-        return tuple(Tensor._wrap(next(arrays), None, 0, False) if m else None for m in mask)
+        return tuple(Tensor.wrap(next(arrays), None, 0, False) if m else None for m in mask)
 
     node = record(bwd.op, {"run": run, "differentiable": differentiable}, sources)
     for k in bwd.grad_outputs:
-        outputs[k]._creator, outputs[k]._index, outputs[k].requires_grad = node, k, True
+        outputs[k].creator, outputs[k].output_index, outputs[k].requires_grad = node, k, True

@@ -29,7 +29,7 @@ class _Undoing:
 
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
         if op.state_write:
-            self.log.array(getattr(args[0], "_array", args[0]))
+            self.log.array(getattr(args[0], "raw_array", args[0]))
         return EAGER.apply(op, args, attrs)
 
 

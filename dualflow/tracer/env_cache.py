@@ -16,7 +16,7 @@ import sys
 import types
 from typing import Any
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.env_guards import (
     CELL,
     CONTENT,

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.env_guards import (
     ATTR,
     CELL,

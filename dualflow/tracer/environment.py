@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.side_effects import NotReplayable, Replay, ReplayBuilder
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 
 
 class GradSlots:
@@ -45,7 +45,7 @@ class GradSlots:
         return grad
 
     def on_grad_write(self, owner: Tensor, grad: Tensor | None) -> None:
-        self.grad_backups.setdefault(id(owner), (owner, owner._grad))  # for rollback
+        self.grad_backups.setdefault(id(owner), (owner, owner.raw_grad))  # for rollback
         self.grad_seen.setdefault(id(owner), owner)
         if self.grad_slot(owner)[0] != "temporary":
             self.grad_written[id(owner)] = owner

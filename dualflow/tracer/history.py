@@ -12,20 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import Node
 
 
 def _saved(node: Node) -> list[Any]:
     """The arrays a tape node keeps for its backward, in a fixed order."""
     values = [*(node.saved_inputs or ()), *(node.saved_outputs or ())]
-    return [v._array if isinstance(v, Tensor) else v for v in values if hasattr(v, "shape")]
+    return [v.raw_array if isinstance(v, Tensor) else v for v in values if hasattr(v, "shape")]
 
 
 def walk(roots: list[Tensor]) -> list[Node]:
     """Every tape node reachable from the roots' creators, in backward order (newest first)."""
     seen: dict[int, Node] = {}
-    stack = [t._creator for t in roots if t._creator is not None]
+    stack = [t.creator for t in roots if t.creator is not None]
     while stack:
         node = stack.pop()
         if id(node) in seen:
@@ -58,7 +58,7 @@ class HistorySpec:
 
 def _describe(nodes: list[Node], leaves: list[Any], positions: list[int]) -> tuple[list, list]:
     index = {id(n): k for k, n in enumerate(nodes)}
-    arguments = {id(leaves[p]._array): p for p in positions}
+    arguments = {id(leaves[p].raw_array): p for p in positions}
     arrays: list[Any] = []
     fed: dict[int, int] = {}
     signature = []
@@ -92,7 +92,7 @@ class ArgumentHistory:
         self.spec: HistorySpec | None = None
 
     def add_argument(self, tensor: Tensor, position: int) -> None:
-        if tensor._creator is not None:
+        if tensor.creator is not None:
             self.positions.append(position)
 
     def enter(self, node: Node, leaves: list[Any]) -> None:

@@ -14,13 +14,13 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.autograd.eager import EAGER
-from dualflow.autograd.tape import next_seq
 from dualflow.errors import TracingError, with_location
 from dualflow.graph_ir.builder import GraphBuilder
 from dualflow.graph_ir.ir import Value
 from dualflow.ops.registry import Meta, OpDef
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import next_seq
 from dualflow.tracer.array_argument import ArrayArgument, unwrap
 from dualflow.tracer.env_record import EnvRecorder
 from dualflow.tracer.grad_slots import GradSlots
@@ -104,7 +104,7 @@ class TracingInterpreter(GradSlots):
 
     def bind_input(self, leaf: Any, path: str) -> None:
         """Make an argument (Tensor or array) a graph input."""
-        array = leaf._array if isinstance(leaf, Tensor) else leaf
+        array = leaf.raw_array if isinstance(leaf, Tensor) else leaf
         value = self.builder.input(array.shape, array.dtype, path)
         self.values.add(value)
         if self.shapes is not None:
@@ -143,18 +143,18 @@ class TracingInterpreter(GradSlots):
         value = tensor.value
         if value is not None and value in self.values:
             return value
-        known = self.arrays.get(id(tensor._array))
+        known = self.arrays.get(id(tensor.raw_array))
         if known is not None:
             return self.bind(tensor, known[0])
         if self.parent is not None:  # a backward trace reading a forward value: a residual
-            from_forward = self.parent.arrays.get(id(tensor._array))
+            from_forward = self.parent.arrays.get(id(tensor.raw_array))
             if from_forward is not None:
                 return self.residual(tensor, from_forward[0])
         return self.capture(tensor, "tensor", tensor)
 
     def residual(self, tensor: Tensor, forward_value: Value) -> Value:
         """Make a forward value an input of this (backward) graph."""
-        array = tensor._array
+        array = tensor.raw_array
         value = self.builder.input(array.shape, array.dtype, f"saved%{forward_value.id}")
         self.arrays[id(array)] = (value, array)
         if self.shapes is not None:
@@ -164,7 +164,7 @@ class TracingInterpreter(GradSlots):
 
     def capture(self, current: Tensor, kind: str, owner: Tensor) -> Value:
         name = self.names.get(id(owner)) or owner.name or f"state{len(self.checks.refs)}"
-        array = current._array
+        array = current.raw_array
         value = self.builder.add_state(
             array.shape, array.dtype, name + (".grad" if kind == "grad" else "")
         )
@@ -185,7 +185,7 @@ class TracingInterpreter(GradSlots):
 
     def operand(self, arg: Any) -> Value | int | float | bool:
         if isinstance(arg, Tensor):
-            if self.assigned_roots and arg._array.base is not None:
+            if self.assigned_roots and arg.raw_array.base is not None:
                 self._check_view(arg)
             return self.value_of(arg)
         if type(arg) in _LITERALS:
@@ -215,12 +215,12 @@ class TracingInterpreter(GradSlots):
             args = tuple(unwrap(a) for a in args)
         result = EAGER.apply(op, args, attrs)
         outs = result if isinstance(result, tuple) else (result,)
-        metas = [Meta(o._array.shape, o._array.dtype) for o in outs]
+        metas = [Meta(o.raw_array.shape, o.raw_array.dtype) for o in outs]
         loc = _loc(self)
         values = self.builder.node(op.name, inputs, attrs, loc, metas)
         if op.collective and self.collective_at is None:
             self.collective_at = loc
-        creator = outs[0]._creator if outs else None
+        creator = outs[0].creator if outs else None
         if symbolic:
             self.shapes.record(self.builder.nodes[-1], *sizes, creator)  # type: ignore[union-attr]
         if creator is not None and loc is not None:
@@ -229,7 +229,7 @@ class TracingInterpreter(GradSlots):
             self.bind(tensor, value)
             # backward rebuilds saved outputs as new Tensors around the same array: find them
             # by array identity (arrays are kept alive here, so ids are not reused meanwhile)
-            self.arrays[id(tensor._array)] = (value, tensor._array)
+            self.arrays[id(tensor.raw_array)] = (value, tensor.raw_array)
         return result
 
     def assign(self, op: OpDef, args: tuple) -> Any:
@@ -245,10 +245,10 @@ class TracingInterpreter(GradSlots):
                 "(e.g. ops.assign(w, new_w) with the slice changed), or do it outside"
             )
         if (slot is not None or position is not None) and id(target) not in self.backups:
-            self.backups[id(target)] = (target, target._array.copy())
+            self.backups[id(target)] = (target, target.raw_array.copy())
         result = EAGER.apply(op, args, {})  # first: a misfit value is assign's error, located
         new = self._coerce(new, target)
-        self.assigned_roots[id(_root(target._array))] = (self.builder.last_id, new)
+        self.assigned_roots[id(_root(target.raw_array))] = (self.builder.last_id, new)
         if slot is not None:
             self.builder.update(self.builder.state[slot], new)
         elif position is not None:  # writing into an argument: committed like state
@@ -260,14 +260,14 @@ class TracingInterpreter(GradSlots):
             # there, is traced again with it captured.
             self.single_use = True
             self.born.append(weakref.ref(target))
-        self.arrays[id(target._array)] = (new, target._array)
+        self.arrays[id(target.raw_array)] = (new, target.raw_array)
         self.bind(target, new)
         return result
 
     def _views_outside(self, target: Tensor) -> bool:
         """Whether ``target``'s array is a view into an argument's or captured tensor's."""
-        root = _root(target._array)
-        if root is target._array:
+        root = _root(target.raw_array)
+        if root is target.raw_array:
             return False
         known = self.arrays.get(id(root))
         if known is not None and known[1] is root and known[0] in self.builder.inputs:
@@ -276,7 +276,7 @@ class TracingInterpreter(GradSlots):
 
     def _check_view(self, tensor: Tensor) -> None:
         # numpy views see later in-place writes; a graph value does not: fail closed.
-        mark, written = self.assigned_roots.get(id(_root(tensor._array)), (None, None))
+        mark, written = self.assigned_roots.get(id(_root(tensor.raw_array)), (None, None))
         value = tensor.value
         stale = value is not None and value in self.values and value is not written
         if mark is not None and stale and value.id <= mark:
@@ -287,7 +287,7 @@ class TracingInterpreter(GradSlots):
 
     def _coerce(self, new: Any, target: Tensor) -> Value:
         # An update must have exactly the state's type: add the cast/broadcast assign implies.
-        array = target._array
+        array = target.raw_array
         dtype = new.dtype if isinstance(new, Value) else None
         if dtype != array.dtype.name:
             (new,) = self.builder.node("cast", [new], {"dtype": array.dtype.name}, _loc(self))
@@ -298,8 +298,8 @@ class TracingInterpreter(GradSlots):
 
     # ----- hooks called by Tensor and Module -----------------------------------------------------
     def on_new_tensor(self, tensor: Tensor) -> None:
-        value = self.builder.const(tensor._array, tensor.name)
-        self.arrays[id(tensor._array)] = (value, tensor._array)
+        value = self.builder.const(tensor.raw_array, tensor.name)
+        self.arrays[id(tensor.raw_array)] = (value, tensor.raw_array)
         self.created.add(id(tensor))
         self.bind(tensor, value)
 
@@ -318,12 +318,12 @@ class TracingInterpreter(GradSlots):
             value = self.capture_array(source)
         else:
             return  # Python data or an outside array: the constant on_new_tensor made stands
-        dtype = copy._array.dtype.name
+        dtype = copy.raw_array.dtype.name
         (new,) = self.builder.node("cast", [value], {"dtype": dtype}, _loc(self))
         if self.shapes is not None:
             self.shapes.alias(new, value)
         self.created.discard(id(copy))
-        self.arrays[id(copy._array)] = (new, copy._array)
+        self.arrays[id(copy.raw_array)] = (new, copy.raw_array)
         self.bind(copy, new)
 
     def symbolic_shape(self, tensor: Tensor) -> tuple | None:
@@ -390,9 +390,9 @@ class TracingInterpreter(GradSlots):
     def rollback(self) -> None:
         """Undo the in-place state writes made while tracing (the trace failed)."""
         for tensor, saved in self.backups.values():
-            tensor._array[...] = saved
+            tensor.raw_array[...] = saved
         for owner, grad in self.grad_backups.values():
-            owner._grad = grad
+            owner.raw_grad = grad
         for restore in reversed(self.restores):  # optimizer state dicts, param groups
             restore()
         self.backups.clear()

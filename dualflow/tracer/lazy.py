@@ -17,9 +17,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dualflow._pending import Pending
-from dualflow._tensor import Tensor
 from dualflow._undo import recording
 from dualflow.ops.dispatch import interpreting
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.lazy_plans import LazyPlans
 from dualflow.tracer.lazy_record import LazyRecorder
@@ -88,11 +88,11 @@ def settle(result: Any, depth: int = 0) -> None:
         >>> settle((1, [2.0], {"a": None}))
     """
     if isinstance(result, Tensor):
-        if type(result._array) is Pending and result._array.real is not None:
-            result._array = result._array.real
-        grad = result._grad
-        if grad is not None and type(grad._array) is Pending and grad._array.real is not None:
-            grad._array = grad._array.real
+        if type(result.raw_array) is Pending and result.raw_array.real is not None:
+            result.raw_array = result.raw_array.real
+        grad = result.raw_grad
+        if grad is not None and type(grad.raw_array) is Pending and grad.raw_array.real is not None:
+            grad.raw_array = grad.raw_array.real
     elif depth < 8 and isinstance(result, tuple | list):
         for item in result:
             settle(item, depth + 1)

@@ -24,11 +24,11 @@ import numpy as np
 
 from dualflow._config import config
 from dualflow._pending import Pending, resolved
-from dualflow._tensor import Tensor
 from dualflow.autograd.eager import EAGER, check_inputs, meta_of, wrap_results
 from dualflow.errors import DualflowError, user_frame
 from dualflow.graph_ir.layout import RULES, C
 from dualflow.ops.registry import OPS, Meta, OpDef
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.lazy_keys import INFERRED, LITERALS, bits, described, frozen_attrs
 from dualflow.tracer.lazy_plans import LazyPlans, Segment, root_of
@@ -71,7 +71,7 @@ class LazyRecorder:
             return self.view_now(op, args, attrs)
         generation = self.generation
         # a numpy array handed to an op directly is copied: eager reads it now, not at the flush
-        arrays = [a._array if isinstance(a, Tensor) else _copied(a) for a in args]
+        arrays = [a.raw_array if isinstance(a, Tensor) else _copied(a) for a in args]
         try:
             operands = [self.operand(a) for a in arrays]
         except NotHost:
@@ -91,13 +91,13 @@ class LazyRecorder:
         """Run ``op`` eagerly on real arrays, after everything recorded before it."""
         self.flush()
         if op.state_write:
-            self.log.array(getattr(args[0], "_array", args[0]))
+            self.log.array(getattr(args[0], "raw_array", args[0]))
         self.plans.eager_ops += 1
         return EAGER.apply(op, args, attrs)
 
     def mine(self, arg: Any) -> bool:
         """Whether ``arg`` is (a tensor of) a result this segment has not computed yet."""
-        array = arg._array if isinstance(arg, Tensor) else arg
+        array = arg.raw_array if isinstance(arg, Tensor) else arg
         return type(array) is Pending and array.real is None and array.owner is self
 
     def view_now(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
@@ -106,13 +106,13 @@ class LazyRecorder:
         so a plan computes it from its input as a trace's plan would, never reading it as a
         strided array of its own (a copy must see pending writes: flush first)."""
         for a in args:
-            array = a._array if isinstance(a, Tensor) else a
+            array = a.raw_array if isinstance(a, Tensor) else a
             if hasattr(array, "shape") and id(root_of(resolved(array))) in self.written_roots:
                 self.flush()
                 break
         generation = self.generation
         try:
-            operands = [self.operand(a._array if isinstance(a, Tensor) else a) for a in args]
+            operands = [self.operand(a.raw_array if isinstance(a, Tensor) else a) for a in args]
         except NotHost:
             return self.now(op, args, attrs)
         if self.generation != generation:
@@ -122,8 +122,8 @@ class LazyRecorder:
         metas = [Meta(t.shape, t.dtype) for t in outs]
         first = self.segment.record(op, tuple(operands), attrs, metas, frozen_attrs(attrs))
         for number, t in enumerate(outs, first):
-            self.aliases[id(t._array)] = number
-            self.segment.keep.append(t._array)  # held: its id stays unique until the flush
+            self.aliases[id(t.raw_array)] = number
+            self.segment.keep.append(t.raw_array)  # held: its id stays unique until the flush
         return result
 
     def infer(self, op: OpDef, arrays: list, attrs: dict[str, Any]) -> tuple | None:
@@ -231,7 +231,7 @@ class LazyRecorder:
     # ----- writes -------------------------------------------------------------------------------
     def assign(self, target: Any, source: Any) -> Any:
         """``assign(target, source)``: a new value for the target, committed at the flush."""
-        array = target._array
+        array = target.raw_array
         standing = self.stand_ins.get(id(array))
         if standing is not None and standing[1] is array:  # written before in this segment
             array = standing[2]
@@ -246,7 +246,7 @@ class LazyRecorder:
                 return self.now(OPS["assign"], (target, source), {})
         generation = self.generation
         try:
-            value = self.operand(source._array if isinstance(source, Tensor) else source)
+            value = self.operand(source.raw_array if isinstance(source, Tensor) else source)
         except NotHost:
             return self.now(OPS["assign"], (target, source), {})
         if self.generation != generation:
@@ -261,28 +261,28 @@ class LazyRecorder:
             self.overrides[id(real)] = value
             self.written_roots.add(id(root_of(real)))
             self.stand_in(target, real, value)
-        return Tensor._wrap(target._array, None, 0, False)
+        return Tensor.wrap(target.raw_array, None, 0, False)
 
     def stand_in(self, target: Tensor, real: Any, value: int) -> None:
         """Until the flush commits the write, ``target`` holds a ``Pending`` standing for its
         written memory: any reader of its data (an op, ``.item()``, numpy, code that reads
         ``_array``) gets the written values, never the old ones; the flush gives it back."""
-        standing = self.stand_ins.get(id(target._array))
-        if standing is not None and standing[1] is target._array:
+        standing = self.stand_ins.get(id(target.raw_array))
+        if standing is not None and standing[1] is target.raw_array:
             standing[1].value = value  # written again: the newest value
             return
         pending = Pending(real.shape, real.dtype, self, value)
         pending.layout = C if real.flags.c_contiguous else "any"
         pending.base_key = id(root_of(real))  # views of it are views of that memory
         self.stand_ins[id(pending)] = (target, pending, real)
-        target._array = pending
+        target.raw_array = pending
 
     def _give_back(self) -> None:
         """Written tensors get their (now written) arrays back; their stand-ins resolve to it."""
         for target, pending, real in self.stand_ins.values():
             pending.real = real
-            if target._array is pending:
-                target._array = real
+            if target.raw_array is pending:
+                target.raw_array = real
         self.stand_ins = {}
 
     def _meta_array(self, value: Any, source: Any) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-import dualflow
+from dualflow import _version
 from dualflow._config import cache_dir, user_path
 from dualflow.disk_cache import Store, open_store
 from dualflow.disk_trim import ENTRY_FILES, discard, plan_entry
@@ -87,8 +87,8 @@ def package_digest() -> str:
         >>> len(package_digest())
         64
     """
-    digest = hashlib.sha256(dualflow.__version__.encode())
-    root = os.path.dirname(dualflow.__file__)
+    digest = hashlib.sha256(_version.__version__.encode())
+    root = os.path.dirname(_version.__file__)  # the package's folder
     for folder, _, files in sorted(os.walk(root)):
         for name in sorted(f for f in files if f.endswith(".py")):
             info = os.stat(os.path.join(folder, name))

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.device import Device
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.autodiff import Backward, backward_op
 from dualflow.tracer.env_cache import canonical, decode_guards, fingerprint
 from dualflow.tracer.env_guards import is_versioned

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow._config import config, enable_grad
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.autodiff import connect, released_node
 from dualflow.tracer.collective_agreement import EAGER_RUN
@@ -41,7 +41,7 @@ def run_trace(
     ``compiled``: the CompiledFunction (its ``fn`` re-runs the call for create_graph);
     ``history``: the saved arrays of the arguments' tapes the graph reads, and those tape nodes.
     """
-    inputs = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
+    inputs = [leaf.raw_array if isinstance(leaf, Tensor) else leaf for leaf in flat.leaves]
     inputs += history[0]
     state = [ref.read() for ref in trace.checks.refs]
     connected = trace.backward is not None and config.grad_enabled
@@ -78,23 +78,23 @@ def commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[lis
     store) and the residuals a backward graph reads.
     """
     arrays = iter(result.outputs)
-    outputs = [Tensor._wrap(next(arrays), None, 0, False) for _ in range(trace.n_outputs)]
+    outputs = [Tensor.wrap(next(arrays), None, 0, False) for _ in range(trace.n_outputs)]
     for index in (*trace.const_outputs, *trace.state_outputs):  # not shared with the caller /
-        outputs[index]._array = outputs[index]._array.copy()  # not overwritten by the commit
+        outputs[index].raw_array = outputs[index].raw_array.copy()  # not overwritten by the commit
     for slot, new in zip(trace.update_slots, result.updates):
         if new is not state[slot]:  # a donated update was written in place by the plan
             state[slot][...] = new
     for index, (kind, where) in trace.identity_outputs.items():  # the object itself, as eager
         outputs[index] = flat.leaves[where] if kind == "input" else trace.checks.refs[where].tensor
     for index in trace.released_outputs:  # eager: requires grad, its tape consumed inside
-        outputs[index]._creator = released_node()
+        outputs[index].creator = released_node()
         outputs[index].requires_grad = True
     for slot in trace.grad_owners:
-        _grad_owner(slot, flat)._grad = Tensor._wrap(next(arrays), None, 0, False)
+        _grad_owner(slot, flat).raw_grad = Tensor.wrap(next(arrays), None, 0, False)
     for position in trace.input_updates:
-        flat.leaves[position]._array[...] = next(arrays)
+        flat.leaves[position].raw_array[...] = next(arrays)
     for slot in trace.grads_to_none:
-        _grad_owner(slot, flat)._grad = None
+        _grad_owner(slot, flat).raw_grad = None
     return outputs, list(arrays)
 
 

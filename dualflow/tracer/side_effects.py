@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dualflow._tensor import Tensor
 from dualflow.errors import TracingError
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import pytree
 from dualflow.tracer.env_guards import ATTR, CELL, CONTENT, GLOBAL, ITEM, MISSING, is_value, same
 from dualflow.tracer.env_record import Change, EnvRecorder, key_id

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import pytree
 
 STATIC_TYPES = (int, float, bool, str, bytes, type(None))
@@ -53,7 +53,7 @@ def describe_leaf(value: Any) -> Any:
         ('static', 'int', 3)
     """
     if isinstance(value, Tensor):
-        array = value._array
+        array = value.raw_array
         device = "cpu" if type(array) is np.ndarray else str(value.device)
         return ("tensor", array.shape, _dtype_name(array.dtype), device, value.requires_grad)
     if isinstance(value, np.ndarray):
@@ -99,7 +99,7 @@ def _alias_pattern(leaves: list[Any]) -> tuple[int, ...]:
     # f(x, x) and f(x, y) must not share a trace: the first would read one input twice.
     first: dict[int, int] = {}
     return tuple(
-        first.setdefault(id(leaf._array if isinstance(leaf, Tensor) else leaf), i)
+        first.setdefault(id(leaf.raw_array if isinstance(leaf, Tensor) else leaf), i)
         for i, leaf in enumerate(leaves)
     )
 

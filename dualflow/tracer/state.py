@@ -12,8 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.device import Device, device_of
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.env_guards import EnvGuards
 from dualflow.tracer.module_reads import ANY_MODE
 
@@ -32,7 +32,7 @@ class StateRef:
 
     @classmethod
     def of(cls, kind: str, owner: Tensor, current: Tensor, name: str) -> StateRef:
-        array = current._array
+        array = current.raw_array
         device = str(device_of(array))
         return cls(kind, owner, array.shape, array.dtype, device, name, current.requires_grad)
 
@@ -44,10 +44,10 @@ class StateRef:
     def read(self) -> Any:
         """The array to feed the plan now."""
         if self.kind == "tensor":
-            return self.tensor._array
+            return self.tensor.raw_array
         if self.kind == "array":
             return self.tensor
-        return self.tensor._grad._array
+        return self.tensor.raw_grad.raw_array
 
     def mismatch(self) -> str | None:
         """Why this ref no longer fits the trace (None when it does)."""
@@ -57,11 +57,11 @@ class StateRef:
                 was, now = f"{self.shape}/{self.dtype}", f"{array.shape}/{array.dtype}"
                 return f"{self.name}: shape/dtype {was} -> {now}"
             return None
-        current = self.tensor if self.kind == "tensor" else self.tensor._grad
+        current = self.tensor if self.kind == "tensor" else self.tensor.raw_grad
         label = self.name + (".grad" if self.kind == "grad" else "")
         if current is None:
             return f"{label} was set when traced and is None now"
-        array = current._array
+        array = current.raw_array
         if array.shape != self.shape:
             return f"{label}.shape: {self.shape} -> {array.shape}"
         if array.dtype != self.dtype:
@@ -92,7 +92,7 @@ class StateChecks:
         # A trace that reads w as captured state cannot serve a call passing w as an argument.
         # (The converse, a trace made by passing a captured tensor as the argument, cannot be
         # told apart from a plain argument: documented as a limitation.)
-        arrays = [leaf._array if isinstance(leaf, Tensor) else leaf for leaf in leaves]
+        arrays = [leaf.raw_array if isinstance(leaf, Tensor) else leaf for leaf in leaves]
         if arrays and self.refs:
             ids = {id(a) for a in arrays}
             for ref in self.refs:
@@ -113,7 +113,7 @@ class StateChecks:
                     "read both as one value); now it is another tensor"
                 )
         for position in self.empty_input_grads:
-            if leaves[position]._grad is not None:
+            if leaves[position].raw_grad is not None:
                 return f"argument {position} arrives with a .grad (it had none when traced)"
         for module, version, training in self.modules:
             if module._version != version:
@@ -123,7 +123,7 @@ class StateChecks:
             if training is not ANY_MODE and getattr(module, "training", None) != training:
                 return f"{type(module).__name__}.training: {training} -> {module.training}"
         for owner, name in self.empty_grads:
-            if owner._grad is not None:
+            if owner.raw_grad is not None:
                 return f"{name}.grad was None when traced and is set now"
         for ref in self.refs:
             reason = ref.mismatch()
@@ -141,7 +141,7 @@ def plan_device(leaves: list[Any], refs: list[StateRef]) -> Device:
         Device('cpu')
     """
     for leaf in leaves:
-        device = device_of(leaf._array if isinstance(leaf, Tensor) else leaf)
+        device = device_of(leaf.raw_array if isinstance(leaf, Tensor) else leaf)
         if device.kind != "cpu":
             return device
     for ref in refs:

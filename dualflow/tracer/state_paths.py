@@ -12,7 +12,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.random import default_generators
 
 Path = list[list[Any]]  # [["closure", "model"], ["attr", "_params"], ["item", "weight"], ...]
 
@@ -79,9 +80,7 @@ def function_roots(fn: Any, args: tuple, kwargs: dict[str, Any]) -> dict[tuple, 
         roots[("arg", i)] = value
     for name, value in kwargs.items():
         roots[("kwarg", name)] = value
-    from dualflow.random import _defaults  # noqa: PLC0415 - random imports the tracer stack
-
-    for device, generator in _defaults.items():
+    for device, generator in default_generators().items():
         roots[("rng", str(device))] = generator
     return roots
 

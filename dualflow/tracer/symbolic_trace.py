@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS, Meta
 from dualflow.symbolic_shapes import SYMBOLIC, ShapeEnv, SymInt, has_symbols, hint_of, substitute
+from dualflow.tensor.core import Tensor
 
 
 class SymbolicShapes:

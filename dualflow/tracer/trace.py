@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dualflow._config import config
-from dualflow._tensor import Tensor
 from dualflow.errors import TracingError
 from dualflow.graph_ir.ir import Graph
 from dualflow.passes.manager import PassStats
 from dualflow.runtime.memory import alias_roots
 from dualflow.runtime.plan import Plan
+from dualflow.tensor.core import Tensor
 from dualflow.tracer.autodiff import Backward, trace_backward
 from dualflow.tracer.env_guards import is_value, is_versioned
 from dualflow.tracer.environment import finish_environment
@@ -190,11 +190,11 @@ def _grad_outputs(tracer: TracingInterpreter) -> tuple[list, list]:
     grad_owners, to_none = [], []
     for owner in tracer.grad_written.values():
         slot = tracer.grad_slot(owner)
-        if owner._grad is None:
+        if owner.raw_grad is None:
             to_none.append(slot)
         else:
             grad_owners.append(slot)
-            tracer.builder.output(tracer.value_of(owner._grad))
+            tracer.builder.output(tracer.value_of(owner.raw_grad))
     return grad_owners, to_none
 
 
@@ -204,7 +204,7 @@ def _output_facts(trace: Trace, leaves: list[Tensor]) -> None:
     trace.released_outputs = [
         i
         for i, t in enumerate(leaves)
-        if t.requires_grad and t._creator is not None and t._creator.released
+        if t.requires_grad and t.creator is not None and t.creator.released
     ]
     trace.const_outputs = [
         i for i, v in enumerate(graph.outputs[: len(leaves)]) if v in graph.consts

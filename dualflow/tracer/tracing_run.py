@@ -10,8 +10,8 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from dualflow._tensor import Tensor
 from dualflow.ops.dispatch import interpreting
+from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.array_argument import wrap_arguments
 from dualflow.tracer.env_probe import EnvProbe

@@ -16,8 +16,8 @@ from dualflow import ops
 from dualflow._config import no_grad
 from dualflow.device import Device, send
 from dualflow.errors import CheckpointError
-from dualflow.random import Generator, default_generator
 from dualflow.serialization import load, save
+from dualflow.tensor.random import Generator, default_generator
 
 FORMAT = "dualflow-training-checkpoint"
 VERSION = 1

@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 
 
 def to_host(value: Any) -> np.ndarray:

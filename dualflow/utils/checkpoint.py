@@ -21,12 +21,12 @@ from typing import Any
 
 from dualflow import ops
 from dualflow._config import config, no_grad, using_config
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node, next_seq
 from dualflow.device import Device
 from dualflow.errors import RecomputeError, with_location
 from dualflow.graph_ir.builder import recomputing
-from dualflow.random import Generator, default_generator
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.random import Generator, default_generator
+from dualflow.tensor.tape import Node, next_seq
 
 
 def _tensors(value: Any) -> list[Tensor]:
@@ -44,7 +44,7 @@ def _inner_nodes(outputs: list[Tensor], start: int) -> list[Node]:
     """The tape nodes made since sequence number ``start`` that ``outputs`` depend on, oldest
     first (the tape outside the segment is older, so the walk stops there)."""
     seen: dict[int, Node] = {}
-    stack = [t._creator for t in outputs if t._creator is not None]
+    stack = [t.creator for t in outputs if t.creator is not None]
     while stack:
         node = stack.pop()
         if node.seq < start or id(node) in seen:

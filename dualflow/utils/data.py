@@ -12,7 +12,7 @@ from typing import Any
 
 from dualflow import data as _data
 from dualflow.data import *  # noqa: F403 - every name of dualflow.data, under torch's name
-from dualflow.random import initial_seed
+from dualflow.tensor.random import initial_seed
 
 # PyTorch DataLoader arguments dualflow cannot honour -> their default (anything else raises)
 _UNSUPPORTED = {

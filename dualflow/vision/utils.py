@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from dualflow._tensor import Tensor, tensor
 from dualflow.errors import ShapeError
+from dualflow.tensor.core import Tensor, tensor
 
 
 def _host(images: Any) -> np.ndarray:

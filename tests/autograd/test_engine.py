@@ -10,9 +10,9 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.autograd.eager import EAGER
-from dualflow.autograd.tape import GraphReleasedError
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.ops.dispatch import interpreting
+from dualflow.tensor.tape import GraphReleasedError
 
 
 def _leaf(values: Any, dtype: Any = np.float64) -> dualflow.Tensor:

@@ -11,8 +11,8 @@ import pytest
 
 import dualflow
 from dualflow import ops
-from dualflow._tensor import Tensor
-from dualflow.autograd.tape import Node
+from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import Node
 
 
 @pytest.fixture

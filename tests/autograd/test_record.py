@@ -12,21 +12,21 @@ from pathlib import Path
 import numpy as np
 
 import dualflow
-from dualflow.autograd.tape import Node, edge, record
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply
+from dualflow.tensor.tape import Node, edge, record
 
 PACKAGE = Path(dualflow.__file__).resolve().parent
-TAPE = PACKAGE / "autograd" / "tape.py"
+TAPE = PACKAGE / "tensor" / "tape.py"
 
 
 def _tape_names(tree: ast.Module) -> tuple[set[str], set[str]]:
     """Names bound to ``tape.Node`` and to the ``tape`` module by this module's imports."""
     classes, modules = set(), set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == "dualflow.autograd.tape":
+        if isinstance(node, ast.ImportFrom) and node.module == "dualflow.tensor.tape":
             classes |= {a.asname or a.name for a in node.names if a.name == "Node"}
-        elif isinstance(node, ast.ImportFrom) and node.module == "dualflow.autograd":
+        elif isinstance(node, ast.ImportFrom) and node.module == "dualflow.tensor":
             modules |= {a.asname or a.name for a in node.names if a.name == "tape"}
         elif isinstance(node, ast.Import):
             modules |= {a.asname for a in node.names if a.name.endswith(".tape") and a.asname}
@@ -45,7 +45,7 @@ def node_constructions(source: str, defines_node: bool = False) -> list[int]:
             continue
         func, names = ast.unparse(call.func), [ast.unparse(a) for a in call.args[:1]]
         owner, _, attr = func.rpartition(".")
-        by_module = attr == "Node" and (owner in modules or owner.endswith("autograd.tape"))
+        by_module = attr == "Node" and (owner in modules or owner.endswith("tensor.tape"))
         node_class = func in classes or by_module
         allocates = "new" in attr and any(n in classes or n.endswith(".Node") for n in names)
         if node_class or allocates:
@@ -54,14 +54,14 @@ def node_constructions(source: str, defines_node: bool = False) -> list[int]:
 
 
 def edge_expressions(source: str) -> list[ast.IfExp]:
-    """``t if t._creator is None else (t._creator, t._index)``-shaped expressions: a
-    conditional whose either branch is a tuple naming a tensor's ``_index``."""
+    """``t if t.creator is None else (t.creator, t.output_index)``-shaped expressions: a
+    conditional whose either branch is a tuple naming a tensor's ``output_index``."""
     found = []
     for expr in ast.walk(ast.parse(source)):
         if isinstance(expr, ast.IfExp):
             branches = [b for b in (expr.body, expr.orelse) if isinstance(b, ast.Tuple)]
             items = [e for b in branches for e in b.elts]
-            if any(isinstance(e, ast.Attribute) and e.attr == "_index" for e in items):
+            if any(isinstance(e, ast.Attribute) and e.attr == "output_index" for e in items):
                 found.append(expr)
     return found
 
@@ -93,12 +93,12 @@ def test_the_edge_expression_is_written_once() -> None:
 
 
 def test_the_scanners_find_what_they_look_for() -> None:
-    direct = "from dualflow.autograd.tape import Node as N\nn = N(op, {}, (), (), (), (), None)\n"
-    by_module = "from dualflow.autograd import tape\nn = tape.Node(op)\nm = x.Node(op)\n"
-    allocated = "from dualflow.autograd.tape import Node\nn = object.__new__(Node)\nm = f(Node)\n"
+    direct = "from dualflow.tensor.tape import Node as N\nn = N(op, {}, (), (), (), (), None)\n"
+    by_module = "from dualflow.tensor import tape\nn = tape.Node(op)\nm = x.Node(op)\n"
+    allocated = "from dualflow.tensor.tape import Node\nn = object.__new__(Node)\nm = f(Node)\n"
     assert node_constructions(direct) == [2] and node_constructions(by_module) == [2]
     assert node_constructions(allocated) == [2]
-    copied = "e = t if t._creator is None else (t._creator, t._index)\n"
+    copied = "e = t if t.creator is None else (t.creator, t.output_index)\n"
     assert edge_lines(copied) == [1]
 
 

@@ -93,8 +93,8 @@ def test_bcast_params_makes_every_rank_equal_to_root() -> None:
     def body(comm):
         model = _mlp()
         for _, t in model.named_params():  # different weights per rank
-            t._array[...] = np.random.default_rng(comm.rank).normal(size=t.shape)
-        model[1].running_mean._array[...] = comm.rank  # a buffer too
+            t.raw_array[...] = np.random.default_rng(comm.rank).normal(size=t.shape)
+        model[1].running_mean.raw_array[...] = comm.rank  # a buffer too
         before = {k: t.numpy().copy() for k, t in model.state_dict().items()}
         comm.bcast_params(model)
         return before, {k: t.numpy().copy() for k, t in model.state_dict().items()}

@@ -13,7 +13,7 @@ import numpy as np
 import dualflow
 from dualflow import ops
 from dualflow.device import send
-from dualflow.random import Generator
+from dualflow.tensor.random import Generator
 from tests.opinfo import OpInfo, Sample
 
 

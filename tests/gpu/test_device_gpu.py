@@ -12,7 +12,7 @@ import dualflow
 from dualflow import Device, nn, ops
 from dualflow.device import device_of, send
 from dualflow.errors import DeviceError
-from dualflow.random import Generator
+from dualflow.tensor.random import Generator
 
 pytestmark = pytest.mark.gpu
 CUDA = Device("cuda:0")

@@ -117,13 +117,13 @@ def _run_saved(tmp_path: Path, prelude: str) -> tuple[list[np.ndarray], list[str
 
 def test_saved_graph_runs_in_a_fresh_process_from_the_layers_alone(tmp_path: Path) -> None:
     _, modules = _run_saved(tmp_path, BARE_PACKAGE.format(root=ROOT))
-    for eager in ("dualflow._tensor", "dualflow.autograd", "dualflow.tracer", "dualflow.nn"):
+    for eager in ("dualflow.tensor.core", "dualflow.autograd", "dualflow.tracer", "dualflow.nn"):
         assert eager not in modules, modules
 
 
 def test_saved_graph_runs_in_a_fresh_process_without_the_eager_machinery(tmp_path: Path) -> None:
     _, modules = _run_saved(tmp_path, "")
-    assert "dualflow._tensor" not in modules, modules
+    assert "dualflow.tensor.core" not in modules, modules
 
 
 def test_to_networkx_counts_and_attributes() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import dualflow
 from dualflow.nn import Parameter, init
-from dualflow.random import Generator
+from dualflow.tensor.random import Generator
 
 
 def param(*shape: int, dtype: str = "float32") -> Parameter:

@@ -13,7 +13,7 @@ import dualflow.nn.functional as F
 from dualflow import nn
 from dualflow.nn import init
 from dualflow.nn.init_extra import erfinv
-from dualflow.random import Generator
+from dualflow.tensor.random import Generator
 
 
 def _truncated_moments(mean: float, std: float, a: float, b: float) -> tuple[float, float]:

@@ -11,7 +11,7 @@ import math
 import numpy as np
 
 from dualflow import ops
-from dualflow.random import Generator
+from dualflow.tensor.random import Generator
 from tests.opinfo import OpInfo, Sample
 
 _MASK = 2**64 - 1

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 
 import dualflow
-from dualflow._tensor import Tensor
 from dualflow.autograd.eager import EAGER
 from dualflow.graph_ir.layout import RULES, array_layout
 from dualflow.ops.dispatch import interpreting
+from dualflow.tensor.core import Tensor
 from tests.opinfo import OP_INFOS
 
 
@@ -35,10 +35,10 @@ class _Watch:
     def apply(self, op, args, attrs):
         out = EAGER.apply(op, args, attrs)
         self.seen.add(op.name)
-        arrays = [a._array if isinstance(a, Tensor) else a for a in args]
+        arrays = [a.raw_array if isinstance(a, Tensor) else a for a in args]
         ins = [a for a in arrays if isinstance(a, np.ndarray)]
         for o in out if isinstance(out, tuple) else (out,):
-            result = o._array
+            result = o.raw_array
             if op.aliasing == "fresh" and any(np.shares_memory(result, i) for i in ins):
                 self.broken[op.name].append(f"aliasing='fresh' but shares an input {attrs}")
             layouts = [array_layout(a) if hasattr(a, "shape") else "C" for a in arrays]

@@ -13,7 +13,7 @@ from dualflow import ops
 from dualflow.autograd.eager import EAGER
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.ops.dispatch import interpreting
-from dualflow.random import Generator
+from dualflow.tensor.random import Generator
 
 
 def _t(values: Any, requires_grad: bool = False, dtype: Any = np.float64) -> dualflow.Tensor:

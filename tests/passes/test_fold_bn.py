@@ -176,11 +176,11 @@ def _model(dtype: Any) -> nn.Module:
         nn.BatchNorm1d(7, dtype=dtype),
     )
     for name, t in model.state_dict().items():
-        if t._array.dtype.kind == "f":  # non-trivial parameters and running statistics
+        if t.raw_array.dtype.kind == "f":  # non-trivial parameters and running statistics
             values = rng.normal(size=t.shape) * 0.5
             if "running_var" in name or (name.endswith(".weight") and t.ndim == 1):
                 values = np.abs(values) + 0.5
-            t._array[...] = values.astype(t._array.dtype)
+            t.raw_array[...] = values.astype(t.raw_array.dtype)
     return model.eval()
 
 

@@ -21,7 +21,7 @@ def arrays_of(value: Any) -> list[np.ndarray]:
     insertion order, as ``pytree`` walks them); None leaves are left out."""
     leaves = pytree.flatten(value, opaque=True)[0]
     return [
-        np.asarray(v._array if isinstance(v, dualflow.Tensor) else v)
+        np.asarray(v.raw_array if isinstance(v, dualflow.Tensor) else v)
         for v in leaves
         if v is not None
     ]
@@ -67,7 +67,7 @@ def current_trace(fn: Any, args: tuple, kwargs: dict | None = None) -> tuple[Any
     kwargs = kwargs or {}
     names = list(inspect.signature(fn.fn).parameters)
     flat = flatten(args, kwargs, names)
-    inputs = [leaf._array if isinstance(leaf, dualflow.Tensor) else leaf for leaf in flat.leaves]
+    inputs = [leaf.raw_array if isinstance(leaf, dualflow.Tensor) else leaf for leaf in flat.leaves]
     for trace in fn.traces.get((flat.key, config.snapshot(), flat.aliases), ()):
         if trace.checks.mismatch(flat.leaves) is None:
             return trace, inputs

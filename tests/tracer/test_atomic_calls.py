@@ -80,7 +80,7 @@ def test_an_error_during_a_plan_run_commits_nothing(optimizer: str) -> None:
 
 
 def _rng_tensors() -> list:
-    from dualflow.random import _defaults
+    from dualflow.tensor.random import _defaults
 
     return [t for g in _defaults.values() for t in vars(g).values() if hasattr(t, "numpy")]
 

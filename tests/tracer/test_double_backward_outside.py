@@ -34,10 +34,10 @@ def test_gradient_penalty_through_a_compiled_model_equals_eager() -> None:
     for compiled in (False, True):
         model = _model()
         for p in model.params():
-            p._array = p._array.astype(np.float64)
+            p.raw_array = p.raw_array.astype(np.float64)
         for _name, b in model.named_buffers():
             if b.dtype.kind == "f":
-                b._array = b._array.astype(np.float64)
+                b.raw_array = b.raw_array.astype(np.float64)
         params = list(model.params())
         fn = dualflow.compile(model) if compiled else model
         dualflow.random.seed(11)

@@ -69,8 +69,8 @@ def test_python_branch_on_a_size_guards_the_comparison() -> None:
 
 
 def test_a_size_read_behind_the_symbols_back_is_caught_by_the_witness() -> None:
-    def f(x):  # the private array's shape: a plain int the trace cannot see
-        return x.sum() / x._array.shape[0]
+    def f(x):  # the raw array's shape: a plain int the trace cannot see
+        return x.sum() / x.raw_array.shape[0]
 
     g = df.compile(f, passes="exact")
     for n in [4, 6, 10, 12]:

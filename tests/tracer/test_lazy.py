@@ -292,16 +292,16 @@ def test_any_reader_of_a_written_tensor_waits_for_the_write():
     written tensor holds a stand-in for its memory, so even code that reads ``_array`` itself
     (library code, not the Tensor API) gets the written values; afterwards its array is back."""
     w = df.tensor([1.0, 2.0])
-    array = w._array
+    array = w.raw_array
     seen: list = []
 
     def step():
         ops.assign(w, w * 3.0)
-        seen.append(float(w._array.sum()))  # a raw read, as internal helpers do
+        seen.append(float(w.raw_array.sum()))  # a raw read, as internal helpers do
         ops.assign(w, w + 1.0)  # written again in the next segment
         return w.sum()
 
     compiled = df.compile(step, lazy="always")
     results = [compiled().item() for _ in range(3)]
     assert seen == [9.0, 33.0, 105.0] and results == [11.0, 35.0, 107.0]
-    assert w._array is array and isinstance(w._array, np.ndarray)
+    assert w.raw_array is array and isinstance(w.raw_array, np.ndarray)

@@ -13,8 +13,8 @@ import pytest
 
 import dualflow
 from dualflow import ops
-from dualflow.random import Generator
 from dualflow.rule_check import same_bits
+from dualflow.tensor.random import Generator
 from tests.opinfo import OP_INFOS, OpInfo, Sample
 from tests.tracer.helpers import (
     arrays_of,

@@ -42,7 +42,7 @@ def _mlp(dtype: Any, make_opt: Any) -> tuple[Any, Any]:
         opt.step()
         return loss.detach()
 
-    return step, lambda: [p._array.copy() for p in params] + _optimizer_state(opt)
+    return step, lambda: [p.raw_array.copy() for p in params] + _optimizer_state(opt)
 
 
 @pytest.mark.parametrize("passes", PIPELINES)

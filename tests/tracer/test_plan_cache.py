@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import dualflow
-from dualflow import nn, ops, optim
+from dualflow import _version, nn, ops, optim
 from dualflow._config import cache_dir
 from dualflow.tracer import plan_cache
 from tests.tracer.helpers import assert_same, tol
@@ -97,7 +97,7 @@ def test_signature_training_flag_and_version_changes_miss(
     model.eval()
     _run(eval_mode)
     assert eval_mode.stats().cache_loads == 0
-    monkeypatch.setattr(dualflow, "__version__", "999.0")
+    monkeypatch.setattr(_version, "__version__", "999.0")  # what dualflow.__version__ reads
     plan_cache.package_digest.cache_clear()
     try:
         bumped, _ = make_step(tmp_path)

@@ -26,7 +26,7 @@ def test_captured_state_is_read_by_reference() -> None:
     assert compiled(x).item() == 3.0
     ops.assign(w, np.array([5.0, 5.0]))  # in place, outside
     assert compiled(x).item() == 10.0
-    w._array = np.array([7.0, 1.0])  # a new array object (e.g. a device move)
+    w.raw_array = np.array([7.0, 1.0])  # a new array object (e.g. a device move)
     assert compiled(x).item() == 8.0
     assert compiled.stats().traces == 1 and compiled.stats().plan_runs == 3
 
@@ -35,7 +35,7 @@ def test_state_shape_change_retraces() -> None:
     w = Parameter(np.ones(2))
     compiled = dualflow.compile(lambda: w.sum())
     compiled()
-    w._array = np.ones(3)
+    w.raw_array = np.ones(3)
     assert compiled().item() == 3.0
     assert compiled.stats().retrace_reasons[1] == "state0.shape: (2,) -> (3,)"
 

@@ -31,14 +31,14 @@ def outputs(monkeypatch):
     def recording(self, op, args, attrs):
         result = apply(self, op, args, attrs)
         for tensor in result if isinstance(result, tuple) else (result,):
-            made.append((op.name, weakref.ref(tensor._array)))
+            made.append((op.name, weakref.ref(tensor.raw_array)))
         return result
 
     new_tensor = TracingInterpreter.on_new_tensor
 
     def recording_new(self, tensor):  # tensors the run creates (Tensor(), dualflow.tensor)
         new_tensor(self, tensor)
-        made.append(("new tensor", weakref.ref(tensor._array)))
+        made.append(("new tensor", weakref.ref(tensor.raw_array)))
 
     monkeypatch.setattr(TracingInterpreter, "apply", recording)
     monkeypatch.setattr(TracingInterpreter, "on_new_tensor", recording_new)
@@ -56,7 +56,7 @@ def outputs(monkeypatch):
 def _alive(made: list, keep: list = ()) -> list[str]:
     """The ops whose outputs are still alive, leaving out the arrays of ``keep`` (tensors the
     caller or the state holds) and the arrays they are views of."""
-    kept = {id(a) for t in keep for a in (t._array, _root(t._array))}
+    kept = {id(a) for t in keep for a in (t.raw_array, _root(t.raw_array))}
     found = []
     for name, ref in made:
         array = ref()

@@ -35,7 +35,7 @@ def _batches(dtype: Any, shape: tuple[int, ...], classes: int) -> list[tuple[Any
 
 def _optimizer_state(opt: Any) -> list[np.ndarray]:
     return [
-        t._array.copy()
+        t.raw_array.copy()
         for group in opt.param_groups
         for p in group["params"]
         for _, t in sorted(opt.state.get(p, {}).items())
@@ -88,7 +88,7 @@ def _mlp(dtype: Any, make_opt: Callable, clip: float | None = None) -> tuple[Cal
         opt.step()
         return loss.detach()
 
-    return step, lambda: [p._array.copy() for p in params] + _optimizer_state(opt)
+    return step, lambda: [p.raw_array.copy() for p in params] + _optimizer_state(opt)
 
 
 @DTYPES
@@ -136,7 +136,7 @@ def _cnn(dtype: Any) -> tuple[Callable, Callable]:
         opt.step()
         return loss.detach()
 
-    return step, lambda: [t._array.copy() for t in (*params, *running)]
+    return step, lambda: [t.raw_array.copy() for t in (*params, *running)]
 
 
 @DTYPES
@@ -169,7 +169,7 @@ def _twin(make_model: Callable) -> Callable:
 
     def build() -> Any:
         model = make_model()
-        model.load_state_dict({k: v._array for k, v in reference.state_dict().items()})
+        model.load_state_dict({k: v.raw_array for k, v in reference.state_dict().items()})
         return model
 
     return build
@@ -192,7 +192,7 @@ def test_cnn_modules_with_momentum() -> None:
         model = make()
         step, opt = _module_step(model, OPTIMIZERS["momentum"])
         state = [t for _, t in model.state_dict().items()]
-        return step, lambda: [t._array.copy() for t in state] + _optimizer_state(opt)
+        return step, lambda: [t.raw_array.copy() for t in state] + _optimizer_state(opt)
 
     run_both(build, _batches(np.float32, (4, 2, 5, 5), 4), np.float32, warmup=1, seed=3)
 
@@ -214,7 +214,7 @@ def test_lstm_module_with_adam() -> None:
             return loss.detach()
 
         tensors = [*lstm.params(), *head.params()]
-        return step, lambda: [t._array.copy() for t in tensors] + _optimizer_state(opt)
+        return step, lambda: [t.raw_array.copy() for t in tensors] + _optimizer_state(opt)
 
     batches = [(x.reshape(4, 2, 3), t[:2]) for x, t in _batches(np.float32, (8, 3), 2)]
     run_both(build, batches, np.float32, warmup=1)
@@ -235,6 +235,6 @@ def test_compiled_forward_with_eager_backward_and_step() -> None:
             loss.backward()
             opt.step()
             losses.append(loss.detach())
-        results.append((losses, [p._array.copy() for p in model.params()]))
+        results.append((losses, [p.raw_array.copy() for p in model.params()]))
     assert_same(results[1], results[0], **tol(np.float32))
     assert forward.stats().plan_runs == STEPS - 1

@@ -34,7 +34,7 @@ def _rope_net(dtype: Any) -> tuple[Callable, Callable]:
         opt.step()
         return loss.detach()
 
-    return step, lambda: [p._array.copy() for p in params] + _optimizer_state(opt)
+    return step, lambda: [p.raw_array.copy() for p in params] + _optimizer_state(opt)
 
 
 @DTYPES

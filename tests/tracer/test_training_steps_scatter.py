@@ -43,7 +43,7 @@ def _graph_net(dtype: Any, reduce: str) -> tuple[Callable, Callable]:
         opt.step()
         return loss.detach()
 
-    return step, lambda: [p._array.copy() for p in params] + _optimizer_state(opt)
+    return step, lambda: [p.raw_array.copy() for p in params] + _optimizer_state(opt)
 
 
 @DTYPES
@@ -72,7 +72,7 @@ def _sparse_net(dtype: Any) -> tuple[Callable, Callable]:
         opt.step()
         return loss.detach()
 
-    return step, lambda: [p._array.copy() for p in params] + _optimizer_state(opt)
+    return step, lambda: [p.raw_array.copy() for p in params] + _optimizer_state(opt)
 
 
 @DTYPES

@@ -64,7 +64,7 @@ def test_dropout_mask_is_redrawn_identically_and_without_rng_state_differs() -> 
 def test_saved_values_are_dropped_until_backward() -> None:
     x = dualflow.randn(3, 3, requires_grad=True)
     y = checkpoint(lambda t: (t.exp() * t.sin()).sum(), x)
-    node = y._creator.edges[0][0]  # the multiply under the sum
+    node = y.creator.edges[0][0]  # the multiply under the sum
     assert node.op.name == "multiply" and isinstance(node.saved_inputs, _Pending)
     y.backward()
     assert node.released
@@ -129,8 +129,8 @@ def test_memory_is_released_after_forward() -> None:
 
     plain, checked = chain(x), checkpoint(chain, x)
     # the plain tape keeps six 256x256 outputs; the checkpointed one keeps none of them
-    assert plain._creator.saved_outputs[0] is not None
-    assert isinstance(checked._creator.saved_outputs, _Pending)
+    assert plain.creator.saved_outputs[0] is not None
+    assert isinstance(checked.creator.saved_outputs, _Pending)
 
 
 def test_the_recompute_uses_the_forwards_autocast_setting() -> None:

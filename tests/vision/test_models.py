@@ -131,7 +131,7 @@ def test_state_dict_round_trip(name: str) -> None:
     source, target = _build(name), _build(name)
     dualflow.random.seed(1)
     for p in source.params():  # make the two differ everywhere before loading
-        p._array[...] = np.random.default_rng(1).normal(size=p.shape)
+        p.raw_array[...] = np.random.default_rng(1).normal(size=p.shape)
     state = {k: v.numpy().copy() for k, v in source.state_dict().items()}
     target.load_state_dict(state)
     x = _images(name)
@@ -161,8 +161,8 @@ def test_compiled_inference_matches_eager(name: str, passes: str) -> None:
     model = _build(name).eval()
     for p in model.modules():  # non-trivial running statistics, so folding changes weights
         if isinstance(p, dualflow.nn.BatchNorm2d):
-            p.running_mean._array[...] = np.linspace(-0.2, 0.2, p.num_features)
-            p.running_var._array[...] = np.linspace(0.5, 1.5, p.num_features)
+            p.running_mean.raw_array[...] = np.linspace(-0.2, 0.2, p.num_features)
+            p.running_var.raw_array[...] = np.linspace(0.5, 1.5, p.num_features)
     x, x2 = _images(name), _images(name)[::-1].copy()
     with dualflow.no_grad():
         fn = dualflow.compile(model, passes=passes, fallback="error")

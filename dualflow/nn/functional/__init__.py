@@ -74,7 +74,7 @@ from dualflow.nn.functional.spatial import (
     max_pool2d,
     pad,
 )
-from dualflow.tensor_methods.hints import missing
+from dualflow.tensor.methods.hints import missing
 
 _HINTS = {
     "conv3d": "3-D convolutions are not supported; fold the depth into the batch for conv2d",

@@ -10,10 +10,10 @@ import warnings
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import ShapeError
 from dualflow.ops.random_ops import next_key
 from dualflow.ops.validate import require_float
+from dualflow.tensor.core import Tensor, as_tensor
 
 _SELU_ALPHA = 1.6732632423543772
 _SELU_SCALE = 1.0507009873554805

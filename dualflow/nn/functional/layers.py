@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import ShapeError, with_location
+from dualflow.tensor.core import Tensor, as_tensor
 
 
 def linear(input: Any, weight: Any, bias: Any = None) -> Tensor:

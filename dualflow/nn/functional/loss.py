@@ -12,10 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.dtypes import is_float_dtype
 from dualflow.errors import DTypeError, ShapeError, with_location
 from dualflow.ops.autocast import float32_inputs
+from dualflow.tensor.core import Tensor, as_tensor
 
 _REDUCTIONS = ("mean", "sum", "none")
 

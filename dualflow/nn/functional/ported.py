@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
 from dualflow.nn.functional.activation import _check_p, dropout, softmax
 from dualflow.nn.functional.layers import embedding
 from dualflow.ops.random_ops import next_key
 from dualflow.ops.validate import require_float
+from dualflow.tensor.core import Tensor, as_tensor
 
 _BAG_MODES = ("sum", "mean", "max")
 

@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import ShapeError, with_location
 from dualflow.nn.functional.spatial import bin_matrix
 from dualflow.ops.validate import require_float
+from dualflow.tensor.core import Tensor, as_tensor
 
 _LINEAR = {"linear": 1, "bilinear": 2, "trilinear": 3}
 MODES = ("nearest", "nearest-exact", *_LINEAR, "area")

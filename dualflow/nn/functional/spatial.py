@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 
 from dualflow import ops
-from dualflow._tensor import Tensor, as_tensor
 from dualflow.errors import ShapeError, with_location
 from dualflow.nn.functional.ported import check_pad
+from dualflow.tensor.core import Tensor, as_tensor
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
 

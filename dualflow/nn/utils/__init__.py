@@ -8,7 +8,7 @@ from dualflow.nn.utils.clip_grad import (
     parameters_to_vector,
     vector_to_parameters,
 )
-from dualflow.tensor_methods.hints import missing
+from dualflow.tensor.methods.hints import missing
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
 

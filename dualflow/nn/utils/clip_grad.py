@@ -19,8 +19,8 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
-from dualflow._tensor import Tensor, tensor
 from dualflow.errors import with_location
+from dualflow.tensor.core import Tensor, tensor
 
 
 def _param_list(parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:

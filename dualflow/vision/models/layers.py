@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from dualflow import nn, ops
-from dualflow._tensor import Tensor
 from dualflow.device import device_of
+from dualflow.tensor.core import Tensor
 
 
 class ReLU6(nn.Module):

@@ -12,8 +12,8 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import no_grad
-from dualflow._tensor import tensor
 from dualflow.nn import Module
+from dualflow.tensor.core import tensor
 from dualflow.vision import transforms
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import nn, ops
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from dualflow.vision.models.layers import AdaptiveAvgPool2d, init_weights
 from dualflow.vision.models.predict import ImageClassifier
 

@@ -15,8 +15,8 @@ import numpy as np
 
 import dualflow
 from dualflow import ops, optim
-from dualflow._tensor import Tensor
 from dualflow.nn.utils import clip_grad_norm_, clip_grad_value_
+from dualflow.tensor.core import Tensor
 from tests.tracer.fuzz.fragments import registry
 from tests.tracer.fuzz.scope import Env, Scope
 from tests.tracer.fuzz.spec import Spec

@@ -19,7 +19,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from dualflow._tensor import Tensor
+from dualflow.tensor.core import Tensor
 from tests.tracer.fuzz.scope import Env, Scope
 from tests.tracer.fuzz.spec import Piece
 

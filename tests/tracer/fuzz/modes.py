@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import dualflow
 from dualflow import nn
-from dualflow.random import default_generator
+from dualflow.tensor.random import default_generator
 from tests.tracer.fuzz.fragments import Context, Fragment, Statement, register
 from tests.tracer.fuzz.scope import Scope
 from tests.tracer.fuzz.spec import Piece

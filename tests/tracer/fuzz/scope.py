@@ -15,8 +15,8 @@ import numpy as np
 
 import dualflow
 from dualflow import ops
-from dualflow._tensor import Tensor
 from dualflow.nn import Module, Parameter
+from dualflow.tensor.core import Tensor
 
 
 @dataclass

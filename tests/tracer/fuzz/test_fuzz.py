@@ -18,12 +18,12 @@ from hypothesis import HealthCheck, given, settings
 import dualflow
 import dualflow.kernels.expr.out_forwards as out_forward
 import dualflow.runtime.memory as memory
-import dualflow.tensor_methods.inplace as inplace
 from dualflow import ops
 from dualflow.kernels.base.lru_dict import Recent
 from dualflow.kernels.conv import winograd
 from dualflow.kernels.fused_cpu import fused_elementwise as kc
 from dualflow.kernels.numba import background_compile, compile_worker, numba_elementwise
+from dualflow.tensor.methods import inplace
 from tests.tracer.fuzz import fragments
 from tests.tracer.fuzz.build import OPTIMIZERS
 from tests.tracer.fuzz.compare import (

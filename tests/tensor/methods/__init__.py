@@ -1,0 +1,1 @@
+"""Tests of dualflow.tensor.methods: PyTorch-named Tensor methods."""

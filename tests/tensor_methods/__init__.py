@@ -1,1 +1,0 @@
-"""Tests of dualflow.tensor_methods: PyTorch-named Tensor methods."""
