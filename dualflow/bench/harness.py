@@ -50,6 +50,7 @@ class Measurement:
     idle: bool | None = None  # the idle gate's verdict before this cell (None: not gated)
     others_cpu: float | None = None  # other processes' share of the CPUs at the gate
     held_bytes: int | None = None  # a fresh compiled step keeps after its first calls (measured)
+    slower: str | None = None  # modes this compiled row is slower than, beyond noise (``slower``)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
