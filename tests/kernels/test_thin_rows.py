@@ -5,6 +5,7 @@ the route exactly where the kernel takes it (no timing is asserted: the rule get
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -38,9 +39,9 @@ def test_measure_gives_a_positive_ratio_per_candidate() -> None:
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
-    thin_rows.thin_rows.cache_clear()
+    thin_rows.forget()
     yield tmp_path / "kernels"
-    thin_rows.thin_rows.cache_clear()  # the next test reads the real cache's value again
+    thin_rows.forget()  # the next test reads the real cache's value again
 
 
 def test_the_choice_is_measured_once_per_machine_and_read_back(fresh_cache, monkeypatch) -> None:
@@ -48,7 +49,7 @@ def test_the_choice_is_measured_once_per_machine_and_read_back(fresh_cache, monk
     assert thin_rows.thin_rows() == 8
     (entry,) = fresh_cache.glob("thin_rows_*.json")
     assert thin_rows.machine_key() in entry.name
-    thin_rows.thin_rows.cache_clear()  # a new process on the same machine: no measurement
+    thin_rows.forget()  # a new process on the same machine: no measurement
 
     def fail() -> dict:
         raise AssertionError("measured again although the cache holds the choice")
@@ -63,11 +64,11 @@ def test_a_tampered_entry_is_measured_again(fresh_cache, monkeypatch) -> None:
     (entry,) = fresh_cache.glob("thin_rows_*.json")
     data = entry.read_bytes()
     entry.write_bytes(data.replace(b'"rows": 2', b'"rows": 9'))  # the signature no longer holds
-    thin_rows.thin_rows.cache_clear()
+    thin_rows.forget()
     monkeypatch.setattr(thin_rows, "measure", lambda: {2: 2.0, 8: 2.0})
     with pytest.warns(RuntimeWarning, match="signature"):
         assert thin_rows.thin_rows() == 8
-    thin_rows.thin_rows.cache_clear()  # the rewritten entry is read back
+    thin_rows.forget()  # the rewritten entry is read back
     monkeypatch.setattr(thin_rows, "measure", lambda: {2: 0.5})
     assert thin_rows.thin_rows() == 8
 
@@ -77,7 +78,7 @@ def test_an_entry_without_a_row_count_is_measured_again(fresh_cache, monkeypatch
     name = f"thin_rows_{thin_rows.machine_key()}.json"
     for payload in (b"not json", json.dumps({"rows": -1}).encode(), b"[]"):
         store.save(name, payload)
-        thin_rows.thin_rows.cache_clear()
+        thin_rows.forget()
         monkeypatch.setattr(thin_rows, "measure", lambda: {2: 2.0, 8: 0.5})
         assert thin_rows.thin_rows() == 2
 
@@ -93,3 +94,12 @@ def test_the_scratch_fact_counts_the_route_exactly_where_the_kernel_takes_it(
     scratch = OPS["matmul"].scratch(((x.shape, "float32"), (w.T.shape, "float32")), {})
     assert taken == (rows <= 4)
     assert scratch == (rows * 10 * 4 if taken else 0)
+
+
+def test_threads_asking_at_once_get_one_answer(fresh_cache, monkeypatch) -> None:
+    answers = iter([8, 2, 2, 2])  # a second measurement would answer differently
+    monkeypatch.setattr(thin_rows, "measure", lambda: {2: 2.0, 8: 2.0})
+    monkeypatch.setattr(thin_rows, "choose", lambda ratios: next(answers))
+    monkeypatch.setattr(thin_rows, "open_store", lambda kind: None)  # no cache to agree through
+    with ThreadPoolExecutor(4) as pool:
+        assert set(pool.map(lambda _: thin_rows.thin_rows(), range(8))) == {8}

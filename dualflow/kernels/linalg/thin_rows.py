@@ -167,7 +167,10 @@ def _load(store: object, name: str) -> int | None:
     return value if isinstance(value, int) and value >= 0 else None
 
 
-@functools.cache
+_CHOSEN: list[int] = []  # this process's count, once read or measured
+_LOCK = threading.Lock()  # threads that need it at once (loopback ranks) wait for one answer
+
+
 def thin_rows() -> int:
     """This machine's row count (``choose`` of ``measure``): read from the kernels cache, or
     measured and written there at the first call of a machine (measured in every process when
@@ -177,6 +180,25 @@ def thin_rows() -> int:
         >>> thin_rows() in (0, *CANDIDATES)
         True
     """
+    if not _CHOSEN:
+        with _LOCK:
+            if not _CHOSEN:
+                _CHOSEN.append(_read_or_measure())
+    return _CHOSEN[0]
+
+
+def forget() -> None:
+    """Drop this process's count: the next ``thin_rows`` reads (or measures) it again (tests).
+
+    Example:
+        >>> before = thin_rows(); forget(); thin_rows() == before
+        True
+    """
+    with _LOCK:
+        _CHOSEN.clear()
+
+
+def _read_or_measure() -> int:
     store = open_store("kernels")
     name = f"thin_rows_{machine_key()}.json"
     cached = _load(store, name)
