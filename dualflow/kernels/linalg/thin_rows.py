@@ -1,6 +1,7 @@
 """How many rows ``x`` of ``x @ W.T`` (a few rows times a column-major matrix) may have for the
-product to run faster transposed, ``(W @ x.T).T``: measured on this machine (its BLAS, its
-threads), once, and kept in the kernels cache, so every process on the machine routes alike.
+product to run faster transposed, ``(W @ x.T).T``: measured on this machine (its BLAS on one
+thread, scaled to its thread count by a model), once, and kept in the kernels cache, so every
+process on the machine routes alike.
 
 OpenBLAS picks its kernels by the operands' layout and the CPU: on one AVX-512 Zen 4 the direct
 form of a 16 x 256 x 1024 float32 product ran at half the transposed one's rate, and where the
@@ -28,8 +29,8 @@ from dualflow.background.process import NO_BLAS_THREADS
 from dualflow.disk_cache import open_store
 
 CANDIDATES = (2, 4, 8, 16, 32, 64, 128, 256)
-"""Row counts the probe times (one row is a matrix-vector product either way; from 256 rows on
-the transposed form's copy of the result costs more than the GEMM saves: 0.27x on one thread)."""
+"""Row counts the probe times (one row is a matrix-vector product either way; at 256 rows the
+transposed form's copy of the result already cost more than its GEMM saved, 0.7-0.9x)."""
 PROBE = (256, 1024)
 """(K, N) of the probe's W.T: a linear layer's or an LSTM step's (hidden 256, four gates)."""
 MARGIN = 1.05
