@@ -116,6 +116,16 @@ def test_a_gate_of_the_lstm_gates_is_c_ordered() -> None:
     forward_out, buf = OPS["multiply"].out_forward(), np.empty(gate.shape, np.float32)
     assert forward_out(np, gate, dy, out=buf) is buf
     assert_same_bits(buf, gate * dy)
+    # a fused step of fewer than three calls keeps eager's ufuncs (the kernel would copy the
+    # strided operands first), one of three or more runs the kernel into the buffer
+    short = ("call", "multiply", ("call", "add", ("var", "a0"), ("var", "a1")), ("const", 0.5))
+    for expr, kernel_runs in ((short, False), (_SIGMOID_GRAD, True)):
+        metas = tuple(Value(i, gate.shape, "float32") for i in range(2))
+        attrs = {"expr": expr, "args": ("a0", "a1"), "dtype": "float32"}
+        node = Node("fused", metas, (Value(2, gate.shape, "float32"),), attrs)
+        got = node_kernel(node, True, np)(np, gate, dy, out=buf)
+        assert (got is buf) == kernel_runs
+        assert_same_bits(got, compile_numpy(expr, ("a0", "a1"), ())(np, gate, dy))
 
 
 def _mean_loss_steps(passes: str | None) -> tuple[list[float], list[np.ndarray]]:
@@ -142,8 +152,9 @@ def test_a_fused_step_reading_a_broadcast_gradient_equals_eager(monkeypatch) -> 
     # the fused relu_grad step reads the mean's broadcast gradient and a value after a conv
     # (layout only "dense": a checked step), and now writes its planned buffer: eager's bits
     seen = []
-    real = out_kernels._c_like
-    monkeypatch.setattr(out_kernels, "_c_like", lambda a: seen.append(real(a)) or real(a))
+    for rule in ("_c_broadcast", "_c_like"):  # short fused steps ask the first, others both
+        real = getattr(out_kernels, rule)
+        monkeypatch.setattr(out_kernels, rule, lambda a, f=real: seen.append(f(a)) or f(a))
     eager = _mean_loss_steps(None)
     compiled = _mean_loss_steps("exact")  # O2's fusion without its documented value rules
     assert seen and all(seen)  # the checked kernel took the broadcast operand as C-ordered

@@ -43,6 +43,33 @@ def c_ordered(value: Any) -> bool:
     return flags is None or bool(flags.c_contiguous) or _c_like(value)
 
 
+def c_dense(value: Any) -> bool:
+    """Whether ``value`` is a Python scalar, a C-contiguous array or one broadcast (zero strides
+    added, the others a C array's): ``c_ordered`` operands a kernel reads without a copy.
+
+    Example:
+        >>> import numpy as np
+        >>> c_dense(np.ones((2, 3))), c_dense(np.ones((4, 2, 3))[:, 1])
+        (True, False)
+        >>> c_dense(np.broadcast_to(np.ones((2, 1)), (2, 3)))
+        True
+    """
+    flags = getattr(value, "flags", None)
+    return flags is None or bool(flags.c_contiguous) or _c_broadcast(value)
+
+
+def _c_broadcast(array: Any) -> bool:
+    # the axes that move (stride not 0, extent above 1) are those of a C array, innermost first
+    expected = array.itemsize
+    for extent, stride in zip(reversed(array.shape), reversed(array.strides), strict=True):
+        if stride == 0 or extent == 1:
+            continue
+        if stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
 def _c_like(array: Any) -> bool:
     # numpy sorts a result's axes by its operands' absolute strides; strictly falling ones on
     # every moving axis leave them in C order, so an operand like this gives eager's layout (a
