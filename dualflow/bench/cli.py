@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.bench.devices import describe, resolve_device
-from dualflow.bench.harness import Measurement, measure
+from dualflow.bench.harness import Measurement, measure, time_calls
 from dualflow.bench.idle import wait_until_idle
 from dualflow.bench.modes import (
     MODES,
@@ -32,6 +32,7 @@ from dualflow.bench.modes import (
 )
 from dualflow.bench.peers import section
 from dualflow.bench.peers.goals import ISSUE_WORKLOADS
+from dualflow.bench.slower import confirm, flag_slower, summary
 from dualflow.bench.table import add_rates, format_table, share_flops
 from dualflow.bench.workloads import ALIASES, GPU_SCALE, WORKLOADS, default_workloads, resolve_names
 from dualflow.device import CPU, Device
@@ -119,6 +120,14 @@ def _own_rows(name: str, count: int, seed: int, device: Device) -> list[Measurem
     return WORKLOADS[name].rows(count, seed)
 
 
+def _warm_step(name: str, mode: str, seed: int, device: Device) -> Any:
+    # a fresh step of the cell, past its warm-up calls (traced, kernels compiled)
+    built = WORKLOADS[name].build(np.random.default_rng(seed), device)
+    step = prepare(mode, built["step"], built.get("compile"))
+    time_calls(step, 0, WORKLOADS[name].warmup)
+    return step
+
+
 def repeats_of(name: str, repeats_scale: float, repeats: int | None) -> int:
     """Timed calls of a workload's cell: ``--repeats``, else its quick count times the scale.
 
@@ -175,6 +184,9 @@ def run(
     for name in own:
         rows += _own_rows(name, count(name), seed, device)
     share_flops(rows, machine_rates())
+    flagged = flag_slower(rows)
+    if flagged and device.kind == "cpu":  # timed again in turn (a GPU's steps need its sync)
+        confirm(flagged, lambda name, mode: _warm_step(name, mode, seed, device), count)
     order = {name: i for i, name in enumerate(names)}
     return sorted(rows, key=lambda r: order[r.workload])  # stable: modes keep their order
 
@@ -322,6 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args, names, rows, lambda n: repeats_of(n, scale, args.repeats), _warmup
     )
     print(format_table(rows))
+    print(summary(rows))
     print(machine_rates().describe())  # the yardsticks of the % GEMM and % BW columns
     print(text)
     rows += peer_rows

@@ -53,6 +53,7 @@ class Measurement:
     traces: int | None = None  # traces the compiled function made (variable-shape workloads)
     plan_runs: int | None = None  # calls it served with a plan (variable-shape workloads)
     static_ratio: float | None = None  # per-call ms / a static-shape plan's of the same size
+    slower: str | None = None  # modes this compiled row is slower than, beyond noise (``slower``)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -89,6 +89,7 @@ _NOISY = "noisy: min-max spread wider than the median (busy machine); rerun, e.g
 
 def _note(row: Measurement) -> str:
     notes = [row.note, _NOISY if row.noisy and row.repeats else None]
+    notes.append(f"SLOWER than {row.slower}" if row.slower else None)
     notes.append("busy: spread too wide" if row.busy and not row.noisy else None)
     if row.idle is False:
         notes.append(f"machine not idle (others used {row.others_cpu or 0.0:.0%} of the CPUs)")

@@ -82,7 +82,7 @@ def _matmul_scratch(metas: tuple, attrs: dict) -> int:
     # the thin route's transposed product (gemm.thin_times_transposed): the metas do not say
     # whether b is column-major, so every few-rows 2-D product counts it
     (a, dtype_a), (b, dtype_b) = metas
-    if len(a) != 2 or len(b) != 2 or a[0] > gemm.THIN:
+    if len(a) != 2 or len(b) != 2 or a[0] > gemm.thin_rows():
         return 0
     return a[0] * b[1] * np.result_type(np.dtype(dtype_a), np.dtype(dtype_b)).itemsize
 

@@ -193,6 +193,25 @@ def cost_model(device: Device | str = "cpu") -> FusionCost:
     return backend_of(Device(device).xp).fusion
 
 
+def _built(
+    graph: Graph, cost: FusionCost, members: list[int], reduction: Node | None
+) -> tuple[list[int], Node | None]:
+    """The region's members and ``fused`` node; when its kernel is not one loop only because of
+    steps on one-element values (an Adam update's bias corrections: ``beta ** t`` is libm's pow
+    in numba, numpy's own in eager, so the blocked evaluator ran the whole update), those steps
+    stay plan steps (eager's own ufunc calls on the scalars, once per call) and the rest of the
+    region is the fused node, one loop. An elementwise step of a one-element value reads only
+    one-element values, so the members left still form a region."""
+    fused = _fused_node(graph, members, reduction)
+    if fused is None or reduction is not None or _numel(fused.outputs[0]) == 1:
+        return members, fused
+    kept = [i for i in members if _numel(graph.nodes[i].outputs[0]) != 1]
+    if len(kept) == len(members) or _one_loop(cost, fused):
+        return members, fused
+    smaller = _fused_node(graph, kept)
+    return (kept, smaller) if smaller is not None and _one_loop(cost, smaller) else (members, fused)
+
+
 def _reduced_producer(
     graph: Graph, node: Node, escaping: set[Value], index: dict[int, int]
 ) -> int | None:
@@ -249,7 +268,9 @@ def fuse(
             enough, loop = cost.worth(calls, size, min_size)
         else:
             continue
-        fused = _fused_node(graph, members, reduction) if enough or loop else None
+        members, fused = (
+            _built(graph, cost, members, reduction) if enough or loop else (members, None)
+        )
         if fused is None or (loop and not _one_loop(cost, fused)):
             continue
         taken.update(members + [root])

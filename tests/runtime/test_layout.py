@@ -10,12 +10,15 @@ be C-ordered too; donated updates and fused kernels follow the same rule.
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 import dualflow
 from dualflow import nn, ops, optim
 from dualflow.graph_ir import GraphBuilder
 from dualflow.graph_ir.ir import Node, Value
 from dualflow.kernels.expr import out_forwards as out_kernels
+from dualflow.kernels.expr.expression import compile_numpy
 from dualflow.nn import Parameter
 from dualflow.ops.registry import OPS
 from dualflow.runtime import lower
@@ -59,6 +62,72 @@ def test_out_kernels_write_out_for_broadcast_operands() -> None:
     assert got is not buf and got.strides == eager.strides and not eager.flags.c_contiguous
 
 
+_SIGMOID_GRAD = ("call", "multiply", ("call", "multiply", ("var", "a0"), ("var", "a1")),
+                 ("call", "subtract", ("const", 1.0), ("var", "a1")))  # fmt: skip
+
+
+@st.composite
+def _views(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray]:
+    # two views of one shape cut from C arrays: an integer index on an axis, a step (reversed
+    # too) through the last axis, a swap of two axes now and then, a broadcast over a new axis
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=2, max_size=4)))
+    views = []
+    for seed in range(2):
+        axis = draw(st.integers(0, len(shape)))
+        step = draw(st.sampled_from([1, 2, -1, -2]))
+        big = (*shape[:-1], shape[-1] * abs(step))
+        base = np.random.default_rng(seed).normal(size=(*big[:axis], 3, *big[axis:]))
+        view = base.astype(np.float32).take(draw(st.integers(0, 2)), axis=axis)[..., ::step]
+        if draw(st.booleans()):
+            view = np.swapaxes(view, draw(st.integers(0, len(shape) - 1)), -1)
+        views.append(np.broadcast_to(view, (2, *view.shape)) if draw(st.booleans()) else view)
+    try:
+        common = np.broadcast_shapes(*(v.shape for v in views))
+    except ValueError:  # a swap gave the two views shapes that do not broadcast
+        assume(False)
+    return tuple(np.broadcast_to(v, common) for v in views)
+
+
+@given(_views())
+@settings(max_examples=60, deadline=None)
+def test_c_ordered_operands_give_a_c_result_and_the_fused_kernel_writes_it(views) -> None:
+    # the check says C only where numpy's order='K' allocates eager's result C-ordered, and
+    # then the checked fused kernel runs (into the buffer) with eager's bits
+    a0, a1 = views
+    eager = compile_numpy(_SIGMOID_GRAD, ("a0", "a1"), ())(np, a0, a1)
+    if not (out_kernels.c_ordered(a0) and out_kernels.c_ordered(a1)):
+        return
+    assert eager.flags.c_contiguous
+    metas = tuple(Value(i, a.shape, "float32") for i, a in enumerate(views))
+    attrs = {"expr": _SIGMOID_GRAD, "args": ("a0", "a1"), "dtype": "float32"}
+    fused = Node("fused", metas, (Value(2, eager.shape, "float32"),), attrs)
+    buf = np.empty(eager.shape, np.float32)
+    assert node_kernel(fused, True, np)(np, a0, a1, out=buf) is buf
+    assert_same_bits(buf, eager)
+
+
+def test_a_gate_of_the_lstm_gates_is_c_ordered() -> None:
+    # lstm_scan's backward reads each gate as gates[:, :, k] of (L, N, 4, H): a strided view
+    # eager multiplies into a C result, so the fused sigmoid gradient runs its kernel
+    gates = np.random.default_rng(5).random((6, 3, 4, 8), dtype=np.float32)
+    gate, dy = gates[:, :, 1], gates[:, :, 3]
+    assert not gate.flags.c_contiguous and out_kernels.c_ordered(gate)
+    assert not out_kernels.c_ordered(gates.transpose(1, 0, 2, 3)[:, :, 1])
+    forward_out, buf = OPS["multiply"].out_forward(), np.empty(gate.shape, np.float32)
+    assert forward_out(np, gate, dy, out=buf) is buf
+    assert_same_bits(buf, gate * dy)
+    # a fused step of fewer than three calls keeps eager's ufuncs (the kernel would copy the
+    # strided operands first), one of three or more runs the kernel into the buffer
+    short = ("call", "multiply", ("call", "add", ("var", "a0"), ("var", "a1")), ("const", 0.5))
+    for expr, kernel_runs in ((short, False), (_SIGMOID_GRAD, True)):
+        metas = tuple(Value(i, gate.shape, "float32") for i in range(2))
+        attrs = {"expr": expr, "args": ("a0", "a1"), "dtype": "float32"}
+        node = Node("fused", metas, (Value(2, gate.shape, "float32"),), attrs)
+        got = node_kernel(node, True, np)(np, gate, dy, out=buf)
+        assert (got is buf) == kernel_runs
+        assert_same_bits(got, compile_numpy(expr, ("a0", "a1"), ())(np, gate, dy))
+
+
 def _mean_loss_steps(passes: str | None) -> tuple[list[float], list[np.ndarray]]:
     # three SGD steps on (model(x) ** 2).mean(): the mean's gradient is a broadcast view
     dualflow.random.seed(0)
@@ -83,8 +152,9 @@ def test_a_fused_step_reading_a_broadcast_gradient_equals_eager(monkeypatch) -> 
     # the fused relu_grad step reads the mean's broadcast gradient and a value after a conv
     # (layout only "dense": a checked step), and now writes its planned buffer: eager's bits
     seen = []
-    real = out_kernels._c_broadcast
-    monkeypatch.setattr(out_kernels, "_c_broadcast", lambda a: seen.append(real(a)) or real(a))
+    for rule in ("_c_broadcast", "_c_like"):  # short fused steps ask the first, others both
+        real = getattr(out_kernels, rule)
+        monkeypatch.setattr(out_kernels, rule, lambda a, f=real: seen.append(f(a)) or f(a))
     eager = _mean_loss_steps(None)
     compiled = _mean_loss_steps("exact")  # O2's fusion without its documented value rules
     assert seen and all(seen)  # the checked kernel took the broadcast operand as C-ordered

@@ -4,8 +4,9 @@
 GEMM: numpy's batched matmul calls BLAS once per leading index, each call too small to keep the
 machine's cores busy (46-105 GFLOP/s against 140-190 for the one GEMM, 16 x 64 x 1024 x 256
 float32 on 2 cores). A few rows times a transposed matrix (``x @ W.T`` of a linear layer on a
-small batch, an LSTM step) is computed as ``(W @ x.T).T``: OpenBLAS ran the first form at half
-the rate (16 x 256 x 1024 float32: 205 against 116 us on one thread, 133 against 64 on two).
+small batch, an LSTM step) is computed as ``(W @ x.T).T`` up to the row count this machine's BLAS
+runs faster so (``thin_rows``, measured: OpenBLAS on one Zen 4 ran the first form at half the
+rate, 16 x 256 x 1024 float32: 205 against 116 us on one thread, 133 against 64 on two).
 Every other case is ``xp.matmul`` itself. The result is C-ordered either way.
 """
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+from dualflow.kernels.linalg.thin_rows import thin_rows
 
 
 def stacked_rows(a: Any, b: Any) -> bool:
@@ -27,24 +30,24 @@ def stacked_rows(a: Any, b: Any) -> bool:
     return a.ndim > 2 and b.ndim == 2
 
 
-THIN = 64  # rows of a up to which a few rows times a transposed matrix is computed transposed
-
-
 def thin_times_transposed(a: Any, b: Any) -> bool:
-    """Whether ``a @ b`` is a few rows times a transposed (column-major) matrix.
+    """Whether ``a @ b`` is a few rows (at most ``thin_rows()``) times a transposed
+    (column-major) matrix.
 
     Example:
         >>> import numpy as np
         >>> w = np.zeros((8, 4))
-        >>> thin_times_transposed(np.zeros((2, 4)), w.T), thin_times_transposed(np.zeros((2, 8)), w)
-        (True, False)
+        >>> thin_times_transposed(np.zeros((1, 4)), w.T) == (thin_rows() >= 1)
+        True
+        >>> thin_times_transposed(np.zeros((2, 8)), w)
+        False
     """
     return (
         a.ndim == 2
         and b.ndim == 2
-        and a.shape[0] <= THIN
         and b.flags.f_contiguous
         and not b.flags.c_contiguous
+        and a.shape[0] <= thin_rows()  # last: measured at the first product that may take it
     )
 
 
