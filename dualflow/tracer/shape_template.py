@@ -44,6 +44,11 @@ class Template:
     def binding(self, shapes: list[tuple]) -> dict[str, int] | None:
         """The symbols' sizes for a call whose array leaves have ``shapes`` (None: a size is 0
         or 1, or the leaves do not fit)."""
+        for position, dim, size in self.facts.constants:  # masked, but traced as 0 or 1
+            if position >= len(shapes) or dim >= len(shapes[position]):
+                return None
+            if shapes[position][dim] != size:
+                return None
         found = {}
         for position, dim, name in self.facts.symbols:
             if position >= len(shapes) or dim >= len(shapes[position]):

@@ -38,6 +38,8 @@ class SymbolicShapes:
         self.shapes: dict[Value, tuple] = {}  # values whose shape holds a SymInt
         self.nodes: dict[Node, tuple[dict | None, dict[int, SymInt]]] = {}
         self.symbols: list[tuple[int, int, str]] = []  # (flat position, dim, symbol name)
+        # dynamic dimensions traced at size 0 or 1: constants of this trace, (position, dim, size)
+        self.constants: list[tuple[int, int, int]] = []
         self.failure: str | None = None  # why the facts are incomplete (the trace stays static)
 
     def bind_input(self, value: Value, position: int, argument: bool = True) -> None:
@@ -53,6 +55,8 @@ class SymbolicShapes:
                 sym = self.env.new_symbol(shape[d])
                 self.symbols.append((position, d, sym.expr))
                 shape[d] = sym
+            elif d < len(shape):
+                self.constants.append((position, d, shape[d]))
         if has_symbols(shape):
             self.shapes[value] = tuple(shape)
 
@@ -103,17 +107,6 @@ class SymbolicShapes:
                 )
             if symbolic_attrs is not None:
                 creator.attrs = dict(attrs)
-
-    def binding(self, leaves: list[Any]) -> dict[str, int] | None:
-        """The symbols' sizes in a call with argument arrays ``leaves``; None when one is 0 or
-        1 (traced as constants) — the call then needs a trace of its own."""
-        found = {}
-        for position, dim, name in self.symbols:
-            shape = getattr(leaves[position], "shape", None)
-            if shape is None or dim >= len(shape) or shape[dim] < 2:
-                return None
-            found[name] = int(shape[dim])
-        return found
 
 
 def split(args: tuple, attrs: dict) -> tuple[tuple, dict]:
