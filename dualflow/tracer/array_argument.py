@@ -10,6 +10,7 @@ result would be baked into the graph. ``isinstance(x, np.ndarray)`` stays true.
 from __future__ import annotations
 
 import operator
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -25,7 +26,11 @@ class ArrayArgument:
     __slots__ = ("_fail", "_path", "raw_array")
 
     def __init__(self, array: np.ndarray, path: str, fail: Callable[[str], None]) -> None:
-        self.raw_array, self._path, self._fail = array, path, fail
+        # weakly: an argument kept after its trace (an index array in a cached index spec)
+        # must not keep the tracer and every array of its run alive
+        bound = hasattr(fail, "__self__")
+        self.raw_array, self._path = array, path
+        self._fail = weakref.WeakMethod(fail) if bound else (lambda: fail)  # type: ignore
 
     @property  # type: ignore[misc]
     def __class__(self) -> type:  # isinstance(x, np.ndarray) holds, as in eager mode
@@ -42,11 +47,13 @@ class ArrayArgument:
 
     def raw(self, what: str) -> np.ndarray:
         """The array itself, after recording that numpy computed with it (fail closed)."""
-        self._fail(
-            f"numpy computation ({what}) on the numpy-array argument {self._path} inside a "
-            "compiled function: its result would be baked into the graph. Convert it first "
-            "with dualflow.tensor(x) and compute with dualflow ops"
-        )
+        fail = self._fail()
+        if fail is not None:  # None: its trace has ended
+            fail(
+                f"numpy computation ({what}) on the numpy-array argument {self._path} inside a "
+                "compiled function: its result would be baked into the graph. Convert it first "
+                "with dualflow.tensor(x) and compute with dualflow ops"
+            )
         return self.raw_array
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
