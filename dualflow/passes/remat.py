@@ -65,6 +65,7 @@ from dualflow.passes.remat_search import (
     choose,
     merge,
     profile,
+    source,
 )
 from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import plan_memory
@@ -84,6 +85,7 @@ class RematReport:
     extra_flops: int = 0  # FLOPs of the copies less those of the originals dropped
     # (the copies' cost, the whole graph's cost before), in FLOPs of time (``remat_cost``)
     cost: tuple[int, int] = (0, 0)
+    sources: dict[int, int] = field(default_factory=dict)  # copy's value id -> the value's id
 
     @property
     def extra_time(self) -> float:
@@ -107,8 +109,15 @@ class RematReport:
             f"{self.after} B, {len(self.recomputed)} values recomputed, "
             f"{self.extra_flops} extra FLOPs (+{100 * self.extra_time:.1f}% step time, estimated)"
         )
-        ops = [f"  recompute {n.op} -> %{n.outputs[0].id} at {n.loc}" for n in self.recomputed]
+        ops = [
+            f"  recompute {n.op} -> %{n.outputs[0].id}{self._of(n)} at {n.loc}"
+            for n in self.recomputed
+        ]
         return [head, *ops]
+
+    def _of(self, node: Node) -> str:
+        source = self.sources.get(node.outputs[0].id)
+        return "" if source is None else f" (again: %{source})"
 
 
 _REPORTS: weakref.WeakKeyDictionary[Graph, RematReport] = weakref.WeakKeyDictionary()
@@ -287,7 +296,8 @@ def remat(graph: Graph, budget: int | float | None = None) -> Graph:
     flops = _total(node_flops, result) - _total(node_flops, graph)
     result = result if made else graph
     cost = (_total(node_cost, result) - _total(node_cost, graph), _total(node_cost, graph))
-    _REPORTS[result] = RematReport(budget, target, before, after, made, flops, cost)
+    sources = {n.outputs[0].id: source(n.outputs[0], origins).id for n in made}
+    _REPORTS[result] = RematReport(budget, target, before, after, made, flops, cost, sources)
     if after > target:
         warnings.warn(
             f"remat: graph {graph.name}: the memory budget {budget!r} ({target} B) cannot be "

@@ -198,8 +198,21 @@ def choose(prof: Profile, owner: Value, step: int) -> Choice | None:
             return None
         choice.extra_bytes += priced[1]
         choice.cost += priced[2]
+    producer = prof.graph.producers[owner]
+    if not _read_by(prof, producer, step):  # moved, not copied: the original goes
+        choice.cost -= node_cost(producer)
     choice.how = {k: v for k, v in planner.how.items() if v is not None}
     return choice if late and choice.gain > 0 else None
+
+
+def _read_by(prof: Profile, node: Node, step: int) -> bool:
+    """Whether a step up to ``step`` reads an output of ``node``, or the graph returns one."""
+    returned = set(prof.graph.outputs) | {new for _, new in prof.graph.updates}
+    users = prof.graph.users
+    return any(
+        v in returned or any(prof.index[id(n)] <= step for n in users.get(v, ()))
+        for v in node.outputs
+    )
 
 
 class _Copier:
