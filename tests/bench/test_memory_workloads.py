@@ -8,12 +8,13 @@ import pytest
 
 import dualflow
 from dualflow.bench.memory_workloads import (
+    BATCH,
     build_mlp_autocast,
+    build_resnet18_b64,
     build_resnet18_checkpoint,
     build_resnet18_remat,
 )
 from dualflow.bench.modes import prepare
-from dualflow.bench.vision_workloads import build_resnet18
 from dualflow.bench.workloads import WORKLOADS
 
 
@@ -26,7 +27,7 @@ def _run(build, compiled: bool, steps: int = 2, **kw) -> tuple[list, list]:
 
 @pytest.mark.parametrize("compiled", [False, True], ids=["eager", "compiled"])
 def test_checkpointed_resnet18_is_bit_identical_to_the_plain_step(compiled: bool) -> None:
-    plain = _run(build_resnet18, compiled, width=0.125)
+    plain = _run(build_resnet18_b64, compiled, width=0.125)
     checked = _run(build_resnet18_checkpoint, compiled, width=0.125)
     assert plain[0] == checked[0]
     for a, b in zip(plain[1], checked[1]):
@@ -48,7 +49,7 @@ def test_remat_row_is_bit_identical_to_the_plain_step_with_a_lower_planned_peak(
         losses = [step().item() for _ in range(2)]
         return losses, [p.numpy().copy() for p in built["params"]], step.history[-1].plan
 
-    plain, remat = run(build_resnet18), run(build_resnet18_remat)
+    plain, remat = run(build_resnet18_b64), run(build_resnet18_remat)
     assert plain[0] == remat[0]
     for a, b in zip(plain[1], remat[1]):
         np.testing.assert_array_equal(a, b)
@@ -56,6 +57,7 @@ def test_remat_row_is_bit_identical_to_the_plain_step_with_a_lower_planned_peak(
 
 
 def test_rows_are_registered() -> None:
+    assert WORKLOADS["resnet18-b64"].build is build_resnet18_b64 and BATCH == 64  # issue 42's
     assert WORKLOADS["resnet18-checkpoint"].build is build_resnet18_checkpoint
     assert WORKLOADS["resnet18-remat"].build is build_resnet18_remat
     assert WORKLOADS["mlp-autocast"].build is build_mlp_autocast
