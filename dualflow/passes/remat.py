@@ -4,12 +4,14 @@ them alive in between, until the memory planner's predicted peak fits a budget.
 ``remat=B`` in a pipeline (``@dualflow.compile(memory_budget=B)`` appends it) runs the pass with
 budget ``B``: an int is bytes, a float in (0, 1] a fraction of the graph's planned peak without
 it. The search (``remat_search``) picks, at the step where the most bytes are alive, the value
-cheapest to compute again per byte it frees (elementwise and shape ops first, convolution and
-matmul outputs last), copies its producer (and, where cheaper in bytes, the producers of its
-inputs) just before its first late reader, and points the late readers at the copy; a value
-with no early reader is just moved. The copies are recompute nodes (``Node.recompute``), which
-CSE never merges back. Each copy is the same op on the same operands, so every value keeps its
-bits. When no choice lowers the peak further, a ``RuntimeWarning`` gives the peak achieved.
+quickest to compute again per byte it frees (``remat_cost``: views, elementwise ops and batch
+norms first, convolution and matmul outputs last), copies its producer (and, where cheaper in
+bytes, the producers of its inputs) just before its first late reader, and points the late
+readers at the copy; a value with no early reader is just moved. Then copies the planned peak
+does not need are merged back, costliest first. The copies are recompute nodes
+(``Node.recompute``), which CSE never merges back. Each copy is the same op on the same
+operands, so every value keeps its bits. When no choice lowers the peak further, a
+``RuntimeWarning`` gives the peak achieved.
 ``report_of(graph)`` tells what was recomputed (``explain`` prints it). Without a budget
 (``remat`` alone) the pass changes nothing.
 
