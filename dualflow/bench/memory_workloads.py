@@ -114,3 +114,41 @@ def build_mlp_autocast(
         return loss
 
     return {"step": step, "params": params}
+
+
+PEAK_GOAL, TIME_GOAL = 0.40, 1.35  # issue 42: >= 40% lower peak at <= 1.35x the step time
+
+
+def memory_goal_lines(rows: list[Any]) -> list[str]:
+    """Issue 42's goal per memory row and mode, against the ``resnet18-b64`` row of that mode:
+    peak change and step-time ratio (medians, and minima: the less noisy on a busy machine).
+
+    Example:
+        >>> from dualflow.bench.harness import Measurement
+        >>> rows = [Measurement("resnet18-b64", "compiled", 100.0, 90.0, 110.0, 5, 400),
+        ...         Measurement("resnet18-remat", "compiled", 120.0, 117.0, 125.0, 5, 200)]
+        >>> memory_goal_lines(rows)[1]
+        '  resnet18-remat compiled: peak -50% (400 B -> 200 B), time 1.20x median, 1.30x min: met'
+    """
+    base = {r.mode: r for r in rows if r.workload == "resnet18-b64" and r.repeats}
+    lines = []
+    for r in rows:
+        plain = base.get(r.mode)
+        if r.workload not in ("resnet18-checkpoint", "resnet18-remat") or not r.repeats:
+            continue
+        if plain is None or (r.workload == "resnet18-remat" and r.mode != "compiled"):
+            continue  # the remat row's budget reaches compiled steps only
+        saved = 1.0 - r.peak_bytes / plain.peak_bytes
+        slower = r.ms_median / plain.ms_median, r.ms_min / plain.ms_min
+        met = saved >= PEAK_GOAL and min(slower) <= TIME_GOAL
+        lines.append(
+            f"  {r.workload} {r.mode}: peak {-100 * saved:+.0f}% ({_size(plain.peak_bytes)} -> "
+            f"{_size(r.peak_bytes)}), time {slower[0]:.2f}x median, {slower[1]:.2f}x min: "
+            f"{'met' if met else 'not met'}"
+        )
+    head = f"issue 42 (>= {PEAK_GOAL:.0%} lower peak at <= {TIME_GOAL}x, vs resnet18-b64):"
+    return [head, *lines] if lines else []
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes} B"

@@ -1,5 +1,6 @@
 """The memory workloads: checkpointed ResNet-18 gives the plain step's losses and parameters bit
-for bit (float32) eagerly and compiled; the autocast MLP row compiles to the eager values."""
+for bit (float32) eagerly and compiled; the autocast MLP row compiles to the eager values; the
+bench's issue-42 lines compare each memory row with the plain batch-64 row of its mode."""
 
 from __future__ import annotations
 
@@ -7,12 +8,14 @@ import numpy as np
 import pytest
 
 import dualflow
+from dualflow.bench.harness import Measurement
 from dualflow.bench.memory_workloads import (
     BATCH,
     build_mlp_autocast,
     build_resnet18_b64,
     build_resnet18_checkpoint,
     build_resnet18_remat,
+    memory_goal_lines,
 )
 from dualflow.bench.modes import prepare
 from dualflow.bench.workloads import WORKLOADS
@@ -61,3 +64,23 @@ def test_rows_are_registered() -> None:
     assert WORKLOADS["resnet18-checkpoint"].build is build_resnet18_checkpoint
     assert WORKLOADS["resnet18-remat"].build is build_resnet18_remat
     assert WORKLOADS["mlp-autocast"].build is build_mlp_autocast
+
+
+def test_goal_lines_compare_each_memory_row_with_the_plain_row_of_its_mode() -> None:
+    def row(name: str, mode: str, ms: float, peak: int) -> Measurement:
+        return Measurement(name, mode, ms, ms, ms, 5, peak)
+
+    rows = [
+        row("resnet18-b64", "eager", 100.0, 1000),
+        row("resnet18-b64", "compiled", 50.0, 800),
+        row("resnet18-checkpoint", "eager", 120.0, 700),
+        row("resnet18-checkpoint", "compiled", 80.0, 400),
+        row("resnet18-remat", "eager", 100.0, 1000),  # the plain eager step: no line
+        row("resnet18-remat", "compiled", 67.0, 480),
+    ]
+    head, *lines = memory_goal_lines(rows)
+    assert "40%" in head and "1.35x" in head and len(lines) == 3
+    assert lines[0].endswith("peak -30% (1000 B -> 700 B), time 1.20x median, 1.20x min: not met")
+    assert lines[1].endswith("peak -50% (800 B -> 400 B), time 1.60x median, 1.60x min: not met")
+    assert lines[2].endswith("peak -40% (800 B -> 480 B), time 1.34x median, 1.34x min: met")
+    assert memory_goal_lines(rows[2:]) == []  # no plain row: nothing to compare with
