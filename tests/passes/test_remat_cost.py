@@ -9,15 +9,18 @@ from dualflow.graph_ir import parse_graph
 from dualflow.passes.remat_cost import BALANCE, node_cost, node_flops
 
 LAYER1 = (
-    'graph f(%0: float32[64,64,32,32] "x", %1: float32[64,64,3,3] "w", %2: float32[64] "g", '
-    '%3: float32[64] "b") {'
-) + """
+    (
+        'graph f(%0: float32[64,64,32,32] "x", %1: float32[64,64,3,3] "w", %2: float32[64] "g", '
+        '%3: float32[64] "b") {'
+    )
+    + """
   %4: float32[64,64,32,32] = conv2d(%0, %1) {dilation=(1, 1), groups=1, pad=(1, 1), stride=(1, 1)}
   %5: float32[64,64,32,32], %6: float32[64], %7: float32[64] = batch_norm(%4, %2, %3) {eps=1e-05}
   %8: float32[64,64,32,32] = maximum(%5, 0.0)
   %9: float32[64,65536] = reshape(%8) {shape=(64, -1)}
   return %9, %6, %7
 }"""
+)
 
 
 def test_layer1_ops_rank_as_measured_and_views_are_free() -> None:
