@@ -20,6 +20,7 @@ import numpy as np
 from dualflow.bench.devices import describe, resolve_device
 from dualflow.bench.harness import Measurement, measure, time_calls
 from dualflow.bench.idle import wait_until_idle
+from dualflow.bench.memory_workloads import memory_goal_lines
 from dualflow.bench.modes import (
     MODES,
     compare,
@@ -337,6 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(summary(rows))
     print(machine_rates().describe())  # the yardsticks of the % GEMM and % BW columns
     print(text)
+    goal = memory_goal_lines(rows)  # issue 42's memory rows, when they ran
+    if goal:
+        print("\n".join(goal))
     rows += peer_rows
     if args.compare_to:
         print(compare_to(rows, args.compare_to))

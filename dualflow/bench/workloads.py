@@ -29,6 +29,7 @@ from dualflow.bench.harness import Measurement
 from dualflow.bench.lm_workloads import build_lstm_lm, build_transformer_lm
 from dualflow.bench.memory_workloads import (
     build_mlp_autocast,
+    build_resnet18_b64,
     build_resnet18_checkpoint,
     build_resnet18_remat,
 )
@@ -276,16 +277,24 @@ WORKLOADS: dict[str, Workload] = {
             build_lstm_lm,
             10,
         ),
+        # issue 42's memory rows: the same step at batch 64, plain, checkpointed, remat
+        Workload(
+            "resnet18-b64",
+            "the resnet18 step at batch 64 (the baseline of the next two rows)",
+            build_resnet18_b64,
+            5,
+            warmup=2,
+        ),
         Workload(
             "resnet18-checkpoint",
-            "the resnet18 step with every stage checkpointed (recomputed in backward)",
+            "resnet18-b64 with checkpoint_sequential over its 4 stages (recomputed in backward)",
             build_resnet18_checkpoint,
             5,
             warmup=2,
         ),
         Workload(
             "resnet18-remat",
-            "the resnet18 step compiled with memory_budget=0.5 (recomputed in backward)",
+            "resnet18-b64 compiled with memory_budget=0.5 (recomputed in backward)",
             build_resnet18_remat,
             5,
             warmup=2,

@@ -5,9 +5,12 @@ PyTorch's lists name its own ops; the dualflow ops that carry them (composites f
 parts, checked against PyTorch in tests/compat/test_autocast_dtypes.py):
 
 - lower precision, CPU and CUDA: ``matmul``, ``conv2d``, ``conv_transpose2d`` (so ``linear``,
-  ``conv1d``... too; their composites cast the bias as well, so the output stays low);
+  ``conv1d``, ``mm``, ``bmm``... too; their composites cast the bias as well, so the output stays
+  low), and the composites ``prelu`` and ``scaled_dot_product_attention`` (``lower_inputs``);
+  ``dot`` and ``mv``, on no list, run ``matmul`` with autocast off;
 - float32, CPU and CUDA: ``softmax_cross_entropy`` and ``prod``; the losses of
-  ``nn.functional`` cast their inputs themselves (``float32_inputs``);
+  ``nn.functional``, ``polar`` and reflect/replicate ``pad`` cast their inputs themselves
+  (``float32_inputs``);
 - float32 on CUDA only: ``exp``, ``expm1``, ``log``, ``log1p``, ``rsqrt``, ``power``,
   ``softplus``, ``softmax``, ``log_softmax``, ``sum`` (CPU autocast runs them in the input's
   type, as PyTorch's CPU list does);
@@ -134,6 +137,24 @@ def lower_inputs(*args: Any) -> tuple:
         return args
     low = _low_for(setting, args)
     return args if low is None else _cast_all(args, low, _lowerable)
+
+
+def lowers(*args: Any) -> bool:
+    """Whether autocast is on for ``args``' device and would take every float one of them to
+    the low type (float64 is never cast): a lower-precision op then accepts mixed float32 and
+    16-bit operands, as PyTorch's does.
+
+    Example:
+        >>> import dualflow
+        >>> a = dualflow.ones(2)
+        >>> lowers(a, a), dualflow.autocast("cpu", dtype="float16")(lambda: lowers(a, a))()
+        (False, True)
+    """
+    setting = config.autocast
+    if setting is None or _low_for(setting, args) is None:
+        return False
+    dtypes = [np.dtype(a.dtype) for a in args if hasattr(a, "dtype") and hasattr(a, "shape")]
+    return all(_lowerable(d) for d in dtypes)
 
 
 def float32_inputs(*args: Any) -> tuple:

@@ -4,12 +4,14 @@ them alive in between, until the memory planner's predicted peak fits a budget.
 ``remat=B`` in a pipeline (``@dualflow.compile(memory_budget=B)`` appends it) runs the pass with
 budget ``B``: an int is bytes, a float in (0, 1] a fraction of the graph's planned peak without
 it. The search (``remat_search``) picks, at the step where the most bytes are alive, the value
-cheapest to compute again per byte it frees (elementwise and shape ops first, convolution and
-matmul outputs last), copies its producer (and, where cheaper in bytes, the producers of its
-inputs) just before its first late reader, and points the late readers at the copy; a value
-with no early reader is just moved. The copies are recompute nodes (``Node.recompute``), which
-CSE never merges back. Each copy is the same op on the same operands, so every value keeps its
-bits. When no choice lowers the peak further, a ``RuntimeWarning`` gives the peak achieved.
+quickest to compute again per byte it frees (``remat_cost``: views, elementwise ops and batch
+norms first, convolution and matmul outputs last), copies its producer (and, where cheaper in
+bytes, the producers of its inputs) just before its first late reader, and points the late
+readers at the copy; a value with no early reader is just moved. Then copies the planned peak
+does not need are merged back, costliest first. The copies are recompute nodes
+(``Node.recompute``), which CSE never merges back. Each copy is the same op on the same
+operands, so every value keeps its bits. When no choice lowers the peak further, a
+``RuntimeWarning`` gives the peak achieved.
 ``report_of(graph)`` tells what was recomputed (``explain`` prints it). Without a budget
 (``remat`` alone) the pass changes nothing.
 
@@ -48,23 +50,25 @@ import os
 import sys
 import warnings
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dualflow.errors import ConfigError
 from dualflow.graph_ir.ir import Graph, Node
-from dualflow.ops.registry import OPS
 from dualflow.passes.cse import cse
 from dualflow.passes.dce import dce
+from dualflow.passes.remat_cost import node_cost
+from dualflow.passes.remat_cost import node_flops as node_flops
 from dualflow.passes.remat_search import (
     TRIES,
     Profile,
     apply,
     candidates,
     choose,
+    merge,
     profile,
-    undo,
+    source,
 )
-from dualflow.passes.remat_search import node_flops as node_flops
 from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import plan_memory
 
@@ -81,21 +85,41 @@ class RematReport:
     after: int
     recomputed: list[Node] = field(default_factory=list)
     extra_flops: int = 0  # FLOPs of the copies less those of the originals dropped
+    # (the copies' cost, the whole graph's cost before), in FLOPs of time (``remat_cost``)
+    cost: tuple[int, int] = (0, 0)
+    sources: dict[int, int] = field(default_factory=dict)  # copy's value id -> the value's id
+
+    @property
+    def extra_time(self) -> float:
+        """The copies' estimated time as a fraction of the step's before the pass.
+
+        Example:
+            >>> RematReport(0.5, 50, 100, 48, cost=(30, 200)).extra_time
+            0.15
+        """
+        return self.cost[0] / self.cost[1] if self.cost[1] else 0.0
 
     def lines(self) -> list[str]:
         """The report as text lines (``explain``).
 
         Example:
             >>> RematReport(0.5, 50, 100, 48).lines()[0]
-            'memory_budget=0.5 (50 B): planned peak 100 B -> 48 B, 0 values recomputed, 0 extra FLOPs'
+            'memory_budget=0.5 (50 B): planned peak 100 B -> 48 B, 0 values recomputed, 0 extra FLOPs (+0.0% step time, estimated)'
         """  # noqa: E501
         head = (
             f"memory_budget={self.budget!r} ({self.target} B): planned peak {self.before} B -> "
             f"{self.after} B, {len(self.recomputed)} values recomputed, "
-            f"{self.extra_flops} extra FLOPs"
+            f"{self.extra_flops} extra FLOPs (+{100 * self.extra_time:.1f}% step time, estimated)"
         )
-        ops = [f"  recompute {n.op} -> %{n.outputs[0].id} at {n.loc}" for n in self.recomputed]
+        ops = [
+            f"  recompute {n.op} -> %{n.outputs[0].id}{self._of(n)} at {n.loc}"
+            for n in self.recomputed
+        ]
         return [head, *ops]
+
+    def _of(self, node: Node) -> str:
+        source = self.sources.get(node.outputs[0].id)
+        return "" if source is None else f" (again: %{source})"
 
 
 _REPORTS: weakref.WeakKeyDictionary[Graph, RematReport] = weakref.WeakKeyDictionary()
@@ -180,9 +204,7 @@ def planned_peak(graph: Graph) -> int:
     return plan_memory(graph, frozenset(donations(graph))).predicted_peak
 
 
-def _greedy(
-    prof: Profile, goal: int, made: list[Node], dropped: list[Node], origins: dict
-) -> Profile:
+def _greedy(prof: Profile, goal: int, origins: dict) -> Profile:
     """Free values at the peak step, one accepted rewrite at a time, until the profile's peak
     is at most ``goal`` or no candidate lowers it."""
     next_id = 1 + max(v.id for v in _values(prof.graph))
@@ -191,32 +213,44 @@ def _greedy(
             break
         step = int(prof.live.argmax())
         choices = [c for c in (choose(prof, v, step) for v in candidates(prof, step)) if c]
-        choices.sort(key=lambda c: (c.flops / c.gain, -c.gain))
+        choices.sort(key=lambda c: (c.cost / c.gain, -c.gain))
         for choice in choices[:TRIES]:
-            graph, copies, gone = apply(prof, choice, step, next_id, origins)
+            graph, copies, _ = apply(prof, choice, step, next_id, origins)
             tried = profile(graph)
             if tried.score < prof.score:
                 prof, next_id = tried, next_id + sum(len(n.outputs) for n in copies)
-                made.extend(copies)
-                dropped.extend(gone)
                 break
         else:
             break
     return prof
 
 
-def _prune(graph: Graph, made: list[Node], origins: dict, limit: int) -> Graph:
-    """Undo the costly copies (an op with a ``flops`` fact: convolutions, matmuls) the final
-    plan does not need, most FLOPs first: a copy made for an earlier peak may be one a later
-    choice made useless. Each is undone when the planned peak stays at most ``limit``."""
-    costly = [n for n in made if OPS[n.op].flops is not None]
-    for copy in sorted(costly, key=node_flops, reverse=True):
-        if not any(n is copy for n in graph.nodes):
-            continue
-        undone = undo(graph, copy, origins[id(copy)])
-        if undone is not None and planned_peak(undone) <= limit:
-            graph = undone
+def _prune(graph: Graph, original: Graph, origins: dict, limit: int) -> Graph:
+    """Merge each copy into the latest earlier node computing the same values (the original or
+    another copy) wherever the planned peak stays at most ``limit``, costliest first: a copy made
+    for an earlier peak may be one a later choice made useless, and two copies of one node made
+    for readers at different steps may need only one."""
+    copies = _copies(original, graph)
+    for copy in sorted(copies, key=lambda n: -node_cost(n)):
+        if node_cost(copy) == 0:
+            break  # views: nothing to save
+        merged = merge(graph, copy.outputs[0], origins)
+        if merged is None or profile(merged).peak > limit:  # a quick test: the planner holds
+            continue  # its pooled buffers throughout, so its peak is rarely below the profile's
+        if planned_peak(merged) <= limit:
+            graph = merged
     return graph
+
+
+def _copies(original: Graph, graph: Graph) -> list[Node]:
+    """The recompute nodes of ``graph`` that ``original`` does not have (rewiring keeps a
+    node's output values, so those tell them apart)."""
+    produced = {v for n in original.nodes for v in n.outputs}
+    return [n for n in graph.nodes if n.recompute and n.outputs and n.outputs[0] not in produced]
+
+
+def _total(cost: Callable[[Node], int], graph: Graph) -> int:
+    return sum(map(cost, graph.nodes))
 
 
 def _values(graph: Graph) -> list:
@@ -252,24 +286,22 @@ def remat(graph: Graph, budget: int | float | None = None) -> Graph:
     check_argument(budget)
     before = planned_peak(graph)
     target = budget if isinstance(budget, int) else int(budget * before)
-    made: list[Node] = []
-    dropped: list[Node] = []
-    origins: dict[int, Node] = {}
+    origins: dict = {}
     prof, goal, after = profile(graph), target, before
     for _ in range(MAX_ROUNDS if before > target else 0):
-        prof = _greedy(prof, goal, made, dropped, origins)
+        prof = _greedy(prof, goal, origins)
         after = planned_peak(prof.graph)
         if after <= target or prof.peak > goal:  # fits, or the search is stuck
             break
         goal = prof.peak - (after - target)  # the planner's reuse wastes this much more
-    result = _prune(prof.graph, made, origins, max(target, after))
+    result = _prune(prof.graph, graph, origins, max(target, after))
     after = planned_peak(result) if result is not prof.graph else after
-    copies, kept = {id(n) for n in made}, {id(n) for n in result.nodes}
-    dropped = [n for n in dropped if id(n) not in copies]  # originals the copies replaced
-    made = [n for n in made if id(n) in kept]  # not a copy a later copy replaced
-    flops = sum(map(node_flops, made)) - sum(map(node_flops, dropped))
-    result = result if made or dropped else graph
-    _REPORTS[result] = RematReport(budget, target, before, after, made, flops)
+    made = _copies(graph, result)
+    flops = _total(node_flops, result) - _total(node_flops, graph)
+    result = result if made else graph
+    cost = (_total(node_cost, result) - _total(node_cost, graph), _total(node_cost, graph))
+    sources = {n.outputs[0].id: source(n.outputs[0], origins).id for n in made}
+    _REPORTS[result] = RematReport(budget, target, before, after, made, flops, cost, sources)
     if after > target:
         warnings.warn(
             f"remat: graph {graph.name}: the memory budget {budget!r} ({target} B) cannot be "

@@ -5,14 +5,13 @@ At the step where the most bytes are alive, every value alive across that step b
 it is a candidate: its late readers (after the step) could read a copy computed just before the
 first of them, so the value dies after its last early use. Making the copy may need other
 values at that point: each is either there anyway, kept alive longer (bytes), or itself
-computed again (FLOPs), whichever costs fewer bytes. Candidates are tried cheapest first (FLOPs
-per byte saved: elementwise and shape ops before convolutions and matmuls) and one is taken when
-the re-planned profile shows a lower peak.
+computed again (time, ``remat_cost``), whichever costs fewer bytes. Candidates are tried
+cheapest first (time per byte saved: views, elementwise ops and batch norms before convolutions
+and matmuls) and one is taken when the re-planned profile shows a lower peak.
 """
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,6 +21,7 @@ import numpy as np
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.rewrite import rebuild, rewire
 from dualflow.ops.registry import OPS
+from dualflow.passes.remat_cost import node_cost
 from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import alias_roots
 
@@ -43,21 +43,6 @@ def recomputable(node: Node) -> bool:
     if op is None or op.impure or op.guard or op.prints or not node.outputs:
         return False
     return all(np.dtype(v.dtype).kind not in "iu" for v in node.value_inputs)
-
-
-def node_flops(node: Node) -> int:
-    """The op's ``flops`` fact, else one operation per output element (elementwise, shape ops,
-    normalization: an estimate that ranks them far below convolutions and matmuls).
-
-    Example:
-        >>> x = Value(0, (2, 3), "float32")
-        >>> node_flops(Node("exp", (x,), (Value(1, (2, 3), "float32"),)))
-        6
-    """
-    op = OPS.get(node.op)
-    if op is not None and op.flops is not None:
-        return int(op.flops(node.input_metas, node.attrs))
-    return sum(math.prod(v.shape) for v in node.outputs)
 
 
 def _scratch(node: Node) -> int:
@@ -130,13 +115,14 @@ def profile(graph: Graph) -> Profile:
 @dataclass
 class Choice:
     """How one candidate would be freed: per (value, step) needed, "have" (alive there anyway),
-    "keep" (kept alive until then) or "clone" (computed again), with its bytes and FLOPs."""
+    "keep" (kept alive until then) or "clone" (computed again), with its bytes and cost (FLOPs
+    of time, ``remat_cost.node_cost``)."""
 
     owner: Value
     late: list[tuple[int, Value]]  # (first late step, alias of the owner read there)
     how: dict[tuple[Value, int], tuple[str, int, int]] = field(default_factory=dict)
     extra_bytes: int = 0
-    flops: int = 0
+    cost: int = 0
 
     @property
     def gain(self) -> int:
@@ -171,14 +157,14 @@ class _Planner:
         if defined_before and not freed:
             options.append(("keep", sum(o.nbytes for o in owners if prof.release[o] < step), 0))
         if depth < MAX_DEPTH and recomputable(producer):
-            extra, flops = 0, node_flops(producer)
+            extra, cost = 0, node_cost(producer)
             for w in producer.value_inputs:
                 sub = self.price(w, step, depth + 1)
                 if sub is None:
                     break
-                extra, flops = extra + sub[1], flops + sub[2]
+                extra, cost = extra + sub[1], cost + sub[2]
             else:
-                options.append(("clone", extra, flops))
+                options.append(("clone", extra, cost))
         return min(options, key=lambda o: (o[1], o[2])) if options else None
 
 
@@ -211,9 +197,22 @@ def choose(prof: Profile, owner: Value, step: int) -> Choice | None:
         if priced is None or priced[0] != "clone":
             return None
         choice.extra_bytes += priced[1]
-        choice.flops += priced[2]
+        choice.cost += priced[2]
+    producer = prof.graph.producers[owner]
+    if not _read_by(prof, producer, step):  # moved, not copied: the original goes
+        choice.cost -= node_cost(producer)
     choice.how = {k: v for k, v in planner.how.items() if v is not None}
     return choice if late and choice.gain > 0 else None
+
+
+def _read_by(prof: Profile, node: Node, step: int) -> bool:
+    """Whether a step up to ``step`` reads an output of ``node``, or the graph returns one."""
+    returned = set(prof.graph.outputs) | {new for _, new in prof.graph.updates}
+    users = prof.graph.users
+    return any(
+        v in returned or any(prof.index[id(n)] <= step for n in users.get(v, ()))
+        for v in node.outputs
+    )
 
 
 class _Copier:
@@ -224,7 +223,7 @@ class _Copier:
         self.copies: dict[Value, Value] = {}  # original -> copy (made at an earlier step)
         self.inserts: dict[int, list[Node]] = {}  # step -> copies placed before it
         self.made: list[Node] = []
-        self.origins: dict[int, Node] = {}  # id(copy) -> the node it copies
+        self.origins: dict[Value, Value] = {}  # a copy's output -> the value it computes again
 
     def value_at(self, value: Value, step: int) -> Value:
         if value in self.copies:
@@ -242,7 +241,7 @@ class _Copier:
         self.copies.update(zip(node.outputs, outputs))
         self.inserts.setdefault(step, []).append(copy)
         self.made.append(copy)
-        self.origins[id(copy)] = node
+        self.origins.update(zip(outputs, node.outputs))
         return self.copies[value]
 
 
@@ -251,7 +250,7 @@ def apply(
 ) -> tuple[Graph, list, list]:
     """The graph with ``choice`` made: copies before the late readers, which read them; the
     original producers nothing reads any more dropped. Returns (graph, copies, dropped);
-    ``origins`` (when given) gets id(copy) -> the node it copies."""
+    ``origins`` (when given) gets each copy's outputs -> the values they compute again."""
     copier = _Copier(prof, choice, next_id)
     for first, alias in choice.late:
         copier.value_at(alias, first)
@@ -267,9 +266,17 @@ def apply(
     return result, copier.made, [n for n in nodes if id(n) in dropped]
 
 
-def undo(graph: Graph, copy: Node, original: Node) -> Graph | None:
-    """``graph`` without ``copy``: its readers read ``original``'s outputs again, and copies
-    only it read go too; None when ``original`` is no longer in the graph.
+def source(value: Value, origins: dict[Value, Value]) -> Value:
+    """The value ``value`` computes again (through copies of copies), itself if not a copy."""
+    while value in origins:
+        value = origins[value]
+    return value
+
+
+def merge(graph: Graph, value: Value, origins: dict[Value, Value]) -> Graph | None:
+    """``graph`` without the copy making ``value``: its readers read the latest earlier node
+    computing the same values (the original or another copy), and copies only it read go too;
+    None when no such node is left.
 
     Example:
         >>> from dualflow.graph_ir.builder import GraphBuilder, recomputing
@@ -277,16 +284,26 @@ def undo(graph: Graph, copy: Node, original: Node) -> Graph | None:
         >>> with recomputing():
         ...     (z,) = b.node("exp", [x])
         >>> b.output(*b.node("add", [y, z])); g = b.build()
-        >>> [n.op for n in undo(g, g.nodes[1], g.nodes[0]).nodes]
+        >>> [n.op for n in merge(g, z, {z: y}).nodes]
         ['exp', 'add']
     """
-    if not any(n is original for n in graph.nodes):
+    root = source(value, origins)
+    position = {v: i for i, n in enumerate(graph.nodes) for v in n.outputs}
+    if value not in position:
         return None
-    subst = dict(zip(copy.outputs, original.outputs))
+    copy = graph.nodes[position[value]]
+    twins = [
+        n
+        for n in graph.nodes[: position[value]]
+        if n.outputs and source(n.outputs[0], origins) == root and n.op == copy.op
+    ]
+    if not twins:
+        return None
+    subst = dict(zip(copy.outputs, twins[-1].outputs))
     nodes = [rewire(n, subst) for n in graph.nodes if n is not copy]
     reads = Counter(v for n in nodes for v in n.value_inputs)
-    reads.update(graph.outputs)
-    reads.update(new for _, new in graph.updates)
+    reads.update(subst.get(v, v) for v in graph.outputs)
+    reads.update(subst.get(new, new) for _, new in graph.updates)
     kept = []
     for node in reversed(nodes):  # a copy feeding only dropped copies is dead too
         if node.recompute and recomputable(node) and not any(reads[v] for v in node.outputs):

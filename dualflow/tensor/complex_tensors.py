@@ -27,6 +27,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.errors import DTypeError, ShapeError, with_location
+from dualflow.ops.autocast import float32_inputs
 from dualflow.tensor.core import Tensor, as_tensor
 from dualflow.tensor.methods.layout import Reflected
 
@@ -272,7 +273,8 @@ def polar(abs: Any, angle: Any) -> ComplexTensor:
         >>> z = polar(as_tensor([2.0]), as_tensor([0.0])); z.numpy().tolist()
         [(2+0j)]
     """
-    abs, angle = as_tensor(abs), as_tensor(angle)
+    # on PyTorch's autocast float32 list (16-bit parts make no complex type)
+    abs, angle = float32_inputs(as_tensor(abs), as_tensor(angle))
     return complex(abs * ops.cos(angle), abs * ops.sin(angle))
 
 

@@ -34,6 +34,19 @@ def test_nesting_disabling_and_decorator() -> None:
     assert (dualflow.ones(2, 2, dtype="float64") @ a.double()).dtype == np.float64
 
 
+def test_matrix_products_of_mixed_floats_follow_pytorchs_lists() -> None:
+    low, f32 = dualflow.ones(2, 2, dtype=F16), dualflow.ones(2, 2)
+    with pytest.raises(DTypeError, match="matmul: self is float16 but other is float32"):
+        low @ f32  # no autocast: PyTorch raises too
+    with autocast("cpu", dtype=F16):
+        assert (low @ f32).dtype == (f32 @ low).dtype == low.mm(f32).dtype == F16  # listed
+        assert f32[0].dot(f32[0]).dtype == f32.mv(f32[0]).dtype == np.float32  # not listed
+        with pytest.raises(DTypeError, match="dot: self is float16 but other is float32"):
+            low[0].dot(f32[0])
+        with pytest.raises(DTypeError, match="float64"):
+            f32.double() @ low  # float64 is never cast
+
+
 def test_bad_arguments_are_typed_errors() -> None:
     with pytest.raises(DTypeError, match="float16 or bfloat16"):
         autocast("cpu", dtype="float32")

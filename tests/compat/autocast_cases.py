@@ -47,5 +47,21 @@ CASES = {
     "group_norm": ([(2, 4, 3)], lambda T, F, x: F.group_norm(x, 2)),
     "cat": ([(3, 4), (3, 4)], lambda T, F, a, b: T.cat([a, b])),
     "max_pool2d": ([(1, 2, 4, 4)], lambda T, F, x: F.max_pool2d(x, 2)),
+    # the rest of PyTorch's CPU lists that dualflow has, and matrix products that are on none
+    "prelu": ([(2, 3, 4), (3,)], lambda T, F, x, w: F.prelu(x, w)),
+    "scaled_dot_product_attention": (
+        [(2, 3, 4), (2, 3, 4), (2, 3, 4)],
+        lambda T, F, q, k, v: F.scaled_dot_product_attention(q, k, v),
+    ),
+    "binary_cross_entropy": (
+        [(3, 4), (3, 4)],
+        lambda T, F, a, b: F.binary_cross_entropy(a.sigmoid(), b.sigmoid()),
+    ),
+    "polar": ([(3, 4), (3, 4)], lambda T, F, a, b: T.polar(a.abs(), b)),
+    "pad_reflect": ([(1, 2, 4, 4)], lambda T, F, x: F.pad(x, (1, 1, 1, 1), mode="reflect")),
+    "pad_replicate": ([(1, 2, 4, 4)], lambda T, F, x: F.pad(x, (1, 1, 1, 1), mode="replicate")),
+    "dot": ([(4,), (4,)], lambda T, F, a, b: T.dot(a, b)),
+    "mv": ([(3, 4), (4,)], lambda T, F, a, b: T.mv(a, b)),
+    "outer": ([(3,), (4,)], lambda T, F, a, b: T.outer(a, b)),
     "avg_pool2d": ([(1, 2, 4, 4)], lambda T, F, x: F.avg_pool2d(x, 2)),
 }

@@ -42,7 +42,18 @@ def test_output_dtype_matches_pytorch(case: str, low_name: str, cast: bool) -> N
     assert np.dtype(out.dtype).name == expected
 
 
-@pytest.mark.parametrize("case", ["linear", "conv2d", "cross_entropy", "softmax"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "linear",
+        "conv2d",
+        "cross_entropy",
+        "softmax",
+        "scaled_dot_product_attention",
+        "dot",
+        "pad_reflect",
+    ],
+)
 def test_compiled_gives_the_eager_dtypes_and_values(case: str) -> None:
     shapes, fn = CASES[case]
     low = low_dtype("float16")

@@ -18,7 +18,7 @@ from dualflow.graph_ir.builder import recomputing
 from dualflow.graph_ir.json_format import graph_from_data, graph_to_data
 from dualflow.passes.cse import cse
 from dualflow.passes.manager import resolve_passes, run_passes
-from dualflow.passes.remat import budget_passes, planned_peak, report_of
+from dualflow.passes.remat import budget_passes, node_flops, planned_peak, report_of
 from dualflow.runtime.plan import lower
 from tests.passes.programs import assert_same_run, docstring_example, random_args
 from tests.passes.test_random_programs import programs
@@ -112,6 +112,10 @@ def test_remat_never_changes_results(graph, budget, seed: int) -> None:
             marked = sum(n.recompute for n in out.nodes)
             event(f"recompute nodes: {min(marked, 2)}")
             assert sum(n.recompute for n in cse(out).nodes) == marked  # copies stay apart
+            report = report_of(out)  # counted on the final graph, rewired copies included
+            assert len(report.recomputed) == marked - sum(n.recompute for n in base.nodes)
+            flops = sum(map(node_flops, out.nodes)) - sum(map(node_flops, base.nodes))
+            assert report.extra_flops == flops and report.after == planned_peak(out)
             planned = zip(_planned_run(out, inputs, state), _planned_run(base, inputs, state))
             for got, want in planned:
                 np.testing.assert_array_equal(got, want)

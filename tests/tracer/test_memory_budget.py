@@ -12,7 +12,9 @@ import pytest
 import dualflow
 from dualflow import nn, ops, optim
 from dualflow.errors import ConfigError
-from dualflow.passes.remat import report_of
+from dualflow.passes.remat import planned_peak, report_of
+from dualflow.passes.remat_cost import node_cost
+from dualflow.passes.remat_search import merge
 from dualflow.tracer.plan_cache import cache_key
 from dualflow.tracer.signature import flatten
 from dualflow.utils.checkpoint import checkpoint_sequential
@@ -102,6 +104,20 @@ def test_compiled_checkpoints_predict_a_lower_peak_with_eager_bits() -> None:
     assert checked[2] < 0.8 * plain[2]
     text = str(dualflow.explain(checked[3]))
     assert "recompute nodes (checkpoints" in text and "recompute fused" in text
+
+
+def test_no_copy_of_a_budgeted_step_can_go_within_its_peak() -> None:
+    _, _, peak, fn = _run(_cnn, (8, 3, 8, 8), {"memory_budget": 0.5}, steps=1)
+    graph = fn.history[-1].graph
+    report = report_of(graph)
+    values = {v.id: v for n in graph.nodes for v in n.outputs}
+    values.update((v.id, v) for v in (*graph.inputs, *graph.state))
+    origins = {values[c]: values.get(s, s) for c, s in report.sources.items()}  # s: int if gone
+    assert report.after == peak and len(report.recomputed) >= 2
+    for copy in report.recomputed:  # each copy is one that the planned peak needs
+        merged = merge(graph, copy.outputs[0], origins)
+        if merged is not None and node_cost(copy) > 0:
+            assert planned_peak(merged) > max(report.target, report.after)
 
 
 def test_explain_reports_the_recomputation() -> None:

@@ -187,3 +187,26 @@ class _Checked(nn.Module):
 def test_compiled_training_step_equals_eager(segments: int) -> None:
     x = dualflow.tensor(np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32))
     assert_compiled_equals_eager(lambda: _Checked(segments), [x])
+
+
+def test_compiled_double_backward_through_a_checkpoint_equals_eager() -> None:
+    dualflow.manual_seed(0)
+    net = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+    params = list(net.parameters())[:3]  # the last bias does not reach the input's gradient
+    x = dualflow.tensor(np.random.default_rng(0).normal(size=(5, 4)), dtype="float32")
+    x.requires_grad_(True)
+
+    def penalty(x: dualflow.Tensor, checked: bool) -> list:
+        out = checkpoint(net, x) if checked else net(x)
+        (g,) = dualflow.grad(out.sum(), [x], create_graph=True)
+        pen = (g * g).sum()  # a gradient penalty: backward through the segment's backward
+        return [pen, *dualflow.grad(pen, params)]
+
+    want = [t.numpy() for t in penalty(x, False)]
+    compiled = dualflow.compile(lambda x: penalty(x, True))
+    for _ in range(2):
+        for got, expected in zip(compiled(x), want):
+            np.testing.assert_array_equal(got.numpy(), expected)
+        for got, expected in zip(penalty(x, True), want):
+            np.testing.assert_array_equal(got.numpy(), expected)
+    assert compiled.stats().plan_runs >= 1

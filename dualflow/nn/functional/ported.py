@@ -15,6 +15,7 @@ from dualflow import ops
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
 from dualflow.nn.functional.activation import _check_p, dropout, softmax
 from dualflow.nn.functional.layers import embedding
+from dualflow.ops.autocast import lower_inputs
 from dualflow.ops.random_ops import next_key
 from dualflow.ops.validate import require_float
 from dualflow.tensor.core import Tensor, as_tensor
@@ -34,7 +35,7 @@ def prelu(input: Any, weight: Any) -> Tensor:
         >>> prelu(as_tensor([-2.0, 3.0]), as_tensor([0.25])).tolist()
         [-0.5, 3.0]
     """
-    x, w = as_tensor(input), as_tensor(weight)
+    x, w = lower_inputs(as_tensor(input), as_tensor(weight))  # on PyTorch's autocast list
     if w.ndim != 1:
         raise _fail(f"prelu: weight must be 1-D, got shape {w.shape}")
     channels = w.shape[0]
@@ -253,7 +254,10 @@ def scaled_dot_product_attention(
         >>> scaled_dot_product_attention(q, q, q, is_causal=True).tolist()[0][0]
         [1.0, 0.0]
     """
-    q, k, v = as_tensor(query), as_tensor(key), as_tensor(value)
+    # on PyTorch's lower-precision autocast list: every float input, a float mask too
+    q, k, v = lower_inputs(as_tensor(query), as_tensor(key), as_tensor(value))
+    if isinstance(attn_mask, Tensor):
+        (attn_mask,) = lower_inputs(attn_mask)
     if enable_gqa:
         k, v = _share_heads(q, k), _share_heads(q, v)
     if q.ndim < 2 or k.ndim < 2 or q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:

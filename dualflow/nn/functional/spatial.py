@@ -13,7 +13,14 @@ import numpy as np
 from dualflow import ops
 from dualflow.errors import ShapeError, with_location
 from dualflow.nn.functional.ported import check_pad
+from dualflow.ops.autocast import float32_inputs
 from dualflow.tensor.core import Tensor, as_tensor
+
+# (mode, padded dims) PyTorch's CPU autocast runs in float32: reflection_pad1d/2d and
+# replication_pad1d/2d/3d (reflection_pad3d is on no list)
+_FLOAT32_PADS = {
+    ("reflect", 1), ("reflect", 2), ("replicate", 1), ("replicate", 2), ("replicate", 3)
+}  # fmt: skip
 
 _PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
 
@@ -262,6 +269,8 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
     """
     x = as_tensor(input)
     widths = [int(p) for p in pad]
+    if (mode, len(widths) // 2) in _FLOAT32_PADS:  # PyTorch's CPU autocast float32 list
+        (x,) = float32_inputs(x)
     if len(widths) % 2 or len(widths) // 2 > x.ndim:
         raise ShapeError(
             with_location(f"pad: {len(widths)} pad values do not fit a {x.ndim}-D input")

@@ -9,7 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow import ops
+from dualflow._config import using_config
 from dualflow.errors import DTypeError, ShapeError, with_location
+from dualflow.ops.autocast import lowers
 from dualflow.ops.validate import require_same_float
 from dualflow.tensor.methods.layout import Reflected
 
@@ -27,7 +29,8 @@ def _require_bool(x: Any, other: Any, op: str) -> None:
 
 
 def _matmul_check(a: Any, b: Any, op: str, ranks: tuple[int, int] | None) -> None:
-    require_same_float(op, a, b, "self", "other")
+    if op in ("dot", "mv") or not lowers(a, b):  # autocast casts matmul's mixed floats
+        require_same_float(op, a, b, "self", "other")
     if ranks is not None and (a.ndim, getattr(b, "ndim", -1)) != ranks:
         raise ShapeError(
             with_location(
@@ -228,7 +231,8 @@ class CompareMethods:
         return ops.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Any:
-        require_same_float("matmul", other, self, "other", "self")
+        if not lowers(other, self):
+            require_same_float("matmul", other, self, "other", "self")
         return ops.matmul(other, self)
 
     def mm(self, mat2: Any) -> Any:
@@ -262,7 +266,8 @@ class CompareMethods:
             [11.0]
         """
         _matmul_check(self, vec, "mv", (2, 1))
-        return ops.matmul(self, vec)
+        with using_config(autocast=None):  # on none of PyTorch's autocast lists
+            return ops.matmul(self, vec)
 
     def dot(self, other: Any) -> Any:
         """The inner product of two vectors (1-D).
@@ -273,4 +278,5 @@ class CompareMethods:
             11.0
         """
         _matmul_check(self, other, "dot", (1, 1))
-        return ops.matmul(self, other)
+        with using_config(autocast=None):  # on none of PyTorch's autocast lists
+            return ops.matmul(self, other)
