@@ -10,6 +10,7 @@ result would be baked into the graph. ``isinstance(x, np.ndarray)`` stays true.
 from __future__ import annotations
 
 import operator
+import types
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -28,7 +29,7 @@ class ArrayArgument:
     def __init__(self, array: np.ndarray, path: str, fail: Callable[[str], None]) -> None:
         # weakly: an argument kept after its trace (an index array in a cached index spec)
         # must not keep the tracer and every array of its run alive
-        bound = hasattr(fail, "__self__")
+        bound = isinstance(fail, types.MethodType)
         self.raw_array, self._path = array, path
         self._fail = weakref.WeakMethod(fail) if bound else (lambda: fail)  # type: ignore
 
