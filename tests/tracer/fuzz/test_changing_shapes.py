@@ -14,6 +14,7 @@ from tests.tracer.fuzz.compare import differences, run
 from tests.tracer.fuzz.generator import FAST, specs
 from tests.tracer.fuzz.shape_compare import changing_differences
 from tests.tracer.fuzz.spec import Piece, Spec
+from tests.tracer.fuzz.test_fuzz import _exact as exact_check
 
 
 def _fuzz(examples: int, check: Callable[[Spec], None]) -> list[Spec]:
@@ -37,11 +38,7 @@ def _fuzz(examples: int, check: Callable[[Spec], None]) -> list[Spec]:
 
 
 def _exact(passes: str) -> Callable[[Spec], None]:
-    def check(spec: Spec) -> None:
-        found = changing_differences(spec, passes)
-        assert not found, f"{spec!r} at {passes}:\n" + "\n".join(found[:10])
-
-    return check
+    return exact_check(passes, changing_differences)
 
 
 def _revisits(spec: Spec) -> bool:
