@@ -121,3 +121,19 @@ def test_cli_row_reports_traces_plan_runs_and_static_ratio(tmp_path, capsys) -> 
     assert compiled["static_ratio"] > 0 and eager["traces"] is None
     header = capsys.readouterr().out.splitlines()[0]
     assert "traces/plan runs" in header and "vs static" in header
+
+
+def test_a_flagged_own_rows_workload_is_not_re_timed(tmp_path, monkeypatch) -> None:
+    # variable-shape rows have no step the slower-row check could build again (issue 38's
+    # re-timing): a flag on them stands as measured instead of failing the bench
+    import dualflow.bench.cli as cli
+
+    real = cli.flag_slower
+
+    def flag_everything(rows):
+        real(rows)
+        return [(row, [row]) for row in rows]
+
+    monkeypatch.setattr(cli, "flag_slower", flag_everything)
+    args = ["--workloads", "variable-batch", "--repeats", "1", "--no-chart"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
