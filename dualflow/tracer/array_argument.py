@@ -9,6 +9,7 @@ result would be baked into the graph. ``isinstance(x, np.ndarray)`` stays true.
 
 from __future__ import annotations
 
+import math
 import operator
 import types
 import weakref
@@ -24,13 +25,16 @@ from dualflow.tracer import pytree
 class ArrayArgument:
     """A traced numpy-array argument (see the module docstring)."""
 
-    __slots__ = ("_fail", "_path", "raw_array")
+    __slots__ = ("_fail", "_path", "_sizes", "raw_array")
 
-    def __init__(self, array: np.ndarray, path: str, fail: Callable[[str], None]) -> None:
+    def __init__(
+        self, array: np.ndarray, path: str, fail: Callable[[str], None], sizes: Any = None
+    ) -> None:
         # weakly: an argument kept after its trace (an index array in a cached index spec)
         # must not keep the tracer and every array of its run alive
         bound = isinstance(fail, types.MethodType)
         self.raw_array, self._path = array, path
+        self._sizes = sizes  # its shape with dynamic sizes as expressions (issue 39), or None
         self._fail = weakref.WeakMethod(fail) if bound else (lambda: fail)  # type: ignore
 
     @property  # type: ignore[misc]
@@ -38,12 +42,15 @@ class ArrayArgument:
         return np.ndarray
 
     # metadata is part of the signature (cache key): reading it bakes nothing
-    shape = property(lambda self: self.raw_array.shape)
+    # (with dynamic dimensions the sizes are expressions: a decision on one is guarded)
+    shape = property(lambda self: self.raw_array.shape if self._sizes is None else self._sizes)
     dtype = property(lambda self: self.raw_array.dtype)
     ndim = property(lambda self: self.raw_array.ndim)
-    size = property(lambda self: self.raw_array.size)
+    size = property(lambda self: math.prod(self.shape))
 
     def __len__(self) -> int:
+        if self._sizes is not None and self._sizes:
+            return self._sizes[0]  # a SymInt: len() then guards its value, as int() does
         return len(self.raw_array)
 
     def raw(self, what: str) -> np.ndarray:
@@ -169,7 +176,11 @@ def _unwrap_all(value: Any) -> Any:
 
 
 def wrap_arguments(
-    args: tuple, kwargs: dict, paths: dict[int, str], fail: Callable[[str], None]
+    args: tuple,
+    kwargs: dict,
+    paths: dict[int, str],
+    fail: Callable[[str], None],
+    sizes: dict[int, Any] | None = None,
 ) -> tuple[tuple, dict, Callable[[], None]]:
     """Replace numpy arrays (``paths``: id -> argument path) by ArrayArguments for one trace.
 
@@ -177,7 +188,7 @@ def wrap_arguments(
     containers) and put back by the returned ``restore()``; tuples and namedtuples holding one
     are rebuilt. The containers are ``pytree``'s, as in the signature that found the arrays.
     """
-    wrapping = _Wrapping(paths, fail)
+    wrapping = _Wrapping(paths, fail, sizes or {})
     new_args = tuple(wrapping.walk(a) for a in args)
     new_kwargs = {k: wrapping.walk(v) for k, v in kwargs.items()}
     undo = wrapping.undo
@@ -194,13 +205,15 @@ class _Wrapping:
     cycle, which kept ``fail``'s tracer and every array of its run until the garbage collector
     ran (issue 36)."""
 
-    def __init__(self, paths: dict[int, str], fail: Callable[[str], None]) -> None:
-        self.paths, self.fail = paths, fail
+    def __init__(
+        self, paths: dict[int, str], fail: Callable[[str], None], sizes: dict[int, Any]
+    ) -> None:
+        self.paths, self.fail, self.sizes = paths, fail, sizes
         self.undo: list[Callable[[], None]] = []
 
     def walk(self, value: Any) -> Any:
         if isinstance(value, np.ndarray) and id(value) in self.paths:
-            return ArrayArgument(value, self.paths[id(value)], self.fail)
+            return ArrayArgument(value, self.paths[id(value)], self.fail, self.sizes.get(id(value)))
         kind = pytree.kind_of(value)  # the containers signature.flatten found the arrays in
         if kind in ("tuple", "namedtuple"):
             new = [self.walk(v) for v in value]

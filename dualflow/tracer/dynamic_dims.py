@@ -235,17 +235,18 @@ class DynamicDims:
             return
         template = Template(trace, facts, self.passes)
         others = [t for k, ts in known.items() if masked(k, mask) == family_key for t in ts]
-        for other in others:
-            reason = template.check_witness(other)
-            if reason is None:
-                template.witnessed = True
-                break
-            if _contradicts(reason) and family.refuted is None:
-                family.refuted = self.note = reason
-        for older in family.templates:  # earlier templates this trace witnesses
-            older.witnessed = older.witnessed or older.check_witness(trace) is None
-        if family.refuted is None:
-            family.templates.insert(0 if template.witnessed else len(family.templates), template)
+        verdicts = [template.check_witness(other) for other in others]
+        verdicts += [older.check_witness(trace) for older in family.templates]
+        refuted = next((v.reason for v in verdicts if v.refutes), None)
+        if refuted is not None:  # every template of the family is suspect: none serves again
+            family.refuted = self.note = family.refuted or refuted
+            self.served = {k: v for k, v in self.served.items() if v[0] not in family.templates}
+            family.templates.clear()
+            return
+        template.witnessed = any(v.reason is None for v in verdicts[: len(others)])
+        for older, verdict in zip(family.templates, verdicts[len(others) :]):
+            older.witnessed = older.witnessed or verdict.reason is None
+        family.templates.insert(0 if template.witnessed else len(family.templates), template)
 
 
 def describe(dynamic: DynamicDims) -> list[str]:
@@ -269,9 +270,3 @@ def describe(dynamic: DynamicDims) -> list[str]:
         if family.refuted:
             lines.append(f"dynamic sizes refuted, sizes traced one by one: {family.refuted}")
     return lines
-
-
-def _contradicts(reason: str) -> bool:
-    """Whether a witness's difference shows a size taken as a constant (rather than another
-    program, such as an optimizer's first step that creates its state)."""
-    return "taken as a constant" in reason or "constants differ" in reason or "not fit" in reason

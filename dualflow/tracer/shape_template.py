@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.symbolic_trace import SymbolicShapes, instantiate, same_graph
@@ -29,6 +29,19 @@ INSTANCE_BYTES = 512 * 2**20
 def leaf_shapes(described: list[tuple[str, Any]]) -> list[tuple]:
     """The shapes of a signature's array leaves, in flat order (what ``binding`` reads)."""
     return [part[1] for _, part in described if part[0] in ("tensor", "array")]
+
+
+class Verdict(NamedTuple):
+    """A witness check's answer: ``reason`` None when the witness matches; ``refutes`` when it
+    shows the template wrong at the witness's sizes (not merely another program)."""
+
+    reason: str | None
+    refutes: bool = False
+
+
+def _state(trace: Trace) -> list[tuple[str, str]]:
+    """What a trace captures, by kind and name: traces of one program capture the same."""
+    return [(ref.kind, ref.name) for ref in trace.checks.refs]
 
 
 class Template:
@@ -110,29 +123,31 @@ class Template:
             reason=f"{trace.reason}; built for {sizes} from the trace with dynamic sizes",
         )
 
-    def check_witness(self, other: Trace) -> str | None:
-        """None when ``other`` (a real trace at other sizes) is exactly this template's graphs
-        for its sizes; else what differs. Traces of another program (an optimizer's first
-        step) are refused before their graphs are compared."""
+    def check_witness(self, other: Trace) -> Verdict:
+        """Compare with ``other`` (a real trace at other sizes): ``Verdict(None)`` when it is
+        exactly this template's graphs for its sizes. Traces that capture other state, replay
+        side effects or lack a backward are another program (not comparable, nothing refuted);
+        with the same state, any difference shows a size the template took as a constant: the
+        verdict ``refutes`` (refuting is always safe, only dynamism is lost)."""
         binding = self.binding(leaf_shapes(other.described))
         if binding is None or binding == self.hints:
-            return "no other sizes to compare"
+            return Verdict("no other sizes to compare")
         if self.failing_guard(binding) is not None:  # the trace depends on sizes it excludes
-            return f"the trace holds only where {self.failing_guard(binding)}"
+            return Verdict(f"the trace holds only where {self.failing_guard(binding)}")
         mine = self.trace
         if (mine.backward is None) != (other.backward is None):
-            return "one trace has a backward graph, the other not"
-        if len(mine.checks.refs) != len(other.checks.refs) or mine.replay or other.replay:
-            return "the traces capture different state or replay Python side effects"
+            return Verdict("one trace has a backward graph, the other not")
+        if _state(mine) != _state(other) or mine.replay or other.replay:
+            return Verdict("the traces capture different state or replay Python side effects")
         try:
             pairs = [(instantiate(mine.source_graph, self.facts, binding), other.source_graph)]
             if mine.backward is not None:
                 graph = instantiate(mine.backward.source_graph, self.facts, binding)
                 pairs.append((graph, other.backward.source_graph))
         except Exception as exc:
-            return f"the template does not fit the other trace's sizes: {exc}"
+            return Verdict(f"the template does not fit the other trace's sizes: {exc}", True)
         for built, traced in pairs:
             difference = same_graph(built, traced)
             if difference is not None:
-                return difference
-        return None
+                return Verdict(difference, True)
+        return Verdict(None)

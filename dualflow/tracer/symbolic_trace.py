@@ -60,6 +60,12 @@ class SymbolicShapes:
         if has_symbols(shape):
             self.shapes[value] = tuple(shape)
 
+    def array_sizes(self, bound: dict[int, tuple], ids: Any) -> dict[int, tuple]:
+        """id(numpy argument) -> its shape with dynamic sizes as expressions, for those of
+        ``ids`` that have one (``bound``: the tracer's id(array) -> (value, array))."""
+        found = {k: self.shapes.get(bound[k][0]) for k in ids if k in bound}
+        return {k: shape for k, shape in found.items() if shape is not None}
+
     def alias(self, new: Value, old: Value) -> None:
         """``new`` (a backward input: a residual or an output's gradient) has ``old``'s shape."""
         if old in self.shapes:
@@ -227,7 +233,7 @@ def same_graph(a: Graph, b: Graph) -> str | None:
     for x, y in zip(a.nodes, b.nodes):
         same = x.op == y.op and x.loc == y.loc and _values(x.outputs) == _values(y.outputs)
         if not same or not _same(_operands(x), _operands(y)) or not _same(x.attrs, y.attrs):
-            return f"{x.op} at {x.loc}: a size taken as a constant ({x.attrs})"
+            return f"{x.op} at {x.loc} differs: a size taken as a constant ({x.attrs})"
     return None
 
 

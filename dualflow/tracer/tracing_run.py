@@ -28,7 +28,8 @@ def trace_call(tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, f
     arrays = {k: p for k, p in arrays.items() if not _is_tensor_id(flat, k)}
     restore = _nothing
     if arrays:
-        args, kwargs, restore = wrap_arguments(args, kwargs, arrays, tracer.fail_closed)
+        sizes = {} if tracer.shapes is None else tracer.shapes.array_sizes(tracer.arrays, arrays)
+        args, kwargs, restore = wrap_arguments(args, kwargs, arrays, tracer.fail_closed, sizes)
     try:
         with interpreting(tracer), EnvProbe(tracer.env, tracer.fail_closed, fn):
             return fn(*args, **kwargs)

@@ -134,3 +134,37 @@ def test_a_dynamic_dimension_traced_at_size_one_stays_that_size() -> None:
     for n, m in [(1, 3), (2, 1), (3, 1), (2, 3)]:
         x, z = df.ones(n, 2), df.ones(m, 2)
         assert g(x, z).item() == f(x, z).item()
+
+
+def test_a_branch_on_a_numpy_argument_s_size_is_guarded() -> None:
+    # a numpy-array argument's shape is read like a tensor's: with dynamic dimensions its sizes
+    # are expressions, so the branch guards the comparison (it was the traced call's int,
+    # unguarded: a template traced at 6 served 10 with the other branch)
+    def f(x, w):
+        t = df.tensor(w)
+        return t.exp().sum() if w.shape[0] > 8 else t.sin().cos().sum() + w.shape[0]
+
+    g = df.compile(f, passes="exact")
+    for n in [4, 6, 10, 12, 5, 9, 7]:
+        w = np.linspace(0, 1, n * 2, dtype=np.float32).reshape(n, 2)
+        x = df.zeros(1)
+        assert g(x, w).item() == f(x, w).item(), n
+    assert g.stats().plan_runs >= 2
+
+
+def test_backward_outside_a_call_traced_with_dynamic_sizes_equals_eager() -> None:
+    # the traced call's outputs carry its tape, whose attributes and shapes were expressions:
+    # a backward run outside the compiled function must give eager's gradients
+    def make():
+        df.manual_seed(3)
+        return nn.Sequential(nn.Linear(6, 5), nn.Tanh(), nn.Linear(5, 2))
+
+    eager_model, model = make(), make()
+    g = df.compile(lambda x: model(x).reshape(x.shape[0] * 2).mean())
+    rng = np.random.default_rng(0)
+    for n in [3, 5, 8, 6]:
+        x = rng.standard_normal((n, 6)).astype(np.float32)
+        g(df.tensor(x)).backward()
+        eager_model(df.tensor(x)).reshape(n * 2).mean().backward()
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6, atol=1e-7)
