@@ -24,6 +24,7 @@ from dualflow.autograd.observers import Observation, start_observing
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.creation import ZeroGradient
 from dualflow.ops.dispatch import tracing
+from dualflow.symbolic_shapes import ACTIVE as SYMBOLIC_TRACES
 from dualflow.tensor.core import Tensor, as_tensor
 from dualflow.tensor.tape import GraphReleasedError, Node
 from dualflow.tensor.tape import edge as edge_of
@@ -155,7 +156,7 @@ class _Run:
                 continue
             if type(gx) is ZeroGradient:
                 gx = ZeroGradient(gx.like, shape)
-            elif len(gx.shape) != len(shape) or gx.shape != shape:  # sizes may be expressions
+            elif _differs(gx.shape, shape) if SYMBOLIC_TRACES[0] else gx.raw_array.shape != shape:
                 gx = ops.sum_to(gx, shape)
             if type(edge) is tuple:  # the common case, inlined (``push``)
                 creator, index = edge
@@ -349,3 +350,9 @@ def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
                 reach.add(node)
                 break
     return reach
+
+
+def _differs(shape: tuple, wanted: tuple) -> bool:
+    """Whether a gradient's shape (sizes maybe expressions) differs from its input's: lengths
+    first, as comparing ``(s0, 5)`` with ``(5,)`` element by element would guard ``s0 == 5``."""
+    return len(shape) != len(wanted) or shape != wanted

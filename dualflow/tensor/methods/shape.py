@@ -14,6 +14,7 @@ from dualflow import ops
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.dispatch import apply
 from dualflow.ops.slicing import GetItem, axis_slice
+from dualflow.symbolic_shapes import ACTIVE as SYMBOLIC_TRACES
 from dualflow.symbolic_shapes import as_shape
 from dualflow.tensor.methods.size import Size, dim_index, shape_args
 
@@ -57,7 +58,9 @@ class ShapeMethods:
             >>> dualflow.tensor([[1.0, 2.0, 3.0]]).numel()
             3
         """
-        return math.prod(self.shape)  # an expression while traced with dynamic dimensions
+        if SYMBOLIC_TRACES[0]:  # an expression while traced with dynamic dimensions
+            return math.prod(self.shape)
+        return self.raw_array.size
 
     nelement = numel
 
