@@ -18,6 +18,7 @@ PyTorch: broadcasting and emptiness change meaning there), which decides ``s0 ==
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -245,6 +246,10 @@ class SymInt(Escapes):
         """The expression as text (``s0*16 + 1``), for explain and messages; no guard."""
         return render(self.poly)
 
+    def value_for(self, binding: dict[str, int]) -> int:
+        """Its value for the symbols' sizes in ``binding``."""
+        return evaluate(self.poly, binding)
+
 
 class SymFloat(Escapes):
     """``numerator / n`` for a SymInt ``n``: a mean's ``1/n`` factor, which an op takes as a
@@ -263,6 +268,15 @@ class SymFloat(Escapes):
     def __init__(self, numerator: float, denominator: SymInt) -> None:
         self.numerator, self.denominator = numerator, denominator
         self.hint = numerator / denominator.hint
+
+    @property
+    def expr(self) -> str:
+        """The expression as text (``1.0/(s0*3)``), for explain; no guard."""
+        return f"{self.numerator!r}/({self.denominator.expr})"
+
+    def value_for(self, binding: dict[str, int]) -> float:
+        """Its value for ``binding``, computed as Python computes ``numerator / n``."""
+        return self.numerator / self.denominator.value_for(binding)
 
     def concrete(self, why: str = "a concrete value") -> float:
         """The traced call's value, guarded on the denominator."""
@@ -298,27 +312,38 @@ for _name in ("eq", "lt", "gt", "le", "ge"):
 SYMBOLIC = (SymInt, SymFloat)  # what a traced op's literal inputs and attributes may hold
 
 
-def hint_of(value: Any) -> Any:
-    """``value`` with every SymInt (also inside tuples, lists and dicts) replaced by its hint,
-    without a guard: what the traced call's kernels run with.
+def map_symbols(value: Any, how: Callable[[Any], Any]) -> Any:
+    """``value`` with ``how(s)`` for every SymInt/SymFloat ``s`` in it (tuples, namedtuples,
+    lists and dict values walked); the same object where it holds none.
 
     Example:
         >>> env = ShapeEnv(); n = env.new_symbol(4)
-        >>> hint_of((n, 3, [n * 2])), env.guards
+        >>> map_symbols((n, 3, [n * 2]), lambda s: s.hint), env.guards
         ((4, 3, [8]), [])
     """
     if isinstance(value, SYMBOLIC):
-        return value.hint
+        return how(value)
     kind = type(value)
     if kind is tuple or kind is list:
         if not any(isinstance(v, SymInt | SymFloat | tuple | list | dict) for v in value):
-            return value
-        return kind(hint_of(v) for v in value)
+            return value  # the common case while tracing: plain sizes
+        return kind(map_symbols(v, how) for v in value)
     if kind is dict:
-        return {k: hint_of(v) for k, v in value.items()}
+        return {k: map_symbols(v, how) for k, v in value.items()}
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuples keep their type
-        return kind(*(hint_of(v) for v in value))
+        return kind(*(map_symbols(v, how) for v in value))
     return value
+
+
+def hint_of(value: Any) -> Any:
+    """``value`` with every size expression at its hint, without a guard: what the traced
+    call's kernels run with.
+
+    Example:
+        >>> env = ShapeEnv(); hint_of({"shape": (env.new_symbol(4), -1)})
+        {'shape': (4, -1)}
+    """
+    return map_symbols(value, lambda s: s.hint)
 
 
 def has_symbols(value: Any) -> bool:
@@ -338,25 +363,14 @@ def has_symbols(value: Any) -> bool:
 
 
 def substitute(value: Any, binding: dict[str, int]) -> Any:
-    """``value`` with every SymInt evaluated for ``binding`` (a new call's sizes).
+    """``value`` with every size expression evaluated for ``binding`` (a new call's sizes).
 
     Example:
         >>> env = ShapeEnv(); n = env.new_symbol(4)
-        >>> substitute({"shape": (n * 2, -1)}, {"s0": 10})
-        {'shape': (20, -1)}
+        >>> substitute({"shape": (n * 2, -1), "scale": 1.0 / n}, {"s0": 10})
+        {'shape': (20, -1), 'scale': 0.1}
     """
-    if isinstance(value, SymInt):
-        return evaluate(value.poly, binding)
-    if isinstance(value, SymFloat):
-        return value.numerator / evaluate(value.denominator.poly, binding)
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return kind(substitute(v, binding) for v in value)
-    if kind is dict:
-        return {k: substitute(v, binding) for k, v in value.items()}
-    if isinstance(value, tuple) and hasattr(value, "_fields"):
-        return kind(*(substitute(v, binding) for v in value))
-    return value
+    return map_symbols(value, lambda s: s.value_for(binding))
 
 
 def as_size(value: Any) -> Any:

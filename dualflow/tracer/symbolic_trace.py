@@ -22,7 +22,15 @@ import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS, Meta
-from dualflow.symbolic_shapes import SYMBOLIC, ShapeEnv, SymInt, has_symbols, hint_of, substitute
+from dualflow.symbolic_shapes import (
+    SYMBOLIC,
+    ShapeEnv,
+    SymInt,
+    has_symbols,
+    hint_of,
+    map_symbols,
+    substitute,
+)
 from dualflow.tensor.core import Tensor
 
 
@@ -175,17 +183,7 @@ class _SizeText(str):
 
 
 def _as_text(value: Any) -> Any:
-    if isinstance(value, SYMBOLIC):
-        return _SizeText(
-            value.expr
-            if isinstance(value, SymInt)
-            else f"{value.numerator!r}/({value.denominator.expr})"
-        )
-    if type(value) in (tuple, list):
-        return type(value)(_as_text(v) for v in value)
-    if type(value) is dict:
-        return {k: _as_text(v) for k, v in value.items()}
-    return value
+    return map_symbols(value, lambda s: _SizeText(s.expr))
 
 
 def symbolic_view(graph: Graph, facts: SymbolicShapes) -> Graph:
