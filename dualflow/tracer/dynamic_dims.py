@@ -165,7 +165,6 @@ class DynamicDims:
         self.masks: list[Mask] = []
         self.built = 0  # plans built from templates for new sizes
         self.served: dict[Any, tuple[Template, dict]] = {}  # signature -> its template, binding
-        self.note: str | None = None  # why the last family was refuted
 
     def candidates(self, key: Any, flat: Any) -> list[tuple[Template, dict]]:
         """Witnessed templates that may serve a call, with its binding (guards checked); a
@@ -239,7 +238,7 @@ class DynamicDims:
         verdicts += [older.check_witness(trace) for older in family.templates]
         refuted = next((v.reason for v in verdicts if v.refutes), None)
         if refuted is not None:  # every template of the family is suspect: none serves again
-            family.refuted = self.note = family.refuted or refuted
+            family.refuted = family.refuted or refuted
             self.served = {k: v for k, v in self.served.items() if v[0] not in family.templates}
             family.templates.clear()
             return

@@ -2,7 +2,7 @@
 
 ``SymbolicShapes`` is kept by the tracing interpreter of such a trace (and shared with the
 trace of its backward): the symbol of each dynamic input dimension, each value's shape as
-``SymInt`` expressions (what ``Tensor.shape``, ``size()``, ``len()`` and the backward formulas
+``SymInt`` expressions (what ``Tensor.shape``, ``size()``, ``numel()`` and the backward formulas
 see), the attributes and literal inputs of nodes that came from sizes (``reshape(x, (s0*16,
 -1))``, ``loss / s0``), and the guards the traced code's decisions recorded. The graph itself
 stays concrete, at the traced call's sizes.
