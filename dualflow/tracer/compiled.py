@@ -166,8 +166,7 @@ class CompiledFunction:
                     return result
                 mismatch = self._guard_reason(result.node, result.seen)
             reason = reason or mismatch
-        for template, binding in self.dynamic.candidates(key, flat):  # dynamic sizes
-            trace = self.dynamic.instance(template, binding)
+        for trace in self.dynamic.traces_for(key, flat):  # a template's plan for these sizes
             if trace.checks.mismatch(flat.leaves) is None and trace.history is None:
                 result = self._run(trace, flat, args, kwargs)
                 if type(result) is not GuardFailed:

@@ -186,12 +186,20 @@ class DynamicDims:
                 self.served.pop(next(iter(self.served)))
         return found
 
-    def instance(self, template: Template, binding: dict) -> Trace:
-        """The template's trace for ``binding`` (counted when it is built now)."""
-        before = len(template.instances)
-        trace = template.instance(binding)
-        self.built += len(template.instances) > before
-        return trace
+    def traces_for(self, key: Any, flat: Any) -> Iterator[Trace]:
+        """The traces templates give for this call's sizes (plans built now are counted). A
+        template that cannot be rebuilt for them (an op refusing the sizes though every guard
+        held) gives none: the call is traced instead, and that trace's witness check refutes
+        the family."""
+        for template, binding in self.candidates(key, flat):
+            before = len(template.instances)
+            try:
+                trace = template.instance(binding)
+            except Exception:
+                self.served.pop(key, None)
+                continue
+            self.built += len(template.instances) > before
+            yield trace
 
     def plan(self, key: Any, flat: Any, known: list[Any]) -> SymbolicShapes | None:
         """The dynamic dimensions to trace this call with, or None (a static trace)."""

@@ -168,3 +168,26 @@ def test_backward_outside_a_call_traced_with_dynamic_sizes_equals_eager() -> Non
         eager_model(df.tensor(x)).reshape(n * 2).mean().backward()
     for p, q in zip(model.parameters(), eager_model.parameters()):
         np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_template_that_cannot_be_rebuilt_traces_the_call(monkeypatch) -> None:
+    # every guard held but an op refuses the new sizes: the call is traced (and equals eager)
+    from dualflow.tracer import shape_template
+
+    def f(x):
+        return (x * 2).sum(0)
+
+    g = df.compile(f, passes="exact")
+    for n in [4, 6]:
+        g(df.ones(n, 3))
+    real = shape_template.instantiate
+
+    def refusing(graph, facts, binding):
+        if 9 in binding.values():
+            raise df.errors.ShapeError("refused")
+        return real(graph, facts, binding)
+
+    monkeypatch.setattr(shape_template, "instantiate", refusing)
+    x = df.tensor(np.arange(27, dtype=np.float32).reshape(9, 3))
+    np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+    assert g.stats().traces == 3
