@@ -297,8 +297,9 @@ def remat(graph: Graph, budget: int | float | None = None) -> Graph:
     result = _prune(prof.graph, graph, origins, max(target, after))
     after = planned_peak(result) if result is not prof.graph else after
     made = _copies(graph, result)
+    if not made:  # no copy: the graph as it was, and the report says so (its peak, no FLOPs)
+        result, after = graph, before
     flops = _total(node_flops, result) - _total(node_flops, graph)
-    result = result if made else graph
     cost = (_total(node_cost, result) - _total(node_cost, graph), _total(node_cost, graph))
     sources = {n.outputs[0].id: source(n.outputs[0], origins).id for n in made}
     _REPORTS[result] = RematReport(budget, target, before, after, made, flops, cost, sources)
