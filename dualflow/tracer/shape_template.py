@@ -55,8 +55,8 @@ class Template:
         self.instances: OrderedDict[tuple, Trace] = OrderedDict()
 
     def binding(self, shapes: list[tuple]) -> dict[str, int] | None:
-        """The symbols' sizes for a call whose array leaves have ``shapes`` (None: a size is 0
-        or 1, or the leaves do not fit)."""
+        """The symbols' sizes for a call whose array leaves have ``shapes`` (None: a size is 0,
+        or 1 where the trace decided something by its being >= 2, or the leaves do not fit)."""
         for position, dim, size in self.facts.constants:  # masked, but traced as 0 or 1
             if position >= len(shapes) or dim >= len(shapes[position]):
                 return None
@@ -67,8 +67,8 @@ class Template:
             if position >= len(shapes) or dim >= len(shapes[position]):
                 return None
             size = shapes[position][dim]
-            if size < 2:
-                return None
+            if size < 1 or (size == 1 and name in self.facts.env.not_one):
+                return None  # 0 is empty; 1 where a decision of the trace took the size >= 2
             found[name] = int(size)
         return found
 
@@ -135,6 +135,10 @@ class Template:
         if self.failing_guard(binding) is not None:  # the trace depends on sizes it excludes
             return Verdict(f"the trace holds only where {self.failing_guard(binding)}")
         mine = self.trace
+        if other.source_graph is None or (
+            other.backward is not None and other.backward.source_graph is None
+        ):  # loaded from the disk cache, which keeps the optimized graph only
+            return Verdict("the other trace has no source graph (loaded from a plan cache)")
         if (mine.backward is None) != (other.backward is None):
             return Verdict("one trace has a backward graph, the other not")
         if _state(mine) != _state(other) or mine.replay or other.replay:

@@ -12,6 +12,7 @@ from typing import Any
 
 from dualflow.ops.dispatch import interpreting
 from dualflow.tensor.core import Tensor
+from dualflow.tensor.raw_fields import watching
 from dualflow.tracer import interrupts
 from dualflow.tracer.array_argument import wrap_arguments
 from dualflow.tracer.env_probe import EnvProbe
@@ -31,7 +32,7 @@ def trace_call(tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, f
         sizes = {} if tracer.shapes is None else tracer.shapes.array_sizes(tracer.arrays, arrays)
         args, kwargs, restore = wrap_arguments(args, kwargs, arrays, tracer.fail_closed, sizes)
     try:
-        with interpreting(tracer), EnvProbe(tracer.env, tracer.fail_closed, fn):
+        with interpreting(tracer), EnvProbe(tracer.env, tracer.fail_closed, fn), watching():
             return fn(*args, **kwargs)
     except BaseException:
         held = interrupts.hold()  # a second Ctrl-C must not stop the undo half way
