@@ -127,14 +127,14 @@ def _atom_text(atom: tuple) -> str:
     return f"({render(atom[1])}){'//' if atom[0] == 'floordiv' else '%'}{atom[2]}"
 
 
-def _bounds(p: Poly) -> tuple[float, float]:
-    """Lower and upper bounds of ``p`` over sizes >= 2 (infinite where unknown): what
+def _bounds(p: Poly, least: int = 2) -> tuple[float, float]:
+    """Lower and upper bounds of ``p`` over sizes >= ``least`` (infinite where unknown): what
     decides ``s0 == 1`` or ``-s0 + 1 <= 0`` without a guard."""
     low = high = 0.0
     for monomial, c in p:
         if monomial and any(a[0] != "sym" for a in monomial):
             return -math.inf, math.inf
-        at_two = c * 2 ** len(monomial)
+        at_two = c * least ** len(monomial)
         if not monomial:
             low, high = low + c, high + c
         elif c > 0:
@@ -144,16 +144,36 @@ def _bounds(p: Poly) -> tuple[float, float]:
     return low, high
 
 
-def decided(p: Poly, relation: str) -> bool | None:
-    """Whether ``p <relation> 0`` holds for every size >= 2 (True), for none (False), or
-    depends on the sizes (None)."""
-    low, high = _bounds(p)
+def decided(p: Poly, relation: str, least: int = 2) -> bool | None:
+    """Whether ``p <relation> 0`` holds for every size >= ``least`` (True), for none (False),
+    or depends on the sizes (None).
+
+    Example:
+        >>> one_less = add(symbol("s0"), const(-1))
+        >>> decided(one_less, "=="), decided(one_less, "==", least=1)
+        (False, None)
+    """
+    low, high = _bounds(p, least)
     always = {"==": False, "!=": False, "<": high < 0, "<=": high <= 0, ">": low > 0}
     always[">="] = low >= 0
     always["!="] = low > 0 or high < 0
     never = {"==": low > 0 or high < 0, "!=": False, "<": low >= 0, "<=": low > 0}
     never.update({">": high <= 0, ">=": high < 0})
     return True if always[relation] else False if never[relation] else None
+
+
+def symbols_of(p: Poly) -> set[str]:
+    """The names of the symbols ``p`` depends on (inside divisions too).
+
+    Example:
+        >>> sorted(symbols_of(divide("floordiv", add(symbol("s1"), symbol("s0")), 2)))
+        ['s0', 's1']
+    """
+    names: set[str] = set()
+    for monomial, _ in p:
+        for atom in monomial:
+            names |= {atom[1]} if atom[0] == "sym" else symbols_of(atom[1])
+    return names
 
 
 def ratio(p: Poly, q: Poly) -> int | None:

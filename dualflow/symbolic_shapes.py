@@ -37,6 +37,7 @@ from dualflow.size_expressions import (
     render,
     render_guard,
     symbol,
+    symbols_of,
 )
 
 ACTIVE = [0]  # how many symbolic traces run in this process: Tensor.shape asks only then
@@ -51,6 +52,9 @@ class ShapeEnv:
     escaped: list[str] = field(default_factory=list)  # where a concrete value was taken
     # the trace ended: a SymInt that escaped into Python objects is its traced value from now on
     closed: bool = False
+    # symbols a decision took as >= 2 that size 1 would have decided otherwise (``s0 == 1``
+    # answered False): the trace does not hold where they are 1
+    not_one: set[str] = field(default_factory=set)
 
     def new_symbol(self, size: int) -> SymInt:
         """A fresh symbol whose traced size is ``size`` (>= 2)."""
@@ -64,8 +68,12 @@ class ShapeEnv:
         holds = COMPARE[relation](evaluate(p, self.hints), 0)
         if self.closed:
             return holds
-        if constant_of(p) is not None or decided(p, relation) is not None:
-            return holds  # the same for every size >= 2: nothing to guard
+        if constant_of(p) is not None:
+            return holds
+        if decided(p, relation) is not None:  # the same for every size >= 2: nothing to guard
+            if decided(p, relation, least=1) is None:  # ... but not where a size is 1
+                self.not_one |= symbols_of(p)
+            return holds
         guard = (p, relation if holds else NEGATE[relation], True)  # one form per relation
         if guard not in self.guards:
             self.guards.append(guard)

@@ -69,9 +69,12 @@ def test_python_branch_on_a_size_guards_the_comparison() -> None:
 
 
 def test_a_size_read_behind_the_symbols_back_is_caught_by_the_witness() -> None:
-    def f(x):  # the raw array's shape: a plain int the trace cannot see
-        return x.sum() / x.raw_array.shape[0]
-
+    # library code the tracer does not watch (dualflow's own: its raw-field reads are not
+    # reported) that divides by a raw shape: a plain int the trace cannot see
+    source = "def f(x):\n    return x.sum() / x.raw_array.shape[0]\n"
+    namespace: dict = {}
+    exec(compile(source, "<dualflow library code>", "exec"), namespace)
+    f = namespace["f"]
     g = df.compile(f, passes="exact")
     for n in [4, 6, 10, 12]:
         x = df.tensor(np.arange(n * 3, dtype=np.float32).reshape(n, 3))
@@ -79,15 +82,54 @@ def test_a_size_read_behind_the_symbols_back_is_caught_by_the_witness() -> None:
     assert any(family.refuted for family in g.dynamic.families.values())
 
 
-def test_sizes_zero_and_one_are_traced_as_constants() -> None:
+def test_size_zero_is_a_constant_and_size_one_is_served_where_nothing_changes() -> None:
     def f(x):
         return x - x.mean(0)
 
     g = df.compile(f)
-    for n in [4, 6, 1, 9, 1]:
+    for n in [4, 6, 1, 9, 1, 0, 3]:
         x = df.tensor(np.arange(n * 2, dtype=np.float32).reshape(n, 2))
         np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
-    assert g.stats().traces == 3  # 4, 6 (dynamic, witnessed by 4), and 1
+    # 4, 6 (dynamic, witnessed by 4), and 0: no decision of the trace took the rows >= 2, so
+    # the template serves 1 too (PyTorch specializes 1 always)
+    assert g.stats().traces == 3
+    assert g.stats().retrace_reasons[-1].endswith("-> 0")
+
+
+@pytest.mark.parametrize("passes", ["exact", None])
+def test_a_training_step_serves_batch_one_from_its_template(passes) -> None:
+    sizes = [8, 12, 5, 1, 7, 1]
+    eager, eager_params, _ = _mlp_run(sizes, False)
+    losses, params, fn = _mlp_run(sizes, True, passes=passes)
+    assert losses == eager
+    for p, q in zip(params, eager_params):
+        np.testing.assert_array_equal(p, q)
+    assert fn.stats().traces == 3  # momentum's single-use first step, 12, and the witness 5
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: x.squeeze(0) * 2,  # squeezing a dimension that may be 1
+        lambda x: x.squeeze() * 2,
+        lambda x: x.sum(0) * 2 if x.shape[0] != 1 else x[0],  # a Python branch
+        # training batch norm needs two rows: eager refuses one
+        lambda x: nn.functional.batch_norm(x, None, None, training=True),
+    ],
+)
+def test_size_one_is_traced_where_a_decision_took_the_size_ge_2(f) -> None:
+    g = df.compile(f, passes="exact")
+    for n in [4, 6, 1, 4, 1]:
+        x = df.tensor(np.arange(n * 3, dtype=np.float32).reshape(n, 3) + 1)
+        try:
+            want = f(x).numpy()
+        except Exception as exc:  # eager refuses: so must the compiled call
+            with pytest.raises(type(exc)):
+                g(x)
+            continue
+        np.testing.assert_array_equal(g(x).numpy(), want)
+    templates = [t for fam in g.dynamic.families.values() for t in fam.templates]
+    assert templates and all("s0" in t.facts.env.not_one for t in templates)
 
 
 def test_mark_dynamic_and_mark_static() -> None:
