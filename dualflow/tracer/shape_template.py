@@ -152,6 +152,11 @@ class Template:
             return Verdict(f"the template does not fit the other trace's sizes: {exc}", True)
         for built, traced in pairs:
             difference = same_graph(built, traced)
+            if difference is not None and 1 in binding.values():
+                # eager at size 1 made another graph (a sum over one row left out): the
+                # template stops serving 1, the other sizes stand
+                self.facts.env.not_one |= {k for k, v in binding.items() if v == 1}
+                return Verdict(f"{difference} (at size 1: no longer served from the template)")
             if difference is not None:
                 return Verdict(difference, True)
         return Verdict(None)

@@ -233,3 +233,21 @@ def test_a_template_that_cannot_be_rebuilt_traces_the_call(monkeypatch) -> None:
     x = df.tensor(np.arange(27, dtype=np.float32).reshape(9, 3))
     np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
     assert g.stats().traces == 3
+
+
+def test_a_first_trace_at_size_one_that_differs_stops_only_size_one() -> None:
+    # library code the tracer does not watch branches on a raw size being 1: the real trace at
+    # 1 differs from the template rebuilt for 1, so the template stops serving 1 (the other
+    # sizes stand: it is no refutation)
+    source = "def f(x):\n    return x * 2 if x.raw_array.shape[0] != 1 else x * 3\n"
+    namespace: dict = {}
+    exec(compile(source, "<dualflow library code>", "exec"), namespace)
+    f = namespace["f"]
+    g = df.compile(f, passes="exact")
+    for n in [1, 4, 6, 1, 9, 5]:
+        x = df.tensor(np.arange(n * 2, dtype=np.float32).reshape(n, 2))
+        np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+    assert not any(family.refuted for family in g.dynamic.families.values())
+    templates = [t for fam in g.dynamic.families.values() for t in fam.templates]
+    assert templates and all("s0" in t.facts.env.not_one for t in templates)
+    assert g.stats().traces == 3 and g.stats().plan_runs == 3
