@@ -21,6 +21,7 @@ from dualflow.errors import ConfigError, TracingError
 from dualflow.graph_ir.printer import print_graph
 from dualflow.symbolic_shapes import ACTIVE, SYMBOLIC, render_guard
 from dualflow.tracer import pytree
+from dualflow.tracer.memory_formula import memory_lines
 from dualflow.tracer.shape_template import INSTANCES, Template
 from dualflow.tracer.symbolic_trace import SymbolicShapes, symbolic_view
 from dualflow.tracer.trace import Trace
@@ -272,6 +273,7 @@ def describe(dynamic: DynamicDims) -> list[str]:
             if template.instances:
                 built = ", ".join(str(dict(k)) for k in template.instances)
                 lines.append(f"  plans built from it for {built}")
+            lines += memory_lines(template)
             graph = symbolic_view(template.trace.source_graph, template.facts)
             lines.append("  " + print_graph(graph).replace("\n", "\n  "))
         if family.refuted:
