@@ -1,11 +1,12 @@
 """While a trace runs, code outside dualflow that touches a Tensor's raw fields tells the trace.
 
-``raw_array`` and ``raw_grad`` are the machinery's fields (``Tensor``'s docstring): plain slots,
+``raw_array`` and ``raw_grad`` are the machinery's fields (``Tensor``'s docstring), and a tape
+node's ``saved_inputs``/``saved_outputs`` hold arrays the same way: plain slots,
 read on every eager op, so they cost nothing and tell nobody. Code outside the package that
 reads them inside a compiled function would bake the traced call's values, or its sizes behind
 the symbolic ones' back, into the graph: ``float(x.raw_array.sum())`` returned the first call's
 sum at every call. So while a trace runs (``watching()``, entered by the tracer around the
-traced function), the two slots are replaced on the class by properties that look at their
+traced function), those slots are replaced on their classes by properties that look at their
 caller: dualflow's own modules and generated code go straight to the slot; anything else is
 what the user-facing ``array``/``grad`` properties are, a read the trace must see, and the
 trace fails closed (the call runs by lazy re-execution, with the right values).
@@ -25,9 +26,11 @@ from typing import Any
 
 from dualflow.ops.dispatch import tracing
 from dualflow.tensor.core import Tensor
+from dualflow.tensor.tape import Node
 
-FIELDS = ("raw_array", "raw_grad")
-_SLOTS = {name: Tensor.__dict__[name] for name in FIELDS}
+FIELDS = ((Tensor, "raw_array"), (Tensor, "raw_grad"))
+FIELDS += ((Node, "saved_inputs"), (Node, "saved_outputs"))
+_SLOTS = {(owner, name): owner.__dict__[name] for owner, name in FIELDS}
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _lock = threading.Lock()
 _depth = [0]  # traces running now (nested or on other threads): the swap stays while any does
@@ -38,28 +41,29 @@ def _inside(filename: str) -> bool:
     return filename.startswith(_PACKAGE) or filename.startswith("<dualflow")
 
 
-def _watched(name: str) -> property:
-    slot = _SLOTS[name]
+def _watched(owner: type, name: str) -> property:
+    slot = _SLOTS[owner, name]
+    field = f".{name}" if owner is Tensor else f"a tape node's .{name}"
 
-    def read(tensor: Tensor) -> Any:
-        value = slot.__get__(tensor, Tensor)
+    def read(obj: Any) -> Any:
+        value = slot.__get__(obj, owner)
         if not _inside(sys._getframe(1).f_code.co_filename):
             hooks = tracing()
             if hooks is not None:
-                hooks.on_raw_access(tensor, f"reading .{name}")
+                hooks.on_raw_access(obj, f"reading {field}")
         return value
 
-    def write(tensor: Tensor, value: Any) -> None:
+    def write(obj: Any, value: Any) -> None:
         if not _inside(sys._getframe(1).f_code.co_filename):
             hooks = tracing()
             if hooks is not None:
-                hooks.on_raw_access(tensor, f"writing .{name}")
-        slot.__set__(tensor, value)
+                hooks.on_raw_access(obj, f"writing {field}")
+        slot.__set__(obj, value)
 
     return property(read, write, doc=slot.__doc__)
 
 
-_PROPERTIES = {name: _watched(name) for name in FIELDS}
+_PROPERTIES = {(owner, name): _watched(owner, name) for owner, name in FIELDS}
 
 
 @contextmanager
@@ -78,13 +82,13 @@ def watching() -> Iterator[None]:
     with _lock:
         _depth[0] += 1
         if _depth[0] == 1:
-            for name in FIELDS:
-                setattr(Tensor, name, _PROPERTIES[name])
+            for owner, name in FIELDS:
+                setattr(owner, name, _PROPERTIES[owner, name])
     try:
         yield
     finally:
         with _lock:
             _depth[0] -= 1
             if _depth[0] == 0:
-                for name in FIELDS:
-                    setattr(Tensor, name, _SLOTS[name])
+                for owner, name in FIELDS:
+                    setattr(owner, name, _SLOTS[owner, name])

@@ -59,3 +59,15 @@ def test_the_slots_are_restored_after_a_trace_even_when_it_raises() -> None:
         df.compile(bad)(df.ones(2))
     assert type(Tensor.__dict__["raw_array"]).__name__ == "member_descriptor"
     assert type(Tensor.__dict__["raw_grad"]).__name__ == "member_descriptor"
+
+
+def test_a_tape_node_s_saved_arrays_are_watched_too() -> None:
+    w = df.tensor(np.ones(2, np.float32), requires_grad=True)
+
+    def f(x):
+        y = x * w
+        return y + float(np.sum(y.creator.saved_inputs[0]))
+
+    g = df.compile(f, fallback="error")
+    with pytest.raises(df.errors.TracingError, match="saved_inputs"):
+        g(df.ones(2))
