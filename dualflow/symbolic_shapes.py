@@ -100,9 +100,25 @@ class Escapes:
     the guard that the value is the traced call's (what SymInt and SymFloat share)."""
 
     __slots__ = ()
+    PLAIN: type = object  # the Python type it stands for
 
     def concrete(self, why: str = "a concrete value") -> Any:
         raise NotImplementedError
+
+    # ``isinstance(n, int)`` is True as in eager (``unittest.mock``'s device): code that checks
+    # an argument's kind (``split(n)``: a size or a list of sections?) takes eager's branch.
+    # ``type(n)`` still tells them apart, and C code, which checks the real type, calls
+    # ``__index__`` and so guards the value.
+    __class__ = property(lambda self: self.PLAIN)  # type: ignore[assignment]
+
+    def __copy__(self) -> Any:  # immutable
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        return self
+
+    def __reduce__(self) -> Any:  # pickled: the traced call's value, guarded
+        return self.PLAIN, (self.concrete("pickle"),)
 
     def __float__(self) -> float:
         return float(self.concrete("float()"))
@@ -138,6 +154,7 @@ class SymInt(Escapes):
     """
 
     __slots__ = ("env", "hint", "poly")
+    PLAIN = int
 
     def __init__(self, poly: Poly, hint: int, env: ShapeEnv) -> None:
         self.poly, self.hint, self.env = poly, hint, env
@@ -272,6 +289,7 @@ class SymFloat(Escapes):
     """
 
     __slots__ = ("denominator", "hint", "numerator")
+    PLAIN = float
 
     def __init__(self, numerator: float, denominator: SymInt) -> None:
         self.numerator, self.denominator = numerator, denominator

@@ -22,7 +22,12 @@ from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
 from dualflow.passes.remat import budget_passes
 from dualflow.tracer.collective_agreement import CollectiveAgreement
-from dualflow.tracer.dynamic_dims import DynamicDims, concrete_results, symbolic_tracing
+from dualflow.tracer.dynamic_dims import (
+    DynamicDims,
+    SymbolicFailed,
+    concrete_results,
+    symbolic_tracing,
+)
 from dualflow.tracer.eager_call import run_undoably
 from dualflow.tracer.function_names import caller_level as _caller_level
 from dualflow.tracer.function_names import name_of as _name
@@ -33,17 +38,12 @@ from dualflow.tracer.lazy_plans import LazyPlans
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
 from dualflow.tracer.plan_run import EAGER_RUN, GuardFailed, run_trace
-from dualflow.tracer.retrace_reasons import (
-    as_kind,
-    closest,
-    described,
-    without_proxies,
-)
-from dualflow.tracer.signature import Flat, changed_argument, explain_difference, flatten
+from dualflow.tracer.retrace_reasons import as_kind, closest, described, without_proxies
+from dualflow.tracer.signature import Flat, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.stats import Stats
 from dualflow.tracer.trace import Trace, born_state_kept, finish_trace
-from dualflow.tracer.tracing_run import trace_call
+from dualflow.tracer.tracing_run import check_arguments_kept, trace_call
 
 _MISS: Any = object()
 
@@ -210,12 +210,23 @@ class CompiledFunction:
         tracer = TracingInterpreter(_name(self.fn).replace(".<locals>.", ".").replace(" ", "_"))
         tracer.strict = self.fallback == "error"
         tracer.shapes = self.dynamic.plan(key, flat, list(self.traces))
-        with symbolic_tracing(tracer.shapes):
-            return self._traced(tracer, args, kwargs, flat, key, reason, start)
+        try:
+            with symbolic_tracing(tracer.shapes):
+                return self._traced(tracer, args, kwargs, flat, key, reason, start)
+        except SymbolicFailed as failed:  # unknown code refused sizes as expressions
+            self._stats.retrace_reasons.pop()
+            self.dynamic.abandon(tracer.shapes, key, failed.why)
+            return self._retrace(args, kwargs, flat, key, f"{reason}; {failed.why}")
 
     def _traced(self, tracer: Any, args: tuple, kwargs: dict, flat: Flat, key: Any, *more) -> Any:
         reason, start = more
-        out = concrete_results(trace_call(tracer, self.fn, args, kwargs, flat))  # sizes: ints
+        retry = tracer.shapes is not None and not self.agreement.comms
+        try:
+            out = concrete_results(trace_call(tracer, self.fn, args, kwargs, flat))  # sizes: ints
+        except Exception as exc:  # rolled back: the call is traced again with concrete sizes
+            if retry and tracer.collective_at is None:
+                raise SymbolicFailed(f"{type(exc).__name__}: {exc}") from exc
+            raise
         out, proxies = without_proxies(out)
         try:
             self.agreement.before_commit()  # a failed rank: every rank undoes its run
@@ -224,12 +235,15 @@ class CompiledFunction:
                     f"the compiled function returns its numpy-array argument as {proxies[0]}; "
                     "a plan cannot return each call's own array. Return dualflow.tensor(x)"
                 )
-            self._check_arguments_kept(tracer, flat, args, kwargs)
+            check_arguments_kept(tracer, flat, lambda: flatten(args, kwargs, self._names))
             trace = finish_trace(tracer, out, flat, described(flat), reason, self.passes)
         except BaseException:
             tracer.rollback()  # a pass or lowering failed: the call must not half-happen
             raise
         if trace is None:  # the run was correct (it ran eagerly) but cannot become a plan
+            if retry and tracer.collective_at is None:
+                tracer.rollback()
+                raise SymbolicFailed(f"failed closed: {tracer.failure}")
             if tracer.strict:
                 tracer.rollback()
                 raise TracingError(tracer.failure)
@@ -238,20 +252,6 @@ class CompiledFunction:
         trace.compile_seconds = time.perf_counter() - start
         self._keep(trace, tracer, key, flat, args, kwargs, born_state_kept(tracer, out))
         return out
-
-    def _check_arguments_kept(self, tracer: Any, flat: Flat, args: tuple, kwargs: dict) -> None:
-        """Fail closed when the call changed its arguments' containers (``d["k"] = v``, a
-        defaultdict's missing key, ``items.append``): a plan run would not do it again."""
-        try:
-            changed = changed_argument(flat, flatten(args, kwargs, self._names))
-        except TracingError as exc:  # it put a container pytree refuses into an argument
-            changed = str(exc)
-        if changed is not None:
-            tracer.fail_closed(
-                f"the compiled function changes its argument {changed} in place (an item added, "
-                "removed or replaced); a plan cannot do that again at later calls. Return the "
-                "new values instead"
-            )
 
     def _keep(
         self,

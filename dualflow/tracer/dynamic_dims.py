@@ -146,6 +146,15 @@ def differing(key: Any, other: Any) -> dict[int, set[int]] | None:
     return found
 
 
+class SymbolicFailed(Exception):
+    """A trace with dynamic sizes raised or failed closed where concrete sizes may not (code
+    that takes only ints): the call is traced again with concrete ones (``why`` says why)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = f"traced with concrete sizes: with symbolic ones it {why}"
+
+
 @dataclass
 class Family:
     """One argument structure with dynamic dimensions: its templates and whether it failed."""
@@ -153,6 +162,7 @@ class Family:
     mask: Mask
     templates: list[Template] = field(default_factory=list)
     refuted: str | None = None
+    concrete: str | None = None  # why its dimensions are traced with concrete sizes from now on
 
 
 class DynamicDims:
@@ -223,12 +233,20 @@ class DynamicDims:
         if not final:
             return None
         family = self.families.get(masked(key, final))
-        if family is not None and family.refuted is not None:
+        if family is not None and (family.refuted or family.concrete) is not None:
             return None
         if final not in self.masks:
             self.masks.append(final)
         self.families.setdefault(masked(key, final), Family(final))
         return SymbolicShapes({parts.index(i): dims for i, dims in final})
+
+    def abandon(self, facts: SymbolicShapes, key: Any, why: str) -> None:
+        """Trace this argument structure's calls with concrete sizes from now on: a trace with
+        its dynamic dimensions failed (its templates, witnessed where they hold, still serve)."""
+        parts = _array_parts(key)
+        mask = tuple(sorted((parts[p], dims) for p, dims in facts.dims.items() if dims))
+        family = self.families.setdefault(masked(key, mask), Family(mask))
+        family.concrete = family.concrete or why
 
     def keep(self, trace: Trace, facts: SymbolicShapes, key: Any, known: dict) -> None:
         """File a finished trace with dynamic dimensions. Witnessed by an earlier trace of its
@@ -278,4 +296,6 @@ def describe(dynamic: DynamicDims) -> list[str]:
             lines.append("  " + print_graph(graph).replace("\n", "\n  "))
         if family.refuted:
             lines.append(f"dynamic sizes refuted, sizes traced one by one: {family.refuted}")
+        if family.concrete:
+            lines.append(f"dynamic sizes given up, sizes traced one by one: {family.concrete}")
     return lines

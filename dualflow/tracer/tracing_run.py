@@ -10,6 +10,7 @@ from __future__ import annotations
 import types
 from typing import Any
 
+from dualflow.errors import TracingError
 from dualflow.ops.dispatch import interpreting
 from dualflow.tensor.core import Tensor
 from dualflow.tensor.raw_fields import watching
@@ -17,7 +18,7 @@ from dualflow.tracer import interrupts
 from dualflow.tracer.array_argument import wrap_arguments
 from dualflow.tracer.env_probe import EnvProbe
 from dualflow.tracer.interpreter import TracingInterpreter
-from dualflow.tracer.signature import Flat
+from dualflow.tracer.signature import Flat, changed_argument
 
 
 def trace_call(tracer: TracingInterpreter, fn: Any, args: tuple, kwargs: dict, flat: Flat) -> Any:
@@ -64,3 +65,19 @@ def _add_roots(tracer: TracingInterpreter, fn: Any, flat: Flat) -> None:
     for obj, path in flat.objects:
         tracer.env.add_root(obj, path, (("arg", path),))
     tracer.env.add_defaults(getattr(fn, "forward", fn))
+
+
+def check_arguments_kept(tracer: TracingInterpreter, flat: Flat, after: Any) -> None:
+    """Fail closed when the call changed its arguments' containers (``d["k"] = v``, a
+    defaultdict's missing key, ``items.append``): a plan run would not do it again. ``after``
+    is a thunk flattening the arguments as they are now."""
+    try:
+        changed = changed_argument(flat, after())
+    except TracingError as exc:  # it put a container pytree refuses into an argument
+        changed = str(exc)
+    if changed is not None:
+        tracer.fail_closed(
+            f"the compiled function changes its argument {changed} in place (an item added, "
+            "removed or replaced); a plan cannot do that again at later calls. Return the "
+            "new values instead"
+        )

@@ -251,3 +251,49 @@ def test_a_first_trace_at_size_one_that_differs_stops_only_size_one() -> None:
     templates = [t for fam in g.dynamic.families.values() for t in fam.templates]
     assert templates and all("s0" in t.facts.env.not_one for t in templates)
     assert g.stats().traces == 3 and g.stats().plan_runs == 3
+
+
+def test_sizes_pass_isinstance_int_as_in_eager() -> None:
+    # chunk() gave split() a size, which took it for a list of sections (TypeError); code
+    # that checks isinstance(n, int) takes eager's branch
+    def f(x):
+        n = x.shape[0]
+        kind = 1.0 if isinstance(n, int) and not isinstance(n, bool) else -1.0
+        return sum(p.sum() for p in x.chunk(2)) * kind
+
+    g = df.compile(f, passes="exact")
+    for n in [4, 6, 10, 7]:
+        x = df.tensor(np.arange(n * 3, dtype=np.float32).reshape(n, 3))
+        assert g(x).item() == f(x).item()
+
+
+def test_code_that_refuses_symbolic_sizes_is_traced_with_concrete_ones() -> None:
+    def f(x):
+        n = x.shape[0]
+        if type(n) is not int:  # library code that takes only a real int
+            raise TypeError("size must be an int")
+        return x * 2 + n
+
+    g = df.compile(f, passes="exact")
+    for n in [3, 4, 5, 3, 4]:
+        x = df.tensor(np.arange(n * 2, dtype=np.float32).reshape(n, 2))
+        np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
+    stats = g.stats()
+    assert stats.traces == 3 and stats.plan_runs == 2 and stats.eager_fallbacks == 0
+    assert "with symbolic ones it TypeError: size must be an int" in stats.retrace_reasons[1]
+    assert "given up" in str(df.explain(g))
+
+
+def test_a_genuine_error_is_raised_once_traced_concretely() -> None:
+    calls = []
+
+    def f(x):
+        calls.append(1)
+        return x.reshape(-1, 5)  # 4 * 2 elements do not split into rows of 5
+
+    g = df.compile(f)
+    g(df.ones(5, 2))
+    calls.clear()
+    with pytest.raises(df.errors.ShapeError):
+        g(df.ones(4, 2))
+    assert len(calls) == 2  # the dynamic trace, then the concrete one that raises eager's error
