@@ -18,7 +18,6 @@ PyTorch: broadcasting and emptiness change meaning there), which decides ``s0 ==
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -284,7 +283,7 @@ class SymFloat(Escapes):
     Example:
         >>> env = ShapeEnv(); n = env.new_symbol(4)
         >>> f = 1.0 / n
-        >>> f.hint, substitute(f, {"s0": 8}), env.guards
+        >>> f.hint, f.value_for({"s0": 8}), env.guards
         (0.25, 0.125, [])
     """
 
@@ -336,67 +335,6 @@ for _name in ("eq", "lt", "gt", "le", "ge"):
     setattr(SymFloat, f"__{_name}__", _binary(getattr(operator, _name), False))
 
 SYMBOLIC = (SymInt, SymFloat)  # what a traced op's literal inputs and attributes may hold
-
-
-def map_symbols(value: Any, how: Callable[[Any], Any]) -> Any:
-    """``value`` with ``how(s)`` for every SymInt/SymFloat ``s`` in it (tuples, namedtuples,
-    lists and dict values walked); the same object where it holds none.
-
-    Example:
-        >>> env = ShapeEnv(); n = env.new_symbol(4)
-        >>> map_symbols((n, 3, [n * 2]), lambda s: s.hint), env.guards
-        ((4, 3, [8]), [])
-    """
-    if isinstance(value, SYMBOLIC):
-        return how(value)
-    kind = type(value)
-    if kind is tuple or kind is list:
-        if not any(isinstance(v, SymInt | SymFloat | tuple | list | dict) for v in value):
-            return value  # the common case while tracing: plain sizes
-        return kind(map_symbols(v, how) for v in value)
-    if kind is dict:
-        return {k: map_symbols(v, how) for k, v in value.items()}
-    if isinstance(value, tuple) and hasattr(value, "_fields"):  # namedtuples keep their type
-        return kind(*(map_symbols(v, how) for v in value))
-    return value
-
-
-def hint_of(value: Any) -> Any:
-    """``value`` with every size expression at its hint, without a guard: what the traced
-    call's kernels run with.
-
-    Example:
-        >>> env = ShapeEnv(); hint_of({"shape": (env.new_symbol(4), -1)})
-        {'shape': (4, -1)}
-    """
-    return map_symbols(value, lambda s: s.hint)
-
-
-def has_symbols(value: Any) -> bool:
-    """Whether ``value`` holds a SymInt (in tuples, lists and dict values).
-
-    Example:
-        >>> has_symbols((1, [2])), has_symbols({"a": ShapeEnv().new_symbol(2)})
-        (False, True)
-    """
-    if isinstance(value, SYMBOLIC):
-        return True
-    if isinstance(value, tuple | list):
-        return any(has_symbols(v) for v in value)
-    if isinstance(value, dict):
-        return any(has_symbols(v) for v in value.values())
-    return False
-
-
-def substitute(value: Any, binding: dict[str, int]) -> Any:
-    """``value`` with every size expression evaluated for ``binding`` (a new call's sizes).
-
-    Example:
-        >>> env = ShapeEnv(); n = env.new_symbol(4)
-        >>> substitute({"shape": (n * 2, -1), "scale": 1.0 / n}, {"s0": 10})
-        {'shape': (20, -1), 'scale': 0.1}
-    """
-    return map_symbols(value, lambda s: s.value_for(binding))
 
 
 def as_size(value: Any) -> Any:

@@ -32,6 +32,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_pending",
             "size_expressions",  # polynomials over size symbols (issue 39)
             "symbolic_shapes",  # SymInt: sizes as expressions, what infer and Tensor.shape give
+            "symbolic_containers",  # walking containers of sizes (hint_of, substitute)
             "_memory",
             "dtypes",
             "device",

@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualflow.symbolic_shapes import ShapeEnv, SymInt, as_shape, hint_of, substitute
+from dualflow.symbolic_containers import hint_of, substitute
+from dualflow.symbolic_shapes import ShapeEnv, SymInt, as_shape
 
 
 def test_arithmetic_simplifies_and_evaluates() -> None:

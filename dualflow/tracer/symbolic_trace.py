@@ -22,15 +22,8 @@ import numpy as np
 
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS, Meta
-from dualflow.symbolic_shapes import (
-    SYMBOLIC,
-    ShapeEnv,
-    SymInt,
-    has_symbols,
-    hint_of,
-    map_symbols,
-    substitute,
-)
+from dualflow.symbolic_containers import has_symbols, hint_of, map_symbols, substitute
+from dualflow.symbolic_shapes import SYMBOLIC, ShapeEnv, SymInt
 from dualflow.tensor.core import Tensor
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 import dualflow
 from dualflow.graph_ir.ir import Value
-from dualflow.symbolic_shapes import substitute
+from dualflow.symbolic_containers import substitute
 from dualflow.tracer.symbolic_trace import instantiate
 from tests.opinfo import OP_INFOS
 
