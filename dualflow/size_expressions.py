@@ -176,6 +176,29 @@ def symbols_of(p: Poly) -> set[str]:
     return names
 
 
+def quotient(p: Poly, q: Poly) -> Poly | None:
+    """``p / q`` when ``q`` is one term that divides every term of ``p`` exactly (``s0*s1*6``
+    by ``s0*2`` is ``s1*3``), else None.
+
+    Example:
+        >>> render(quotient(multiply(symbol("s0"), symbol("s1")), symbol("s0")))
+        's1'
+    """
+    if len(q) != 1 or not q[0][0]:
+        return None
+    (divisor, c), terms = q[0], {}
+    for monomial, coefficient in p:
+        rest = list(monomial)
+        for atom in divisor:
+            if atom not in rest:
+                return None
+            rest.remove(atom)
+        if coefficient % c:
+            return None
+        terms[tuple(rest)] = coefficient // c
+    return _poly(terms)
+
+
 def ratio(p: Poly, q: Poly) -> int | None:
     """``k`` when ``p`` is exactly ``k * q`` for an integer ``k`` >= 0, else None."""
     if not q or len(p) != len(q) or [m for m, _ in p] != [m for m, _ in q]:

@@ -32,6 +32,7 @@ from dualflow.size_expressions import (
     divide,
     evaluate,
     multiply,
+    quotient,
     ratio,
     render,
     render_guard,
@@ -197,6 +198,9 @@ class SymInt(Escapes):
             k = ratio(self.poly, other.poly)  # (s0*6) // (s0*2): 3, no guard
             if k is not None:
                 return k if kind == "floordiv" else 0
+            q = quotient(self.poly, other.poly)  # (s0*s1) // s0: s1, no guard
+            if q is not None:
+                return self._make(q) if kind == "floordiv" else 0
         d = other.concrete("a divisor") if isinstance(other, SymInt) else other
         if type(d) is not int or d <= 0:  # floats, negative divisors: the concrete value
             concrete = self.concrete("a division")

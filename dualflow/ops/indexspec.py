@@ -40,9 +40,9 @@ def _fail(kind: type[Exception], message: str) -> Exception:
     return kind(with_location(message, user_frame()))
 
 
-def _bound(value: Any) -> int | None:
-    if value is None:
-        return None
+def _bound(value: Any) -> Any:
+    if value is None or type(value) is SymInt:  # a bound from a size stays an expression
+        return value
     try:
         return operator.index(value)
     except TypeError:
@@ -232,8 +232,10 @@ def indexed_shape(op: str, shape: tuple, template: tuple, bshape: tuple | None =
 
 
 def _slice_length(op: str, item: tuple, n: int) -> int:
-    plain = all(v is None or type(v) is int for v in item)
-    if isinstance(n, SymInt) and plain and (item[2] is None or item[2] > 0):
+    plain = all(v is None or type(v) in (int, SymInt) for v in item[:2]) and (
+        item[2] is None or (type(item[2]) is int and item[2] > 0)
+    )
+    if plain and (type(n) is SymInt or any(type(v) is SymInt for v in item)):
         return symbolic_slice_length(item, n)
     try:
         return len(range(*slice(*item).indices(n)))

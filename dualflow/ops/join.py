@@ -94,7 +94,8 @@ def stack(xs: Sequence[Any], axis: int = 0) -> Any:
     shapes = [shape_of(x) for x in xs]
     if not xs:
         raise ShapeError(with_location("stack: needs at least one input", user_frame()))
-    if len(set(shapes)) > 1:
+    if any(shape != shapes[0] for shape in shapes[1:]):  # compared, not hashed: sizes may be
+        # expressions, whose hash would guard their values
         raise ShapeError(
             with_location(
                 f"stack: along axis {axis} all inputs must have the same shape, got {shapes}",

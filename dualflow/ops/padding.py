@@ -15,6 +15,7 @@ from dualflow.ops.indexing import getitem
 from dualflow.ops.indexspec import shape_of
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.slicing import GetItem
+from dualflow.symbolic_shapes import SymInt, as_size
 
 _MODES = ("constant", "edge", "reflect")
 
@@ -56,6 +57,10 @@ def _fail(message: str) -> ShapeError:
 
 def _pairs(pad_width: Any, shape: tuple) -> tuple:
     """numpy's pad_width forms (int, (n,), (before, after), per-axis pairs) as per-axis pairs."""
+    if _symbolic_pairs(pad_width, shape):  # widths from sizes (a dynamic trace): expressions
+        if any(w < 0 for pair in pad_width for w in pair):
+            raise _fail(f"pad: pad_width {pad_width!r} has a negative width")
+        return tuple((as_size(b), as_size(a)) for b, a in pad_width)
     try:
         widths = np.asarray(pad_width)
         if widths.dtype.kind not in "iu":
@@ -69,6 +74,15 @@ def _pairs(pad_width: Any, shape: tuple) -> tuple:
     if (pairs < 0).any():
         raise _fail(f"pad: pad_width {pad_width!r} has a negative width")
     return tuple((int(b), int(a)) for b, a in pairs)
+
+
+def _symbolic_pairs(pad_width: Any, shape: tuple) -> bool:
+    """Whether ``pad_width`` is one (before, after) pair per axis holding a ``SymInt``."""
+    if type(pad_width) not in (tuple, list) or len(pad_width) != len(shape):
+        return False
+    if not all(type(p) in (tuple, list) and len(p) == 2 for p in pad_width):
+        return False
+    return any(type(w) is SymInt for pair in pad_width for w in pair)
 
 
 def _source_positions(n: int, before: int, after: int, mode: str) -> np.ndarray:

@@ -14,6 +14,7 @@ from dualflow import ops
 from dualflow.errors import ShapeError, with_location
 from dualflow.nn.functional.ported import check_pad
 from dualflow.ops.autocast import float32_inputs
+from dualflow.symbolic_shapes import as_size
 from dualflow.tensor.core import Tensor, as_tensor
 
 # (mode, padded dims) PyTorch's CPU autocast runs in float32: reflection_pad1d/2d and
@@ -268,7 +269,7 @@ def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None
         [[[2.0, 3.0, 1.0, 2.0, 3.0, 1.0]]]
     """
     x = as_tensor(input)
-    widths = [int(p) for p in pad]
+    widths = [as_size(p) for p in pad]  # a size stays an expression (``(0, L - x.shape[1])``)
     if (mode, len(widths) // 2) in _FLOAT32_PADS:  # PyTorch's CPU autocast float32 list
         (x,) = float32_inputs(x)
     if len(widths) % 2 or len(widths) // 2 > x.ndim:

@@ -14,6 +14,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.errors import ShapeError, with_location
+from dualflow.symbolic_shapes import SymInt
 from dualflow.tensor.methods.reduce import ValuesIndices
 from dualflow.tensor.methods.size import dim_index
 
@@ -220,7 +221,11 @@ class IndexMethods:
 def _triangle(x: Any, diagonal: int, upper: bool) -> Any:
     if x.ndim < 2:
         raise ShapeError(with_location(f"triu/tril: expects at least 2-D, got shape {x.shape}"))
-    rows, cols = np.arange(x.shape[-2])[:, None], np.arange(x.shape[-1])
+    r, c = x.shape[-2], x.shape[-1]
+    if type(r) is SymInt or type(c) is SymInt:  # sizes as expressions: the mask from ops
+        rows, cols = ops.reshape(ops.arange(r), (r, 1)), ops.arange(c)
+    else:  # a constant mask (folded into a compiled graph)
+        rows, cols = np.arange(r)[:, None], np.arange(c)
     keep = cols - rows >= diagonal if upper else cols - rows <= diagonal
     # where, not a product: masked -inf entries (attention masks) must become 0, not NaN
     return ops.where(keep, x, ops.zeros((), x.dtype))

@@ -19,6 +19,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import config
+from dualflow.symbolic_shapes import as_size
 from dualflow.tensor.methods.ported_random import (
     constant_like,
     fill_integers,
@@ -130,9 +131,9 @@ def eye(
     """
     from dualflow.tensor.factories import finish  # noqa: PLC0415 - factories imports the Tensor
 
-    m = n if m is None else m
-    rows = ops.arange(0, int(n), 1, np.int64, device).reshape(int(n), 1)
-    cols = ops.arange(0, int(m), 1, np.int64, device).reshape(1, int(m))
+    n, m = as_size(n), as_size(n if m is None else m)  # sizes from shapes stay expressions
+    rows = ops.arange(0, n, 1, np.int64, device).reshape(n, 1)
+    cols = ops.arange(0, m, 1, np.int64, device).reshape(1, m)
     out = ops.cast(ops.equal(rows, cols), np.dtype(dtype or np.float32))
     return finish(out, requires_grad)
 
