@@ -1,8 +1,9 @@
-"""Walking containers that may hold size expressions: a trace's attributes, literals, results.
+"""Containers that may hold size expressions: a trace's attributes, literals, results, shapes.
 
 ``map_symbols`` is the one walker (tuples, namedtuples, lists, dict values); ``hint_of`` (the
 traced call's values, no guard), ``substitute`` (another binding's values) and ``has_symbols``
-are built on it or beside it.
+are built on it or beside it; ``as_shape``/``as_size`` normalize a shape argument, keeping
+its expressions.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 from dualflow.symbolic_shapes import SYMBOLIC, ShapeEnv, SymFloat, SymInt
 
-__all__ = ["ShapeEnv", "has_symbols", "hint_of", "map_symbols", "substitute"]
+__all__ = ["ShapeEnv", "as_shape", "as_size", "has_symbols", "hint_of", "map_symbols", "substitute"]
 
 
 def map_symbols(value: Any, how: Callable[[Any], Any]) -> Any:
@@ -74,3 +75,26 @@ def substitute(value: Any, binding: dict[str, int]) -> Any:
         {'shape': (20, -1), 'scale': 0.1}
     """
     return map_symbols(value, lambda s: s.value_for(binding))
+
+
+def as_size(value: Any) -> Any:
+    """One size as an ``int``, or the ``SymInt`` itself (no guard: it stays an expression).
+
+    Example:
+        >>> import numpy as np
+        >>> as_size(np.int64(3)), as_size(ShapeEnv().new_symbol(5)).expr
+        (3, 's0')
+    """
+    return value if isinstance(value, SymInt) else int(value)
+
+
+def as_shape(shape: Any) -> tuple:
+    """A shape given as one size or a sequence of sizes, as a tuple (SymInts kept).
+
+    Example:
+        >>> as_shape(4), as_shape([2, 3])
+        ((4,), (2, 3))
+    """
+    if isinstance(shape, SymInt) or not hasattr(shape, "__iter__"):
+        return (as_size(shape),)
+    return tuple(as_size(d) for d in shape)

@@ -165,27 +165,43 @@ class SymInt(Escapes):
             return value
         return SymInt(poly, evaluate(poly, self.env.hints), self.env)
 
-    def _arith(self, other: Any, how: Any) -> Any:
+    def _arith(self, other: Any, how: Any, name: str = "", reflected: bool = False) -> Any:
         q = _operand(other)
-        if q is None:  # a float or another type: the concrete value takes part
+        if q is None:  # a float: a SymFloat; another type: the concrete value takes part
+            pair = (other, self) if reflected else (self, other)
+            made = arithmetic(name, *pair) if name else NotImplemented
+            if made is not NotImplemented:
+                return made
             return how(self.concrete("arithmetic with a non-int"), other)
         return self._make(how(self.poly, q))
 
     def __add__(self, other: Any) -> Any:
-        return self._arith(other, lambda a, b: add(a, b) if isinstance(a, tuple) else a + b)
+        return self._arith(other, lambda a, b: add(a, b) if isinstance(a, tuple) else a + b, "add")
 
-    __radd__ = __add__
+    def __radd__(self, other: Any) -> Any:
+        return self._arith(
+            other, lambda a, b: add(a, b) if isinstance(a, tuple) else b + a, "add", True
+        )
 
     def __sub__(self, other: Any) -> Any:
-        return self._arith(other, lambda a, b: add(a, b, -1) if isinstance(a, tuple) else a - b)
+        return self._arith(
+            other, lambda a, b: add(a, b, -1) if isinstance(a, tuple) else a - b, "sub"
+        )
 
     def __rsub__(self, other: Any) -> Any:
-        return self._arith(other, lambda a, b: add(b, a, -1) if isinstance(a, tuple) else b - a)
+        return self._arith(
+            other, lambda a, b: add(b, a, -1) if isinstance(a, tuple) else b - a, "sub", True
+        )
 
     def __mul__(self, other: Any) -> Any:
-        return self._arith(other, lambda a, b: multiply(a, b) if isinstance(a, tuple) else a * b)
+        return self._arith(
+            other, lambda a, b: multiply(a, b) if isinstance(a, tuple) else a * b, "mul"
+        )
 
-    __rmul__ = __mul__
+    def __rmul__(self, other: Any) -> Any:
+        return self._arith(
+            other, lambda a, b: multiply(a, b) if isinstance(a, tuple) else b * a, "mul", True
+        )
 
     def __neg__(self) -> Any:
         return self._make(multiply(self.poly, const(-1)))
@@ -219,13 +235,13 @@ class SymInt(Escapes):
     def __rmod__(self, other: Any) -> Any:
         return other % self.concrete("a divisor")
 
-    def __truediv__(self, other: Any) -> Any:
-        return self.concrete("true division") / other
+    def __truediv__(self, other: Any) -> Any:  # ``n / (n - 1)``: a float kept as an expression
+        made = arithmetic("truediv", self, other)
+        return self.concrete("true division") / other if made is NotImplemented else made
 
-    def __rtruediv__(self, other: Any) -> Any:
-        if type(other) in (int, float):  # ``1.0 / n``: a mean's factor stays an expression
-            return SymFloat(float(other), self)
-        return other / self.concrete("true division")
+    def __rtruediv__(self, other: Any) -> Any:  # ``1.0 / n``: a mean's factor
+        made = arithmetic("truediv", other, self)
+        return other / self.concrete("true division") if made is NotImplemented else made
 
     def _compare(self, other: Any, relation: str) -> Any:
         q = _operand(other)
@@ -280,85 +296,103 @@ class SymInt(Escapes):
 
 
 class SymFloat(Escapes):
-    """``numerator / n`` for a SymInt ``n``: a mean's ``1/n`` factor, which an op takes as a
-    literal; evaluated per call exactly as Python computes it. Any other use takes the traced
-    call's value, guarded (``n == hint``).
+    """A float computed from sizes (``1.0 / n``, ``momentum * n / (n - 1)``): the Python
+    arithmetic that made it, replayed per call exactly as Python computes it, so an op that takes
+    it as a literal (a mean's factor, batch norm's unbiasing) stays bit-identical to eager. A
+    comparison or any other use takes the traced call's value, guarded (each size's value).
 
     Example:
         >>> env = ShapeEnv(); n = env.new_symbol(4)
         >>> f = 1.0 / n
         >>> f.hint, f.value_for({"s0": 8}), env.guards
         (0.25, 0.125, [])
+        >>> g = 0.1 * n / (n - 1)
+        >>> g.hint == 0.1 * 4 / 3, g.value_for({"s0": 8}) == 0.1 * 8 / 7, g.expr
+        (True, True, '((0.1*s0)/(s0 - 1))')
     """
 
-    __slots__ = ("denominator", "hint", "numerator")
+    __slots__ = ("hint", "how", "left", "right")
     PLAIN = float
 
-    def __init__(self, numerator: float, denominator: SymInt) -> None:
-        self.numerator, self.denominator = numerator, denominator
-        self.hint = numerator / denominator.hint
+    def __init__(self, how: str, left: Any, right: Any) -> None:
+        self.how, self.left, self.right = how, left, right
+        self.hint = _ARITHMETIC[how](_at(left, None), _at(right, None))
 
     @property
     def expr(self) -> str:
-        """The expression as text (``1.0/(s0*3)``), for explain; no guard."""
-        return f"{self.numerator!r}/({self.denominator.expr})"
+        """The expression as text (``(1.0/(s0*3))``), for explain; no guard."""
+        return f"({_text(self.left)}{_SIGNS[self.how]}{_text(self.right)})"
 
     def value_for(self, binding: dict[str, int]) -> float:
-        """Its value for ``binding``, computed as Python computes ``numerator / n``."""
-        return self.numerator / self.denominator.value_for(binding)
+        """Its value for ``binding``, computed as Python computed it."""
+        return _ARITHMETIC[self.how](_at(self.left, binding), _at(self.right, binding))
 
     def concrete(self, why: str = "a concrete value") -> float:
-        """The traced call's value, guarded on the denominator."""
-        self.denominator.concrete(why)
+        """The traced call's value, guarded on every size it was computed from."""
+        for part in (self.left, self.right):
+            if isinstance(part, SYMBOLIC):
+                part.concrete(why)
         return self.hint
 
-    def _value(self, other: Any, how: Any) -> Any:
-        if isinstance(other, SymFloat | SymInt):
-            other = other.concrete("arithmetic")
-        return how(self.concrete("arithmetic"), other)
+    def _compare(self, other: Any, how: Any) -> Any:
+        if isinstance(other, SYMBOLIC):
+            other = other.concrete("a comparison")
+        return how(self.concrete("a comparison"), other)
 
     def __neg__(self) -> Any:
-        return -self.concrete("negation")
+        return SymFloat("mul", self, -1.0)
 
     def __bool__(self) -> bool:
         return bool(self.concrete("bool()"))
 
 
-def _binary(how: Any, reflected: bool) -> Any:
-    if reflected:
-        return lambda self, other: self._value(other, lambda a, b: how(b, a))
-    return lambda self, other: self._value(other, how)
+def arithmetic(how: str, left: Any, right: Any) -> Any:
+    """``left <how> right`` where one side is a size expression and the result a float (or
+    either side is a ``SymFloat``): a ``SymFloat``; other operands (a numpy scalar, a tensor)
+    get the traced call's value, guarded.
+
+    Example:
+        >>> n = ShapeEnv().new_symbol(4)
+        >>> arithmetic("truediv", n, 2).expr, arithmetic("mul", n, 2)
+        ('(s0/2)', NotImplemented)
+    """
+    kinds = (type(left), type(right))
+    floating = any(k is SymFloat or k is float for k in kinds) or how == "truediv"
+    if floating and all(k in (int, float, SymInt, SymFloat) for k in kinds):
+        return SymFloat(how, left, right)
+    return NotImplemented
 
 
-_FLOAT_OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
-_FLOAT_OPERATORS["truediv"] = operator.truediv
-for _name, _how in _FLOAT_OPERATORS.items():  # a SymFloat in arithmetic: its concrete value
-    setattr(SymFloat, f"__{_name}__", _binary(_how, False))
-    setattr(SymFloat, f"__r{_name}__", _binary(_how, True))
-for _name in ("eq", "lt", "gt", "le", "ge"):
-    setattr(SymFloat, f"__{_name}__", _binary(getattr(operator, _name), False))
+_ARITHMETIC = {"add": operator.add, "sub": operator.sub, "mul": operator.mul}
+_ARITHMETIC["truediv"] = operator.truediv
+_SIGNS = {"add": " + ", "sub": " - ", "mul": "*", "truediv": "/"}
+
+
+def _at(value: Any, binding: dict[str, int] | None) -> Any:
+    if isinstance(value, SYMBOLIC):
+        return value.hint if binding is None else value.value_for(binding)
+    return value
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, SymInt) and " " in value.expr:  # a sum: parenthesized
+        return f"({value.expr})"
+    return value.expr if isinstance(value, SYMBOLIC) else repr(value)
+
+
+def _float_operator(how: str, reflected: bool) -> Any:
+    def method(self: Any, other: Any) -> Any:
+        pair = (other, self) if reflected else (self, other)
+        return arithmetic(how, *pair)
+
+    return method
+
+
+for _name in _ARITHMETIC:  # a SymFloat in arithmetic: a SymFloat again
+    setattr(SymFloat, f"__{_name}__", _float_operator(_name, False))
+    setattr(SymFloat, f"__r{_name}__", _float_operator(_name, True))
+for _name in ("eq", "ne", "lt", "gt", "le", "ge"):
+    _how = getattr(operator, _name)
+    setattr(SymFloat, f"__{_name}__", lambda self, other, how=_how: self._compare(other, how))
 
 SYMBOLIC = (SymInt, SymFloat)  # what a traced op's literal inputs and attributes may hold
-
-
-def as_size(value: Any) -> Any:
-    """One size as an ``int``, or the ``SymInt`` itself (no guard: it stays an expression).
-
-    Example:
-        >>> import numpy as np
-        >>> as_size(np.int64(3)), as_size(ShapeEnv().new_symbol(5)).expr
-        (3, 's0')
-    """
-    return value if isinstance(value, SymInt) else int(value)
-
-
-def as_shape(shape: Any) -> tuple:
-    """A shape given as one size or a sequence of sizes, as a tuple (SymInts kept).
-
-    Example:
-        >>> as_shape(4), as_shape([2, 3])
-        ((4,), (2, 3))
-    """
-    if isinstance(shape, SymInt) or not hasattr(shape, "__iter__"):
-        return (as_size(shape),)
-    return tuple(as_size(d) for d in shape)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualflow.symbolic_containers import hint_of, substitute
-from dualflow.symbolic_shapes import ShapeEnv, SymInt, as_shape
+from dualflow.symbolic_containers import as_shape, hint_of, substitute
+from dualflow.symbolic_shapes import ShapeEnv, SymInt
 
 
 def test_arithmetic_simplifies_and_evaluates() -> None:
@@ -87,3 +89,38 @@ def test_a_size_left_behind_after_its_trace_is_its_traced_value() -> None:
     n = env.new_symbol(6)
     env.closed = True
     assert int(n) == 6 and n > 3 and str(n) == "6" and env.guards == []
+
+
+_FLOAT_STEPS = st.lists(
+    st.tuples(
+        st.sampled_from(["add", "sub", "mul", "truediv", "radd", "rsub", "rmul", "rtruediv"]),
+        st.one_of(st.integers(1, 9), st.floats(0.01, 4.0), st.sampled_from(["n", "n-1"])),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    steps=_FLOAT_STEPS, first=st.floats(0.01, 2.0), sizes=st.lists(st.integers(2, 90), min_size=2)
+)
+def test_float_arithmetic_on_sizes_replays_python_exactly(steps, first, sizes) -> None:
+    # batch norm's ``momentum * n / (n - 1)``: the plan must compute each call's float exactly
+    # as Python does (bit for bit), in the same order
+    def run(n):
+        value = first * n
+        for how, operand in steps:
+            other = n if operand == "n" else n - 1 if operand == "n-1" else operand
+            name = how.lstrip("r") if how != "rsub" else "sub"
+            fn = getattr(operator, name if name != "truediv" else "truediv")
+            value = fn(other, value) if how.startswith("r") else fn(value, other)
+        return value
+
+    env = ShapeEnv()
+    symbolic = run(env.new_symbol(sizes[0]))
+    assert env.guards == []
+    for size in sizes:
+        want = run(size)
+        assert symbolic.value_for({"s0": size}) == want or (want != want)
+    assert symbolic.hint == run(sizes[0]) or symbolic.hint != symbolic.hint

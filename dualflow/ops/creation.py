@@ -16,8 +16,8 @@ from dualflow.device import Device
 from dualflow.errors import ShapeError
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
-from dualflow.symbolic_containers import hint_of
-from dualflow.symbolic_shapes import SymInt, as_shape
+from dualflow.symbolic_containers import as_shape, hint_of
+from dualflow.symbolic_shapes import SymInt
 
 
 def _dtype_name(dtype: Any, value: Any) -> str:

@@ -16,7 +16,7 @@ from dualflow.errors import ShapeError
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.validate import check_index_range, require_int
-from dualflow.symbolic_shapes import as_shape
+from dualflow.symbolic_containers import as_shape
 
 
 def _check_indices(op: str, shape: tuple, idx: Meta, axis: int) -> int:

@@ -32,7 +32,7 @@ from dualflow.ops.join import concat
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to, reshape
 from dualflow.ops.slicing import GetItem, GetItemGrad
-from dualflow.symbolic_shapes import as_shape
+from dualflow.symbolic_containers import as_shape
 
 
 def _array_shape(op: str, shape: tuple, idx: Meta, index: tuple) -> tuple:

@@ -15,7 +15,8 @@ from dualflow.ops.indexing import getitem
 from dualflow.ops.indexspec import shape_of
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.slicing import GetItem
-from dualflow.symbolic_shapes import SymInt, as_size
+from dualflow.symbolic_containers import as_size
+from dualflow.symbolic_shapes import SymInt
 
 _MODES = ("constant", "edge", "reflect")
 

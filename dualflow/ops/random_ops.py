@@ -21,7 +21,7 @@ from dualflow.ops.arithmetic import multiply
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.validate import require_float
-from dualflow.symbolic_shapes import as_shape
+from dualflow.symbolic_containers import as_shape
 
 GOLDEN = 0x9E3779B97F4A7C15  # 2**64 / golden ratio: SplitMix64's counter increment
 _MIX1, _MIX2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB

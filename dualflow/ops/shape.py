@@ -17,7 +17,7 @@ from dualflow.ops.axes import normalize_axes
 from dualflow.ops.broadcasting import broadcast_shapes
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
-from dualflow.symbolic_shapes import as_shape
+from dualflow.symbolic_containers import as_shape
 
 
 def _resolve_shape(op: str, source: tuple[int, ...], shape: tuple[int, ...]) -> tuple:

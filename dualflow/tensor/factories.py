@@ -14,7 +14,8 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.errors import DTypeError
-from dualflow.symbolic_shapes import SymInt, as_shape
+from dualflow.symbolic_containers import as_shape
+from dualflow.symbolic_shapes import SymInt
 from dualflow.tensor.core import Tensor
 
 

@@ -297,3 +297,25 @@ def test_a_genuine_error_is_raised_once_traced_concretely() -> None:
     with pytest.raises(df.errors.ShapeError):
         g(df.ones(4, 2))
     assert len(calls) == 2  # the dynamic trace, then the concrete one that raises eager's error
+
+
+def test_batch_norm_training_over_batch_sizes_keeps_running_stats_exact() -> None:
+    # the running variance's unbiasing ``momentum * n / (n - 1)`` is a float computed from a
+    # size: replayed per call as Python computes it (it took the traced call's value, guarded,
+    # and the trace failed closed)
+    def run(compiled):
+        df.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU())
+        step = df.compile(lambda x: model(x).mean(), passes="exact") if compiled else None
+        outs = []
+        for b, h in [(2, 8), (3, 8), (5, 6), (4, 10), (3, 8)]:
+            x = df.tensor(np.linspace(-1, 1, b * 3 * h * h, dtype=np.float32).reshape(b, 3, h, h))
+            outs.append((step or (lambda v: model(v).mean()))(x).item())
+        return outs, [b.numpy().copy() for b in model.buffers()], step
+
+    eager, eager_buffers, _ = run(False)
+    compiled, buffers, step = run(True)
+    assert compiled == eager
+    for got, want in zip(buffers, eager_buffers):
+        np.testing.assert_array_equal(got, want)
+    assert step.stats().traces <= 3 and step.stats().eager_fallbacks == 0

@@ -14,7 +14,7 @@ from dualflow import ops
 from dualflow.errors import ShapeError, with_location
 from dualflow.nn.functional.ported import check_pad
 from dualflow.ops.autocast import float32_inputs
-from dualflow.symbolic_shapes import as_size
+from dualflow.symbolic_containers import as_size
 from dualflow.tensor.core import Tensor, as_tensor
 
 # (mode, padded dims) PyTorch's CPU autocast runs in float32: reflection_pad1d/2d and

@@ -19,7 +19,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow._config import config
-from dualflow.symbolic_shapes import as_size
+from dualflow.symbolic_containers import as_size
 from dualflow.tensor.methods.ported_random import (
     constant_like,
     fill_integers,

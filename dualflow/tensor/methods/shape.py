@@ -14,8 +14,8 @@ from dualflow import ops
 from dualflow.errors import ShapeError, with_location
 from dualflow.ops.dispatch import apply
 from dualflow.ops.slicing import GetItem, axis_slice
+from dualflow.symbolic_containers import as_shape
 from dualflow.symbolic_shapes import ACTIVE as SYMBOLIC_TRACES
-from dualflow.symbolic_shapes import as_shape
 from dualflow.tensor.methods.size import Size, dim_index, shape_args
 
 

@@ -8,7 +8,7 @@ import math
 from collections.abc import Sequence
 
 from dualflow.errors import ShapeError, with_location
-from dualflow.symbolic_shapes import as_shape
+from dualflow.symbolic_containers import as_shape
 
 
 class Size(tuple):
