@@ -94,7 +94,9 @@ def stack(xs: Sequence[Any], axis: int = 0) -> Any:
     shapes = [shape_of(x) for x in xs]
     if not xs:
         raise ShapeError(with_location("stack: needs at least one input", user_frame()))
-    if len(set(shapes)) > 1:
+    if any(
+        s != shapes[0] for s in shapes[1:]
+    ):  # compared, not hashed: a symbolic size's hash guards
         raise ShapeError(
             with_location(
                 f"stack: along axis {axis} all inputs must have the same shape, got {shapes}",

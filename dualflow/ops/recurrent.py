@@ -109,7 +109,11 @@ class LSTMScan:
 
     def backward(ctx, ghs, gcs, gacts):
         h0, c0, w_hh, hs, cs, acts = ctx.x1, ctx.x2, ctx.x3, ctx.y0, ctx.y1, ctx.y2
-        return _scan_backward(h0, c0, w_hh, (hs, cs, acts), (ghs, gcs, gacts))
+        # sizes from the node, not the saved arrays: in a trace with a dynamic length they are
+        # expressions there, while a saved array's own shape is the traced call's numbers
+        steps, n, four_h = ctx.in_shapes[0]
+        sizes = (steps, n, four_h // 4)
+        return _scan_backward(h0, c0, w_hh, (hs, cs, acts), (ghs, gcs, gacts), sizes)
 
 
 def _previous(first: Any, states: Any) -> Any:
@@ -117,11 +121,11 @@ def _previous(first: Any, states: Any) -> Any:
     return concat([expand_dims(first, 0), getitem(states, slice(None, -1))], 0)
 
 
-def _factors(acts: Any, c_prev: Any, cs: Any) -> tuple:
+def _factors(acts: Any, c_prev: Any, cs: Any, sizes: tuple) -> tuple:
     """Everything of the backward that needs no recurrence, on whole sequences: each step's
     d(pre-activation gates) per unit of dc (L, N, 4, H), per unit of dh (o's block), per unit of
     d(activated gates), dc per unit of dh, and σf."""
-    gates = _blocks(acts)
+    gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
     i, f, g, o = (getitem(gates, (slice(None), slice(None), k)) for k in range(4))
     tc = tanh(cs)
     zero = c_prev * 0.0
@@ -131,12 +135,13 @@ def _factors(acts: Any, c_prev: Any, cs: Any) -> tuple:
     return per_dc, per_dh, slopes, o * (1.0 - tc * tc), f
 
 
-def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple) -> tuple:
+def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple, sizes: tuple) -> tuple:
     (hs, cs, acts), (ghs, gcs, gacts) = outs, grads
-    steps, n, hidden = hs.shape
-    per_dc, per_dh, slopes, dc_per_dh, f = _factors(acts, _previous(c0, cs), cs)
+    steps, n, hidden = sizes
+    per_dc, per_dh, slopes, dc_per_dh, f = _factors(acts, _previous(c0, cs), cs, sizes)
     gates = (steps, n, 4 * hidden)
-    base = zeros_like(acts) if gacts is None else reshape(_blocks(gacts) * slopes, gates)
+    blocks = (steps, n, 4, hidden)
+    base = zeros_like(acts) if gacts is None else reshape(reshape(gacts, blocks) * slopes, gates)
     gh = zeros_like(hs) if ghs is None else ghs
     gc = zeros_like(cs) if gcs is None else gcs
     # the dh/dc recurrence is one op: the graph's node count does not depend on the length
@@ -146,12 +151,6 @@ def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple) -> tu
     h_prev = reshape(_previous(h0, hs), (steps * n, hidden))
     gw = matmul(transpose(reshape(gx, (steps * n, 4 * hidden))), h_prev)  # one GEMM
     return gx, matmul(getitem(gx, 0), w_hh), getitem(dcs, 0) * getitem(f, 0), gw
-
-
-def _blocks(a: Any) -> Any:
-    # (L, N, 4H) -> (L, N, 4, H): each gate a block
-    steps, n, four_h = a.shape
-    return reshape(a, (steps, n, 4, four_h // 4))
 
 
 def lstm_scan(xw: Any, h0: Any, c0: Any, weight_hh: Any) -> tuple[Any, Any, Any]:

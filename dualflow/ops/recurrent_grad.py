@@ -76,14 +76,15 @@ class LSTMScanGrad:
     def backward(ctx, gdg, gdh, gdc):
         outs = (ctx.y0, ctx.y1, ctx.y2)
         cots = tuple(zeros_like(y) if g is None else g for g, y in zip((gdg, gdh, gdc), outs))
-        return _adjoint(tuple(ctx.input(i) for i in range(3, 8)), outs, cots)
+        coefficients = tuple(ctx.input(i) for i in range(3, 8))
+        return _adjoint(coefficients, outs, cots, ctx.in_shapes[0])  # sizes as in lstm_scan
 
 
-def _adjoint(coefficients: tuple, outs: tuple, cots: tuple) -> tuple:
+def _adjoint(coefficients: tuple, outs: tuple, cots: tuple, sizes: tuple) -> tuple:
     """The vjp of the recurrence: its adjoint runs forward in time (step t's gate gradients
     fed step t-1's dh through ``@ weight_hh``, its dc through ``* f``)."""
     (p, q, k, f, w), (dg, dh, dc), (ug, uh, uc) = coefficients, outs, cots
-    steps, n, hidden = dh.shape
+    steps, n, hidden = sizes
     p4, q4 = reshape(p, (steps, n, 4, hidden)), reshape(q, (steps, n, 4, hidden))
     w_t = transpose(w)
     lgs, lcs, lhs = [], [], []
