@@ -81,6 +81,8 @@ LOOP_FALLBACK: dict[str, str] = {
     "batched recurrence (the loop runs one scan per example)",
     "lstm_scan_grad": "lstm_scan's backward recurrence, batched as lstm_scan is: one scan per "
     "example",
+    "gru_scan": "a whole recurrence with its own batch axis, as lstm_scan",
+    "gru_scan_grad": "gru_scan's backward recurrence, batched as gru_scan is",
 }
 NOT_BATCHED: dict[str, str] = {
     "arange": "no tensor input",

@@ -1,5 +1,6 @@
-"""The LSTM backward recurrence on host arrays: one numba step for its elementwise part and one
-BLAS GEMM per step into a preallocated buffer (``ops.lstm_scan_grad``'s forward).
+"""The LSTM and GRU backward recurrences on host arrays: one numba step for the elementwise
+part and one BLAS GEMM per step into a preallocated buffer (``ops.lstm_scan_grad``'s and
+``ops.gru_scan_grad``'s forwards).
 
 Written with numpy, a step of the dh/dc recurrence is ~10 calls on (N, H) and (N, 4H) arrays,
 each allocating its result; one fused loop reads every operand once and writes dh, dc, the
@@ -13,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-_KERNEL: list[Any] = []
+_KERNELS: dict[str, Any] = {}
 
 
 def _step(gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc):
@@ -44,12 +45,13 @@ def _xp_step(xp: Any, gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc) ->
     carry_c[...] = dc * f
 
 
-def _numba_step() -> Any:
-    if not _KERNEL:
+def _numba(py_func: Any, stem: str) -> Any:
+    kernel = _KERNELS.get(stem)
+    if kernel is None:
         from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
 
-        _KERNEL.append(numba_cache.cached_njit(_step, "k_lstm_grad_step"))
-    return _KERNEL[0]
+        kernel = _KERNELS[stem] = numba_cache.cached_njit(py_func, stem)
+    return kernel
 
 
 def lstm_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any, Any]:
@@ -73,7 +75,7 @@ def lstm_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any, Any
     dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
     carry_h, carry_c = xp.zeros((n, hidden), dtype), xp.zeros((n, hidden), dtype)
     fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
-    step = _numba_step() if fused else None
+    step = _numba(_step, "k_lstm_grad_step") if fused else None
     for t in reversed(range(steps)):
         operands = (gh[t], gc[t], base[t], p[t], q[t], k[t], f[t], carry_h, carry_c)
         if fused:
@@ -83,3 +85,58 @@ def lstm_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any, Any
         if t:
             xp.matmul(dg[t], w, out=carry_h)
     return dg, dh, dc
+
+
+def _gru_step(gh, q, base, z, carry_h, carry_z, dg, dh):
+    # one step: dh = gh + carry_h + carry_z; dg = dh*q + base (each of the three gate blocks);
+    # the next step's carry_z = dh*z (carry_h is dg @ W, a GEMM)
+    n, hidden = dh.shape
+    for r in range(n):
+        for j in range(hidden):
+            h = gh[r, j] + carry_h[r, j] + carry_z[r, j]
+            dh[r, j] = h
+            for block in range(3):
+                m = block * hidden + j
+                dg[r, m] = h * q[r, m] + base[r, m]
+            carry_z[r, j] = h * z[r, j]
+
+
+def _gru_xp_step(xp: Any, gh, q, base, z, carry_h, carry_z, dg, dh) -> None:
+    n, hidden = dh.shape
+    dh[...] = gh + carry_h + carry_z
+    dg[...] = (dh[:, None, :] * q.reshape(n, 3, hidden) + base.reshape(n, 3, hidden)).reshape(
+        n, 3 * hidden
+    )
+    carry_z[...] = dh * z
+
+
+def gru_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any]:
+    """The dh recurrence of a GRU's backward, from the last step to the first.
+
+    ``ins`` is ``(gh, q, base, z, w)``: (L, N, H), (L, N, 3H), (L, N, 3H), (L, N, H) and
+    (3H, H). Step t computes ``dh_t = gh_t + dg_{t+1} @ w + dh_{t+1} z_{t+1}`` and
+    ``dg_t = dh_t q_t + base_t`` (``dh_t`` times each of the three H-blocks); returns
+    ``(dg, dh)``.
+
+    Example:
+        >>> ones = np.ones((2, 1, 1))
+        >>> dg, dh = gru_grad_recurrence(np, (ones, np.ones((2, 1, 3)), np.zeros((2, 1, 3)),
+        ...     ones, np.ones((3, 1))), np.float64)
+        >>> dh[:, 0, 0].tolist()
+        [5.0, 1.0]
+    """
+    gh, q, base, z, w = (xp.ascontiguousarray(a, dtype=dtype) for a in ins)
+    steps, n, hidden = gh.shape
+    dg, dh = xp.empty((steps, n, 3 * hidden), dtype), xp.empty((steps, n, hidden), dtype)
+    carry_h, carry_z = xp.zeros((n, hidden), dtype), xp.zeros((n, hidden), dtype)
+    fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
+    step = _numba(_gru_step, "k_gru_grad_step") if fused else None
+    for t in reversed(range(steps)):
+        operands = (gh[t], q[t], base[t], z[t], carry_h, carry_z)
+        if fused:
+            step(*operands, dg[t], dh[t])
+        else:
+            _gru_xp_step(xp, *operands, dg[t], dh[t])
+        if t:
+            xp.matmul(dg[t], w, out=carry_h)
+    return dg, dh
