@@ -1,6 +1,7 @@
 """Recurrent training steps at changing sequence lengths (issues 38 and 39).
 
-An LSTM's backward recurrence is one op (``lstm_scan_grad``), so a compiled step's graph has
+An LSTM's and a GRU's backward recurrences are one op each (``lstm_scan_grad``,
+``gru_scan_grad``), so a compiled step's graph has
 the same nodes at every length, and a trace with a dynamic length is a template that serves
 other lengths: at most two traces, then plans, each call equal to eager bit for bit.
 """
@@ -70,11 +71,12 @@ def _run(rnn: type, calls: list, **compile_kwargs: Any) -> tuple[list, list, Any
     return outputs, [v.numpy().copy() for v in model.state_dict().values()], fn
 
 
+@pytest.mark.parametrize("rnn", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
 @pytest.mark.parametrize("passes", ["exact", None])
 @pytest.mark.parametrize("dynamic", [None, True])
-def test_lstm_step_serves_every_length_from_one_template(passes: Any, dynamic: Any) -> None:
-    eager_outputs, eager_state, _ = _run(nn.LSTM, CALLS)
-    outputs, state, fn = _run(nn.LSTM, CALLS, passes=passes, dynamic=dynamic)
+def test_step_serves_every_length_from_one_template(rnn: type, passes: Any, dynamic: Any) -> None:
+    eager_outputs, eager_state, _ = _run(rnn, CALLS)
+    outputs, state, fn = _run(rnn, CALLS, passes=passes, dynamic=dynamic)
     assert_same(outputs, eager_outputs, msg="losses")
     assert_same(state, eager_state, msg="parameters")
     stats = fn.stats()
@@ -85,13 +87,16 @@ def test_lstm_step_serves_every_length_from_one_template(passes: Any, dynamic: A
     assert stats.eager_fallbacks == 0, stats
 
 
-def test_lstm_step_graph_does_not_grow_with_the_length() -> None:
+@pytest.mark.parametrize(
+    ("rnn", "grad_op"), [(nn.LSTM, "lstm_scan_grad"), (nn.GRU, "gru_scan_grad")]
+)
+def test_step_graph_does_not_grow_with_the_length(rnn: type, grad_op: str) -> None:
     counts = []
     for n in (4, 16):
         # Adam's first step is a single-use trace: the second call's trace is the step's
         calls = [(dualflow.tensor(np.zeros((2, n), np.int64)),) * 2] * 2
-        _, _, fn = _run(nn.LSTM, calls, passes="exact", dynamic=False)
+        _, _, fn = _run(rnn, calls, passes="exact", dynamic=False)
         graph = fn.history[-1].graph
         counts.append(len(graph.nodes))
-        assert sum(node.op == "lstm_scan_grad" for node in graph.nodes) == 2  # one per layer
+        assert sum(node.op == grad_op for node in graph.nodes) == 2  # one per layer
     assert counts[0] == counts[1], counts
