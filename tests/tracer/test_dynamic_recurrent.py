@@ -1,9 +1,9 @@
 """Recurrent training steps at changing sequence lengths (issues 38 and 39).
 
 An LSTM's and a GRU's backward recurrences are one op each (``lstm_scan_grad``,
-``gru_scan_grad``), so a compiled step's graph has
-the same nodes at every length, and a trace with a dynamic length is a template that serves
-other lengths: at most two traces, then plans, each call equal to eager bit for bit.
+``gru_scan_grad``), so a compiled step's graph has the same nodes at every length, and a trace
+with a dynamic length is a template that serves other lengths: a few traces, then plans, each
+call equal to eager bit for bit.
 """
 
 from __future__ import annotations
