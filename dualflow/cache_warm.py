@@ -2,9 +2,10 @@
 
 ``warm`` runs every fixed numba kernel route once (convolutions: Winograd, channels-first and
 im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
-relu's eager kernels; float32 tanh/exp loops) on small arrays, which puts their machine code in
-the signed kernels store. ``dualflow cache warm`` and the Makefile's install step run it.
-Generated fused kernels depend on the model and still compile at its first call.
+relu's eager kernels; float32 tanh/exp loops; the LSTM and GRU backward recurrences' steps) on
+small arrays, which puts their machine code in the signed kernels store. ``dualflow cache warm``
+and the Makefile's install step run it. Generated fused kernels depend on the model and still
+compile at its first call.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ def _pooling(dtype: str, side: int, window: int, stride: int, pad: int) -> None:
     ops.max_pool2d_gather(x.array, x.array, window, stride, pad)
 
 
+def _recurrences(dtype: str) -> None:
+    """The LSTM and GRU backward recurrences' step kernels (``lstm_scan_grad``,
+    ``gru_scan_grad``)."""
+    h0 = _leaf((2, 2), dtype)
+    _backward(ops.lstm_scan(_leaf((3, 2, 8), dtype), h0, h0, _leaf((8, 2), dtype))[0])
+    _backward(
+        ops.gru_scan(_leaf((3, 2, 6), dtype), h0, _leaf((6, 2), dtype), _leaf((6,), dtype))[0]
+    )
+
+
 def routes() -> list[tuple[str, Callable[[], None]]]:
     """(name, run) of every route ``warm`` compiles, for each dtype.
 
@@ -77,6 +88,7 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
         # relu and relu_grad from ``fused_elementwise.SELECT_MIN`` elements: the eager kernels (one
         # flat signature for every shape), which compiled plans run unfused too
         found.append((f"relu {dtype}", lambda d=dtype: _backward(ops.relu(_leaf((16, 4096), d)))))
+        found.append((f"lstm/gru backward recurrences {dtype}", lambda d=dtype: _recurrences(d)))
     unary = (ops.tanh, ops.exp, ops.sigmoid)
     found.append(("float32 tanh/exp", lambda: [f(_leaf((4096,), "float32")) for f in unary]))
     return found

@@ -79,6 +79,10 @@ LOOP_FALLBACK: dict[str, str] = {
     "debug_print": "prints each example's values, one line per example (host output)",
     "lstm_scan": "a whole recurrence with its own batch axis; vmapped weights would need a "
     "batched recurrence (the loop runs one scan per example)",
+    "lstm_scan_grad": "lstm_scan's backward recurrence, batched as lstm_scan is: one scan per "
+    "example",
+    "gru_scan": "a whole recurrence with its own batch axis, as lstm_scan",
+    "gru_scan_grad": "gru_scan's backward recurrence, batched as gru_scan is",
 }
 NOT_BATCHED: dict[str, str] = {
     "arange": "no tensor input",

@@ -251,6 +251,9 @@ for _name in _LINEAR_IN_FIRST.split():
 
 FALLBACK: dict[str, str] = {
     "lstm_scan": "a whole recurrence; its backward is written with ops (double-vjp is exact)",
+    "lstm_scan_grad": "a linear recurrence whose backward (the adjoint) is written with ops",
+    "gru_scan": "a whole recurrence; its backward is written with ops (double-vjp is exact)",
+    "gru_scan_grad": "a linear recurrence whose backward (the adjoint) is written with ops",
     "allreduce": "a collective: every rank must push a tangent equally often",
     "cumprod": "y * cumsum(t / x) divides by zero inputs; the backward handles them exactly",
     "logcumsumexp": "the tangent sums exp(x_j - y_i) t_j, stable only in log space with t "

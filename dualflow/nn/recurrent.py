@@ -3,8 +3,8 @@
 Parameters per layer k (suffix ``_reverse`` for the backward direction): ``weight_ih_l{k}``,
 ``weight_hh_l{k}``, ``bias_ih_l{k}``, ``bias_hh_l{k}``, as the cells (``dualflow.nn.cells``). Every
 step's input projection is one GEMM over the whole sequence; the loop is written with ops, so it
-is differentiable to any order and traces into one graph (LSTM's loop is one op,
-``ops.lstm_scan``, whose backward is written with ops).
+is differentiable to any order and traces into one graph (LSTM's and GRU's loops are one op
+each, ``ops.lstm_scan`` and ``ops.gru_scan``, whose backward recurrences are one op too).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from dualflow.nn.cells import (
     check_features,
     check_nonlinearity,
     check_sizes,
-    gru_step,
     lstm_step,
     zeros_state,
 )
@@ -245,10 +244,16 @@ class GRU(_RNNBase):
         xw = ops.matmul(x, ops.transpose(w_ih))  # b_hh stays inside r * (W_hn h + b_hn)
         return xw if b_ih is None else xw + b_ih
 
-    def _step(self, xw_t: Any, state: State, w_hh_t: Any, b_hh: Any) -> State:
-        h = state[0]
-        hw = ops.matmul(h, w_hh_t)
-        return (gru_step(xw_t, hw if b_hh is None else hw + b_hh, h),)
+    def _run_direction(self, x: Any, state: State, weights: tuple, reverse: bool) -> tuple:
+        # the whole recurrence as one op (ops.gru_scan), as LSTM's; no bias: b_hh of zeros
+        w_ih, w_hh, b_ih, b_hh = weights
+        xw = self._input_projection(x, w_ih, b_ih, b_hh)
+        if reverse:
+            xw = ops.flip(xw, 0)
+        if b_hh is None:
+            b_hh = zeros_state(w_hh, (w_hh.shape[0],))
+        hs, _, _ = ops.gru_scan(xw, state[0], w_hh, b_hh)
+        return (ops.flip(hs, 0) if reverse else hs), (hs[-1],)
 
 
 class LSTM(_RNNBase):

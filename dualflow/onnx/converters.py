@@ -18,7 +18,7 @@ from dualflow.graph_ir.ir import Node, Value
 from dualflow.onnx.capture import ExportError
 from dualflow.onnx.elementwise import ELEMENTWISE, Converter
 from dualflow.onnx.fused import convert_fused
-from dualflow.onnx.recurrent import convert_lstm_scan
+from dualflow.onnx.recurrent import convert_gru_scan, convert_lstm_scan
 
 _BIG = 2**62  # an ONNX slice end meaning "to the end"
 
@@ -349,4 +349,5 @@ CONVERTERS: dict[str, Converter] = {
     "argsort": _argsort,
     "cumsum": _cumsum,
     "lstm_scan": convert_lstm_scan,
+    "gru_scan": convert_gru_scan,
 }

@@ -20,10 +20,12 @@ import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.ops.activation import tanh
+from dualflow.ops.creation import zeros_like
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexing import getitem
 from dualflow.ops.join import concat, stack
 from dualflow.ops.linalg import matmul
+from dualflow.ops.recurrent_grad import lstm_scan_grad
 from dualflow.ops.registry import OPS, Meta, primitive
 from dualflow.ops.shape import expand_dims, reshape, transpose
 from dualflow.ops.validate import require_same_float
@@ -107,7 +109,11 @@ class LSTMScan:
 
     def backward(ctx, ghs, gcs, gacts):
         h0, c0, w_hh, hs, cs, acts = ctx.x1, ctx.x2, ctx.x3, ctx.y0, ctx.y1, ctx.y2
-        return _scan_backward(h0, c0, w_hh, (hs, cs, acts), (ghs, gcs, gacts))
+        # sizes from the node, not the saved arrays: in a trace with a dynamic length they are
+        # expressions there, while a saved array's own shape is the traced call's numbers
+        steps, n, four_h = ctx.in_shapes[0]
+        sizes = (steps, n, four_h // 4)
+        return _scan_backward(h0, c0, w_hh, (hs, cs, acts), (ghs, gcs, gacts), sizes)
 
 
 def _previous(first: Any, states: Any) -> Any:
@@ -115,12 +121,11 @@ def _previous(first: Any, states: Any) -> Any:
     return concat([expand_dims(first, 0), getitem(states, slice(None, -1))], 0)
 
 
-def _factors(acts: Any, c_prev: Any, cs: Any) -> tuple:
+def _factors(acts: Any, c_prev: Any, cs: Any, sizes: tuple) -> tuple:
     """Everything of the backward that needs no recurrence, on whole sequences: each step's
     d(pre-activation gates) per unit of dc (L, N, 4, H), per unit of dh (o's block), per unit of
     d(activated gates), dc per unit of dh, and σf."""
-    steps, n, hidden = cs.shape
-    gates = reshape(acts, (steps, n, 4, hidden))
+    gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
     i, f, g, o = (getitem(gates, (slice(None), slice(None), k)) for k in range(4))
     tc = tanh(cs)
     zero = c_prev * 0.0
@@ -130,40 +135,22 @@ def _factors(acts: Any, c_prev: Any, cs: Any) -> tuple:
     return per_dc, per_dh, slopes, o * (1.0 - tc * tc), f
 
 
-def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple) -> tuple:
+def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple, sizes: tuple) -> tuple:
     (hs, cs, acts), (ghs, gcs, gacts) = outs, grads
-    steps, n, hidden = hs.shape
-    c_prev = _previous(c0, cs)
-    per_dc, per_dh, slopes, dc_per_dh, f = _factors(acts, c_prev, cs)
-    dh = dc = None
-    dgates: list[Any] = [None] * steps
-    for t in reversed(range(steps)):
-        dh = _plus(None if ghs is None else getitem(ghs, t), dh)
-        dc = _plus(None if gcs is None else getitem(gcs, t), dc)
-        if dh is not None:
-            dc = _plus(dc, dh * getitem(dc_per_dh, t))
-        d = None if dc is None else expand_dims(dc, 1) * getitem(per_dc, t)
-        if dh is not None:
-            d = _plus(d, expand_dims(dh, 1) * getitem(per_dh, t))
-        if gacts is not None:
-            ga = reshape(getitem(gacts, t), (n, 4, hidden))
-            d = _plus(d, ga * getitem(slopes, t))
-        d = getitem(per_dc, t) * 0.0 if d is None else d
-        dgates[t] = reshape(d, (n, 4 * hidden))
-        dh = matmul(dgates[t], w_hh)
-        dc = None if dc is None else dc * getitem(f, t)
-    gx = stack(dgates, 0)
+    steps, n, hidden = sizes
+    per_dc, per_dh, slopes, dc_per_dh, f = _factors(acts, _previous(c0, cs), cs, sizes)
+    gates = (steps, n, 4 * hidden)
+    blocks = (steps, n, 4, hidden)
+    base = zeros_like(acts) if gacts is None else reshape(reshape(gacts, blocks) * slopes, gates)
+    gh = zeros_like(hs) if ghs is None else ghs
+    gc = zeros_like(cs) if gcs is None else gcs
+    # the dh/dc recurrence is one op: the graph's node count does not depend on the length
+    gx, _, dcs = lstm_scan_grad(
+        gh, gc, base, reshape(per_dc, gates), reshape(per_dh, gates), dc_per_dh, f, w_hh
+    )
     h_prev = reshape(_previous(h0, hs), (steps * n, hidden))
     gw = matmul(transpose(reshape(gx, (steps * n, 4 * hidden))), h_prev)  # one GEMM
-    return gx, dh, _or(dc, h0 * 0.0), gw
-
-
-def _plus(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else a + b
-
-
-def _or(value: Any, default: Any) -> Any:
-    return default if value is None else value
+    return gx, matmul(getitem(gx, 0), w_hh), getitem(dcs, 0) * getitem(f, 0), gw
 
 
 def lstm_scan(xw: Any, h0: Any, c0: Any, weight_hh: Any) -> tuple[Any, Any, Any]:

@@ -206,7 +206,7 @@ class TracingInterpreter(GradSlots):
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
         if op.state_write:
             return self.assign(op, args)
-        symbolic = self.shapes is not None and self.shapes.touches(args, attrs)
+        symbolic = self.shapes is not None and self.shapes.touches(args, attrs, self.arrays)
         if symbolic:  # the kernels run at the traced sizes; the node's facts keep expressions
             (args, attrs), sizes = split(args, attrs), (args, attrs)
         inputs = [self.operand(a) for a in args]

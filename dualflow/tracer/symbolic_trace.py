@@ -72,12 +72,19 @@ class SymbolicShapes:
         if old in self.shapes:
             self.shapes[new] = self.shapes[old]
 
-    def touches(self, args: tuple, attrs: dict) -> bool:
+    def touches(self, args: tuple, attrs: dict, arrays: dict) -> bool:
         """Whether an op call touches a symbolic size: an input tensor whose shape has one, a
-        SymInt argument (``loss / s0``), or one in its attributes."""
+        SymInt argument (``loss / s0``), or one in its attributes. A tensor not bound yet (a
+        backward's saved output, rebuilt around the same array) is found by its array in
+        ``arrays`` (the tracer's id(array) -> (value, array))."""
         for a in args:
-            if isinstance(a, SYMBOLIC) or (isinstance(a, Tensor) and a.value in self.shapes):
+            if isinstance(a, SYMBOLIC):
                 return True
+            if isinstance(a, Tensor):
+                known = arrays.get(id(a.raw_array))
+                value = a.value if known is None or known[1] is not a.raw_array else known[0]
+                if a.value in self.shapes or value in self.shapes:
+                    return True
         return has_symbols(attrs)
 
     def record(self, node: Node, args: tuple, attrs: dict, creator: Any) -> None:

@@ -1,4 +1,6 @@
-"""Op-table entry for lstm_scan (its three outputs, against a plain numpy loop of LSTM steps)."""
+"""Op-table entries for lstm_scan and gru_scan (their three outputs, against plain numpy loops of
+LSTM and GRU steps) and their backward recurrences lstm_scan_grad and gru_scan_grad (against
+numpy loops of their steps)."""
 
 from __future__ import annotations
 
@@ -35,12 +37,106 @@ def _lstm_samples(rng: np.random.Generator) -> list[Sample]:
     return out
 
 
+def _grad_ref(gh, gc, base, p, q, k, f, w) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    steps, n, hidden = gh.shape
+    dg, dh, dc = np.zeros_like(base), np.zeros_like(gh), np.zeros_like(gc)
+    carry_h, carry_c = np.zeros((n, hidden)), np.zeros((n, hidden))
+    for t in reversed(range(steps)):
+        dh[t] = gh[t] + carry_h
+        dc[t] = gc[t] + carry_c + dh[t] * k[t]
+        dg[t] = np.tile(dc[t], 4) * p[t] + np.tile(dh[t], 4) * q[t] + base[t]
+        carry_h, carry_c = dg[t] @ w, dc[t] * f[t]
+    return dg, dh, dc
+
+
+def _grad_samples(rng: np.random.Generator) -> list[Sample]:
+    out = []
+    for steps, n, hidden in [(3, 2, 2), (1, 1, 3), (4, 3, 1)]:
+        state, gates = (steps, n, hidden), (steps, n, 4 * hidden)
+        arrays = [rng.normal(size=s) for s in (state, state, gates, gates, gates, state)]
+        f = rng.uniform(0.1, 0.9, size=state)
+        w = rng.normal(scale=0.5, size=(4 * hidden, hidden))
+        out.append(Sample((*arrays, f, w), name=f"L{steps}xN{n}xH{hidden}"))
+    return out
+
+
+def _gru_ref(xw, h0, w_hh, b_hh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    h, hs, gates, hns = h0, [], [], []
+    for x_t in xw:
+        x_r, x_z, x_n = np.split(x_t, 3, axis=-1)
+        h_r, h_z, h_n = np.split(h @ w_hh.T + b_hh, 3, axis=-1)
+        r, z = _sigmoid(x_r + h_r), _sigmoid(x_z + h_z)
+        n = np.tanh(x_n + r * h_n)
+        h = n + z * (h - n)
+        hs.append(h)
+        gates.append(np.concatenate([r, z, n], axis=-1))
+        hns.append(h_n)
+    return np.stack(hs), np.stack(gates), np.stack(hns)
+
+
+def _gru_samples(rng: np.random.Generator) -> list[Sample]:
+    out = []
+    for steps, n, hidden in [(3, 2, 2), (1, 1, 3), (4, 3, 1)]:
+        xw = rng.normal(size=(steps, n, 3 * hidden))
+        h0 = rng.normal(size=(n, hidden))
+        w_hh = rng.normal(scale=0.5, size=(3 * hidden, hidden))
+        b_hh = rng.normal(scale=0.5, size=3 * hidden)
+        out.append(Sample((xw, h0, w_hh, b_hh), name=f"L{steps}xN{n}xH{hidden}"))
+    return out
+
+
+def _gru_grad_ref(gh, q, base, z, w) -> tuple[np.ndarray, np.ndarray]:
+    steps, n, hidden = gh.shape
+    dg, dh = np.zeros_like(base), np.zeros_like(gh)
+    carry = np.zeros((n, hidden))
+    for t in reversed(range(steps)):
+        dh[t] = gh[t] + carry
+        dg[t] = np.tile(dh[t], 3) * q[t] + base[t]
+        carry = dg[t] @ w + dh[t] * z[t]
+    return dg, dh
+
+
+def _gru_grad_samples(rng: np.random.Generator) -> list[Sample]:
+    out = []
+    for steps, n, hidden in [(3, 2, 2), (1, 1, 3), (4, 3, 1)]:
+        state, gates = (steps, n, hidden), (steps, n, 3 * hidden)
+        arrays = [rng.normal(size=s) for s in (state, gates, gates)]
+        z = rng.uniform(0.1, 0.9, size=state)
+        w = rng.normal(scale=0.5, size=(3 * hidden, hidden))
+        out.append(Sample((*arrays, z, w), name=f"L{steps}xN{n}xH{hidden}"))
+    return out
+
+
 ENTRIES = [
     OpInfo(
         "lstm_scan",
         ops.lstm_scan,
         _lstm_ref,
         _lstm_samples,
+        f32_tol=(1e-5, 1e-5),
+        grad_tol=(1e-4, 1e-6),
+    ),
+    OpInfo(
+        "lstm_scan_grad",
+        ops.lstm_scan_grad,
+        _grad_ref,
+        _grad_samples,
+        f32_tol=(1e-5, 1e-5),
+        grad_tol=(1e-4, 1e-6),
+    ),
+    OpInfo(
+        "gru_scan",
+        ops.gru_scan,
+        _gru_ref,
+        _gru_samples,
+        f32_tol=(1e-5, 1e-5),
+        grad_tol=(1e-4, 1e-6),
+    ),
+    OpInfo(
+        "gru_scan_grad",
+        ops.gru_scan_grad,
+        _gru_grad_ref,
+        _gru_grad_samples,
         f32_tol=(1e-5, 1e-5),
         grad_tol=(1e-4, 1e-6),
     ),

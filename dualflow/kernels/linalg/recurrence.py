@@ -1,0 +1,142 @@
+"""The LSTM and GRU backward recurrences on host arrays: one numba step for the elementwise
+part and one BLAS GEMM per step into a preallocated buffer (``ops.lstm_scan_grad``'s and
+``ops.gru_scan_grad``'s forwards).
+
+Written with numpy, a step of the dh/dc recurrence is ~10 calls on (N, H) and (N, 4H) arrays,
+each allocating its result; one fused loop reads every operand once and writes dh, dc, the
+step's gate gradients and the carry to the next step in place. Arrays other than numpy float32
+/ float64 (cupy's) take the same arithmetic as array-module calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+_KERNELS: dict[str, Any] = {}
+
+
+def _step(gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc):
+    # one step: dh = gh + carry_h; dc = gc + carry_c + dh*k; dg = dc*p + dh*q + base (each of
+    # the four gate blocks); the next step's carry_c = dc*f (carry_h is dg @ W, a GEMM)
+    n, hidden = dh.shape
+    for r in range(n):
+        for j in range(hidden):
+            h = gh[r, j] + carry_h[r, j]
+            c = gc[r, j] + carry_c[r, j] + h * k[r, j]
+            dh[r, j] = h
+            dc[r, j] = c
+            for block in range(4):
+                m = block * hidden + j
+                dg[r, m] = c * p[r, m] + h * q[r, m] + base[r, m]
+            carry_c[r, j] = c * f[r, j]
+
+
+def _xp_step(xp: Any, gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc) -> None:
+    # the same arithmetic in the same order, as array-module calls (a device's arrays)
+    n, hidden = dh.shape
+    dh[...] = gh + carry_h
+    dc[...] = gc + carry_c + dh * k
+    dg[...] = (
+        (dc[:, None, :] * p.reshape(n, 4, hidden) + dh[:, None, :] * q.reshape(n, 4, hidden))
+        + base.reshape(n, 4, hidden)
+    ).reshape(n, 4 * hidden)
+    carry_c[...] = dc * f
+
+
+def _numba(py_func: Any, stem: str) -> Any:
+    kernel = _KERNELS.get(stem)
+    if kernel is None:
+        from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
+
+        kernel = _KERNELS[stem] = numba_cache.cached_njit(py_func, stem)
+    return kernel
+
+
+def lstm_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any, Any]:
+    """The dh/dc recurrence of an LSTM's backward, from the last step to the first.
+
+    ``ins`` is ``(gh, gc, base, p, q, k, f, w)``: (L, N, H), (L, N, H), (L, N, 4H), (L, N, 4H),
+    (L, N, 4H), (L, N, H), (L, N, H) and (4H, H). Step t computes ``dh_t = gh_t + dg_{t+1} @ w``,
+    ``dc_t = gc_t + dc_{t+1} f_{t+1} + dh_t k_t`` and ``dg_t = dc_t p_t + dh_t q_t + base_t``
+    (``dc_t`` and ``dh_t`` times each of the four H-blocks); returns ``(dg, dh, dc)``.
+
+    Example:
+        >>> ones = np.ones((2, 1, 1))
+        >>> dg, dh, dc = lstm_grad_recurrence(np, (ones, ones, np.zeros((2, 1, 4)),
+        ...     np.ones((2, 1, 4)), np.zeros((2, 1, 4)), ones, ones, np.ones((4, 1))), np.float64)
+        >>> dh[:, 0, 0].tolist(), dc[:, 0, 0].tolist()
+        ([9.0, 1.0], [12.0, 2.0])
+    """
+    gh, gc, base, p, q, k, f, w = (xp.ascontiguousarray(a, dtype=dtype) for a in ins)
+    steps, n, hidden = gh.shape
+    dg = xp.empty((steps, n, 4 * hidden), dtype)
+    dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
+    carry_h, carry_c = xp.zeros((n, hidden), dtype), xp.zeros((n, hidden), dtype)
+    fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
+    step = _numba(_step, "k_lstm_grad_step") if fused else None
+    for t in reversed(range(steps)):
+        operands = (gh[t], gc[t], base[t], p[t], q[t], k[t], f[t], carry_h, carry_c)
+        if fused:
+            step(*operands, dg[t], dh[t], dc[t])
+        else:
+            _xp_step(xp, *operands, dg[t], dh[t], dc[t])
+        if t:
+            xp.matmul(dg[t], w, out=carry_h)
+    return dg, dh, dc
+
+
+def _gru_step(gh, q, base, z, carry_h, carry_z, dg, dh):
+    # one step: dh = gh + carry_h + carry_z; dg = dh*q + base (each of the three gate blocks);
+    # the next step's carry_z = dh*z (carry_h is dg @ W, a GEMM)
+    n, hidden = dh.shape
+    for r in range(n):
+        for j in range(hidden):
+            h = gh[r, j] + carry_h[r, j] + carry_z[r, j]
+            dh[r, j] = h
+            for block in range(3):
+                m = block * hidden + j
+                dg[r, m] = h * q[r, m] + base[r, m]
+            carry_z[r, j] = h * z[r, j]
+
+
+def _gru_xp_step(xp: Any, gh, q, base, z, carry_h, carry_z, dg, dh) -> None:
+    n, hidden = dh.shape
+    dh[...] = gh + carry_h + carry_z
+    dg[...] = (dh[:, None, :] * q.reshape(n, 3, hidden) + base.reshape(n, 3, hidden)).reshape(
+        n, 3 * hidden
+    )
+    carry_z[...] = dh * z
+
+
+def gru_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any]:
+    """The dh recurrence of a GRU's backward, from the last step to the first.
+
+    ``ins`` is ``(gh, q, base, z, w)``: (L, N, H), (L, N, 3H), (L, N, 3H), (L, N, H) and
+    (3H, H). Step t computes ``dh_t = gh_t + dg_{t+1} @ w + dh_{t+1} z_{t+1}`` and
+    ``dg_t = dh_t q_t + base_t`` (``dh_t`` times each of the three H-blocks); returns
+    ``(dg, dh)``.
+
+    Example:
+        >>> ones = np.ones((2, 1, 1))
+        >>> dg, dh = gru_grad_recurrence(np, (ones, np.ones((2, 1, 3)), np.zeros((2, 1, 3)),
+        ...     ones, np.ones((3, 1))), np.float64)
+        >>> dh[:, 0, 0].tolist()
+        [5.0, 1.0]
+    """
+    gh, q, base, z, w = (xp.ascontiguousarray(a, dtype=dtype) for a in ins)
+    steps, n, hidden = gh.shape
+    dg, dh = xp.empty((steps, n, 3 * hidden), dtype), xp.empty((steps, n, hidden), dtype)
+    carry_h, carry_z = xp.zeros((n, hidden), dtype), xp.zeros((n, hidden), dtype)
+    fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
+    step = _numba(_gru_step, "k_gru_grad_step") if fused else None
+    for t in reversed(range(steps)):
+        operands = (gh[t], q[t], base[t], z[t], carry_h, carry_z)
+        if fused:
+            step(*operands, dg[t], dh[t])
+        else:
+            _gru_xp_step(xp, *operands, dg[t], dh[t])
+        if t:
+            xp.matmul(dg[t], w, out=carry_h)
+    return dg, dh
