@@ -39,6 +39,7 @@ from dualflow.size_expressions import (
     symbol,
     symbols_of,
 )
+from dualflow.symbolic_escapes import Escapes
 
 ACTIVE = [0]  # how many symbolic traces run in this process: Tensor.shape asks only then
 
@@ -93,52 +94,6 @@ def _operand(other: Any) -> Poly | None:
     if type(other) is int or type(other) is bool:
         return const(int(other))
     return None
-
-
-class Escapes:
-    """How a symbolic number becomes a plain Python value: through ``concrete``, which records
-    the guard that the value is the traced call's (what SymInt and SymFloat share)."""
-
-    __slots__ = ()
-    PLAIN: type = object  # the Python type it stands for
-
-    def concrete(self, why: str = "a concrete value") -> Any:
-        raise NotImplementedError
-
-    # ``isinstance(n, int)`` is True as in eager (``unittest.mock``'s device): code that checks
-    # an argument's kind (``split(n)``: a size or a list of sections?) takes eager's branch.
-    # ``type(n)`` still tells them apart, and C code, which checks the real type, calls
-    # ``__index__`` and so guards the value.
-    __class__ = property(lambda self: self.PLAIN)  # type: ignore[assignment]
-
-    def __copy__(self) -> Any:  # immutable
-        return self
-
-    def __deepcopy__(self, memo: Any) -> Any:
-        return self
-
-    def __reduce__(self) -> Any:  # pickled: the traced call's value, guarded
-        return self.PLAIN, (self.concrete("pickle"),)
-
-    def __float__(self) -> float:
-        return float(self.concrete("float()"))
-
-    def __hash__(self) -> int:
-        return hash(self.concrete("hash()"))
-
-    def __str__(self) -> str:
-        return str(self.concrete("str()"))
-
-    def __format__(self, spec: str) -> str:
-        return format(self.concrete("format()"), spec)
-
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
-        import numpy as np  # noqa: PLC0415 - only a size turned into an array needs numpy
-
-        return np.asarray(self.concrete("numpy array"), dtype=dtype)
-
-    def __repr__(self) -> str:  # what eager's number shows (a shape printed into a string)
-        return repr(self.concrete("repr()"))
 
 
 class SymInt(Escapes):
@@ -396,3 +351,21 @@ for _name in ("eq", "ne", "lt", "gt", "le", "ge"):
     setattr(SymFloat, f"__{_name}__", lambda self, other, how=_how: self._compare(other, how))
 
 SYMBOLIC = (SymInt, SymFloat)  # what a traced op's literal inputs and attributes may hold
+
+
+def _concretely(name: str) -> Any:
+    def method(self: Any, *args: Any) -> Any:
+        plain = [a.concrete(name) if isinstance(a, SYMBOLIC) else a for a in args]
+        return getattr(self.concrete(name), name)(*plain)
+
+    return method
+
+
+# Whatever else an int or a float can do, a size does with its traced value, guarded (``n ** 2``,
+# ``round(n / 2)``, ``n.bit_length()``): Python finds operators on the type, so each is defined.
+_PLAIN_OPERATORS = "pow rpow abs invert lshift rlshift rshift rrshift and rand or ror xor rxor"
+_PLAIN_OPERATORS += " divmod rdivmod round trunc floor ceil int pos mod rmod floordiv rfloordiv"
+for _kind in SYMBOLIC:
+    for _name in _PLAIN_OPERATORS.split():
+        if f"__{_name}__" not in _kind.__dict__ and hasattr(_kind.PLAIN, f"__{_name}__"):
+            setattr(_kind, f"__{_name}__", _concretely(f"__{_name}__"))

@@ -31,6 +31,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "_undo",
             "_pending",
             "size_expressions",  # polynomials over size symbols (issue 39)
+            "symbolic_escapes",  # how a symbolic number becomes a plain value (guarded)
             "symbolic_shapes",  # SymInt: sizes as expressions, what infer and Tensor.shape give
             "symbolic_containers",  # walking containers of sizes (hint_of, substitute)
             "_memory",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -124,3 +125,117 @@ def test_float_arithmetic_on_sizes_replays_python_exactly(steps, first, sizes) -
         want = run(size)
         assert symbolic.value_for({"s0": size}) == want or (want != want)
     assert symbolic.hint == run(sizes[0]) or symbolic.hint != symbolic.hint
+
+
+_OPERATIONS = {
+    "int": [
+        lambda v: v**2,
+        lambda v: 2**v,
+        lambda v: abs(v),
+        lambda v: -v,
+        lambda v: +v,
+        lambda v: ~v,
+        lambda v: v << 1,
+        lambda v: v >> 1,
+        lambda v: v & 3,
+        lambda v: v | 1,
+        lambda v: v ^ 1,
+        lambda v: divmod(v, 4),
+        lambda v: divmod(13, v),
+        lambda v: round(v),
+        lambda v: math.floor(v),
+        lambda v: math.ceil(v),
+        lambda v: math.trunc(v),
+        lambda v: int(v),
+        lambda v: float(v),
+        lambda v: complex(v),
+        lambda v: v.bit_length(),
+        lambda v: math.sqrt(v),
+        lambda v: max(v, 3),
+        lambda v: min(v, 3),
+        lambda v: v % 4,
+        lambda v: 13 % v,
+        lambda v: v // 4,
+        lambda v: 13 // v,
+        lambda v: v * 1.5,
+        lambda v: 1.5 * v,
+        lambda v: v + 0.5,
+        lambda v: v - 0.5,
+        lambda v: 0.5 - v,
+        lambda v: v / 4,
+        lambda v: 3 / v,
+        lambda v: v == 6.0,
+        lambda v: v < 6.5,
+        lambda v: operator.index(v),
+        lambda v: range(v)[-1],
+        lambda v: [0] * v,
+        lambda v: "ab" * v,
+        lambda v: v.real,
+        lambda v: v.numerator,
+        lambda v: v.conjugate(),
+        lambda v: pow(v, 2, 5),
+        lambda v: format(v, "03d"),
+        lambda v: f"{v}",
+        lambda v: str(v),
+        lambda v: hash(v) == hash(6),
+        lambda v: bool(v),
+        lambda v: sum([v, v]),
+        lambda v: math.prod([v, 2]),
+    ],
+    "float": [
+        lambda v: v**2,
+        lambda v: 2**v,
+        lambda v: abs(v),
+        lambda v: -v,
+        lambda v: +v,
+        lambda v: divmod(v, 0.5),
+        lambda v: round(v),
+        lambda v: round(v, 1),
+        lambda v: math.floor(v),
+        lambda v: math.ceil(v),
+        lambda v: math.trunc(v),
+        lambda v: int(v),
+        lambda v: float(v),
+        lambda v: v % 0.4,
+        lambda v: v // 0.4,
+        lambda v: 3 // v,
+        lambda v: 3 % v,
+        lambda v: v * 2,
+        lambda v: v + 1,
+        lambda v: 1 - v,
+        lambda v: v / 3,
+        lambda v: 3 / v,
+        lambda v: v == 1.5,
+        lambda v: v != 1.5,
+        lambda v: v < 2,
+        lambda v: v >= 1.5,
+        lambda v: math.sqrt(v),
+        lambda v: math.exp(v),
+        lambda v: v.is_integer(),
+        lambda v: v.real,
+        lambda v: v.hex(),
+        lambda v: format(v, ".2f"),
+        lambda v: f"{v}",
+        lambda v: str(v),
+        lambda v: bool(v),
+        lambda v: max(v, 1.0),
+        lambda v: isinstance(v, float),
+        lambda v: v.as_integer_ratio(),
+    ],
+}
+
+
+@pytest.mark.parametrize("kind", ["int", "float"])
+def test_every_int_and_float_operation_works_on_sizes_as_on_plain_numbers(kind) -> None:
+    # whatever Python can do with an int (a float), a size (a float from sizes) does too, with
+    # the same result: as an expression, or as the traced call's value, guarded
+    env = ShapeEnv()
+    n = env.new_symbol(6)
+    symbolic, plain = (n, 6) if kind == "int" else (n / 4, 1.5)
+    for i, fn in enumerate(_OPERATIONS[kind]):
+        want, got = fn(plain), fn(symbolic)
+        if isinstance(want, range):
+            continue
+        got = tuple(getattr(g, "hint", g) for g in got) if type(got) is tuple else got
+        got = getattr(got, "hint", got)
+        assert got == want and type(got) is type(want), (kind, i, want, got)
