@@ -1,6 +1,6 @@
 """Test-wide settings: verify the IR after every optimization pass (DESIGN §5), compile fused
-kernels in the test process, fix the per-machine constants to their defaults, and skip tests marked ``gpu`` with the reason when cupy or a CUDA
-device is missing."""
+kernels in the test process, fix the per-machine constants to their defaults, and skip tests
+marked ``gpu`` with the reason when cupy or a CUDA device is missing."""
 
 import functools
 import os
