@@ -47,6 +47,8 @@ def test_implausible_timings_keep_the_defaults_with_a_note() -> None:
     lost = mc.derive({**TIMINGS, "split_s": 1.2e-3})  # the split copy was slower (load)
     assert (lost.part_min, lost.part_min_bytes) == (mc.DEFAULTS.part_min, 1 << 20)
     assert "saved -10%" in lost.note and lost.balance == 6
+    inline = mc.derive({**TIMINGS, "handoff_s": 1e-7})  # another call held the threads
+    assert inline.part_min_bytes == mc.DEFAULTS.part_min_bytes and "no hand-off" in inline.note
     one = mc.derive({**TIMINGS, "threads": 1})
     assert one.part_min_bytes == mc.DEFAULTS.part_min_bytes and "one thread" in one.note
     wild = mc.derive({**TIMINGS, "gemm_s": 1e-6})  # 60 TFLOP/s on one core: not a measurement
@@ -61,7 +63,7 @@ def test_implausible_timings_keep_the_defaults_with_a_note() -> None:
     st.floats(1e-5, 1e-1),
     st.floats(1e-5, 1e-1),
     st.floats(0.0, 1.0),
-    st.floats(1e-6, 1e-3),
+    st.floats(1e-7, 1e-3),
     st.integers(1, 16),
 )
 def test_every_derived_value_is_in_bounds(gemm, copy, split, handoff, threads) -> None:

@@ -24,6 +24,7 @@ GEMM_N = 384  # 113 MFLOP: ~2-4 ms on one core, big enough for OpenBLAS's blocke
 COPY_BYTES = 32 << 20  # bytes written per copy: with its source, twice a 32 MiB L3
 REPEATS = 5
 HANDOFFS = 20  # hand-offs timed (each ~10-50 us)
+MIN_HANDOFF = 2e-6  # waking a thread and waiting for it takes longer: below, none took place
 MIN_SAVING = 0.1
 """The least share of a one-thread copy's time the other threads must save for a split's
 saving to count as measured (below it: load or shared cores; the default is kept)."""
@@ -92,6 +93,8 @@ def derive(timings: dict) -> MachineConstants:
     saved = timings["copy_s"] - (timings["split_s"] - timings["handoff_s"])
     if timings["threads"] < 2:
         notes.append("one thread: parts kept")  # nothing is split; the value never matters
+    elif timings["handoff_s"] < MIN_HANDOFF:  # the jobs ran inline: another call held the crew
+        notes.append("no hand-off measured: parts kept")
     elif saved < MIN_SAVING * timings["copy_s"]:
         notes.append(f"a split copy saved {saved / timings['copy_s']:.0%} (load?): parts kept")
     else:
