@@ -5,6 +5,7 @@ kernels cache, and the kernels read the machine's values unless a module overrid
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import numpy as np
@@ -157,3 +158,26 @@ def test_a_split_by_the_measured_part_gives_the_same_bits(fresh_cache, monkeypat
     x, y = np.random.default_rng(0).standard_normal((2, 1 << 15), dtype=np.float32)
     kernel = backend_of(np).fused(expr, ("a0", "a1"), (((1 << 15,), "float32"),) * 2)
     np.testing.assert_array_equal(kernel(np, x, y), (x + y) * x)
+
+
+def test_a_probe_whose_hand_off_ran_inline_is_used_but_not_kept(fresh_cache, monkeypatch) -> None:
+    inline = {**TIMINGS, "handoff_s": 1e-7}  # measured inside a worker's part, say
+    monkeypatch.setattr(mc, "measure", lambda: dict(inline))
+    assert "no hand-off" in mc.machine_constants().note
+    assert not list(fresh_cache.glob("machine_constants_*.json"))  # the next process measures
+    mc.forget()
+    monkeypatch.setattr(mc, "measure", lambda: dict(TIMINGS))
+    assert mc.machine_constants().part_min == 125_000
+    assert len(list(fresh_cache.glob("machine_constants_*.json"))) == 1
+
+
+def test_the_gemm_rate_is_per_blas_thread_when_they_cannot_be_set(monkeypatch) -> None:
+    @contextlib.contextmanager
+    def unchanged():  # another thread may be in a GEMM: OpenBLAS keeps its 4 threads
+        yield 1
+
+    monkeypatch.setattr(mc, "one_blas_thread", unchanged)
+    monkeypatch.setattr(mc.blas, "get_threads", lambda: 4)
+    monkeypatch.setattr(mc, "best_of", lambda calls, repeats: [1e-3] * len(calls))
+    timings = mc.measure()
+    assert timings["gemm_s"] == 4e-3  # four threads' time counted as one thread's work

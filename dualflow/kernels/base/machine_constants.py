@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from dualflow.background import blas
 from dualflow.kernels.base.cpu_threads import run_parts, split, threads
 from dualflow.kernels.base.per_machine import PerMachine, best_of, one_blas_thread
 
@@ -131,6 +132,9 @@ def measure() -> dict:
     count = threads()
     with one_blas_thread():
         (gemm,) = best_of((functools.partial(np.matmul, a, b, out=c),), REPEATS)
+        # where BLAS's threads could not be set to one (another thread may be in a GEMM), its
+        # rate per thread, as if they scaled perfectly
+        gemm *= blas.get_threads() or 1
     copy, split_copy = best_of(
         (
             functools.partial(np.copyto, target, source),
@@ -167,8 +171,16 @@ def _record() -> dict:
     return {"timings": timings, "derived": derive(timings).__dict__}
 
 
+def _keep(record: dict) -> bool:
+    """Whether a record is worth keeping for the machine: not when the hand-off did not take
+    place (this call ran inside a worker's part, or another call held the threads; the next
+    process measures again)."""
+    timings = record["timings"]
+    return timings["threads"] < 2 or timings["handoff_s"] >= MIN_HANDOFF
+
+
 _CONSTANTS = PerMachine(
-    "machine_constants", lambda: _record(), _read, DEFAULTS, lambda: (threads(),)
+    "machine_constants", lambda: _record(), _read, DEFAULTS, lambda: (threads(),), _keep
 )
 
 

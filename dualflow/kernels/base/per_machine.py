@@ -123,7 +123,9 @@ class PerMachine(Generic[T]):
     """One value measured once per machine: ``measure()`` makes a JSON-able record (what was
     timed, so a reader of the cache can check the value against it), ``read(record)`` gives the
     value from a record or None when the record is not one (then it is measured again).
-    ``key_facts()`` adds facts beyond ``machine_key``'s; threads asking at once get one answer.
+    ``key_facts()`` adds facts beyond ``machine_key``'s; ``keep(record)`` False: a measurement
+    made in a disturbed context, used by this process only. Threads asking at once get one
+    answer.
 
     Example:
         >>> value = PerMachine("doctest_value", lambda: {"v": 3}, lambda r: r["v"], 1)
@@ -138,9 +140,10 @@ class PerMachine(Generic[T]):
         read: Callable[[Any], T | None],
         default: T,
         key_facts: Callable[[], tuple] = tuple,
+        keep: Callable[[dict], bool] = lambda record: True,
     ) -> None:
         self.name, self.measure, self.read, self.default = name, measure, read, default
-        self.key_facts = key_facts
+        self.key_facts, self.keep = key_facts, keep
         self._value: list[T] = []  # this process's value, once read or measured
         self._lock = threading.Lock()
 
@@ -177,6 +180,6 @@ class PerMachine(Generic[T]):
             return cached
         record = self.measure()
         value = self.read(record)
-        if store is not None:
+        if store is not None and self.keep(record):
             store.save(name, json.dumps(record).encode())
         return self.default if value is None else value
