@@ -28,23 +28,32 @@ import numpy as np
 from dualflow.background import blas
 from dualflow.background.process import NO_BLAS_THREADS
 from dualflow.disk_cache import open_store
+from dualflow.errors import ConfigError
 
 ENV = "DUALFLOW_MACHINE_CONSTANTS"
 """Set to ``defaults``: no measurement, every per-machine value is its default (tests, and
-anyone who wants one machine's plans on another)."""
+anyone who wants one machine's plans on another); ``measured`` or unset: measured."""
 
 T = TypeVar("T")
 
 
 def defaults_fixed() -> bool:
-    """Whether ``DUALFLOW_MACHINE_CONSTANTS=defaults`` is set (read when a value is resolved).
+    """Whether ``DUALFLOW_MACHINE_CONSTANTS=defaults`` is set (``measured`` or unset: not);
+    read when a value is resolved.
+
+    Raises:
+        ConfigError: it holds anything else.
 
     Example:
         >>> import os
         >>> defaults_fixed() == (os.environ.get(ENV, "").strip().lower() == "defaults")
         True
     """
-    return os.environ.get(ENV, "").strip().lower() == "defaults"
+    text = os.environ.get(ENV, "")
+    value = text.strip().lower()
+    if value not in ("defaults", "measured", ""):
+        raise ConfigError(f"{ENV}={text!r} is not a choice: use defaults or measured (or unset it)")
+    return value == "defaults"
 
 
 def machine_key(*extra: object) -> str:
