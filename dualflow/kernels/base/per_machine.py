@@ -137,7 +137,8 @@ class PerMachine(Generic[T]):
     answer.
 
     Example:
-        >>> value = PerMachine("doctest_value", lambda: {"v": 3}, lambda r: r["v"], 1)
+        >>> keep = lambda record: False  # an example: nothing is written to the cache
+        >>> value = PerMachine("doctest_value", lambda: {"v": 3}, lambda r: r["v"], 1, keep=keep)
         >>> value.get() in (1, 3)  # 1 under DUALFLOW_MACHINE_CONSTANTS=defaults
         True
     """
