@@ -258,6 +258,9 @@ ENVIRONMENT = {
     "(default 4; dualflow.load(..., max_bytes=) per call)",
     "DUALFLOW_CUDNN": "0 runs convolutions and pooling on GPU without cuDNN (read at import)",
     "DUALFLOW_CUDNN_TF32": "1 lets float32 convolutions use cuDNN where it would use TF32 math",
+    "DUALFLOW_MACHINE_CONSTANTS": "defaults: the cost constants measured once per machine "
+    "(thin-rows GEMM route, remat balance, kernel part sizes) take fixed defaults (the test suite "
+    "sets it); measured (or unset): measured and kept in the kernels cache",
     "DUALFLOW_COLLECTIVE_TIMEOUT": "seconds a collective waits for the other ranks before the "
     "watchdog aborts the job: a finite number > 0 (default 300; per communicator: comm.timeout)",
 }

@@ -1,6 +1,6 @@
 """Test-wide settings: verify the IR after every optimization pass (DESIGN §5), compile fused
-kernels in the test process, and skip tests marked ``gpu`` with the reason when cupy or a CUDA
-device is missing."""
+kernels in the test process, fix the per-machine constants to their defaults, and skip tests
+marked ``gpu`` with the reason when cupy or a CUDA device is missing."""
 
 import functools
 import os
@@ -11,6 +11,9 @@ os.environ.setdefault("DUALFLOW_VERIFY_PASSES", "1")
 # fused kernels compile in the test process (which kernel runs is then known); the worker has its
 # own tests (tests/kernels/test_background_compile.py) and fuzz profile
 os.environ.setdefault("DUALFLOW_BACKGROUND_COMPILE", "0")
+# the constants measured per machine (kernels.base.machine_constants, thin_rows) take their
+# defaults: which regions fuse, split or recompute never depends on the machine running the suite
+os.environ.setdefault("DUALFLOW_MACHINE_CONSTANTS", "defaults")
 
 
 @functools.cache

@@ -19,6 +19,7 @@ from dualflow import _config
 from dualflow.background.process import configured_threads
 from dualflow.checkpoint_reader import decompression_limit
 from dualflow.errors import ConfigError
+from dualflow.kernels.base import per_machine
 from dualflow.passes.manager import resolve_passes
 from dualflow.tracer.env_probe import untested_allowed
 
@@ -64,6 +65,9 @@ SETTINGS: dict[str, Setting] = {
     ),
     "DUALFLOW_NUM_THREADS": Setting(
         read=configured_threads, fresh="import dualflow", bad=(*BAD_NUMBERS, "0", "1.5", "1025")
+    ),
+    "DUALFLOW_MACHINE_CONSTANTS": Setting(
+        read=per_machine.defaults_fixed, bad=("default", "1", "maybe", "measure")
     ),
     "DUALFLOW_CACHE_DIR": Setting(why_none="any text names a folder (~ expanded)"),
     "DUALFLOW_PLAN_CACHE": Setting(why_none="any text names a folder (~ expanded; 0/1 off/on)"),

@@ -38,6 +38,7 @@ from dualflow.bench.table import add_rates, format_table, share_flops
 from dualflow.bench.workloads import ALIASES, GPU_SCALE, WORKLOADS, default_workloads, resolve_names
 from dualflow.device import CPU, Device
 from dualflow.errors import DeviceError
+from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.passes.manager import resolve_passes
 from dualflow.runtime.machine_rates import machine_rates
 from dualflow.tracer.explain_profile import plan_flops
@@ -162,6 +163,7 @@ def run(
         return repeats_of(name, repeats_scale, repeats)
 
     machine_rates()  # measured first, before the cells' compile workers and threads
+    machine_constants()  # likewise (read from the kernels cache after a machine's first run)
     rows = []
     own = [name for name in names if WORKLOADS[name].rows is not None]
     cells = [(name, mode) for name in names if name not in own for mode in modes]
@@ -217,6 +219,7 @@ def write_outputs(
         "cpus": os.cpu_count(),
         "device": describe(device),
         **asdict(machine_rates()),
+        "machine_constants": asdict(machine_constants()),
     }
     path = os.path.join(out, "bench.json")
     with open(path, "w") as f:
@@ -338,6 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(rows))
     print(summary(rows))
     print(machine_rates().describe())  # the yardsticks of the % GEMM and % BW columns
+    print(machine_constants().describe())  # what the passes and kernels decided by
     print(text)
     goal = memory_goal_lines(rows)  # issue 42's memory rows, when they ran
     if goal:

@@ -33,6 +33,7 @@ from dualflow.graph_ir.ir import Graph
 from dualflow.graph_ir.json_format import graph_from_data, graph_to_data
 from dualflow.graph_ir.printer import print_graph
 from dualflow.graph_ir.verify import verify
+from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.tracer import pytree
 from dualflow.tracer.env_cache import NotStorable, encode_guards, fingerprint
 from dualflow.tracer.signature import Flat
@@ -115,7 +116,8 @@ def _stable(key: tuple) -> tuple:
 
 
 def cache_key(fn: Any, flat: Flat, snapshot: tuple, passes: tuple[str, ...]) -> str:
-    """The disk key of a call: function code, stable signature, config, passes, dualflow.
+    """The disk key of a call: function code, stable signature, config, passes, dualflow, the
+    machine's constants.
 
     Example:
         >>> from dualflow.tracer.signature import flatten
@@ -132,6 +134,9 @@ def cache_key(fn: Any, flat: Flat, snapshot: tuple, passes: tuple[str, ...]) -> 
         digest.update(f"{target.__module__}.{target.__qualname__}".encode())
         _code_digest(target.__code__, digest)
     parts = (_stable(flat.key), flat.aliases, snapshot, passes, np.__version__, package_digest())
+    # the passes price by the machine's measured constants (remat): another machine's plans
+    # in a shared cache folder are another key
+    parts += (machine_constants(),)
     digest.update(repr((FORMAT, *parts)).encode())
     return digest.hexdigest()
 

@@ -45,6 +45,7 @@ def test_ci_smoke_run_schema_modes_and_match(tmp_path) -> None:
     assert {"python", "numpy", "machine", "cpus", "device"} <= set(data["meta"])
     assert data["meta"]["gemm_gflops"] > 0 and data["meta"]["bandwidth_gbps"] > 0
     assert data["meta"]["device"].startswith("cpu")
+    assert data["meta"]["machine_constants"]["note"] == "defaults"  # tests/conftest.py fixes them
     schema = {f.name for f in fields(Measurement)}
     assert all(set(r) == schema for r in data["results"])
     rows = _rows(tmp_path / "bench.json")
@@ -148,6 +149,8 @@ def test_elementwise_rows_report_bandwidth(tmp_path, capsys) -> None:
     out = capsys.readouterr().out.splitlines()
     assert "GB/s" in out[0] and "% BW" in out[0] and "GFLOP/s" not in out[0]
     assert any(line.startswith("machine: float32 GEMM") for line in out)
+    # the constants the passes and kernels decided by: the suite's fixed defaults
+    assert "machine constants: balance 6 FLOP/byte, part_min 2097152 elements, " in "\n".join(out)
 
 
 @pytest.mark.slow

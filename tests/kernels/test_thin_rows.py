@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 
+from dualflow.kernels.base import per_machine
 from dualflow.kernels.linalg import gemm, thin_rows
 from dualflow.ops.registry import OPS
 
@@ -39,6 +40,7 @@ def test_measure_gives_a_positive_ratio_per_candidate() -> None:
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv(per_machine.ENV, raising=False)  # measured, not the suite's default
     thin_rows.forget()
     yield tmp_path / "kernels"
     thin_rows.forget()  # the next test reads the real cache's value again
@@ -100,6 +102,16 @@ def test_threads_asking_at_once_get_one_answer(fresh_cache, monkeypatch) -> None
     answers = iter([8, 2, 2, 2])  # a second measurement would answer differently
     monkeypatch.setattr(thin_rows, "measure", lambda: {2: 2.0, 8: 2.0})
     monkeypatch.setattr(thin_rows, "choose", lambda ratios: next(answers))
-    monkeypatch.setattr(thin_rows, "open_store", lambda kind: None)  # no cache to agree through
+    monkeypatch.setattr(per_machine, "open_store", lambda kind: None)  # no cache to agree through
     with ThreadPoolExecutor(4) as pool:
         assert set(pool.map(lambda _: thin_rows.thin_rows(), range(8))) == {8}
+
+
+def test_the_suite_routes_by_the_fixed_default(monkeypatch) -> None:
+    monkeypatch.setenv(per_machine.ENV, "defaults")
+    monkeypatch.setattr(thin_rows, "measure", lambda: {2: 2.0})  # would choose 2
+    thin_rows.forget()
+    try:
+        assert thin_rows.thin_rows() == thin_rows.DEFAULT == 64
+    finally:
+        thin_rows.forget()

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
-from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, available, numba_kernel
+from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, available, numba_kernel, part_bytes
 
 MAX_CHANNELS = 4
 """Input channels (one group) up to which a convolution takes these kernels."""
@@ -82,7 +82,7 @@ def columns(x: Any, ksize: tuple, geometry: tuple, out_hw: tuple) -> Any:
     n = x.shape[0]
     col = np.empty((x.shape[1] * ksize[0] * ksize[1], n, *out_hw), x.dtype)
     kernel = numba_kernel("columns_first", _columns)
-    parts = split(n, parts_for(col.nbytes, PART_MIN_BYTES))
+    parts = split(n, parts_for(col.nbytes, part_bytes(PART_MIN_BYTES)))
     args = (ksize[1], sh, sw, ph, pw, dh, dw)
     run_parts([functools.partial(kernel, col, x, a, b, *args) for a, b in parts])
     return col

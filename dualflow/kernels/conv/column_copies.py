@@ -16,9 +16,12 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
+from dualflow.kernels.base.machine_constants import machine_constants
 
-# Column bytes per part below which one thread copies them all (the hand-off costs ~50 us).
-PART_MIN_BYTES = 1 << 20
+# Column bytes per part below which one thread copies them all: None takes the machine's
+# (``machine_constants``: where a split copy's saved time repays the measured hand-off; the
+# default 1 MiB was one machine's); an int here or in a module importing it (tests) overrides it
+PART_MIN_BYTES: int | None = None
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 _KERNELS: dict[str, Any] = {}
 
@@ -101,6 +104,17 @@ def available(*arrays: Any) -> bool:
     return True
 
 
+def part_bytes(override: int | None) -> int:
+    """Bytes per part from which a copy is split: ``override`` (a module's ``PART_MIN_BYTES``),
+    else the machine's.
+
+    Example:
+        >>> part_bytes(8), part_bytes(None) >= 1
+        (8, True)
+    """
+    return override or machine_constants().part_min_bytes
+
+
 def by_images(fn: Callable, out: Any, ins: tuple, args: tuple) -> None:
     """``fn(out[part], *(a[part] for a in ins), *args)`` over contiguous parts of the images
     (axis 0), at once when they are big enough to pay for the hand-off.
@@ -111,7 +125,7 @@ def by_images(fn: Callable, out: Any, ins: tuple, args: tuple) -> None:
         >>> out.tolist()
         [0.0, 1.0, 2.0, 3.0]
     """
-    parts = split(out.shape[0], parts_for(out.nbytes, PART_MIN_BYTES))
+    parts = split(out.shape[0], parts_for(out.nbytes, part_bytes(PART_MIN_BYTES)))
     run_parts([functools.partial(fn, out[a:b], *(x[a:b] for x in ins), *args) for a, b in parts])
 
 

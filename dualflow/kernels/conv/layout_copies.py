@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
-from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, by_images, numba_kernel
+from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, by_images, numba_kernel, part_bytes
 
 U = np.uint64  # unsigned indices: no negative-index wraparound, which kept LLVM from vectorizing
 BLOCK = 64  # output channels per block: one run of writes (reads) per tap and input channel
@@ -78,7 +78,7 @@ def _rows_to_filters(out, g, o0, o1):  # pragma: no cover - compiled by numba
 def _by_filters(name: str, fn: Any, out: Any, src: Any, o: int) -> None:
     """``fn(out, src, o0, o1)`` over ranges of the ``o`` output channels, on both cores."""
     kernel = numba_kernel(name, fn)
-    parts = split(o, parts_for(out.nbytes, PART_MIN_BYTES))
+    parts = split(o, parts_for(out.nbytes, part_bytes(PART_MIN_BYTES)))
     run_parts([functools.partial(kernel, out, src, a, b) for a, b in parts])
 
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.conv import winograd_loops
-from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, numba_kernel
+from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, numba_kernel, part_bytes
 
 MIN_CHANNELS = 16
 """Input and output channels a layer needs for the Winograd kernels (below, GEMMs of K < 16 run
@@ -155,7 +155,7 @@ def _in_parts(name: str, out: Any, args: tuple, count: int) -> None:
     over ``[0, count)`` tile rows in parts on both cores, each writing only its own (``k``: the
     loops' ``CONSTANTS`` in out's dtype)."""
     loop = numba_kernel(f"winograd{name}{_DIGEST}", getattr(winograd_loops, name))
-    parts = split(count, parts_for(out.nbytes, PART_MIN_BYTES))
+    parts = split(count, parts_for(out.nbytes, part_bytes(PART_MIN_BYTES)))
     k = np.array(CONSTANTS, out.dtype)
     run_parts([functools.partial(loop, out, args[0], a, b, *args[1:], k) for a, b in parts])
 

@@ -10,23 +10,14 @@ two meet depends on the machine. A constant tuned there (64 rows) was a guess ev
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import hashlib
-import json
 import math
-import os
-import platform
-import threading
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import numpy as np
 
-from dualflow.background import blas
-from dualflow.background.process import NO_BLAS_THREADS
-from dualflow.disk_cache import open_store
+from dualflow.disk_cache import open_store as open_store  # the store the count is kept in
+from dualflow.kernels.base.per_machine import PerMachine, best_of, one_blas_thread
+from dualflow.kernels.base.per_machine import machine_key as machine_key
 
 CANDIDATES = (2, 4, 8, 16, 32, 64, 128, 256)
 """Row counts the probe times (one row is a matrix-vector product either way; at 256 rows the
@@ -73,39 +64,6 @@ def predicted_ratio(direct: float, gemm: float, copy: float, threads: int) -> fl
     return (direct / threads) / (gemm / threads + copy)
 
 
-def _best_of(calls: tuple[Callable[[], object], ...]) -> list[float]:
-    """The fastest of ``REPEATS`` timed calls of each, taken in turn (a load change hits all)."""
-    for call in calls:  # one untimed call each: caches warm
-        call()
-    best = [math.inf] * len(calls)
-    for _ in range(REPEATS):
-        for k, call in enumerate(calls):
-            start = time.perf_counter()
-            call()
-            best[k] = min(best[k], time.perf_counter() - start)
-    return best
-
-
-@contextlib.contextmanager
-def _one_blas_thread() -> Iterator[int]:
-    """OpenBLAS on one thread inside; yields the thread count the model scales to (the count
-    from before, or 1 when it cannot be changed safely: another thread may be in a BLAS call,
-    or numpy's BLAS is not OpenBLAS; then the probe times what runs)."""
-    before = blas.get_threads()
-    others = [
-        t
-        for t in threading.enumerate()
-        if t is not threading.current_thread() and not t.name.startswith(NO_BLAS_THREADS)
-    ]
-    if before is None or before == 1 or others or not blas.set_threads(1):
-        yield 1
-        return
-    try:
-        yield before
-    finally:
-        blas.set_threads(before)
-
-
 def measure(probe: tuple[int, int] = PROBE, candidates: tuple[int, ...] = CANDIDATES) -> dict:
     """``predicted_ratio`` of a float32 ``(rows, K) @ (K, N)`` with a column-major right
     operand, per row count: the direct product, the transposed one and its copy to a C-ordered
@@ -119,73 +77,53 @@ def measure(probe: tuple[int, int] = PROBE, candidates: tuple[int, ...] = CANDID
     rng = np.random.default_rng(0)
     w = rng.standard_normal((n, k), dtype=np.float32)
     ratios = {}
-    with _one_blas_thread() as threads:
+    with one_blas_thread() as threads:
         for rows in candidates:
             x = rng.standard_normal((rows, k), dtype=np.float32)
             product = np.matmul(w, x.T)
-            direct, gemm, copy = _best_of(
+            direct, gemm, copy = best_of(
                 (
                     functools.partial(np.matmul, x, w.T),
                     functools.partial(np.matmul, w, x.T),
                     functools.partial(np.ascontiguousarray, product.T),
-                )
+                ),
+                REPEATS,
             )
             ratios[rows] = predicted_ratio(direct, gemm, copy, threads)
     return ratios
 
 
-def machine_key() -> str:
-    """What the choice depends on, hashed: the CPU (model, architecture, CPUs this process may
-    use), numpy and its BLAS (library, threads). A change of any is a new measurement.
-
-    Example:
-        >>> len(machine_key())
-        16
-    """
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        model = next((line for line in lines if line.startswith("model name")), "")
-    except OSError:
-        model = platform.processor()
-    lib = blas.library()
-    facts = [
-        model,
-        platform.machine(),
-        str(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()),
-        np.__version__,
-        "" if lib is None else str(getattr(lib, "_name", "")),
-        str(blas.get_threads()),
-    ]
-    return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]
-
-
-def _load(store: object, name: str) -> int | None:
-    payload = None if store is None else store.load(name)
-    try:
-        value = json.loads(payload)["rows"] if payload else None
-    except (ValueError, KeyError, TypeError):
-        return None
+def _read(record: object) -> int | None:
+    """The row count of a cache record, or None when it is not one (measured again)."""
+    value = record["rows"] if isinstance(record, dict) else None
     return value if isinstance(value, int) and value >= 0 else None
 
 
-_CHOSEN: list[int] = []  # this process's count, once read or measured
-_LOCK = threading.Lock()  # threads that need it at once (loopback ranks) wait for one answer
+def _record() -> dict:
+    ratios = measure()  # the ratios too: what a reader of the cache can check the count against
+    return {
+        "rows": choose(ratios),
+        "probe": PROBE,
+        "ratios": {str(r): q for r, q in ratios.items()},
+    }
+
+
+DEFAULT = 64
+"""The count under ``DUALFLOW_MACHINE_CONSTANTS=defaults`` (the constant it replaced)."""
+_ROWS = PerMachine("thin_rows", lambda: _record(), _read, DEFAULT)
 
 
 def thin_rows() -> int:
     """This machine's row count (``choose`` of ``measure``): read from the kernels cache, or
     measured and written there at the first call of a machine (measured in every process when
-    the cache cannot be used). Fixed for the process once read, so its products route alike.
+    the cache cannot be used; ``DEFAULT`` under ``DUALFLOW_MACHINE_CONSTANTS=defaults``). Fixed
+    for the process once read, so its products route alike (``per_machine.PerMachine``).
 
     Example:
-        >>> thin_rows() in (0, *CANDIDATES)
+        >>> thin_rows() in (0, DEFAULT, *CANDIDATES)
         True
     """
-    if not _CHOSEN:
-        with _LOCK:
-            if not _CHOSEN:
-                _CHOSEN.append(_read_or_measure())
-    return _CHOSEN[0]
+    return _ROWS.get()
 
 
 def forget() -> None:
@@ -195,19 +133,4 @@ def forget() -> None:
         >>> before = thin_rows(); forget(); thin_rows() == before
         True
     """
-    with _LOCK:
-        _CHOSEN.clear()
-
-
-def _read_or_measure() -> int:
-    store = open_store("kernels")
-    name = f"thin_rows_{machine_key()}.json"
-    cached = _load(store, name)
-    if cached is not None:
-        return cached
-    ratios = measure()
-    rows = choose(ratios)
-    if store is not None:  # the ratios too: what a reader of the cache can check it against
-        record = {"rows": rows, "probe": PROBE, "ratios": {str(r): q for r, q in ratios.items()}}
-        store.save(name, json.dumps(record).encode())
-    return rows
+    _ROWS.forget()

@@ -24,6 +24,7 @@ from dualflow.disk_cache import open_store
 from dualflow.errors import KERNEL_MODULE_PREFIX
 from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
+from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR, machine_constants
 from dualflow.kernels.expr.expression import number_source
 from dualflow.kernels.expr.scalar_table import FUNCTIONS
 from dualflow.kernels.expr.typed_program import Program, Ref, Step
@@ -39,17 +40,21 @@ _MODULES_LOCK = threading.Lock()
 # cache=False: numba's own disk cache unpickles unverified files; numba_cache replaces it
 # nogil: ``cpu_threads`` runs parts of one call at once (numba's own prange pool fought OpenBLAS)
 NJIT = '@numba.njit(parallel=False, nogil=True, cache=False, error_model="numpy")'
-# Elements per part below which one thread runs the whole call: the 4M float32 poly-chain kernel
-# took 1.08 ms in one part, 0.80 in two, but the MLP step's 1M-element SGD updates, which run
-# right after GEMMs whose OpenBLAS threads still spin, took 1.18-1.43 ms in one part and
-# 1.54-1.67 in two (GEMMs unchanged: 4.7-5.1 ms either way; design notes, "CPU kernels on both
-# cores")
-PART_MIN = 1 << 21
+# Elements per part below which one thread runs the whole call: None takes the machine's
+# (``machine_constants``: where a split copy's saved time repays the measured hand-off; the
+# default 2M was one machine's, where 1M-element SGD updates were slower in two parts); an int
+# here (tests) overrides it
+PART_MIN: int | None = None
 # Elements below which a flat call passes its operands as they are (one machine code per operand
 # rank, but ~1 us less a call); from here every call passes 1-D views, so one kernel source has
 # one signature for relu of a 4-D and of a 2-D array (and eager's, which ``cache warm`` builds)
 UNFLATTENED_MAX = 1 << 13
 _MAX_SOURCE = 2**20
+
+
+def _part_min() -> int:
+    """Elements per part from which a call is split: ``PART_MIN``, else the machine's."""
+    return PART_MIN or machine_constants().part_min
 
 
 def scalar_type(dtype: np.dtype) -> str:
@@ -364,11 +369,12 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
                     if a is out and dims == nest[0]:
                         fn = variant(k)
                         break
-        if size < 2 * PART_MIN:  # one part: no hand-off (a small call costs ~1 us less)
+        # one part: no hand-off (a small call costs ~1 us less, and looks nothing up)
+        if size < 2 * (PART_MIN or PART_MIN_FLOOR) or size < 2 * (part_min := _part_min()):
             fn(target, *ins, *values)
             return out
         # every part writes its own rows of ``target``: the result never depends on the split
-        parts = split(rows, parts_for(size, PART_MIN))
+        parts = split(rows, parts_for(size, part_min))
         cut = flat if flat is not None else tuple(dims[0] == rows for dims in nest[1])
         jobs = [functools.partial(_part, fn, target, ins, cut, values, a, b) for a, b in parts]
         run_parts(jobs)
