@@ -141,3 +141,34 @@ def test_the_structure_key_ignores_sizes_only() -> None:
     assert template_cache.structure_key(first, flats[0]) == template_cache.structure_key(
         first, flats[1]
     )
+
+
+_SCRIPT = """
+import json, sys
+sys.path.insert(0, sys.argv[3])
+from tests.tracer.test_template_cache import _losses, _make
+step, _ = _make(sys.argv[1])
+losses = _losses(step, json.loads(sys.argv[2]))
+print(json.dumps({"losses": losses, "traces": step.stats().traces}))
+"""
+
+
+def test_a_second_process_builds_plans_from_the_stored_template(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "step.py"
+    script.write_text(_SCRIPT)
+    root = str(Path(__file__).resolve().parents[2])
+    env = {**os.environ, "DUALFLOW_CACHE_DIR": str(tmp_path / "kernels")}
+
+    def run(sizes: list[int]) -> dict[str, Any]:
+        command = [sys.executable, str(script), str(tmp_path / "plans"), json.dumps(sizes), root]
+        out = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    first, second = run([8, 12, 16]), run([20, 5, 33])
+    assert (first["traces"], second["traces"]) == (2, 0)
+    assert second["losses"] == _losses(_make(None, compiled=False)[0], [20, 5, 33])
