@@ -73,7 +73,14 @@ def _as_text(value: Any) -> Any:
 
 def symbolic_view(graph: Graph, shapes: dict, nodes: dict) -> Graph:
     """``graph`` for printing, with its sizes as the expressions they were traced as (``%0:
-    float32[s0,784]``, ``reshape(%3) {shape=(s0*2, -1)}``): what one template serves."""
+    float32[s0,784]``, ``reshape(%3) {shape=(s0*2, -1)}``): what one template serves.
+
+    Example:
+        >>> from dualflow.graph_ir.builder import GraphBuilder
+        >>> b = GraphBuilder("f"); x = b.input((3,), "float32"); b.output(x)
+        >>> symbolic_view(b.build(), {x: (ShapeEnv().new_symbol(3),)}, {}).inputs
+        (%0: float32[s0],)
+    """
     named: dict[Value, Value] = {}
 
     def view(v: Any) -> Any:

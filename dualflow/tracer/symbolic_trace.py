@@ -181,7 +181,20 @@ def symbolic_view(graph: Graph, facts: SymbolicShapes) -> Graph:
 
 def print_template(graph: Graph, facts: SymbolicShapes) -> str:
     """``graph`` (forward or backward of a trace with dynamic sizes) as symbolic IR text: its
-    sizes as expressions, and the symbols, fixed sizes and guards after the header."""
+    sizes as expressions, and the symbols, fixed sizes and guards after the header.
+
+    Example:
+        >>> import dualflow
+        >>> fn = dualflow.compile(lambda x: (x * 2).reshape(-1), dynamic=True)
+        >>> _ = fn(dualflow.zeros(4, 3))
+        >>> (template,) = next(iter(fn.dynamic.families.values())).templates
+        >>> text = print_template(template.trace.source_graph, template.facts)
+        >>> print(text.splitlines()[1])
+          symbols s0 = arg0[0] at 4, s1 = arg0[1] at 3
+        >>> graph, facts = parse_template(text)
+        >>> print_template(graph, facts) == text, graph.outputs[0].shape
+        (True, (12,))
+    """
     return symbolic_text.print_symbolic(
         symbolic_text.SymbolicGraph(
             graph, facts.env, facts.symbols, facts.constants, facts.shapes, facts.nodes
@@ -191,7 +204,15 @@ def print_template(graph: Graph, facts: SymbolicShapes) -> str:
 
 def parse_template(text: str, consts: dict | None = None) -> tuple[Graph, SymbolicShapes]:
     """``print_template``'s text back: the graph at the traced sizes and its facts, ready for
-    ``instantiate``. Raises ``GraphParseError`` on malformed text."""
+    ``instantiate``. Raises ``GraphParseError`` on malformed text.
+
+    Example:
+        >>> text = ("graph f(%0: float32[s0]) {\\n  symbols s0 = arg0[0] at 3\\n"
+        ...         "  %1: float32[s0] = exp(%0)\\n  return %1\\n}")
+        >>> graph, facts = parse_template(text)
+        >>> instantiate(graph, facts, {"s0": 5}).outputs[0].shape, facts.dims
+        ((5,), {0: frozenset({0})})
+    """
     parsed = symbolic_text.parse_symbolic(text, consts)
     dims: dict[int, set[int]] = {}
     for position, dim, _ in (*parsed.symbols, *parsed.constants):

@@ -50,7 +50,16 @@ def _every_dim(flat: Flat) -> Mask:
 
 
 def structure_key(fn: Any, flat: Flat) -> str:
-    """The disk key of every template a call's function and argument structure may have."""
+    """The disk key of every template a call's function and argument structure may have.
+
+    Example:
+        >>> import dualflow
+        >>> from dualflow.tracer.signature import flatten
+        >>> fn = dualflow.compile(lambda x: x + 1)
+        >>> keys = [structure_key(fn, flatten((dualflow.zeros(n),), {}, ["x"])) for n in (4, 6)]
+        >>> keys[0] == keys[1], len(keys[0])
+        (True, 64)
+    """
     return cache_key(fn.fn, _masked_flat(flat, _every_dim(flat)), config.snapshot(), fn.passes)
 
 
@@ -108,7 +117,15 @@ def _record(fn: Any, flat: Flat, template: Template, family: Family, witness: di
 
 def store_templates(fn: Any, files: set, flat: Flat, key: Any, roots: dict) -> None:
     """Store every witnessed template of ``fn`` not stored yet (those whose witness a real
-    trace of this process shows; the others stay in memory only)."""
+    trace of this process shows; the others stay in memory only).
+
+    Example:
+        >>> import dualflow, tempfile
+        >>> from dualflow.tracer.signature import flatten
+        >>> fn = dualflow.compile(lambda x: x + 1, cache_dir=tempfile.mkdtemp())
+        >>> flat = flatten((dualflow.zeros(4),), {}, ["x"])
+        >>> store_templates(fn, set(), flat, (flat.key,), {})  # no template: nothing stored
+    """
     for family in fn.dynamic.families.values():
         for template in family.templates:
             if not template.witnessed or template in _STORED:
@@ -203,7 +220,16 @@ def _template(fn: Any, flat: Flat, loaded: tuple, roots: dict) -> tuple[Template
 def load_templates(fn: Any, flat: Flat, key: Any, roots: dict, skip: set) -> bool:
     """File the stored templates of this call's family into ``fn``'s dynamic dimensions;
     True when one of them is witnessed and covers this call's sizes (the call can run it).
-    Entries in ``skip`` were tried already; those tried now are added to it."""
+    Entries in ``skip`` were tried already; those tried now are added to it.
+
+    Example:
+        >>> import dualflow, tempfile
+        >>> from dualflow.tracer.signature import flatten
+        >>> fn = dualflow.compile(lambda x: x + 1, cache_dir=tempfile.mkdtemp())
+        >>> flat = flatten((dualflow.zeros(4),), {}, ["x"])
+        >>> load_templates(fn, flat, (flat.key,), {}, set())  # an empty cache
+        False
+    """
     served = False
     for entry, meta, forward, backward in entries(fn.cache_dir, structure_key(fn, flat), skip):
         if not isinstance(meta.get("template"), dict):
