@@ -103,9 +103,9 @@ def _witness(fn: Any, template: Template, family: Family, key: Any) -> dict | No
 
 def _record(fn: Any, flat: Flat, template: Template, family: Family, witness: dict) -> dict:
     graphs = _sources(template.trace)
-    consts = [{str(v.id): encode_attr(np.asarray(a)) for v, a in g.consts.items()} for g in graphs]
     if sum(np.asarray(a).nbytes for g in graphs for a in g.consts.values()) > _MAX_CONST_BYTES:
         raise NotCacheable("the template's constants are too big to store as data")
+    consts = [{str(v.id): encode_attr(np.asarray(a)) for v, a in g.consts.items()} for g in graphs]
     return {
         "mask": [[i, sorted(dims)] for i, dims in family.mask],
         "family": _family_key(fn, flat, family.mask),
@@ -131,13 +131,13 @@ def store_templates(fn: Any, files: set, flat: Flat, key: Any, roots: dict) -> N
             if not template.witnessed or template in _STORED:
                 continue
             _STORED.add(template)
-            witness = _witness(fn, template, family, key)
-            if witness is None:
-                continue
-            try:
+            try:  # the call already ran: storing must never make it fail
+                witness = _witness(fn, template, family, key)
+                if witness is None:
+                    continue  # no real trace here shows the witness again
                 extra = {"template": _record(fn, flat, template, family, witness)}
                 store(fn.cache_dir, structure_key(fn, flat), template.trace, roots, files, extra)
-            except (NotCacheable, OSError, TypeError) as exc:
+            except Exception as exc:  # NotCacheable, OSError, an attribute JSON cannot hold
                 template.trace.cache_note = f"template not stored in the plan cache: {exc}"
 
 
