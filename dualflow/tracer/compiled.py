@@ -265,9 +265,8 @@ class CompiledFunction:
             self.history.append(trace)
             if self.cache_dir is not None and not tracer.single_use:
                 self._to_disk(trace, tracer.files, flat, args, kwargs)
-                store_templates(
-                    self, tracer.files, flat, key, function_roots(self.fn, args, kwargs)
-                )
+                roots = function_roots(self.fn, args, kwargs)
+                store_templates(self, tracer.files, flat, key, roots, self._disk_entries)
         else:
             self._single_use_keys.add(key)
             self._single_use_reason = "state was created during the previous (single-use) trace"

@@ -115,16 +115,17 @@ def _record(fn: Any, flat: Flat, template: Template, family: Family, witness: di
     }
 
 
-def store_templates(fn: Any, files: set, flat: Flat, key: Any, roots: dict) -> None:
+def store_templates(fn: Any, files: set, flat: Flat, key: Any, roots: dict, done: set) -> None:
     """Store every witnessed template of ``fn`` not stored yet (those whose witness a real
-    trace of this process shows; the others stay in memory only).
+    trace of this process shows; the others stay in memory only). The entries written are
+    added to ``done`` (this process does not load them back: they are in memory).
 
     Example:
         >>> import dualflow, tempfile
         >>> from dualflow.tracer.signature import flatten
         >>> fn = dualflow.compile(lambda x: x + 1, cache_dir=tempfile.mkdtemp())
         >>> flat = flatten((dualflow.zeros(4),), {}, ["x"])
-        >>> store_templates(fn, set(), flat, (flat.key,), {})  # no template: nothing stored
+        >>> store_templates(fn, set(), flat, (flat.key,), {}, set())  # no template: no entry
     """
     for family in fn.dynamic.families.values():
         for template in family.templates:
@@ -136,7 +137,8 @@ def store_templates(fn: Any, files: set, flat: Flat, key: Any, roots: dict) -> N
                 if witness is None:
                     continue  # no real trace here shows the witness again
                 extra = {"template": _record(fn, flat, template, family, witness)}
-                store(fn.cache_dir, structure_key(fn, flat), template.trace, roots, files, extra)
+                key_now = structure_key(fn, flat)
+                done.add(store(fn.cache_dir, key_now, template.trace, roots, files, extra))
             except Exception as exc:  # NotCacheable, OSError, an attribute JSON cannot hold
                 template.trace.cache_note = f"template not stored in the plan cache: {exc}"
 

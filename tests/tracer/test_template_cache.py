@@ -172,3 +172,11 @@ def test_a_second_process_builds_plans_from_the_stored_template(tmp_path: Path) 
     first, second = run([8, 12, 16]), run([20, 5, 33])
     assert (first["traces"], second["traces"]) == (2, 0)
     assert second["losses"] == _losses(_make(None, compiled=False)[0], [20, 5, 33])
+
+
+def test_the_storing_function_does_not_load_its_own_templates_again(tmp_path: Path) -> None:
+    first = _first_process(tmp_path)
+    _losses(first, [1])  # a miss: traced, after looking on disk
+    assert first.stats().traces == 3
+    (family,) = first.dynamic.families.values()
+    assert len(family.templates) == 1
