@@ -18,6 +18,7 @@ PyTorch: broadcasting and emptiness change meaning there), which decides ``s0 ==
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +38,6 @@ from dualflow.size_expressions import (
     render,
     render_guard,
     symbol,
-    symbols_of,
 )
 from dualflow.symbolic_escapes import Escapes
 
@@ -53,9 +53,6 @@ class ShapeEnv:
     escaped: list[str] = field(default_factory=list)  # where a concrete value was taken
     # the trace ended: a SymInt that escaped into Python objects is its traced value from now on
     closed: bool = False
-    # symbols a decision took as >= 2 that size 1 would have decided otherwise (``s0 == 1``
-    # answered False): the trace does not hold where they are 1
-    not_one: set[str] = field(default_factory=set)
 
     def new_symbol(self, size: int) -> SymInt:
         """A fresh symbol whose traced size is ``size`` (>= 2)."""
@@ -65,16 +62,14 @@ class ShapeEnv:
 
     def decide(self, p: Poly, relation: str) -> bool:
         """Whether ``p <relation> 0`` holds at the hints; recorded as a guard unless it holds
-        for every size >= 2 (or its constant decides it)."""
+        for every size >= 1 (or its constant decides it). Symbols are traced at sizes >= 2, so
+        ``s0 == 1`` is False here, and its guard ``s0 - 1 != 0`` keeps the template from size 1,
+        where it would have gone the other way; ``s0 != -1`` needs none."""
         holds = COMPARE[relation](evaluate(p, self.hints), 0)
         if self.closed:
             return holds
-        if constant_of(p) is not None:
-            return holds
-        if decided(p, relation) is not None:  # the same for every size >= 2: nothing to guard
-            if decided(p, relation, least=1) is None:  # ... but not where a size is 1
-                self.not_one |= symbols_of(p)
-            return holds
+        if constant_of(p) is not None or decided(p, relation, least=1) is not None:
+            return holds  # the same for every size: nothing to guard
         guard = (p, relation if holds else NEGATE[relation], True)  # one form per relation
         if guard not in self.guards:
             self.guards.append(guard)
@@ -282,6 +277,24 @@ class SymFloat(Escapes):
         """Its value for ``binding``, computed as Python computed it."""
         return _ARITHMETIC[self.how](_at(self.left, binding), _at(self.right, binding))
 
+    def leaves(self) -> list[SymInt]:
+        """The sizes it was computed from."""
+        parts = (self.left, self.right)
+        return [
+            x
+            for p in parts
+            for x in (p.leaves() if type(p) is SymFloat else [p])
+            if type(x) is SymInt
+        ]
+
+    def rebuilt(self, how: Callable[[SymInt], Any]) -> SymFloat:
+        """The same arithmetic over ``how(size)`` for each size (sizes of another env)."""
+
+        def part(p: Any) -> Any:
+            return p.rebuilt(how) if type(p) is SymFloat else how(p) if type(p) is SymInt else p
+
+        return SymFloat(self.how, part(self.left), part(self.right))
+
     def concrete(self, why: str = "a concrete value") -> float:
         """The traced call's value, guarded on every size it was computed from."""
         for part in (self.left, self.right):
@@ -330,7 +343,7 @@ def _at(value: Any, binding: dict[str, int] | None) -> Any:
 
 
 def _text(value: Any) -> str:
-    if isinstance(value, SymInt) and " " in value.expr:  # a sum: parenthesized
+    if type(value) is SymInt and not value.expr.isidentifier():  # a group: parenthesized
         return f"({value.expr})"
     return value.expr if isinstance(value, SYMBOLIC) else repr(value)
 

@@ -28,8 +28,11 @@ def test_arithmetic_simplifies_and_evaluates() -> None:
 def test_comparisons_record_guards_except_where_sizes_decide() -> None:
     env = ShapeEnv()
     n = env.new_symbol(5)
-    assert n != 1 and n != -1 and n >= 0 and (n == 0) is False
-    assert env.guards == []  # symbols stand for sizes >= 2
+    assert n != -1 and n >= 0 and (n == 0) is False
+    assert env.guards == []  # the same for every size >= 1: no guard
+    assert n != 1  # traced at 5, so not 1; at 1 it would go the other way: guarded
+    assert env.failing({"s0": 1}) == "s0 - 1 != 0" and env.failing({"s0": 2}) is None
+    env.guards.clear()
     assert n > 4
     assert env.failing({"s0": 6}) is None
     assert env.failing({"s0": 3}) == "s0 - 4 > 0"

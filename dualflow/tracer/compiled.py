@@ -42,6 +42,7 @@ from dualflow.tracer.retrace_reasons import as_kind, closest, described, without
 from dualflow.tracer.signature import Flat, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
 from dualflow.tracer.stats import Stats
+from dualflow.tracer.template_cache import load_templates, store_templates
 from dualflow.tracer.trace import Trace, born_state_kept, finish_trace
 from dualflow.tracer.tracing_run import check_arguments_kept, trace_call
 
@@ -250,19 +251,11 @@ class CompiledFunction:
             why = f"tracing failed (fail closed): {tracer.failure}"
             return self._give_up(args, kwargs, why, out, tracer.collective_at is not None)
         trace.compile_seconds = time.perf_counter() - start
-        self._keep(trace, tracer, key, flat, args, kwargs, born_state_kept(tracer, out))
+        self._keep(trace, tracer, key, flat, args, kwargs, born_kept=born_state_kept(tracer, out))
         return out
 
-    def _keep(
-        self,
-        trace: Trace,
-        tracer: TracingInterpreter,
-        key: Any,
-        flat: Flat,
-        args: tuple,
-        kwargs: dict,
-        born_kept: bool = False,
-    ):
+    def _keep(self, trace: Trace, tracer: Any, key: Any, flat: Flat, *call: Any, born_kept=False):
+        args, kwargs = call
         self._stats.compile_seconds += trace.compile_seconds
         self._stats.traces += 1
         # A first single-use trace is dropped (state born in the call is captured next time);
@@ -277,6 +270,8 @@ class CompiledFunction:
             self.history.append(trace)
             if self.cache_dir is not None and not tracer.single_use:
                 self._to_disk(trace, tracer.files, flat, args, kwargs)
+                roots = function_roots(self.fn, args, kwargs)
+                store_templates(self, tracer.files, flat, key, roots, self._disk_entries)
         else:
             self._single_use_keys.add(key)
             self._single_use_reason = "state was created during the previous (single-use) trace"
@@ -316,6 +311,8 @@ class CompiledFunction:
             result = self._run(trace, flat, args, kwargs)
             if type(result) is not GuardFailed:
                 return result
+        if load_templates(self, flat, key, roots, self._disk_entries):  # one covers these sizes
+            return self._call(args, kwargs)
         return _MISS
 
     def _to_disk(self, trace: Trace, files: set, flat: Flat, args: tuple, kwargs: dict) -> None:

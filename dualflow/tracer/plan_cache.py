@@ -278,8 +278,11 @@ class _Damaged(Exception):
     """An entry that cannot be used (already reported, or missing files)."""
 
 
-def store(directory: Path, key: str, trace: Trace, roots: dict, files: set[str]) -> Path:
+def store(
+    directory: Path, key: str, trace: Trace, roots: dict, files: set[str], extra: Any = None
+) -> Path:
     """Write ``trace`` as an entry under ``directory/key``; returns the entry's folder.
+    ``extra``: more JSON data for ``meta.json`` (a template's facts, ``template_cache``).
 
     Raises:
         NotCacheable: the trace holds something that cannot be found again or stored, or the
@@ -288,7 +291,7 @@ def store(directory: Path, key: str, trace: Trace, roots: dict, files: set[str])
     cache = open_store("plans", directory)
     if cache is None:
         raise NotCacheable(f"the plan cache folder {directory} is not used (see the warning)")
-    meta = _meta(trace, roots, files)
+    meta = {**_meta(trace, roots, files), **(extra or {})}
     text = print_graph(trace.graph)  # also names the entry: same graph, same folder
     name = f"{key}/{hashlib.sha256(text.encode()).hexdigest()[:16]}"
     entry = cache.directory / name

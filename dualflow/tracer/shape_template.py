@@ -16,6 +16,7 @@ import dataclasses
 from collections import OrderedDict
 from typing import Any, NamedTuple
 
+from dualflow.size_expressions import add, const, symbol
 from dualflow.tracer.pipeline import build_plan
 from dualflow.tracer.symbolic_trace import SymbolicShapes, instantiate, same_graph
 from dualflow.tracer.trace import Trace
@@ -56,7 +57,7 @@ class Template:
 
     def binding(self, shapes: list[tuple]) -> dict[str, int] | None:
         """The symbols' sizes for a call whose array leaves have ``shapes`` (None: a size is 0,
-        or 1 where the trace decided something by its being >= 2, or the leaves do not fit)."""
+        or the leaves do not fit); the guards then say whether the template holds there."""
         for position, dim, size in self.facts.constants:  # masked, but traced as 0 or 1
             if position >= len(shapes) or dim >= len(shapes[position]):
                 return None
@@ -67,8 +68,8 @@ class Template:
             if position >= len(shapes) or dim >= len(shapes[position]):
                 return None
             size = shapes[position][dim]
-            if size < 1 or (size == 1 and name in self.facts.env.not_one):
-                return None  # 0 is empty; 1 where a decision of the trace took the size >= 2
+            if size < 1:  # empty: another program (1 is excluded by guards where it differs)
+                return None
             found[name] = int(size)
         return found
 
@@ -155,7 +156,10 @@ class Template:
             if difference is not None and 1 in binding.values():
                 # eager at size 1 made another graph (a sum over one row left out): the
                 # template stops serving 1, the other sizes stand
-                self.facts.env.not_one |= {k for k, v in binding.items() if v == 1}
+                for name in sorted(k for k, v in binding.items() if v == 1):
+                    guard = (add(symbol(name), const(-1)), "!=", True)
+                    if guard not in self.facts.env.guards:
+                        self.facts.env.guards.append(guard)
                 return Verdict(f"{difference} (at size 1: no longer served from the template)")
             if difference is not None:
                 return Verdict(difference, True)

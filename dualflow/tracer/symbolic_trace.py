@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.graph_ir import symbolic_text
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS, Meta
-from dualflow.symbolic_containers import has_symbols, hint_of, map_symbols, substitute
+from dualflow.symbolic_containers import has_symbols, hint_of, substitute
 from dualflow.symbolic_shapes import SYMBOLIC, ShapeEnv, SymInt
 from dualflow.tensor.core import Tensor
 
@@ -173,45 +174,54 @@ def instantiate(graph: Graph, facts: SymbolicShapes, binding: dict[str, int]) ->
     )
 
 
-class _SizeText(str):
-    """A size expression shown as itself by the IR printer (``s0*2``, unquoted)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return str(self)
-
-
-def _as_text(value: Any) -> Any:
-    return map_symbols(value, lambda s: _SizeText(s.expr))
-
-
 def symbolic_view(graph: Graph, facts: SymbolicShapes) -> Graph:
     """``graph`` for printing, with its sizes as the expressions they were traced as (``%0:
     float32[s0,784]``, ``reshape(%3) {shape=(s0*2, -1)}``): what one template serves."""
-    named: dict[Value, Value] = {}
+    return symbolic_text.symbolic_view(graph, facts.shapes, facts.nodes)
 
-    def view(v: Any) -> Any:
-        if type(v) is not Value or v not in facts.shapes:
-            return v
-        if v not in named:
-            named[v] = Value(v.id, tuple(_as_text(facts.shapes[v])), v.dtype, v.name)
-        return named[v]
 
-    nodes = []
-    for node in graph.nodes:
-        attrs, literals = facts.nodes.get(node, (None, {}))
-        operands = tuple(
-            _as_text(literals[i]) if i in literals else view(x) for i, x in enumerate(node.inputs)
+def print_template(graph: Graph, facts: SymbolicShapes) -> str:
+    """``graph`` (forward or backward of a trace with dynamic sizes) as symbolic IR text: its
+    sizes as expressions, and the symbols, fixed sizes and guards after the header.
+
+    Example:
+        >>> import dualflow
+        >>> fn = dualflow.compile(lambda x: (x * 2).reshape(-1), dynamic=True)
+        >>> _ = fn(dualflow.zeros(4, 3))
+        >>> (template,) = next(iter(fn.dynamic.families.values())).templates
+        >>> text = print_template(template.trace.source_graph, template.facts)
+        >>> print(text.splitlines()[1])
+          symbols s0 = arg0[0] at 4, s1 = arg0[1] at 3
+        >>> graph, facts = parse_template(text)
+        >>> print_template(graph, facts) == text, graph.outputs[0].shape
+        (True, (12,))
+    """
+    return symbolic_text.print_symbolic(
+        symbolic_text.SymbolicGraph(
+            graph, facts.env, facts.symbols, facts.constants, facts.shapes, facts.nodes
         )
-        attrs = node.attrs if attrs is None else _as_text(attrs)
-        outputs = tuple(view(v) for v in node.outputs)
-        nodes.append(Node(node.op, operands, outputs, attrs, node.loc, node.recompute))
-    return graph.replace(
-        inputs=tuple(view(v) for v in graph.inputs),
-        nodes=tuple(nodes),
-        outputs=tuple(view(v) for v in graph.outputs),
     )
+
+
+def parse_template(text: str, consts: dict | None = None) -> tuple[Graph, SymbolicShapes]:
+    """``print_template``'s text back: the graph at the traced sizes and its facts, ready for
+    ``instantiate``. Raises ``GraphParseError`` on malformed text.
+
+    Example:
+        >>> text = ("graph f(%0: float32[s0]) {\\n  symbols s0 = arg0[0] at 3\\n"
+        ...         "  %1: float32[s0] = exp(%0)\\n  return %1\\n}")
+        >>> graph, facts = parse_template(text)
+        >>> instantiate(graph, facts, {"s0": 5}).outputs[0].shape, facts.dims
+        ((5,), {0: frozenset({0})})
+    """
+    parsed = symbolic_text.parse_symbolic(text, consts)
+    dims: dict[int, set[int]] = {}
+    for position, dim, _ in (*parsed.symbols, *parsed.constants):
+        dims.setdefault(position, set()).add(dim)
+    facts = SymbolicShapes({p: frozenset(d) for p, d in dims.items()})
+    facts.env, facts.symbols, facts.constants = parsed.env, parsed.symbols, parsed.constants
+    facts.shapes, facts.nodes = parsed.shapes, parsed.nodes
+    return parsed.graph, facts
 
 
 def same_graph(a: Graph, b: Graph) -> str | None:

@@ -129,7 +129,7 @@ def test_size_one_is_traced_where_a_decision_took_the_size_ge_2(f) -> None:
             continue
         np.testing.assert_array_equal(g(x).numpy(), want)
     templates = [t for fam in g.dynamic.families.values() for t in fam.templates]
-    assert templates and all("s0" in t.facts.env.not_one for t in templates)
+    assert templates and all(t.failing_guard({"s0": 1}) is not None for t in templates)
 
 
 def test_mark_dynamic_and_mark_static() -> None:
@@ -249,7 +249,7 @@ def test_a_first_trace_at_size_one_that_differs_stops_only_size_one() -> None:
         np.testing.assert_array_equal(g(x).numpy(), f(x).numpy())
     assert not any(family.refuted for family in g.dynamic.families.values())
     templates = [t for fam in g.dynamic.families.values() for t in fam.templates]
-    assert templates and all("s0" in t.facts.env.not_one for t in templates)
+    assert templates and all(t.failing_guard({"s0": 1}) is not None for t in templates)
     assert g.stats().traces == 3 and g.stats().plan_runs == 3
 
 
