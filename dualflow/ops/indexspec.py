@@ -232,15 +232,20 @@ def indexed_shape(op: str, shape: tuple, template: tuple, bshape: tuple | None =
 
 
 def _slice_length(op: str, item: tuple, n: int) -> int:
-    plain = all(v is None or type(v) in (int, SymInt) for v in item[:2]) and (
-        item[2] is None or (type(item[2]) is int and item[2] > 0)
-    )
-    if plain and (type(n) is SymInt or any(type(v) is SymInt for v in item)):
+    if (type(n) is SymInt or SymInt in map(type, item)) and _symbolic_slice(item):
         return symbolic_slice_length(item, n)
     try:
         return len(range(*slice(*item).indices(n)))
     except (TypeError, ValueError):
         raise ShapeError(f"{op}: bad slice {item}; use integer bounds and a nonzero step") from None
+
+
+def _symbolic_slice(item: tuple) -> bool:
+    """Whether a slice with a size in it keeps its length an expression: ints or sizes as
+    bounds and a positive int step (else ``range``'s int conversion: a guard per value)."""
+    step = item[2]
+    bounds = all(v is None or type(v) in (int, SymInt) for v in item[:2])
+    return bounds and (step is None or (type(step) is int and step > 0))
 
 
 def symbolic_slice_length(item: tuple, n: Any) -> Any:
