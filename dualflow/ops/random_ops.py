@@ -80,7 +80,7 @@ def _random_infer(op: str, key: Meta, shape: tuple, dtype: str) -> tuple[Meta]:
             f"{op}: key must be a uint64 tensor of shape (2,) from Generator.next_key(), got "
             f"{np.dtype(key.dtype)} {tuple(key.shape)}"
         )
-    if any(int(d) < 0 for d in shape):
+    if any(d < 0 for d in shape):  # compared, not int(): a size stays an expression
         raise ShapeError(f"{op}: shape {shape} has a negative dimension")
     out = require_float(op, Meta((), np.dtype(dtype)), "dtype")
     return (Meta(tuple(shape), out),)

@@ -319,3 +319,18 @@ def test_batch_norm_training_over_batch_sizes_keeps_running_stats_exact() -> Non
     for got, want in zip(buffers, eager_buffers):
         np.testing.assert_array_equal(got, want)
     assert step.stats().traces <= 3 and step.stats().eager_fallbacks == 0
+
+
+def test_dropout_in_training_serves_every_batch_size() -> None:
+    # random ops checked their shape with int(): every size was a trace of its own
+    def f(x):
+        return nn.functional.dropout(x, 0.5, training=True).sum(0)
+
+    g = df.compile(f, dynamic=True, passes="exact")
+    for n in [4, 6, 9, 1, 12, 7]:
+        x = df.tensor(np.arange(n * 3, dtype=np.float32).reshape(n, 3))
+        df.manual_seed(n)
+        got = g(x).numpy()
+        df.manual_seed(n)
+        np.testing.assert_array_equal(got, f(x).numpy())
+    assert g.stats().traces == 2 and g.stats().plan_runs == 4
