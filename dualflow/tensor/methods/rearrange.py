@@ -34,16 +34,20 @@ def _ints(value: Any, what: str) -> tuple[int, ...]:
 def _roll_one(x: Any, shift: int, dim: int) -> Any:
     d = dim_index(dim, x.ndim, "roll")
     n = x.shape[d]
-    if n == 0:
+    if n == 0 or shift == 0:
         return x
-    cut = n - shift % n  # the last ``shift % n`` elements move to the front
-    if cut == n:
+    # within one turn the cut is the int ``-shift`` counted from the end (a comparison with a
+    # symbolic size, never its value: the trace keeps serving every size the comparison holds
+    # for); beyond it, ``shift % n`` pins the size
+    cut = -shift if -n < shift < n else -(shift % n)
+    if cut == 0:
         return x
-    return ops.concat([_slice(x, d, cut, n), _slice(x, d, 0, cut)], axis=d)
+    return ops.concat([_slice(x, d, cut, None), _slice(x, d, None, cut)], axis=d)
 
 
 def _section_bounds(n: Any, sections: int) -> list[tuple[Any, Any]]:
-    """PyTorch's ``sections`` pieces: the first ``n % sections`` one element longer."""
+    """PyTorch's ``sections`` pieces: the first ``n % sections`` one element longer (bounds from
+    the size: a symbolic size is pinned, as by ``split``)."""
     if sections < 1:
         raise ShapeError(
             with_location(f"tensor_split: number of sections must be at least 1, got {sections}")
@@ -57,12 +61,11 @@ def _section_bounds(n: Any, sections: int) -> list[tuple[Any, Any]]:
     return bounds
 
 
-def _index_bounds(n: Any, indices: tuple[int, ...]) -> list[tuple[Any, Any]]:
-    """Python slices between consecutive indices (negative ones count from the end, clamped)."""
-    cuts = [min(max(i + n if i < 0 else i, 0), n) for i in indices]
-    starts = [0, *cuts]
-    stops = [*cuts, n]
-    return [(start, stop if stop > start else start) for start, stop in zip(starts, stops)]
+def _index_bounds(indices: tuple[int, ...]) -> list[tuple[Any, Any]]:
+    """Python slices between consecutive indices, which is PyTorch's meaning (negative ones count
+    from the end, out-of-range ones clamp, a start past its stop is empty); the ints are the
+    slices' own, so a symbolic size is compared, never pinned."""
+    return list(zip([None, *indices], [*indices, None]))
 
 
 class RearrangeMethods:
@@ -133,5 +136,5 @@ class RearrangeMethods:
         if indices is None and (scalar or isinstance(value, int)):
             bounds = _section_bounds(n, _ints(value, "tensor_split: sections")[0])
         else:
-            bounds = _index_bounds(n, _ints(value, "tensor_split: indices"))
+            bounds = _index_bounds(_ints(value, "tensor_split: indices"))
         return tuple(_slice(self, d, start, stop) for start, stop in bounds)
