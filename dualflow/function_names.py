@@ -26,7 +26,7 @@ METHOD_FORMS = (
     "cummin", "logcumsumexp", "remainder", "fmod", "floor_divide", "roll", "tensor_split",
 )  # fmt: skip
 # written out in ``functions.py``
-OTHERS = ("cat", "concat", "concatenate", "stack", "where", "from_numpy", "is_tensor")
+OTHERS = ("cat", "concat", "concatenate", "stack", "where", "from_numpy", "is_tensor", "einsum")
 FUNCTIONS = METHOD_FORMS + OTHERS
 # torch.index_add, scatter_reduce, unique: method forms; repeat_interleave written out
 # (``index_functions.py``)

@@ -127,4 +127,69 @@ POOLING = [
     c("adaptive_avg_pool1d_4d", lambda L, x: L.F.adaptive_avg_pool1d(x, 2), normal(1, 2, 3, 4)),
 ]
 
-CASES = DIVISION + REARRANGE + POOLING
+EINSUM = [
+    c(
+        "einsum_matmul",
+        lambda L, a, b: L.torch.einsum("ij,jk->ik", a, b),
+        normal(2, 3),
+        normal(3, 4),
+    ),
+    c(
+        "einsum_implicit",
+        lambda L, a, b: L.torch.einsum("bij,bjk", a, b),
+        normal(2, 3, 4),
+        normal(2, 4, 5),
+    ),
+    c(
+        "einsum_batch_ellipsis",
+        lambda L, a, b: L.torch.einsum("...ij,...kj->...ik", a, b),
+        normal(2, 2, 3, 4),
+        normal(5, 4),
+    ),
+    c(
+        "einsum_diagonal",
+        lambda L, a: (L.torch.einsum("ii->i", a), L.torch.einsum("ii", a)),
+        normal(3, 3),
+    ),
+    c("einsum_outer_list", lambda L, a, b: L.torch.einsum("i,j->ij", [a, b]), normal(3), normal(4)),
+    c(
+        "einsum_three",
+        lambda L, a, b, d: L.torch.einsum("ij,jk,kl->li", a, b, d),
+        normal(2, 3),
+        normal(3, 4),
+        normal(4, 2),
+    ),
+    c(
+        "einsum_sum_and_permute",
+        lambda L, a: (L.torch.einsum("abc->", a), L.torch.einsum("abc->cb", a)),
+        normal(2, 3, 4),
+    ),
+    c(
+        "einsum_broadcast_one",
+        lambda L, a, b: L.torch.einsum("bij,bij->bi", a, b),
+        normal(2, 3, 4),
+        normal(1, 3, 4),
+    ),
+    c(
+        "einsum_spaces_upper",
+        lambda L, a, b: L.torch.einsum("N i , i J -> J N", a, b),
+        normal(2, 3),
+        normal(3, 4),
+    ),
+    c(
+        "einsum_ints",
+        lambda L, a, b: L.torch.einsum("ij,j->i", a, b),
+        signed_ints(3, 4),
+        signed_ints(4),
+    ),
+    c("einsum_bad_output", lambda L, a: L.torch.einsum("ij->k", a), normal(2, 3)),
+    c("einsum_bad_count", lambda L, a: L.torch.einsum("ijk", a), normal(2, 3)),
+    c(
+        "einsum_size_mismatch",
+        lambda L, a, b: L.torch.einsum("ij,ij->i", a, b),
+        normal(2, 3),
+        normal(2, 4),
+    ),
+]
+
+CASES = DIVISION + REARRANGE + POOLING + EINSUM

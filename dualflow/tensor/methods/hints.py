@@ -39,7 +39,6 @@ TENSOR_HINTS: dict[str, str] = {
     "addmm": "use bias + x @ w",
     "baddbmm": "use bias + x.bmm(y)",
     "addbmm": "use bias + x.bmm(y).sum(0)",
-    "einsum": "use matmul with permute/view",
     "median": "use x.sort(dim).values and index the middle",
     "mode": "not supported; use one_hot counts and argmax",
     "kthvalue": "use x.sort(dim).values[..., k - 1]",
