@@ -23,10 +23,10 @@ METHOD_FORMS = (
     "unsqueeze", "transpose", "permute", "t", "chunk", "split", "unbind", "narrow", "flip",
     "add", "sub", "mul", "div", "addcmul", "addcdiv", "lerp", "logical_not", "logical_and",
     "logical_or", "logical_xor", "clone", "numel", "triu", "tril", "cumsum", "cumprod", "cummax",
-    "cummin", "logcumsumexp",
+    "cummin", "logcumsumexp", "remainder", "fmod", "floor_divide", "roll", "tensor_split",
 )  # fmt: skip
 # written out in ``functions.py``
-OTHERS = ("cat", "concat", "concatenate", "stack", "where", "from_numpy", "is_tensor")
+OTHERS = ("cat", "concat", "concatenate", "stack", "where", "from_numpy", "is_tensor", "einsum")
 FUNCTIONS = METHOD_FORMS + OTHERS
 # torch.index_add, scatter_reduce, unique: method forms; repeat_interleave written out
 # (``index_functions.py``)

@@ -24,6 +24,7 @@ from dualflow import ops
 from dualflow.errors import DTypeError, with_location
 from dualflow.function_names import METHOD_FORMS
 from dualflow.tensor.core import Tensor, as_tensor
+from dualflow.tensor.einsum import einsum  # noqa: F401 - torch.einsum (OTHERS)
 
 # torch.NAME(input, *args, **kwargs) is input.NAME(*args, **kwargs) for the METHOD_FORMS; the
 # OTHERS are written out below (both lists live in function_names.py, which __init__ reads too)

@@ -109,6 +109,32 @@ def _fma(em: Any, node: Node) -> list[str]:
     return [em.one("Add", [em.one("Mul", [a, b]), c])]
 
 
+def division(em: Any, fn: str, names: list[str], dtype: Any) -> str:
+    """remainder/fmod/floor_divide of ``names`` computed in ``dtype``: ONNX's ``Mod`` (``fmod=1``
+    is C's; float ``fmod=0`` is not allowed, so a float remainder moves fmod's result by ``b``
+    where the signs differ), floor division as ``Floor(a / b)`` for floats and the exact
+    ``(a - remainder) / b`` for integers."""
+    a, b = names
+    floats = np.dtype(dtype).kind == "f"
+    if fn == "fmod":
+        return em.one("Mod", [a, b], fmod=1)
+    if fn == "floor_divide" and floats:
+        return em.one("Floor", [em.one("Div", [a, b])])
+    if floats:
+        r = em.one("Mod", [a, b], fmod=1)
+        zero = em.name(0, dtype)
+        signs = em.one("Xor", [em.one("Less", [r, zero]), em.one("Less", [b, zero])])
+        moved = em.one("And", [em.one("Not", [em.one("Equal", [r, zero])]), signs])
+        r = em.one("Where", [moved, em.one("Add", [r, b]), r])
+    else:
+        r = em.one("Mod", [a, b], fmod=0)
+    return r if fn == "remainder" else em.one("Div", [em.one("Sub", [a, r]), b])
+
+
+def _division(fn: str) -> Converter:
+    return lambda em, node: [division(em, fn, _operands(em, node), _out(node))]
+
+
 def _where(em: Any, node: Node) -> list[str]:
     cond = operand(em, node.inputs[0], np.bool_)
     a, b = (operand(em, item, _out(node)) for item in node.inputs[1:])
@@ -148,6 +174,7 @@ ELEMENTWISE: dict[str, Converter] = {
     "gelu": _gelu,
     "gelu_tanh": _gelu_tanh,
     "fma": _fma,
+    **{fn: _division(fn) for fn in ("remainder", "fmod", "floor_divide")},
     "where": _where,
     "cast": _cast,
     "clip": _clip,

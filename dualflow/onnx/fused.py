@@ -16,6 +16,7 @@ import numpy as np
 from dualflow.graph_ir.ir import Node, Value
 from dualflow.kernels.expr.typed_program import lower_expr
 from dualflow.onnx.capture import ExportError
+from dualflow.onnx.elementwise import division
 
 _DIRECT = {"add": "Add", "subtract": "Sub", "multiply": "Mul", "divide": "Div", "power": "Pow"}
 _DIRECT |= {"maximum": "Max", "minimum": "Min", "negative": "Neg", "exp": "Exp", "log": "Log"}
@@ -84,6 +85,8 @@ def _step(em: Any, step: Any, operands: list[tuple[str, Any]]) -> str:
         return em.one("Log", [em.one("Add", [names[0], em.name(1, ctype)])])
     if fn == "expm1":
         return em.one("Sub", [em.one("Exp", names), em.name(1, ctype)])
+    if fn in ("remainder", "fmod", "floor_divide"):
+        return division(em, fn, names, ctype)
     if fn not in _DIRECT:
         raise ExportError(f"the fused expression calls {fn!r}, which has no ONNX converter")
     y = em.one(_DIRECT[fn], names)

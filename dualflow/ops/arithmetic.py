@@ -73,6 +73,32 @@ def MINIMUM(ctx, gy):
     return where(a_wins, gy, 0), where(a_wins, 0, gy)
 
 
+@elementwise("remainder", "remainder(a, b)", args=_AB, saves=("x0", "x1"))
+def REMAINDER(ctx, gy):
+    """Python's ``a % b`` (the sign of ``b``); ``d/db`` is ``-floor(a / b)``, as PyTorch's."""
+    gb = -gy * floor_divide(ctx.x0, ctx.x1) if ctx.needs_input_grad[1] else None
+    return gy, gb
+
+
+@elementwise("fmod", "fmod(a, b)", args=_AB, saves=("x0", "x1"))
+def FMOD(ctx, gy):
+    """C's ``fmod`` (the sign of ``a``); ``d/db`` is ``-trunc(a / b)``, as PyTorch's."""
+    if not ctx.needs_input_grad[1]:
+        return gy, None
+    quotient = ctx.x0 / ctx.x1
+    return gy, -gy * (quotient - fmod(quotient, 1.0))  # x - fmod(x, 1) is trunc(x), exactly
+
+
+# Integer-valued: PyTorch has no derivative for floor_divide (its backward raises), so the result
+# never requires grad here (the gradient through div(rounding_mode="floor") is 0 in PyTorch too).
+FLOOR_DIVIDE = elementwise(
+    "floor_divide",
+    "floor_divide(a, b)",
+    args=_AB,
+    doc="Python's ``a // b``: the floor of the quotient (no gradient).",
+)(None)
+
+
 @elementwise("exp", "exp(x)", saves=("y",), autocast="float32_cuda")
 def EXP(ctx, gy):
     """Exponential."""
@@ -188,6 +214,9 @@ negative = public_function(NEGATIVE)
 power = public_function(POWER)
 maximum = public_function(MAXIMUM)
 minimum = public_function(MINIMUM)
+remainder = public_function(REMAINDER)
+fmod = public_function(FMOD)
+floor_divide = public_function(FLOOR_DIVIDE)
 exp = public_function(EXP)
 log = public_function(LOG)
 log1p = public_function(LOG1P)

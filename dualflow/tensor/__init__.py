@@ -7,9 +7,9 @@ The map (each file's docstring says more)::
       core.py             Tensor: payload, operators, the machinery's protocol (raw_array,
                           raw_grad, creator, output_index, wrap), tensor(), as_tensor()
       methods/            the PyTorch-named methods, mixed into Tensor by job (shape, reduce,
-                          math, compare, index, scatter, inplace, convert, cumulative, unique,
-                          layout, numpy_protocol, ported, ported_random), Size, AttributeError
-                          hints and suggestions (hints, suggest)
+                          math, division, rearrange, compare, index, scatter, inplace, convert,
+                          cumulative, unique, layout, numpy_protocol, ported, ported_random),
+                          Size, AttributeError hints and suggestions (hints, suggest)
       tape.py             the tape Node one eager op call records (a tensor's ``creator``), and
                           ``record``/``edge``, the one place nodes and edges are made
       factories.py        zeros, ones, full, empty, arange, linspace and their *_like forms
@@ -18,6 +18,7 @@ The map (each file's docstring says more)::
                           seed/manual_seed and the samplers (public as ``dualflow.random``)
       sparse.py           COO tensors (public as ``dualflow.sparse``)
       complex_tensors.py  view_as_complex, view_as_real, complex, polar
+      einsum.py           einsum (public as ``dualflow.einsum``), a composite of ops
 
 Layering: this package imports ``ops`` and below, never ``autograd``: the engine builds Tensors,
 so ``Tensor.backward`` reaches it through what ``dualflow/__init__`` installs
@@ -27,7 +28,8 @@ folder above this one, rather than inside it, keeps the engine's code out of the
 and the arrow one-way.
 
 Import cycle: a Tensor's methods return Tensors. ``core`` defines ``Tensor`` as the mixins of
-``methods`` (``methods.compare``, ``methods.convert``, ``methods.layout``, ``methods.ported``...)
+``methods`` (``methods.compare``, ``methods.convert``, ``methods.division``, ``methods.layout``,
+``methods.ported``...)
 and its ``to_device`` is ``transfer``'s; those methods build their results with ``core``,
 ``factories``, ``random`` (``methods.ported_random``), ``sparse`` (``to_sparse``) and ``tape``
 (which wraps saved outputs as Tensors). In each loop one import runs at call time,

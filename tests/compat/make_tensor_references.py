@@ -3,8 +3,8 @@ with PyTorch (run once, by hand; torch is not a dependency of dualflow):
 
     /work/torchvenv/bin/python tests/compat/make_tensor_references.py [FAMILY ...]
 
-(FAMILY: tensor, functional, loss, apiops, ported, cumulative; default all. Name only the families
-whose cases changed, so the other reference files stay byte-identical.)
+(FAMILY: tensor, functional, loss, apiops, ported, cumulative, pyops; default all. Name only the
+families whose cases changed, so the other reference files stay byte-identical.)
 
 For each case: its inputs, outputs (values and dtypes), the cotangents and the gradients of
 ``sum(output * cotangent)`` with respect to the inputs that require grad, or the error torch
@@ -29,6 +29,7 @@ from tests.compat import (  # noqa: E402
     functional_cases,
     loss_cases,
     ported_cases,
+    pyops_cases,
     tensor_cases,
     tensor_packing,
 )
@@ -92,6 +93,7 @@ def main() -> None:
         "apiops": apiops_cases,
         "ported": ported_cases,
         "cumulative": cumulative_cases,
+        "pyops": pyops_cases,
     }
     chosen = sys.argv[1:] or list(families)
     for name in chosen:

@@ -38,7 +38,6 @@ def test_dropout_trains_by_default_and_compiled_masks_equal_eager() -> None:
         (lambda x: F.max_pool2d(x, 2, dilation=2), "dilation"),
         (lambda x: F.interpolate(x, scale_factor=2, mode="bicubic"), "bicubic"),
         (lambda x: F.div(x), "no attribute 'div'"),
-        (lambda x: x.div(2, rounding_mode="floor"), "rounding_mode"),
     ],
 )
 def test_unsupported_options_say_so(call, pattern) -> None:

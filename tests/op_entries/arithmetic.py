@@ -8,7 +8,7 @@ import numpy as np
 
 from dualflow import ops
 from tests.opinfo import OpInfo, Sample
-from tests.sampling import away_from, binary_samples, unary_samples
+from tests.sampling import BINARY_SHAPES, away_from, binary_samples, unary_samples
 
 
 def _binary(name: str, ref: object, **sample_kwargs: object) -> OpInfo:
@@ -46,6 +46,27 @@ def _cast_samples(rng: np.random.Generator) -> list[Sample]:
     ]
 
 
+def _division_samples(rng: np.random.Generator) -> list[Sample]:
+    """Mixed signs with quotients at least 0.1 from an integer (where remainder jumps), plus
+    Python-scalar divisors and dividends."""
+    out = []
+    for sa, sb in BINARY_SHAPES:
+        full = np.broadcast_shapes(sa, sb)
+        b = rng.uniform(0.5, 2.0, sb) * rng.choice([-1.0, 1.0], sb)
+        if full == sa:  # a quotient chosen per element
+            a = (rng.integers(-3, 4, full) + rng.uniform(0.1, 0.9, full)) * b
+        else:  # a broadcast dividend: small enough that every quotient lies in (-0.4, 0.4)
+            a = rng.uniform(0.05, 0.2, sa) * rng.choice([-1.0, 1.0], sa)
+        out.append(Sample((np.asarray(a), np.asarray(b)), name=f"{sa}x{sb}"))
+    out.append(Sample((rng.uniform(-5.0, 5.0, (4,)).round() + 0.25, -1.5), name="array-scalar"))
+    out.append(Sample((2.5, rng.uniform(0.5, 0.7, (4,)) + 0.1), name="scalar-array"))
+    return out
+
+
+def _division(name: str, ref: object, **kwargs: object) -> OpInfo:
+    return OpInfo(name, getattr(ops, name), ref, _division_samples, **kwargs)
+
+
 def _comparison(name: str, ref: object) -> OpInfo:
     return OpInfo(name, getattr(ops, name), ref, binary_samples(), differentiable=False)
 
@@ -61,6 +82,9 @@ ENTRIES = [
     _binary("power", np.power, low=0.5, high=2.0),
     OpInfo("maximum", ops.maximum, np.maximum, _ties),
     OpInfo("minimum", ops.minimum, np.minimum, _ties),
+    _division("remainder", np.remainder),
+    _division("fmod", np.fmod),
+    _division("floor_divide", np.floor_divide, differentiable=False),
     _unary("exp", np.exp),
     _unary("log", np.log, low=0.2, high=3.0),
     _unary("log1p", np.log1p, low=-0.5, high=2.0),

@@ -56,6 +56,53 @@ template <typename T> __device__ T dualflow_ipow(T base, T exponent) {
 """
 
 
+_DIVISIONS = ("remainder", "fmod", "floor_divide")
+# remainder, fmod and floor_divide as numpy computes them: floats by ``npy_divmod`` (fmod, then
+# the floor and the sign of zero fixed up), integers floored with division by zero giving 0 (a
+# kernel cannot warn) and MIN % -1 giving 0 instead of C's undefined behaviour.
+DIVISION_PREAMBLE = """#ifndef DUALFLOW_DIVISION
+#define DUALFLOW_DIVISION
+template <typename T> __device__ T dualflow_fdivmod(T a, T b, T* mod) {
+    T m = fmod(a, b);
+    if (b == 0) { *mod = m; return a / b; }
+    T div = (a - m) / b;
+    if (m != 0) {
+        if ((b < 0) != (m < 0)) { m += b; div -= (T)1; }
+    } else {
+        m = copysign((T)0, b);
+    }
+    *mod = m;
+    if (div == 0) return copysign((T)0, a / b);
+    T floordiv = floor(div);
+    if (div - floordiv > (T)0.5) floordiv += (T)1;
+    return floordiv;
+}
+template <typename T> __device__ T dualflow_fremainder(T a, T b) {
+    T mod; dualflow_fdivmod(a, b, &mod); return mod;
+}
+template <typename T> __device__ T dualflow_ffloor_divide(T a, T b) {
+    T mod; return dualflow_fdivmod(a, b, &mod);
+}
+template <typename T> __device__ T dualflow_ffmod(T a, T b) { return fmod(a, b); }
+template <typename T> __device__ bool dualflow_minus_one(T b) { return (T)-1 < 0 && b == (T)-1; }
+template <typename T> __device__ T dualflow_ifmod(T a, T b) {
+    return (b == 0 || dualflow_minus_one(b)) ? (T)0 : (T)(a % b);
+}
+template <typename T> __device__ T dualflow_iremainder(T a, T b) {
+    if (b == 0 || dualflow_minus_one(b)) return 0;
+    T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+}
+template <typename T> __device__ T dualflow_ifloor_divide(T a, T b) {
+    if (b == 0) return 0;
+    if (dualflow_minus_one(b)) return (T)(0 - a);  /* MIN // -1 wraps to MIN, as numpy's */
+    T q = a / b;
+    return ((a % b) != 0 && ((a < 0) != (b < 0))) ? (T)(q - 1) : q;
+}
+#endif
+"""
+
+
 class CudaSource(NamedTuple):
     """The strings ``cupy.ElementwiseKernel`` takes, a name unique to the source, and a preamble."""
 
@@ -151,6 +198,8 @@ def render_cuda(program: Program, name: str = "", prefix: str = "dualflow_fused"
     in_params = ", ".join(f"{d.name} a{k}" for k, d in enumerate(program.in_dtypes))
     out_params = f"{program.dtype.name} out"
     preamble = IPOW_PREAMBLE if "dualflow_ipow(" in operation else ""
+    if any(f"dualflow_{k}{n}(" in operation for k in "if" for n in _DIVISIONS):
+        preamble += DIVISION_PREAMBLE
     digest = hashlib.sha256(f"{in_params}|{out_params}|{operation}".encode()).hexdigest()[:16]
     return CudaSource(in_params, out_params, operation, name or f"{prefix}_{digest}", preamble)
 

@@ -156,6 +156,23 @@ def _c_abs(o: list[str], s: Any) -> str:
     return f"({o[0]} < 0 ? -{o[0]} : {o[0]})"
 
 
+def _c_division(name: str) -> Render:
+    """remainder/fmod/floor_divide in CUDA C: numpy's algorithms (``npy_divmod``; integer
+    division by zero gives 0), from the helpers of ``cuda_render.DIVISION_PREAMBLE``."""
+
+    def render(o: list[str], s: Any) -> str:
+        kind = "f" if np.dtype(s.ctype).kind == "f" else "i"
+        return f"dualflow_{kind}{name}({o[0]}, {o[1]})"
+
+    return render
+
+
+def _division(name: str, ufunc: str) -> ScalarFunction:
+    """A division row: transcendental so fused regions run numpy's ufunc (its divmod rounding and
+    its integer division by zero, numba's raise), never a numba rendering."""
+    return ScalarFunction(name, 2, ufunc, _c_division(name), transcendental=True)
+
+
 def _where(operands: list, out: Any) -> Any:
     if out is None:
         return np.where(*operands)
@@ -267,6 +284,9 @@ TABLE: tuple[ScalarFunction, ...] = (
     ),
     _select("maximum", ">"),
     _select("minimum", "<"),
+    _division("remainder", "remainder"),
+    _division("fmod", "fmod"),
+    _division("floor_divide", "floor_divide"),
     _comparison("greater", ">"),
     _comparison("greater_equal", ">="),
     _comparison("less", "<"),

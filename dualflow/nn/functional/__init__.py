@@ -64,6 +64,7 @@ from dualflow.nn.functional.resample import (
     upsample,
 )
 from dualflow.nn.functional.spatial import (
+    adaptive_avg_pool1d,
     adaptive_avg_pool2d,
     avg_pool1d,
     avg_pool2d,
@@ -82,7 +83,6 @@ _HINTS = {
     "max_pool3d": "3-D pooling is not supported",
     "avg_pool3d": "3-D pooling is not supported",
     "adaptive_max_pool2d": "use max_pool2d with kernel_size = stride = input size // output size",
-    "adaptive_avg_pool1d": "use adaptive_avg_pool2d on x.unsqueeze(2) with output (1, size)",
     "instance_norm": "use group_norm(x, num_groups=C)",
     "local_response_norm": "compose it from avg_pool2d over squared channels",
     "grid_sample": "not supported; use interpolate for regular resampling",
@@ -127,6 +127,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
     "avg_pool1d",
     "avg_pool2d",

@@ -257,6 +257,28 @@ def adaptive_avg_pool2d(input: Any, output_size: Any) -> Tensor:
     return ops.matmul(ops.matmul(rows, x), cols)
 
 
+def adaptive_avg_pool1d(input: Any, output_size: int) -> Tensor:
+    """Average (N, C, L) or (C, L) into ``output_size`` bins as PyTorch does (any sizes).
+
+    Example:
+        >>> adaptive_avg_pool1d(as_tensor([[[0.0, 1.0, 2.0]]]), 2).tolist()
+        [[[0.5, 1.5]]]
+    """
+    x = as_tensor(input)
+    if x.ndim not in (2, 3):
+        raise ShapeError(
+            with_location(f"adaptive_avg_pool1d: input must be (N, C, L) or (C, L), got {x.shape}")
+        )
+    size = output_size[0] if isinstance(output_size, tuple | list) else output_size
+    if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+        raise ValueError(
+            with_location(f"adaptive_avg_pool1d: output_size must be a positive int, got {size!r}")
+        )
+    batched = x if x.ndim == 3 else x.unsqueeze(0)
+    y = adaptive_avg_pool2d(batched.unsqueeze(2), (1, size)).squeeze(2)
+    return y if x.ndim == 3 else y.squeeze(0)
+
+
 def pad(input: Any, pad: Any, mode: str = "constant", value: float | None = None) -> Tensor:
     """Pad the last ``len(pad) // 2`` dims: ``pad = (left, right, top, bottom, ...)`` from the
     last dim backwards; ``mode`` is ``"constant"``, ``"reflect"``, ``"replicate"`` or

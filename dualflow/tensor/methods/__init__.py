@@ -13,6 +13,7 @@ from typing import Any
 from dualflow.tensor.methods.compare import CompareMethods
 from dualflow.tensor.methods.convert import ConvertMethods
 from dualflow.tensor.methods.cumulative import CumulativeMethods
+from dualflow.tensor.methods.division import DivisionMethods
 from dualflow.tensor.methods.hints import TENSOR_HINTS, missing
 from dualflow.tensor.methods.index import IndexMethods
 from dualflow.tensor.methods.inplace_methods import InplaceMethods
@@ -20,6 +21,7 @@ from dualflow.tensor.methods.layout import LayoutMethods
 from dualflow.tensor.methods.math import MathMethods
 from dualflow.tensor.methods.numpy_protocol import NumpyProtocol
 from dualflow.tensor.methods.ported import PortedMethods
+from dualflow.tensor.methods.rearrange import RearrangeMethods
 from dualflow.tensor.methods.reduce import ReduceMethods, ValuesIndices
 from dualflow.tensor.methods.scatter import ScatterMethods
 from dualflow.tensor.methods.shape import ShapeMethods
@@ -29,9 +31,11 @@ from dualflow.tensor.methods.unique import UniqueMethods
 
 class TensorMethods(
     ShapeMethods,
+    RearrangeMethods,
     ReduceMethods,
     CumulativeMethods,
     MathMethods,
+    DivisionMethods,
     CompareMethods,
     IndexMethods,
     ScatterMethods,

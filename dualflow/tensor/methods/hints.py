@@ -17,9 +17,6 @@ TENSOR_HINTS: dict[str, str] = {
     "ceil": "no rounding ops; x.long() truncates toward zero",
     "round": "no rounding ops; (x + 0.5).long() rounds non-negative values",
     "trunc": "use x.long() (truncates toward zero)",
-    "fmod": "no remainder op; use x - y * (x / y).long()",
-    "remainder": "no remainder op; use x - y * (x / y).long()",
-    "floor_divide": "no floor division op; use (x / y).long() for non-negative values",
     "nonzero": "data-dependent shapes are not supported; use a boolean mask with where()",
     "masked_scatter_": "use x = ops.where(mask, values, x)",
     "index_fill_": "use x[index] = value (in place) or x.index_select/where",
@@ -42,7 +39,6 @@ TENSOR_HINTS: dict[str, str] = {
     "addmm": "use bias + x @ w",
     "baddbmm": "use bias + x.bmm(y)",
     "addbmm": "use bias + x.bmm(y).sum(0)",
-    "einsum": "use matmul with permute/view",
     "median": "use x.sort(dim).values and index the middle",
     "mode": "not supported; use one_hot counts and argmax",
     "kthvalue": "use x.sort(dim).values[..., k - 1]",
@@ -57,7 +53,6 @@ TENSOR_HINTS: dict[str, str] = {
     "computed through their real view)",
     "bfloat16": "bfloat16 is not a numpy dtype; use x.half() (float16)",
     "new_empty_strided": "use x.new_zeros(size)",
-    "roll": "use concat of two narrow() slices (dualflow.ops.concat)",
 }
 
 

@@ -104,6 +104,36 @@ class InplaceMethods:
         """
         return arith(self, "pow_", lambda: ops.power(self, exponent), exponent)
 
+    def remainder_(self, other: Any) -> Any:
+        """``self %= other`` (Python's remainder: the sign of ``other``).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([-3.0]).remainder_(2.0).tolist()
+            [1.0]
+        """
+        return arith(self, "remainder_", lambda: ops.remainder(self, other), other)
+
+    def fmod_(self, other: Any) -> Any:
+        """``self = fmod(self, other)`` (C's remainder: the sign of ``self``).
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([-3.0]).fmod_(2.0).tolist()
+            [-1.0]
+        """
+        return arith(self, "fmod_", lambda: ops.fmod(self, other), other)
+
+    def floor_divide_(self, other: Any) -> Any:
+        """``self //= other``.
+
+        Example:
+            >>> import dualflow
+            >>> dualflow.tensor([-3, 7]).floor_divide_(2).tolist()
+            [-2, 3]
+        """
+        return arith(self, "floor_divide_", lambda: ops.floor_divide(self, other), other)
+
     def addcmul_(self, tensor1: Any, tensor2: Any, *, value: Any = 1) -> Any:
         """``self += value * tensor1 * tensor2``.
 

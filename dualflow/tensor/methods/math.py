@@ -265,22 +265,6 @@ class MathMethods:
 
     multiply = mul
 
-    def div(self, other: Any, *, rounding_mode: str | None = None) -> Any:
-        """``self / other`` (true division; ``rounding_mode`` is not supported).
-
-        Example:
-            >>> import dualflow
-            >>> dualflow.tensor([3.0]).div(2.0).tolist()
-            [1.5]
-        """
-        if rounding_mode is not None:
-            raise NotImplementedError(
-                with_location("div: rounding_mode is not supported by dualflow; divide, then cast")
-            )
-        return ops.divide(self, other)
-
-    divide = true_divide = div
-
     def pow(self, exponent: Any) -> Any:
         """``self ** exponent``.
 
