@@ -75,9 +75,14 @@ IDIOMS = {
     "group_norm": lambda x: F.group_norm(x[None].permute(0, 2, 1), 1)[0],
     "t_contig": lambda x: x.t().contiguous().view(-1),
     "sum_keep": lambda x: x - x.sum(0, keepdim=True) / x.shape[0],
-    "cross_entropy": lambda x: F.cross_entropy(
-        x, df.arange(x.shape[0]) - (df.arange(x.shape[0]) / 3).long() * 3
-    ),
+    "cross_entropy": lambda x: F.cross_entropy(x, df.arange(x.shape[0]) % 3),
+    "roll": lambda x: x.roll(1, 0),
+    "tensor_split_idx": lambda x: df.tensor_split(x, [1])[1].sum(0),
+    "einsum": lambda x: df.einsum("ij,kj->ik", x, x),
+    "one_hot": lambda x: F.one_hot(df.arange(x.shape[0]) % 3, 3).float() + x[:, :3],
+    "embedding": lambda x: F.embedding(df.arange(x.shape[0]) % 2, x[:2]),
+    "remainder": lambda x: x % 3 + x // 2,
+    "slice_from_end": lambda x: x[x.shape[0] - 1 :] * 2,
 }
 
 # idioms that read a size as a plain int (a loop over rows, ``float(n)``, ``topk(k)``, a list of
