@@ -283,7 +283,7 @@ def float_text(text: str, sym_int: Any) -> Any:
     Example:
         >>> env = ShapeEnv(); n = env.new_symbol(4)
         >>> f = 0.1 * n / (n - 1)
-        >>> g = float_text(f.expr, _SizeText(env).sym_int)
+        >>> g = float_text(f.expr, _Reader(env).sym_int)
         >>> g.expr == f.expr, g.value_for({"s0": 9}) == f.value_for({"s0": 9})
         (True, True)
     """

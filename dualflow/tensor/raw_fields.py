@@ -92,3 +92,16 @@ def watching() -> Iterator[None]:
             if _depth[0] == 0:
                 for owner, name in FIELDS:
                     setattr(owner, name, _SLOTS[owner, name])
+
+
+def unwatched(obj: Any, name: str = "raw_array") -> Any:
+    """A raw field's value without telling a running trace: for tools that inspect a trace from
+    its hooks (tests, profilers), never for code that computes with it.
+
+    Example:
+        >>> import numpy as np
+        >>> unwatched(Tensor.wrap(np.ones(2), None, 0, False)).tolist()
+        [1.0, 1.0]
+    """
+    owner = Tensor if isinstance(obj, Tensor) else Node
+    return _SLOTS[owner, name].__get__(obj, owner)

@@ -17,6 +17,7 @@ import pytest
 
 import dualflow
 from dualflow import nn
+from dualflow.tensor.raw_fields import unwatched
 from dualflow.tracer import user_code
 from dualflow.tracer.env_probe import EnvProbe
 from dualflow.tracer.interpreter import TracingInterpreter
@@ -31,14 +32,14 @@ def outputs(monkeypatch):
     def recording(self, op, args, attrs):
         result = apply(self, op, args, attrs)
         for tensor in result if isinstance(result, tuple) else (result,):
-            made.append((op.name, weakref.ref(tensor.raw_array)))
+            made.append((op.name, weakref.ref(unwatched(tensor))))
         return result
 
     new_tensor = TracingInterpreter.on_new_tensor
 
     def recording_new(self, tensor):  # tensors the run creates (Tensor(), dualflow.tensor)
         new_tensor(self, tensor)
-        made.append(("new tensor", weakref.ref(tensor.raw_array)))
+        made.append(("new tensor", weakref.ref(unwatched(tensor))))
 
     monkeypatch.setattr(TracingInterpreter, "apply", recording)
     monkeypatch.setattr(TracingInterpreter, "on_new_tensor", recording_new)
