@@ -18,7 +18,7 @@ from tests.passes.programs import mlp_step
 
 def test_pipelines_are_explicit_tuples() -> None:
     assert O0 == () and O1 == ("dce", "cse")
-    assert O2[:4] == ("fold_bn", "fold", "cse", "dce")
+    assert O2[:5] == ("fold_bn", "fold", "slice_grads", "cse", "dce")
     assert resolve_passes("O0") == () and resolve_passes(("cse",)) == ("cse",)
     assert resolve_passes(" fold , dce ") == ("fold", "dce")
 
@@ -58,9 +58,9 @@ def test_stats_are_recorded() -> None:
     for before, after in itertools.pairwise(stats):
         assert after.nodes_before == before.nodes_after
     assert all(s.seconds >= 0 for s in stats)
-    # fold_bn finds no batch norm; fold drops the multiply-by-one (float32[4,5]); cse and dce
-    # each drop a float32[4,2]
-    assert [s.bytes_removed for s in stats][:4] == [0, 80, 32, 32]
+    # fold_bn finds no batch norm; fold drops the multiply-by-one (float32[4,5]); slice_grads
+    # finds no split; cse and dce each drop a float32[4,2]
+    assert [s.bytes_removed for s in stats][:5] == [0, 80, 0, 32, 32]
     assert run_passes(graph, "O0")[0] is graph
 
 
