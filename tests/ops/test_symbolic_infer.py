@@ -62,9 +62,9 @@ def _problems(template) -> list[str]:
     return found
 
 
-def test_symbolic_infer_matches_concrete_infer_over_the_op_table() -> None:
-    rng = np.random.default_rng(0)
-    problems, traced = {}, 0
+def op_table_traces(rng: np.random.Generator):
+    """Every op-table sample with array inputs, traced with every dimension dynamic: yields
+    (label, compiled function) for those that run eagerly (error cases are not about sizes)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for info in OP_INFOS:
@@ -76,19 +76,23 @@ def test_symbolic_infer_matches_concrete_infer_over_the_op_table() -> None:
                 try:
                     fn(*sample.inputs)
                 except Exception:
-                    continue  # samples that raise eagerly (error cases) are not about sizes
-                for family in fn.dynamic.families.values():
-                    for template in family.templates:
-                        traced += 1
-                        failure = template.facts.failure
-                        found = [failure] if failure else _problems(template)
-                        if found:
-                            problems[f"{info.name} {sample.name}"] = found[:3]
-                failures = [
-                    t.cache_note for t in fn.history if t.cache_note.startswith("dynamic sizes")
-                ]
-                if failures:
-                    problems[f"{info.name} {sample.name}"] = failures
+                    continue
+                yield f"{info.name} {sample.name}", fn
+
+
+def test_symbolic_infer_matches_concrete_infer_over_the_op_table() -> None:
+    problems, traced = {}, 0
+    for label, fn in op_table_traces(np.random.default_rng(0)):
+        for family in fn.dynamic.families.values():
+            for template in family.templates:
+                traced += 1
+                failure = template.facts.failure
+                found = [failure] if failure else _problems(template)
+                if found:
+                    problems[label] = found[:3]
+        failures = [t.cache_note for t in fn.history if t.cache_note.startswith("dynamic sizes")]
+        if failures:
+            problems[label] = failures
     assert traced > 100
     assert CHECKED[0] > CHECKED[1], CHECKED  # most sizes are served, not guarded out
     assert not problems, problems

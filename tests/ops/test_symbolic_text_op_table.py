@@ -5,16 +5,12 @@ sizes as expressions, parse back to the same text and the same concrete graph, p
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-import dualflow
 from dualflow.graph_ir.symbolic_text import SymbolicGraph
 from dualflow.graph_ir.verify_symbolic import verify_symbolic
 from dualflow.tracer.symbolic_trace import instantiate, parse_template, print_template, same_graph
-from tests.opinfo import OP_INFOS
-from tests.ops.test_symbolic_infer import _step
+from tests.ops.test_symbolic_infer import op_table_traces
 
 
 def _rebuilt(graph, facts, binding):
@@ -57,26 +53,14 @@ def _problems(template) -> tuple[list[str], int]:
 
 
 def test_op_table_templates_round_trip_through_the_text_format() -> None:
-    rng = np.random.default_rng(0)
     problems, traced, compared = {}, 0, 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for info in OP_INFOS:
-            for sample in info.samples(rng):
-                arrays = [a for a in sample.inputs if isinstance(a, np.ndarray) and a.ndim]
-                if not arrays:
-                    continue
-                fn = dualflow.compile(_step(info, sample), dynamic=True, lazy=False)
-                try:
-                    fn(*sample.inputs)
-                except Exception:
-                    continue  # samples that raise eagerly (error cases) are not about sizes
-                for family in fn.dynamic.families.values():
-                    for template in family.templates:
-                        traced += 1
-                        found, count = _problems(template)
-                        compared += count
-                        if found:
-                            problems[f"{info.name} {sample.name}"] = found[:3]
+    for label, fn in op_table_traces(np.random.default_rng(0)):
+        for family in fn.dynamic.families.values():
+            for template in family.templates:
+                traced += 1
+                found, count = _problems(template)
+                compared += count
+                if found:
+                    problems[label] = found[:3]
     assert traced > 100 and compared > traced
     assert not problems, problems
