@@ -8,11 +8,13 @@ The eager CUDA kernels and the fused kernels (numba, blocked numpy, CUDA) share 
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.base.lru_dict import Recent
 from dualflow.kernels.expr.expression import Expr, check_expr, compile_numpy
 from dualflow.kernels.expr.scalar_table import FUNCTIONS, squares
 
@@ -85,8 +87,30 @@ def sum_dtypes(dtype: Any) -> tuple[np.dtype, np.dtype]:
     return (np.dtype(np.float64) if result.kind == "f" else result), result
 
 
+_LOWERED = Recent(4096)  # every build of a plan lowers the same fused expressions again
+
+
+def exact_key(value: Any) -> Any:
+    """A key equal only for values of the same type and bits: 1, 1.0 and True differ, as do 0.0
+    and -0.0 (Python's ``==`` and ``hash`` take each pair as one), NaN payloads too.
+
+    Example:
+        >>> exact_key((1, 1.0)) == exact_key((1.0, 1)), exact_key(-0.0) == exact_key(0.0)
+        (False, False)
+    """
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return (kind.__name__, tuple(exact_key(v) for v in value))
+    if kind is float:
+        return ("float", struct.pack("<d", value))
+    if isinstance(value, np.generic):
+        return (kind.__name__, value.tobytes())
+    return (kind, value)
+
+
 def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) -> Program:
-    """Lower ``expr`` over inputs ``args`` of ``in_dtypes`` to a typed Program.
+    """Lower ``expr`` over inputs ``args`` of ``in_dtypes`` to a typed Program (memoized: the
+    result is a pure function of the three, and immutable).
 
     An input dtype may be the Python type ``bool``, ``int`` or ``float``: a weak scalar, typed
     the way numpy types a Python scalar operand (``float32_array * 2.0`` stays float32).
@@ -97,12 +121,21 @@ def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) ->
         >>> p.steps[0].fn, p.dtype, p.in_dtypes[1]
         ('multiply', dtype('float32'), dtype('float64'))
     """
+    key = exact_key((expr, tuple(args), tuple(in_dtypes)))
+    found = _LOWERED.get(key)
+    if found is None:
+        found = _lowered(expr, tuple(args), tuple(in_dtypes))
+        _LOWERED[key] = found
+    return found
+
+
+def _lowered(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) -> Program:
     check_expr(expr, tuple(args))  # renderers write it into source: only well-formed ones
     weak = tuple(d if d in WEAK_DTYPES else None for d in in_dtypes)
     dtypes = tuple(WEAK_DTYPES[w] if w else np.dtype(d) for w, d in zip(weak, in_dtypes))
     steps: list[Step] = []
     samples: list[Any] = []
-    memo: dict[Expr, Ref] = {}
+    memo: dict[Any, Ref] = {}
 
     def sample(ref: Ref) -> Any:
         if ref[0] == "in":
@@ -111,8 +144,9 @@ def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) ->
         return ref[1] if ref[0] == "const" else samples[ref[1]]
 
     def visit(node: Expr) -> Ref:
-        if node in memo:
-            return memo[node]
+        key = exact_key(node)  # ``==`` would take x + 0.0 and x + -0.0 (or * 1, * 1.0) as one
+        if key in memo:
+            return memo[key]
         if node[0] == "var":
             ref: Ref = ("in", args.index(node[1]))
         elif node[0] == "const":
@@ -127,7 +161,7 @@ def lower_expr(expr: Expr, args: tuple[str, ...], in_dtypes: tuple[Any, ...]) ->
             steps.append(Step(node[1], operands, result.dtype, ctype))
             samples.append(result)
             ref = ("step", len(steps) - 1)
-        memo[node] = ref
+        memo[key] = ref
         return ref
 
     visit(expr)
