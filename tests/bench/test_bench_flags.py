@@ -32,6 +32,8 @@ def test_passes_exact_is_a_bit_identical_mode(tmp_path) -> None:
     assert main([*base, "--passes", "exact"]) == 0
     rows = json.loads((tmp_path / "bench.json").read_text())["results"]
     (exact,) = [
-        r for r in rows if r["mode"] == "compiled[fold,cse,dce,fuse_exact,bucket_allreduce]"
+        r
+        for r in rows
+        if r["mode"] == "compiled[fold,slice_grads,cse,dce,fuse_exact,bucket_allreduce]"
     ]
     assert exact["max_diff"] == 0.0 and exact["steps"] > 0
