@@ -53,6 +53,8 @@ class ShapeEnv:
     escaped: list[str] = field(default_factory=list)  # where a concrete value was taken
     # the trace ended: a SymInt that escaped into Python objects is its traced value from now on
     closed: bool = False
+    # where code told a size from an int (``type(n)``): the run may not be eager's (size_identity)
+    untrusted: str | None = None
 
     def new_symbol(self, size: int) -> SymInt:
         """A fresh symbol whose traced size is ``size`` (>= 2)."""

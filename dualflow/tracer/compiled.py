@@ -217,15 +217,15 @@ class CompiledFunction:
         except SymbolicFailed as failed:  # unknown code refused sizes as expressions
             self._stats.retrace_reasons.pop()
             self.dynamic.abandon(tracer.shapes, key, failed.why)
-            return self._retrace(args, kwargs, flat, key, f"{reason}; {failed.why}")
+            return self._retrace(args, kwargs, flat, key, f"{reason}; {failed.reason}")
 
     def _traced(self, tracer: Any, args: tuple, kwargs: dict, flat: Flat, key: Any, *more) -> Any:
         reason, start = more
-        retry = tracer.shapes is not None and not self.agreement.comms
+        symbolic = tracer.shapes is not None and not self.agreement.comms
         try:
             out = concrete_results(trace_call(tracer, self.fn, args, kwargs, flat))  # sizes: ints
-        except Exception as exc:  # rolled back: the call is traced again with concrete sizes
-            if retry and tracer.collective_at is None:
+        except Exception as exc:  # rolled back; sizes as expressions may be why it raised
+            if symbolic and self.dynamic.rerun_after(tracer, key, exc):  # with plain sizes
                 raise SymbolicFailed(f"{type(exc).__name__}: {exc}") from exc
             raise
         out, proxies = without_proxies(out)
@@ -242,9 +242,9 @@ class CompiledFunction:
             tracer.rollback()  # a pass or lowering failed: the call must not half-happen
             raise
         if trace is None:  # the run was correct (it ran eagerly) but cannot become a plan
-            if retry and tracer.collective_at is None:
-                tracer.rollback()
-                raise SymbolicFailed(f"failed closed: {tracer.failure}")
+            if symbolic and tracer.collective_at is None and not tracer.strict:
+                self.dynamic.closed_run(tracer, key)  # raises where the run was not eager's
+                return out
             if tracer.strict:
                 tracer.rollback()
                 raise TracingError(tracer.failure)

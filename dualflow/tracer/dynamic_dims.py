@@ -12,6 +12,7 @@ one again, with the reason in ``explain``.
 from __future__ import annotations
 
 import contextlib
+import warnings
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -146,13 +147,40 @@ def differing(key: Any, other: Any) -> dict[int, set[int]] | None:
     return found
 
 
+def traced_concretely(why: str) -> str:
+    """The reason given when sizes are traced as plain ones after a symbolic trace failed."""
+    return f"traced with concrete sizes: with symbolic ones it {why}"
+
+
 class SymbolicFailed(Exception):
     """A trace with dynamic sizes raised or failed closed where concrete sizes may not (code
     that takes only ints): the call is traced again with concrete ones (``why`` says why)."""
 
     def __init__(self, why: str) -> None:
         super().__init__(why)
-        self.why = f"traced with concrete sizes: with symbolic ones it {why}"
+        self.why = why
+
+    @property
+    def reason(self) -> str:
+        """The retrace reason of the concrete trace that follows."""
+        return traced_concretely(self.why)
+
+
+NOT_RERUN = (
+    "dualflow.compile: this call was traced with dynamic sizes (expressions, not ints); it was "
+    "not run again with plain sizes because it had already changed Python state (a run twice "
+    "would change it twice). Later calls trace with plain sizes; compile(dynamic=False) does "
+    "so from the first call"
+)
+
+
+def unobserved(tracer: Any) -> bool:
+    """Whether a failed tracing run may run again without the second run showing: it ran no
+    collective (other ranks would not repeat it), no call the tracer could not follow, and
+    changed nothing in the Python environment (a list appended to would be appended twice)."""
+    failure, told = tracer.failure, tracer.shapes.env.untrusted
+    followed = failure is None or (told is not None and told in failure)  # its first failure
+    return tracer.collective_at is None and followed and not tracer.env.changes()
 
 
 @dataclass
@@ -240,13 +268,41 @@ class DynamicDims:
         self.families.setdefault(masked(key, final), Family(final))
         return SymbolicShapes({parts.index(i): dims for i, dims in final})
 
+    def rerun_after(self, tracer: Any, key: Any, exc: Exception) -> bool:
+        """Whether a trace with dynamic sizes that raised ``exc`` is traced again with plain
+        sizes (they may be why it raised). Not when the run was observed (``unobserved``): the
+        error then stands, with a note, and later calls of the structure trace plain sizes."""
+        if unobserved(tracer):
+            return True
+        self.abandon(tracer.shapes, key, f"{type(exc).__name__}: {exc}")
+        if hasattr(exc, "add_note"):  # Python 3.11+
+            exc.add_note(NOT_RERUN)
+        else:
+            warnings.warn(NOT_RERUN, RuntimeWarning, stacklevel=2)
+        return False
+
+    def closed_run(self, tracer: Any, key: Any) -> None:
+        """A trace with dynamic sizes failed closed: later calls of its structure trace plain
+        sizes. Its run stands for eager's (returns) unless code told a size from an int
+        (``size_identity``): then it is rolled back and traced again with plain sizes
+        (``SymbolicFailed``), or, having changed Python state, raises ``TracingError``."""
+        why = f"failed closed: {tracer.failure}"
+        self.abandon(tracer.shapes, key, why)
+        untrusted = tracer.shapes.env.untrusted
+        if untrusted is None:
+            return
+        tracer.rollback()
+        if unobserved(tracer):
+            raise SymbolicFailed(why)
+        raise TracingError(f"{untrusted}: a size was told from an int. {NOT_RERUN}")
+
     def abandon(self, facts: SymbolicShapes, key: Any, why: str) -> None:
         """Trace this argument structure's calls with concrete sizes from now on: a trace with
         its dynamic dimensions failed (its templates, witnessed where they hold, still serve)."""
         parts = _array_parts(key)
         mask = tuple(sorted((parts[p], dims) for p, dims in facts.dims.items() if dims))
         family = self.families.setdefault(masked(key, mask), Family(mask))
-        family.concrete = family.concrete or why
+        family.concrete = family.concrete or traced_concretely(why)
 
     def keep(self, trace: Trace, facts: SymbolicShapes, key: Any, known: dict) -> None:
         """File a finished trace with dynamic dimensions. Witnessed by an earlier trace of its

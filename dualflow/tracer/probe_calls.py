@@ -47,6 +47,7 @@ from dualflow.tracer.provenance import (
     is_trusted_callable,
     is_trusted_object,
 )
+from dualflow.tracer.size_identity import told_apart
 from dualflow.tracer.stack_model import (
     NULL,
     MadeFunction,
@@ -203,6 +204,8 @@ def _builtin_reader(probe: Any, callee: Any, args: list[Any], line: str) -> Any:
         if args and isinstance(args[1] if len(args) > 1 else None, str):
             recorder.write_to(ATTR, args[0], args[1], line)
         return UNKNOWN
+    if (callee is builtins.type and len(args) == 1) or callee is builtins.id:
+        told_apart(probe, f"{callee.__name__}()", args[:1], line, unseen=True)
     if callee is builtins.type and len(args) == 1:
         return _type_of(probe, args[0])
     if callee is builtins.next:

@@ -19,6 +19,7 @@ from dualflow.tracer.provenance import (
     combine,
     is_trusted_object,
 )
+from dualflow.tracer.size_identity import told_apart
 from dualflow.tracer.stack_model import (
     NULL,
     POP_ONLY,
@@ -143,6 +144,8 @@ def _plain(popped: list[Any]) -> Any:
 def operate(probe: Any, frame: Any, model: StackModel, ins: Instruction) -> None:
     """Operators and comparisons: they read their operands whole (containers' contents too)."""
     popped = model.pop(POP_PUSH[ins.name])
+    if ins.name == "IS_OP":  # ``n is 4``: True for eager's small int, never for a SymInt
+        told_apart(probe, "is", popped, line_of(frame), unseen=False)
     for value in popped:
         probe.recorder.read_contents(value)
     if any(v is OPAQUE for v in popped):
