@@ -242,9 +242,8 @@ class CompiledFunction:
             tracer.rollback()  # a pass or lowering failed: the call must not half-happen
             raise
         if trace is None:  # the run was correct (it ran eagerly) but cannot become a plan
-            if symbolic and tracer.collective_at is None and not tracer.strict:
+            if symbolic and tracer.collective_at is None:
                 self.dynamic.closed_run(tracer, key)  # raises where the run was not eager's
-                return out
             if tracer.strict:
                 tracer.rollback()
                 raise TracingError(tracer.failure)

@@ -282,15 +282,16 @@ class DynamicDims:
         return False
 
     def closed_run(self, tracer: Any, key: Any) -> None:
-        """A trace with dynamic sizes failed closed: later calls of its structure trace plain
-        sizes. Its run stands for eager's (returns) unless code told a size from an int
+        """A trace with dynamic sizes failed closed. Its run stands for eager's (every Python
+        decision on a size went through a guarded comparison; the caller then leaves the fast
+        path as for any trace that fails closed) unless code told a size from an int
         (``size_identity``): then it is rolled back and traced again with plain sizes
         (``SymbolicFailed``), or, having changed Python state, raises ``TracingError``."""
-        why = f"failed closed: {tracer.failure}"
-        self.abandon(tracer.shapes, key, why)
         untrusted = tracer.shapes.env.untrusted
         if untrusted is None:
             return
+        why = f"failed closed: {tracer.failure}"
+        self.abandon(tracer.shapes, key, why)
         tracer.rollback()
         if unobserved(tracer):
             raise SymbolicFailed(why)

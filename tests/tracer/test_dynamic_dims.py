@@ -320,8 +320,8 @@ def test_a_failed_dynamic_trace_that_changed_python_state_is_not_run_twice() -> 
 
 def test_a_dynamic_trace_that_fails_closed_keeps_its_eager_result() -> None:
     # the run was eager's (its Python decided by guarded comparisons): its result and effects
-    # stand, the call is not run again, and later calls trace plain sizes (the function is not
-    # sent to lazy re-execution for good)
+    # stand, the call is not run again, and the function leaves the fast path as any trace
+    # that fails closed does
     log: list = []
 
     def f(x):
@@ -331,13 +331,12 @@ def test_a_dynamic_trace_that_fails_closed_keeps_its_eager_result() -> None:
         return x * 2.0 + 1.0
 
     g = df.compile(f)
-    for n in [3, 4, 3]:
-        x = df.tensor(np.arange(n * 2, dtype=np.float32).reshape(n, 2))
-        want = x * float(x.numpy().sum()) if n > 3 else x * 2.0 + 1.0
-        np.testing.assert_array_equal(g(x).numpy(), want.numpy())
-    assert log == [1, 1, 1]
-    stats = g.stats()
-    assert stats.eager_fallbacks == 0 and stats.lazy_calls == 0 and stats.plan_runs >= 1
+    with pytest.warns(RuntimeWarning, match="lazy re-execution"):
+        for n in [3, 4, 3, 5]:
+            x = df.tensor(np.arange(n * 2, dtype=np.float32).reshape(n, 2))
+            want = x * float(x.numpy().sum()) if n > 3 else x * 2.0 + 1.0
+            np.testing.assert_array_equal(g(x).numpy(), want.numpy())
+    assert log == [1, 1, 1, 1]
 
 
 @pytest.mark.parametrize(
