@@ -165,7 +165,7 @@ def _built(template: Any) -> list[tuple[dict[str, int], Any]]:
         known = [b for b, _ in built]
         for binding in extra_bindings(template.hints, admits, needed - len(built), known):
             try:
-                built.append((binding, template._build(binding)))
+                built.append((binding, template.build(binding)))
             except Exception:  # an op refusing these sizes: fewer points, maybe no formula
                 continue
     return built

@@ -86,7 +86,7 @@ class Template:
         if found is not None:
             self.instances.move_to_end(key)
             return found
-        found = self._build(binding)
+        found = self.build(binding)
         self.instances[key] = found
         while len(self.instances) > 1 and (
             len(self.instances) > INSTANCES or self.held_bytes() > INSTANCE_BYTES
@@ -103,7 +103,8 @@ class Template:
                 total += trace.backward.plan.held_bytes
         return total
 
-    def _build(self, binding: dict[str, int]) -> Trace:
+    def build(self, binding: dict[str, int]) -> Trace:
+        """The trace for ``binding`` built anew (passes and lowering; ``instance`` caches it)."""
         trace = self.trace
         device, debug = trace.plan.device, trace.plan.debug
         source = instantiate(trace.source_graph, self.facts, binding)
