@@ -4,7 +4,8 @@ See DESIGN §3: the function runs once for real under a tracing interpreter that
 graph; later calls run the graph's plan while the signature, captured state and guards hold.
 """
 
-from dualflow.tracer.compiled import CompiledFunction, Trace, compile, disable_compile
+from dualflow.tracer.compile_settings import disable_compile
+from dualflow.tracer.compiled import CompiledFunction, Trace, compile
 from dualflow.tracer.dynamic_dims import mark_dynamic, mark_static
 from dualflow.tracer.explain import Explanation, explain
 

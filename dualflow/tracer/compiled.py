@@ -15,13 +15,15 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from dualflow._config import config, env_flag
+from dualflow._config import config
 from dualflow._undo import current as undo_current
-from dualflow.errors import ConfigError, TracingError
+from dualflow.errors import TracingError
 from dualflow.ops.dispatch import tracing
 from dualflow.passes.manager import resolve_passes
 from dualflow.passes.remat import budget_passes
 from dualflow.tracer.collective_agreement import CollectiveAgreement
+from dualflow.tracer.compile_settings import DISABLED
+from dualflow.tracer.compile_settings import check_settings as _check_settings
 from dualflow.tracer.dynamic_dims import (
     DynamicDims,
     SymbolicFailed,
@@ -34,6 +36,7 @@ from dualflow.tracer.function_names import name_of as _name
 from dualflow.tracer.function_names import positional_names as _positional_names
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.lazy import run_lazily
+from dualflow.tracer.lazy_choice import LazyOrEager
 from dualflow.tracer.lazy_plans import LazyPlans
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
@@ -47,27 +50,6 @@ from dualflow.tracer.trace import Trace, born_state_kept, finish_trace
 from dualflow.tracer.tracing_run import check_arguments_kept, trace_call
 
 _MISS: Any = object()
-
-_disabled = [env_flag("DUALFLOW_DISABLE_COMPILE")]
-
-
-def disable_compile(disabled: bool = True) -> None:
-    """Make every compiled function run eagerly (``DUALFLOW_DISABLE_COMPILE=1`` does the same).
-
-    Example:
-        >>> disable_compile(True); disable_compile(False)
-    """
-    _disabled[0] = bool(disabled)
-
-
-def _check_settings(max_traces: Any, fallback: Any, lazy: Any = True) -> None:
-    """``compile``'s own settings, checked where they are set (a ConfigError naming each)."""
-    if lazy not in (True, False, "always"):
-        raise ConfigError(f"compile: lazy must be True, False or 'always', got {lazy!r}")
-    if isinstance(max_traces, bool) or not isinstance(max_traces, int) or max_traces < 0:
-        raise ConfigError(f"compile: max_traces={max_traces!r} must be an int >= 0")
-    if fallback not in ("eager", "error"):
-        raise ConfigError(f"compile: fallback must be 'eager' or 'error', got {fallback!r}")
 
 
 class CompiledFunction:
@@ -100,6 +82,7 @@ class CompiledFunction:
         self._eager_reason: str | None = None
         self._lazy_reason = "lazy='always'" if lazy == "always" else None  # why (lazy.py)
         self._lazy_plans = LazyPlans(self.passes, _name(fn).replace(".<locals>.", "."))
+        self._lazy_choice = LazyOrEager(measured=lazy != "always")  # lazy or eager: timed
         self._single_use_reason: str | None = None
         self._single_use_keys: set[Any] = set()
         self._names = _positional_names(getattr(fn, "forward", fn))  # a Module: its forward
@@ -110,6 +93,7 @@ class CompiledFunction:
     def stats(self) -> Stats:
         """Calls, traces, guard failures, eager fallbacks and compile time so far."""
         self._stats.dynamic_plans = self.dynamic.built
+        self._stats.lazy_eager_calls = self._lazy_choice.eager_calls
         return self._lazy_plans.report(self._stats)
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
@@ -117,7 +101,7 @@ class CompiledFunction:
         return self if obj is None else functools.partial(self, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if _disabled[0] or tracing() is not None or undo_current() is not None:
+        if DISABLED[0] or tracing() is not None or undo_current() is not None:
             # nested inside a trace or an undoable eager call: inline it (its writes join)
             return self.fn(*args, **kwargs)
         return self.agreement.call(lambda: self._serialized(args, kwargs))
@@ -127,7 +111,7 @@ class CompiledFunction:
             self._stats.calls += 1
             if self._lazy_reason is not None:
                 self._stats.eager_fallbacks += 1  # not served by the fast path
-                return self._lazily(args, kwargs)
+                return self._off_fast_path(args, kwargs)
             if self._eager_reason is None:
                 return self._call(args, kwargs)
             self._stats.eager_fallbacks += 1
@@ -138,6 +122,16 @@ class CompiledFunction:
         """Run the call eagerly with the promise a plan run keeps (issue 36): all or nothing
         (``eager_call``); its closing vote is held before it returns (failed peers undo)."""
         return run_undoably(self.fn, args, kwargs, self.agreement.before_commit)
+
+    def _off_fast_path(self, args: tuple, kwargs: dict) -> Any:
+        """A call off the fast path: by lazy re-execution, or eagerly where that measured
+        faster (``lazy_choice``; both give eager's results)."""
+        plans, compiled = self._lazy_plans, self._lazy_plans.compiled
+        return self._lazy_choice.call(
+            lambda: self._lazily(args, kwargs),
+            lambda: self._eagerly(args, kwargs),
+            lambda: plans.compiled != compiled,
+        )
 
     def _lazily(self, args: tuple, kwargs: dict) -> Any:
         """Run the call by lazy re-execution (``lazy.py``): its Python runs, its ops run as
@@ -349,7 +343,7 @@ class CompiledFunction:
         )
         if result is not _MISS:
             return result
-        return self._lazily(args, kwargs) if self.lazy else self._eagerly(args, kwargs)
+        return self._off_fast_path(args, kwargs) if self.lazy else self._eagerly(args, kwargs)
 
 
 def compile(  # shadows the builtin on purpose: the name users expect (torch.compile)

@@ -62,7 +62,7 @@ class Explanation:
         return "\n".join(lines)
 
 
-def _lazy_lines(stats: Stats, reason: str, plans: Any) -> list[str]:
+def _lazy_lines(stats: Stats, reason: str, plans: Any, choice: Any = None) -> list[str]:
     """How the lazy path served its calls, and where Python needed values (graph breaks)."""
     lines = [
         f"runs by lazy re-execution because: {reason}",
@@ -71,6 +71,8 @@ def _lazy_lines(stats: Stats, reason: str, plans: Any) -> list[str]:
         f"{plans.compiled} plans compiled, {stats.graph_breaks} graph breaks",
         f"  {stats.lazy_plan_ops} ops run by plans, {stats.lazy_eager_ops} run eagerly",
     ]
+    if choice is not None and choice.describe() is not None:
+        lines.append(choice.describe())
     for line, count in sorted(plans.breaks.items(), key=lambda item: -item[1]):
         lines.append(f"  graph break at {line}: {count} times (Python needed a tensor's value)")
     return lines
@@ -170,7 +172,7 @@ def explain(
         finally:
             request_profile(fn, on=False)
     name = getattr(fn.fn, "__qualname__", None) or type(fn.fn).__name__
-    lazy = None if fn._lazy_reason is None else (fn._lazy_reason, fn._lazy_plans)
+    lazy = None if fn._lazy_reason is None else (fn._lazy_reason, fn._lazy_plans, fn._lazy_choice)
     return Explanation(
         name, list(fn.history), fn.stats(), fn._eager_reason, passes, lazy, fn.dynamic
     )

@@ -23,6 +23,7 @@ class Stats:
     lazy_segments: int = 0  # recorded segments those calls ran (one, plus one per graph break)
     lazy_plan_segments: int = 0  # of them, run by a compiled plan (others: op by op, first seen)
     lazy_plan_ops: int = 0  # ops those calls recorded that plans ran
+    lazy_eager_calls: int = 0  # of the lazy path's calls, those run eagerly (measured faster)
     lazy_eager_ops: int = 0  # ops they ran eagerly (first sightings, views, collectives...)
     graph_breaks: int = 0  # segments ended because Python needed a value (print, .item())
     dynamic_plans: int = 0  # plans built from a trace with dynamic sizes for new sizes (issue 39)

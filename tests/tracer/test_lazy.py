@@ -11,6 +11,14 @@ import pytest
 
 import dualflow as df
 from dualflow import nn, ops
+from dualflow.tracer.lazy_choice import LazyOrEager
+
+
+@pytest.fixture(autouse=True)
+def _lazy_at_every_call(monkeypatch):
+    # these tests check the lazy path itself; which path a call takes off the fast path is
+    # measured (lazy_choice) and tested in test_lazy_choice.py
+    monkeypatch.setattr(LazyOrEager, "WARM_CALLS", 10**9)
 
 
 def _model(seed: int = 0, dropout: float = 0.2):

@@ -16,6 +16,7 @@ import numpy as np
 
 import dualflow
 from dualflow.debug import check_rules
+from dualflow.tracer.lazy_choice import EAGER, LAZY, LazyOrEager
 from tests.tracer.fuzz.bits import first_difference
 from tests.tracer.fuzz.build import Program, build
 from tests.tracer.fuzz.fragments import registry
@@ -74,7 +75,12 @@ def run(
     fn = program.step
     if passes is not None:  # a fallback fails the comparison unless a fragment may cause it
         fallback = "eager" if may_fall_back(spec) else "error"
-        fn = dualflow.compile(program.step, passes=passes, fallback=fallback, lazy=lazy)
+        switching = lazy == "switching"  # off the fast path at once, every other call eagerly
+        fn = dualflow.compile(
+            program.step, passes=passes, fallback=fallback, lazy=True if switching else lazy
+        )
+        if switching:
+            fn._lazy_reason, fn._lazy_choice = "the fuzzer's switching runs", Alternating()
     records, fallbacks = [], []
     for call in range(spec.calls):
         if between is not None:
@@ -178,10 +184,24 @@ def differences(
     return found
 
 
-def lazy_differences(spec: Spec, passes: str) -> tuple[list[str], int]:
-    """Run ``spec`` eagerly and by lazy re-execution from the first call (``lazy="always"``);
-    list every mismatch, and count the segments plans ran (the evidence: a program whose calls
-    all record different graphs runs op by op, which proves less).
+class Alternating(LazyOrEager):
+    """Off the fast path, every other call eagerly (what ``lazy_choice`` may do at any call):
+    the lazy path's plans, the optimizer's state and the random stream carry across."""
+
+    def __init__(self) -> None:
+        super().__init__(measured=False)
+        self.calls = 0
+
+    def _path(self) -> str:
+        self.calls += 1
+        return EAGER if self.calls % 2 == 0 else LAZY
+
+
+def lazy_differences(spec: Spec, passes: str, lazy: str = "always") -> tuple[list[str], int]:
+    """Run ``spec`` eagerly and by lazy re-execution from the first call (``lazy="always"``,
+    or ``"switching"``: every other call eagerly, as ``lazy_choice`` may decide); list every
+    mismatch, and count the segments plans ran (the evidence: a program whose calls all record
+    different graphs runs op by op, which proves less).
 
     Example:
         >>> from tests.tracer.fuzz.spec import Piece
@@ -189,7 +209,7 @@ def lazy_differences(spec: Spec, passes: str) -> tuple[list[str], int]:
         ([], 2)
     """
     eager = run(spec)
-    compiled = run(spec, passes, lazy="always")
+    compiled = run(spec, passes, lazy=lazy)
     return diff_runs(eager, compiled), compiled.fn.stats().lazy_plan_segments
 
 
