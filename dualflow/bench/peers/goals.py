@@ -38,16 +38,37 @@ class GoalResult:
     busy: bool
 
 
+def has_avx512(cpuinfo: str = "/proc/cpuinfo") -> bool:
+    """Whether the CPU has AVX-512 (its ``avx512f`` flag); False where that cannot be read.
+
+    Example:
+        >>> has_avx512("/no/such/file")
+        False
+    """
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as file:
+            return any(line.startswith("flags") and " avx512f" in line for line in file)
+    except OSError:
+        return False
+
+
+# issue 38: the elementwise chain ≤ JAX where the CPU has AVX2, ≤ 0.7× JAX with AVX-512 (its
+# wider vectors are what our numba kernels use and XLA's do not reach on this chain)
+_ELEMENTWISE = 0.7 if has_avx512() else 1.0
+_VISION = (
+    Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),
+    Goal("eager", TORCH, 1.3, "eager ≤ 1.3× PyTorch eager"),
+)
 GOALS: dict[str, tuple[Goal, ...]] = {
     "tiny-ops": (
         Goal("compiled", JAX, 1.0, "≤ JAX"),
-        Goal("eager", TORCH, 0.6, "eager ≤ 0.6× PyTorch eager"),
+        Goal("eager", TORCH, 1.0, "eager ≤ 1.0× PyTorch eager"),
     ),
     "mlp": (Goal("compiled", JAX, 1.0, "≤ JAX"),),
-    "elementwise": (Goal("compiled", JAX, 0.7, "≤ 0.7× JAX"),),
+    "elementwise": (Goal("compiled", JAX, _ELEMENTWISE, f"≤ {_ELEMENTWISE}× JAX"),),
     "poly-chain": (Goal("compiled", JAX, 1.0, "≤ JAX"),),
-    "small-cnn": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
-    "resnet18": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
+    "small-cnn": _VISION,
+    "resnet18": _VISION,
     "gradient-penalty-mlp": (Goal("compiled", JAX, 1.0, "≤ JAX"),),
     "per-example-grads": (Goal("compiled", TORCH, 1.0, "≤ 1.0× torch.func"),),
     "transformer-lm": (Goal("compiled", TORCH, 1.0, "≤ 1.0× PyTorch eager"),),
@@ -150,7 +171,7 @@ def floor_lines(rows: Sequence[Measurement]) -> list[str]:
         ...         for m, ms in (("eager", 2.0), (TORCH, 1.0), (FLOOR, 0.5))]
         >>> print(floor_lines(rows)[0])  # doctest: +NORMALIZE_WHITESPACE
         tiny-ops in a python floor (a tape of closures over numpy, nothing checked): 0.500 ms;
-        the eager goal allows 0.600 ms (1.20x the floor), dualflow eager takes 2.000 ms (4.00x)
+        the eager goal allows 1.000 ms (2.00x the floor), dualflow eager takes 2.000 ms (4.00x)
     """
     lines = []
     for workload in dict.fromkeys(r.workload for r in rows):
