@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.kernels.linalg.lstm_forward import fits, lstm_forward
 from dualflow.ops.activation import tanh
 from dualflow.ops.creation import zeros_like
 from dualflow.ops.dispatch import apply
@@ -96,6 +97,8 @@ class LSTMScan:
         # @ W_hh^T with M = N = 16 rows ran at half the rate), and each gate is a row block.
         steps, n, hidden = xw.shape[0], xw.shape[1], w_hh.shape[1]
         dtype = np.result_type(xw.dtype, h0.dtype, c0.dtype, w_hh.dtype)
+        if fits(xp, dtype):  # one numba cell step per step, no sequence transposes; same bits
+            return lstm_forward(xw, h0, c0, w_hh)
         acts = _feature_major(xw.astype(dtype, copy=False))  # becomes the gates, step by step
         hs, cs = xp.empty((steps, hidden, n), dtype), xp.empty((steps, hidden, n), dtype)
         product = xp.empty((4 * hidden, n), dtype)

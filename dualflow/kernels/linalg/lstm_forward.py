@@ -1,0 +1,147 @@
+"""The LSTM forward recurrence on host float32 arrays: one BLAS GEMM and one numba cell step per
+time step, reading and writing the op's own (L, N, F) layouts (``ops.lstm_scan``'s forward).
+
+Written with numpy, a step's cell is ~10 calls on (4H, N) and (H, N) arrays, and the sequence
+is transposed to the feature-major layout the GEMM wants and back (~1.8 ms a layer at 16 x 64 x
+256). The cell step reads the step's input projection (N, 4H) and the GEMM's product (4H, N) as
+they are, adds them, activates the gates and updates c and h, writing the gates, h and c in
+(N, ·) rows for the outputs and h, c feature-major (H, N) for the next step's GEMM. Its
+arithmetic is the ops' (``sigmoid`` is ``0.5 * tanh(0.5 * x) + 0.5`` with ``tanh_f32``, each
+operation rounded to float32 in the same order), so its bits are those of the numpy cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numba
+import numpy as np
+
+from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT, tanh_f32
+from dualflow.kernels.fast_math.float32_loops import fingerprint
+
+_KERNELS: dict[str, Any] = {}
+_HALF = np.float32(0.5)
+
+
+@numba.njit(inline="always")
+def _sigmoid(a):
+    for m in range(a.shape[0]):
+        a[m] = _HALF * tanh_f32(_HALF * a[m]) + _HALF
+
+
+@numba.njit(inline="always")
+def _tanh(a):
+    for m in range(a.shape[0]):
+        a[m] = tanh_f32(a[m])
+
+
+@numba.njit(inline="always")
+def _add_rows(rows, fm):
+    # fm (F, N) += rows (N, F)^T in tiles of 16 features: constant inner trip counts are what
+    # LLVM turns into vector shuffles (a plain double loop is ~2x slower)
+    n, features = rows.shape
+    for m0 in range(0, features - 15, 16):
+        for r in range(n):
+            for mm in range(16):
+                fm[m0 + mm, r] += rows[r, m0 + mm]
+    for m in range(features - features % 16, features):
+        for r in range(n):
+            fm[m, r] += rows[r, m]
+
+
+@numba.njit(inline="always")
+def _to_rows(fm, rows):
+    # rows (N, F) = fm (F, N)^T, tiled as _add_rows
+    n, features = rows.shape
+    for m0 in range(0, features - 15, 16):
+        for r in range(n):
+            for mm in range(16):
+                rows[r, m0 + mm] = fm[m0 + mm, r]
+    for m in range(features - features % 16, features):
+        for r in range(n):
+            rows[r, m] = fm[m, r]
+
+
+def _cell(xw, product, h_fm, c_fm, gates, h_out, c_out):
+    # product (4H, N) = W_hh @ h becomes the activated gates [σi, σf, tanh g, σo] after adding
+    # xw (N, 4H); c = σf c + σi tanh g and h = σo tanh(c) update c_fm and h_fm (H, N) in place
+    # (the GEMM that read h_fm has run); then the (N, ·) rows of the outputs. Flat loops over
+    # one contiguous block each: the activations vectorize.
+    n, hidden = h_out.shape
+    size = hidden * n
+    _add_rows(xw, product)
+    flat = product.reshape(-1)
+    _sigmoid(flat[: 2 * size])
+    _tanh(flat[2 * size : 3 * size])
+    _sigmoid(flat[3 * size :])
+    s_i, s_f, t_g, s_o = (
+        flat[:size],
+        flat[size : 2 * size],
+        flat[2 * size : 3 * size],
+        flat[3 * size :],
+    )
+    c, h = c_fm.reshape(-1), h_fm.reshape(-1)
+    for k in range(size):
+        v = s_f[k] * c[k]
+        c[k] = v + s_i[k] * t_g[k]
+    for k in range(size):
+        h[k] = s_o[k] * tanh_f32(c[k])
+    _to_rows(product, gates)
+    _to_rows(h_fm, h_out)
+    _to_rows(c_fm, c_out)
+
+
+def _kernel() -> Any:
+    # it inlines tanh_f32 and the helpers: a change to any of them is a new kernel (the cache
+    # key hashes _cell's own bytecode only)
+    helpers = "".join(fingerprint(f) for f in (_sigmoid, _tanh, _add_rows, _to_rows))
+    digest = hashlib.sha256(f"{helpers}{_HALF!r}".encode()).hexdigest()[:16]
+    stem = f"k_lstm_cell_{FINGERPRINT}_{digest}"
+    kernel = _KERNELS.get(stem)
+    if kernel is None:
+        from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
+
+        kernel = _KERNELS[stem] = numba_cache.cached_njit(_cell, stem)
+    return kernel
+
+
+def fits(xp: Any, dtype: Any) -> bool:
+    """Whether ``lstm_forward`` runs these arrays (numpy float32; others take the array calls).
+
+    Example:
+        >>> fits(np, np.dtype("float32")), fits(np, np.dtype("float64"))
+        (True, False)
+    """
+    return xp is np and np.dtype(dtype) == np.float32
+
+
+def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
+    """Every step's h and c (L, N, H) and activated gates (L, N, 4H) of one LSTM layer, from the
+    input projections ``xw`` (L, N, 4H), ``h0``/``c0`` (N, H) and ``w_hh`` (4H, H), all numpy
+    float32 (``fits``).
+
+    Example:
+        >>> f32 = np.float32
+        >>> hs, cs, gates = lstm_forward(np.zeros((3, 1, 8), f32), np.zeros((1, 2), f32),
+        ...                              np.ones((1, 2), f32), np.zeros((8, 2), f32))
+        >>> cs[:, 0, 0].tolist(), gates[0, 0, :4].tolist()
+        ([0.5, 0.25, 0.125], [0.5, 0.5, 0.5, 0.5])
+    """
+    steps, n, four_h = xw.shape
+    hidden = four_h // 4
+    xw = np.ascontiguousarray(xw, dtype=np.float32)
+    w_hh = np.ascontiguousarray(w_hh, dtype=np.float32)
+    hs, cs = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
+    gates = np.empty((steps, n, four_h), np.float32)
+    # feature-major h and c: W_hh (4H, H) @ h (H, N) is BLAS's fast form for a few rows
+    # (fresh copies: the cell writes them in place)
+    h_fm, c_fm = h0.T.astype(np.float32, order="C"), c0.T.astype(np.float32, order="C")
+    product = np.empty((four_h, n), np.float32)
+    cell = _kernel() if n * hidden else None
+    for t in range(steps):
+        np.matmul(w_hh, h_fm, out=product)
+        if cell is not None:
+            cell(xw[t], product, h_fm, c_fm, gates[t], hs[t], cs[t])
+    return hs, cs, gates
