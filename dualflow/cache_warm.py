@@ -2,10 +2,10 @@
 
 ``warm`` runs every fixed numba kernel route once (convolutions: Winograd, channels-first and
 im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
-relu's eager kernels; float32 tanh/exp loops; the LSTM and GRU backward recurrences' steps) on
-small arrays, which puts their machine code in the signed kernels store. ``dualflow cache warm``
-and the Makefile's install step run it. Generated fused kernels depend on the model and still
-compile at its first call.
+relu's eager kernels; float32 tanh/exp loops; the LSTM forward cell and the LSTM and GRU backward
+recurrences' steps) on small arrays, which puts their machine code in the signed kernels store.
+``dualflow cache warm`` and the Makefile's install step run it. Generated fused kernels depend on
+the model and still compile at its first call.
 """
 
 from __future__ import annotations
@@ -59,8 +59,8 @@ def _pooling(dtype: str, side: int, window: int, stride: int, pad: int) -> None:
 
 
 def _recurrences(dtype: str) -> None:
-    """The LSTM and GRU backward recurrences' step kernels (``lstm_scan_grad``,
-    ``gru_scan_grad``)."""
+    """The LSTM forward's cell step (``lstm_scan``, float32) and the LSTM and GRU backward
+    recurrences' step kernels (``lstm_scan_grad``, ``gru_scan_grad``)."""
     h0 = _leaf((2, 2), dtype)
     _backward(ops.lstm_scan(_leaf((3, 2, 8), dtype), h0, h0, _leaf((8, 2), dtype))[0])
     _backward(

@@ -19,18 +19,23 @@ _KERNELS: dict[str, Any] = {}
 
 def _step(gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc):
     # one step: dh = gh + carry_h; dc = gc + carry_c + dh*k; dg = dc*p + dh*q + base (each of
-    # the four gate blocks); the next step's carry_c = dc*f (carry_h is dg @ W, a GEMM)
+    # the four gate blocks); the next step's carry_c = dc*f (carry_h is dg @ W, a GEMM). Flat
+    # loops over contiguous rows: they vectorize (a (row, unit, block) nest did not, ~3x slower)
     n, hidden = dh.shape
+    ghf, gcf, kf, ff = gh.reshape(-1), gc.reshape(-1), k.reshape(-1), f.reshape(-1)
+    chf, ccf, dhf, dcf = carry_h.reshape(-1), carry_c.reshape(-1), dh.reshape(-1), dc.reshape(-1)
+    for i in range(n * hidden):
+        h = ghf[i] + chf[i]
+        c = gcf[i] + ccf[i] + h * kf[i]
+        dhf[i] = h
+        dcf[i] = c
+        ccf[i] = c * ff[i]
+    dgf, pf, qf, bf = dg.reshape(-1), p.reshape(-1), q.reshape(-1), base.reshape(-1)
     for r in range(n):
-        for j in range(hidden):
-            h = gh[r, j] + carry_h[r, j]
-            c = gc[r, j] + carry_c[r, j] + h * k[r, j]
-            dh[r, j] = h
-            dc[r, j] = c
-            for block in range(4):
-                m = block * hidden + j
-                dg[r, m] = c * p[r, m] + h * q[r, m] + base[r, m]
-            carry_c[r, j] = c * f[r, j]
+        for block in range(4):
+            o, s = (4 * r + block) * hidden, r * hidden
+            for j in range(hidden):
+                dgf[o + j] = dcf[s + j] * pf[o + j] + dhf[s + j] * qf[o + j] + bf[o + j]
 
 
 def _xp_step(xp: Any, gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc) -> None:
@@ -89,16 +94,20 @@ def lstm_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any, Any
 
 def _gru_step(gh, q, base, z, carry_h, carry_z, dg, dh):
     # one step: dh = gh + carry_h + carry_z; dg = dh*q + base (each of the three gate blocks);
-    # the next step's carry_z = dh*z (carry_h is dg @ W, a GEMM)
+    # the next step's carry_z = dh*z (carry_h is dg @ W, a GEMM); flat loops, as _step
     n, hidden = dh.shape
+    ghf, chf, czf = gh.reshape(-1), carry_h.reshape(-1), carry_z.reshape(-1)
+    zf, dhf = z.reshape(-1), dh.reshape(-1)
+    for i in range(n * hidden):
+        h = ghf[i] + chf[i] + czf[i]
+        dhf[i] = h
+        czf[i] = h * zf[i]
+    dgf, qf, bf = dg.reshape(-1), q.reshape(-1), base.reshape(-1)
     for r in range(n):
-        for j in range(hidden):
-            h = gh[r, j] + carry_h[r, j] + carry_z[r, j]
-            dh[r, j] = h
-            for block in range(3):
-                m = block * hidden + j
-                dg[r, m] = h * q[r, m] + base[r, m]
-            carry_z[r, j] = h * z[r, j]
+        for block in range(3):
+            o, s = (3 * r + block) * hidden, r * hidden
+            for j in range(hidden):
+                dgf[o + j] = dhf[s + j] * qf[o + j] + bf[o + j]
 
 
 def _gru_xp_step(xp: Any, gh, q, base, z, carry_h, carry_z, dg, dh) -> None:
