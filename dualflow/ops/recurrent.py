@@ -126,25 +126,37 @@ def _previous(first: Any, states: Any) -> Any:
 
 def _factors(acts: Any, c_prev: Any, cs: Any, sizes: tuple) -> tuple:
     """Everything of the backward that needs no recurrence, on whole sequences: each step's
-    d(pre-activation gates) per unit of dc (L, N, 4, H), per unit of dh (o's block), per unit of
-    d(activated gates), dc per unit of dh, and σf."""
-    gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
-    i, f, g, o = (getitem(gates, (slice(None), slice(None), k)) for k in range(4))
+    d(pre-activation gates) per unit of dc (L, N, 4, H), per unit of dh (o's block), dc per unit
+    of dh, and σf."""
+    i, f, g, o = _gate_blocks(acts, sizes)
     tc = tanh(cs)
     zero = c_prev * 0.0
     per_dc = stack([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g), zero], 2)
     per_dh = stack([zero, zero, zero, tc * o * (1.0 - o)], 2)
-    slopes = stack([i * (1.0 - i), f * (1.0 - f), 1.0 - g * g, o * (1.0 - o)], 2)
-    return per_dc, per_dh, slopes, o * (1.0 - tc * tc), f
+    return per_dc, per_dh, o * (1.0 - tc * tc), f
+
+
+def _gate_blocks(acts: Any, sizes: tuple) -> tuple:
+    gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
+    return tuple(getitem(gates, (slice(None), slice(None), k)) for k in range(4))
+
+
+def _slopes(acts: Any, sizes: tuple) -> Any:
+    # d(activated gates)/d(pre-activations) (L, N, 4, H): only for gradients reaching the gates
+    # output (an LSTM layer drops them, and eager mode would compute them for nothing)
+    i, f, g, o = _gate_blocks(acts, sizes)
+    return stack([i * (1.0 - i), f * (1.0 - f), 1.0 - g * g, o * (1.0 - o)], 2)
 
 
 def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple, sizes: tuple) -> tuple:
     (hs, cs, acts), (ghs, gcs, gacts) = outs, grads
     steps, n, hidden = sizes
-    per_dc, per_dh, slopes, dc_per_dh, f = _factors(acts, _previous(c0, cs), cs, sizes)
+    per_dc, per_dh, dc_per_dh, f = _factors(acts, _previous(c0, cs), cs, sizes)
     gates = (steps, n, 4 * hidden)
-    blocks = (steps, n, 4, hidden)
-    base = zeros_like(acts) if gacts is None else reshape(reshape(gacts, blocks) * slopes, gates)
+    if gacts is None:
+        base = zeros_like(acts)
+    else:
+        base = reshape(reshape(gacts, (steps, n, 4, hidden)) * _slopes(acts, sizes), gates)
     gh = zeros_like(hs) if ghs is None else ghs
     gc = zeros_like(cs) if gcs is None else gcs
     # the dh/dc recurrence is one op: the graph's node count does not depend on the length

@@ -132,16 +132,20 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     steps, n, four_h = xw.shape
     hidden = four_h // 4
     xw = np.ascontiguousarray(xw, dtype=np.float32)
-    w_hh = np.ascontiguousarray(w_hh, dtype=np.float32)
+    w_hh = w_hh.astype(np.float32, copy=False)  # as it is: another layout, other GEMM bits
     hs, cs = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
     gates = np.empty((steps, n, four_h), np.float32)
-    # feature-major h and c: W_hh (4H, H) @ h (H, N) is BLAS's fast form for a few rows
-    # (fresh copies: the cell writes them in place)
-    h_fm, c_fm = h0.T.astype(np.float32, order="C"), c0.T.astype(np.float32, order="C")
+    # feature-major h and c: W_hh (4H, H) @ h (H, N) is BLAS's fast form for a few rows (c_fm a
+    # fresh copy: the cell writes it in place)
+    h_fm, c_fm = np.empty((hidden, n), np.float32), c0.T.astype(np.float32, order="C")
     product = np.empty((four_h, n), np.float32)
+    # the first GEMM reads h0 transposed, as the array-call path does: BLAS sums in another
+    # order for a transposed operand than for a copy, so a copy would change the bits
+    h = h0.T.astype(np.float32, copy=False)
     cell = _kernel() if n * hidden else None
     for t in range(steps):
-        np.matmul(w_hh, h_fm, out=product)
+        np.matmul(w_hh, h, out=product)
+        h = h_fm
         if cell is not None:
             cell(xw[t], product, h_fm, c_fm, gates[t], hs[t], cs[t])
     return hs, cs, gates
