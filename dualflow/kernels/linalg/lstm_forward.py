@@ -20,6 +20,8 @@ import numpy as np
 
 from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT, tanh_f32
 from dualflow.kernels.fast_math.float32_loops import fingerprint
+from dualflow.kernels.linalg import tiles
+from dualflow.kernels.linalg.tiles import add_to_fm, to_rows
 
 _KERNELS: dict[str, Any] = {}
 _HALF = np.float32(0.5)
@@ -37,33 +39,6 @@ def _tanh(a):
         a[m] = tanh_f32(a[m])
 
 
-@numba.njit(inline="always")
-def _add_rows(rows, fm):
-    # fm (F, N) += rows (N, F)^T in tiles of 16 features: constant inner trip counts are what
-    # LLVM turns into vector shuffles (a plain double loop is ~2x slower)
-    n, features = rows.shape
-    for m0 in range(0, features - 15, 16):
-        for r in range(n):
-            for mm in range(16):
-                fm[m0 + mm, r] += rows[r, m0 + mm]
-    for m in range(features - features % 16, features):
-        for r in range(n):
-            fm[m, r] += rows[r, m]
-
-
-@numba.njit(inline="always")
-def _to_rows(fm, rows):
-    # rows (N, F) = fm (F, N)^T, tiled as _add_rows
-    n, features = rows.shape
-    for m0 in range(0, features - 15, 16):
-        for r in range(n):
-            for mm in range(16):
-                rows[r, m0 + mm] = fm[m0 + mm, r]
-    for m in range(features - features % 16, features):
-        for r in range(n):
-            rows[r, m] = fm[m, r]
-
-
 def _cell(xw, product, h_fm, c_fm, gates, h_out, c_out):
     # product (4H, N) = W_hh @ h becomes the activated gates [σi, σf, tanh g, σo] after adding
     # xw (N, 4H); c = σf c + σi tanh g and h = σo tanh(c) update c_fm and h_fm (H, N) in place
@@ -71,7 +46,7 @@ def _cell(xw, product, h_fm, c_fm, gates, h_out, c_out):
     # one contiguous block each: the activations vectorize.
     n, hidden = h_out.shape
     size = hidden * n
-    _add_rows(xw, product)
+    add_to_fm(xw, product)
     flat = product.reshape(-1)
     _sigmoid(flat[: 2 * size])
     _tanh(flat[2 * size : 3 * size])
@@ -88,16 +63,16 @@ def _cell(xw, product, h_fm, c_fm, gates, h_out, c_out):
         c[k] = v + s_i[k] * t_g[k]
     for k in range(size):
         h[k] = s_o[k] * tanh_f32(c[k])
-    _to_rows(product, gates)
-    _to_rows(h_fm, h_out)
-    _to_rows(c_fm, c_out)
+    to_rows(product, gates)
+    to_rows(h_fm, h_out)
+    to_rows(c_fm, c_out)
 
 
 def _kernel() -> Any:
     # it inlines tanh_f32 and the helpers: a change to any of them is a new kernel (the cache
     # key hashes _cell's own bytecode only)
-    helpers = "".join(fingerprint(f) for f in (_sigmoid, _tanh, _add_rows, _to_rows))
-    digest = hashlib.sha256(f"{helpers}{_HALF!r}".encode()).hexdigest()[:16]
+    helpers = "".join(fingerprint(f) for f in (_sigmoid, _tanh))
+    digest = hashlib.sha256(f"{helpers}{tiles.FINGERPRINT}{_HALF!r}".encode()).hexdigest()[:16]
     stem = f"k_lstm_cell_{FINGERPRINT}_{digest}"
     kernel = _KERNELS.get(stem)
     if kernel is None:
