@@ -24,17 +24,35 @@ from dualflow.kernels.linalg import tiles
 from dualflow.kernels.linalg.tiles import add_to_fm, to_rows
 
 _KERNELS: dict[str, Any] = {}
-_HALF = np.float32(0.5)
+HALF = np.float32(0.5)
+"""sigmoid's constant, float32: ``0.5 * tanh(0.5 * x) + 0.5`` rounds as the ``sigmoid`` op."""
 
 
 @numba.njit(inline="always")
-def _sigmoid(a):
+def activate_sigmoid(a):
+    """The ``sigmoid`` op's float32 bits, in place on a 1-D contiguous array (inlined by the
+    cell kernels; one array, so the loop vectorizes without alias checks).
+
+    Example:
+        >>> a = np.array([0.0, 100.0], np.float32)
+        >>> activate_sigmoid(a)
+        >>> a.tolist()
+        [0.5, 1.0]
+    """
     for m in range(a.shape[0]):
-        a[m] = _HALF * tanh_f32(_HALF * a[m]) + _HALF
+        a[m] = HALF * tanh_f32(HALF * a[m]) + HALF
 
 
 @numba.njit(inline="always")
-def _tanh(a):
+def activate_tanh(a):
+    """The ``tanh`` op's float32 bits (``tanh_f32``), in place on a 1-D contiguous array.
+
+    Example:
+        >>> a = np.array([0.0, -100.0], np.float32)
+        >>> activate_tanh(a)
+        >>> a.tolist()
+        [0.0, -1.0]
+    """
     for m in range(a.shape[0]):
         a[m] = tanh_f32(a[m])
 
@@ -48,9 +66,9 @@ def _cell(xw, product, h_fm, c_fm, gates, h_out, c_out):
     size = hidden * n
     add_to_fm(xw, product)
     flat = product.reshape(-1)
-    _sigmoid(flat[: 2 * size])
-    _tanh(flat[2 * size : 3 * size])
-    _sigmoid(flat[3 * size :])
+    activate_sigmoid(flat[: 2 * size])
+    activate_tanh(flat[2 * size : 3 * size])
+    activate_sigmoid(flat[3 * size :])
     s_i, s_f, t_g, s_o = (
         flat[:size],
         flat[size : 2 * size],
@@ -71,8 +89,8 @@ def _cell(xw, product, h_fm, c_fm, gates, h_out, c_out):
 def _kernel() -> Any:
     # it inlines tanh_f32 and the helpers: a change to any of them is a new kernel (the cache
     # key hashes _cell's own bytecode only)
-    helpers = "".join(fingerprint(f) for f in (_sigmoid, _tanh))
-    digest = hashlib.sha256(f"{helpers}{tiles.FINGERPRINT}{_HALF!r}".encode()).hexdigest()[:16]
+    helpers = "".join(fingerprint(f) for f in (activate_sigmoid, activate_tanh))
+    digest = hashlib.sha256(f"{helpers}{tiles.FINGERPRINT}{HALF!r}".encode()).hexdigest()[:16]
     stem = f"k_lstm_cell_{FINGERPRINT}_{digest}"
     kernel = _KERNELS.get(stem)
     if kernel is None:
