@@ -2,7 +2,7 @@
 
 ``warm`` runs every fixed numba kernel route once (convolutions: Winograd, channels-first and
 im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
-relu's eager kernels; float32 tanh/exp loops; the LSTM forward cell, the LSTM and GRU backward
+relu's eager kernels; float32 tanh/exp loops; the LSTM and GRU forward cells and backward
 recurrences' steps, the embedding gradient's scatter) on small arrays, which puts their machine
 code in the signed kernels store. ``dualflow cache warm`` and the Makefile's install step run it.
 Generated fused kernels depend on the model and still compile at its first call.
@@ -59,9 +59,9 @@ def _pooling(dtype: str, side: int, window: int, stride: int, pad: int) -> None:
 
 
 def _sequence_kernels(dtype: str) -> None:
-    """The LSTM forward's cell step (``lstm_scan``, float32), the LSTM and GRU backward
-    recurrences' step kernels (``lstm_scan_grad``, ``gru_scan_grad``) and the embedding
-    gradient's row scatter (int64 ids, a language model's inputs)."""
+    """The LSTM and GRU forwards' cell steps (``lstm_scan``, ``gru_scan``; float32), their
+    backward recurrences' step kernels (``lstm_scan_grad``, ``gru_scan_grad``) and the
+    embedding gradient's row scatter (int64 ids, a language model's inputs)."""
     _backward(ops.embedding(np.array([[1, 0, 1]]), _leaf((3, 4), dtype)))
     h0 = _leaf((2, 2), dtype)
     _backward(ops.lstm_scan(_leaf((3, 2, 8), dtype), h0, h0, _leaf((8, 2), dtype))[0])
