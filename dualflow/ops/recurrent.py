@@ -126,14 +126,12 @@ def _previous(first: Any, states: Any) -> Any:
 
 def _factors(acts: Any, c_prev: Any, cs: Any, sizes: tuple) -> tuple:
     """Everything of the backward that needs no recurrence, on whole sequences: each step's
-    d(pre-activation gates) per unit of dc (L, N, 4, H), per unit of dh (o's block), dc per unit
-    of dh, and σf."""
+    d(pre-activation gates i, f, g) per unit of dc (L, N, 3, H), d(pre-activation o) per unit of
+    dh (L, N, H), dc per unit of dh, and σf (the other blocks' factors are zeros: not passed)."""
     i, f, g, o = _gate_blocks(acts, sizes)
     tc = tanh(cs)
-    zero = c_prev * 0.0
-    per_dc = stack([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g), zero], 2)
-    per_dh = stack([zero, zero, zero, tc * o * (1.0 - o)], 2)
-    return per_dc, per_dh, o * (1.0 - tc * tc), f
+    per_dc = stack([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g)], 2)
+    return per_dc, tc * o * (1.0 - o), o * (1.0 - tc * tc), f
 
 
 def _gate_blocks(acts: Any, sizes: tuple) -> tuple:
@@ -160,9 +158,8 @@ def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple, sizes
     gh = zeros_like(hs) if ghs is None else ghs
     gc = zeros_like(cs) if gcs is None else gcs
     # the dh/dc recurrence is one op: the graph's node count does not depend on the length
-    gx, _, dcs = lstm_scan_grad(
-        gh, gc, base, reshape(per_dc, gates), reshape(per_dh, gates), dc_per_dh, f, w_hh
-    )
+    per_dc = reshape(per_dc, (steps, n, 3 * hidden))
+    gx, _, dcs = lstm_scan_grad(gh, gc, base, per_dc, per_dh, dc_per_dh, f, w_hh)
     h_prev = reshape(_previous(h0, hs), (steps * n, hidden))
     gw = matmul(transpose(reshape(gx, (steps * n, 4 * hidden))), h_prev)  # one GEMM
     return gx, matmul(getitem(gx, 0), w_hh), getitem(dcs, 0) * getitem(f, 0), gw
