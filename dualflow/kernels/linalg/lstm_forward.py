@@ -4,8 +4,8 @@ time step, reading and writing the op's own (L, N, F) layouts (``ops.lstm_scan``
 Written with numpy, a step's cell is ~10 calls on (4H, N) and (H, N) arrays, and the sequence
 is transposed to the feature-major layout the GEMM wants and back (~1.8 ms a layer at 16 x 64 x
 256). The cell step reads the step's input projection (N, 4H) and the GEMM's product (4H, N) as
-they are, adds them, activates the gates and updates c and h, writing the gates, h and c in
-(N, ·) rows for the outputs and h, c feature-major (H, N) for the next step's GEMM. Its
+they are, adds them into the step's gates rows, activates them and updates c and h in rows (the
+outputs' layout), then writes h feature-major (H, N) for the next step's GEMM. Its
 arithmetic is the ops' (``sigmoid`` is ``0.5 * tanh(0.5 * x) + 0.5`` with ``tanh_f32``, each
 operation rounded to float32 in the same order), so its bits are those of the numpy cell.
 """
@@ -21,7 +21,7 @@ import numpy as np
 from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT, tanh_f32
 from dualflow.kernels.fast_math.float32_loops import fingerprint
 from dualflow.kernels.linalg import tiles
-from dualflow.kernels.linalg.tiles import add_to_fm, to_rows
+from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
 
 _KERNELS: dict[str, Any] = {}
 HALF = np.float32(0.5)
@@ -57,33 +57,25 @@ def activate_tanh(a):
         a[m] = tanh_f32(a[m])
 
 
-def _cell(xw, product, h_fm, c_fm, gates, h_out, c_out):
-    # product (4H, N) = W_hh @ h becomes the activated gates [σi, σf, tanh g, σo] after adding
-    # xw (N, 4H); c = σf c + σi tanh g and h = σo tanh(c) update c_fm and h_fm (H, N) in place
-    # (the GEMM that read h_fm has run); then the (N, ·) rows of the outputs. Flat loops over
-    # one contiguous block each: the activations vectorize.
+def _cell(xw, product, h_fm, c_prev, gates, h_out, c_out):
+    # gates (N, 4H) = xw + product^T (product (4H, N) = W_hh @ h), activated row by row
+    # [σi, σf, tanh g, σo] in flat loops over contiguous blocks (they vectorize); c = σf c_prev
+    # + σi tanh g and h = σo tanh(c) in rows; then h feature-major (H, N) for the next step's
+    # GEMM (the GEMM that read h_fm has run)
     n, hidden = h_out.shape
-    size = hidden * n
-    add_to_fm(xw, product)
-    flat = product.reshape(-1)
-    activate_sigmoid(flat[: 2 * size])
-    activate_tanh(flat[2 * size : 3 * size])
-    activate_sigmoid(flat[3 * size :])
-    s_i, s_f, t_g, s_o = (
-        flat[:size],
-        flat[size : 2 * size],
-        flat[2 * size : 3 * size],
-        flat[3 * size :],
-    )
-    c, h = c_fm.reshape(-1), h_fm.reshape(-1)
-    for k in range(size):
-        v = s_f[k] * c[k]
-        c[k] = v + s_i[k] * t_g[k]
-    for k in range(size):
-        h[k] = s_o[k] * tanh_f32(c[k])
-    to_rows(product, gates)
-    to_rows(h_fm, h_out)
-    to_rows(c_fm, c_out)
+    sum_to_rows(xw, product, gates)
+    for r in range(n):
+        g = gates[r]
+        activate_sigmoid(g[: 2 * hidden])
+        activate_tanh(g[2 * hidden : 3 * hidden])
+        activate_sigmoid(g[3 * hidden :])
+        c_from, c_to, h_to = c_prev[r], c_out[r], h_out[r]
+        for j in range(hidden):
+            v = g[hidden + j] * c_from[j]
+            c_to[j] = v + g[j] * g[2 * hidden + j]
+        for j in range(hidden):
+            h_to[j] = g[3 * hidden + j] * tanh_f32(c_to[j])
+    to_fm(h_out, h_fm)
 
 
 def _kernel() -> Any:
@@ -128,9 +120,8 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     w_hh = w_hh.astype(np.float32, copy=False)  # as it is: another layout, other GEMM bits
     hs, cs = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
     gates = np.empty((steps, n, four_h), np.float32)
-    # feature-major h and c: W_hh (4H, H) @ h (H, N) is BLAS's fast form for a few rows (c_fm a
-    # fresh copy: the cell writes it in place)
-    h_fm, c_fm = np.empty((hidden, n), np.float32), c0.T.astype(np.float32, order="C")
+    # feature-major h: W_hh (4H, H) @ h (H, N) is BLAS's fast form for a few rows
+    h_fm, c_prev = np.empty((hidden, n), np.float32), np.ascontiguousarray(c0, np.float32)
     product = np.empty((four_h, n), np.float32)
     # the first GEMM reads h0 transposed, as the array-call path does: BLAS sums in another
     # order for a transposed operand than for a copy, so a copy would change the bits
@@ -140,5 +131,6 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
         np.matmul(w_hh, h, out=product)
         h = h_fm
         if cell is not None:
-            cell(xw[t], product, h_fm, c_fm, gates[t], hs[t], cs[t])
+            cell(xw[t], product, h_fm, c_prev, gates[t], hs[t], cs[t])
+            c_prev = cs[t]
     return hs, cs, gates

@@ -38,6 +38,27 @@ def add_to_fm(rows, fm):
 
 
 @numba.njit(inline="always")
+def sum_to_rows(rows, fm, out):
+    """``out (N, F) = rows (N, F) + fm (F, N)^T`` (each sum ``rows + fm``, rounded once).
+
+    Example:
+        >>> import numpy as np
+        >>> out = np.empty((2, 3))
+        >>> sum_to_rows(np.ones((2, 3)), np.arange(6.0).reshape(3, 2), out)
+        >>> out.tolist()
+        [[1.0, 3.0, 5.0], [2.0, 4.0, 6.0]]
+    """
+    n, features = rows.shape
+    for m0 in range(0, features - 15, 16):
+        for r in range(n):
+            for mm in range(16):
+                out[r, m0 + mm] = rows[r, m0 + mm] + fm[m0 + mm, r]
+    for m in range(features - features % 16, features):
+        for r in range(n):
+            out[r, m] = rows[r, m] + fm[m, r]
+
+
+@numba.njit(inline="always")
 def to_fm(rows, fm):
     """``fm (F, N) = rows (N, F)^T``.
 
@@ -80,7 +101,7 @@ def to_rows(fm, rows):
 
 
 FINGERPRINT = hashlib.sha256(
-    "".join(fingerprint(f) for f in (add_to_fm, to_fm, to_rows)).encode()
+    "".join(fingerprint(f) for f in (add_to_fm, sum_to_rows, to_fm, to_rows)).encode()
 ).hexdigest()[:16]
-"""A digest of the three functions: kernels inlining them add it to their cache stem (a kernel's
+"""A digest of the four functions: kernels inlining them add it to their cache stem (a kernel's
 cache key hashes its own bytecode only)."""
