@@ -18,37 +18,32 @@ from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT
 from dualflow.kernels.fast_math.float32_loops import fingerprint
 from dualflow.kernels.linalg import lstm_forward, tiles
 from dualflow.kernels.linalg.lstm_forward import activate_sigmoid, activate_tanh
-from dualflow.kernels.linalg.tiles import add_to_fm, to_fm, to_rows
+from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
 
 _KERNELS: dict[str, Any] = {}
 
 
-def _cell(xw, product, bias, h_fm, n_fm, gates, h_out, hn_out):
-    # product (3H, N) = W_hh @ h gets b_hh (hn, the n block, is an output), then [r, z] =
-    # σ(xw + product); n = tanh(xw_n + r * product_n); h = n + z (h - n), h_fm (H, N) in place
-    # (the GEMM that read it has run). Flat loops over contiguous blocks vectorize.
+def _cell(xw, product, bias, h_fm, h_prev, gates, h_out, hn_out):
+    # product (3H, N) = W_hh @ h gets b_hh (its n block is the hn output), then in the outputs'
+    # rows: [r, z] = σ(xw + product^T), n = tanh(xw_n + r hn), h = n + z (h_prev - n); last, h
+    # feature-major (H, N) for the next step's GEMM (the GEMM that read h_fm has run)
     n, hidden = h_out.shape
-    size = hidden * n
     for m in range(3 * hidden):
         b = bias[m]
         for r in range(n):
             product[m, r] += b
     to_rows(product[2 * hidden :], hn_out)
-    add_to_fm(xw[:, : 2 * hidden], product[: 2 * hidden])
-    flat = product.reshape(-1)
-    activate_sigmoid(flat[: 2 * size])
-    to_fm(xw[:, 2 * hidden :], n_fm)
-    gate_r, gate_z, n_flat = flat[:size], flat[size : 2 * size], n_fm.reshape(-1)
-    product_n = flat[2 * size :]
-    for k in range(size):
-        n_flat[k] = n_flat[k] + gate_r[k] * product_n[k]
-    activate_tanh(n_flat)
-    h = h_fm.reshape(-1)
-    for k in range(size):
-        h[k] = n_flat[k] + gate_z[k] * (h[k] - n_flat[k])
-    to_rows(product[: 2 * hidden], gates[:, : 2 * hidden])
-    to_rows(n_fm, gates[:, 2 * hidden :])
-    to_rows(h_fm, h_out)
+    sum_to_rows(xw[:, : 2 * hidden], product[: 2 * hidden], gates[:, : 2 * hidden])
+    for r in range(n):
+        g, x, hn, h_from, h_to = gates[r], xw[r], hn_out[r], h_prev[r], h_out[r]
+        activate_sigmoid(g[: 2 * hidden])
+        for j in range(hidden):
+            g[2 * hidden + j] = x[2 * hidden + j] + g[j] * hn[j]
+        activate_tanh(g[2 * hidden :])
+        for j in range(hidden):
+            new = g[2 * hidden + j]
+            h_to[j] = new + g[hidden + j] * (h_from[j] - new)
+    to_fm(h_out, h_fm)
 
 
 def _kernel() -> Any:
@@ -83,13 +78,14 @@ def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
     bias = np.ascontiguousarray(b_hh, dtype=np.float32)
     hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
     gates = np.empty((steps, n, three_h), np.float32)
-    product, n_fm = np.empty((three_h, n), np.float32), np.empty((hidden, n), np.float32)
+    product, h_fm = np.empty((three_h, n), np.float32), np.empty((hidden, n), np.float32)
     h = h0.T.astype(np.float32, copy=False)  # the first GEMM reads it transposed (its bits)
-    h_fm = h0.T.astype(np.float32, order="C")  # a copy: the cell updates it in place
+    h_prev = np.ascontiguousarray(h0, np.float32)
     cell = _kernel() if n * hidden else None
     for t in range(steps):
         np.matmul(w_hh, h, out=product)
         h = h_fm
         if cell is not None:
-            cell(xw[t], product, bias, h_fm, n_fm, gates[t], hs[t], hn[t])
+            cell(xw[t], product, bias, h_fm, h_prev, gates[t], hs[t], hn[t])
+            h_prev = hs[t]
     return hs, gates, hn
