@@ -2,10 +2,10 @@
 
 ``warm`` runs every fixed numba kernel route once (convolutions: Winograd, channels-first and
 im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
-relu's eager kernels; float32 tanh/exp loops; the LSTM and GRU backward recurrences' steps) on
-small arrays, which puts their machine code in the signed kernels store. ``dualflow cache warm``
-and the Makefile's install step run it. Generated fused kernels depend on the model and still
-compile at its first call.
+relu's eager kernels; float32 tanh/exp loops; the LSTM and GRU forward cells and backward
+recurrences' steps, the embedding gradient's scatter) on small arrays, which puts their machine
+code in the signed kernels store. ``dualflow cache warm`` and the Makefile's install step run it.
+Generated fused kernels depend on the model and still compile at its first call.
 """
 
 from __future__ import annotations
@@ -58,9 +58,11 @@ def _pooling(dtype: str, side: int, window: int, stride: int, pad: int) -> None:
     ops.max_pool2d_gather(x.array, x.array, window, stride, pad)
 
 
-def _recurrences(dtype: str) -> None:
-    """The LSTM and GRU backward recurrences' step kernels (``lstm_scan_grad``,
-    ``gru_scan_grad``)."""
+def _sequence_kernels(dtype: str) -> None:
+    """The LSTM and GRU forwards' cell steps (``lstm_scan``, ``gru_scan``; float32), their
+    backward recurrences' step kernels (``lstm_scan_grad``, ``gru_scan_grad``) and the
+    embedding gradient's row scatter (int64 ids, a language model's inputs)."""
+    _backward(ops.embedding(np.array([[1, 0, 1]]), _leaf((3, 4), dtype)))
     h0 = _leaf((2, 2), dtype)
     _backward(ops.lstm_scan(_leaf((3, 2, 8), dtype), h0, h0, _leaf((8, 2), dtype))[0])
     _backward(
@@ -88,7 +90,12 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
         # relu and relu_grad from ``fused_elementwise.SELECT_MIN`` elements: the eager kernels (one
         # flat signature for every shape), which compiled plans run unfused too
         found.append((f"relu {dtype}", lambda d=dtype: _backward(ops.relu(_leaf((16, 4096), d)))))
-        found.append((f"lstm/gru backward recurrences {dtype}", lambda d=dtype: _recurrences(d)))
+        found.append(
+            (
+                f"lstm/gru recurrences, embedding gradient {dtype}",
+                lambda d=dtype: _sequence_kernels(d),
+            )
+        )
     unary = (ops.tanh, ops.exp, ops.sigmoid)
     found.append(("float32 tanh/exp", lambda: [f(_leaf((4096,), "float32")) for f in unary]))
     return found

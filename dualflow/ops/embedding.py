@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from dualflow.errors import ShapeError
+from dualflow.kernels.linalg.scatter_rows import add_rows
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.validate import check_index_range, require_float, require_int
@@ -52,6 +55,8 @@ class EmbeddingGrad:
         check_index_range("embedding_grad", xp, ids, num, "ids")
         out = xp.zeros((num,) + gy.shape[ids.ndim :], gy.dtype)
         rows = gy.reshape((ids.size,) + out.shape[1:])
+        if xp is np and add_rows(out, ids.reshape(-1), rows):
+            return out  # one numba loop: np.add.at's order and bits at ~1/40 of its time
         if hasattr(xp.add, "at"):
             xp.add.at(out, ids.reshape(-1), rows)
         else:  # older cupy: ufunc.at is missing, cupyx.scatter_add is the same operation

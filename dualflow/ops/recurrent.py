@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.kernels.linalg.lstm_forward import fits, lstm_forward
 from dualflow.ops.activation import tanh
 from dualflow.ops.creation import zeros_like
 from dualflow.ops.dispatch import apply
@@ -96,6 +97,8 @@ class LSTMScan:
         # @ W_hh^T with M = N = 16 rows ran at half the rate), and each gate is a row block.
         steps, n, hidden = xw.shape[0], xw.shape[1], w_hh.shape[1]
         dtype = np.result_type(xw.dtype, h0.dtype, c0.dtype, w_hh.dtype)
+        if fits(xp, dtype):  # one numba cell step per step, no sequence transposes; same bits
+            return lstm_forward(xw, h0, c0, w_hh)
         acts = _feature_major(xw.astype(dtype, copy=False))  # becomes the gates, step by step
         hs, cs = xp.empty((steps, hidden, n), dtype), xp.empty((steps, hidden, n), dtype)
         product = xp.empty((4 * hidden, n), dtype)
@@ -123,31 +126,40 @@ def _previous(first: Any, states: Any) -> Any:
 
 def _factors(acts: Any, c_prev: Any, cs: Any, sizes: tuple) -> tuple:
     """Everything of the backward that needs no recurrence, on whole sequences: each step's
-    d(pre-activation gates) per unit of dc (L, N, 4, H), per unit of dh (o's block), per unit of
-    d(activated gates), dc per unit of dh, and σf."""
-    gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
-    i, f, g, o = (getitem(gates, (slice(None), slice(None), k)) for k in range(4))
+    d(pre-activation gates i, f, g) per unit of dc (L, N, 3, H), d(pre-activation o) per unit of
+    dh (L, N, H), dc per unit of dh, and σf (the other blocks' factors are zeros: not passed)."""
+    i, f, g, o = _gate_blocks(acts, sizes)
     tc = tanh(cs)
-    zero = c_prev * 0.0
-    per_dc = stack([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g), zero], 2)
-    per_dh = stack([zero, zero, zero, tc * o * (1.0 - o)], 2)
-    slopes = stack([i * (1.0 - i), f * (1.0 - f), 1.0 - g * g, o * (1.0 - o)], 2)
-    return per_dc, per_dh, slopes, o * (1.0 - tc * tc), f
+    per_dc = stack([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g)], 2)
+    return per_dc, tc * o * (1.0 - o), o * (1.0 - tc * tc), f
+
+
+def _gate_blocks(acts: Any, sizes: tuple) -> tuple:
+    gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
+    return tuple(getitem(gates, (slice(None), slice(None), k)) for k in range(4))
+
+
+def _slopes(acts: Any, sizes: tuple) -> Any:
+    # d(activated gates)/d(pre-activations) (L, N, 4, H): only for gradients reaching the gates
+    # output (an LSTM layer drops them, and eager mode would compute them for nothing)
+    i, f, g, o = _gate_blocks(acts, sizes)
+    return stack([i * (1.0 - i), f * (1.0 - f), 1.0 - g * g, o * (1.0 - o)], 2)
 
 
 def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple, sizes: tuple) -> tuple:
     (hs, cs, acts), (ghs, gcs, gacts) = outs, grads
     steps, n, hidden = sizes
-    per_dc, per_dh, slopes, dc_per_dh, f = _factors(acts, _previous(c0, cs), cs, sizes)
+    per_dc, per_dh, dc_per_dh, f = _factors(acts, _previous(c0, cs), cs, sizes)
     gates = (steps, n, 4 * hidden)
-    blocks = (steps, n, 4, hidden)
-    base = zeros_like(acts) if gacts is None else reshape(reshape(gacts, blocks) * slopes, gates)
+    if gacts is None:
+        base = zeros_like(acts)
+    else:
+        base = reshape(reshape(gacts, (steps, n, 4, hidden)) * _slopes(acts, sizes), gates)
     gh = zeros_like(hs) if ghs is None else ghs
     gc = zeros_like(cs) if gcs is None else gcs
     # the dh/dc recurrence is one op: the graph's node count does not depend on the length
-    gx, _, dcs = lstm_scan_grad(
-        gh, gc, base, reshape(per_dc, gates), reshape(per_dh, gates), dc_per_dh, f, w_hh
-    )
+    per_dc = reshape(per_dc, (steps, n, 3 * hidden))
+    gx, _, dcs = lstm_scan_grad(gh, gc, base, per_dc, per_dh, dc_per_dh, f, w_hh)
     h_prev = reshape(_previous(h0, hs), (steps * n, hidden))
     gw = matmul(transpose(reshape(gx, (steps * n, 4 * hidden))), h_prev)  # one GEMM
     return gx, matmul(getitem(gx, 0), w_hh), getitem(dcs, 0) * getitem(f, 0), gw

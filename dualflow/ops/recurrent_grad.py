@@ -38,12 +38,13 @@ def _check(metas: tuple) -> tuple[int, int, int]:
             f"{tuple(gh.shape)} and {tuple(w.shape)}"
         )
     steps, n, hidden = gh.shape
-    state, gates = (steps, n, hidden), (steps, n, 4 * hidden)
-    wanted = (state, state, gates, gates, gates, state, state, (4 * hidden, hidden))
+    state, gates, three = (steps, n, hidden), (steps, n, 4 * hidden), (steps, n, 3 * hidden)
+    wanted = (state, state, gates, three, state, state, state, (4 * hidden, hidden))
     if any(tuple(m.shape) != s for m, s in zip(metas, wanted)):
         got = ", ".join(f"{name} {tuple(m.shape)}" for name, m in zip(NAMES, metas))
         raise ShapeError(
-            f"lstm_scan_grad: {got} do not fit (L, N, H) x2, (L, N, 4H) x3, (L, N, H) x2, (4H, H)"
+            f"lstm_scan_grad: {got} do not fit (L, N, H) x2, (L, N, 4H), (L, N, 3H), "
+            "(L, N, H) x3, (4H, H)"
         )
     return steps, n, hidden
 
@@ -86,25 +87,25 @@ def _adjoint(coefficients: tuple, outs: tuple, cots: tuple, sizes: tuple) -> tup
     fed step t-1's dh through ``@ weight_hh``, its dc through ``* f``)."""
     (p, q, k, f, w), (dg, dh, dc), (ug, uh, uc) = coefficients, outs, cots
     steps, n, hidden = sizes
-    p4, q4 = reshape(p, (steps, n, 4, hidden)), reshape(q, (steps, n, 4, hidden))
-    w_t = transpose(w)
+    p3, w_t = reshape(p, (steps, n, 3, hidden)), transpose(w)
+    ifg, last = (slice(None), slice(None), slice(0, 3)), (slice(None), slice(None), 3)
     lgs, lcs, lhs = [], [], []
     for t in range(steps):
         lg = getitem(ug, t)
         if t:
             lg = lg + matmul(lhs[-1], w_t)
         lg4 = reshape(lg, (n, 4, hidden))
-        lc = reduce_sum(lg4 * getitem(p4, t), axis=1) + getitem(uc, t)
+        lc = reduce_sum(getitem(lg4, ifg[1:]) * getitem(p3, t), axis=1) + getitem(uc, t)
         if t:
             lc = lc + lcs[-1] * getitem(f, t)
-        lh = reduce_sum(lg4 * getitem(q4, t), axis=1) + lc * getitem(k, t) + getitem(uh, t)
+        lh = getitem(lg4, last[1:]) * getitem(q, t) + lc * getitem(k, t) + getitem(uh, t)
         lgs.append(lg)
         lcs.append(lc)
         lhs.append(lh)
     lg, lc, lh = stack(lgs, 0), stack(lcs, 0), stack(lhs, 0)
     lg4 = reshape(lg, (steps, n, 4, hidden))
-    gp = reshape(lg4 * expand_dims(dc, 2), (steps, n, 4 * hidden))
-    gq = reshape(lg4 * expand_dims(dh, 2), (steps, n, 4 * hidden))
+    gp = reshape(getitem(lg4, ifg) * expand_dims(dc, 2), (steps, n, 3 * hidden))
+    gq = getitem(lg4, last) * dh
     lc_before = concat([expand_dims(zeros_like(lcs[0]), 0), getitem(lc, slice(None, -1))], 0)
     later = reshape(getitem(dg, slice(1, None)), ((steps - 1) * n, 4 * hidden))
     earlier = reshape(getitem(lh, slice(None, -1)), ((steps - 1) * n, hidden))
@@ -118,20 +119,21 @@ def lstm_scan_grad(
     """The dh/dc recurrence of an LSTM layer's backward (``lstm_scan``'s), last step first.
 
     Step t: ``dh_t = gh_t + dg_{t+1} @ weight_hh``, ``dc_t = gc_t + dc_{t+1} f_{t+1} + dh_t k_t``,
-    ``dg_t = dc_t p_t + dh_t q_t + base_t`` (dc_t and dh_t times each of the four H-blocks of
-    p_t and q_t), with nothing after the last step. ``gh``/``gc`` are the gradients reaching each
-    step's h and c, ``base`` the gate gradients that need no recurrence, ``p``/``q`` the gate
-    gradients per unit of dc/dh, ``k`` dc per unit of dh and ``f`` the forget gates. Returns
+    ``dg_t = [dc_t p_t, dh_t q_t] + base_t`` (dc_t times each of p_t's three H-blocks, the i, f
+    and g gates, and dh_t times q_t, the o gate), with nothing after the last step. ``gh``/``gc``
+    are the gradients reaching each step's h and c, ``base`` the gate gradients that need no
+    recurrence, ``p`` (L, N, 3H) the i/f/g gate gradients per unit of dc, ``q`` (L, N, H) the
+    o gate's per unit of dh, ``k`` dc per unit of dh and ``f`` the forget gates. Returns
     ``(dg, dh, dc)``: (L, N, 4H), (L, N, H), (L, N, H).
 
     Example:
         >>> import numpy as np
         >>> from dualflow import ops
         >>> ones, zeros4 = np.ones((2, 1, 1)), np.zeros((2, 1, 4))
-        >>> dg, dh, dc = ops.lstm_scan_grad(ones, ones, zeros4, np.ones((2, 1, 4)), zeros4,
+        >>> dg, dh, dc = ops.lstm_scan_grad(ones, ones, zeros4, np.ones((2, 1, 3)), 0 * ones,
         ...                                 ones, ones, np.ones((4, 1)))
         >>> dh.tolist(), dc.tolist()
-        ([[[9.0]], [[1.0]]], [[[12.0]], [[2.0]]])
+        ([[[7.0]], [[1.0]]], [[[10.0]], [[2.0]]])
     """
     return apply(LSTMScanGrad, gh, gc, base, p, q, k, f, weight_hh)
 

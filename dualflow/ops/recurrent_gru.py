@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.kernels.linalg.gru_forward import gru_forward
+from dualflow.kernels.linalg.lstm_forward import fits
 from dualflow.ops.creation import zeros_like
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexing import getitem
@@ -91,6 +93,8 @@ class GRUScan:
     def forward(xp, xw, h0, w_hh, b_hh):
         steps, n, hidden = xw.shape[0], xw.shape[1], w_hh.shape[1]
         dtype = np.result_type(xw.dtype, h0.dtype, w_hh.dtype, b_hh.dtype)
+        if fits(xp, dtype):  # one numba cell step per step, no sequence transposes; same bits
+            return gru_forward(xw, h0, w_hh, b_hh)
         acts = _feature_major(xw.astype(dtype, copy=False))  # becomes the gates, step by step
         hs, hn = xp.empty((steps, hidden, n), dtype), xp.empty((steps, hidden, n), dtype)
         product = xp.empty((3 * hidden, n), dtype)

@@ -23,8 +23,8 @@ def _inputs(rng: np.random.Generator, shapes: list, dtype: str) -> tuple:
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_lstm_step_kernel_equals_array_calls(dtype: str) -> None:
     steps, n, hidden = 5, 3, 4
-    state, gates = (steps, n, hidden), (steps, n, 4 * hidden)
-    shapes = [state, state, gates, gates, gates, state, state, (4 * hidden, hidden)]
+    state, gates, three = (steps, n, hidden), (steps, n, 4 * hidden), (steps, n, 3 * hidden)
+    shapes = [state, state, gates, three, state, state, state, (4 * hidden, hidden)]
     ins = _inputs(np.random.default_rng(0), shapes, dtype)
     fused = lstm_grad_recurrence(np, ins, np.dtype(dtype))
     plain = lstm_grad_recurrence(AS_DEVICE, ins, np.dtype(dtype))
@@ -45,11 +45,11 @@ def test_gru_step_kernel_equals_array_calls(dtype: str) -> None:
 
 
 def test_a_single_step_has_no_carry() -> None:
-    # one step: dh = gh, dc = gc + gh * k, dg = dc * p + dh * q + base
-    ins = _inputs(np.random.default_rng(2), [(1, 2, 3)] * 2 + [(1, 2, 12)] * 3 + [(1, 2, 3)] * 2
-                  + [(12, 3)], "float64")  # fmt: skip
+    # one step: dh = gh, dc = gc + gh * k, dg = [dc * p, dh * q] + base
+    ins = _inputs(np.random.default_rng(2), [(1, 2, 3)] * 2 + [(1, 2, 12), (1, 2, 9)]
+                  + [(1, 2, 3)] * 3 + [(12, 3)], "float64")  # fmt: skip
     gh, gc, base, p, q, k, _, _ = ins
     dg, dh, dc = lstm_grad_recurrence(np, ins, np.dtype("float64"))
     np.testing.assert_array_equal(dh, gh)
     np.testing.assert_allclose(dc, gc + gh * k)
-    np.testing.assert_allclose(dg, np.tile(dc, 4) * p + np.tile(dh, 4) * q + base)
+    np.testing.assert_allclose(dg, np.concatenate([np.tile(dc, 3) * p, dh * q], -1) + base)

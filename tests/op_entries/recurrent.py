@@ -44,7 +44,7 @@ def _grad_ref(gh, gc, base, p, q, k, f, w) -> tuple[np.ndarray, np.ndarray, np.n
     for t in reversed(range(steps)):
         dh[t] = gh[t] + carry_h
         dc[t] = gc[t] + carry_c + dh[t] * k[t]
-        dg[t] = np.tile(dc[t], 4) * p[t] + np.tile(dh[t], 4) * q[t] + base[t]
+        dg[t] = np.concatenate([np.tile(dc[t], 3) * p[t], dh[t] * q[t]], -1) + base[t]
         carry_h, carry_c = dg[t] @ w, dc[t] * f[t]
     return dg, dh, dc
 
@@ -52,8 +52,8 @@ def _grad_ref(gh, gc, base, p, q, k, f, w) -> tuple[np.ndarray, np.ndarray, np.n
 def _grad_samples(rng: np.random.Generator) -> list[Sample]:
     out = []
     for steps, n, hidden in [(3, 2, 2), (1, 1, 3), (4, 3, 1)]:
-        state, gates = (steps, n, hidden), (steps, n, 4 * hidden)
-        arrays = [rng.normal(size=s) for s in (state, state, gates, gates, gates, state)]
+        state, gates, three = (steps, n, hidden), (steps, n, 4 * hidden), (steps, n, 3 * hidden)
+        arrays = [rng.normal(size=s) for s in (state, state, gates, three, state, state)]
         f = rng.uniform(0.1, 0.9, size=state)
         w = rng.normal(scale=0.5, size=(4 * hidden, hidden))
         out.append(Sample((*arrays, f, w), name=f"L{steps}xN{n}xH{hidden}"))

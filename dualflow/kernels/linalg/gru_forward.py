@@ -1,0 +1,91 @@
+"""The GRU forward recurrence on host float32 arrays: one BLAS GEMM and one numba cell step per
+time step, reading and writing the op's own (L, N, F) layouts (``ops.gru_scan``'s forward).
+
+The same change as ``lstm_forward``: the numpy cell (~8 calls a step on (3H, N) arrays) and the
+sequences' transposes to and from the feature-major layout become one kernel call a step. Its
+arithmetic is the ops' (``sigmoid`` is ``0.5 * tanh(0.5 * x) + 0.5`` with ``tanh_f32``, each
+operation rounded to float32 in the numpy cell's order), so its bits are the numpy cell's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numpy as np
+
+from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT
+from dualflow.kernels.fast_math.float32_loops import fingerprint
+from dualflow.kernels.linalg import lstm_forward, tiles
+from dualflow.kernels.linalg.lstm_forward import activate_sigmoid, activate_tanh
+from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
+
+_KERNELS: dict[str, Any] = {}
+
+
+def _cell(xw, product, bias, h_fm, h_prev, gates, h_out, hn_out):
+    # product (3H, N) = W_hh @ h gets b_hh (its n block is the hn output), then in the outputs'
+    # rows: [r, z] = σ(xw + product^T), n = tanh(xw_n + r hn), h = n + z (h_prev - n); last, h
+    # feature-major (H, N) for the next step's GEMM (the GEMM that read h_fm has run)
+    n, hidden = h_out.shape
+    for m in range(3 * hidden):
+        b = bias[m]
+        for r in range(n):
+            product[m, r] += b
+    to_rows(product[2 * hidden :], hn_out)
+    sum_to_rows(xw[:, : 2 * hidden], product[: 2 * hidden], gates[:, : 2 * hidden])
+    for r in range(n):
+        g, x, hn, h_from, h_to = gates[r], xw[r], hn_out[r], h_prev[r], h_out[r]
+        activate_sigmoid(g[: 2 * hidden])
+        for j in range(hidden):
+            g[2 * hidden + j] = x[2 * hidden + j] + g[j] * hn[j]
+        activate_tanh(g[2 * hidden :])
+        for j in range(hidden):
+            new = g[2 * hidden + j]
+            h_to[j] = new + g[hidden + j] * (h_from[j] - new)
+    to_fm(h_out, h_fm)
+
+
+def _kernel() -> Any:
+    # the cache key hashes _cell's own bytecode: the inlined functions' digests go in the stem
+    helpers = fingerprint(activate_sigmoid) + fingerprint(activate_tanh) + tiles.FINGERPRINT
+    digest = hashlib.sha256(f"{helpers}{lstm_forward.HALF!r}".encode()).hexdigest()[:16]
+    stem = f"k_gru_cell_{FINGERPRINT}_{digest}"
+    kernel = _KERNELS.get(stem)
+    if kernel is None:
+        from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
+
+        kernel = _KERNELS[stem] = numba_cache.cached_njit(_cell, stem)
+    return kernel
+
+
+def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
+    """Every step's h (L, N, H), gates (L, N, 3H) [r, z, n] and ``W_hn h + b_hn`` (L, N, H) of
+    one GRU layer, from the input projections ``xw`` (L, N, 3H), ``h0`` (N, H), ``w_hh`` (3H, H)
+    and ``b_hh`` (3H,), numpy float32 (``lstm_forward.fits``).
+
+    Example:
+        >>> f32 = np.float32
+        >>> hs, gates, hn = gru_forward(np.zeros((2, 1, 3), f32), np.ones((1, 1), f32),
+        ...                             np.zeros((3, 1), f32), np.zeros(3, f32))
+        >>> hs[:, 0, 0].tolist(), gates[0, 0].tolist()
+        ([0.5, 0.25], [0.5, 0.5, 0.0])
+    """
+    steps, n, three_h = xw.shape
+    hidden = three_h // 3
+    xw = np.ascontiguousarray(xw, dtype=np.float32)
+    w_hh = w_hh.astype(np.float32, copy=False)  # as it is: another layout, other GEMM bits
+    bias = np.ascontiguousarray(b_hh, dtype=np.float32)
+    hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
+    gates = np.empty((steps, n, three_h), np.float32)
+    product, h_fm = np.empty((three_h, n), np.float32), np.empty((hidden, n), np.float32)
+    h = h0.T.astype(np.float32, copy=False)  # the first GEMM reads it transposed (its bits)
+    h_prev = np.ascontiguousarray(h0, np.float32)
+    cell = _kernel() if n * hidden else None
+    for t in range(steps):
+        np.matmul(w_hh, h, out=product)
+        h = h_fm
+        if cell is not None:
+            cell(xw[t], product, bias, h_fm, h_prev, gates[t], hs[t], hn[t])
+            h_prev = hs[t]
+    return hs, gates, hn

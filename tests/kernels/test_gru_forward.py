@@ -1,0 +1,62 @@
+"""The GRU forward's numba cell step (``kernels/linalg/gru_forward.py``) gives the bits of the
+numpy cell it replaces (``gru_scan``'s array-call path) at any sizes, and leaves its inputs
+alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dualflow.kernels.linalg.gru_forward import gru_forward
+from dualflow.ops import recurrent_gru
+from dualflow.ops.recurrent_gru import GRUScan
+
+
+def _array_path(*ins: np.ndarray) -> tuple:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(recurrent_gru, "fits", lambda xp, dtype: False)
+        return GRUScan.forward(np, *ins)
+
+
+def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> tuple:
+    rng = np.random.default_rng(seed)
+    shapes = [(steps, n, 3 * hidden), (n, hidden), (3 * hidden, hidden), (3 * hidden,)]
+    xw, h0, w, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
+    return xw * np.float32(scale), h0, w * np.float32(scale / np.sqrt(hidden + 1)), b
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    steps=st.integers(1, 6),
+    n=st.integers(1, 20),
+    hidden=st.integers(1, 40),
+    scale=st.sampled_from([0.1, 1.0, 4.0, 30.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_numba_cell_equals_the_array_calls_bit_for_bit(
+    steps: int, n: int, hidden: int, scale: float, seed: int
+) -> None:
+    ins = _inputs(seed, steps, n, hidden, scale)
+    plain = _array_path(*ins)
+    fused = gru_forward(*ins)
+    for a, b in zip(fused, plain):
+        assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
+
+
+def test_the_op_takes_the_cell_and_leaves_inputs_alone() -> None:
+    xw, h0, w, b = _inputs(3, 5, 17, 48, 2.0)
+    h0, w = np.asfortranarray(h0), np.asfortranarray(w)  # h0.T is C-contiguous: not written
+    before = [a.copy() for a in (xw, h0, w, b)]
+    plain = _array_path(xw, h0, w, b)
+    for a, c in zip(GRUScan.forward(np, xw, h0, w, b), plain):
+        assert np.array_equal(a, c)
+    for a, c in zip((xw, h0, w, b), before):
+        assert np.array_equal(a, c)
+
+
+def test_empty_sizes() -> None:
+    for steps, n, hidden in ((0, 2, 3), (2, 0, 3), (2, 3, 0)):
+        hs, gates, hn = gru_forward(*_inputs(0, steps, n, hidden, 1.0))
+        assert hs.shape == hn.shape == (steps, n, hidden) and gates.shape == (steps, n, 3 * hidden)
