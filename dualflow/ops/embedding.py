@@ -1,12 +1,17 @@
 """Embedding lookup ``weight[ids]`` and its gradient, the scatter-add ``embedding_grad``.
 
 Each is the other's backward (lookup and scatter-add are adjoint), so double backward works.
-Ids outside ``[0, num)`` raise a ShapeError naming the op (no negative wraparound).
+Ids outside ``[0, num)`` raise a ShapeError naming the op (no negative wraparound). On numpy the
+scatter-add runs as one vectorized add per repeat rank (``_add_rows``): ``np.add.at`` adds row
+by row through the ufunc machinery (2.2 ms for a Transformer step's 1024 x 256 rows, against
+0.23 ms), and adding each id's k-th row in the k-th pass keeps ``add.at``'s order, so its bits.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.ops.dispatch import apply
@@ -52,6 +57,8 @@ class EmbeddingGrad:
         check_index_range("embedding_grad", xp, ids, num, "ids")
         out = xp.zeros((num,) + gy.shape[ids.ndim :], gy.dtype)
         rows = gy.reshape((ids.size,) + out.shape[1:])
+        if xp is np and _add_rows(out, ids.reshape(-1), rows):
+            return out
         if hasattr(xp.add, "at"):
             xp.add.at(out, ids.reshape(-1), rows)
         else:  # older cupy: ufunc.at is missing, cupyx.scatter_add is the same operation
@@ -62,6 +69,35 @@ class EmbeddingGrad:
 
     def backward(ctx, ggw):
         return embedding(ctx.x1, ggw), None
+
+
+# above this many rows for one id, add.at's one pass beats a vectorized pass per repeat
+MAX_REPEATS = 16
+
+
+def _add_rows(out: np.ndarray, ids: np.ndarray, rows: np.ndarray) -> bool:
+    """``np.add.at(out, ids, rows)`` with the same bits, as one fancy-indexed add per repeat
+    rank: pass k adds every id's k-th row (in ``ids`` order), so each sum is formed in add.at's
+    order; False (nothing added) when an id repeats more than ``MAX_REPEATS`` times.
+
+    Example:
+        >>> out = np.zeros((3, 1)); _add_rows(out, np.array([2, 0, 2]), np.ones((3, 1))), out.T
+        (True, array([[1., 0., 2.]]))
+    """
+    if ids.size == 0:
+        return True
+    order = np.argsort(ids, kind="stable")  # each id's rows together, in their order
+    grouped = ids[order]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]])
+    lengths = np.diff(np.r_[starts, ids.size])
+    if lengths.max() > MAX_REPEATS:
+        return False
+    rank = np.empty(ids.size, np.intp)
+    rank[order] = np.arange(ids.size) - np.repeat(starts, lengths)
+    for k in range(int(lengths.max())):
+        chosen = np.flatnonzero(rank == k)  # distinct ids: a plain indexed add is exact
+        out[ids[chosen]] += rows[chosen]
+    return True
 
 
 def embedding(ids: Any, weight: Any) -> Any:
