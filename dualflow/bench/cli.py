@@ -41,7 +41,7 @@ from dualflow.errors import DeviceError
 from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.passes.manager import resolve_passes
 from dualflow.runtime.machine_rates import machine_rates
-from dualflow.tracer.explain_profile import plan_flops
+from dualflow.tracer.explain_profile import gemm_alone_share, plan_flops
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -108,7 +108,10 @@ def _measure_cell(
         row.steps = recorder.ops
     flops = built.get("flops") or plan_flops(step)  # its matmuls' and convolutions'
     add_rates(row, flops, built.get("bytes"), machine_rates())
-    return row, final_state(built, recorder.last)
+    state = final_state(built, recorder.last)  # before the profiled calls below step again
+    if device.kind == "cpu" and plan_flops(step):
+        row.gemm_alone = gemm_alone_share(step, step)
+    return row, state
 
 
 def _own_rows(name: str, count: int, seed: int, device: Device) -> list[Measurement]:

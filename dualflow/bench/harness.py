@@ -43,6 +43,7 @@ class Measurement:
     gbps: float | None = None  # bytes the fused kernel must read + write, per second
     gflops: float | None = None  # the step's GEMM/convolution FLOPs per second (``flops``)
     gemm_share: float | None = None  # gflops / the machine's measured GEMM rate
+    gemm_alone: float | None = None  # the plan's matmuls alone in numpy / inside the plan
     bandwidth_share: float | None = None  # gbps / the machine's measured copy bandwidth
     noisy: bool = False  # min-max spread wider than the median (its or eager's): no speedup
     spread: float | None = None  # (max - min) / median (dualflow.bench.idle.mark_busy)

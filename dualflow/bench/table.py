@@ -1,6 +1,7 @@
 """The bench's text table: one row per (workload, mode), the columns a row has numbers for, and
 the shares of the machine's measured GEMM rate and bandwidth for rows that count FLOPs or bytes
-(``dualflow.runtime.machine_rates``)."""
+(``dualflow.runtime.machine_rates``), and ``% alone``: a compiled row's matmul steps' time alone in
+numpy (same shapes and layouts, ``runtime.gemm_alone``) over their time inside its plans."""
 
 from __future__ import annotations
 
@@ -80,6 +81,7 @@ _COLUMNS = (
     ("% BW", lambda r: _opt(None if r.bandwidth_share is None else 100 * r.bandwidth_share, ".0f")),
     ("GFLOP/s", lambda r: _opt(r.gflops, ".1f")),
     ("% GEMM", lambda r: _opt(None if r.gemm_share is None else 100 * r.gemm_share, ".0f")),
+    ("% alone", lambda r: _opt(None if r.gemm_alone is None else 100 * r.gemm_alone, ".0f")),
     ("matches eager", _match),
 )
 
@@ -113,6 +115,7 @@ def format_table(rows: list[Measurement]) -> str:
     shown = {"GB/s": any(r.gbps for r in rows), "held MB": any(r.held_bytes for r in rows)}
     shown["% BW"] = any(r.bandwidth_share is not None for r in rows)
     shown["GFLOP/s"] = shown["% GEMM"] = any(r.gflops for r in rows)
+    shown["% alone"] = any(r.gemm_alone is not None for r in rows)
     shown["traces/plan runs"] = any(r.traces is not None for r in rows)  # variable shapes
     shown["vs static"] = any(r.static_ratio is not None for r in rows)
     columns = [c for c in _COLUMNS if shown.get(c[0], True)]

@@ -1,7 +1,10 @@
 """Embedding lookup ``weight[ids]`` and its gradient, the scatter-add ``embedding_grad``.
 
 Each is the other's backward (lookup and scatter-add are adjoint), so double backward works.
-Ids outside ``[0, num)`` raise a ShapeError naming the op (no negative wraparound).
+Ids outside ``[0, num)`` raise a ShapeError naming the op (no negative wraparound). On numpy the
+scatter-add runs as one vectorized add per repeat rank (``_add_rows``): ``np.add.at`` adds row
+by row through the ufunc machinery (2.2 ms for a Transformer step's 1024 x 256 rows, against
+0.23 ms), and adding each id's k-th row in the k-th pass keeps ``add.at``'s order, so its bits.
 """
 
 from __future__ import annotations

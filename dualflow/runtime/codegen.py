@@ -121,6 +121,8 @@ def _call_lines(
     lines.append(f"    {outs} = {kernel}(xp{', ' if args else ''}{args}{attrs})")
     if profile:
         lines.append(f"    times[{i}] += _clock() - t0")
+        if node.op == "matmul":  # its operands' layouts: the profile's numpy-alone reference
+            lines.append(f"    seen[{i}] = _layouts(({args},), {into})")
     if kernels.get("check") is not None:  # debug mode: every step's outputs
         namespace[f"n{i}"] = node
         lines.append(f"    _check(n{i}, ({args}{',' if args else ''}), {outs.rstrip(',')})")
@@ -165,7 +167,8 @@ def render(
     """
     donated = donated or {}
     namespace: dict[str, Any] = {"_check": kernels.get("check")}
-    lines = ["def run(xp, inputs, state, consts, bufs=(), times=None):", *_unpack(graph, planned)]
+    head = "def run(xp, inputs, state, consts, bufs=(), times=None, seen=None):"
+    lines = [head, *_unpack(graph, planned)]
     planned_set = set(planned)
     kept = set(donated.values())
     last_use = graph.last_use
@@ -193,5 +196,7 @@ def render(
     if profile:
         import time  # noqa: PLC0415
 
-        namespace["_clock"] = time.perf_counter
+        from dualflow.runtime.gemm_alone import layouts  # noqa: PLC0415
+
+        namespace["_clock"], namespace["_layouts"] = time.perf_counter, layouts
     return "\n".join(lines) + "\n", namespace

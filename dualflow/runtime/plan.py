@@ -137,8 +137,10 @@ class Plan:
         fast = c_ordered and _writable(state, self.donated_slots)
         if profile:  # the same program, timed: donation and unchecked steps as the real run's
             times = self.profile_times = np.zeros(len(self.graph.nodes))
+            seen = self.profile_layouts = {}  # matmul steps' operand layouts (gemm_alone)
             run = self._profiled(fast)
-            outputs, updates, failed = self._execute(run, xp, (inputs, state, consts, bufs, times))
+            arguments = (inputs, state, consts, bufs, times, seen)
+            outputs, updates, failed = self._execute(run, xp, arguments)
         else:
             run = self._run if fast else (self._undonated() if c_ordered else self._checked())
             outputs, updates, failed = self._execute(run, xp, (inputs, state, consts, bufs))

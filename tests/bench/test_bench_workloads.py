@@ -55,6 +55,9 @@ def test_ci_smoke_run_schema_modes_and_match(tmp_path) -> None:
         assert row["steps"] > 0  # eager counts its ops, compiled modes their plan steps
         if row["workload"] == "mlp":  # its GEMMs' FLOPs, counted from the plan, for every mode
             assert row["gflops"] > 0 and row["gemm_share"] > 0
+            # the plans' matmuls alone in numpy over inside the plan (lazy: no plan of its own)
+            plans = mode in ("compiled", "compiled-O0")
+            assert (row["gemm_alone"] > 0) if plans else row["gemm_alone"] is None
         if mode != "eager":
             assert row["matches"] is True and row["max_rel_diff"] <= 1e-5
             assert row["compile_ms"] > 0 and row["mem_ratio"] > 0

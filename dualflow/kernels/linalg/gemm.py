@@ -7,15 +7,30 @@ float32 on 2 cores). A few rows times a transposed matrix (``x @ W.T`` of a line
 small batch, an LSTM step) is computed as ``(W @ x.T).T`` up to the row count this machine's BLAS
 runs faster so (``thin_rows``, measured: OpenBLAS on one Zen 4 ran the first form at half the
 rate, 16 x 256 x 1024 float32: 205 against 116 us on one thread, 133 against 64 on two).
-Every other case is ``xp.matmul`` itself. The result is C-ordered either way.
+A batch of small products (attention's (N*heads, L, hd) @ (N*heads, hd, L)) is split over the
+kernel threads (``batch_parts``): OpenBLAS runs a GEMM of at most 4 * 65536 multiply-adds on the
+calling thread, so numpy's loop over 64 such matrices used one core of two; each part runs the
+same per-matrix calls, so the bits do not depend on the split. Every other case is
+``xp.matmul`` itself. The result is C-ordered either way.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
+import numpy as np
+
+from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.linalg.thin_rows import thin_rows
+
+# OpenBLAS (interface/gemm.c) runs a GEMM of M*N*K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4) on
+# one thread: only such products are split, so two parts never contend for BLAS's own threads
+SMALL_MNK = 4 * 65536
+# FLOPs a part must have for the split to pay (~80 us of one core's GEMM at ~100 GFLOP/s,
+# against a ~15-40 us hand-off): not measured per machine (design notes, issue 38 `tlm`)
+PART_FLOPS = 1 << 23
 
 
 def stacked_rows(a: Any, b: Any) -> bool:
@@ -51,6 +66,43 @@ def thin_times_transposed(a: Any, b: Any) -> bool:
     )
 
 
+def batch_parts(xp: Any, a: Any, b: Any, out: Any = None) -> int:
+    """Parts a batched product of small matrices is split into over the kernel threads (1: one
+    ``xp.matmul`` call): numpy float32/float64 operands with the same batch shape, each product
+    within ``SMALL_MNK``, a C-ordered ``out`` if any, and ``PART_FLOPS`` per part.
+
+    Example:
+        >>> a = np.zeros((64, 64, 64), np.float32)
+        >>> batch_parts(np, a, a) == parts_for(2 * 64**4, PART_FLOPS), batch_parts(np, a[0], a[0])
+        (True, 1)
+    """
+    if (
+        xp is not np
+        or a.ndim < 3
+        or a.shape[:-2] != b.shape[:-2]
+        or a.dtype != b.dtype
+        or a.dtype.char not in "fd"
+        or (out is not None and not out.flags.c_contiguous)
+    ):
+        return 1
+    mnk = a.shape[-2] * a.shape[-1] * b.shape[-1]
+    if mnk > SMALL_MNK or a.shape[0] < 2:
+        return 1
+    return min(a.shape[0], parts_for(2 * mnk * math.prod(a.shape[:-2]), PART_FLOPS))
+
+
+def _split_batch(xp: Any, a: Any, b: Any, out: Any, parts: int) -> Any:
+    """``a @ b`` as ``parts`` products of consecutive matrices, each into its slice of ``out``."""
+    if out is None:
+        out = xp.empty((*a.shape[:-1], b.shape[-1]), a.dtype)
+    jobs = [
+        functools.partial(xp.matmul, a[i:j], b[i:j], out=out[i:j])
+        for i, j in split(a.shape[0], parts)
+    ]
+    run_parts(jobs)
+    return out
+
+
 def matmul(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
     """``a @ b`` with numpy's rules (into ``out`` when given, which is returned).
 
@@ -67,6 +119,9 @@ def matmul(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
         out[...] = product
         return out
     if not stacked_rows(a, b):
+        parts = batch_parts(xp, a, b, out)
+        if parts > 1:
+            return _split_batch(xp, a, b, out, parts)
         return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
     rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])  # a copy when the axes do not merge
     shape = (*a.shape[:-1], b.shape[-1])
