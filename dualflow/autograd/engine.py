@@ -184,7 +184,17 @@ class _Run:
 
     def _backward(self, node: Node, gys: list, debug: bool) -> tuple:
         """The node's backward on ``gys``: its inputs' gradients, one per edge."""
-        node.needs = None if self.targets is None else tuple([self.needed(e) for e in node.edges])
+        targets = self.targets
+        if targets is None:
+            node.needs = None
+        else:  # ``needed`` per edge, written out: this runs for every node of a grad() call
+            reach, needs = self.reach, []
+            for e in node.edges:
+                if type(e) is tuple:
+                    needs.append(e[0] in reach or e in targets)
+                else:
+                    needs.append(e is not None and id(e) in targets)
+            node.needs = tuple(needs)
         if debug:  # check the gradients below, naming this node's op and forward line
             with using_config(debug=False):
                 gxs = node.op.backward(node, *gys)

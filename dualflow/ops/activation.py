@@ -6,7 +6,12 @@ Expressions are chosen to be numerically stable in float32 without warnings: ``s
 
 from __future__ import annotations
 
+import importlib
 import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 
 from dualflow.ops.arithmetic import erf, exp, greater, where
 from dualflow.ops.creation import ZeroGradient
@@ -36,6 +41,27 @@ def TANH_GRAD(ctx, ggx):
 def SIGMOID(ctx, gy):
     """Logistic sigmoid ``1 / (1 + exp(-x))``."""
     return sigmoid_grad(ctx.y, gy)
+
+
+def _one_loop_sigmoid(expression: Callable) -> Callable:
+    """sigmoid's forward: ``fast_sigmoid``'s one loop for C-ordered float32 numpy arrays (the
+    expression's bits, ~2.6 us less a call on small arrays), else the expression's four calls.
+    numba is imported at the first such call, as the expression's tanh does."""
+    loop: list[Callable] = []
+    f32 = np.dtype(np.float32)
+
+    def forward(xp: Any, x: Any) -> Any:
+        if type(x) is np.ndarray and x.dtype is f32 and x.flags.c_contiguous:
+            if not loop:
+                loop.append(importlib.import_module(_FAST_SIGMOID).numpy_sigmoid)
+            return loop[0](x)
+        return expression(xp, x)
+
+    return forward
+
+
+_FAST_SIGMOID = "dualflow.kernels.fast_math.fast_sigmoid"
+SIGMOID.forward = _one_loop_sigmoid(SIGMOID.forward)
 
 
 @elementwise("sigmoid_grad", "gy * y * (1 - y)", args=("y", "gy"), saves=("x0", "x1"))
