@@ -71,7 +71,8 @@ def _saving_grad(leaf: Tensor) -> None:
 class _Run:
     """The state of one backward pass."""
 
-    def __init__(self, targets: dict | None, reach: set | None, retain: bool) -> None:
+    def __init__(self, targets: dict | None, reach: dict | None, retain: bool) -> None:
+        # grad(): ``reach`` maps each node below which a target lies to its ``needs``
         self.pending: dict[Node, list] = {}
         self.heap: list = []
         self.targets, self.reach, self.retain = targets, reach, retain
@@ -149,7 +150,13 @@ class _Run:
                 gxs = self._with_zeros(node, gys, debug)
                 break
         else:
-            gxs = self._backward(node, gys, debug)
+            if debug:
+                gxs = self._backward(node, gys, debug)
+            else:  # _backward without its frame: this runs for every node
+                node.needs = None if self.targets is None else self.reach[node]
+                gxs = node.op.backward(node, *gys)
+                if type(gxs) is not tuple:
+                    gxs = (gxs,)
         pending, targets, reach = self.pending, self.targets, self.reach
         for edge, gx, shape in zip(edges, gxs, node.in_shapes):
             if edge is None or gx is None:
@@ -184,17 +191,7 @@ class _Run:
 
     def _backward(self, node: Node, gys: list, debug: bool) -> tuple:
         """The node's backward on ``gys``: its inputs' gradients, one per edge."""
-        targets = self.targets
-        if targets is None:
-            node.needs = None
-        else:  # ``needed`` per edge, written out: this runs for every node of a grad() call
-            reach, needs = self.reach, []
-            for e in node.edges:
-                if type(e) is tuple:
-                    needs.append(e[0] in reach or e in targets)
-                else:
-                    needs.append(e is not None and id(e) in targets)
-            node.needs = tuple(needs)
+        node.needs = None if self.targets is None else self.reach[node]
         if debug:  # check the gradients below, naming this node's op and forward line
             with using_config(debug=False):
                 gxs = node.op.backward(node, *gys)
@@ -329,8 +326,9 @@ def grad(
     return result
 
 
-def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
-    """The nodes from which some target can be reached (only those need to run backward)."""
+def _reaching(outputs: Iterable[Tensor], targets: dict) -> dict[Node, tuple[bool, ...]]:
+    """The nodes from which some target can be reached (only those need to run backward), each
+    with its ``needs``: which of its inputs lead to a target (``_Run.needed`` of each edge)."""
     edges_of: dict[Node, tuple] = {}
     stack = [t.creator for t in outputs if t.creator is not None]
     while stack:
@@ -349,16 +347,16 @@ def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
         for e in edges:
             if type(e) is tuple and e[0] not in edges_of:
                 stack.append(e[0])
-    reach: set[Node] = set()
+    reach: dict[Node, tuple[bool, ...]] = {}
     for node in sorted(edges_of, key=_seq):  # inputs' creators first
+        needs = []
         for edge in edges_of[node]:
             if type(edge) is tuple:
-                if edge[0] in reach or edge in targets:
-                    reach.add(node)
-                    break
-            elif edge is not None and id(edge) in targets:
-                reach.add(node)
-                break
+                needs.append(edge[0] in reach or edge in targets)
+            else:
+                needs.append(edge is not None and id(edge) in targets)
+        if True in needs:
+            reach[node] = tuple(needs)
     return reach
 
 
