@@ -1,4 +1,5 @@
-"""``fast_sigmoid``: eager sigmoid's one float32 loop gives the bits of the op's expression.
+"""``fast_sigmoid``: eager sigmoid's one float32 loop gives the bits of the op's expression (and
+eager tanh takes ``numpy_tanh``'s loop directly).
 
 The expression ``0.5 * tanh(0.5 * x) + 0.5`` rendered for numpy (four calls) is the reference, on a
 strided sweep of all 2^32 float32 bit patterns and on special values; other dtypes, layouts and
@@ -15,6 +16,7 @@ from dualflow import ops
 from dualflow.kernels.expr.expression import compile_numpy
 from dualflow.kernels.fast_math import float32_loops
 from dualflow.kernels.fast_math.fast_sigmoid import numpy_sigmoid
+from dualflow.kernels.fast_math.fast_tanh import numpy_tanh
 from dualflow.ops.registry import OPS
 
 EXPRESSION = compile_numpy(OPS["sigmoid"].expr, ("x",), ())  # the numpy calls, no loop
@@ -67,3 +69,18 @@ def test_compiled_sigmoid_equals_eager() -> None:
     for _ in range(2):  # traced, then the plan
         np.testing.assert_array_equal(step(x).numpy(), eager.numpy())
     np.testing.assert_array_equal(ops.sigmoid(x).numpy(), EXPRESSION(np, x.numpy()))
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.linspace(-12, 12, 40, dtype=np.float32).reshape(5, 8),
+        np.float32(0.25) * np.ones((), np.float32),
+        np.linspace(-3, 3, 12, dtype=np.float32).reshape(3, 4).T,
+        np.linspace(-3, 3, 12).reshape(3, 4),
+    ],
+)
+def test_eager_tanh_takes_the_same_loop_as_numpy_tanh(x: np.ndarray) -> None:
+    got, expected = OPS["tanh"].forward(np, x), numpy_tanh(x)
+    assert type(got) is type(expected) and got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
