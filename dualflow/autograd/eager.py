@@ -160,7 +160,11 @@ def _binary(op: OpDef, args: tuple, attrs: dict, a: Any, b: Any, ra: Any, rb: An
     if config.debug:  # its checks and locations live in the general path
         return EAGER.apply_general(op, args, attrs)
     try:
-        out = op.forward(np, ra, rb, **attrs) if attrs else op.forward(np, ra, rb)
+        ufunc = op.eager_ufunc  # add, multiply...: the ufunc is the whole forward
+        if ufunc is not None:
+            out = ufunc(ra, rb)
+        else:
+            out = op.forward(np, ra, rb, **attrs) if attrs else op.forward(np, ra, rb)
     except DualflowError:
         raise
     except Exception as exc:  # re-raised as a typed error that names the op and line
@@ -169,15 +173,13 @@ def _binary(op: OpDef, args: tuple, attrs: dict, a: Any, b: Any, ra: Any, rb: An
         out = np.asarray(out)
     # a is ra: no Tensor (a scalar or an array argument), which never requires grad
     requires = (a is not ra and a.requires_grad) or (b is not rb and b.requires_grad)
-    record = requires and op.differentiable and config.grad_enabled and _has_gradient(out)
+    # an integer or bool result (a cast, a comparison) has no gradient, as in PyTorch (E: bfloat16)
+    record = requires and op.differentiable and config.grad_enabled
+    if record and out.dtype.kind not in "fc" and out.dtype.char != "E":
+        record = False
     result = _new(Tensor)  # Tensor.wrap without its frame
-    result.raw_array, result.creator, result.output_index, result.requires_grad = (
-        out,
-        None,
-        0,
-        record,
-    )
-    result.raw_grad = result.value = result.name = None
+    result.raw_array, result.requires_grad, result.output_index = out, record, 0
+    result.creator = result.raw_grad = result.value = result.name = None
     if record:
         saves = op.save_inputs
         result.creator = record_node(
@@ -197,28 +199,23 @@ def _unary(op: OpDef, args: tuple, attrs: dict, a: Any, ra: Any) -> Tensor:
     if config.debug:  # its checks and locations live in the general path
         return EAGER.apply_general(op, args, attrs)
     try:
-        out = op.forward(np, ra, **attrs) if attrs else op.forward(np, ra)
+        ufunc = op.eager_ufunc  # log, sqrt...: the ufunc is the whole forward
+        if ufunc is not None:
+            out = ufunc(ra)
+        else:
+            out = op.forward(np, ra, **attrs) if attrs else op.forward(np, ra)
     except DualflowError:
         raise
     except Exception as exc:  # re-raised as a typed error that names the op and line
         raise explain_failure(op, [ra], attrs, exc) from exc
     if type(out) is not _ndarray:
         out = np.asarray(out)
-    record = (
-        a is not ra
-        and a.requires_grad
-        and op.differentiable
-        and config.grad_enabled
-        and _has_gradient(out)
-    )
+    record = a is not ra and a.requires_grad and op.differentiable and config.grad_enabled
+    if record and out.dtype.kind not in "fc" and out.dtype.char != "E":  # as in _binary
+        record = False
     result = _new(Tensor)  # Tensor.wrap without its frame
-    result.raw_array, result.creator, result.output_index, result.requires_grad = (
-        out,
-        None,
-        0,
-        record,
-    )
-    result.raw_grad = result.value = result.name = None
+    result.raw_array, result.requires_grad, result.output_index = out, record, 0
+    result.creator = result.raw_grad = result.value = result.name = None
     if record:
         result.creator = record_node(
             op,
@@ -229,13 +226,6 @@ def _unary(op: OpDef, args: tuple, attrs: dict, a: Any, ra: Any) -> Tensor:
             (ra.shape,),
         )
     return result
-
-
-def _has_gradient(out: Any) -> bool:
-    """A float or complex result (bfloat16: char E); an integer or bool one (a cast, a
-    comparison) has no gradient, as in PyTorch."""
-    kind = out.dtype.kind
-    return kind == "f" or kind == "c" or out.dtype.char == "E"
 
 
 def _wrap_many(
