@@ -11,9 +11,9 @@ passes them on without running, and zeros are made only where a gradient is hand
 
 from __future__ import annotations
 
-import heapq
 import operator
 from collections.abc import Iterable, Sequence
+from heapq import heappop, heappush
 from typing import Any
 
 from dualflow import ops
@@ -84,7 +84,7 @@ class _Run:
             slot = self.pending.get(node)
             if slot is None:
                 slot = self.pending[node] = [None] * node.op.nout
-                heapq.heappush(self.heap, (-node.seq, node))
+                heappush(self.heap, (-node.seq, node))
             slot[index] = _add(slot[index], gx)
         elif self.targets is None:  # backward(): accumulate into the leaf's .grad
             if type(gx) is ZeroGradient:  # zeros where it had no gradient (as PyTorch's)
@@ -120,8 +120,9 @@ class _Run:
         heap, pending, targets, reach = self.heap, self.pending, self.targets, self.reach
         # grad(): the nodes one of whose outputs is a target (their gradient is an answer)
         answers = {k[0] for k in targets if type(k) is tuple} if targets is not None else ()
+        run_node = self.run_node  # bound once: this loop runs for every node
         while heap:
-            node = heapq.heappop(heap)[1]
+            node = heappop(heap)[1]
             gys = pending.pop(node)
             if tracer is not None:  # the ops of this backward belong to the node's forward op
                 tracer.on_backward_node(node)
@@ -132,7 +133,7 @@ class _Run:
                             self.found[(node, index)] = gy
                 if node not in reach:
                     continue
-            self.run_node(node, gys, debug)
+            run_node(node, gys, debug)
         if tracer is not None:
             tracer.on_backward_node(None)
 
@@ -172,7 +173,7 @@ class _Run:
                 slot = pending.get(creator)
                 if slot is None:
                     slot = pending[creator] = [None] * creator.op.nout
-                    heapq.heappush(self.heap, (-creator.seq, creator))
+                    heappush(self.heap, (-creator.seq, creator))
                 old = slot[index]
                 slot[index] = gx if old is None else _add(old, gx)
             elif targets is None or id(edge) in targets:
