@@ -15,7 +15,7 @@ import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.kernels.backend import device_elementwise
-from dualflow.kernels.expr.expression import compile_numpy, parse_expr, render_numpy
+from dualflow.kernels.expr.expression import compile_numpy, parse_expr, whole_ufunc
 from dualflow.kernels.expr.out_forwards import expression_out, expression_scratch, writes_out
 from dualflow.kernels.fused_cpu import fused_elementwise as cpu
 from dualflow.ops.broadcasting import broadcast_shapes
@@ -276,30 +276,10 @@ def elementwise(
             scratch=functools.partial(expression_scratch, tree, args),
             autocast=autocast,
         )
-        op.eager_ufunc = _whole_ufunc(tree, args, attrs, big)
+        op.eager_ufunc = None if attrs or big is not None else whole_ufunc(tree, args)
         return register(op)
 
     return decorate
-
-
-def _whole_ufunc(
-    tree: tuple, args: tuple[str, ...], attrs: tuple[str, ...], big: Any
-) -> Callable | None:
-    """The numpy ufunc an elementwise forward is on numpy operands when its expression is that
-    one call on its inputs in order (``add``: ``np.add``), for eager to call without the
-    forward's frame (~0.15 us of a ~2 us op); None otherwise, or when big calls take a kernel.
-
-    Example:
-        >>> _whole_ufunc(parse_expr("a * b", ("a", "b")), ("a", "b"), (), None) is np.multiply
-        True
-    """
-    if attrs or big is not None or tree[2:] != tuple(("var", a) for a in args):
-        return None
-    source = f"xp.{tree[1]}({', '.join(args)})"
-    ufunc = getattr(np, tree[1], None)
-    if render_numpy(tree) != source or not isinstance(ufunc, np.ufunc):
-        return None
-    return ufunc
 
 
 def _big_numpy_calls(
