@@ -105,15 +105,6 @@ class _Run:
         elif id(edge) in self.targets:
             self.found[id(edge)] = _add(self.found.get(id(edge)), gx)
 
-    def needed(self, edge: Any) -> bool:
-        if edge is None:
-            return False
-        if self.targets is None:
-            return True
-        if type(edge) is tuple:
-            return edge[0] in self.reach or edge in self.targets
-        return id(edge) in self.targets
-
     def run(self) -> None:
         debug = config.debug
         tracer = tracing()
@@ -329,7 +320,8 @@ def grad(
 
 def _reaching(outputs: Iterable[Tensor], targets: dict) -> dict[Node, tuple[bool, ...]]:
     """The nodes from which some target can be reached (only those need to run backward), each
-    with its ``needs``: which of its inputs lead to a target (``_Run.needed`` of each edge)."""
+    with its ``needs``: which of its inputs lead to a target (an edge into a reached node, a
+    target output, or a target leaf), what its backward is asked to compute."""
     edges_of: dict[Node, tuple] = {}
     stack = [t.creator for t in outputs if t.creator is not None]
     while stack:
