@@ -10,7 +10,6 @@ import contextlib
 import math
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -127,28 +126,42 @@ class Config(threading.local):
 config = Config()
 
 
-@contextlib.contextmanager
-def using_config(**flags: Any) -> Iterator[None]:
-    """Temporarily set config flags on this thread.
+class _UsingConfig(contextlib.ContextDecorator):
+    """``using_config``'s context manager: a class, not a generator (~1 us a ``with`` instead of
+    ~2.7; ``grad()`` and every ``no_grad`` block enter one). Each entry saves the flags it
+    changes on a stack, so one instance may be entered again inside itself (a decorated
+    recursive function)."""
+
+    def __init__(self, flags: dict[str, Any]) -> None:
+        self.flags, self.saved = flags, []
+
+    def __enter__(self) -> None:
+        flags = self.flags
+        for name in flags:
+            if not hasattr(Config, name):
+                raise AttributeError(
+                    f"unknown config flag {name!r}; known: grad_enabled, train, debug, autocast"
+                )
+        saved = []  # a loop, not a comprehension: no function frame
+        for name, value in flags.items():
+            saved.append((name, getattr(config, name)))
+            setattr(config, name, value)
+        self.saved.append(saved)
+
+    def __exit__(self, *exc: object) -> None:
+        for name, value in self.saved.pop():
+            setattr(config, name, value)
+
+
+def using_config(**flags: Any) -> contextlib.AbstractContextManager[None]:
+    """Temporarily set config flags on this thread (also a function decorator).
 
     Example:
         >>> with using_config(train=False):
         ...     config.train
         False
     """
-    for name in flags:
-        if not hasattr(Config, name):
-            raise AttributeError(
-                f"unknown config flag {name!r}; known: grad_enabled, train, debug, autocast"
-            )
-    old = {name: getattr(config, name) for name in flags}
-    for name, value in flags.items():
-        setattr(config, name, value)
-    try:
-        yield
-    finally:
-        for name, value in old.items():
-            setattr(config, name, value)
+    return _UsingConfig(flags)
 
 
 def no_grad() -> contextlib.AbstractContextManager[None]:

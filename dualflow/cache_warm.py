@@ -2,10 +2,10 @@
 
 ``warm`` runs every fixed numba kernel route once (convolutions: Winograd, channels-first and
 im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
-relu's eager kernels; float32 tanh/exp loops; the LSTM and GRU forward cells and backward
-recurrences' steps, the embedding gradient's scatter) on small arrays, which puts their machine
-code in the signed kernels store. ``dualflow cache warm`` and the Makefile's install step run it.
-Generated fused kernels depend on the model and still compile at its first call.
+relu's eager kernels; float32 tanh/exp/sigmoid loops; the LSTM and GRU forward cells and
+backward recurrences' steps, the embedding gradient's scatter) on small arrays, which puts their
+machine code in the signed kernels store. ``dualflow cache warm`` and the Makefile's install step
+run it. Generated fused kernels depend on the model and still compile at its first call.
 """
 
 from __future__ import annotations

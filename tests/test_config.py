@@ -126,3 +126,39 @@ def test_compile_settings_are_refused_where_they_are_set() -> None:
         dualflow.compile(max_traces=-2)  # @compile(max_traces=-2), before any function
     with pytest.raises(ConfigError, match=r"passes=.*unknown pass name"):
         dualflow.compile(lambda x: x, passes="dce,nope")
+
+
+# using_config: a class-based context manager (and decorator) since issue 38's dispatch session
+def test_flags_are_restored_after_nesting_and_errors() -> None:
+    assert _config.config.grad_enabled and _config.config.train
+    block = _config.using_config(grad_enabled=False, train=False)
+    with block:
+        with block:  # one instance entered twice: each entry saves its own state
+            assert not _config.config.grad_enabled and not _config.config.train
+        assert not _config.config.grad_enabled
+    assert _config.config.grad_enabled and _config.config.train
+    with pytest.raises(KeyError), _config.no_grad():
+        raise KeyError("inside")
+    assert _config.config.grad_enabled
+
+
+def test_a_decorated_recursive_function_restores_at_each_level() -> None:
+    seen = []
+
+    @_config.using_config(train=False)
+    def depth(n: int) -> None:
+        seen.append(_config.config.train)
+        if n:
+            depth(n - 1)
+
+    depth(2)
+    assert seen == [False, False, False] and _config.config.train
+
+
+def test_an_unknown_flag_is_refused_and_nothing_changes() -> None:
+    with (
+        pytest.raises(AttributeError, match="unknown config flag 'gradd'"),
+        _config.using_config(train=False, gradd=False),
+    ):
+        pass
+    assert _config.config.train

@@ -11,9 +11,9 @@ passes them on without running, and zeros are made only where a gradient is hand
 
 from __future__ import annotations
 
-import heapq
 import operator
 from collections.abc import Iterable, Sequence
+from heapq import heappop, heappush
 from typing import Any
 
 from dualflow import ops
@@ -71,7 +71,8 @@ def _saving_grad(leaf: Tensor) -> None:
 class _Run:
     """The state of one backward pass."""
 
-    def __init__(self, targets: dict | None, reach: set | None, retain: bool) -> None:
+    def __init__(self, targets: dict | None, reach: dict | None, retain: bool) -> None:
+        # grad(): ``reach`` maps each node below which a target lies to its ``needs``
         self.pending: dict[Node, list] = {}
         self.heap: list = []
         self.targets, self.reach, self.retain = targets, reach, retain
@@ -83,7 +84,7 @@ class _Run:
             slot = self.pending.get(node)
             if slot is None:
                 slot = self.pending[node] = [None] * node.op.nout
-                heapq.heappush(self.heap, (-node.seq, node))
+                heappush(self.heap, (-node.seq, node))
             slot[index] = _add(slot[index], gx)
         elif self.targets is None:  # backward(): accumulate into the leaf's .grad
             if type(gx) is ZeroGradient:  # zeros where it had no gradient (as PyTorch's)
@@ -104,23 +105,15 @@ class _Run:
         elif id(edge) in self.targets:
             self.found[id(edge)] = _add(self.found.get(id(edge)), gx)
 
-    def needed(self, edge: Any) -> bool:
-        if edge is None:
-            return False
-        if self.targets is None:
-            return True
-        if type(edge) is tuple:
-            return edge[0] in self.reach or edge in self.targets
-        return id(edge) in self.targets
-
     def run(self) -> None:
         debug = config.debug
         tracer = tracing()
         heap, pending, targets, reach = self.heap, self.pending, self.targets, self.reach
         # grad(): the nodes one of whose outputs is a target (their gradient is an answer)
         answers = {k[0] for k in targets if type(k) is tuple} if targets is not None else ()
+        run_node = self.run_node  # bound once: this loop runs for every node
         while heap:
-            node = heapq.heappop(heap)[1]
+            node = heappop(heap)[1]
             gys = pending.pop(node)
             if tracer is not None:  # the ops of this backward belong to the node's forward op
                 tracer.on_backward_node(node)
@@ -131,7 +124,7 @@ class _Run:
                             self.found[(node, index)] = gy
                 if node not in reach:
                     continue
-            self.run_node(node, gys, debug)
+            run_node(node, gys, debug)
         if tracer is not None:
             tracer.on_backward_node(None)
 
@@ -149,7 +142,13 @@ class _Run:
                 gxs = self._with_zeros(node, gys, debug)
                 break
         else:
-            gxs = self._backward(node, gys, debug)
+            if debug:
+                gxs = self._backward(node, gys, debug)
+            else:  # _backward without its frame: this runs for every node
+                node.needs = None if self.targets is None else self.reach[node]
+                gxs = node.op.backward(node, *gys)
+                if type(gxs) is not tuple:
+                    gxs = (gxs,)
         pending, targets, reach = self.pending, self.targets, self.reach
         for edge, gx, shape in zip(edges, gxs, node.in_shapes):
             if edge is None or gx is None:
@@ -165,7 +164,7 @@ class _Run:
                 slot = pending.get(creator)
                 if slot is None:
                     slot = pending[creator] = [None] * creator.op.nout
-                    heapq.heappush(self.heap, (-creator.seq, creator))
+                    heappush(self.heap, (-creator.seq, creator))
                 old = slot[index]
                 slot[index] = gx if old is None else _add(old, gx)
             elif targets is None or id(edge) in targets:
@@ -184,7 +183,7 @@ class _Run:
 
     def _backward(self, node: Node, gys: list, debug: bool) -> tuple:
         """The node's backward on ``gys``: its inputs' gradients, one per edge."""
-        node.needs = None if self.targets is None else tuple([self.needed(e) for e in node.edges])
+        node.needs = None if self.targets is None else self.reach[node]
         if debug:  # check the gradients below, naming this node's op and forward line
             with using_config(debug=False):
                 gxs = node.op.backward(node, *gys)
@@ -319,8 +318,10 @@ def grad(
     return result
 
 
-def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
-    """The nodes from which some target can be reached (only those need to run backward)."""
+def _reaching(outputs: Iterable[Tensor], targets: dict) -> dict[Node, tuple[bool, ...]]:
+    """The nodes from which some target can be reached (only those need to run backward), each
+    with its ``needs``: which of its inputs lead to a target (an edge into a reached node, a
+    target output, or a target leaf), what its backward is asked to compute."""
     edges_of: dict[Node, tuple] = {}
     stack = [t.creator for t in outputs if t.creator is not None]
     while stack:
@@ -339,16 +340,16 @@ def _reaching(outputs: Iterable[Tensor], targets: dict) -> set[Node]:
         for e in edges:
             if type(e) is tuple and e[0] not in edges_of:
                 stack.append(e[0])
-    reach: set[Node] = set()
+    reach: dict[Node, tuple[bool, ...]] = {}
     for node in sorted(edges_of, key=_seq):  # inputs' creators first
+        needs = []
         for edge in edges_of[node]:
             if type(edge) is tuple:
-                if edge[0] in reach or edge in targets:
-                    reach.add(node)
-                    break
-            elif edge is not None and id(edge) in targets:
-                reach.add(node)
-                break
+                needs.append(edge[0] in reach or edge in targets)
+            else:
+                needs.append(edge is not None and id(edge) in targets)
+        if True in needs:
+            reach[node] = tuple(needs)
     return reach
 
 

@@ -6,7 +6,12 @@ Expressions are chosen to be numerically stable in float32 without warnings: ``s
 
 from __future__ import annotations
 
+import importlib
 import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 
 from dualflow.ops.arithmetic import erf, exp, greater, where
 from dualflow.ops.creation import ZeroGradient
@@ -36,6 +41,29 @@ def TANH_GRAD(ctx, ggx):
 def SIGMOID(ctx, gy):
     """Logistic sigmoid ``1 / (1 + exp(-x))``."""
     return sigmoid_grad(ctx.y, gy)
+
+
+def _one_loop(expression: Callable, module: str, name: str) -> Callable:
+    """An op's forward that runs ``fast_math.<module>.<name>``, the expression's float32 loop
+    (its bits, in one numba call), on C-ordered float32 numpy arrays, else the expression: on
+    small arrays the calls around the loop cost more than the loop (sigmoid 3.7 -> 1.1 us, tanh
+    1.6 -> 1.1 on 16x16). numba is imported at the first such call, as the expression's does."""
+    loop: list[Callable] = []
+    f32 = np.dtype(np.float32)
+
+    def forward(xp: Any, x: Any) -> Any:
+        if type(x) is np.ndarray and x.dtype is f32 and x.flags.c_contiguous:
+            if not loop:
+                fast_math = importlib.import_module(f"dualflow.kernels.fast_math.{module}")
+                loop.append(getattr(fast_math, name))
+            return loop[0](x)
+        return expression(xp, x)
+
+    return forward
+
+
+TANH.forward = _one_loop(TANH.forward, "fast_tanh", "fresh_tanh")
+SIGMOID.forward = _one_loop(SIGMOID.forward, "fast_sigmoid", "numpy_sigmoid")
 
 
 @elementwise("sigmoid_grad", "gy * y * (1 - y)", args=("y", "gy"), saves=("x0", "x1"))

@@ -50,10 +50,13 @@ class Sum:
         return (Meta(out.shape, np.sum(np.ones(1, dtype=out.dtype)).dtype),)  # numpy's promotion
 
     def forward(xp, x, *, axis, keepdims):
+        if type(x) is np.ndarray:  # np.add.reduce as np.sum calls it, without its ~2 us wrapper
+            return x.sum(axis=axis, keepdims=keepdims)
         return xp.sum(x, axis=axis, keepdims=keepdims)
 
     def backward(ctx, gy):
-        return broadcast_to(_expand_back(ctx, gy), ctx.in_shapes[0])
+        # a full reduction's 0-d gradient broadcasts as it is: one reshape call less (~2.5 us)
+        return broadcast_to(gy if gy.ndim == 0 else _expand_back(ctx, gy), ctx.in_shapes[0])
 
 
 @primitive("prod", saves=("x0", "y"), autocast="float32", aliasing="fresh")

@@ -15,7 +15,7 @@ import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.kernels.backend import device_elementwise
-from dualflow.kernels.expr.expression import compile_numpy, parse_expr
+from dualflow.kernels.expr.expression import compile_numpy, parse_expr, whole_ufunc
 from dualflow.kernels.expr.out_forwards import expression_out, expression_scratch, writes_out
 from dualflow.kernels.fused_cpu import fused_elementwise as cpu
 from dualflow.ops.broadcasting import broadcast_shapes
@@ -51,6 +51,7 @@ class OpDef:
         "commutative",
         "differentiable",
         "doc",
+        "eager_ufunc",
         "expr",
         "expr_text",
         "flops",
@@ -93,6 +94,8 @@ class OpDef:
         # Elementwise ops let numpy find bad input (infer runs only on failure, when tracing and
         # in debug mode), keeping eager overhead near a bare numpy call; primitives check first.
         self.check_eager: bool = facts.get("check_eager", kind == "primitive")
+        # the numpy ufunc that is the whole forward on numpy operands (``elementwise`` sets it)
+        self.eager_ufunc: Callable | None = None
 
     def out_forward(self, checked: bool = True) -> Callable | None:
         """``f(xp, *inputs, out, **attrs)`` writing the (single) result into ``out``, or None
@@ -273,6 +276,7 @@ def elementwise(
             scratch=functools.partial(expression_scratch, tree, args),
             autocast=autocast,
         )
+        op.eager_ufunc = None if attrs or big is not None else whole_ufunc(tree, args)
         return register(op)
 
     return decorate

@@ -32,6 +32,32 @@ class GraphReleasedError(RuntimeError):
     """Backward reached a node whose saved values were already freed by an earlier backward."""
 
 
+def _saved_input(index: int) -> Any:
+    """``ctx.x<index>``'s getter: ``Node.input`` with the common case (a Tensor or a Python
+    number, saved as given) answered in the getter's own frame (~0.15 us a read less)."""
+
+    def get(node: Node) -> Any:
+        value = node.saved_inputs[node.op.save_inputs.index(index)]
+        if type(value) is _tensor.Tensor or type(value) is float:
+            return value
+        return node.input(index)
+
+    return get
+
+
+def _saved_output(index: int) -> Any:
+    """``ctx.y<index>``'s getter: ``Node.output`` without its frame and ``Tensor.wrap``'s."""
+
+    def get(node: Node) -> Any:
+        result = _new(_tensor.Tensor)
+        result.raw_array = node.saved_outputs[node.op.save_outputs.index(index)]
+        result.creator, result.output_index, result.requires_grad = node, index, True
+        result.raw_grad = result.value = result.name = None
+        return result
+
+    return get
+
+
 class Node:
     """One recorded op call (the ``ctx`` of its backward); built by ``record`` only."""
 
@@ -93,15 +119,15 @@ class Node:
         return _tensor.Tensor.wrap(self.saved_outputs[position], self, index, True)
 
     # ctx.x0 / ctx.x1 / ctx.y ...: the declared saves, as properties (faster than __getattr__).
-    x0 = property(lambda self: self.input(0))
-    x1 = property(lambda self: self.input(1))
-    x2 = property(lambda self: self.input(2))
-    x3 = property(lambda self: self.input(3))
-    x4 = property(lambda self: self.input(4))
-    y = property(lambda self: self.output(0))
-    y0 = property(lambda self: self.output(0))
-    y1 = property(lambda self: self.output(1))
-    y2 = property(lambda self: self.output(2))
+    x0 = property(_saved_input(0))
+    x1 = property(_saved_input(1))
+    x2 = property(_saved_input(2))
+    x3 = property(_saved_input(3))
+    x4 = property(_saved_input(4))
+    y = property(_saved_output(0))
+    y0 = property(_saved_output(0))
+    y1 = property(_saved_output(1))
+    y2 = property(_saved_output(2))
 
     def __repr__(self) -> str:
         return f"<node {self.op.name} #{self.seq}>"

@@ -75,3 +75,14 @@ def numpy_tanh(x: Any, out: Any = None) -> Any:
         True
     """
     return float32_loops.apply(np.tanh, _kernels, x, out)
+
+
+def fresh_tanh(x: np.ndarray) -> Any:
+    """``numpy_tanh`` of a C-ordered float32 numpy array without its checks (eager ``tanh``'s
+    common call): a new array, or a scalar for a 0-d ``x``.
+
+    Example:
+        >>> fresh_tanh(np.array([0.0, 30.0], np.float32)).tolist()
+        [0.0, 1.0]
+    """
+    return float32_loops.fresh(_kernels, x)
