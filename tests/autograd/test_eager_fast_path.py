@@ -12,6 +12,7 @@ import dualflow
 from dualflow.autograd.eager import EAGER
 from dualflow.errors import ShapeError
 from dualflow.ops import OPS
+from dualflow.tensor.core import Tensor
 
 _RNG = np.random.default_rng(0)
 _X = _RNG.uniform(0.5, 2.0, (3, 4)).astype(np.float32)
@@ -52,6 +53,14 @@ def test_the_fast_path_equals_the_general_one(name: str, leaf: bool) -> None:
         np.testing.assert_array_equal(fast.raw_array, general.raw_array)
         assert fast.requires_grad == general.requires_grad
         assert _node_facts(fast.creator) == _node_facts(general.creator)
+        assert _other_slots(fast) == _other_slots(general)  # Tensor.wrap's fields, all set
+
+
+def _other_slots(t) -> dict:
+    # the fast path builds its Tensor without Tensor.wrap: a slot added to Tensor must be set
+    # there too (an unset slot raises AttributeError here)
+    skip = ("__weakref__", "raw_array", "creator")
+    return {s: getattr(t, s) for s in Tensor.__slots__ if s not in skip}
 
 
 def test_grad_mode_and_integer_results_record_nothing() -> None:
