@@ -147,3 +147,26 @@ def test_an_interrupt_while_waiting_still_waits_for_the_workers_part() -> None:
 
     cpu_threads.run_parts([lambda: rows.__setitem__(0, 1), slow_part])
     assert rows == [1, 2]  # returned only after the worker's part ran
+
+
+def test_every_part_runs_under_the_callers_numpy_error_state() -> None:
+    # numpy's error state is per thread: a part on a worker must overflow as the unsplit call
+    # would under the caller's np.errstate (raise, or stay silent), not by the worker's default
+    import warnings
+
+    import numpy as np
+
+    big = np.full(4, 3e38, np.float32)
+
+    def overflow() -> None:
+        big * np.float32(10)
+
+    with np.errstate(over="raise"), pytest.raises(FloatingPointError):
+        cpu_threads.run_parts([overflow] * 4)
+    with np.errstate(over="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("error")  # a worker's RuntimeWarning would fail here
+        cpu_threads.run_parts([overflow] * 4)
+    seen = []
+    with np.errstate(divide="raise", invalid="warn"):
+        cpu_threads.run_parts([lambda: seen.append(np.geterr())] * 4)
+    assert all(e["divide"] == "raise" and e["invalid"] == "warn" for e in seen) and len(seen) == 4

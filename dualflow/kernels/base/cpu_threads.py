@@ -12,6 +12,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from dualflow.background.process import owner
 from dualflow.background.workers import IN_WORKER
 
@@ -49,7 +51,8 @@ def run_parts(jobs: Sequence[Callable[[], None]]) -> None:
     try:
         workers = work.workers()
         shares = [jobs[k :: len(workers) + 1] for k in range(len(workers) + 1)]
-        handed = [(w, share) for w, share in zip(workers, shares[1:]) if share]
+        errors = np.geterr()  # numpy's error state is per thread: the caller's rules every part
+        handed = [(w, [_under(errors, share)]) for w, share in zip(workers, shares[1:]) if share]
         try:
             for worker, share in handed:
                 worker.start(share)
@@ -62,6 +65,17 @@ def run_parts(jobs: Sequence[Callable[[], None]]) -> None:
     for error in [interrupt for _, interrupt in ends] + [error for error, _ in ends]:
         if error is not None:
             raise error
+
+
+def _under(errors: dict[str, str], share: Sequence[Callable[[], None]]) -> Callable[[], None]:
+    # one job running ``share`` in order under the calling thread's np.errstate, so a part on a
+    # worker warns, raises or stays silent about overflow or 0/0 as the unsplit call would
+    def run() -> None:
+        with np.errstate(**errors):
+            for job in share:
+                job()
+
+    return run
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:
