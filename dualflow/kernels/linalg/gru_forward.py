@@ -9,18 +9,12 @@ operation rounded to float32 in the numpy cell's order), so its bits are the num
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT
-from dualflow.kernels.fast_math.float32_loops import fingerprint
-from dualflow.kernels.linalg import lstm_forward, tiles
-from dualflow.kernels.linalg.lstm_forward import activate_sigmoid, activate_tanh
+from dualflow.kernels.linalg.lstm_forward import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
-
-_KERNELS: dict[str, Any] = {}
 
 
 def _cell(xw, product, bias, h_fm, h_prev, gates, h_out, hn_out):
@@ -46,19 +40,6 @@ def _cell(xw, product, bias, h_fm, h_prev, gates, h_out, hn_out):
     to_fm(h_out, h_fm)
 
 
-def _kernel() -> Any:
-    # the cache key hashes _cell's own bytecode: the inlined functions' digests go in the stem
-    helpers = fingerprint(activate_sigmoid) + fingerprint(activate_tanh) + tiles.FINGERPRINT
-    digest = hashlib.sha256(f"{helpers}{lstm_forward.HALF!r}".encode()).hexdigest()[:16]
-    stem = f"k_gru_cell_{FINGERPRINT}_{digest}"
-    kernel = _KERNELS.get(stem)
-    if kernel is None:
-        from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
-
-        kernel = _KERNELS[stem] = numba_cache.cached_njit(_cell, stem)
-    return kernel
-
-
 def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
     """Every step's h (L, N, H), gates (L, N, 3H) [r, z, n] and ``W_hn h + b_hn`` (L, N, H) of
     one GRU layer, from the input projections ``xw`` (L, N, 3H), ``h0`` (N, H), ``w_hh`` (3H, H)
@@ -81,7 +62,7 @@ def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
     product, h_fm = np.empty((three_h, n), np.float32), np.empty((hidden, n), np.float32)
     h = h0.T.astype(np.float32, copy=False)  # the first GEMM reads it transposed (its bits)
     h_prev = np.ascontiguousarray(h0, np.float32)
-    cell = _kernel() if n * hidden else None
+    cell = cell_kernel(_cell, "gru_cell") if n * hidden else None
     for t in range(steps):
         np.matmul(w_hh, h, out=product)
         h = h_fm

@@ -78,17 +78,24 @@ def _cell(xw, product, h_fm, c_prev, gates, h_out, c_out):
     to_fm(h_out, h_fm)
 
 
-def _kernel() -> Any:
-    # it inlines tanh_f32 and the helpers: a change to any of them is a new kernel (the cache
-    # key hashes _cell's own bytecode only)
+def cell_kernel(cell: Any, name: str) -> Any:
+    """``cell`` (a recurrent cell step inlining the activations and the tiles) compiled through
+    the kernels cache, once a process; the stem names the fast tanh and every inlined helper,
+    since the cache key hashes ``cell``'s own bytecode only (a change to any of them is a new
+    kernel). Shared by the LSTM and GRU cells.
+
+    Example:
+        >>> cell_kernel(_cell, "lstm_cell") is cell_kernel(_cell, "lstm_cell")
+        True
+    """
     helpers = "".join(fingerprint(f) for f in (activate_sigmoid, activate_tanh))
     digest = hashlib.sha256(f"{helpers}{tiles.FINGERPRINT}{HALF!r}".encode()).hexdigest()[:16]
-    stem = f"k_lstm_cell_{FINGERPRINT}_{digest}"
+    stem = f"k_{name}_{FINGERPRINT}_{digest}"
     kernel = _KERNELS.get(stem)
     if kernel is None:
         from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
 
-        kernel = _KERNELS[stem] = numba_cache.cached_njit(_cell, stem)
+        kernel = _KERNELS[stem] = numba_cache.cached_njit(cell, stem)
     return kernel
 
 
@@ -126,7 +133,7 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     # the first GEMM reads h0 transposed, as the array-call path does: BLAS sums in another
     # order for a transposed operand than for a copy, so a copy would change the bits
     h = h0.T.astype(np.float32, copy=False)
-    cell = _kernel() if n * hidden else None
+    cell = cell_kernel(_cell, "lstm_cell") if n * hidden else None
     for t in range(steps):
         np.matmul(w_hh, h, out=product)
         h = h_fm
