@@ -196,7 +196,7 @@ def _conv(x: Any, u: Any, pad: tuple) -> Any:
     u_t = u.transpose(0, 2, 1)
 
     def chunk(a: int, b: int) -> None:
-        m = np.matmul(_input_tiles(x[a:b], tiles, pad), u_t)
+        m = _gemms(_input_tiles(x[a:b], tiles, pad), u_t)
         _in_parts("_output_tiles", out[a:b], (m, *tiles), (b - a) * tiles[0])
 
     for wave in _waves(_chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget)):
@@ -212,6 +212,20 @@ def _waves(chunks: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
     the result does not depend on the grouping."""
     step = max(1, threads())
     return [chunks[k : k + step] for k in range(0, len(chunks), step)]
+
+
+def _gemms(a: Any, b: Any) -> Any:
+    """``a @ b`` for stacks of 36 matrices. A chunk running alone (a layer of one chunk: many
+    channels, few tiles) splits its GEMMs over the cores, each on one OpenBLAS thread: small
+    GEMMs on two OpenBLAS threads wait for each other 36 times. Inside a wave (a core a chunk)
+    the parts run one after another (``run_parts``). Each GEMM is the same call either way."""
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.result_type(a, b))
+    parts = split(a.shape[0], threads())
+    if len(parts) == 1:
+        return np.matmul(a, b, out=out)
+    with one_blas_thread():
+        run_parts([functools.partial(np.matmul, a[i:j], b[i:j], out=out[i:j]) for i, j in parts])
+    return out
 
 
 def _run_wave(jobs: list) -> None:
@@ -244,7 +258,7 @@ def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
     def chunk(k: int, a: int, b: int) -> None:
         g = np.empty((36, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
         _in_parts("_gradient_tiles", g, (gy[a:b], *tiles), (b - a) * tiles[0])
-        sums[k] = np.matmul(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
+        sums[k] = _gemms(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
 
     for wave in _waves(_chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget)):
         _run_wave([functools.partial(chunk, k, a, b) for k, (a, b) in enumerate(wave)])
