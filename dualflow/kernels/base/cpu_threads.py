@@ -10,6 +10,7 @@ never depends on the split or on timing.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Callable, Sequence
 
 from dualflow.background.process import owner
@@ -62,6 +63,31 @@ def run_parts(jobs: Sequence[Callable[[], None]]) -> None:
     for error in [interrupt for _, interrupt in ends] + [error for error, _ in ends]:
         if error is not None:
             raise error
+
+
+def run_pulled(count: int, job: Callable[[int], None]) -> None:
+    """``job(0)`` ... ``job(count - 1)``, each once, on this thread and the workers at once: each
+    thread takes the next index when its last is done, so a worker the OS leaves waiting (a
+    busy machine) takes fewer instead of holding the others at a barrier; the call returns when
+    all have run (``run_parts``). Which thread runs an index never changes what it computes.
+
+    Example:
+        >>> seen = []
+        >>> run_pulled(5, seen.append)
+        >>> sorted(seen)
+        [0, 1, 2, 3, 4]
+    """
+    indices, lock = itertools.count(), threading.Lock()
+
+    def pull() -> None:
+        while True:
+            with lock:
+                index = next(indices)
+            if index >= count:
+                return
+            job(index)
+
+    run_parts([pull] * max(1, min(count, threads())))
 
 
 def split(n: int, parts: int) -> list[tuple[int, int]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split, threads
+from dualflow.kernels.base.cpu_threads import parts_for, run_parts, run_pulled, split, threads
 from dualflow.kernels.base.per_machine import one_blas_thread
 from dualflow.kernels.conv import winograd_loops
 from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, numba_kernel, part_bytes
@@ -199,19 +199,24 @@ def _conv(x: Any, u: Any, pad: tuple) -> Any:
         m = _gemms(_input_tiles(x[a:b], tiles, pad), u_t)
         _in_parts("_output_tiles", out[a:b], (m, *tiles), (b - a) * tiles[0])
 
-    for wave in _waves(_chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget)):
-        _run_wave([functools.partial(chunk, a, b) for a, b in wave])
+    _run_chunks(_chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget), chunk)
     return out
 
 
-def _waves(chunks: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
-    """``chunks`` in order, in groups of ``threads()`` run at once, one chunk a core: most chunks
-    are a few images whose 36 GEMMs are too small for OpenBLAS to split over the cores (its
-    threshold) and whose transforms are too small to split (``parts_for``), so a chunk at a
-    time ran on one core. Each chunk writes only its own images (or its own partial sum), so
-    the result does not depend on the grouping."""
-    step = max(1, threads())
-    return [chunks[k : k + step] for k in range(0, len(chunks), step)]
+def _run_chunks(chunks: list[tuple[int, int]], chunk: Any) -> None:
+    """``chunk(a, b)`` for every image range of ``chunks``, ``threads()`` at once, each core
+    taking the next when done (``run_pulled``), with OpenBLAS on one thread meanwhile. Most
+    chunks are a few images whose 36 GEMMs are too small for OpenBLAS to split over the cores
+    (its threshold) and whose transforms too small to split (``parts_for``), so a chunk at a
+    time ran on one core; and two cores' multi-threaded GEMMs would queue on OpenBLAS's level-3
+    lock. Each chunk writes only its own images (or its own sum), so which core runs it never
+    changes a bit. One chunk alone keeps OpenBLAS's threads and splits its transforms and GEMMs
+    over the cores (``_in_parts``, ``_gemms``)."""
+    if len(chunks) == 1:
+        chunk(*chunks[0])
+        return
+    with one_blas_thread():
+        run_pulled(len(chunks), lambda k: chunk(*chunks[k]))
 
 
 def _gemms(a: Any, b: Any) -> Any:
@@ -228,18 +233,6 @@ def _gemms(a: Any, b: Any) -> Any:
     return out
 
 
-def _run_wave(jobs: list) -> None:
-    """A wave's chunks at once, one a core, each GEMM on OpenBLAS's calling thread: OpenBLAS runs
-    one multi-threaded GEMM at a time (a second caller waits for the first), and a core is
-    already busy with each chunk. One chunk alone keeps OpenBLAS's threads and splits its
-    transforms over the cores (``_in_parts``)."""
-    if len(jobs) == 1:
-        jobs[0]()
-        return
-    with one_blas_thread():
-        run_parts(jobs)
-
-
 def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
     """Weight gradient of ``conv2d``: x (N, C, H, W), gy (N, O, Ho, Wo) -> (O, C, 3, 3); the
     chunks' sums are added in a fixed order.
@@ -251,21 +244,22 @@ def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
     """
     n, o = gy.shape[:2]
     tiles = tiles_hw(gy.shape[2:])
-    total = None  # (36, O, C): gradient tiles^T @ input tiles (faster than the other order)
     budget = chunk_bytes((x.shape[1], o), x.dtype.itemsize)
-    sums: dict[int, Any] = {}
+    chunks = _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget)
+    # each chunk's (36, O, C) sum: gradient tiles^T @ input tiles (faster than the other order)
+    sums: list[Any] = [None] * len(chunks)
+    place = {a: k for k, (a, _) in enumerate(chunks)}
 
-    def chunk(k: int, a: int, b: int) -> None:
+    def chunk(a: int, b: int) -> None:
         g = np.empty((36, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
         _in_parts("_gradient_tiles", g, (gy[a:b], *tiles), (b - a) * tiles[0])
-        sums[k] = _gemms(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
+        sums[place[a]] = _gemms(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
 
-    for wave in _waves(_chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget)):
-        _run_wave([functools.partial(chunk, k, a, b) for k, (a, b) in enumerate(wave)])
-        for k in range(len(wave)):  # in chunk order, whatever the thread count
-            part = sums.pop(k)
-            total = part if total is None else np.add(total, part, out=total)
-            del part
+    _run_chunks(chunks, chunk)
+    total = sums[0]
+    for k in range(1, len(chunks)):  # in chunk order, whatever core computed which
+        total = np.add(total, sums[k], out=total)
+        sums[k] = None
     gw = np.matmul(_TAPS.T.astype(total.dtype), total.reshape(36, -1))  # G^T (.) G: (9, O * C)
     return np.ascontiguousarray(gw.reshape(3, 3, o, x.shape[1]).transpose(2, 3, 0, 1))
 
@@ -283,15 +277,16 @@ def conv_transpose2d(x: Any, w: Any, pad: tuple) -> Any:
 
 
 def _tile_bytes(n: int, tiles: tuple, channels: int, item: int, budget: int) -> int:
-    """Bytes of the first wave's chunks' transformed tiles of ``channels`` values (the chunks
-    run at once; the first are the largest)."""
-    first = _waves(_chunks(n, tiles, channels, item, budget))[0]
-    return sum(36 * (b - a) * tiles[0] * tiles[1] * channels * item for a, b in first)
+    """Bytes of the transformed tiles (``channels`` values) of the chunks that run at once (one
+    a core; the first chunks are the largest)."""
+    chunks = _chunks(n, tiles, channels, item, budget)
+    at_once = chunks[: max(1, threads())]
+    return sum(36 * (b - a) * tiles[0] * tiles[1] * channels * item for a, b in at_once)
 
 
 def conv2d_scratch(x: tuple, w: tuple, item: int, pad: tuple) -> int:
     """Bytes ``conv2d`` holds besides its inputs and result: the filters' transform (36 C x O
-    values) and one wave's chunks' tiles (input and product).
+    values) and the tiles (input and product) of the chunks that run at once.
 
     Example:
         >>> conv2d_scratch((2, 16, 8, 8), (16, 16, 3, 3), 4, (1, 1))  # 36 C x O + 2 images' tiles
@@ -303,9 +298,9 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, pad: tuple) -> int:
 
 
 def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int) -> int:
-    """Bytes ``conv2d_grad_weight`` holds besides its inputs and result: one wave's chunks' tiles,
-    sums (36 C x O values each) and channels-last images, and the running sum (when there is
-    more than one wave); then the sums and their inverse transform (9 C x O).
+    """Bytes ``conv2d_grad_weight`` holds besides its inputs and result: every chunk's sum (36 C
+    x O values each, added in chunk order at the end) and the tiles and channels-last image of
+    the chunks that run at once; then the sum and its inverse transform (9 C x O).
 
     Example:
         >>> conv2d_grad_weight_scratch((2, 16, 8, 8), (2, 16, 8, 8), 4)  # 36 C x O, tiles, image
@@ -314,10 +309,11 @@ def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int) -> int:
     (n, c), (o, ho, wo) = x[:2], gy[1:]
     tiles = tiles_hw((ho, wo))
     budget = chunk_bytes((c, o), item)
-    waves = _waves(_chunks(n, tiles, c + o, item, budget))
-    sums = (len(waves[0]) + (len(waves) > 1)) * 36 * c * o * item
-    # each chunk's input transform holds an image's channels-last copy beside its tiles
-    image = len(waves[0]) * (4 * tiles[0] + 2) * (4 * tiles[1] + 2) * c * item
+    chunks = _chunks(n, tiles, c + o, item, budget)
+    at_once = min(len(chunks), max(1, threads()))
+    sums = len(chunks) * 36 * c * o * item
+    # each running chunk's input transform holds an image's channels-last copy beside its tiles
+    image = at_once * (4 * tiles[0] + 2) * (4 * tiles[1] + 2) * c * item
     chunk = _tile_bytes(n, tiles, c + o, item, budget)
     return max(sums + chunk + image, 45 * c * o * item)
 
