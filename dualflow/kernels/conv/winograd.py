@@ -222,14 +222,20 @@ def _run_chunks(chunks: list[tuple[int, int]], chunk: Any) -> None:
 def _gemms(a: Any, b: Any) -> Any:
     """``a @ b`` for stacks of 36 matrices. A chunk running alone (a layer of one chunk: many
     channels, few tiles) splits its GEMMs over the cores, each on one OpenBLAS thread: small
-    GEMMs on two OpenBLAS threads wait for each other 36 times. Inside a wave (a core a chunk)
-    the parts run one after another (``run_parts``). Each GEMM is the same call either way."""
+    GEMMs on two OpenBLAS threads wait for each other 36 times. A few groups a core, taken as
+    cores come free (``run_pulled``); inside a chunk that already runs on one core of several,
+    the groups run one after another. Each GEMM is the same call either way."""
     out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.result_type(a, b))
-    parts = split(a.shape[0], threads())
-    if len(parts) == 1:
+    if threads() == 1:
         return np.matmul(a, b, out=out)
+    parts = split(a.shape[0], 3 * threads())
+
+    def group(k: int) -> None:
+        i, j = parts[k]
+        np.matmul(a[i:j], b[i:j], out=out[i:j])
+
     with one_blas_thread():
-        run_parts([functools.partial(np.matmul, a[i:j], b[i:j], out=out[i:j]) for i, j in parts])
+        run_pulled(len(parts), group)
     return out
 
 
