@@ -23,7 +23,9 @@ from dualflow.errors import ConfigError
 
 THREADS_ENV = "DUALFLOW_NUM_THREADS"
 MAX_THREADS = 1024
-# the owner's own threads, which never call BLAS (a data prefetch thread may: user transforms)
+# the owner's own threads: they call BLAS only inside a kernel's parts, while the thread that
+# handed the parts out holds the crew and waits, so never while that thread or another decides
+# OpenBLAS's threads (a data prefetch thread may call BLAS at any time: user transforms)
 NO_BLAS_THREADS = ("dualflow-cpu-", "dualflow-compile-answers", "dualflow-watchdog")
 
 
