@@ -9,10 +9,12 @@ never depends on the split or on timing.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
+from dualflow.background import blas
 from dualflow.background.process import owner
 from dualflow.background.workers import IN_WORKER
 
@@ -114,3 +116,37 @@ def parts_for(work: int, minimum: int) -> int:
     """
     count = owner().threads
     return count if work >= count * minimum else 1
+
+
+_blas_hold = {"lock": threading.Lock(), "depth": 0, "before": None}
+
+
+@contextlib.contextmanager
+def blas_on_callers() -> Iterator[None]:
+    """OpenBLAS's GEMMs on the thread that calls them, inside: for parts that run GEMMs on
+    every core at once (two cores' multi-threaded GEMMs would queue on OpenBLAS's level-3 lock).
+    Lowering OpenBLAS's count below the threads it has started, and restoring it, only sets the
+    count its next calls read (its threads stay), so another thread's BLAS call meanwhile runs
+    with one count or the other: the same result, as OpenBLAS splits a GEMM's rows and columns,
+    never its sums. Nested and concurrent uses share one lowering: the last to leave restores.
+
+    Example:
+        >>> with blas_on_callers():
+        ...     blas.get_threads() in (None, 1)
+        True
+    """
+    hold = _blas_hold
+    with hold["lock"]:
+        if hold["depth"] == 0:
+            before = blas.get_threads()
+            hold["before"] = before if before is not None and before > 1 else None
+            if hold["before"] is not None:
+                blas.set_threads(1)
+        hold["depth"] += 1
+    try:
+        yield
+    finally:
+        with hold["lock"]:
+            hold["depth"] -= 1
+            if hold["depth"] == 0 and hold["before"] is not None:
+                blas.set_threads(hold["before"])

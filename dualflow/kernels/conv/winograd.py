@@ -19,8 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.base.cpu_threads import parts_for, run_parts, run_pulled, split, threads
-from dualflow.kernels.base.per_machine import one_blas_thread
+from dualflow.kernels.base.cpu_threads import (
+    blas_on_callers,
+    parts_for,
+    run_parts,
+    run_pulled,
+    split,
+    threads,
+)
 from dualflow.kernels.conv import winograd_loops
 from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, numba_kernel, part_bytes
 
@@ -215,7 +221,11 @@ def _run_chunks(chunks: list[tuple[int, int]], chunk: Any) -> None:
     if len(chunks) == 1:
         chunk(*chunks[0])
         return
-    with one_blas_thread():
+    if threads() == 1:  # one after another, each GEMM on OpenBLAS's threads
+        for a, b in chunks:
+            chunk(a, b)
+        return
+    with blas_on_callers():
         run_pulled(len(chunks), lambda k: chunk(*chunks[k]))
 
 
@@ -234,7 +244,7 @@ def _gemms(a: Any, b: Any) -> Any:
         i, j = parts[k]
         np.matmul(a[i:j], b[i:j], out=out[i:j])
 
-    with one_blas_thread():
+    with blas_on_callers():
         run_pulled(len(parts), group)
     return out
 
