@@ -23,8 +23,31 @@ from dualflow.errors import ConfigError
 
 THREADS_ENV = "DUALFLOW_NUM_THREADS"
 MAX_THREADS = 1024
-# the owner's own threads, which never call BLAS (a data prefetch thread may: user transforms)
+# the owner's own threads: they call BLAS only inside a kernel's parts, while the thread that
+# handed the parts out holds the crew and waits, so never while that thread or another decides
+# OpenBLAS's threads (a data prefetch thread may call BLAS at any time: user transforms)
 NO_BLAS_THREADS = ("dualflow-cpu-", "dualflow-compile-answers", "dualflow-watchdog")
+# threads of libraries a training loop commonly runs that never call BLAS: (module, class)
+NO_BLAS_CLASSES = (("tqdm._monitor", "TMonitor"),)  # a progress bar's refresh thread
+
+
+def blas_callers() -> list[threading.Thread]:
+    """The other threads that may be inside a BLAS call now: every thread but this one,
+    dualflow's own (``NO_BLAS_THREADS``) and known library threads that never call BLAS (tqdm's
+    monitor: a progress bar in the training loop used to keep OpenBLAS's threads spinning for
+    the whole run, as ``_tune_blas`` found it and gave up).
+
+    Example:
+        >>> blas_callers()
+        []
+    """
+    return [
+        t
+        for t in threading.enumerate()
+        if t is not threading.current_thread()
+        and not t.name.startswith(NO_BLAS_THREADS)
+        and (type(t).__module__, type(t).__name__) not in NO_BLAS_CLASSES
+    ]
 
 
 def machine_threads() -> int:
@@ -88,12 +111,7 @@ class Background:
         """Make OpenBLAS's idle threads sleep (our workers do too: neither pool takes CPU time
         while the other works). Only while no other thread can be in a BLAS call."""
         self._blas_tuned = True
-        others = [
-            t
-            for t in threading.enumerate()
-            if t is not threading.current_thread() and not t.name.startswith(NO_BLAS_THREADS)
-        ]
-        if not others:
+        if not blas_callers():
             blas.sleep_when_idle()
 
     def service(self, name: str, choose: Callable[[Any], Any]) -> Any:

@@ -154,3 +154,26 @@ def test_the_environment_and_the_cpu_affinity_set_the_count() -> None:
         env = {k: "" for k in ("DUALFLOW_NUM_THREADS",)}
         assert _fresh(one_cpu + code, env) == "1"
         assert _fresh(code, env) == str(len(os.sched_getaffinity(0)))
+
+
+def test_a_progress_bars_monitor_is_no_blas_caller_but_a_users_thread_is() -> None:
+    # a tqdm bar in the training loop starts a monitor thread that never calls BLAS: it must
+    # not keep the owner from making OpenBLAS's idle threads sleep (it did, for the whole run)
+    import io
+    import time
+
+    from tqdm import tqdm
+
+    from dualflow.background.process import blas_callers
+
+    bar = tqdm(total=2, file=io.StringIO())
+    user = threading.Thread(target=time.sleep, args=(0.3,))
+    user.start()
+    try:
+        monitors = [t for t in threading.enumerate() if type(t).__name__ == "TMonitor"]
+        assert monitors, "tqdm started no monitor thread"
+        callers = blas_callers()
+        assert user in callers and not set(monitors) & set(callers)
+    finally:
+        bar.close()
+        user.join()

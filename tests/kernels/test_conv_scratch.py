@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 # (x shape, w shape, stride): im2col, rows (more filters than output pixels), and
-from dualflow.kernels.conv import conv_gemm, conv_scratch
+from dualflow.background.process import using_threads
+from dualflow.kernels.conv import conv_gemm, conv_scratch, winograd
 
 # Winograd; every kernel runs once before it is measured (numba compiles on first use)
 CASES = [
@@ -70,3 +71,31 @@ def test_scratch_facts_match_what_the_kernels_allocate(x_shape, w_shape, stride)
 def _padding(x, gy, stride) -> tuple[int, int]:
     # the output padding that makes conv_transpose2d of gy x's size (3x3, pad 1)
     return tuple(x.shape[2 + k] - ((gy.shape[2 + k] - 1) * stride + 1) for k in range(2))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_winograd_scratch_counts_the_chunks_run_at_once(threads) -> None:
+    # one image a chunk (8 chunks): with two threads two chunks run at once, so the fact counts
+    # two chunks' tiles and sums; how far their lifetimes overlap depends on timing, so the
+    # measured peak lies between one chunk's fact and the fact
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 16, 64, 64)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    gy = rng.standard_normal((8, 16, 64, 64)).astype(np.float32)
+    calls = {
+        "conv2d": (
+            lambda: winograd.conv2d(x, w, (1, 1)),
+            lambda: winograd.conv2d_scratch(x.shape, w.shape, 4, (1, 1)),
+        ),
+        "conv2d_grad_weight": (
+            lambda: winograd.conv2d_grad_weight(x, gy, (1, 1)),
+            lambda: winograd.conv2d_grad_weight_scratch(x.shape, gy.shape, 4),
+        ),
+    }
+    for name, (call, fact) in calls.items():
+        with using_threads(1):
+            alone = fact()
+        with using_threads(threads):
+            measured, at_once = _allocated(call), fact()
+        assert (at_once > alone) == (threads > 1), (name, at_once, alone)
+        assert alone - 0.1 * alone - 8192 <= measured <= 1.1 * at_once + 8192, (name, measured)

@@ -170,3 +170,31 @@ def test_every_part_runs_under_the_callers_numpy_error_state() -> None:
     with np.errstate(divide="raise", invalid="warn"):
         cpu_threads.run_parts([lambda: seen.append(np.geterr())] * 4)
     assert all(e["divide"] == "raise" and e["invalid"] == "warn" for e in seen) and len(seen) == 4
+
+
+def test_run_pulled_runs_each_index_once_and_a_slow_thread_takes_fewer() -> None:
+    seen, lock = [], threading.Lock()
+
+    def job(i: int) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            time.sleep(0.1)  # a worker the OS leaves waiting: the caller pulls the rest
+        with lock:
+            seen.append((i, threading.current_thread() is threading.main_thread()))
+
+    cpu_threads.run_pulled(12, job)
+    assert sorted(i for i, _ in seen) == list(range(12))
+    if cpu_threads.threads() > 1:
+        assert sum(main for _, main in seen) > 6  # the caller ran more than an even share
+
+
+def test_run_pulled_reraises_a_jobs_error_after_all_have_stopped() -> None:
+    ran = []
+
+    def job(i: int) -> None:
+        if i == 3:
+            raise ValueError("index 3")
+        ran.append(i)
+
+    with pytest.raises(ValueError, match="index 3"):
+        cpu_threads.run_pulled(8, job)
+    assert 3 not in ran and len(ran) >= 1

@@ -152,7 +152,11 @@ def test_results_do_not_depend_on_threads_or_chunks(n, side, channels, pad) -> N
             for got, want in zip(_all(x, w, gy, pad), base, strict=True):
                 np.testing.assert_array_equal(got, want)
         winograd.MIN_CHUNK_BYTES = winograd.CHUNK_BYTES = 1  # one image per chunk
-        y, gx, gw = _all(x, w, gy, pad)
+        with using_threads(2):  # chunks two at a time, one a core; sums added in chunk order
+            y, gx, gw = _all(x, w, gy, pad)
+        with using_threads(1):
+            for got, want in zip(_all(x, w, gy, pad), (y, gx, gw), strict=True):
+                np.testing.assert_array_equal(got, want)
     finally:
         winograd.MIN_CHUNK_BYTES, winograd.CHUNK_BYTES = saved
         winograd.PART_MIN_BYTES = PART_MIN_BYTES

@@ -9,11 +9,14 @@ never depends on the split or on timing.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
+from dualflow.background import blas
 from dualflow.background.process import owner
 from dualflow.background.workers import IN_WORKER
 
@@ -78,6 +81,31 @@ def _under(errors: dict[str, str], share: Sequence[Callable[[], None]]) -> Calla
     return run
 
 
+def run_pulled(count: int, job: Callable[[int], None]) -> None:
+    """``job(0)`` ... ``job(count - 1)``, each once, on this thread and the workers at once: each
+    thread takes the next index when its last is done, so a worker the OS leaves waiting (a
+    busy machine) takes fewer instead of holding the others at a barrier; the call returns when
+    all have run (``run_parts``). Which thread runs an index never changes what it computes.
+
+    Example:
+        >>> seen = []
+        >>> run_pulled(5, seen.append)
+        >>> sorted(seen)
+        [0, 1, 2, 3, 4]
+    """
+    indices, lock = itertools.count(), threading.Lock()
+
+    def pull() -> None:
+        while True:
+            with lock:
+                index = next(indices)
+            if index >= count:
+                return
+            job(index)
+
+    run_parts([pull] * max(1, min(count, threads())))
+
+
 def split(n: int, parts: int) -> list[tuple[int, int]]:
     """``[0, n)`` as at most ``parts`` contiguous, non-empty (start, stop) ranges of near-equal
     length, in order.
@@ -102,3 +130,37 @@ def parts_for(work: int, minimum: int) -> int:
     """
     count = owner().threads
     return count if work >= count * minimum else 1
+
+
+_blas_hold = {"lock": threading.Lock(), "depth": 0, "before": None}
+
+
+@contextlib.contextmanager
+def blas_on_callers() -> Iterator[None]:
+    """OpenBLAS's GEMMs on the thread that calls them, inside: for parts that run GEMMs on
+    every core at once (two cores' multi-threaded GEMMs would queue on OpenBLAS's level-3 lock).
+    Lowering OpenBLAS's count below the threads it has started, and restoring it, only sets the
+    count its next calls read (its threads stay), so another thread's BLAS call meanwhile runs
+    with one count or the other: the same result, as OpenBLAS splits a GEMM's rows and columns,
+    never its sums. Nested and concurrent uses share one lowering: the last to leave restores.
+
+    Example:
+        >>> with blas_on_callers():
+        ...     blas.get_threads() in (None, 1)
+        True
+    """
+    hold = _blas_hold
+    with hold["lock"]:
+        if hold["depth"] == 0:
+            before = blas.get_threads()
+            hold["before"] = before if before is not None and before > 1 else None
+            if hold["before"] is not None:
+                blas.set_threads(1)
+        hold["depth"] += 1
+    try:
+        yield
+    finally:
+        with hold["lock"]:
+            hold["depth"] -= 1
+            if hold["depth"] == 0 and hold["before"] is not None:
+                blas.set_threads(hold["before"])

@@ -26,7 +26,7 @@ from typing import Any, Generic, TypeVar
 import numpy as np
 
 from dualflow.background import blas
-from dualflow.background.process import NO_BLAS_THREADS
+from dualflow.background.process import blas_callers
 from dualflow.disk_cache import open_store
 from dualflow.errors import ConfigError
 
@@ -114,12 +114,7 @@ def one_blas_thread() -> Iterator[int]:
         True
     """
     before = blas.get_threads()
-    others = [
-        t
-        for t in threading.enumerate()
-        if t is not threading.current_thread() and not t.name.startswith(NO_BLAS_THREADS)
-    ]
-    if before is None or before == 1 or others or not blas.set_threads(1):
+    if before is None or before == 1 or blas_callers() or not blas.set_threads(1):
         yield 1
         return
     try:

@@ -20,6 +20,7 @@ from dualflow.kernels.conv import (
     column_copies,
     layout_copies,
     pointwise_conv,
+    valid_taps,
     winograd,
 )
 
@@ -187,6 +188,8 @@ def conv2d(xp: Any, x: Any, w: Any, stride: Pair, pad: Pair, dilation: Pair, gro
         return channels_first_columns.conv2d(x, w, (stride, pad, dilation), (ho, wo))
     if pointwise_conv.runs(xp, (x, w), (kh, kw), pad, groups):
         return pointwise_conv.conv2d(x, w, stride)
+    if valid_taps.runs(xp, (x, w), geometry, ((kh, kw), (cg, o), x.shape[2:], (ho, wo))):
+        return valid_taps.conv2d(x, w, pad)
     src = _source(xp, x, (kh, kw), pad, groups)
     if groups == 1 and _host(xp) and n * ho * wo <= o and column_copies.available(x, w):
         return _conv2d_rows(src, w, ((kh, kw), stride, dilation, (ho, wo)), n)
@@ -281,6 +284,10 @@ def conv_transpose2d(xp: Any, x: Any, w: Any, geometry: dict, out_hw: Pair) -> A
     stride, pad, dilation, groups = (geometry[k] for k in ("stride", "pad", "dilation", "groups"))
     if pointwise_conv.runs(xp, (x, w), w.shape[2:], pad, groups):
         return pointwise_conv.conv_transpose2d(x, w, stride, out_hw)
+    # the adjoint of a convolution from out_hw to x's (H, W), Cout -> Cin channels
+    shapes = (w.shape[2:], (w.shape[1], w.shape[0]), tuple(out_hw), x.shape[2:])
+    if valid_taps.runs(xp, (x, w), geometry, shapes):
+        return valid_taps.conv_transpose2d(x, w, pad, out_hw)
     n, cin, h, wd = x.shape
     cog, kh, kw = w.shape[1:]
     cig, (ph, pw), (oh, ow) = cin // groups, pad, out_hw

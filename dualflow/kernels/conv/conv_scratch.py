@@ -9,7 +9,7 @@ copies, Winograd tiles, partial sums.
 from __future__ import annotations
 
 from dualflow.kernels.base.windows import Pair
-from dualflow.kernels.conv import channels_first_columns, pointwise_conv, winograd
+from dualflow.kernels.conv import channels_first_columns, pointwise_conv, valid_taps, winograd
 from dualflow.kernels.conv.conv_gemm import conv_out_hw, images_per_chunk
 
 
@@ -48,6 +48,8 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
         return channels_first_columns.conv2d_scratch(x, w, (ho, wo), item)
     if _pointwise_scratch(item, (kh, kw), pad, groups):
         return pointwise_conv.conv2d_scratch(x, w, item, stride)
+    if item in (4, 8) and valid_taps.takes(attrs, (kh, kw), (cg, o), (h, wd), (ho, wo)):
+        return valid_taps.scratch(x, (cg, o), (kh, kw), (ho, wo), item)
     per_image = ho * wo * kh * kw * cg * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk // (kh * kw * cg) * (o // groups) if groups > 1 else 0  # matmul's own result
@@ -106,6 +108,8 @@ def conv_transpose2d_scratch(x: tuple, w: tuple, item: int, attrs: dict) -> int:
         return winograd.conv_transpose2d_scratch(x, w, item, pad)
     if _pointwise_scratch(item, (kh, kw), pad, groups):
         return pointwise_conv.conv_transpose2d_scratch(x, w, item, stride, tuple(out))
+    if item in (4, 8) and valid_taps.takes(attrs, (kh, kw), (cog, cin), tuple(out), (h, wd)):
+        return valid_taps.scratch(x, (cin, cog), (kh, kw), tuple(out), item)
     per_image = h * wd * kh * kw * cog * groups * item
     chunk = images_per_chunk(n, per_image) * per_image
     grouped = chunk if groups > 1 else 0  # matmul's own result before the strided copy

@@ -19,7 +19,14 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
+from dualflow.kernels.base.cpu_threads import (
+    blas_on_callers,
+    parts_for,
+    run_parts,
+    run_pulled,
+    split,
+    threads,
+)
 from dualflow.kernels.conv import winograd_loops
 from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, numba_kernel, part_bytes
 
@@ -192,10 +199,53 @@ def _conv(x: Any, u: Any, pad: tuple) -> Any:
     tiles = tiles_hw(out_hw)
     out = np.empty((n, o, *out_hw), x.dtype)
     budget = chunk_bytes((x.shape[1], o), x.dtype.itemsize)
-    for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget):
-        m = np.matmul(_input_tiles(x[a:b], tiles, pad), u.transpose(0, 2, 1))
+    u_t = u.transpose(0, 2, 1)
+
+    def chunk(a: int, b: int) -> None:
+        m = _gemms(_input_tiles(x[a:b], tiles, pad), u_t)
         _in_parts("_output_tiles", out[a:b], (m, *tiles), (b - a) * tiles[0])
-        del m  # before the next chunk's: the scratch fact counts one chunk
+
+    _run_chunks(_chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget), chunk)
+    return out
+
+
+def _run_chunks(chunks: list[tuple[int, int]], chunk: Any) -> None:
+    """``chunk(a, b)`` for every image range of ``chunks``, ``threads()`` at once, each core
+    taking the next when done (``run_pulled``), with OpenBLAS on one thread meanwhile. Most
+    chunks are a few images whose 36 GEMMs are too small for OpenBLAS to split over the cores
+    (its threshold) and whose transforms too small to split (``parts_for``), so a chunk at a
+    time ran on one core; and two cores' multi-threaded GEMMs would queue on OpenBLAS's level-3
+    lock. Each chunk writes only its own images (or its own sum), so which core runs it never
+    changes a bit. One chunk alone keeps OpenBLAS's threads and splits its transforms and GEMMs
+    over the cores (``_in_parts``, ``_gemms``)."""
+    if len(chunks) == 1:
+        chunk(*chunks[0])
+        return
+    if threads() == 1:  # one after another, each GEMM on OpenBLAS's threads
+        for a, b in chunks:
+            chunk(a, b)
+        return
+    with blas_on_callers():
+        run_pulled(len(chunks), lambda k: chunk(*chunks[k]))
+
+
+def _gemms(a: Any, b: Any) -> Any:
+    """``a @ b`` for stacks of 36 matrices. A chunk running alone (a layer of one chunk: many
+    channels, few tiles) splits its GEMMs over the cores, each on one OpenBLAS thread: small
+    GEMMs on two OpenBLAS threads wait for each other 36 times. A few groups a core, taken as
+    cores come free (``run_pulled``); inside a chunk that already runs on one core of several,
+    the groups run one after another. Each GEMM is the same call either way."""
+    out = np.empty((a.shape[0], a.shape[1], b.shape[2]), np.result_type(a, b))
+    if threads() == 1:
+        return np.matmul(a, b, out=out)
+    parts = split(a.shape[0], 3 * threads())
+
+    def group(k: int) -> None:
+        i, j = parts[k]
+        np.matmul(a[i:j], b[i:j], out=out[i:j])
+
+    with blas_on_callers():
+        run_pulled(len(parts), group)
     return out
 
 
@@ -210,15 +260,22 @@ def conv2d_grad_weight(x: Any, gy: Any, pad: tuple) -> Any:
     """
     n, o = gy.shape[:2]
     tiles = tiles_hw(gy.shape[2:])
-    total = None  # (36, O, C): gradient tiles^T @ input tiles (faster than the other order)
     budget = chunk_bytes((x.shape[1], o), x.dtype.itemsize)
-    for a, b in _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget):
+    chunks = _chunks(n, tiles, x.shape[1] + o, x.dtype.itemsize, budget)
+    # each chunk's (36, O, C) sum: gradient tiles^T @ input tiles (faster than the other order)
+    sums: list[Any] = [None] * len(chunks)
+    place = {a: k for k, (a, _) in enumerate(chunks)}
+
+    def chunk(a: int, b: int) -> None:
         g = np.empty((36, (b - a) * tiles[0] * tiles[1], o), gy.dtype)
         _in_parts("_gradient_tiles", g, (gy[a:b], *tiles), (b - a) * tiles[0])
-        part = np.matmul(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
-        del g  # before the next chunk's (the scratch fact counts one chunk)
-        total = part if total is None else np.add(total, part, out=total)
-        del part
+        sums[place[a]] = _gemms(g.transpose(0, 2, 1), _input_tiles(x[a:b], tiles, pad))
+
+    _run_chunks(chunks, chunk)
+    total = sums[0]
+    for k in range(1, len(chunks)):  # in chunk order, whatever core computed which
+        total = np.add(total, sums[k], out=total)
+        sums[k] = None
     gw = np.matmul(_TAPS.T.astype(total.dtype), total.reshape(36, -1))  # G^T (.) G: (9, O * C)
     return np.ascontiguousarray(gw.reshape(3, 3, o, x.shape[1]).transpose(2, 3, 0, 1))
 
@@ -236,14 +293,16 @@ def conv_transpose2d(x: Any, w: Any, pad: tuple) -> Any:
 
 
 def _tile_bytes(n: int, tiles: tuple, channels: int, item: int, budget: int) -> int:
-    """Bytes of one (the largest) chunk's transformed tiles of ``channels`` values."""
-    (a, b), *_ = _chunks(n, tiles, channels, item, budget)
-    return 36 * (b - a) * tiles[0] * tiles[1] * channels * item
+    """Bytes of the transformed tiles (``channels`` values) of the chunks that run at once (one
+    a core; the first chunks are the largest)."""
+    chunks = _chunks(n, tiles, channels, item, budget)
+    at_once = chunks[: max(1, threads())]
+    return sum(36 * (b - a) * tiles[0] * tiles[1] * channels * item for a, b in at_once)
 
 
 def conv2d_scratch(x: tuple, w: tuple, item: int, pad: tuple) -> int:
     """Bytes ``conv2d`` holds besides its inputs and result: the filters' transform (36 C x O
-    values) and one chunk's tiles (input and product).
+    values) and the tiles (input and product) of the chunks that run at once.
 
     Example:
         >>> conv2d_scratch((2, 16, 8, 8), (16, 16, 3, 3), 4, (1, 1))  # 36 C x O + 2 images' tiles
@@ -255,20 +314,24 @@ def conv2d_scratch(x: tuple, w: tuple, item: int, pad: tuple) -> int:
 
 
 def conv2d_grad_weight_scratch(x: tuple, gy: tuple, item: int) -> int:
-    """Bytes ``conv2d_grad_weight`` holds besides its inputs and result: one chunk's tiles and
-    the running and chunk sums (36 C x O values each; one when one chunk holds the batch), then
-    the sums and their inverse transform (9 C x O).
+    """Bytes ``conv2d_grad_weight`` holds besides its inputs and result: every chunk's sum (36 C
+    x O values each, added in chunk order at the end) and the tiles and channels-last image of
+    the chunks that run at once; then the sum and its inverse transform (9 C x O).
 
     Example:
-        >>> conv2d_grad_weight_scratch((2, 16, 8, 8), (2, 16, 8, 8), 4)  # 36 C x O + tiles
-        73728
+        >>> conv2d_grad_weight_scratch((2, 16, 8, 8), (2, 16, 8, 8), 4)  # 36 C x O, tiles, image
+        80128
     """
     (n, c), (o, ho, wo) = x[:2], gy[1:]
     tiles = tiles_hw((ho, wo))
     budget = chunk_bytes((c, o), item)
-    sums = (72 if len(_chunks(n, tiles, c + o, item, budget)) > 1 else 36) * c * o * item
+    chunks = _chunks(n, tiles, c + o, item, budget)
+    at_once = min(len(chunks), max(1, threads()))
+    sums = len(chunks) * 36 * c * o * item
+    # each running chunk's input transform holds an image's channels-last copy beside its tiles
+    image = at_once * (4 * tiles[0] + 2) * (4 * tiles[1] + 2) * c * item
     chunk = _tile_bytes(n, tiles, c + o, item, budget)
-    return max(sums + chunk, 45 * c * o * item)
+    return max(sums + chunk + image, 45 * c * o * item)
 
 
 def conv_transpose2d_scratch(x: tuple, w: tuple, item: int, pad: tuple) -> int:
