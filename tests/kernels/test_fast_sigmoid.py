@@ -84,3 +84,25 @@ def test_eager_tanh_takes_the_same_loop_as_numpy_tanh(x: np.ndarray) -> None:
     got, expected = OPS["tanh"].forward(np, x), numpy_tanh(x)
     assert type(got) is type(expected) and got.dtype == expected.dtype
     np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("checked", [True, False])
+def test_the_out_forward_writes_eagers_bits_in_one_pass(checked: bool) -> None:
+    # a plan step of sigmoid (O0, or left unfused) writes into its buffer with the loop: eager's
+    # bits for C-ordered float32, in place too; other dtypes and layouts take the expression
+    from dualflow.ops import OPS
+
+    op = OPS["sigmoid"]
+    forward = op.out_forward(checked)
+    x = (np.random.default_rng(3).standard_normal((64, 33)) * 20).astype(np.float32)
+    want = op.forward(np, x).view(np.uint32)
+    out = np.empty_like(x)
+    assert forward(np, x, out=out) is out
+    np.testing.assert_array_equal(out.view(np.uint32), want)
+    inplace = x.copy()
+    np.testing.assert_array_equal(forward(np, inplace, out=inplace).view(np.uint32), want)
+    x64 = x.astype(np.float64)
+    np.testing.assert_array_equal(forward(np, x64, out=np.empty_like(x64)), op.forward(np, x64))
+    strided = x[:, ::2]
+    got = forward(np, strided, out=np.empty(strided.shape, np.float32))
+    np.testing.assert_array_equal(np.asarray(got), op.forward(np, strided))
