@@ -198,3 +198,25 @@ def test_run_pulled_reraises_a_jobs_error_after_all_have_stopped() -> None:
     with pytest.raises(ValueError, match="index 3"):
         cpu_threads.run_pulled(8, job)
     assert 3 not in ran and len(ran) >= 1
+
+
+def test_blas_stays_on_its_threads_while_another_thread_may_call_it() -> None:
+    # OpenBLAS's level-1 calls add per-thread partial sums: a user's thread (or a loopback
+    # rank) must never see the count change under it, so parts keep OpenBLAS's count then
+    from dualflow.background import blas
+
+    before = blas.get_threads()
+    if before is None or before < 2:
+        pytest.skip("numpy's BLAS is not a multi-threaded OpenBLAS here")
+    with cpu_threads.blas_on_callers():
+        assert blas.get_threads() == 1  # alone: the parts' GEMMs run on their callers
+    assert blas.get_threads() == before
+    stop = threading.Event()
+    user = threading.Thread(target=stop.wait)
+    user.start()
+    try:
+        with cpu_threads.blas_on_callers():
+            assert blas.get_threads() == before
+    finally:
+        stop.set()
+        user.join()

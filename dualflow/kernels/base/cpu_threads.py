@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from dualflow.background import blas
-from dualflow.background.process import owner
+from dualflow.background.process import blas_callers, owner
 from dualflow.background.workers import IN_WORKER
 
 
@@ -140,9 +140,12 @@ def blas_on_callers() -> Iterator[None]:
     """OpenBLAS's GEMMs on the thread that calls them, inside: for parts that run GEMMs on
     every core at once (two cores' multi-threaded GEMMs would queue on OpenBLAS's level-3 lock).
     Lowering OpenBLAS's count below the threads it has started, and restoring it, only sets the
-    count its next calls read (its threads stay), so another thread's BLAS call meanwhile runs
-    with one count or the other: the same result, as OpenBLAS splits a GEMM's rows and columns,
-    never its sums. Nested and concurrent uses share one lowering: the last to leave restores.
+    count its next calls read (its threads stay). It is lowered only while no other thread may
+    call BLAS (``blas_callers``): a GEMM splits rows and columns, never its sums, but OpenBLAS's
+    dot products and other level-1 calls add per-thread partial sums, so another thread's
+    ``np.dot`` (a user's data thread, a loopback rank) would round by a count that changed
+    under it. Otherwise the parts' GEMMs keep OpenBLAS's count: slower, the same bits. Nested
+    uses share one lowering: the last to leave restores.
 
     Example:
         >>> with blas_on_callers():
@@ -153,8 +156,9 @@ def blas_on_callers() -> Iterator[None]:
     with hold["lock"]:
         if hold["depth"] == 0:
             before = blas.get_threads()
-            hold["before"] = before if before is not None and before > 1 else None
-            if hold["before"] is not None:
+            lower = before is not None and before > 1 and not blas_callers()
+            hold["before"] = before if lower else None
+            if lower:
                 blas.set_threads(1)
         hold["depth"] += 1
     try:
