@@ -102,9 +102,8 @@ class EagerInterpreter:
         return self.apply_general(op, args, attrs)
 
     def apply_general(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
-        """Any call: other array modules, ``Pending`` values, lists, multi-output ops, ops that
-        check their inputs first. One pass over the inputs collects arrays, the array module and
-        whether to record."""
+        """Any call (other array modules, ``Pending``s, lists, several outputs, checked inputs):
+        one pass over the inputs collects arrays, the array module and whether to record."""
         arrays = []
         requires = False
         xp: ModuleType = np

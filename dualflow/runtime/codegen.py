@@ -194,9 +194,14 @@ def render(
         f"({updates}{',' if graph.updates else ''}), None"
     )
     if profile:
-        import time  # noqa: PLC0415
-
-        from dualflow.runtime.gemm_alone import layouts  # noqa: PLC0415
-
-        namespace["_clock"], namespace["_layouts"] = time.perf_counter, layouts
+        namespace.update(_profile_names())
     return "\n".join(lines) + "\n", namespace
+
+
+def _profile_names() -> dict[str, Any]:
+    # a profiled run's clock, and the matmul layouts its numpy-alone reference times
+    import time  # noqa: PLC0415
+
+    from dualflow.runtime.gemm_alone import layouts  # noqa: PLC0415
+
+    return {"_clock": time.perf_counter, "_layouts": layouts}
