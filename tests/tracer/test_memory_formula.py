@@ -28,9 +28,31 @@ def test_fit_recovers_a_polynomial_of_degree_two_in_two_symbols(coefficients, si
     bindings = [dict(zip(["s0", "s1"], s)) for s in dict.fromkeys(sizes)]
     points = [(b, int(value(b))) for b in bindings]
     found = fit(points, ["s0", "s1"])
-    if found is not None:  # None only when the points cannot fix the terms
+    if found is None:  # the points cannot fix and check the terms
+        return
+    assert not set(found) - set(terms)
+    # exact at every point it was fitted to
+    assert all(
+        sum(c * np.prod([b[n] for n in m]) for m, c in found.items()) == y for b, y in points
+    )
+    # the lowest degree wins: points on a curve (s0 * s1 constant over them) fit a constant;
+    # where the degree-two terms are fixed by the points (full rank), it is the truth
+    rows = np.array([[np.prod([b[n] for n in m]) for m in terms] for b, _ in points], float)
+    if any(len(m) == 2 for m in found) and np.linalg.matrix_rank(rows) == len(terms):
         assert all(found.get(m, 0) == Fraction(c) for m, c in truth.items())
-        assert not set(found) - set(terms)
+
+
+def _at(poly: dict, binding: dict) -> Fraction:
+    return sum(
+        (c * int(np.prod([binding[n] for n in m], dtype=np.int64)) for m, c in poly.items()),
+        Fraction(0),
+    )
+
+
+def test_fit_takes_the_lowest_degree_through_points_on_a_curve() -> None:
+    # every point has s0 * s1 = 12: the constant 12 passes through all of them, and is found
+    points = [({"s0": a, "s1": 12 // a}, a * (12 // a)) for a in (2, 3, 4, 6)]
+    assert fit(points, ["s0", "s1"]) == {(): Fraction(12)}
 
 
 def test_fit_refuses_points_no_single_polynomial_passes_through() -> None:
