@@ -46,14 +46,12 @@ def _saved_input(index: int) -> Any:
 
 
 def _saved_output(index: int) -> Any:
-    """``ctx.y<index>``'s getter: ``Node.output`` without its frame and ``Tensor.wrap``'s."""
+    """``ctx.y<index>``'s getter: ``Node.output`` without its own frame (the Tensor is still
+    ``Tensor.wrap``'s, so every slot is set as everywhere else)."""
 
     def get(node: Node) -> Any:
-        result = _new(_tensor.Tensor)
-        result.raw_array = node.saved_outputs[node.op.save_outputs.index(index)]
-        result.creator, result.output_index, result.requires_grad = node, index, True
-        result.raw_grad = result.value = result.name = None
-        return result
+        position = node.op.save_outputs.index(index)
+        return _tensor.Tensor.wrap(node.saved_outputs[position], node, index, True)
 
     return get
 
