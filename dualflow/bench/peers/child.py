@@ -22,6 +22,23 @@ MODULES = {"torch": "torch_workloads", "jax": "jax_workloads", "numpy": "floor_w
 PROBE = "-"  # the workload name that only checks the framework imports (and reports its version)
 
 
+def deciles(times: list[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles of ``times`` (linear between order statistics, as
+    ``numpy.percentile``): the bench's spread is theirs, so one call the OS interrupted (a
+    timer tick, a page fault) among hundreds does not make a cell look disturbed.
+
+    Example:
+        >>> deciles([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0])
+        (2.0, 10.0)
+        >>> deciles([4.0])
+        (4.0, 4.0)
+    """
+    if len(times) < 2:
+        return times[0], times[0]
+    cuts = statistics.quantiles(times, n=10, method="inclusive")
+    return cuts[0], cuts[-1]
+
+
 def time_step(
     step: Callable[[], Any], sync: Callable[[Any], Any], repeats: int, warmup: int
 ) -> dict[str, float]:
@@ -33,18 +50,27 @@ def time_step(
         >>> r["repeats"], r["min_ms"] <= r["median_ms"] <= r["max_ms"]
         (3, True)
     """
+    # Each result is kept until the next call's replaces it, as in ``out = step()`` in a loop
+    # and as dualflow's cells keep theirs: a step then writes its output while the last one is
+    # still alive, so both frameworks' allocators give a new buffer the same way.
     start = time.perf_counter()
-    sync(step())
+    out = step()
+    sync(out)
     first = time.perf_counter() - start
     for _ in range(warmup - 1):
-        sync(step())
+        out = step()
+        sync(out)
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        sync(step())
+        out = step()
+        sync(out)
         times.append(time.perf_counter() - start)
+    p10, p90 = deciles(times)
     return {
         "median_ms": statistics.median(times) * 1e3,
+        "p10_ms": p10 * 1e3,
+        "p90_ms": p90 * 1e3,
         "min_ms": min(times) * 1e3,
         "max_ms": max(times) * 1e3,
         "first_ms": first * 1e3,

@@ -177,3 +177,21 @@ def test_peer_modules_import_no_dualflow() -> None:
             if isinstance(node, ast.ImportFrom) and node.module
         }
         assert "dualflow" not in imported, name
+
+
+def test_the_child_keeps_each_result_until_the_next_replaces_it() -> None:
+    # as dualflow's cells do (and ``out = step()`` in a loop): the next step's output is
+    # allocated while the last one is alive, in both frameworks alike
+    class Output:
+        alive = peak = 0
+
+        def __init__(self) -> None:
+            Output.alive += 1
+            Output.peak = max(Output.peak, Output.alive)
+
+        def __del__(self) -> None:
+            Output.alive -= 1
+
+    result = child.time_step(Output, lambda out: None, repeats=4, warmup=2)
+    assert Output.peak == 2 and result["repeats"] == 4
+    assert result["min_ms"] <= result["p10_ms"] <= result["p90_ms"] <= result["max_ms"]
