@@ -19,7 +19,7 @@ import numpy as np
 
 from dualflow.bench.devices import describe, resolve_device
 from dualflow.bench.harness import Measurement, measure, time_calls
-from dualflow.bench.idle import wait_until_idle
+from dualflow.bench.idle import MAX_SPREAD, until_quiet, wait_until_idle
 from dualflow.bench.memory_workloads import memory_goal_lines
 from dualflow.bench.modes import (
     MODES,
@@ -151,11 +151,14 @@ def run(
     modes: Sequence[str] = MODES,
     device: Device = CPU,
     idle_wait: float | None = None,
+    retry: tuple[float, int] = (MAX_SPREAD, 1),
 ) -> list[Measurement]:
     """Measure every (workload, mode) pair; returns the table rows (in ``names`` order).
 
     With ``idle_wait`` each cell first waits up to that many seconds for an idle machine
-    (``dualflow.bench.idle``) and its row records what the gate saw.
+    (``dualflow.bench.idle``) and its row records what the gate saw. ``retry`` is
+    ``(max_spread, attempts)``: a cell whose timings spread wider is measured again, up to
+    ``attempts`` times in all (``idle.until_quiet``).
 
     Example:
         >>> [r.mode for r in run(["tiny-ops"], 1.0, 0, repeats=3)]
@@ -172,16 +175,21 @@ def run(
     cells = [(name, mode) for name in names if name not in own for mode in modes]
     reference: dict[str, tuple[Measurement, list]] = {}
     for name, mode in _progress(cells, "bench"):
-        check = None if idle_wait is None else wait_until_idle(idle_wait)
-        try:
+
+        def attempt(name: str = name, mode: str = mode) -> tuple[Measurement, list]:
+            check = None if idle_wait is None else wait_until_idle(idle_wait)
             row, state = _measure_cell(name, mode, seed, count(name), device)
+            if check is not None:
+                row.idle, row.others_cpu = check.idle, check.others
+            return row, state
+
+        try:
+            row, state = until_quiet(attempt, lambda cell: cell[0], *retry)
         except Exception as exc:  # one broken cell must not hide the others' numbers
             message = str(exc).splitlines()[0] if str(exc) else ""
             note = f"failed: {type(exc).__name__}: {message}"
             rows.append(Measurement(name, mode, 0.0, 0.0, 0.0, 0, 0, note=note))
             continue
-        if check is not None:
-            row.idle, row.others_cpu = check.idle, check.others
         if mode == "eager":
             reference[name] = (row, state)
         elif name in reference:
@@ -337,7 +345,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     scale = 10.0 if args.full else 1.0
     wait = section.idle_wait(args)
-    rows = run(names, scale, args.seed, args.repeats, modes, device, wait)
+    retry = (args.max_spread, args.attempts)
+    rows = run(names, scale, args.seed, args.repeats, modes, device, wait, retry)
     peer_rows, text, extra = section.report(
         args, names, rows, lambda n: repeats_of(n, scale, args.repeats), _warmup
     )

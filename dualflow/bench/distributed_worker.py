@@ -168,8 +168,7 @@ def measure_model(
         ms = times[mode]
         peak = peak_memory(step) + held_bytes(step)
         compile_ms, plan_steps = compile_report(step)
-        stats = (float(np.median(ms)), float(ms.min()), float(ms.max()))
-        row = Measurement("distributed", prefix + mode, *stats, len(ms), peak)
+        row = Measurement.of_times("distributed", prefix + mode, ms, peak)
         row.compile_ms = compile_ms
         row.steps = plan_steps
         rows.append(row)

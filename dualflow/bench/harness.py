@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.bench.peers.child import deciles
 from dualflow.device import CPU, Device
 
 
@@ -45,8 +46,8 @@ class Measurement:
     gemm_share: float | None = None  # gflops / the machine's measured GEMM rate
     gemm_alone: float | None = None  # the plan's matmuls alone in numpy / inside the plan
     bandwidth_share: float | None = None  # gbps / the machine's measured copy bandwidth
-    noisy: bool = False  # min-max spread wider than the median (its or eager's): no speedup
-    spread: float | None = None  # (max - min) / median (dualflow.bench.idle.mark_busy)
+    noisy: bool = False  # p10-p90 spread wider than the median (its or eager's): no speedup
+    spread: float | None = None  # (p90 - p10) / median (dualflow.bench.idle.mark_busy)
     busy: bool = False  # spread above the run's --max-spread: the run does not count
     idle: bool | None = None  # the idle gate's verdict before this cell (None: not gated)
     others_cpu: float | None = None  # other processes' share of the CPUs at the gate
@@ -55,20 +56,55 @@ class Measurement:
     plan_runs: int | None = None  # calls it served with a plan (variable-shape workloads)
     static_ratio: float | None = None  # per-call ms / a static-shape plan's of the same size
     slower: str | None = None  # modes this compiled row is slower than, beyond noise (``slower``)
+    ms_p10: float | None = None  # 10th and 90th percentiles of the timings (``deciles``)
+    ms_p90: float | None = None
+    attempts: int = 1  # times the cell was measured: a disturbed one is measured again
+    dropped_spreads: list[float] | None = None  # the spreads of the attempts not kept
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def bounds(self) -> tuple[float, float]:
+        """(10th, 90th) percentile of the timings; (min, max) for a row without percentiles.
 
-def is_noisy(ms_median: float, ms_min: float, ms_max: float) -> bool:
-    """Whether timings spread wider than their median: the machine was busy (another process
-    took the cores for part of the run), so a ratio of medians is not a speed-up to report.
+        Example:
+            >>> Measurement("w", "eager", 2.0, 1.5, 2.5, 5, 0).bounds()
+            (1.5, 2.5)
+        """
+        if self.ms_p10 is None or self.ms_p90 is None:
+            return self.ms_min, self.ms_max
+        return self.ms_p10, self.ms_p90
+
+    @classmethod
+    def of_times(
+        cls, workload: str, mode: str, ms: Any, peak_bytes: int, **fields: Any
+    ) -> Measurement:
+        """A row from its timings in milliseconds: median, min, max, deciles, repeats.
+
+        Example:
+            >>> row = Measurement.of_times("w", "eager", [1.0, 2.0, 9.0], 0)
+            >>> row.ms_median, row.ms_max, row.ms_p90, row.noisy
+            (2.0, 9.0, 7.6, True)
+        """
+        ms = [float(t) for t in ms]
+        p10, p90 = deciles(ms)
+        median = float(np.median(ms))
+        row = cls(workload, mode, median, min(ms), max(ms), len(ms), peak_bytes, **fields)
+        row.ms_p10, row.ms_p90 = p10, p90
+        row.noisy = is_noisy(median, p10, p90)
+        return row
+
+
+def is_noisy(ms_median: float, low: float, high: float) -> bool:
+    """Whether timings spread wider than their median (``low``, ``high``: the 10th and 90th
+    percentiles): the machine was busy (another process took the cores for part of the run),
+    so a ratio of medians is not a speed-up to report.
 
     Example:
         >>> is_noisy(1.0, 0.9, 1.3), is_noisy(1.0, 0.5, 2.6)
         (False, True)
     """
-    return ms_max - ms_min > ms_median
+    return high - low > ms_median
 
 
 def time_calls(
@@ -194,15 +230,4 @@ def measure(
     base = None
     if baseline is not None:
         base = float(np.median(time_calls(baseline, repeats, warmup, sync) * 1e3))
-    row = Measurement(
-        workload,
-        mode,
-        float(np.median(times)),
-        float(times.min()),
-        float(times.max()),
-        repeats,
-        peak_memory(step, device),
-        base,
-    )
-    row.noisy = is_noisy(row.ms_median, row.ms_min, row.ms_max)
-    return row
+    return Measurement.of_times(workload, mode, times, peak_memory(step, device), baseline_ms=base)

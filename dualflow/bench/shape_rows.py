@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 import dualflow
-from dualflow.bench.harness import Measurement, is_noisy, peak_memory
+from dualflow.bench.harness import Measurement, peak_memory
 from dualflow.bench.modes import compare, compile_report, final_state, held_bytes
 from dualflow.device import CPU, Device
 
@@ -125,9 +125,7 @@ def measure_mode(
         largest = _largest(calls)
         peak = peak_memory(lambda: outputs.append(fn(*largest)), device) + held_bytes(fn)
     totals = times.sum(axis=1) * 1e3  # ms per pass: a step of the bench
-    low, middle, high = (float(f(totals)) for f in (np.min, np.median, np.max))
-    row = Measurement(name, mode, middle, low, high, passes, peak)
-    row.noisy = is_noisy(row.ms_median, row.ms_min, row.ms_max)
+    row = Measurement.of_times(name, mode, totals, peak)
     row.compile_ms, row.steps = compile_report(fn)
     if isinstance(fn, dualflow.tracer.CompiledFunction):
         stats = fn.stats()

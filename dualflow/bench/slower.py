@@ -13,8 +13,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 from dualflow.bench.harness import Measurement
 
 SLOWER_MARGIN = 0.02
@@ -92,10 +90,7 @@ def _alternated(name: str, steps: dict[str, Callable[[], Any]], repeats: int) ->
             start = time.perf_counter()
             step()
             times[mode].append((time.perf_counter() - start) * 1e3)
-    return {
-        mode: Measurement(name, mode, float(np.median(t)), min(t), max(t), repeats, 0)
-        for mode, t in times.items()
-    }
+    return {mode: Measurement.of_times(name, mode, t, 0) for mode, t in times.items()}
 
 
 def confirm(

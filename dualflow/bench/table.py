@@ -64,7 +64,7 @@ def _match(r: Measurement) -> str:
 
 
 _COLUMNS = (
-    ("ms/step (min-max)", lambda r: f"{r.ms_median:.3f} ({r.ms_min:.3f}-{r.ms_max:.3f})"),
+    ("ms/step (p10-p90)", lambda r: "{:.3f} ({:.3f}-{:.3f})".format(r.ms_median, *r.bounds())),
     (
         "speedup",
         lambda r: "noisy" if r.noisy and r.speedup is None else _opt(r.speedup, ".2f", "x"),
@@ -86,7 +86,7 @@ _COLUMNS = (
 )
 
 
-_NOISY = "noisy: min-max spread wider than the median (busy machine); rerun, e.g. with --full"
+_NOISY = "noisy: p10-p90 spread wider than the median (busy machine); rerun, e.g. with --full"
 
 
 def _note(row: Measurement) -> str:
@@ -107,7 +107,7 @@ def format_table(rows: list[Measurement]) -> str:
     Example:
         >>> print(format_table([Measurement("w", "eager", 1.0, 0.9, 1.2, 10, 2048)]))
         ... # doctest: +NORMALIZE_WHITESPACE
-        workload  mode   ms/step (min-max)    speedup  peak MB  mem ratio  compile ms  steps/call
+        workload  mode   ms/step (p10-p90)    speedup  peak MB  mem ratio  compile ms  steps/call
           baseline ms  matches eager
         w         eager  1.000 (0.900-1.200)  -        0.00     -          -           -
           -            -

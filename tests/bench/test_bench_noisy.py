@@ -28,7 +28,7 @@ def test_a_row_whose_spread_exceeds_its_median_is_flagged_in_table_and_json(
     table = format_table([eager, compiled])
     row = next(line for line in table.splitlines() if "compiled" in line)
     assert row.split()[4] == "noisy", row  # the speedup column
-    assert "min-max spread wider than the median" in row
+    assert "p10-p90 spread wider than the median" in row
     (path,) = write_outputs([eager, compiled], str(tmp_path), chart=False)
     with open(path) as file:
         results = json.load(file)["results"]

@@ -106,7 +106,8 @@ def evaluate(rows: Sequence[Measurement]) -> list[GoalResult]:
 def _ms(row: Measurement | None) -> str:
     if row is None:
         return "-"
-    return f"{row.ms_median:.3f} ({row.ms_min:.3f}–{row.ms_max:.3f})"
+    low, high = row.bounds()
+    return f"{row.ms_median:.3f} ({low:.3f}–{high:.3f})"
 
 
 def _ratio(a: Measurement | None, b: Measurement | None) -> str:
@@ -141,7 +142,7 @@ HEADER += ["compiled/torch", "compiled/jax", "eager/torch", "goal", "holds", "no
 
 
 def format_table(rows: Sequence[Measurement], notes: Sequence[str], footer: str) -> str:
-    """dualflow's eager and compiled rows beside the peers' (ms/step median (min–max)), the
+    """dualflow's eager and compiled rows beside the peers' (ms/step median (p10–p90)), the
     ratios, each workload's goals and whether they hold; the skip notes, then the footer.
 
     Example:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dualflow.bench.harness import Measurement
-from dualflow.bench.idle import wait_until_idle
+from dualflow.bench.idle import MAX_SPREAD, until_quiet, wait_until_idle
 from dualflow.bench.peers.child import MARKER, PROBE
 
 CHILD = Path(__file__).with_name("child.py")
@@ -140,7 +140,11 @@ def run_peer(
         note = note or f"failed: {why or (record or {}).get('error')}"
         return Measurement(workload, mode, 0.0, 0.0, 0.0, 0, 0, note=note)
     median, low, high = (float(record[key]) for key in _TIMINGS)
-    return Measurement(workload, mode, median, low, high, repeats, 0)
+    row = Measurement(workload, mode, median, low, high, repeats, 0)
+    deciles = [record.get(key) for key in ("p10_ms", "p90_ms")]
+    if all(isinstance(v, int | float) and math.isfinite(v) and low <= v <= high for v in deciles):
+        row.ms_p10, row.ms_p90 = (float(v) for v in deciles)  # else min and max stand for them
+    return row
 
 
 def run_peers(
@@ -149,10 +153,12 @@ def run_peers(
     repeats: Callable[[str], int],
     warmup: Callable[[str], int],
     idle_wait: float | None = None,
+    retry: tuple[float, int] = (MAX_SPREAD, 1),
     child: Path = CHILD,
 ) -> tuple[list[Measurement], list[str]]:
     """Peer rows for ``names`` (those with peers) and one line per framework: its version, or
-    the note saying why it was skipped.
+    the note saying why it was skipped. ``retry`` (max spread, attempts) measures a disturbed
+    peer again, as ``idle.until_quiet`` does dualflow's cells.
 
     Example:
         >>> rows, notes = run_peers(["mlp"], "/nonexistent/python", lambda n: 3, lambda n: 1)
@@ -166,9 +172,13 @@ def run_peers(
         for framework in PEERS.get(name, ()):
             if notes[framework].startswith(f"{framework} peers skipped"):
                 continue
-            check = None if idle_wait is None else wait_until_idle(idle_wait)
-            row = run_peer(python, framework, name, repeats(name), warmup(name), child)
-            if check is not None:
-                row.idle, row.others_cpu = check.idle, check.others
-            rows.append(row)
+
+            def attempt(framework: str = framework, name: str = name) -> Measurement:
+                check = None if idle_wait is None else wait_until_idle(idle_wait)
+                row = run_peer(python, framework, name, repeats(name), warmup(name), child)
+                if check is not None:
+                    row.idle, row.others_cpu = check.idle, check.others
+                return row
+
+            rows.append(until_quiet(attempt, lambda row: row, *retry))
     return rows, list(notes.values())

@@ -17,7 +17,7 @@ from typing import Any
 
 from dualflow.bench import first_calls
 from dualflow.bench.harness import Measurement
-from dualflow.bench.idle import MAX_SPREAD, mark_busy, verdict
+from dualflow.bench.idle import ATTEMPTS, MAX_SPREAD, mark_busy, verdict
 from dualflow.bench.peers import goals
 from dualflow.bench.peers.runner import run_peers
 
@@ -65,8 +65,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-spread",
         type=float,
         default=MAX_SPREAD,
-        help="flag a row busy when (max-min)/median of its timings exceeds this "
+        help="flag a row busy when (p90-p10)/median of its timings exceeds this "
         f"(default {MAX_SPREAD}); a run with a busy row does not count",
+    )
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=ATTEMPTS,
+        help="measure a cell whose spread exceeds --max-spread again, up to this many times in "
+        f"all (default {ATTEMPTS}; 1: never again); its row says how many it took",
     )
 
 
@@ -117,7 +124,7 @@ def report(
 
     Example:
         >>> args = argparse.Namespace(peers=False, idle_wait=None, max_spread=0.5,
-        ...                           first_calls=None)
+        ...                           attempts=1, first_calls=None)
         >>> row = Measurement("w", "eager", 1.0, 0.9, 1.1, 3, 0)
         >>> report(args, ["w"], [row], lambda n: 3, lambda n: 1)[1]
         'spreads within 0.50 x median; no idle gate (--idle-wait): does not count'
@@ -126,7 +133,8 @@ def report(
     peer_rows: list[Measurement] = []
     notes: list[str] = []
     if args.peers:
-        peer_rows, notes = run_peers(names, args.peers_python, repeats, warmup, wait)
+        retry = (args.max_spread, args.attempts)
+        peer_rows, notes = run_peers(names, args.peers_python, repeats, warmup, wait, retry)
     everything = [*rows, *peer_rows]
     mark_busy(everything, args.max_spread)
     counts, footer = verdict(everything, args.max_spread, gated=wait is not None)

@@ -69,16 +69,18 @@ def test_side_by_side_table_shows_ratios_goals_and_busy() -> None:
 def test_bench_peers_end_to_end_with_a_stand_in_peer(tmp_path, monkeypatch, capsys) -> None:
     seen = {}
 
-    def fake_run_peers(names, python, repeats, warmup, idle_wait):
+    def fake_run_peers(names, python, repeats, warmup, idle_wait, retry):
         seen.update(names=list(names), python=python, repeats=repeats("tiny-ops"), wait=idle_wait)
+        seen.update(retry=retry)
         jax_row = Measurement("tiny-ops", JAX, 1000.0, 999.0, 1001.0, 3, 0)  # a very slow JAX
         return [jax_row], ["torch peers skipped: no torch", "jax 0.0"]
 
     monkeypatch.setattr(section, "run_peers", fake_run_peers)
     args = ["--workloads", "tiny-ops", "--peers", "--peers-python", sys.executable]
     args += ["--repeats", "3", "--idle-wait", "0", "--no-chart", "--out", str(tmp_path)]
-    assert main(args) == 0
-    assert seen == {"names": ["tiny-ops"], "python": sys.executable, "repeats": 3, "wait": 0.0}
+    assert main([*args, "--attempts", "2"]) == 0
+    want = {"names": ["tiny-ops"], "python": sys.executable, "repeats": 3, "wait": 0.0}
+    assert seen == {**want, "retry": (0.5, 2)}
     out = capsys.readouterr().out
     assert "compiled/jax" in out and "torch peers skipped: no torch" in out
     data = json.loads((tmp_path / "bench.json").read_text())
