@@ -14,20 +14,23 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.linalg import tiles
+from dualflow.kernels.linalg.tiles import sum_to_rows
+
 _KERNELS: dict[str, Any] = {}
 
 
-def _step(gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc):
+def _step(gh, gc, base, p, q, k, f, carry_ht, carry_c, dg, dh, dc):
     # one step: dh = gh + carry_h; dc = gc + carry_c + dh*k; dg = [dc*p (the i, f, g blocks),
-    # dh*q (o)] + base; the next step's carry_c = dc*f (carry_h is dg @ W, a GEMM). Flat
-    # loops over contiguous rows: they vectorize (a (row, unit, block) nest did not, ~3x slower)
+    # dh*q (o)] + base; the next step's carry_c = dc*f (carry_h is dg @ W, a GEMM, read from
+    # its transpose carry_ht). Loops over contiguous rows: they vectorize (a (row, unit, block)
+    # nest did not, ~3x slower)
     n, hidden = dh.shape
-    ghf, gcf, kf, ff = gh.reshape(-1), gc.reshape(-1), k.reshape(-1), f.reshape(-1)
-    chf, ccf, dhf, dcf = carry_h.reshape(-1), carry_c.reshape(-1), dh.reshape(-1), dc.reshape(-1)
+    gcf, kf, ff = gc.reshape(-1), k.reshape(-1), f.reshape(-1)
+    ccf, dhf, dcf = carry_c.reshape(-1), dh.reshape(-1), dc.reshape(-1)
+    sum_to_rows(gh, carry_ht, dh)  # dh = gh + carry_h, in 16-unit tiles
     for i in range(n * hidden):
-        h = ghf[i] + chf[i]
-        c = gcf[i] + ccf[i] + h * kf[i]
-        dhf[i] = h
+        c = gcf[i] + ccf[i] + dhf[i] * kf[i]
         dcf[i] = c
         ccf[i] = c * ff[i]
     dgf, pf, qf, bf = dg.reshape(-1), p.reshape(-1), q.reshape(-1), base.reshape(-1)
@@ -42,10 +45,10 @@ def _step(gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc):
             dgf[o + j] = dhf[s + j] * qf[s + j] + bf[o + j]
 
 
-def _xp_step(xp: Any, gh, gc, base, p, q, k, f, carry_h, carry_c, dg, dh, dc) -> None:
+def _xp_step(xp: Any, gh, gc, base, p, q, k, f, carry_ht, carry_c, dg, dh, dc) -> None:
     # the same arithmetic in the same order, as array-module calls (a device's arrays)
     n, hidden = dh.shape
-    dh[...] = gh + carry_h
+    dh[...] = gh + carry_ht.T
     dc[...] = gc + carry_c + dh * k
     dg4, base4 = dg.reshape(n, 4, hidden), base.reshape(n, 4, hidden)
     dg4[:, :3] = dc[:, None, :] * p.reshape(n, 3, hidden) + base4[:, :3]
@@ -82,28 +85,48 @@ def lstm_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any, Any
     steps, n, hidden = gh.shape
     dg = xp.empty((steps, n, 4 * hidden), dtype)
     dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
-    carry_h, carry_c = xp.zeros((n, hidden), dtype), xp.zeros((n, hidden), dtype)
+    carry_ht, carry_c = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
+    wt = xp.ascontiguousarray(w.T)
     fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
-    step = _numba(_step, "k_lstm_grad_step") if fused else None
+    step = _numba(_step, f"k_lstm_grad_step_{tiles.FINGERPRINT}") if fused else None
     for t in reversed(range(steps)):
-        operands = (gh[t], gc[t], base[t], p[t], q[t], k[t], f[t], carry_h, carry_c)
+        operands = (gh[t], gc[t], base[t], p[t], q[t], k[t], f[t], carry_ht, carry_c)
         if fused:
             step(*operands, dg[t], dh[t], dc[t])
         else:
             _xp_step(xp, *operands, dg[t], dh[t], dc[t])
         if t:
-            xp.matmul(dg[t], w, out=carry_h)
+            carry(xp, wt, dg[t], carry_ht)
     return dg, dh, dc
 
 
-def _gru_step(gh, q, base, z, carry_h, carry_z, dg, dh):
+def carry(xp: Any, wt: Any, dg: Any, out: Any) -> None:
+    """``out = (dg @ w)^T``, the next step's carry, as ``w^T @ dg^T`` (``wt`` is ``w^T``
+    C-ordered, ``dg`` one step's (N, G) gate gradients, ``out`` (H, N)).
+
+    ``dg @ w`` has N rows (the batch, 16 in the bench's LM), too few for OpenBLAS to split over
+    its threads; the transposed product has H rows and splits (64 steps' carries on two
+    threads: 4.5-12.6 ms against 15-23 ms, the same bits here). Each element is the same dot
+    product over G either way.
+
+    Example:
+        >>> w, dg = np.arange(6.0).reshape(3, 2), np.ones((1, 3))
+        >>> out = np.empty((2, 1)); carry(np, np.ascontiguousarray(w.T), dg, out)
+        >>> out[:, 0].tolist() == (dg @ w)[0].tolist()
+        True
+    """
+    xp.matmul(wt, dg.T, out=out)
+
+
+def _gru_step(gh, q, base, z, carry_ht, carry_z, dg, dh):
     # one step: dh = gh + carry_h + carry_z; dg = dh*q + base (each of the three gate blocks);
-    # the next step's carry_z = dh*z (carry_h is dg @ W, a GEMM); flat loops, as _step
+    # the next step's carry_z = dh*z (carry_h is dg @ W, a GEMM, read from its transpose
+    # carry_ht); loops over contiguous rows, as _step
     n, hidden = dh.shape
-    ghf, chf, czf = gh.reshape(-1), carry_h.reshape(-1), carry_z.reshape(-1)
-    zf, dhf = z.reshape(-1), dh.reshape(-1)
+    czf, zf, dhf = carry_z.reshape(-1), z.reshape(-1), dh.reshape(-1)
+    sum_to_rows(gh, carry_ht, dh)  # gh + carry_h, in 16-unit tiles; then + carry_z
     for i in range(n * hidden):
-        h = ghf[i] + chf[i] + czf[i]
+        h = dhf[i] + czf[i]
         dhf[i] = h
         czf[i] = h * zf[i]
     dgf, qf, bf = dg.reshape(-1), q.reshape(-1), base.reshape(-1)
@@ -114,9 +137,9 @@ def _gru_step(gh, q, base, z, carry_h, carry_z, dg, dh):
                 dgf[o + j] = dhf[s + j] * qf[o + j] + bf[o + j]
 
 
-def _gru_xp_step(xp: Any, gh, q, base, z, carry_h, carry_z, dg, dh) -> None:
+def _gru_xp_step(xp: Any, gh, q, base, z, carry_ht, carry_z, dg, dh) -> None:
     n, hidden = dh.shape
-    dh[...] = gh + carry_h + carry_z
+    dh[...] = gh + carry_ht.T + carry_z
     dg[...] = (dh[:, None, :] * q.reshape(n, 3, hidden) + base.reshape(n, 3, hidden)).reshape(
         n, 3 * hidden
     )
@@ -141,15 +164,16 @@ def gru_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any]:
     gh, q, base, z, w = (xp.ascontiguousarray(a, dtype=dtype) for a in ins)
     steps, n, hidden = gh.shape
     dg, dh = xp.empty((steps, n, 3 * hidden), dtype), xp.empty((steps, n, hidden), dtype)
-    carry_h, carry_z = xp.zeros((n, hidden), dtype), xp.zeros((n, hidden), dtype)
+    carry_ht, carry_z = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
+    wt = xp.ascontiguousarray(w.T)
     fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
-    step = _numba(_gru_step, "k_gru_grad_step") if fused else None
+    step = _numba(_gru_step, f"k_gru_grad_step_{tiles.FINGERPRINT}") if fused else None
     for t in reversed(range(steps)):
-        operands = (gh[t], q[t], base[t], z[t], carry_h, carry_z)
+        operands = (gh[t], q[t], base[t], z[t], carry_ht, carry_z)
         if fused:
             step(*operands, dg[t], dh[t])
         else:
             _gru_xp_step(xp, *operands, dg[t], dh[t])
         if t:
-            xp.matmul(dg[t], w, out=carry_h)
+            carry(xp, wt, dg[t], carry_ht)
     return dg, dh
