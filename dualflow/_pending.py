@@ -92,6 +92,13 @@ class Pending:
             raise TypeError("len() of unsized object")
         return self.shape[0]
 
+    def settle(self, real: Any) -> None:
+        """Stand for ``real`` from now on, and let the recorder go: a finished call's recorder
+        holds that call's undo log (copies of every parameter it wrote) and, through the old
+        ``.grad`` arrays the log keeps, the call before it, so a result that kept its recorder
+        kept every earlier call's memory alive too."""
+        self.real, self.owner = real, None
+
     # ----- data: resolve first ----------------------------------------------------------------
     def resolve(self) -> Any:
         """The real array: runs the recorder's pending graph first when it has not run yet."""

@@ -280,7 +280,7 @@ class LazyRecorder:
     def _give_back(self) -> None:
         """Written tensors get their (now written) arrays back; their stand-ins resolve to it."""
         for target, pending, real in self.stand_ins.values():
-            pending.real = real
+            pending.settle(real)
             if target.raw_array is pending:
                 target.raw_array = real
         self.stand_ins = {}
@@ -343,13 +343,13 @@ class LazyRecorder:
             outputs = [p.value for p in live]
             arrays, updates = self.plans.run(segment, outputs, config.snapshot())
             for pending, real in zip(live, arrays):
-                pending.real = real
+                pending.settle(real)
             self._commit(segment, updates)
             self._give_back()
             for pending in views:  # eager's kernel on the real inputs: shares what eager shares
                 op, inputs, attrs, index = pending.source
                 out = op.forward(np, *[resolved(i) for i in inputs], **attrs)
-                pending.real = np.asarray(out if index is None else out[index])
+                pending.settle(np.asarray(out if index is None else out[index]))
                 pending.source = None
         finally:
             self._give_back()  # also when the segment failed: the undo log restores contents
