@@ -5,10 +5,12 @@ step of tiny ops the recording costs more than the plans save (the bench's tiny-
 eager time), and a step of a few large GEMMs gains nothing from plans. Both paths give eager's
 results by construction (lazy re-execution is exact, all or nothing, like an undoable eager call),
 so which of them runs a call is a matter of time alone, and the machine decides it: once the
-lazy path is warm (no plan compiled and no kernel pending in the call), a few calls alternate
-between the two, and the faster by its fastest call serves the next calls. The question is asked
-again after a hold that doubles each time the answer stands, so a change of load, or of what the
-program records, is seen at a cost that shrinks to nothing.
+lazy path is warm (no plan compiled and no kernel pending in the call), a few pairs of calls
+alternate between the two, and the faster by its fastest call serves the next calls. Only the
+second call of each pair is timed: what a call leaves to the next one (memory to free or fault
+back in, caches) is then charged to the path that left it, as it is when one path runs alone.
+The question is asked again after a hold that doubles each time the answer stands, so a change
+of load, or of what the program records, is seen at a cost that shrinks to nothing.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ class LazyOrEager:
     """
 
     WARM_CALLS = 2  # lazy calls in a row that compiled nothing, before the first probe
-    PROBES = 3  # timed calls of each path per probe, alternated
+    PROBES = 3  # timed calls of each path per probe, each the second of a pair on that path
     FIRST_HOLD = 64  # calls on the chosen path before it is asked again (doubling, up to MAX)
     MAX_HOLD = 8192
     MARGIN = 1.05  # eager replaces lazy (and back) only when faster by more than 5%
@@ -55,6 +57,7 @@ class LazyOrEager:
         self._hold = 0  # calls left before the next probe
         self._next_hold = self.FIRST_HOLD
         self._cold_probes = 0  # probes restarted because the lazy path compiled in them
+        self._probe_calls = 0  # calls of the probe under way
         self._times: dict[str, list[float]] = {LAZY: [], EAGER: []}
 
     def call(
@@ -74,8 +77,7 @@ class LazyOrEager:
     def _path(self) -> str:
         if not self.measured or self._warm < self.WARM_CALLS or self._hold > 0:
             return self.chosen
-        lazy, eager = self._times[LAZY], self._times[EAGER]
-        return LAZY if len(lazy) <= len(eager) else EAGER  # alternate, lazy first
+        return (LAZY, EAGER)[self._probe_calls // 2 % 2]  # in pairs: lazy, lazy, eager, eager
 
     def _observe(self, path: str, seconds: float, cold: bool) -> None:
         if self._warm < self.WARM_CALLS:
@@ -85,10 +87,13 @@ class LazyOrEager:
             self._hold -= 1
             return
         if cold:  # a plan compiled in a probe: the lazy path is not warm yet, probe again
-            self._times = {LAZY: [], EAGER: []}
+            self._times, self._probe_calls = {LAZY: [], EAGER: []}, 0
             self._cold_probes += 1
             if self._cold_probes >= self.PROBES:  # it keeps compiling: ask again after a hold
                 self._hold, self._cold_probes = self._next_hold, 0
+            return
+        self._probe_calls += 1
+        if self._probe_calls % 2:  # the first of a pair pays what the other path left
             return
         self._times[path].append(seconds)
         if len(self._times[EAGER]) == self.PROBES:
@@ -102,7 +107,7 @@ class LazyOrEager:
         self.decisions.append((self.chosen, lazy, eager))
         self._hold, self._cold_probes = self._next_hold, 0
         self._next_hold = min(2 * self._next_hold, self.MAX_HOLD)  # each answer that stands
-        self._times = {LAZY: [], EAGER: []}
+        self._times, self._probe_calls = {LAZY: [], EAGER: []}, 0
 
     def describe(self) -> str | None:
         """One line for ``explain``: what the last probe measured and chose (None: none yet).
@@ -116,6 +121,6 @@ class LazyOrEager:
         path, lazy, eager = self.decisions[-1]
         return (
             f"  lazy re-execution {lazy * 1e3:.3f} ms against eager {eager * 1e3:.3f} ms a call "
-            f"(fastest of {self.PROBES} each, {len(self.decisions)} probes): runs {path}; "
+            f"(fastest of {self.PROBES} timed each, {len(self.decisions)} probes): runs {path}; "
             f"{self.eager_calls} calls ran eagerly"
         )
