@@ -14,6 +14,7 @@ import numpy as np
 
 from dualflow._config import config
 from dualflow._pending import Pending
+from dualflow._undo import current as undo_log
 from dualflow.device import device_of, get_array_module
 from dualflow.errors import (
     DeviceError,
@@ -123,6 +124,8 @@ class EagerInterpreter:
         debug = config.debug
         if op.check_eager or debug:
             check_inputs(op, arrays, attrs)
+        if op.state_write and (log := undo_log()) is not None:  # an all-or-nothing call
+            log.array(arrays[0])  # saved before its first change (dualflow._undo)
         try:
             out = op.forward(xp, *arrays, **attrs)
         except DualflowError:
