@@ -25,6 +25,8 @@ TIMINGS = dict(
     copy_s=1e-3,
     copy_bytes=5e6,
     split_s=6e-4,
+    softmax_s=1e-4,
+    softmax_elements=65536.0,
     handoff_s=1e-4,
     threads=2,
 )
@@ -72,8 +74,10 @@ def test_every_derived_value_is_in_bounds(gemm, copy, split, handoff, threads) -
     c = mc.derive({**t, "threads": threads})
     low, high = mc.BOUNDS["balance"]
     assert low <= c.balance <= high
-    low, high = mc.BOUNDS["part_min_bytes"]
-    assert c.part_min_bytes == mc.DEFAULTS.part_min_bytes or low <= c.part_min_bytes <= high
+    for name in ("part_min_bytes", "part_flops", "softmax_part_min", "pool_part_min"):
+        low, high = mc.BOUNDS[name]
+        value = getattr(c, name)
+        assert value == getattr(mc.DEFAULTS, name) or low <= value <= high
     assert c.part_min >= mc.PART_MIN_FLOOR
     assert c.note.startswith("measured")
 
