@@ -146,7 +146,7 @@ def test_a_heavy_kernel_splits_from_fewer_elements_with_the_same_bits(
 ) -> None:
     monkeypatch.setattr(mc, "measure", lambda: dict(TIMINGS))  # part_min 125000 (a copy's)
     monkeypatch.setattr(numba_elementwise, "PART_MIN", None)
-    size = 65_536  # under a copy's two parts, over two parts of tanh^4's 26041
+    size = 65_536  # under a copy's two parts of 125000, over two of tanh^4's 22321
     x = np.random.default_rng(0).standard_normal(size).astype(np.float32) * 3
     parts = []
     real = numba_elementwise.run_parts
