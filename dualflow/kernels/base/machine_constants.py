@@ -36,8 +36,8 @@ HANDOFFS_PER_PART = 4
 two parts started to pay on a 2-core EPYC (design notes, issue 38 `consts`: batched GEMMs from
 3.1-4.2 hand-offs a part, softmax rows from 2.6-4.8, 2x2 max pooling from ~3.5)."""
 POOL_COPIES = 1.5
-"""One-thread time of a 2x2 stride-2 max pool per image element, in one-thread copies of a
-float32 element out of the caches (measured 1.35-1.6 at 0.4-1M elements; ``pool_kernels``
+"""One-thread time of a 2x2 stride-2 max pool per image element, in the probe's one-thread copies
+of a float32 element beyond the caches (measured 1.35-1.6 at 0.4-1M elements; ``pool_kernels``
 scales it by the window's taps per stride step)."""
 
 
@@ -164,7 +164,8 @@ def _split_parts(timings: dict, gemm_rate: float, notes: list[str]) -> dict[str,
     handoff = timings["handoff_s"]
     saved = timings["copy_s"] - (timings["split_s"] - handoff)
     if saved < MIN_SAVING * timings["copy_s"]:
-        notes.append(f"a split copy saved {saved / timings['copy_s']:.0%} (load?): parts kept")
+        share = saved / timings["copy_s"]
+        notes.append(f"a split copy saved {share:.0%} (load?): copy parts kept")
     else:
         per_byte = saved / timings["copy_bytes"]
         values["part_min_bytes"] = round(handoff / per_byte / timings["threads"])
