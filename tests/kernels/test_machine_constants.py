@@ -68,10 +68,11 @@ def test_implausible_timings_keep_the_defaults_with_a_note() -> None:
     st.floats(0.0, 1.0),
     st.floats(1e-7, 1e-3),
     st.integers(1, 16),
+    st.floats(1e-6, 1e-1),
 )
-def test_every_derived_value_is_in_bounds(gemm, copy, split, handoff, threads) -> None:
+def test_every_derived_value_is_in_bounds(gemm, copy, split, handoff, threads, softmax) -> None:
     t = dict(TIMINGS, gemm_s=gemm, copy_s=copy, split_s=split * copy, handoff_s=handoff)
-    c = mc.derive({**t, "threads": threads})
+    c = mc.derive({**t, "threads": threads, "softmax_s": softmax})
     low, high = mc.BOUNDS["balance"]
     assert low <= c.balance <= high
     for name in ("part_min_bytes", "part_flops", "softmax_part_min", "pool_part_min"):
