@@ -15,6 +15,7 @@ import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
+from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.ops.arithmetic import exp
 from dualflow.ops.dispatch import apply
 from dualflow.ops.reduction import sum as reduce_sum
@@ -40,7 +41,7 @@ class Softmax:
 
     def forward(xp, x, *, axis):
         if xp is np and axis in (-1, x.ndim - 1) and x.ndim > 1 and x.flags.c_contiguous:
-            parts = parts_for(x.size, PART_MIN)
+            parts = parts_for(x.size, PART_MIN or machine_constants().softmax_part_min)
             if parts > 1:
                 return _split_rows(x, parts)
         e = x - x.max(axis=axis, keepdims=True)
@@ -53,9 +54,9 @@ class Softmax:
         return y * (gy - reduce_sum(gy * y, ctx.attrs["axis"], keepdims=True))
 
 
-# elements a part must have (~150 us of one core at ~2.3 ns an element, against a 15-40 us
-# hand-off): a constant, not measured per machine (design notes, issue 38 `tlm`)
-PART_MIN = 1 << 16
+# elements a part must have: None takes the machine's (``machine_constants``: four hand-offs of
+# one-thread softmax time; the default 2^16 was one machine's); an int here (tests) overrides it
+PART_MIN: int | None = None
 
 
 def _rows_softmax(x: np.ndarray, out: np.ndarray) -> None:

@@ -25,6 +25,8 @@ TIMINGS = dict(
     copy_s=1e-3,
     copy_bytes=5e6,
     split_s=6e-4,
+    softmax_s=1e-4,
+    softmax_elements=65536.0,
     handoff_s=1e-4,
     threads=2,
 )
@@ -66,14 +68,17 @@ def test_implausible_timings_keep_the_defaults_with_a_note() -> None:
     st.floats(0.0, 1.0),
     st.floats(1e-7, 1e-3),
     st.integers(1, 16),
+    st.floats(1e-6, 1e-1),
 )
-def test_every_derived_value_is_in_bounds(gemm, copy, split, handoff, threads) -> None:
+def test_every_derived_value_is_in_bounds(gemm, copy, split, handoff, threads, softmax) -> None:
     t = dict(TIMINGS, gemm_s=gemm, copy_s=copy, split_s=split * copy, handoff_s=handoff)
-    c = mc.derive({**t, "threads": threads})
+    c = mc.derive({**t, "threads": threads, "softmax_s": softmax})
     low, high = mc.BOUNDS["balance"]
     assert low <= c.balance <= high
-    low, high = mc.BOUNDS["part_min_bytes"]
-    assert c.part_min_bytes == mc.DEFAULTS.part_min_bytes or low <= c.part_min_bytes <= high
+    for name in ("part_min_bytes", "part_flops", "softmax_part_min", "pool_part_min"):
+        low, high = mc.BOUNDS[name]
+        value = getattr(c, name)
+        assert value == getattr(mc.DEFAULTS, name) or low <= value <= high
     assert c.part_min >= mc.PART_MIN_FLOOR
     assert c.note.startswith("measured")
 

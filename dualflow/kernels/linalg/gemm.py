@@ -23,14 +23,27 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
+from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.kernels.linalg.thin_rows import thin_rows
 
 # OpenBLAS (interface/gemm.c) runs a GEMM of M*N*K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4) on
 # one thread: only such products are split, so two parts never contend for BLAS's own threads
 SMALL_MNK = 4 * 65536
-# FLOPs a part must have for the split to pay (~80 us of one core's GEMM at ~100 GFLOP/s,
-# against a ~15-40 us hand-off): not measured per machine (design notes, issue 38 `tlm`)
-PART_FLOPS = 1 << 23
+# FLOPs a part must have for the split to pay: None takes the machine's (``machine_constants``:
+# four hand-offs of one-thread GEMM time; the default 2^23 was one machine's); an int here
+# (tests) overrides it
+PART_FLOPS: int | None = None
+
+
+def part_flops() -> int:
+    """FLOPs per part from which a batch of small products is split: ``PART_FLOPS``, else the
+    machine's (``machine_constants().part_flops``).
+
+    Example:
+        >>> part_flops() == (PART_FLOPS or machine_constants().part_flops)
+        True
+    """
+    return PART_FLOPS or machine_constants().part_flops
 
 
 def stacked_rows(a: Any, b: Any) -> bool:
@@ -69,11 +82,11 @@ def thin_times_transposed(a: Any, b: Any) -> bool:
 def batch_parts(xp: Any, a: Any, b: Any, out: Any = None) -> int:
     """Parts a batched product of small matrices is split into over the kernel threads (1: one
     ``xp.matmul`` call): numpy float32/float64 operands with the same batch shape, each product
-    within ``SMALL_MNK``, a C-ordered ``out`` if any, and ``PART_FLOPS`` per part.
+    within ``SMALL_MNK``, a C-ordered ``out`` if any, and ``part_flops()`` per part.
 
     Example:
         >>> a = np.zeros((64, 64, 64), np.float32)
-        >>> batch_parts(np, a, a) == parts_for(2 * 64**4, PART_FLOPS), batch_parts(np, a[0], a[0])
+        >>> batch_parts(np, a, a) == parts_for(2 * 64**4, part_flops()), batch_parts(np, a[0], a[0])
         (True, 1)
     """
     if (
@@ -88,7 +101,7 @@ def batch_parts(xp: Any, a: Any, b: Any, out: Any = None) -> int:
     mnk = a.shape[-2] * a.shape[-1] * b.shape[-1]
     if mnk > SMALL_MNK or a.shape[0] < 2:
         return 1
-    return min(a.shape[0], parts_for(2 * mnk * math.prod(a.shape[:-2]), PART_FLOPS))
+    return min(a.shape[0], parts_for(2 * mnk * math.prod(a.shape[:-2]), part_flops()))
 
 
 def _split_batch(xp: Any, a: Any, b: Any, out: Any, parts: int) -> Any:

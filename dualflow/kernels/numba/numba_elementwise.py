@@ -26,6 +26,7 @@ from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR, machine_constants
 from dualflow.kernels.expr.expression import number_source
+from dualflow.kernels.expr.kernel_work import work_ratio
 from dualflow.kernels.expr.scalar_table import FUNCTIONS
 from dualflow.kernels.expr.typed_program import Program, Ref, Step
 from dualflow.kernels.numba import flat_view
@@ -42,8 +43,8 @@ _MODULES_LOCK = threading.Lock()
 NJIT = '@numba.njit(parallel=False, nogil=True, cache=False, error_model="numpy")'
 # Elements per part below which one thread runs the whole call: None takes the machine's
 # (``machine_constants``: where a split copy's saved time repays the measured hand-off; the
-# default 2M was one machine's, where 1M-element SGD updates were slower in two parts); an int
-# here (tests) overrides it
+# default 2M was one machine's, where 1M-element SGD updates were slower in two parts), over the
+# kernel's work per element in copies (``kernel_work``); an int here (tests) overrides it
 PART_MIN: int | None = None
 # Elements below which a flat call passes its operands as they are (one machine code per operand
 # rank, but ~1 us less a call); from here every call passes 1-D views, so one kernel source has
@@ -52,9 +53,10 @@ UNFLATTENED_MAX = 1 << 13
 _MAX_SOURCE = 2**20
 
 
-def _part_min() -> int:
-    """Elements per part from which a call is split: ``PART_MIN``, else the machine's."""
-    return PART_MIN or machine_constants().part_min
+def _part_min(work: float = 1.0) -> int:
+    """Elements per part from which a call of a kernel doing ``work`` copies' time per element
+    (``kernel_work``) is split: ``PART_MIN``, else the machine's for that work."""
+    return PART_MIN or machine_constants().part_min_for(work)
 
 
 def scalar_type(dtype: np.dtype) -> str:
@@ -337,7 +339,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
     size = math.prod(shape)
     flat, nest = layout(program, shapes, shape)
     source, values = render_source(program, flat, nest)
-    kernel, dtype = load_module(source).kernel, program.dtype
+    kernel, dtype, work = load_module(source).kernel, program.dtype, work_ratio(program)
     in_place: dict[int, Any] = {}  # input index -> the kernel reading that input from ``out``
 
     def variant(k: int) -> Any:
@@ -370,7 +372,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
                         fn = variant(k)
                         break
         # one part: no hand-off (a small call costs ~1 us less, and looks nothing up)
-        if size < 2 * (PART_MIN or PART_MIN_FLOOR) or size < 2 * (part_min := _part_min()):
+        if size < 2 * (PART_MIN or PART_MIN_FLOOR) or size < 2 * (part_min := _part_min(work)):
             fn(target, *ins, *values)
             return out
         # every part writes its own rows of ``target``: the result never depends on the split

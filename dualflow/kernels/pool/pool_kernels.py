@@ -19,11 +19,14 @@ import numpy as np
 
 from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
+from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.kernels.base.windows import Pair, out_size
 from dualflow.kernels.pool.pool_loops import BODIES, jit
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-PART_MIN = 1 << 15  # image elements per part below which a second thread costs more than it saves
+# image elements per part below which a second thread costs more than it saves: None takes the
+# machine's (``part_min``; the default 2^15 was one machine's); an int here (tests) overrides it
+PART_MIN: int | None = None
 FIXED_MIN = 1 << 16  # images this large get kernels compiled for their window and stride
 # numba_cache's key covers a kernel's own bytecode, not the closure constants or the inlined
 # bodies: the stem names the constants and this digest of both modules' source the bodies
@@ -76,6 +79,23 @@ def _kernel(name: str, geometry: tuple[int, int, int, int] | None) -> Any:
         return kernel
 
 
+def part_min(ksize: Pair, stride: Pair) -> int:
+    """Image elements per part from which a kernel of this window is split: ``PART_MIN``, else
+    the machine's ``pool_part_min`` (a 2x2 stride-2 window's) over the window's taps per stride
+    step: a 3x3 window at stride 2 reads each element 2.25 times, so its split pays sooner.
+
+    Example:
+        >>> part_min((2, 2), (2, 2)) == (PART_MIN or machine_constants().pool_part_min)
+        True
+        >>> PART_MIN is not None or part_min((3, 3), (1, 1)) < part_min((2, 2), (2, 2))
+        True
+    """
+    if PART_MIN:
+        return PART_MIN
+    reads = max(1.0, ksize[0] * ksize[1] / (stride[0] * stride[1]))
+    return max(1, int(machine_constants().pool_part_min / reads))
+
+
 def covers(*arrays: Any) -> bool:
     """Whether these kernels take the arrays: numpy float32/float64 (else the numpy path runs).
 
@@ -104,7 +124,7 @@ def _run(name: str, uvz: tuple, image: Any, out: Pair, geometry: tuple[Pair, Pai
     args = (ph, pw, ij) if fixed else (*ksize, *stride, ph, pw, ij)
     jobs: list[Callable[[], None]] = [
         lambda lo=lo, hi=hi: kernel(*uvz, lo, hi, *args)
-        for lo, hi in split(uvz[0].shape[0], parts_for(size, PART_MIN))
+        for lo, hi in split(uvz[0].shape[0], parts_for(size, part_min(ksize, stride)))
     ]
     run_parts(jobs)
 
