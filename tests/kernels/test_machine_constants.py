@@ -90,15 +90,6 @@ def test_the_probe_times_every_field() -> None:
     assert mc.derive(timings).note.startswith("measured")
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(per_machine.ENV, raising=False)
-    mc.forget()
-    yield tmp_path / "kernels"
-    mc.forget()  # the next test reads the suite's defaults again
-
-
 def test_measured_once_per_machine_and_read_back(fresh_cache, monkeypatch) -> None:
     monkeypatch.setattr(mc, "measure", lambda: dict(TIMINGS))
     assert mc.machine_constants() == mc.derive(TIMINGS)

@@ -79,15 +79,6 @@ def test_describe_names_every_value() -> None:
     assert text.startswith("machine constants: balance 6 FLOP/byte, part_min 125000 elements, ")
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv(per_machine.ENV, raising=False)
-    mc.forget()
-    yield tmp_path / "kernels"
-    mc.forget()  # the next test reads the suite's defaults again
-
-
 def test_an_old_record_without_the_new_timings_is_measured_again(fresh_cache, monkeypatch) -> None:
     store = per_machine.open_store("kernels")
     name = mc._CONSTANTS.entry_name()
