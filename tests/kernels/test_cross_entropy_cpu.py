@@ -15,6 +15,7 @@ from dualflow import nn, ops
 from dualflow.background.process import using_threads
 from dualflow.errors import ShapeError
 from dualflow.kernels.loss import cross_entropy
+from dualflow.ops import loss
 
 TOL = {np.float32: (2e-6, 1e-6), np.float64: (1e-12, 1e-13)}
 
@@ -125,3 +126,27 @@ def test_a_classifier_step_compiled_equals_eager(passes: str) -> None:
     assert eager[0] == compiled[0]
     for a, b in zip(eager[1], compiled[1], strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("reduce", ["mean", "sum", "no"])
+def test_the_array_module_path_agrees_with_the_kernels(monkeypatch, reduce: str) -> None:
+    # the path cupy arrays and float16 take: the same losses and gradients up to rounding
+    rng = np.random.default_rng(5)
+    x, t = rng.standard_normal((6, 4, 3)), rng.integers(-1, 4, (6, 3))
+    gy = rng.standard_normal(t.shape) if reduce == "no" else np.array(0.7)
+    attrs = {"ignore_label": -1, "reduce": reduce}
+    kernels = [
+        loss.SoftmaxCrossEntropy.forward(np, x, t, **attrs),
+        loss.SoftmaxCrossEntropyGrad.forward(np, x, t, gy, **attrs),
+    ]
+    monkeypatch.setattr(loss, "_kernels", lambda *_: None)
+    arrays = [
+        loss.SoftmaxCrossEntropy.forward(np, x, t, **attrs),
+        loss.SoftmaxCrossEntropyGrad.forward(np, x, t, gy, **attrs),
+    ]
+    for a, b in zip(kernels, arrays, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    half = ops.softmax_cross_entropy(x.astype(np.float16), t, reduce=reduce).numpy()
+    assert half.dtype == np.float16
+    np.testing.assert_allclose(half, kernels[0], rtol=2e-3, atol=2e-3)
