@@ -65,12 +65,12 @@ def _sum(row: Any) -> Any:  # pragma: no cover - runs compiled
     return total
 
 
-def _make(kind: str, exp: Any) -> Any:
-    """The numba kernel ``kind`` ("loss" or "grad") with ``exp`` inlined (its dtype's)."""
+def _row_exp(exp: Any) -> Any:
+    """``row_exp(x, r, e)``: ``e[:] = exp(x[r] - max(x[r]))``, returning ``max(x[r])``; inlined."""
 
     @numba.njit(inline="always", error_model="numpy")
     def row_exp(x, r, e):  # pragma: no cover - runs compiled
-        # e[:] = exp(x[r] - max(x[r])) and max(x[r]); NaN anywhere makes their sum NaN
+        # NaN anywhere in the row makes the sum of e NaN
         m = x[r, 0]
         for c in range(1, x.shape[1]):
             v = x[r, c]
@@ -78,6 +78,13 @@ def _make(kind: str, exp: Any) -> Any:
         for c in range(x.shape[1]):  # branch-free: vectorized
             e[c] = exp(x[r, c] - m)
         return m
+
+    return row_exp
+
+
+def _make(kind: str, exp: Any) -> Any:
+    """The numba kernel ``kind`` ("loss" or "grad") with ``exp`` inlined (its dtype's)."""
+    row_exp = _row_exp(exp)
 
     def loss(x, t, ignore, out, lo, hi):  # pragma: no cover - runs compiled
         # out[r]: the row's loss (0 when ignored); returns (rows counted, a bad label seen)
