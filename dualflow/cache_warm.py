@@ -3,7 +3,8 @@
 ``warm`` runs every fixed numba kernel route once (convolutions: Winograd, channels-first and
 im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
 relu's eager kernels; float32 tanh/exp/sigmoid loops; the LSTM and GRU forward cells and
-backward recurrences' steps, the embedding gradient's scatter) on small arrays, which puts their
+backward recurrences' steps, the embedding gradient's scatter; softmax cross entropy's loss and
+gradient) on small arrays, which puts their
 machine code in the signed kernels store. ``dualflow cache warm`` and the Makefile's install step
 run it. Generated fused kernels depend on the model and still compile at its first call.
 """
@@ -70,6 +71,12 @@ def _sequence_kernels(dtype: str) -> None:
     )
 
 
+def _cross_entropy(dtype: str) -> None:
+    """Softmax cross entropy's loss and gradient kernels (``kernels.loss``): one signature per
+    dtype (rows, int64 labels) whatever the shape."""
+    ops.softmax_cross_entropy(_leaf((4, 5), dtype), np.array([0, 4, -1, 2])).backward()
+
+
 def routes() -> list[tuple[str, Callable[[], None]]]:
     """(name, run) of every route ``warm`` compiles, for each dtype.
 
@@ -90,6 +97,7 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
         # relu and relu_grad from ``fused_elementwise.SELECT_MIN`` elements: the eager kernels (one
         # flat signature for every shape), which compiled plans run unfused too
         found.append((f"relu {dtype}", lambda d=dtype: _backward(ops.relu(_leaf((16, 4096), d)))))
+        found.append((f"softmax cross entropy {dtype}", lambda d=dtype: _cross_entropy(d)))
         found.append(
             (
                 f"lstm/gru recurrences, embedding gradient {dtype}",

@@ -12,6 +12,7 @@ from dualflow import cache_cli
 from dualflow import cache_warm as warm
 from dualflow.kernels.conv import column_copies
 from dualflow.kernels.fused_cpu import fused_elementwise
+from dualflow.kernels.loss import cross_entropy
 from dualflow.kernels.numba import compile_worker
 from dualflow.kernels.pool import pool_kernels
 from dualflow.kernels.pool.pool_loops import BODIES
@@ -36,6 +37,7 @@ def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(column_copies, "_KERNELS", {})
     monkeypatch.setattr(pool_kernels, "_KERNELS", {})
     monkeypatch.setattr(fused_elementwise, "_CACHE", {})
+    monkeypatch.setattr(cross_entropy, "_KERNELS", {})
     warm.warm()
     built = {re.sub(r"[0-9a-f]{16}$", "", name) for name in column_copies._KERNELS}
     assert _named_kernels() <= built, _named_kernels() - built
@@ -50,6 +52,12 @@ def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     for dtype in warm.DTYPES:
         for name, count in (("relu", 1), ("relu_grad", 2)):
             assert (OPS[name].expr, (dtype,) * count, 1) in eager, (name, dtype)
+    # softmax cross entropy's loss and gradient, each with its one signature, per dtype
+    for kernel in cross_entropy._KERNELS.values():
+        assert len(kernel.signatures) == 1
+    assert {(kind, str(dtype)) for kind, dtype in cross_entropy._KERNELS} == {
+        (kind, dtype) for kind in ("loss", "grad") for dtype in warm.DTYPES
+    }
 
 
 def test_cache_warm_command_lists_each_route(capsys: pytest.CaptureFixture) -> None:

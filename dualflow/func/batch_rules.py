@@ -186,6 +186,27 @@ def softmax_cross_entropy(op: OpDef, args: tuple, dims: tuple, attrs: dict, size
     return total, 0
 
 
+def softmax_cross_entropy_grad(
+    op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int
+) -> tuple:
+    """As softmax_cross_entropy: one (B*N, C, ...) batch, reduce='no', with each label's
+    gradient given (its example's gy, over that example's count for 'mean')."""
+    x, t = batched(args[0], dims[0], size), batched(args[1], dims[1], size)
+    gy = batched(args[2], dims[2], size)
+    if attrs["reduce"] != "no":  # gy is (B,): one weight per example, spread over its labels
+        if attrs["reduce"] == "mean":
+            valid = apply(OPS["not_equal"], t, attrs["ignore_label"])
+            count = apply(OPS["cast"], valid, dtype=str(x.dtype))
+            count = apply(OPS["sum"], count, axis=tuple(range(1, t.ndim)), keepdims=False)
+            gy = apply(OPS["divide"], gy, apply(OPS["maximum"], count, 1.0))
+        gy = apply(OPS["reshape"], gy, shape=(size,) + (1,) * (t.ndim - 1))
+        gy = apply(OPS["broadcast_to"], gy, shape=t.shape)
+    rows = size * x.shape[1]
+    flat = [apply(OPS["reshape"], a, shape=(rows, *a.shape[2:])) for a in (x, t, gy)]
+    gx = apply(op, *flat, **{**attrs, "reduce": "no"})
+    return apply(OPS["reshape"], gx, shape=x.shape), 0
+
+
 def allreduce(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
     """A collective reduces elementwise across ranks: the whole batch in one call."""
     return apply(op, *args, **attrs), dims[-1]

@@ -37,6 +37,7 @@ RULES.update(
     cummax=core.cumulative,
     cummin=core.cumulative,
     softmax_cross_entropy=core.softmax_cross_entropy,
+    softmax_cross_entropy_grad=core.softmax_cross_entropy_grad,
     copy=core.same_dim,
     stop_gradient=core.same_dim,
     full_like=core.same_dim,

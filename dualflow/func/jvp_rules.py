@@ -254,6 +254,8 @@ FALLBACK: dict[str, str] = {
     "lstm_scan_grad": "a linear recurrence whose backward (the adjoint) is written with ops",
     "gru_scan": "a whole recurrence; its backward is written with ops (double-vjp is exact)",
     "gru_scan_grad": "a linear recurrence whose backward (the adjoint) is written with ops",
+    "softmax_cross_entropy_grad": "softmax's adjoint per row, weighted by gy; its backward is "
+    "written with ops (double-vjp is exact)",
     "allreduce": "a collective: every rank must push a tangent equally often",
     "cumprod": "y * cumsum(t / x) divides by zero inputs; the backward handles them exactly",
     "logcumsumexp": "the tangent sums exp(x_j - y_i) t_j, stable only in log space with t "

@@ -9,7 +9,8 @@ it. One subpackage per job, each importing only those below it (tests/test_layer
     cuda/                      cupy: eager elementwise and fused kernels, CUDA C rendering, cuDNN
       |
     fused_cpu/  pool/          numpy: the blocked fused evaluator and its numba-or-blocked choice;
-    linalg/                    pooling; matrix products routed to large GEMMs
+    linalg/  loss/             pooling; matrix products routed to large GEMMs; softmax cross
+                               entropy's loss and gradient
       |
     numba/                     generated numba kernels of fused expressions: rendering, loading,
       |                        the background compile worker and its render API

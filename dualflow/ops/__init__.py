@@ -112,6 +112,7 @@ from dualflow.ops.loss import (
     one_hot,
     sigmoid_cross_entropy,
     softmax_cross_entropy,
+    softmax_cross_entropy_grad,
 )
 from dualflow.ops.normalization import batch_norm, layer_norm
 from dualflow.ops.random_ops import (

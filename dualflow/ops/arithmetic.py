@@ -53,7 +53,9 @@ def NEGATIVE(ctx, gy):
 def POWER(ctx, gy):
     """``a`` raised to ``b``; the gradient for ``b`` needs ``a > 0``."""
     a, b = ctx.x0, ctx.x1
-    ga = gy * b * a ** (b - 1) if ctx.needs_input_grad[0] else None
+    ga = None
+    if ctx.needs_input_grad[0]:  # a ** 1 is a, bit for bit: no pow per element for a square
+        ga = gy * b * (a if type(b) in (int, float) and b == 2 else a ** (b - 1))
     gb = gy * ctx.y * log(a) if ctx.needs_input_grad[1] else None
     return ga, gb
 

@@ -13,8 +13,10 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
+from dualflow.kernels.backend import backend_of
 from dualflow.ops.activation import softplus
-from dualflow.ops.arithmetic import cast, maximum, multiply, not_equal, subtract, where
+from dualflow.ops.arithmetic import cast, maximum, multiply, not_equal, subtract
+from dualflow.ops.creation import ones_like
 from dualflow.ops.dispatch import apply
 from dualflow.ops.reduction import inverse_count, mean
 from dualflow.ops.reduction import sum as reduce_sum
@@ -85,31 +87,161 @@ class SoftmaxCrossEntropy:
         return (Meta(shape, dtype),)
 
     def forward(xp, x, t, *, ignore_label, reduce):
-        check_index_range("softmax_cross_entropy", xp, t, x.shape[1], "labels", ignore_label)
-        valid = t != ignore_label
-        z = x - x.max(axis=1, keepdims=True)
-        lse = xp.log(xp.exp(z).sum(axis=1, keepdims=True))
-        picked = xp.take_along_axis(z, xp.expand_dims(xp.where(valid, t, 0), 1), axis=1)
-        loss = xp.where(valid, (lse - picked)[:, 0], 0).astype(x.dtype)
+        kernels = _kernels(xp, x, t)
+        if kernels is None:
+            return _numpy_loss(xp, x, t, ignore_label, reduce)
+        losses, count, bad = kernels.row_losses(_rows(x), t.reshape(-1), ignore_label)
+        if bad:
+            check_index_range("softmax_cross_entropy", xp, t, x.shape[1], "labels", ignore_label)
         if reduce == "no":
-            return loss
-        total = loss.sum()
+            return losses.astype(x.dtype).reshape(t.shape)
+        total = float(losses.sum())
         if reduce == "mean":  # NaN over no labels (an empty batch, all ignored), as PyTorch
-            with np.errstate(invalid="ignore"):  # no device sync to test the count first
-                total = total / valid.sum().astype(x.dtype)
-        return xp.asarray(total, dtype=x.dtype)
+            total = total / count if count else math.nan
+        return np.asarray(total, dtype=x.dtype)
 
     def backward(ctx, gy):
-        x, t = ctx.x0, ctx.x1
-        ignore, reduce = ctx.attrs["ignore_label"], ctx.attrs["reduce"]
-        valid = not_equal(t, ignore)
-        weight = cast(valid, x.dtype)
-        if reduce == "mean":  # with no labels the loss is NaN but the gradient 0 (PyTorch's)
-            weight = weight * (gy / maximum(reduce_sum(weight), 1.0))
-        else:
-            weight = weight * gy
-        target = one_hot(where(valid, t, 0), x.shape[1], x.dtype, axis=1)
-        return (softmax(x, axis=1) - target) * expand_dims(weight, 1), None
+        attrs = ctx.attrs
+        return softmax_cross_entropy_grad(ctx.x0, ctx.x1, gy, **attrs), None
+
+
+def _numpy_loss(xp: Any, x: Any, t: Any, ignore_label: int, reduce: str) -> Any:
+    """The loss in array-module calls (cupy, float16, no numba)."""
+    check_index_range("softmax_cross_entropy", xp, t, x.shape[1], "labels", ignore_label)
+    valid = t != ignore_label
+    z = x - x.max(axis=1, keepdims=True)
+    lse = xp.log(xp.exp(z).sum(axis=1, keepdims=True))
+    picked = xp.take_along_axis(z, xp.expand_dims(xp.where(valid, t, 0), 1), axis=1)
+    loss = xp.where(valid, (lse - picked)[:, 0], 0).astype(x.dtype)
+    if reduce == "no":
+        return loss
+    total = loss.sum()
+    if reduce == "mean":  # no device sync to test the count first
+        with np.errstate(invalid="ignore"):
+            total = total / valid.sum().astype(x.dtype)
+    return xp.asarray(total, dtype=x.dtype)
+
+
+def _gy_shape(x: Meta, t: Meta, gy: Meta, reduce: str) -> None:
+    want = tuple(t.shape) if reduce == "no" else ()
+    if tuple(gy.shape) != want:
+        raise ShapeError(
+            f"softmax_cross_entropy_grad: gy of shape {tuple(gy.shape)} does not match the "
+            f"loss of x {tuple(x.shape)} with reduce={reduce!r}; expected shape {want}"
+        )
+
+
+@primitive(
+    "softmax_cross_entropy_grad", saves=("x0", "x1", "x2"), autocast="float32", aliasing="fresh"
+)
+class SoftmaxCrossEntropyGrad:
+    """softmax_cross_entropy's gradient in x: ``(softmax(x) - onehot(t)) * w`` over axis 1, where
+    ``w`` is ``gy`` (divided by the labels counted for ``reduce="mean"``), 0 where ignored."""
+
+    def infer(x: Meta, t: Meta, gy: Meta, *, ignore_label: int, reduce: str) -> tuple[Meta]:
+        dtype = _check_logits("softmax_cross_entropy_grad", x, t)
+        _gy_shape(x, t, gy, reduce)
+        return (Meta(tuple(x.shape), dtype),)
+
+    def forward(xp, x, t, gy, *, ignore_label, reduce):
+        kernels = _kernels(xp, x, t)
+        if kernels is None:
+            return _numpy_grad(xp, x, t, gy, ignore_label, reduce)
+        labels = t.reshape(-1)
+        if reduce == "no":
+            g = gy.reshape(-1)
+        else:  # the weight of every row in float64, rounded once with the rest
+            scale = np.float64(gy)
+            if reduce == "mean":
+                scale /= max(kernels.count_kept(labels, ignore_label), 1)
+            g = np.full(labels.shape, scale)
+        gx, bad = kernels.row_grads(_rows(x), labels, ignore_label, g)
+        if bad:
+            check_index_range("softmax_cross_entropy", xp, t, x.shape[1], "labels", ignore_label)
+        return _unrows(gx, x.shape)
+
+    def backward(ctx, g):
+        x, t, gy = ctx.x0, ctx.x1, ctx.x2
+        attrs = ctx.attrs
+        # linear in gy: the gradient at gy = 1, summed against g per loss element
+        unit = softmax_cross_entropy_grad(x, t, ones_like(gy), **attrs)
+        axis = 1 if attrs["reduce"] == "no" else None
+        ggy = reduce_sum(g * unit, axis=axis)
+        # in x: softmax's adjoint of g times each row's weight
+        weighted = g * expand_dims(_row_weights(x, t, gy, **attrs), 1)
+        y = softmax(x, axis=1)
+        return y * (weighted - reduce_sum(weighted * y, axis=1, keepdims=True)), None, ggy
+
+
+def _row_weights(x: Any, t: Any, gy: Any, *, ignore_label: int, reduce: str) -> Any:
+    """Each loss element's weight in the gradient, with ops: gy, 0 where ignored, divided by the
+    labels counted for ``reduce="mean"`` (at least 1: all ignored gives 0, PyTorch's)."""
+    weight = cast(not_equal(t, ignore_label), x.dtype)
+    if reduce == "mean":
+        return weight * (gy / maximum(reduce_sum(weight), 1.0))
+    return weight * gy
+
+
+def _numpy_grad(xp: Any, x: Any, t: Any, gy: Any, ignore_label: int, reduce: str) -> Any:
+    """The gradient in array-module calls (cupy, float16, no numba)."""
+    check_index_range("softmax_cross_entropy", xp, t, x.shape[1], "labels", ignore_label)
+    valid = t != ignore_label
+    weight = valid.astype(x.dtype)
+    if reduce == "mean":
+        weight = weight * (gy / xp.maximum(weight.sum(), 1)).astype(x.dtype)
+    else:
+        weight = weight * gy
+    classes = xp.arange(x.shape[1]).reshape((-1,) + (1,) * (x.ndim - 2))
+    target = xp.expand_dims(xp.where(valid, t, 0), 1) == classes
+    e = xp.exp(x - x.max(axis=1, keepdims=True))
+    e /= e.sum(axis=1, keepdims=True)
+    return ((e - target) * xp.expand_dims(weight, 1)).astype(x.dtype)
+
+
+def softmax_cross_entropy_grad(
+    x: Any, labels: Any, gy: Any, ignore_label: int = -1, reduce: str = "mean"
+) -> Any:
+    """softmax_cross_entropy's gradient in ``x`` for the loss's gradient ``gy`` (one kernel per
+    call on numpy float32/float64; eager and compiled share it).
+
+    Example:
+        >>> from dualflow import ops
+        >>> ops.softmax_cross_entropy_grad([[0.0, 0.0]], [1], 1.0).tolist()
+        [[0.5, -0.5]]
+    """
+    mode = _reduce_mode("softmax_cross_entropy_grad", reduce)
+    attrs = {"ignore_label": int(ignore_label), "reduce": mode}
+    return apply(SoftmaxCrossEntropyGrad, x, labels, gy, **attrs)
+
+
+_LOSS_CPU: list[Any] = []  # kernels.loss.cross_entropy once imported, or None without numba
+
+
+def _kernels(xp: Any, x: Any, t: Any) -> Any:
+    """``kernels.loss.cross_entropy`` when its numba kernels take these arrays, else None."""
+    if not backend_of(xp).host_kernels:  # numba's CPU kernels: numpy arrays only
+        return None
+    if not _LOSS_CPU:
+        try:  # numba is imported on first use only
+            from dualflow.kernels.loss import cross_entropy  # noqa: PLC0415
+        except ImportError:
+            cross_entropy = None
+        _LOSS_CPU.append(cross_entropy)
+    kernels = _LOSS_CPU[0]
+    return kernels if kernels is not None and kernels.covers(x, t) else None
+
+
+def _rows(x: Any) -> Any:
+    """(N, C, d1, ...) logits as (N * d1 * ..., C) rows, in the labels' order."""
+    return x if x.ndim == 2 else np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+
+
+def _unrows(rows: Any, shape: tuple[int, ...]) -> Any:
+    """``_rows``' inverse, C-ordered."""
+    if len(shape) == 2:
+        return rows
+    moved = rows.reshape((shape[0], *shape[2:], shape[1]))
+    return np.ascontiguousarray(np.moveaxis(moved, -1, 1))
 
 
 def _reduce_mode(op: str, reduce: str) -> str:

@@ -48,6 +48,35 @@ def _sce_samples(rng: np.random.Generator) -> list[Sample]:
     ]
 
 
+def _sce_grad_ref(x, t, gy, ignore_label: int = -1, reduce: str = "mean") -> np.ndarray:
+    # d(loss)/dx by the formula on every (n, d...) position: (softmax - onehot) * gy / count
+    xs = np.moveaxis(x, 1, -1).reshape(-1, x.shape[1])
+    labels, g = t.reshape(-1), np.broadcast_to(np.asarray(gy), t.shape).reshape(-1)
+    count = max(int(np.sum(labels != ignore_label)), 1) if reduce == "mean" else 1
+    rows = np.zeros_like(xs)
+    for i, (row, label) in enumerate(zip(xs, labels)):
+        if label != ignore_label:
+            rows[i] = np.exp(row) / np.sum(np.exp(row)) * g[i] / count
+            rows[i, label] -= g[i] / count
+    moved = rows.reshape((x.shape[0], *x.shape[2:], x.shape[1]))
+    return np.moveaxis(moved, -1, 1)
+
+
+def _sce_grad_samples(rng: np.random.Generator) -> list[Sample]:
+    x, t = rng.normal(size=(4, 3)) * 2, np.array([0, 2, -1, 1])
+    x3, t3 = rng.normal(size=(2, 3, 2)), np.array([[0, 2], [-1, 1]])
+    gy, ignored = np.array(1.5), np.array([-1, -1, -1, -1])
+    return [
+        Sample((x, t, gy), name="mean"),
+        Sample((x, t, gy), {"reduce": "sum"}, name="sum"),
+        Sample((x, t, rng.normal(size=4)), {"reduce": "no"}, name="no"),
+        Sample((x, np.array([0, 2, 1, 1]), gy), {"ignore_label": 1}, name="ignore-1"),
+        Sample((x, ignored, gy), name="all-ignored"),
+        Sample((x3, t3, gy), name="nd-mean"),
+        Sample((x3, t3, rng.normal(size=(2, 2))), {"reduce": "none"}, name="nd-none"),
+    ]
+
+
 def _one_hot_ref(t: np.ndarray, num_classes: int, axis: int = -1) -> np.ndarray:
     out = np.eye(num_classes)[t]  # classes on the last axis
     return np.moveaxis(out, -1, axis)
@@ -83,6 +112,13 @@ ENTRIES = [
         ops.softmax_cross_entropy,
         _sce_ref,
         _sce_samples,
+        f32_tol=(1e-4, 1e-5),
+    ),
+    OpInfo(
+        "softmax_cross_entropy_grad",
+        ops.softmax_cross_entropy_grad,
+        _sce_grad_ref,
+        _sce_grad_samples,
         f32_tol=(1e-4, 1e-5),
     ),
     OpInfo(
