@@ -47,6 +47,7 @@ from dualflow.bench.vision_workloads import (
     sgd_step,
 )
 from dualflow.device import CPU, Device
+from dualflow.tracer.lazy_choice import LazyOrEager
 
 GPU_SCALE = "gpu-scale"  # tag: too big for the CPU default set; runs by name or on a GPU
 
@@ -68,7 +69,11 @@ class Workload:
     quick_repeats: int = 200
     tags: tuple[str, ...] = field(default_factory=tuple)
     rows: Callable[..., list[Measurement]] | None = None
-    warmup: int = 5  # untimed calls first: a compiled step traces (and may retrace) in these
+    # untimed calls first: a compiled step traces (and may retrace) in these, and a
+    # compiled-lazy one makes its first lazy-or-eager choice (its probe's calls alternate two
+    # paths of different speeds: timed, they would be a spread of the mode's own making); its
+    # first calls compile plans, which restarts the warm count once: twice the warm calls
+    warmup: int = 2 * LazyOrEager.WARM_CALLS + 4 * LazyOrEager.PROBES
     held: bool = False  # compiled rows also measure what a fresh compiled step keeps
     on_device: bool = False  # ``rows`` takes the device (else it runs on the CPU only)
 
