@@ -21,8 +21,29 @@ from tests.tracer.fuzz.fragments import registry
 from tests.tracer.fuzz.scope import Env, Scope
 from tests.tracer.fuzz.spec import Spec
 
+
+class ManualSGD:
+    """The bench's update written by hand: ``.grad = None``, then ``assign(p, p - lr * grad)``
+    (lazily, each call's gradients once stood for their arrays through the recorder, which kept
+    the call's undo log, which kept the gradients of the call before)."""
+
+    def __init__(self, params: list, lr: float = 0.05) -> None:
+        self.params, self.lr, self.state = list(params), lr, {}
+
+    def zero_grad(self) -> None:
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        with dualflow.no_grad():
+            for p in self.params:
+                if p.grad is not None:
+                    ops.assign(p, p - self.lr * p.grad)
+
+
 OPTIMIZERS: dict[str, Callable[[list], Any]] = {
     "sgd": lambda ps: optim.SGD(ps, lr=0.05),
+    "manual_sgd": ManualSGD,
     "momentum": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=1e-3),
     "nesterov": lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True),
     "adam": lambda ps: optim.Adam(ps, lr=0.01),
