@@ -11,6 +11,7 @@ functions (``register_backend`` adds a backend for one).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -210,3 +211,30 @@ def device_elementwise(
         return kernel(xp, arrays, attrs)
 
     return run
+
+
+_HOST_MODULES: dict[str, Any] = {}  # dualflow.kernels.<name> once imported, None without numba
+
+
+def host_kernels(xp: Any, module: str, *arrays: Any) -> Any:
+    """The numba kernels module ``dualflow.kernels.<module>`` (imported at first use: numba
+    loads only then) when ``xp``'s backend runs host kernels and the module's ``covers`` takes
+    ``arrays``; None otherwise, and without numba (the op's array-module path runs).
+
+    Example:
+        >>> import numpy as np
+        >>> logits, labels = np.zeros((2, 3), np.float32), np.zeros(2, np.int64)
+        >>> host_kernels(np, "loss.cross_entropy", logits, labels).__name__
+        'dualflow.kernels.loss.cross_entropy'
+        >>> host_kernels(np, "loss.cross_entropy", logits.astype(np.float16), labels) is None
+        True
+    """
+    if not backend_of(xp).host_kernels:  # numba's CPU kernels: numpy arrays only
+        return None
+    if module not in _HOST_MODULES:
+        try:
+            _HOST_MODULES[module] = importlib.import_module(f"dualflow.kernels.{module}")
+        except ImportError:
+            _HOST_MODULES[module] = None
+    kernels = _HOST_MODULES[module]
+    return kernels if kernels is not None and kernels.covers(*arrays) else None

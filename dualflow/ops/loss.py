@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
-from dualflow.kernels.backend import backend_of
+from dualflow.kernels.backend import host_kernels
 from dualflow.ops.activation import softplus
 from dualflow.ops.arithmetic import cast, maximum, multiply, not_equal, subtract
 from dualflow.ops.creation import ones_like
@@ -214,21 +214,9 @@ def softmax_cross_entropy_grad(
     return apply(SoftmaxCrossEntropyGrad, x, labels, gy, **attrs)
 
 
-_LOSS_CPU: list[Any] = []  # kernels.loss.cross_entropy once imported, or None without numba
-
-
 def _kernels(xp: Any, x: Any, t: Any) -> Any:
     """``kernels.loss.cross_entropy`` when its numba kernels take these arrays, else None."""
-    if not backend_of(xp).host_kernels:  # numba's CPU kernels: numpy arrays only
-        return None
-    if not _LOSS_CPU:
-        try:  # numba is imported on first use only
-            from dualflow.kernels.loss import cross_entropy  # noqa: PLC0415
-        except ImportError:
-            cross_entropy = None
-        _LOSS_CPU.append(cross_entropy)
-    kernels = _LOSS_CPU[0]
-    return kernels if kernels is not None and kernels.covers(x, t) else None
+    return host_kernels(xp, "loss.cross_entropy", x, t)
 
 
 def _rows(x: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.kernels.backend import backend_of
+from dualflow.kernels.backend import backend_of, host_kernels
 from dualflow.kernels.base.windows import Pair, offsets, out_size, pad_hw
 from dualflow.ops.dispatch import apply
 from dualflow.ops.geometry import check_4d, check_geometry, pair
@@ -25,21 +25,11 @@ from dualflow.ops.reduction import mean
 from dualflow.ops.registry import Meta, primitive
 
 _ONE = (1, 1)
-_POOL_CPU: list[Any] = []  # kernels.pool.pool_kernels once imported, or None when numba is missing
 
 
 def _kernels(xp: Any, *arrays: Any) -> Any:
     """``kernels.pool.pool_kernels`` when its numba kernels take these arrays, else None."""
-    if not backend_of(xp).host_kernels:  # numba's CPU kernels: numpy arrays only
-        return None
-    if not _POOL_CPU:
-        try:  # numba is imported on first use only
-            from dualflow.kernels.pool import pool_kernels as pool_cpu  # noqa: PLC0415
-        except ImportError:
-            pool_cpu = None
-        _POOL_CPU.append(pool_cpu)
-    kernels = _POOL_CPU[0]
-    return kernels if kernels is not None and kernels.covers(*arrays) else None
+    return host_kernels(xp, "pool.pool_kernels", *arrays)
 
 
 def _pooled_hw(op: str, x: Meta, ksize: Pair, stride: Pair, pad: Pair) -> Pair:
