@@ -122,10 +122,7 @@ class EagerInterpreter:
                     xp = get_array_module(arr)
             arrays.append(arr)
         debug = config.debug
-        if op.check_eager or debug:
-            check_inputs(op, arrays, attrs)
-        if op.state_write and (log := undo_log()) is not None:  # an all-or-nothing call
-            log.array(arrays[0])  # saved before its first change (dualflow._undo)
+        _before_forward(op, arrays, attrs, debug)
         try:
             out = op.forward(xp, *arrays, **attrs)
         except DualflowError:
@@ -154,6 +151,15 @@ class EagerInterpreter:
                 user_frame() if debug else None,
             )
         return result
+
+
+def _before_forward(op: OpDef, arrays: list, attrs: dict, debug: bool) -> None:
+    """The input checks (primitives, or any op in debug mode), and the state write's target
+    saved first while an all-or-nothing call's undo log is current (``dualflow._undo``)."""
+    if op.check_eager or debug:
+        check_inputs(op, arrays, attrs)
+    if op.state_write and (log := undo_log()) is not None:
+        log.array(arrays[0])
 
 
 def _binary(op: OpDef, args: tuple, attrs: dict, a: Any, b: Any, ra: Any, rb: Any) -> Tensor:

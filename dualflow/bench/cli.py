@@ -7,6 +7,7 @@ so the last column can say whether the compiled results match eager ones.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -114,6 +115,17 @@ def _measure_cell(
     return row, state
 
 
+def _gated_cell(
+    name: str, mode: str, seed: int, count: int, device: Device, idle_wait: float | None
+) -> tuple[Measurement, list]:
+    # one attempt at a cell: the idle gate (when on), then the measurement, which records it
+    check = None if idle_wait is None else wait_until_idle(idle_wait)
+    row, state = _measure_cell(name, mode, seed, count, device)
+    if check is not None:
+        row.idle, row.others_cpu = check.idle, check.others
+    return row, state
+
+
 def _own_rows(name: str, count: int, seed: int, device: Device) -> list[Measurement]:
     # A workload that reports its own rows runs on the CPU only (MPI ranks), unless it measures
     # on the bench's device (the variable-shape workloads).
@@ -175,16 +187,9 @@ def run(
     cells = [(name, mode) for name in names if name not in own for mode in modes]
     reference: dict[str, tuple[Measurement, list]] = {}
     for name, mode in _progress(cells, "bench"):
-
-        def attempt(name: str = name, mode: str = mode) -> tuple[Measurement, list]:
-            check = None if idle_wait is None else wait_until_idle(idle_wait)
-            row, state = _measure_cell(name, mode, seed, count(name), device)
-            if check is not None:
-                row.idle, row.others_cpu = check.idle, check.others
-            return row, state
-
         try:
-            row, state = until_quiet(attempt, lambda cell: cell[0], *retry)
+            cell = functools.partial(_gated_cell, name, mode, seed, count(name), device, idle_wait)
+            row, state = until_quiet(cell, lambda measured: measured[0], *retry)
         except Exception as exc:  # one broken cell must not hide the others' numbers
             message = str(exc).splitlines()[0] if str(exc) else ""
             note = f"failed: {type(exc).__name__}: {message}"
