@@ -213,28 +213,34 @@ def device_elementwise(
     return run
 
 
-_HOST_MODULES: dict[str, Any] = {}  # dualflow.kernels.<name> once imported, None without numba
+# The ops' numba kernel modules, imported at first use (numba loads only then); literal names,
+# so the layering test sees what this module imports
+HOST_LOADERS: dict[str, Callable[[], Any]] = {
+    "pool": lambda: importlib.import_module("dualflow.kernels.pool.pool_kernels"),
+    "cross_entropy": lambda: importlib.import_module("dualflow.kernels.loss.cross_entropy"),
+}
+_HOST_MODULES: dict[str, Any] = {}  # each once imported, or None without numba
 
 
-def host_kernels(xp: Any, module: str, *arrays: Any) -> Any:
-    """The numba kernels module ``dualflow.kernels.<module>`` (imported at first use: numba
-    loads only then) when ``xp``'s backend runs host kernels and the module's ``covers`` takes
-    ``arrays``; None otherwise, and without numba (the op's array-module path runs).
+def host_kernels(xp: Any, name: str, *arrays: Any) -> Any:
+    """The numba kernels module ``HOST_LOADERS[name]`` when ``xp``'s backend runs host kernels
+    and the module's ``covers`` takes ``arrays``; None otherwise, and without numba (the op's
+    array-module path runs).
 
     Example:
         >>> import numpy as np
         >>> logits, labels = np.zeros((2, 3), np.float32), np.zeros(2, np.int64)
-        >>> host_kernels(np, "loss.cross_entropy", logits, labels).__name__
+        >>> host_kernels(np, "cross_entropy", logits, labels).__name__
         'dualflow.kernels.loss.cross_entropy'
-        >>> host_kernels(np, "loss.cross_entropy", logits.astype(np.float16), labels) is None
+        >>> host_kernels(np, "cross_entropy", logits.astype(np.float16), labels) is None
         True
     """
     if not backend_of(xp).host_kernels:  # numba's CPU kernels: numpy arrays only
         return None
-    if module not in _HOST_MODULES:
+    if name not in _HOST_MODULES:
         try:
-            _HOST_MODULES[module] = importlib.import_module(f"dualflow.kernels.{module}")
+            _HOST_MODULES[name] = HOST_LOADERS[name]()
         except ImportError:
-            _HOST_MODULES[module] = None
-    kernels = _HOST_MODULES[module]
+            _HOST_MODULES[name] = None
+    kernels = _HOST_MODULES[name]
     return kernels if kernels is not None and kernels.covers(*arrays) else None

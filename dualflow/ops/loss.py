@@ -216,7 +216,7 @@ def softmax_cross_entropy_grad(
 
 def _kernels(xp: Any, x: Any, t: Any) -> Any:
     """``kernels.loss.cross_entropy`` when its numba kernels take these arrays, else None."""
-    return host_kernels(xp, "loss.cross_entropy", x, t)
+    return host_kernels(xp, "cross_entropy", x, t)
 
 
 def _rows(x: Any) -> Any:

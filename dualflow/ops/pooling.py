@@ -29,7 +29,7 @@ _ONE = (1, 1)
 
 def _kernels(xp: Any, *arrays: Any) -> Any:
     """``kernels.pool.pool_kernels`` when its numba kernels take these arrays, else None."""
-    return host_kernels(xp, "pool.pool_kernels", *arrays)
+    return host_kernels(xp, "pool", *arrays)
 
 
 def _pooled_hw(op: str, x: Meta, ksize: Pair, stride: Pair, pad: Pair) -> Pair:
