@@ -93,7 +93,10 @@ class OpDef:
         self.differentiable: bool = self.backward is not None
         # Elementwise ops let numpy find bad input (infer runs only on failure, when tracing and
         # in debug mode), keeping eager overhead near a bare numpy call; primitives check first.
-        self.check_eager: bool = facts.get("check_eager", kind == "primitive")
+        # A state write always takes the checked path: bad input must leave state untouched, and
+        # that path saves the target for an all-or-nothing call's undo (``autograd.eager``); the
+        # fast path, taken by ops that do not check, would write without saving it first.
+        self.check_eager: bool = facts.get("check_eager", kind == "primitive") or self.state_write
         # the numpy ufunc that is the whole forward on numpy operands (``elementwise`` sets it)
         self.eager_ufunc: Callable | None = None
 

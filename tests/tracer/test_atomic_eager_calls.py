@@ -13,6 +13,7 @@ import pytest
 
 import dualflow
 from dualflow.ops import host_print
+from dualflow.ops.registry import OPS, OpDef
 from tests.tracer.test_atomic_calls import T, X, _rng_tensors, _setup, _snapshot
 
 
@@ -105,3 +106,14 @@ def test_a_compiled_function_called_inside_joins_the_undo() -> None:
     assert inner.stats().plan_runs == plans  # no plan of its own committed in the window
     for a, b in zip(_snapshot(model, opt), before):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_state_write_always_takes_the_checked_eager_path_that_saves_its_target() -> None:
+    # the undo save lives in the eager interpreter's checked path: an op that writes state and
+    # asked not to be checked would otherwise take the fast path and write unsaved
+    unchecked = OpDef("w", "primitive", lambda xp, a, b: a, lambda a, b: (a,), check_eager=False)
+    writer = OpDef(
+        "w", "primitive", lambda xp, a, b: a, lambda a, b: (a,), check_eager=False, state_write=True
+    )
+    assert not unchecked.check_eager and writer.check_eager
+    assert all(op.check_eager for op in OPS.values() if op.state_write)
