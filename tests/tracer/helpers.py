@@ -1,5 +1,6 @@
 """Shared checks for compiled functions: every trace's graph verifies, round-trips through the
-text format, and the reference interpreter agrees with the plan on the call's own inputs.
+text format, and the reference interpreter agrees with the plan on the call's own inputs; and a
+seeded training step to compile.
 """
 
 from __future__ import annotations
@@ -109,3 +110,22 @@ def check_all_traces(fn: Any) -> None:
     assert fn.history, "the function was never traced"
     for trace in fn.history:
         check_graph(trace.graph)
+
+
+def seeded_training_step(seed: int, layers: list, optimizer: Any, x_shape: tuple) -> tuple:
+    """``(model, step)``: ``nn.Sequential(*layers())`` built after ``manual_seed(seed)``, and a
+    step of ``optimizer(params)`` on the mean square of its output for a seeded input; two
+    calls with one seed start identical (one compiled, one eager)."""
+    dualflow.manual_seed(seed)
+    model = dualflow.nn.Sequential(*layers())
+    opt = optimizer(model.parameters())
+    x = dualflow.tensor(np.random.default_rng(seed).normal(size=x_shape).astype(np.float32))
+
+    def step() -> Any:
+        opt.zero_grad()
+        loss = (model(x) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return model, step

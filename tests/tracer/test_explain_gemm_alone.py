@@ -9,24 +9,14 @@ import numpy as np
 
 import dualflow
 from dualflow.tracer.explain_profile import gemm_alone_share
+from tests.tracer.helpers import seeded_training_step
 
 
-def _mlp_step(seed: int):
-    dualflow.manual_seed(seed)
-    model = dualflow.nn.Sequential(
-        dualflow.nn.Linear(32, 64), dualflow.nn.ReLU(), dualflow.nn.Linear(64, 4)
-    )
-    opt = dualflow.optim.Adam(model.parameters(), lr=1e-3)
-    x = dualflow.tensor(np.random.default_rng(seed).normal(size=(16, 32)).astype(np.float32))
+def _mlp_step(seed: int) -> tuple:
+    def layers() -> list:
+        return [dualflow.nn.Linear(32, 64), dualflow.nn.ReLU(), dualflow.nn.Linear(64, 4)]
 
-    def step():
-        opt.zero_grad()
-        loss = (model(x) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
-
-    return model, step
+    return seeded_training_step(seed, layers, lambda ps: dualflow.optim.Adam(ps, 1e-3), (16, 32))
 
 
 def test_each_matmul_step_names_numpy_alone_and_its_share() -> None:

@@ -12,22 +12,14 @@ import dualflow
 from dualflow import nn, optim
 from dualflow.graph_ir.ir import Node, Value
 from dualflow.tracer.explain_profile import request_profile, step_flops
+from tests.tracer.helpers import seeded_training_step
 
 
 def _model_and_step(seed: int) -> tuple:
-    dualflow.manual_seed(seed)
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(512, 4))
-    opt = optim.SGD(model.parameters(), lr=0.1)
-    x = dualflow.tensor(np.random.default_rng(seed).normal(size=(2, 3, 8, 8)).astype(np.float32))
+    def layers() -> list:
+        return [nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(512, 4)]
 
-    def step() -> dualflow.Tensor:
-        opt.zero_grad()
-        loss = (model(x) ** 2).mean()
-        loss.backward()
-        opt.step()
-        return loss
-
-    return model, step
+    return seeded_training_step(seed, layers, lambda ps: optim.SGD(ps, lr=0.1), (2, 3, 8, 8))
 
 
 def test_profile_is_one_more_real_call_and_names_the_slow_steps() -> None:
