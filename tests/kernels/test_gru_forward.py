@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from dualflow.kernels.linalg.gru_forward import gru_forward
 from dualflow.ops import recurrent_gru
 from dualflow.ops.recurrent_gru import GRUScan
+from tests.kernels.recurrent_cells import cell_cases, scaled_inputs
 
 
 def _array_path(*ins: np.ndarray) -> tuple:
@@ -21,20 +20,11 @@ def _array_path(*ins: np.ndarray) -> tuple:
 
 
 def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> tuple:
-    rng = np.random.default_rng(seed)
     shapes = [(steps, n, 3 * hidden), (n, hidden), (3 * hidden, hidden), (3 * hidden,)]
-    xw, h0, w, b = (rng.standard_normal(s).astype(np.float32) for s in shapes)
-    return xw * np.float32(scale), h0, w * np.float32(scale / np.sqrt(hidden + 1)), b
+    return tuple(scaled_inputs(seed, shapes, hidden, scale, weight=2))
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    steps=st.integers(1, 6),
-    n=st.integers(1, 20),
-    hidden=st.integers(1, 40),
-    scale=st.sampled_from([0.1, 1.0, 4.0, 30.0]),
-    seed=st.integers(0, 2**16),
-)
+@cell_cases
 def test_numba_cell_equals_the_array_calls_bit_for_bit(
     steps: int, n: int, hidden: int, scale: float, seed: int
 ) -> None:

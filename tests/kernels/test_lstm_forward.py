@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from dualflow.kernels.linalg.lstm_forward import fits, lstm_forward
 from dualflow.ops import recurrent
 from dualflow.ops.recurrent import LSTMScan
+from tests.kernels.recurrent_cells import cell_cases, scaled_inputs
 
 
 def _array_path(monkeypatch: pytest.MonkeyPatch, *ins: np.ndarray) -> tuple:
@@ -22,20 +21,11 @@ def _array_path(monkeypatch: pytest.MonkeyPatch, *ins: np.ndarray) -> tuple:
 
 
 def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> tuple:
-    rng = np.random.default_rng(seed)
     shapes = [(steps, n, 4 * hidden), (n, hidden), (n, hidden), (4 * hidden, hidden)]
-    xw, h0, c0, w = (rng.standard_normal(s).astype(np.float32) for s in shapes)
-    return xw * np.float32(scale), h0, c0, w * np.float32(scale / np.sqrt(hidden + 1))
+    return tuple(scaled_inputs(seed, shapes, hidden, scale, weight=3))
 
 
-@settings(max_examples=40, deadline=None)
-@given(
-    steps=st.integers(1, 6),
-    n=st.integers(1, 20),
-    hidden=st.integers(1, 40),
-    scale=st.sampled_from([0.1, 1.0, 4.0, 30.0]),
-    seed=st.integers(0, 2**16),
-)
+@cell_cases
 def test_numba_cell_equals_the_array_calls_bit_for_bit(
     steps: int, n: int, hidden: int, scale: float, seed: int
 ) -> None:
