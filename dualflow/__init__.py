@@ -30,6 +30,16 @@ from dualflow.device import Device, get_array_module
 _tune_malloc()  # see dualflow/_memory.py: large temporaries reuse heap memory
 
 
+def _choose_blas_kernels() -> None:
+    # before dualflow computes anything, so every call of the process rounds alike
+    from dualflow.kernels.base.blas_core import apply  # noqa: PLC0415 - kept out of the namespace
+
+    apply()
+
+
+_choose_blas_kernels()
+
+
 # What lower layers use from higher ones, installed here (dualflow/_installed.py): each loader
 # runs at the first use, so importing a layer alone loads nothing above it.
 def _eager_interpreter() -> Any:

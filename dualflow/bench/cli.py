@@ -39,6 +39,7 @@ from dualflow.bench.table import add_rates, format_table, share_flops
 from dualflow.bench.workloads import ALIASES, GPU_SCALE, WORKLOADS, default_workloads, resolve_names
 from dualflow.device import CPU, Device
 from dualflow.errors import DeviceError
+from dualflow.kernels.base import blas_core
 from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.passes.manager import resolve_passes
 from dualflow.runtime.machine_rates import machine_rates
@@ -236,6 +237,7 @@ def write_outputs(
         "device": describe(device),
         **asdict(machine_rates()),
         "machine_constants": asdict(machine_constants()),
+        "blas_kernels": asdict(blas_core.choice()),
     }
     path = os.path.join(out, "bench.json")
     with open(path, "w") as f:
@@ -359,6 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(summary(rows))
     print(machine_rates().describe())  # the yardsticks of the % GEMM and % BW columns
     print(machine_constants().describe())  # what the passes and kernels decided by
+    print(blas_core.choice().describe())  # whose GEMMs the plans ran
     print(text)
     goal = memory_goal_lines(rows)  # issue 42's memory rows, when they ran
     if goal:

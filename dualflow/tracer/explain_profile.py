@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from dualflow.graph_ir.ir import Node
+from dualflow.kernels.base import blas_core
 from dualflow.ops.registry import OPS
 from dualflow.runtime.gemm_alone import alone_seconds
 from dualflow.runtime.machine_rates import machine_rates
@@ -67,7 +68,7 @@ def profile_lines(plan: Any, title: str) -> list[str]:
     total = float(times.sum())
     lines = [f"  profile of the {title}'s last profiled run: {total * 1e3:.3f} ms in steps"]
     if any(step_flops(node) for node in plan.graph.nodes):
-        lines.append(f"  {machine_rates().describe()}")
+        lines.append(f"  {machine_rates().describe()}; {blas_core.choice().describe()}")
     seen = getattr(plan, "profile_layouts", None) or {}
     alone = {i: alone_seconds(spec) for i, spec in seen.items()}
     if alone:

@@ -25,7 +25,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from dualflow.background import blas
+from dualflow.background import blas, blas_cores
 from dualflow.background.process import blas_callers
 from dualflow.disk_cache import open_store
 from dualflow.errors import ConfigError
@@ -58,8 +58,8 @@ def defaults_fixed() -> bool:
 
 def machine_key(*extra: object) -> str:
     """What a measured value depends on, hashed: the CPU (model, architecture, CPUs this process
-    may use), numpy and its BLAS (library, threads), and ``extra`` facts of the caller. A change
-    of any is a new measurement.
+    may use), numpy and its BLAS (library, threads, kernel table), and ``extra`` facts of the
+    caller. A change of any is a new measurement.
 
     Example:
         >>> len(machine_key()), machine_key() == machine_key(2)
@@ -78,6 +78,7 @@ def machine_key(*extra: object) -> str:
         np.__version__,
         "" if lib is None else str(getattr(lib, "_name", "")),
         str(blas.get_threads()),
+        str(blas_cores.core_name()),
         *map(str, extra),
     ]
     return hashlib.sha256("\n".join(facts).encode()).hexdigest()[:16]

@@ -7,11 +7,12 @@ each node of the O2 graphs against the documented rule bounds (``dualflow.debug.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import sys
 import warnings
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -21,6 +22,7 @@ import numpy as np
 import dualflow
 from dualflow._pending import Pending
 from dualflow._undo import UndoLog
+from dualflow.background import blas_cores
 from dualflow.debug import check_rules
 from dualflow.tracer.lazy_choice import EAGER, LAZY, LazyOrEager
 from tests.tracer.fuzz.bits import first_difference
@@ -78,6 +80,33 @@ def run(
     mismatch), or with ``keep_outputs=False`` copies, so the next call may write the dropped
     arrays again (``runtime.memory``'s recycled outputs). ``between(call)`` runs before each
     call (a test waiting for background compiles)."""
+    with blas_table(spec.blas_table):
+        return _run(spec, passes, keep_outputs, between, lazy)
+
+
+@contextlib.contextmanager
+def blas_table(index: int) -> Iterator[None]:
+    """OpenBLAS's ``index``-th table this CPU can run (``blas_cores.cores()``, 0: the running
+    one) inside; the running one back after."""
+    tables = blas_cores.cores()
+    if index == 0 or len(tables) < 2:
+        yield
+        return
+    before = blas_cores.core_name()
+    assert blas_cores.use_core(tables[index % len(tables)])
+    try:
+        yield
+    finally:
+        blas_cores.use_core(before)
+
+
+def _run(
+    spec: Spec,
+    passes: str | None,
+    keep_outputs: bool,
+    between: Callable[[int], None] | None,
+    lazy: bool | str,
+) -> Run:
     program = build(spec)
     fn = program.step
     if passes is not None:  # a fallback fails the comparison unless a fragment may cause it

@@ -109,6 +109,7 @@ def specs(
         body=body,
         mode=mode,
         optimizer=None,
+        blas_table=draw(st.integers(0, 1)),
     )
     if mode == "eval":
         return spec

@@ -47,8 +47,10 @@ class Spec:
     optimizer step (``mode="train"``), or just the fragments under ``no_grad`` (``"eval"``).
 
     ``batches`` has one batch size per call: a change retraces. ``penalty > 0`` adds a gradient
-    penalty ``penalty * sum(dloss/dx ** 2)`` (double backward). Everything random (parameters,
-    data, dropout keys) comes from ``seed``, so two builds of a spec start identical.
+    penalty ``penalty * sum(dloss/dx ** 2)`` (double backward). ``blas_table``: which of
+    OpenBLAS's kernel tables this CPU can run both runs use (0: the running one; the process's
+    table is chosen by measurement at import, ``kernels.base.blas_core``). Everything random
+    (parameters, data, dropout keys) comes from ``seed``, so two builds of a spec start identical.
     """
 
     seed: int
@@ -60,6 +62,7 @@ class Spec:
     optimizer: str | None = "sgd"
     penalty: float = 0.0
     mode: str = "train"
+    blas_table: int = 0
 
     @property
     def calls(self) -> int:
