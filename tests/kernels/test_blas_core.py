@@ -21,34 +21,35 @@ from dualflow.kernels.base import blas_core, per_machine
 LOADED = blas_cores.core_name()
 OTHERS = [name for name in blas_cores.cores() if name != LOADED]
 SHAPES = [list(s) for s in blas_core.SHAPES]
+N = len(SHAPES)
 
 
 def _record(seconds: dict) -> dict:
     return {"loaded": LOADED, "shapes": SHAPES, "seconds": seconds}
 
 
-@given(st.lists(st.floats(0.5, 1.5), min_size=4, max_size=4))
+@given(st.lists(st.floats(0.5, 1.5), min_size=N, max_size=N))
 def test_another_table_is_chosen_only_when_faster_by_the_margin(ratios) -> None:
-    seconds = {"A": [1e-3] * 4, "B": [r * 1e-3 for r in ratios]}
+    seconds = {"A": [1e-3] * N, "B": [r * 1e-3 for r in ratios]}
     chosen = blas_core.choose({"loaded": "A", "seconds": seconds})
-    mean = sum(ratios) / 4
+    mean = sum(ratios) / N
     assert chosen.core == ("B" if mean <= 1 - blas_core.MIN_GAIN else "A")
     assert chosen.loaded == "A" and (chosen.ratio == pytest.approx(mean) or chosen.core == "A")
 
 
 @pytest.mark.skipif(not OTHERS, reason="one OpenBLAS table here")
 def test_a_record_that_is_no_probe_of_these_tables_is_measured_again() -> None:
-    good = {name: [1e-3] * 4 for name in blas_cores.cores()}
-    good[OTHERS[0]] = [5e-4] * 4
+    good = {name: [1e-3] * N for name in blas_cores.cores()}
+    good[OTHERS[0]] = [5e-4] * N
     assert blas_core._read(_record(good)).core == OTHERS[0]
-    tampered = {**good, "Bogus": [1e-4] * 4}  # a table this library or CPU cannot run
+    tampered = {**good, "Bogus": [1e-4] * N}  # a table this library or CPU cannot run
     wrong_shapes = {**_record(good), "shapes": SHAPES[:3]}
     not_loaded = {**_record(good), "loaded": OTHERS[0]}  # a probe made under another pick
     for bad in (
         _record(tampered),
-        _record({**good, LOADED: [1e-3, 1e-3, -1.0, 1e-3]}),
-        _record({**good, LOADED: [1e-3] * 3}),
-        _record({**good, LOADED: ["1e-3"] * 4}),
+        _record({**good, LOADED: [1e-3] * (N - 1) + [-1.0]}),
+        _record({**good, LOADED: [1e-3] * (N - 1)}),
+        _record({**good, LOADED: ["1e-3"] * N}),
         wrong_shapes,
         not_loaded,
         [],
@@ -106,8 +107,8 @@ print(blas_cores.core_name(), same)
 
 @pytest.mark.skipif(not OTHERS, reason="one OpenBLAS table here")
 def test_a_fresh_process_runs_the_recorded_choice_and_compiled_equals_eager(tmp_path) -> None:
-    seconds = {name: [1e-3] * 4 for name in blas_cores.cores()}
-    seconds[OTHERS[0]] = [5e-4] * 4  # the record says the other table is twice as fast
+    seconds = {name: [1e-3] * N for name in blas_cores.cores()}
+    seconds[OTHERS[0]] = [5e-4] * N  # the record says the other table is twice as fast
     _save(tmp_path, _record(seconds))
     assert _fresh(STEP, str(tmp_path)) == f"{OTHERS[0]} True"
     # the user's own choice stands, whatever the machine's record says
@@ -116,7 +117,7 @@ def test_a_fresh_process_runs_the_recorded_choice_and_compiled_equals_eager(tmp_
 
 @pytest.mark.skipif(not OTHERS, reason="one OpenBLAS table here")
 def test_a_tampered_record_is_measured_again_and_a_thread_keeps_the_table(tmp_path) -> None:
-    bogus = {n: [1e-3] * 4 for n in blas_cores.cores()} | {"Bogus": [1e-9] * 4}
+    bogus = {n: [1e-3] * N for n in blas_cores.cores()} | {"Bogus": [1e-9] * N}
     _save(tmp_path, _record(bogus))
     code = (
         "import dualflow; from dualflow.background import blas_cores; print(blas_cores.core_name())"
@@ -124,7 +125,7 @@ def test_a_tampered_record_is_measured_again_and_a_thread_keeps_the_table(tmp_pa
     assert _fresh(code, str(tmp_path)) in blas_cores.cores()  # measured: one it can run
     assert "Bogus" not in _load(tmp_path)  # replaced by the new measurement
     # a thread that may be in a BLAS call when dualflow is imported: nothing is switched
-    seconds = {n: [1e-3] * 4 for n in blas_cores.cores()} | {OTHERS[0]: [5e-4] * 4}
+    seconds = {n: [1e-3] * N for n in blas_cores.cores()} | {OTHERS[0]: [5e-4] * N}
     _save(tmp_path, _record(seconds))
     busy = (
         "import threading, numpy as np; e = threading.Event(); "

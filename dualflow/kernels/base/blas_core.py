@@ -24,13 +24,29 @@ from dualflow.background import blas_cores
 from dualflow.background.process import blas_callers
 from dualflow.kernels.base.per_machine import PerMachine, one_blas_thread
 
-SHAPES = ((64, 784, 1000), (1000, 64, 1000), (16, 256, 1024), (384, 384, 384))
-"""float32 GEMMs (M, K, N): a small-batch layer, its weight gradient (K = the batch), a
-recurrence's step (16 rows) and a square one; ~0.1-1 ms each on one core."""
-REPEATS = 5
+SHAPES = (
+    (64, 784, 1000, "NN"),
+    (1000, 64, 1000, "TN"),
+    (16, 256, 1024, "NN"),
+    (64, 8192, 288, "NT"),
+    (8192, 288, 64, "NN"),
+    (384, 384, 384, "NN"),
+)
+"""float32 GEMMs (M, K, N, which operands are read transposed): a small-batch layer and its
+weight gradient (K = the batch), a recurrence's step (16 rows), a convolution's weight gradient
+(K = the pixels) and its forward over im2col columns, and a square one; 0.1-3 ms each on one
+core, in the layouts the plans' GEMMs read them (OpenBLAS packs each layout differently)."""
+REPEATS = 4
 MIN_GAIN = 0.03
 """The least mean saving over ``SHAPES`` for which another table replaces OpenBLAS's pick:
 below it the difference is within the probe's noise, and the library's own choice stands."""
+
+
+def _operands(m: int, k: int, n: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((k, m) if layout[0] == "T" else (m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k) if layout[1] == "T" else (k, n), dtype=np.float32)
+    return (a.T if layout[0] == "T" else a), (b.T if layout[1] == "T" else b)
 
 
 def measure() -> dict:
@@ -45,14 +61,7 @@ def measure() -> dict:
         (True, True)
     """
     loaded, names = blas_cores.core_name(), blas_cores.cores()
-    rng = np.random.default_rng(0)
-    operands = [
-        (
-            rng.standard_normal((m, k), dtype=np.float32),
-            rng.standard_normal((k, n), dtype=np.float32),
-        )
-        for m, k, n in SHAPES
-    ]
+    operands = [_operands(*shape) for shape in SHAPES]
     outputs = [np.empty((a.shape[0], b.shape[1]), np.float32) for a, b in operands]
     seconds = {name: [math.inf] * len(SHAPES) for name in names}
     try:
