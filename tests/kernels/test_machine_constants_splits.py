@@ -156,3 +156,12 @@ def test_a_heavy_kernel_splits_from_fewer_elements_with_the_same_bits(
         one = numba_elementwise.numba_kernel(_program(TANH4), ((size,),), (size,))(np, x)
     np.testing.assert_array_equal(results["tanh4"].view(np.uint32), one.view(np.uint32))
     np.testing.assert_array_equal(results["negate"], -x)
+
+
+def test_the_copys_time_an_element_is_kept_as_the_unit_of_kernel_work() -> None:
+    assert mc.derive(TIMINGS).copy_ns == 0.8  # 1 ms for 1.25M float32 elements
+    slow = mc.derive({**TIMINGS, "copy_s": 100.0})  # 80 us an element: no machine's copy
+    assert slow.copy_ns == mc.DEFAULTS.copy_ns == 0.27 and "copy_ns 80000.0 out of" in slow.note
+    c = mc.DEFAULTS
+    assert c.pool_part_min_for(mc.POOL_COPIES) == c.pool_part_min
+    assert c.pool_part_min_for(2 * mc.POOL_COPIES) == c.pool_part_min // 2
