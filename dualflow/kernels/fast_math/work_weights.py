@@ -2,7 +2,7 @@
 (``WorkWeights``): the weights by which an elementwise kernel's split threshold is lowered below a
 copy's (``kernel_work.work_ratio``, ``float32_loops``), measured once per machine.
 
-The probe (~10 ms once the loops are built; their machine code comes from the signed kernels
+The probe (~13 ms once the loops are built; their machine code comes from the signed kernels
 cache after the first process) times on one thread, over ``ELEMENTS`` float32 elements in the
 caches, a numba loop calling each function once and one calling it three times in a chain, all
 interleaved (the fastest of the repeats, ``best_of``). A function's weight is the chain's extra
@@ -213,7 +213,7 @@ def loops(name: str) -> tuple[Any, Any]:
 
 
 def measure() -> dict:
-    """Time the probe now (``FIELDS``; ~10 ms, plus building the loops the first time).
+    """Time the probe now (``FIELDS``; ~13 ms, plus building the loops the first time).
 
     Example:
         >>> sorted(measure()) == sorted(FIELDS)
