@@ -41,6 +41,8 @@ from dualflow.device import CPU, Device
 from dualflow.errors import DeviceError
 from dualflow.kernels.base import blas_core
 from dualflow.kernels.base.machine_constants import machine_constants
+from dualflow.kernels.fast_math.work_weights import work_weights
+from dualflow.kernels.pool.pool_kernels import pool_work
 from dualflow.passes.manager import resolve_passes
 from dualflow.runtime.machine_rates import machine_rates
 from dualflow.tracer.explain_profile import gemm_alone_share, plan_flops
@@ -183,6 +185,7 @@ def run(
 
     machine_rates()  # measured first, before the cells' compile workers and threads
     machine_constants()  # likewise (read from the kernels cache after a machine's first run)
+    work_weights(), pool_work()  # the kernels' costs, in the constants' copies
     rows = []
     own = [name for name in names if WORKLOADS[name].rows is not None]
     cells = [(name, mode) for name in names if name not in own for mode in modes]
@@ -238,6 +241,8 @@ def write_outputs(
         **asdict(machine_rates()),
         "machine_constants": asdict(machine_constants()),
         "blas_kernels": asdict(blas_core.choice()),
+        "work_weights": asdict(work_weights()),
+        "pool_work": asdict(pool_work()),
     }
     path = os.path.join(out, "bench.json")
     with open(path, "w") as f:
@@ -362,6 +367,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(machine_rates().describe())  # the yardsticks of the % GEMM and % BW columns
     print(machine_constants().describe())  # what the passes and kernels decided by
     print(blas_core.choice().describe())  # whose GEMMs the plans ran
+    print(f"{work_weights().describe()}; {pool_work().describe()}")
     print(text)
     goal = memory_goal_lines(rows)  # issue 42's memory rows, when they ran
     if goal:

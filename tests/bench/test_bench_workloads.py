@@ -46,6 +46,9 @@ def test_ci_smoke_run_schema_modes_and_match(tmp_path) -> None:
     assert data["meta"]["gemm_gflops"] > 0 and data["meta"]["bandwidth_gbps"] > 0
     assert data["meta"]["device"].startswith("cpu")
     assert data["meta"]["machine_constants"]["note"] == "defaults"  # tests/conftest.py fixes them
+    assert (
+        data["meta"]["work_weights"]["tanh"] == 1.4 and data["meta"]["pool_work"]["copies"] == 1.5
+    )
     schema = {f.name for f in fields(Measurement)}
     assert all(set(r) == schema for r in data["results"])
     rows = _rows(tmp_path / "bench.json")
@@ -154,6 +157,8 @@ def test_elementwise_rows_report_bandwidth(tmp_path, capsys) -> None:
     assert any(line.startswith("machine: float32 GEMM") for line in out)
     # the constants the passes and kernels decided by: the suite's fixed defaults
     assert "machine constants: balance 6 FLOP/byte, part_min 2097152 elements, " in "\n".join(out)
+    assert "work weights (copies an element): exp 1.9, tanh 1.4, " in "\n".join(out)
+    assert "pool work: 2x2 max pool 1.5 copies an image element (defaults)" in "\n".join(out)
 
 
 @pytest.mark.slow

@@ -38,7 +38,10 @@ def test_the_loop_gives_the_expressions_bits_over_float32() -> None:
         np.testing.assert_array_equal(_bits(numpy_sigmoid(x)), _bits(expected))
 
 
-def test_big_arrays_split_across_threads_give_the_same_bits() -> None:
+def test_big_arrays_split_across_threads_give_the_same_bits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(float32_loops, "MIN_PART", 1 << 16)  # two parts and a bit
     x = np.random.default_rng(0).normal(scale=8.0, size=2 * float32_loops.MIN_PART + 3)
     x = x.astype(np.float32).reshape(-1, 1)
     np.testing.assert_array_equal(_bits(numpy_sigmoid(x)), _bits(EXPRESSION(np, x)))

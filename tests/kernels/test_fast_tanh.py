@@ -165,11 +165,12 @@ def test_numpy_tanh_scalars_out_and_layouts() -> None:
 
 def test_big_arrays_split_over_threads_give_the_same_bits(monkeypatch: pytest.MonkeyPatch) -> None:
     x = np.random.default_rng(3).normal(0, 3, (1 << 21) + 7).astype(np.float32)
+    monkeypatch.setattr(float32_loops, "MIN_PART", 1 << 18)  # split over the threads
     threaded = numpy_tanh(x)
     monkeypatch.setattr(float32_loops, "MIN_PART", 1 << 40)  # one part
     assert threaded.tobytes() == numpy_tanh(x).tobytes()
     y = x.copy()
-    monkeypatch.undo()
+    monkeypatch.setattr(float32_loops, "MIN_PART", 1 << 18)
     assert numpy_tanh(y, out=y).tobytes() == threaded.tobytes()  # the in-place loop, threaded
 
 

@@ -16,6 +16,7 @@ import pytest
 import dualflow
 from dualflow import ops
 from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.fast_math import float32_loops
 from dualflow.kernels.fused_cpu import fused_elementwise as kc
 from tests.tracer.fuzz.bits import assert_same_bits
 
@@ -56,8 +57,12 @@ def test_compiled_gives_eager_bits_small_and_strided(name: str, dtype: str, pass
 
 @pytest.mark.parametrize("passes", ["O0", None])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_compiled_gives_eager_bits_on_big_arrays(dtype: str, passes: str) -> None:
-    x = _input((1024, 1025), dtype, False)  # >= 1M elements: threaded eager and evaluator
+def test_compiled_gives_eager_bits_on_big_arrays(
+    dtype: str, passes: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # >= 1M elements: threaded evaluator, and eager too (its loops split from 2 x MIN_PART)
+    monkeypatch.setattr(float32_loops, "MIN_PART", 1 << 18)
+    x = _input((1024, 1025), dtype, False)
     for name in ("chain", "tanh", "exp_chain"):
         program = PROGRAMS[name]
         compiled = dualflow.compile(program, passes=passes, fallback="error")

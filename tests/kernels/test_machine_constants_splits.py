@@ -15,8 +15,10 @@ import pytest
 from dualflow.background.process import using_threads
 from dualflow.kernels.base import machine_constants as mc
 from dualflow.kernels.base import per_machine
-from dualflow.kernels.expr.kernel_work import LIGHT, WEIGHTS, work_ratio
+from dualflow.kernels.expr.kernel_work import work_ratio
 from dualflow.kernels.expr.typed_program import lower_expr
+from dualflow.kernels.fast_math.work_weights import DEFAULTS as WEIGHTS
+from dualflow.kernels.fast_math.work_weights import LIGHT
 from dualflow.kernels.linalg import gemm
 from dualflow.kernels.numba import numba_elementwise
 from dualflow.kernels.pool import pool_kernels
@@ -124,9 +126,9 @@ NEGATE = ("call", "negative", ("var", "a0"))
 
 def test_a_kernel_that_computes_more_gets_a_lower_threshold() -> None:
     assert work_ratio(_program(NEGATE)) == 1.0  # bound by its memory traffic, as a copy
-    assert work_ratio(_program(TANH4)) == pytest.approx(4 * WEIGHTS["tanh"])
+    assert work_ratio(_program(TANH4)) == pytest.approx(4 * WEIGHTS.tanh)
     remainder = ("call", "remainder", ("var", "a0"), ("const", 3.0))  # not measured: LIGHT
-    assert work_ratio(_program(("call", "tanh", remainder))) == WEIGHTS["tanh"] + LIGHT
+    assert work_ratio(_program(("call", "tanh", remainder))) == WEIGHTS.tanh + LIGHT
     c = mc.DEFAULTS
     assert c.part_min_for(work_ratio(_program(TANH4))) < c.part_min_for(1.0) == c.part_min
     assert c.part_min_for(1e9) == mc.PART_MIN_FLOOR and c.part_min_for(0.1) == c.part_min
@@ -154,3 +156,12 @@ def test_a_heavy_kernel_splits_from_fewer_elements_with_the_same_bits(
         one = numba_elementwise.numba_kernel(_program(TANH4), ((size,),), (size,))(np, x)
     np.testing.assert_array_equal(results["tanh4"].view(np.uint32), one.view(np.uint32))
     np.testing.assert_array_equal(results["negate"], -x)
+
+
+def test_the_copys_time_an_element_is_kept_as_the_unit_of_kernel_work() -> None:
+    assert mc.derive(TIMINGS).copy_ns == 0.8  # 1 ms for 1.25M float32 elements
+    slow = mc.derive({**TIMINGS, "copy_s": 100.0})  # 80 us an element: no machine's copy
+    assert slow.copy_ns == mc.DEFAULTS.copy_ns == 0.27 and "copy_ns 80000.0 out of" in slow.note
+    c = mc.DEFAULTS
+    assert c.pool_part_min_for(mc.POOL_COPIES) == c.pool_part_min
+    assert c.pool_part_min_for(2 * mc.POOL_COPIES) == c.pool_part_min // 2

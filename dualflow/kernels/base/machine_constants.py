@@ -37,8 +37,11 @@ two parts started to pay on a 2-core EPYC (design notes, issue 38 `consts`: batc
 3.1-4.2 hand-offs a part, softmax rows from 2.6-4.8, 2x2 max pooling from ~3.5)."""
 POOL_COPIES = 1.5
 """One-thread time of a 2x2 stride-2 max pool per image element, in the probe's one-thread copies
-of a float32 element beyond the caches (measured 1.35-1.6 at 0.4-1M elements; ``pool_kernels``
-scales it by the window's taps per stride step)."""
+of a float32 element beyond the caches, that ``pool_part_min`` is derived for (measured 1.35-1.6
+at 0.4-1M elements on the development machine). The pooling kernels measure their own on each
+machine (``pool_kernels.pool_copies``: this module sits below them) and scale ``pool_part_min``
+to it (``pool_part_min_for``); ``pool_kernels`` then scales it by the window's taps per stride
+step."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,10 @@ class MachineConstants:
     (``conv.column_copies``); ``part_flops``: FLOPs per part from which a batch of small GEMMs
     is (``linalg.gemm``); ``softmax_part_min`` and ``pool_part_min``: elements per part from
     which a softmax's rows (``ops.softmax``) and a pooling kernel's planes (``pool_kernels``)
-    are. ``note``: what was measured, or why a default was kept.
+    are, the pool's for one of ``POOL_COPIES`` (``pool_part_min_for``); ``copy_ns``: the
+    one-thread copy's time per float32 element beyond the caches, the unit in which kernels
+    state their work (``part_min_for``; ``fast_math.work_weights``). ``note``: what was
+    measured, or why a default was kept.
     """
 
     balance: int = 6
@@ -61,6 +67,7 @@ class MachineConstants:
     part_flops: int = 1 << 23
     softmax_part_min: int = 1 << 16
     pool_part_min: int = 1 << 15
+    copy_ns: float = 0.27
     note: str = "defaults"
 
     def part_min_for(self, work: float) -> int:
@@ -75,18 +82,30 @@ class MachineConstants:
         """
         return max(PART_MIN_FLOOR, int(self.part_min / max(1.0, work)))
 
+    def pool_part_min_for(self, copies: float) -> int:
+        """Image elements per part from which a 2x2 stride-2 max pool taking ``copies`` copies'
+        one-thread time per image element (measured by the pooling kernels) is split:
+        ``pool_part_min`` (derived for ``POOL_COPIES``) scaled to it, at least 1.
+
+        Example:
+            >>> c = MachineConstants()
+            >>> c.pool_part_min_for(POOL_COPIES) == c.pool_part_min, c.pool_part_min_for(3.0)
+            (True, 16384)
+        """
+        return max(1, round(self.pool_part_min * POOL_COPIES / copies))
+
     def describe(self) -> str:
         """One line naming the values.
 
         Example:
             >>> MachineConstants().describe()
-            'machine constants: balance 6 FLOP/byte, part_min 2097152 elements, part_min_bytes 1048576, part_flops 8388608, softmax_part_min 65536, pool_part_min 32768 (defaults)'
+            'machine constants: balance 6 FLOP/byte, part_min 2097152 elements, part_min_bytes 1048576, part_flops 8388608, softmax_part_min 65536, pool_part_min 32768, copy 0.27 ns/element (defaults)'
         """  # noqa: E501 - a doctest's output line
         return (
             f"machine constants: balance {self.balance} FLOP/byte, part_min {self.part_min} "
             f"elements, part_min_bytes {self.part_min_bytes}, part_flops {self.part_flops}, "
-            f"softmax_part_min {self.softmax_part_min}, pool_part_min {self.pool_part_min} "
-            f"({self.note})"
+            f"softmax_part_min {self.softmax_part_min}, pool_part_min {self.pool_part_min}, "
+            f"copy {self.copy_ns:g} ns/element ({self.note})"
         )
 
 
@@ -97,6 +116,7 @@ BOUNDS = {
     "part_flops": (1 << 18, 1 << 28),
     "softmax_part_min": (1 << 12, 1 << 22),
     "pool_part_min": (1 << 12, 1 << 22),
+    "copy_ns": (0.01, 10.0),
 }
 PART_MIN_FLOOR = BOUNDS["part_min_bytes"][0] // 4
 """The least ``part_min`` ``derive`` gives: a call below twice it is never split (no lookup)."""
@@ -118,6 +138,7 @@ def derive(timings: dict) -> MachineConstants:
 
     - ``balance`` = GEMM FLOP/s over copy bytes (read + written) per second, both one thread
       (both scale alike with threads): what recomputing a memory-bound op costs in FLOPs.
+    - ``copy_ns``: the one-thread copy's seconds per float32 element, in ns (0.001 rounded).
     - ``part_min_bytes``: splitting a copy of B bytes over T threads saves
       ``B * (copy_s - (split_s - handoff_s)) / copy_bytes`` and costs one hand-off; the split
       pays from ``B = handoff_s / saved_per_byte``, i.e. ``B / T`` bytes per part (``parts_for``
@@ -137,11 +158,14 @@ def derive(timings: dict) -> MachineConstants:
         (6, 500000, 125000)
         >>> c.part_flops, c.softmax_part_min, c.pool_part_min  # 4 hand-offs' work each
         (24000000, 262144, 333333)
+        >>> c.copy_ns  # 1 ms for 1.25M elements
+        0.8
     """
     notes, values = [], {}
     rate = timings["gemm_flop"] / timings["gemm_s"]
     bandwidth = 2 * timings["copy_bytes"] / timings["copy_s"]
     values["balance"] = round(rate / bandwidth)
+    values["copy_ns"] = round(timings["copy_s"] / (timings["copy_bytes"] / 4) * 1e9, 3)
     if timings["threads"] < 2:
         notes.append("one thread: parts kept")  # nothing is split; the value never matters
     elif timings["handoff_s"] < MIN_HANDOFF:  # the jobs ran inline: another call held the crew

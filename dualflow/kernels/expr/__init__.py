@@ -7,6 +7,8 @@
 - ``typed_program``: an expression lowered to typed straight-line steps (numpy's promotion).
 - ``out_forwards``: elementwise forwards that write into a caller's ``out=`` buffer.
 - ``module_functions``: scalar functions an array module lacks (``erf``), per module.
+- ``kernel_work``: a fused kernel's one-thread time per element in copies (its split threshold).
 
-Imports only ``base`` and (lazily, by the table's rows) ``fast_math``.
+Imports only ``base`` and ``fast_math`` (lazily by the table's rows; ``kernel_work``, which only
+the numba kernels import, reads ``fast_math.work_weights``).
 """

@@ -17,6 +17,7 @@ import numpy as np
 
 from dualflow.kernels.fast_math import fast_tanh, float32_loops
 from dualflow.kernels.fast_math.fast_tanh import tanh_f32
+from dualflow.kernels.fast_math.scalars import fingerprint
 
 _HALF = np.float32(0.5)
 
@@ -33,8 +34,11 @@ def sigmoid_f32(x: Any) -> Any:
 
 
 # the loops' cache name changes with tanh_f32's code: never stale machine code
-FINGERPRINT = float32_loops.fingerprint(sigmoid_f32, fast_tanh.FINGERPRINT, _HALF)
-_kernels = float32_loops.lazy_loops(sigmoid_f32, f"k_sigmoid32_{FINGERPRINT}")
+FINGERPRINT = fingerprint(sigmoid_f32, fast_tanh.FINGERPRINT, _HALF)
+# its weight: the steps of its expression (``work_weights``)
+_kernels = float32_loops.lazy_loops(
+    sigmoid_f32, f"k_sigmoid32_{FINGERPRINT}", ("multiply", "tanh", "multiply", "add")
+)
 
 
 def numpy_sigmoid(x: np.ndarray) -> Any:

@@ -1,91 +1,69 @@
 """A scalar float32 numba function made the float32 loop of a numpy ufunc (fast_tanh, fast_exp).
 
-The LLVM operations such functions need and numba lacks (``fma``, ``2**k`` from float bits), the
-compiled loops over contiguous arrays (machine code cached signed), and the call with the ufunc's
-meaning: its result dtype, ``out=`` (casting, broadcasting), memory layout (order K), aliasing,
-and two threads for big arrays. Dtypes whose numpy loop is not float32 run the ufunc itself.
+The compiled loops over contiguous arrays (machine code cached signed), and the call with the
+ufunc's meaning: its result dtype, ``out=`` (casting, broadcasting), memory layout (order K),
+aliasing, and the kernel threads for big arrays, from the size where a fused kernel of the same
+work would split (``part_min``). Dtypes whose numpy loop is not float32 run the ufunc itself.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
-from llvmlite import ir
-from numba.core import types
-from numba.extending import intrinsic
 
 from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
+from dualflow.kernels.base.machine_constants import machine_constants
+from dualflow.kernels.fast_math.work_weights import work_weights
 
 # numpy's float32 loop of a unary float ufunc also takes int16 and uint16 (bool, int8, uint8:
 # its float16 loop; wider ints: float64)
 FLOAT32_LOOP = frozenset(np.dtype(d) for d in ("float32", "int16", "uint16"))
-MIN_PART = 1 << 18  # elements per thread below which one thread is faster (hand-off ~20-50 us)
+# Elements per thread below which one thread runs the whole call: None takes the machine's for
+# the loop's work (``part_min``; was a fixed 2^18, one machine's); an int here (tests) overrides it
+MIN_PART: int | None = None
 
 
-@intrinsic
-def fma32(typingctx: Any, a: Any, b: Any, c: Any) -> Any:
-    """``a * b + c`` rounded once (LLVM's ``llvm.fma.f32``; one instruction, vectorized)."""
-    if not a == b == c == types.float32:
-        return None
+class Loops(NamedTuple):
+    """A scalar function's compiled loops and the elements per part from which a call of them
+    is split over the threads (the machine's, ``part_min``)."""
 
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        t = args[0].type
-        fn = builder.module.declare_intrinsic("llvm.fma", [t], ir.FunctionType(t, [t, t, t]))
-        return builder.call(fn, args)
-
-    return types.float32(types.float32, types.float32, types.float32), codegen
+    loop: Any
+    inplace: Any
+    part_min: int
 
 
-@intrinsic
-def pow2_between(typingctx: Any, a: Any, b: Any) -> Any:
-    """``2.0 ** (bits(a) - bits(b))`` for float32 ``a``, ``b`` whose bit patterns differ by an
-    integer in [-126, 127] (integer operations on the bits: vectorized, no float-to-int
-    conversion, which LLVM leaves scalar)."""
-    if not a == b == types.float32:
-        return None
-
-    def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        f32, i32 = ir.FloatType(), ir.IntType(32)
-        k = builder.sub(builder.bitcast(args[0], i32), builder.bitcast(args[1], i32))
-        bits = builder.shl(builder.add(k, ir.Constant(i32, 127)), ir.Constant(i32, 23))
-        return builder.bitcast(bits, f32)
-
-    return types.float32(types.float32, types.float32), codegen
-
-
-def fingerprint(function: Any, *constants: Any) -> str:
-    """A digest of a numba function's code and the constants it reads: kernels inlining it name
-    it in their source, so a changed function is a new kernel, never stale cached machine code.
+def part_min(work: tuple[str, ...]) -> int:
+    """Elements per part from which a loop calling the scalar functions named ``work`` (the
+    scalar table's names, ``work_weights``) is split: as a fused kernel of those steps would be,
+    ``part_min_for`` their weights summed (``kernel_work.work_ratio``'s rule).
 
     Example:
-        >>> import numba
-        >>> len(fingerprint(numba.njit(lambda x: x), 1.0))
-        16
+        >>> part_min(("tanh",)) == machine_constants().part_min_for(work_weights().tanh)
+        True
     """
-    code = function.py_func.__code__
-    parts = (code.co_code, code.co_consts, code.co_names, constants)
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+    weights = work_weights()
+    return machine_constants().part_min_for(sum(weights.of(name) for name in work))
 
 
-def lazy_loops(scalar: Any, stem: str) -> Callable[[], tuple[Any, Any]]:
-    """``get()`` returning ``loops(scalar, stem)``, compiled (or loaded) at the first call and
-    then read from a list (``loops``' cache hashed its arguments at every call, ~0.3 us).
+def lazy_loops(scalar: Any, stem: str, work: tuple[str, ...]) -> Callable[[], Loops]:
+    """``get()`` returning ``loops(scalar, stem)`` and the part size of ``work`` (the functions
+    ``scalar`` calls, ``part_min``), compiled (or loaded) and resolved at the first call and then
+    read from a list (``loops``' cache hashed its arguments at every call, ~0.3 us).
 
     Example:
-        >>> get = lazy_loops(None, "k_doc")  # nothing compiled until get() is called
+        >>> get = lazy_loops(None, "k_doc", ("tanh",))  # nothing compiled until get() is called
         >>> callable(get)
         True
     """
-    built: list[tuple[Any, Any]] = []
+    built: list[Loops] = []
 
-    def get() -> tuple[Any, Any]:
+    def get() -> Loops:
         if not built:
-            built.append(loops(scalar, stem))
+            built.append(Loops(*loops(scalar, stem), part_min(work)))
         return built[0]
 
     return get
@@ -123,7 +101,7 @@ def loops(scalar: Any, stem: str) -> tuple[Any, Any]:
     return compiled[0], compiled[1]
 
 
-def apply(ufunc: Callable, compiled: Callable[[], tuple[Any, Any]], x: Any, out: Any = None) -> Any:
+def apply(ufunc: Callable, compiled: Callable[[], Loops], x: Any, out: Any = None) -> Any:
     """``ufunc(x, out=out)`` whose float32 loop is ``compiled()``'s (on both cores for big
     arrays); other dtypes run ``ufunc`` itself.
 
@@ -135,8 +113,8 @@ def apply(ufunc: Callable, compiled: Callable[[], tuple[Any, Any]], x: Any, out:
         return fresh(compiled, x)  # the common case, kept short
     if out is not None and _same_c_float32(x, out):  # a plan's planned buffer (~1-3 us less)
         kernels, flat_out = compiled(), out.ravel()
-        if flat_out.size < 2 * MIN_PART:
-            if kernels[0](x.ravel(), flat_out):  # False: overlapping arrays, nothing written
+        if flat_out.size < 2 * (MIN_PART or kernels.part_min):
+            if kernels.loop(x.ravel(), flat_out):  # False: overlapping arrays, nothing written
                 return out
         elif not np.may_share_memory(x, out) or _address(x) == _address(out):
             _run(kernels, x.ravel(), flat_out)
@@ -155,7 +133,7 @@ def apply(ufunc: Callable, compiled: Callable[[], tuple[Any, Any]], x: Any, out:
     return out
 
 
-def fresh(compiled: Callable[[], tuple[Any, Any]], x: np.ndarray) -> Any:
+def fresh(compiled: Callable[[], Loops], x: np.ndarray) -> Any:
     """``compiled()``'s loop over a C-ordered float32 array into a new one (a scalar for a 0-d
     ``x``, as numpy's ufuncs return). A small array calls the loop itself: the numba call is
     ~0.3 us, and each Python step around it (``_run``, ``ravel``) ~0.1.
@@ -165,11 +143,11 @@ def fresh(compiled: Callable[[], tuple[Any, Any]], x: np.ndarray) -> Any:
         >>> fresh(_kernels, np.array([0.0, 30.0], np.float32)).tolist()
         [0.0, 1.0]
     """
-    result = np.empty(x.shape, np.float32)
-    if x.size < 2 * MIN_PART:  # one part (``parts_for``); a new array never overlaps x
-        compiled()[0](x.reshape(-1), result.reshape(-1))
+    result, kernels = np.empty(x.shape, np.float32), compiled()
+    if x.size < 2 * (MIN_PART or kernels.part_min):  # one part (``parts_for``); no overlap
+        kernels.loop(x.reshape(-1), result.reshape(-1))
     else:
-        _run(compiled(), x.ravel(), result.ravel())
+        _run(kernels, x.ravel(), result.ravel())
     return result if result.ndim else result[()]  # a 0-d operand: a scalar, as numpy
 
 
@@ -190,7 +168,7 @@ def _flat(a: np.ndarray) -> bool:
     return a.flags.c_contiguous or a.flags.f_contiguous
 
 
-def _into(kernels: tuple[Any, Any], x: np.ndarray, out: np.ndarray) -> None:
+def _into(kernels: Loops, x: np.ndarray, out: np.ndarray) -> None:
     """``out[...] = f(x)``: a float32 array of x's shape; both walked in memory order."""
     target = out if _flat(out) else np.empty(out.shape, np.float32)
     same = x.dtype == np.float32 and _flat(x) and x.strides == target.strides
@@ -210,11 +188,11 @@ def _address(a: np.ndarray) -> int:
     return a.__array_interface__["data"][0]
 
 
-def _run(kernels: tuple[Any, Any], flat_in: np.ndarray, flat_out: np.ndarray) -> None:
+def _run(kernels: Loops, flat_in: np.ndarray, flat_out: np.ndarray) -> None:
     """The loop over 1-D arrays (the in-place one when they are one array), split in parts on
     both cores when big; each part writes only its own range."""
-    loop, inplace = kernels
-    parts = parts_for(flat_out.size, MIN_PART)
+    loop, inplace, part = kernels
+    parts = parts_for(flat_out.size, MIN_PART or part)
     alias = flat_in is flat_out
     if parts == 1:  # small: no hand-off (a call costs ~1 us, like numpy's)
         inplace(flat_out) if alias else loop(flat_in, flat_out)

@@ -19,7 +19,7 @@ import numba
 import numpy as np
 
 from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT, tanh_f32
-from dualflow.kernels.fast_math.float32_loops import fingerprint
+from dualflow.kernels.fast_math.scalars import fingerprint
 from dualflow.kernels.linalg import tiles
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
 

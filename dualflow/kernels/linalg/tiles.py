@@ -13,7 +13,7 @@ import hashlib
 
 import numba
 
-from dualflow.kernels.fast_math.float32_loops import fingerprint
+from dualflow.kernels.fast_math.scalars import fingerprint
 
 
 @numba.njit(inline="always")

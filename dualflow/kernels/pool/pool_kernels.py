@@ -4,14 +4,19 @@ max_pool2d, max_pool2d_grad, max_pool2d_gather, avg_pool2d and avg_pool2d_grad r
 loops of ``pool_loops`` (no padded copy, no per-tap passes over the batch, rounding exactly like
 the numpy window loops in ``ops/pooling.py``) over the (n, c) planes, split into contiguous ranges
 run at once on ``cpu_threads``: each part writes only its own planes, so results never depend on
-the split. Kernels are compiled on first use; machine code is kept in the signed kernels store.
+the split, from a part size scaled to the 2x2 max pool's one-thread cost on this machine
+(``pool_work``: measured once per machine, like ``machine_constants``, which sits below these
+kernels and takes the cost as an input). Kernels are compiled on first use; machine code is kept
+in the signed kernels store.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +24,8 @@ import numpy as np
 
 from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
-from dualflow.kernels.base.machine_constants import machine_constants
+from dualflow.kernels.base.machine_constants import POOL_COPIES, machine_constants
+from dualflow.kernels.base.per_machine import PerMachine, best_of
 from dualflow.kernels.base.windows import Pair, out_size
 from dualflow.kernels.pool.pool_loops import BODIES, jit
 
@@ -27,6 +33,9 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # image elements per part below which a second thread costs more than it saves: None takes the
 # machine's (``part_min``; the default 2^15 was one machine's); an int here (tests) overrides it
 PART_MIN: int | None = None
+PROBE_SHAPE = (8, 64, 32, 32)  # 512K float32 image elements: where a 2x2 pool's split is decided
+PROBE_REPEATS = 10
+COPIES_BOUNDS = (0.2, 12.0)  # the development machine measured 0.75-1.6 (beyond L3 to in L2)
 FIXED_MIN = 1 << 16  # images this large get kernels compiled for their window and stride
 # numba_cache's key covers a kernel's own bytecode, not the closure constants or the inlined
 # bodies: the stem names the constants and this digest of both modules' source the bodies
@@ -79,13 +88,97 @@ def _kernel(name: str, geometry: tuple[int, int, int, int] | None) -> Any:
         return kernel
 
 
-def part_min(ksize: Pair, stride: Pair) -> int:
-    """Image elements per part from which a kernel of this window is split: ``PART_MIN``, else
-    the machine's ``pool_part_min`` (a 2x2 stride-2 window's) over the window's taps per stride
-    step: a 3x3 window at stride 2 reads each element 2.25 times, so its split pays sooner.
+@dataclass(frozen=True)
+class PoolWork:
+    """A 2x2 stride-2 max pool's one-thread time per image element, in the one-thread copies of
+    ``machine_constants`` (``copy_ns``); ``note``: what was measured, or why the default
+    (``POOL_COPIES``, the development machine's) was kept.
+    """
+
+    copies: float = POOL_COPIES
+    note: str = "defaults"
+
+    def describe(self) -> str:
+        """One line naming the cost.
+
+        Example:
+            >>> PoolWork().describe()
+            'pool work: 2x2 max pool 1.5 copies an image element (defaults)'
+        """
+        return f"pool work: 2x2 max pool {self.copies:g} copies an image element ({self.note})"
+
+
+def derive_pool_work(timings: dict, copy_ns: float) -> PoolWork:
+    """The cost from the probe's ``timings`` (``pool_s`` seconds for ``elements`` image
+    elements) and the copy's ns per element (rounded to 0.01); outside ``COPIES_BOUNDS``: the
+    default, with a note.
 
     Example:
-        >>> part_min((2, 2), (2, 2)) == (PART_MIN or machine_constants().pool_part_min)
+        >>> derive_pool_work({"pool_s": 1e-4, "elements": 1e6}, 0.05).copies  # 0.1 ns / 0.05
+        2.0
+        >>> derive_pool_work({"pool_s": 1e-4, "elements": 1e6}, 1.0).note
+        'measured; 0.1 copies out of [0.2, 12.0]: default kept'
+    """
+    copies = round(timings["pool_s"] / timings["elements"] / (copy_ns * 1e-9), 2)
+    low, high = COPIES_BOUNDS
+    if low <= copies <= high:
+        return PoolWork(copies, "measured")
+    return PoolWork(note=f"measured; {copies} copies out of [{low}, {high}]: default kept")
+
+
+def _measure_pool() -> dict:
+    """Time the 2x2 stride-2 max pool kernel on one thread over ``PROBE_SHAPE`` (~2 ms, plus
+    building it the first time): the least of ``PROBE_REPEATS``."""
+    x = np.random.default_rng(0).standard_normal(PROBE_SHAPE, dtype=np.float32)
+    (h, w), out = x.shape[2:], (x.shape[2] // 2, x.shape[3] // 2)
+    y = np.empty(x.shape[:2] + out, np.float32)
+    planes = x.shape[0] * x.shape[1]
+    ij = _interior(h, 2, 2, 0, out[0]) + _interior(w, 2, 2, 0, out[1])
+    kernel = _kernel("maxpool", (2, 2, 2, 2))  # what ``max_pool2d`` runs on this image
+    call = functools.partial(kernel, _planes(x), _planes(y), np.float32(0), 0, planes, 0, 0, ij)
+    (seconds,) = best_of((call,), PROBE_REPEATS)
+    return {"pool_s": seconds, "elements": float(x.size)}
+
+
+def _read_pool(record: object) -> PoolWork | None:
+    """The cost of a cache record (derived again at each read), or None when it is not one."""
+    timings = record["timings"] if isinstance(record, dict) else None
+    if not isinstance(timings, dict) or set(timings) != {"pool_s", "elements"}:
+        return None
+    if not all(isinstance(v, (int, float)) and v > 0 for v in timings.values()):
+        return None
+    return derive_pool_work(timings, machine_constants().copy_ns)
+
+
+def _pool_record() -> dict:
+    timings = _measure_pool()
+    return {"timings": timings, "copies": _read_pool({"timings": timings}).copies}
+
+
+_POOL_WORK = PerMachine("pool_work", _pool_record, _read_pool, PoolWork(), lambda: (_DIGEST,))
+
+
+def pool_work() -> PoolWork:
+    """This machine's 2x2 max pool cost: read from the kernels cache, or measured and written
+    there at the first need (key: the machine and these kernels' source); the default under
+    ``DUALFLOW_MACHINE_CONSTANTS=defaults``. Fixed for the process once read.
+
+    Example:
+        >>> pool_work().copies > 0
+        True
+    """
+    return _POOL_WORK.get()
+
+
+def part_min(ksize: Pair, stride: Pair) -> int:
+    """Image elements per part from which a kernel of this window is split: ``PART_MIN``, else
+    the machine's ``pool_part_min`` for its measured 2x2 max pool (``pool_work``) over the
+    window's taps per stride step: a 3x3 window at stride 2 reads each element 2.25 times, so
+    its split pays sooner.
+
+    Example:
+        >>> c = machine_constants().pool_part_min_for(pool_work().copies)
+        >>> part_min((2, 2), (2, 2)) == (PART_MIN or c)
         True
         >>> PART_MIN is not None or part_min((3, 3), (1, 1)) < part_min((2, 2), (2, 2))
         True
@@ -93,7 +186,7 @@ def part_min(ksize: Pair, stride: Pair) -> int:
     if PART_MIN:
         return PART_MIN
     reads = max(1.0, ksize[0] * ksize[1] / (stride[0] * stride[1]))
-    return max(1, int(machine_constants().pool_part_min / reads))
+    return max(1, int(machine_constants().pool_part_min_for(pool_work().copies) / reads))
 
 
 def covers(*arrays: Any) -> bool:
