@@ -141,11 +141,13 @@ def blas_on_callers() -> Iterator[None]:
     every core at once (two cores' multi-threaded GEMMs would queue on OpenBLAS's level-3 lock).
     Lowering OpenBLAS's count below the threads it has started, and restoring it, only sets the
     count its next calls read (its threads stay). It is lowered only while no other thread may
-    call BLAS (``blas_callers``): a GEMM splits rows and columns, never its sums, but OpenBLAS's
-    dot products and other level-1 calls add per-thread partial sums, so another thread's
-    ``np.dot`` (a user's data thread, a loopback rank) would round by a count that changed
-    under it. Otherwise the parts' GEMMs keep OpenBLAS's count: slower, the same bits. Nested
-    uses share one lowering: the last to leave restores.
+    call BLAS (``blas_callers``): OpenBLAS rounds by its count (its dot products add per-thread
+    partial sums, and its threaded GEMM driver blocks K otherwise than its one-thread driver: a
+    64x784x1000 float32 product differs in its last bits on one and two threads), so another
+    thread's BLAS call (a user's data thread, a loopback rank) would round by a count that
+    changed under it. Otherwise the parts' GEMMs keep OpenBLAS's count: slower, and rounded as
+    that count rounds; eager and compiled calls run this same code, so they agree whenever they
+    meet the same threads. Nested uses share one lowering: the last to leave restores.
 
     Example:
         >>> with blas_on_callers():
