@@ -13,6 +13,7 @@ choice and is kept, as is OpenBLAS's pick under ``DUALFLOW_MACHINE_CONSTANTS=def
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import time
@@ -42,11 +43,13 @@ MIN_GAIN = 0.03
 below it the difference is within the probe's noise, and the library's own choice stands."""
 
 
-def _operands(m: int, k: int, n: int, layout: str) -> tuple[np.ndarray, np.ndarray]:
+def _product(m: int, k: int, n: int, layout: str) -> functools.partial:
+    """One GEMM of ``SHAPES``, its operands read transposed where ``layout`` says "T"."""
     rng = np.random.default_rng(0)
     a = rng.standard_normal((k, m) if layout[0] == "T" else (m, k), dtype=np.float32)
     b = rng.standard_normal((n, k) if layout[1] == "T" else (k, n), dtype=np.float32)
-    return (a.T if layout[0] == "T" else a), (b.T if layout[1] == "T" else b)
+    a, b = (a.T if layout[0] == "T" else a), (b.T if layout[1] == "T" else b)
+    return functools.partial(np.matmul, a, b, out=np.empty((m, n), np.float32))
 
 
 def measure() -> dict:
@@ -61,23 +64,26 @@ def measure() -> dict:
         (True, True)
     """
     loaded, names = blas_cores.core_name(), blas_cores.cores()
-    operands = [_operands(*shape) for shape in SHAPES]
-    outputs = [np.empty((a.shape[0], b.shape[1]), np.float32) for a, b in operands]
+    products = [_product(*shape) for shape in SHAPES]
     seconds = {name: [math.inf] * len(SHAPES) for name in names}
     try:
         with one_blas_thread():
             for repeat in range(REPEATS + 1):  # the first round warms each table's caches
                 for name in names:
                     blas_cores.use_core(name)
-                    for i, ((a, b), c) in enumerate(zip(operands, outputs, strict=True)):
-                        start = time.perf_counter()
-                        np.matmul(a, b, out=c)
-                        if repeat:
-                            seconds[name][i] = min(seconds[name][i], time.perf_counter() - start)
+                    times = [_seconds(product) for product in products]
+                    if repeat:
+                        seconds[name] = [min(a, b) for a, b in zip(seconds[name], times)]
     finally:
         if loaded in names:
             blas_cores.use_core(loaded)
     return {"loaded": loaded, "shapes": [list(s) for s in SHAPES], "seconds": seconds}
+
+
+def _seconds(product: functools.partial) -> float:
+    start = time.perf_counter()
+    product()
+    return time.perf_counter() - start
 
 
 @dataclass(frozen=True)

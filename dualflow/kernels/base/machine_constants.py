@@ -20,7 +20,7 @@ import numpy as np
 
 from dualflow.background import blas
 from dualflow.kernels.base.cpu_threads import run_parts, split, threads
-from dualflow.kernels.base.per_machine import PerMachine, best_of, one_blas_thread
+from dualflow.kernels.base.per_machine import PerMachine, best_of, one_blas_thread, timings_of
 
 GEMM_N = 384  # 113 MFLOP: ~2-4 ms on one core, big enough for OpenBLAS's blocked kernel
 COPY_BYTES = 32 << 20  # bytes written per copy: with its source, twice a 32 MiB L3
@@ -270,12 +270,8 @@ def measure() -> dict:
 def _read(record: object) -> MachineConstants | None:
     """The constants of a cache record (derived again from its timings: a model change applies
     without a new measurement), or None when it is not one."""
-    timings = record["timings"] if isinstance(record, dict) else None
-    if not isinstance(timings, dict) or set(timings) != set(FIELDS):
-        return None
-    if not all(isinstance(v, (int, float)) and v > 0 for v in timings.values()):
-        return None
-    return derive(timings)
+    timings = timings_of(record, FIELDS)
+    return None if timings is None else derive(timings)
 
 
 def _record() -> dict:

@@ -19,7 +19,7 @@ import os
 import platform
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -101,6 +101,23 @@ def best_of(calls: tuple[Callable[[], object], ...], repeats: int) -> list[float
             call()
             best[k] = min(best[k], time.perf_counter() - start)
     return best
+
+
+def timings_of(record: object, fields: Iterable[str]) -> dict | None:
+    """A cache record's ``timings``: a dict of exactly ``fields``, each a positive number; None
+    when the record is anything else (then the value is measured again). Finite: a JSON
+    ``Infinity`` is no timing.
+
+    Example:
+        >>> timings_of({"timings": {"a": 1e-3}}, ["a"]), timings_of({"timings": {"a": -1}}, ["a"])
+        ({'a': 0.001}, None)
+    """
+    timings = record.get("timings") if isinstance(record, dict) else None
+    if not isinstance(timings, dict) or set(timings) != set(fields):
+        return None
+    if not all(type(v) in (int, float) and 0 < v < math.inf for v in timings.values()):
+        return None
+    return timings
 
 
 @contextlib.contextmanager

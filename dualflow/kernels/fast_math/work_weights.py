@@ -29,7 +29,7 @@ import numpy as np
 
 from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.machine_constants import machine_constants
-from dualflow.kernels.base.per_machine import PerMachine, best_of
+from dualflow.kernels.base.per_machine import PerMachine, best_of, timings_of
 from dualflow.kernels.fast_math.scalars import (
     EXP_FINGERPRINT,
     TANH_FINGERPRINT,
@@ -232,12 +232,8 @@ def measure() -> dict:
 def _read(record: object) -> WorkWeights | None:
     """The weights of a cache record (derived again from its timings: a model change applies
     without a new measurement), or None when it is not one (then it is measured again)."""
-    timings = record["timings"] if isinstance(record, dict) else None
-    if not isinstance(timings, dict) or set(timings) != set(FIELDS):
-        return None
-    if not all(isinstance(v, (int, float)) and v > 0 for v in timings.values()):
-        return None
-    return derive(timings, machine_constants().copy_ns)
+    timings = timings_of(record, FIELDS)
+    return None if timings is None else derive(timings, machine_constants().copy_ns)
 
 
 def _record() -> dict:

@@ -25,7 +25,7 @@ import numpy as np
 from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import POOL_COPIES, machine_constants
-from dualflow.kernels.base.per_machine import PerMachine, best_of
+from dualflow.kernels.base.per_machine import PerMachine, best_of, timings_of
 from dualflow.kernels.base.windows import Pair, out_size
 from dualflow.kernels.pool.pool_loops import BODIES, jit
 
@@ -142,12 +142,8 @@ def _measure_pool() -> dict:
 
 def _read_pool(record: object) -> PoolWork | None:
     """The cost of a cache record (derived again at each read), or None when it is not one."""
-    timings = record["timings"] if isinstance(record, dict) else None
-    if not isinstance(timings, dict) or set(timings) != {"pool_s", "elements"}:
-        return None
-    if not all(isinstance(v, (int, float)) and v > 0 for v in timings.values()):
-        return None
-    return derive_pool_work(timings, machine_constants().copy_ns)
+    timings = timings_of(record, ("pool_s", "elements"))
+    return None if timings is None else derive_pool_work(timings, machine_constants().copy_ns)
 
 
 def _pool_record() -> dict:
