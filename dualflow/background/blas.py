@@ -20,6 +20,7 @@ from typing import Any
 
 TIMEOUT_ENV = "OPENBLAS_THREAD_TIMEOUT"
 SLEEP_AT_ONCE = "4"  # OpenBLAS's least: 2**4 cycles of looking for work, then sleep
+OPENBLAS_SPIN = "28"  # OpenBLAS's own default: 2**28 cycles (~0.1 s) before its threads sleep
 _SET = ("scipy_openblas_set_num_threads64_", "openblas_set_num_threads64_")
 _SET += ("openblas_set_num_threads",)
 _GET = ("scipy_openblas_get_num_threads64_", "openblas_get_num_threads64_")
@@ -100,16 +101,41 @@ def sleep_when_idle() -> bool:
     """
     if _state["sleeping"] or TIMEOUT_ENV in os.environ:
         return _state["sleeping"]
+    _state["sleeping"] = set_idle_spin(SLEEP_AT_ONCE)
+    return _state["sleeping"]
+
+
+def owns_idle_spin() -> bool:
+    """Whether dualflow set how long OpenBLAS's idle threads spin (``sleep_when_idle`` took
+    effect): only then may ``set_idle_spin`` change it again.
+
+    Example:
+        >>> owns_idle_spin() in (True, False)
+        True
+    """
+    return _state["sleeping"]
+
+
+def set_idle_spin(exponent: str) -> bool:
+    """Have OpenBLAS's idle threads look for work for ``2**exponent`` cycles before they sleep,
+    from its next call: it reads ``OPENBLAS_THREAD_TIMEOUT`` again (removed at once after: child
+    processes keep their default) and ends its threads, which its next call starts reading it.
+    False without OpenBLAS's functions for it. Call only while no other thread can be inside a
+    BLAS call.
+
+    Example:
+        >>> set_idle_spin(SLEEP_AT_ONCE) if owns_idle_spin() else True
+        True
+    """
     lib = library()
     read_env = getattr(lib, "openblas_read_env", None)
     shutdown = getattr(lib, "blas_thread_shutdown_", None)
     if read_env is None or shutdown is None:
         return False
-    os.environ[TIMEOUT_ENV] = SLEEP_AT_ONCE
+    os.environ[TIMEOUT_ENV] = exponent
     try:
         read_env()
     finally:
-        del os.environ[TIMEOUT_ENV]  # OpenBLAS copied it: child processes keep their default
+        del os.environ[TIMEOUT_ENV]  # OpenBLAS copied it
     shutdown()  # its threads end; the next BLAS call starts them reading the new timeout
-    _state["sleeping"] = True
     return True

@@ -9,6 +9,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -220,3 +221,51 @@ def test_blas_stays_on_its_threads_while_another_thread_may_call_it() -> None:
     finally:
         stop.set()
         user.join()
+
+
+@pytest.fixture
+def spin_changes(monkeypatch):
+    """The idle spins ``blas_spinning`` sets, recorded instead of set (dualflow owning it)."""
+    from dualflow.background import blas
+
+    changes: list[str] = []
+    monkeypatch.setattr(blas, "owns_idle_spin", lambda: True)
+    monkeypatch.setattr(blas, "set_idle_spin", lambda exponent: changes.append(exponent) or True)
+    return changes
+
+
+def test_recurrences_keep_openblas_awake_only_inside_and_sleep_it_after(spin_changes) -> None:
+    from dualflow.background import blas
+    from dualflow.kernels.linalg.lstm_forward import lstm_forward
+
+    with cpu_threads.blas_spinning():
+        with cpu_threads.blas_spinning():  # nested: one change, undone by the last to leave
+            assert spin_changes == [blas.OPENBLAS_SPIN]
+        assert spin_changes == [blas.OPENBLAS_SPIN]
+    assert spin_changes == [blas.OPENBLAS_SPIN, blas.SLEEP_AT_ONCE]
+    spin_changes.clear()
+    f32 = np.float32
+    lstm_forward(
+        np.zeros((3, 2, 8), f32), np.zeros((2, 2), f32), np.zeros((2, 2), f32), np.ones((8, 2), f32)
+    )
+    assert spin_changes == [blas.OPENBLAS_SPIN, blas.SLEEP_AT_ONCE]  # around its steps
+
+
+def test_the_spin_stays_while_another_thread_may_call_blas_or_the_user_set_it(
+    spin_changes, monkeypatch
+) -> None:
+    from dualflow.background import blas
+
+    stop = threading.Event()
+    user = threading.Thread(target=stop.wait)
+    user.start()
+    try:  # changing the spin ends OpenBLAS's threads: never under another caller's GEMM
+        with cpu_threads.blas_spinning():
+            pass
+    finally:
+        stop.set()
+        user.join()
+    monkeypatch.setattr(blas, "owns_idle_spin", lambda: False)  # the user's timeout, or none
+    with cpu_threads.blas_spinning():
+        pass
+    assert spin_changes == []

@@ -170,3 +170,39 @@ def blas_on_callers() -> Iterator[None]:
             hold["depth"] -= 1
             if hold["depth"] == 0 and hold["before"] is not None:
                 blas.set_threads(hold["before"])
+
+
+_spin_hold = {"lock": threading.Lock(), "depth": 0, "changed": False}
+
+
+@contextlib.contextmanager
+def blas_spinning() -> Iterator[None]:
+    """OpenBLAS's idle threads spin inside (OpenBLAS's own default, 2**28 cycles) instead of
+    sleeping at once: for loops that run a GEMM on the calling thread every few microseconds (a
+    recurrence's steps, each a small GEMM and a one-thread cell kernel), where each GEMM would
+    otherwise wake a sleeping thread. Outside such loops they sleep at once, so that a kernel
+    split over both cores never shares one with a spinner (``blas.sleep_when_idle``); the
+    loop's own kernels run on the calling thread, beside the spinner, not on its core. Changed
+    only where dualflow owns the setting (the user's ``OPENBLAS_THREAD_TIMEOUT`` stands) and
+    no other thread may call BLAS (``blas_callers``: a change ends OpenBLAS's threads); the
+    last to leave a nest makes them sleep at once again. The setting never changes results.
+
+    Example:
+        >>> with blas_spinning():
+        ...     threads() >= 1
+        True
+    """
+    hold = _spin_hold
+    with hold["lock"]:
+        if hold["depth"] == 0:
+            change = blas.owns_idle_spin() and not blas_callers()
+            hold["changed"] = change and blas.set_idle_spin(blas.OPENBLAS_SPIN)
+        hold["depth"] += 1
+    try:
+        yield
+    finally:
+        with hold["lock"]:
+            hold["depth"] -= 1
+            if hold["depth"] == 0 and hold["changed"]:
+                blas.set_idle_spin(blas.SLEEP_AT_ONCE)
+                hold["changed"] = False

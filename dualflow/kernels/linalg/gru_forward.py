@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.base.cpu_threads import blas_spinning
 from dualflow.kernels.linalg.lstm_forward import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
 
@@ -63,10 +64,11 @@ def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
     h = h0.T.astype(np.float32, copy=False)  # the first GEMM reads it transposed (its bits)
     h_prev = np.ascontiguousarray(h0, np.float32)
     cell = cell_kernel(_cell, "gru_cell") if n * hidden else None
-    for t in range(steps):
-        np.matmul(w_hh, h, out=product)
-        h = h_fm
-        if cell is not None:
-            cell(xw[t], product, bias, h_fm, h_prev, gates[t], hs[t], hn[t])
-            h_prev = hs[t]
+    with blas_spinning():  # a GEMM every few microseconds, as in ``lstm_forward``
+        for t in range(steps):
+            np.matmul(w_hh, h, out=product)
+            h = h_fm
+            if cell is not None:
+                cell(xw[t], product, bias, h_fm, h_prev, gates[t], hs[t], hn[t])
+                h_prev = hs[t]
     return hs, gates, hn

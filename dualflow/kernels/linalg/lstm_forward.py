@@ -18,6 +18,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from dualflow.kernels.base.cpu_threads import blas_spinning
 from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT, tanh_f32
 from dualflow.kernels.fast_math.scalars import fingerprint
 from dualflow.kernels.linalg import tiles
@@ -134,10 +135,11 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     # order for a transposed operand than for a copy, so a copy would change the bits
     h = h0.T.astype(np.float32, copy=False)
     cell = cell_kernel(_cell, "lstm_cell") if n * hidden else None
-    for t in range(steps):
-        np.matmul(w_hh, h, out=product)
-        h = h_fm
-        if cell is not None:
-            cell(xw[t], product, h_fm, c_prev, gates[t], hs[t], cs[t])
-            c_prev = cs[t]
+    with blas_spinning():  # a GEMM every ~15 us: OpenBLAS's threads stay awake between
+        for t in range(steps):
+            np.matmul(w_hh, h, out=product)
+            h = h_fm
+            if cell is not None:
+                cell(xw[t], product, h_fm, c_prev, gates[t], hs[t], cs[t])
+                c_prev = cs[t]
     return hs, cs, gates

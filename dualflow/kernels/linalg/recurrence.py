@@ -10,10 +10,12 @@ step's gate gradients and the carry to the next step in place. Arrays other than
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.base.cpu_threads import blas_spinning
 from dualflow.kernels.linalg import tiles
 from dualflow.kernels.linalg.tiles import sum_to_rows
 
@@ -89,15 +91,22 @@ def lstm_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any, Any
     wt = xp.ascontiguousarray(w.T)
     fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
     step = _numba(_step, f"k_lstm_grad_step_{tiles.FINGERPRINT}") if fused else None
-    for t in reversed(range(steps)):
-        operands = (gh[t], gc[t], base[t], p[t], q[t], k[t], f[t], carry_ht, carry_c)
-        if fused:
-            step(*operands, dg[t], dh[t], dc[t])
-        else:
-            _xp_step(xp, *operands, dg[t], dh[t], dc[t])
-        if t:
-            carry(xp, wt, dg[t], carry_ht)
+    with _spinning(xp):
+        for t in reversed(range(steps)):
+            operands = (gh[t], gc[t], base[t], p[t], q[t], k[t], f[t], carry_ht, carry_c)
+            if fused:
+                step(*operands, dg[t], dh[t], dc[t])
+            else:
+                _xp_step(xp, *operands, dg[t], dh[t], dc[t])
+            if t:
+                carry(xp, wt, dg[t], carry_ht)
     return dg, dh, dc
+
+
+def _spinning(xp: Any) -> contextlib.AbstractContextManager:
+    """OpenBLAS's threads awake between the steps' carries (``cpu_threads.blas_spinning``);
+    nothing for another array module."""
+    return blas_spinning() if xp is np else contextlib.nullcontext()
 
 
 def carry(xp: Any, wt: Any, dg: Any, out: Any) -> None:
@@ -168,12 +177,13 @@ def gru_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any]:
     wt = xp.ascontiguousarray(w.T)
     fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
     step = _numba(_gru_step, f"k_gru_grad_step_{tiles.FINGERPRINT}") if fused else None
-    for t in reversed(range(steps)):
-        operands = (gh[t], q[t], base[t], z[t], carry_ht, carry_z)
-        if fused:
-            step(*operands, dg[t], dh[t])
-        else:
-            _gru_xp_step(xp, *operands, dg[t], dh[t])
-        if t:
-            carry(xp, wt, dg[t], carry_ht)
+    with _spinning(xp):
+        for t in reversed(range(steps)):
+            operands = (gh[t], q[t], base[t], z[t], carry_ht, carry_z)
+            if fused:
+                step(*operands, dg[t], dh[t])
+            else:
+                _gru_xp_step(xp, *operands, dg[t], dh[t])
+            if t:
+                carry(xp, wt, dg[t], carry_ht)
     return dg, dh
