@@ -231,7 +231,8 @@ def spin_changes(monkeypatch):
     changes: list[str] = []
     monkeypatch.setattr(blas, "owns_idle_spin", lambda: True)
     monkeypatch.setattr(blas, "set_idle_spin", lambda exponent: changes.append(exponent) or True)
-    return changes
+    yield changes
+    cpu_threads._spin_hold.update(depth=0, spinning=False)  # nothing was set for real
 
 
 def test_recurrences_keep_openblas_awake_only_inside_and_sleep_it_after(spin_changes) -> None:
@@ -262,9 +263,22 @@ def test_the_spin_stays_while_another_thread_may_call_blas_or_the_user_set_it(
     try:  # changing the spin ends OpenBLAS's threads: never under another caller's GEMM
         with cpu_threads.blas_spinning():
             pass
+        assert spin_changes == []
+        stop.set()
+        user.join()
+        with cpu_threads.blas_spinning():  # alone on entry, another thread by the exit
+            assert spin_changes == [blas.OPENBLAS_SPIN]
+            stop.clear()
+            user = threading.Thread(target=stop.wait)
+            user.start()
+        assert spin_changes == [blas.OPENBLAS_SPIN]  # kept spinning: not ended under it
     finally:
         stop.set()
         user.join()
+    with cpu_threads.blas_spinning():  # alone again: the next loop's end makes them sleep
+        pass
+    assert spin_changes == [blas.OPENBLAS_SPIN, blas.SLEEP_AT_ONCE]
+    spin_changes.clear()
     monkeypatch.setattr(blas, "owns_idle_spin", lambda: False)  # the user's timeout, or none
     with cpu_threads.blas_spinning():
         pass

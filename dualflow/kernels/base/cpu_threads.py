@@ -172,7 +172,7 @@ def blas_on_callers() -> Iterator[None]:
                 blas.set_threads(hold["before"])
 
 
-_spin_hold = {"lock": threading.Lock(), "depth": 0, "changed": False}
+_spin_hold = {"lock": threading.Lock(), "depth": 0, "spinning": False}
 
 
 @contextlib.contextmanager
@@ -182,10 +182,13 @@ def blas_spinning() -> Iterator[None]:
     recurrence's steps, each a small GEMM and a one-thread cell kernel), where each GEMM would
     otherwise wake a sleeping thread. Outside such loops they sleep at once, so that a kernel
     split over both cores never shares one with a spinner (``blas.sleep_when_idle``); the
-    loop's own kernels run on the calling thread, beside the spinner, not on its core. Changed
-    only where dualflow owns the setting (the user's ``OPENBLAS_THREAD_TIMEOUT`` stands) and
-    no other thread may call BLAS (``blas_callers``: a change ends OpenBLAS's threads); the
-    last to leave a nest makes them sleep at once again. The setting never changes results.
+    loop's own kernels run on the calling thread, beside the spinner, not on its core.
+
+    A change ends OpenBLAS's threads, so it is made only while no other thread may call BLAS
+    (``blas_callers``), entering or leaving, and only where dualflow owns the setting (the
+    user's ``OPENBLAS_THREAD_TIMEOUT`` stands). The last to leave a nest makes them sleep at
+    once again; where another thread has appeared meanwhile they keep spinning until a later
+    loop ends alone (a slower kernel, never a broken GEMM). The setting never changes results.
 
     Example:
         >>> with blas_spinning():
@@ -194,15 +197,15 @@ def blas_spinning() -> Iterator[None]:
     """
     hold = _spin_hold
     with hold["lock"]:
-        if hold["depth"] == 0:
-            change = blas.owns_idle_spin() and not blas_callers()
-            hold["changed"] = change and blas.set_idle_spin(blas.OPENBLAS_SPIN)
+        alone = not blas_callers()
+        if hold["depth"] == 0 and not hold["spinning"] and alone and blas.owns_idle_spin():
+            hold["spinning"] = blas.set_idle_spin(blas.OPENBLAS_SPIN)
         hold["depth"] += 1
     try:
         yield
     finally:
         with hold["lock"]:
             hold["depth"] -= 1
-            if hold["depth"] == 0 and hold["changed"]:
+            if hold["depth"] == 0 and hold["spinning"] and not blas_callers():
                 blas.set_idle_spin(blas.SLEEP_AT_ONCE)
-                hold["changed"] = False
+                hold["spinning"] = False
