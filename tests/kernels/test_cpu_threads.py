@@ -232,7 +232,7 @@ def spin_changes(monkeypatch):
     monkeypatch.setattr(blas, "owns_idle_spin", lambda: True)
     monkeypatch.setattr(blas, "set_idle_spin", lambda exponent: changes.append(exponent) or True)
     yield changes
-    cpu_threads._spin_hold.update(depth=0, spinning=False)  # nothing was set for real
+    cpu_threads._SPINNING.state = False  # nothing was set for real
 
 
 def test_recurrences_keep_openblas_awake_only_inside_and_sleep_it_after(spin_changes) -> None:

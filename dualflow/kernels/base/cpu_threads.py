@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -132,7 +133,45 @@ def parts_for(work: int, minimum: int) -> int:
     return count if work >= count * minimum else 1
 
 
-_blas_hold = {"lock": threading.Lock(), "depth": 0, "before": None}
+class _Nest:
+    """A process-wide BLAS setting around nested uses from any thread: ``first(state)`` runs when
+    the first use enters and ``last(state)`` when the last leaves, each under one lock and each
+    returning the state kept for the next (what the setting is now)."""
+
+    def __init__(self, first: Callable[[Any], Any], last: Callable[[Any], Any]) -> None:
+        self.first, self.last = first, last
+        self.lock, self.depth, self.state = threading.Lock(), 0, None
+
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        with self.lock:
+            if self.depth == 0:
+                self.state = self.first(self.state)
+            self.depth += 1
+        try:
+            yield
+        finally:
+            with self.lock:
+                self.depth -= 1
+                if self.depth == 0:
+                    self.state = self.last(self.state)
+
+
+def _lower(_: Any) -> int | None:
+    """OpenBLAS to one thread when no other thread may call BLAS: the count to restore."""
+    before = blas.get_threads()
+    if before is None or before < 2 or blas_callers():
+        return None
+    blas.set_threads(1)
+    return before
+
+
+def _restore(before: int | None) -> None:
+    if before is not None:
+        blas.set_threads(before)
+
+
+_ON_CALLERS = _Nest(_lower, _restore)
 
 
 @contextlib.contextmanager
@@ -154,25 +193,28 @@ def blas_on_callers() -> Iterator[None]:
         ...     blas.get_threads() in (None, 1)
         True
     """
-    hold = _blas_hold
-    with hold["lock"]:
-        if hold["depth"] == 0:
-            before = blas.get_threads()
-            lower = before is not None and before > 1 and not blas_callers()
-            hold["before"] = before if lower else None
-            if lower:
-                blas.set_threads(1)
-        hold["depth"] += 1
-    try:
+    with _ON_CALLERS.held():
         yield
-    finally:
-        with hold["lock"]:
-            hold["depth"] -= 1
-            if hold["depth"] == 0 and hold["before"] is not None:
-                blas.set_threads(hold["before"])
 
 
-_spin_hold = {"lock": threading.Lock(), "depth": 0, "spinning": False}
+def _spin(spinning: bool | None) -> bool:
+    """OpenBLAS's own spin, where dualflow owns the setting and no other thread may call BLAS:
+    whether its threads spin now."""
+    if spinning or blas_callers() or not blas.owns_idle_spin():
+        return bool(spinning)
+    return blas.set_idle_spin(blas.OPENBLAS_SPIN)
+
+
+def _sleep(spinning: bool) -> bool:
+    """Sleep-at-once again, unless another thread may be in a BLAS call (a change ends
+    OpenBLAS's threads): whether they still spin."""
+    if not spinning or blas_callers():
+        return spinning
+    blas.set_idle_spin(blas.SLEEP_AT_ONCE)
+    return False
+
+
+_SPINNING = _Nest(_spin, _sleep)
 
 
 @contextlib.contextmanager
@@ -195,17 +237,5 @@ def blas_spinning() -> Iterator[None]:
         ...     threads() >= 1
         True
     """
-    hold = _spin_hold
-    with hold["lock"]:
-        alone = not blas_callers()
-        if hold["depth"] == 0 and not hold["spinning"] and alone and blas.owns_idle_spin():
-            hold["spinning"] = blas.set_idle_spin(blas.OPENBLAS_SPIN)
-        hold["depth"] += 1
-    try:
+    with _SPINNING.held():
         yield
-    finally:
-        with hold["lock"]:
-            hold["depth"] -= 1
-            if hold["depth"] == 0 and hold["spinning"] and not blas_callers():
-                blas.set_idle_spin(blas.SLEEP_AT_ONCE)
-                hold["spinning"] = False
