@@ -132,3 +132,25 @@ def test_a_tampered_record_is_measured_again_and_a_thread_keeps_the_table(tmp_pa
         "t = threading.Thread(target=e.wait); t.start(); " + code[:-1] + ", flush=True); e.set()"
     )
     assert _fresh(busy, str(tmp_path)) == LOADED
+
+
+@pytest.mark.skipif(not OTHERS, reason="one OpenBLAS table here")
+def test_no_shared_record_or_a_bad_setting_keeps_the_table_and_the_import_works(tmp_path) -> None:
+    seconds = {n: [1e-3] * N for n in blas_cores.cores()} | {OTHERS[0]: [5e-4] * N}
+    _save(tmp_path, _record(seconds))  # a record that would switch
+    code = (
+        "import dualflow; from dualflow.background import blas_cores; print(blas_cores.core_name())"
+    )
+    # a bad limit is the cache's error at its first use, never ``import dualflow``'s
+    assert _fresh(code, str(tmp_path), DUALFLOW_CACHE_MAX_MB="lots") == LOADED
+    assert _fresh(code, str(tmp_path), **{per_machine.ENV: "sometimes"}) == LOADED
+    # an untrusted cache (others may write it): no shared record, so no per-process choice
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    _save(shared, _record(seconds))
+    shared.chmod(0o777)
+    try:
+        assert _fresh(code, str(shared)) == LOADED
+    finally:
+        shared.chmod(0o700)
+    assert _fresh(code, str(tmp_path)) == OTHERS[0]  # the control: the record is switched to

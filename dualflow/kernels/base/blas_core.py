@@ -23,7 +23,9 @@ import numpy as np
 
 from dualflow.background import blas_cores
 from dualflow.background.process import blas_callers
-from dualflow.kernels.base.per_machine import PerMachine, one_blas_thread
+from dualflow.disk_cache import open_store
+from dualflow.errors import ConfigError
+from dualflow.kernels.base.per_machine import PerMachine, defaults_fixed, one_blas_thread
 
 SHAPES = (
     (64, 784, 1000, "NN"),
@@ -159,7 +161,8 @@ def apply() -> str | None:
     """Switch OpenBLAS to this machine's measured table (once a process, at dualflow's import);
     the table that runs afterwards, or None where nothing is switched: no switchable OpenBLAS or
     only one table, a user's ``OPENBLAS_CORETYPE``, or another thread that may be in a BLAS
-    call. Under ``DUALFLOW_MACHINE_CONSTANTS=defaults`` OpenBLAS's own pick stays.
+    call. OpenBLAS's own pick also stays under ``DUALFLOW_MACHINE_CONSTANTS=defaults``, without a
+    usable kernels cache, and where a setting is invalid (its error comes at its first use).
 
     Example:
         >>> apply() in (None, blas_cores.core_name())
@@ -167,7 +170,14 @@ def apply() -> str | None:
     """
     if blas_cores.CORE_ENV in os.environ or len(blas_cores.cores()) < 2 or blas_callers():
         return None
-    measured = _CHOICE.get()
+    try:
+        if defaults_fixed() or open_store("kernels") is None:
+            # without a shared record each process would measure at every import, and two
+            # processes could pick different tables by noise and round differently
+            return None
+        measured = _CHOICE.get()
+    except ConfigError:  # a bad setting: reported where it is used, not by ``import dualflow``
+        return None
     if measured.core and measured.core != blas_cores.core_name():
         blas_cores.use_core(measured.core)
     _applied[:] = [measured] if measured.core else []
