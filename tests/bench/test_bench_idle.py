@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import os
+
 from dualflow.bench.cli import run
 from dualflow.bench.harness import Measurement
-from dualflow.bench.idle import mark_busy, others_cpu, verdict, wait_until_idle
+from dualflow.bench.idle import (
+    mark_busy,
+    others_cpu,
+    others_during,
+    until_quiet,
+    verdict,
+    wait_until_idle,
+)
 
 
 class _Clock:
@@ -55,3 +64,58 @@ def test_run_records_the_gate_on_every_row() -> None:
     rows = run(["tiny-ops"], 1.0, 0, repeats=3, idle_wait=0.0)
     assert all(r.idle is not None and 0.0 <= r.others_cpu <= 1.0 for r in rows)
     assert all(r.idle is None for r in run(["tiny-ops"], 1.0, 0, repeats=3))
+
+
+def _jax_row(spread_ms: tuple[float, float], **fields: object) -> Measurement:
+    row = Measurement("tiny-ops", "jax jit", 0.1, 0.03, 0.2, 200, 0, **fields)
+    row.ms_p10, row.ms_p90 = spread_ms
+    return row
+
+
+def test_a_peers_own_variation_on_an_idle_machine_does_not_stop_a_run() -> None:
+    ours = Measurement("tiny-ops", "compiled", 0.03, 0.029, 0.031, 200, 0, idle=True)
+    alone = _jax_row((0.04, 0.16), peer=True, idle=True, dropped_spreads=[1.3, 0.9])
+    alone.others_during = 0.03
+    mark_busy([ours, alone], 0.5)
+    assert alone.varies and not alone.busy
+    counts, footer = verdict([ours, alone], 0.5, gated=True)
+    assert counts and "tiny-ops jax jit (varying on an idle machine" in footer
+
+
+def test_wide_rows_stay_busy_unless_every_condition_of_varying_alone_holds() -> None:
+    base = {"peer": True, "idle": True, "dropped_spreads": [1.3, 0.9], "others_during": 0.03}
+    cases = {
+        "ours": {**base, "peer": False},  # dualflow's own rows are never excused
+        "others took the CPUs": {**base, "others_during": 0.4},
+        "not measured during": {**base, "others_during": None},
+        "never measured again": {**base, "dropped_spreads": None},
+        "an attempt was quiet": {**base, "dropped_spreads": [1.3, 0.2]},
+    }
+    for why, fields in cases.items():
+        row = _jax_row((0.04, 0.16), **fields)
+        mark_busy([row], 0.5)
+        assert row.busy and not row.varies, why
+        assert not verdict([row], 0.5, gated=True)[0], why
+
+
+def test_until_quiet_keeps_the_worst_attempts_share_of_others() -> None:
+    shares = iter([0.02, 0.3, 0.05])
+
+    def attempt() -> Measurement:
+        row = _jax_row((0.04, 0.16), peer=True)
+        row.others_during = next(shares)
+        return row
+
+    row = until_quiet(attempt, lambda r: r, 0.5, attempts=3)
+    assert row.attempts == 3 and row.others_during == 0.3
+
+
+def test_others_during_counts_this_process_and_its_children_as_its_own() -> None:
+    tick = os.sysconf("SC_CLK_TCK")
+    machine = iter([(1000, 5000), (1000 + 150, 5000 + 400)])  # 150 of 400 jiffies busy
+    own = iter([(1.0, 0.5, 2.0, 0.0), (1.0 + 50 / tick, 0.5, 2.0 + 40 / tick, 10 / tick)])
+    result, share = others_during(lambda: "ran", lambda: next(machine), lambda: next(own))
+    assert result == "ran" and abs(share - 50 / 400) < 1e-9  # 150 busy less 100 own
+    short = iter([(0, 0), (5, 10)])
+    assert others_during(lambda: 1, lambda: next(short), os.times) == (1, None)
+    assert others_during(lambda: 2, lambda: None, os.times) == (2, None)  # off Linux

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dualflow.bench.harness import Measurement
-from dualflow.bench.idle import MAX_SPREAD, until_quiet, wait_until_idle
+from dualflow.bench.idle import MAX_SPREAD, others_during, until_quiet, wait_until_idle
 from dualflow.bench.peers.child import MARKER, PROBE
 
 CHILD = Path(__file__).with_name("child.py")
@@ -140,7 +140,7 @@ def run_peer(
         note = note or f"failed: {why or (record or {}).get('error')}"
         return Measurement(workload, mode, 0.0, 0.0, 0.0, 0, 0, note=note)
     median, low, high = (float(record[key]) for key in _TIMINGS)
-    row = Measurement(workload, mode, median, low, high, repeats, 0)
+    row = Measurement(workload, mode, median, low, high, repeats, 0, peer=True)
     deciles = [record.get(key) for key in ("p10_ms", "p90_ms")]
     if all(isinstance(v, int | float) and math.isfinite(v) and low <= v <= high for v in deciles):
         row.ms_p10, row.ms_p90 = (float(v) for v in deciles)  # else min and max stand for them
@@ -175,7 +175,9 @@ def run_peers(
 
             def attempt(framework: str = framework, name: str = name) -> Measurement:
                 check = None if idle_wait is None else wait_until_idle(idle_wait)
-                row = run_peer(python, framework, name, repeats(name), warmup(name), child)
+                args = (python, framework, name, repeats(name), warmup(name), child)
+                row, others = others_during(lambda: run_peer(*args))
+                row.others_during = others
                 if check is not None:
                     row.idle, row.others_cpu = check.idle, check.others
                 return row

@@ -66,6 +66,17 @@ def test_side_by_side_table_shows_ratios_goals_and_busy() -> None:
     assert (note, footer) == ("peers run by x: torch 1; jax 2", "footer line")
 
 
+def test_a_peer_varying_on_its_own_is_judged_by_its_fast_calls() -> None:
+    ours = _row("mlp", "compiled", 4.0)
+    jax = Measurement("mlp", JAX, 5.0, 2.0, 9.0, 9, 0, ms_p10=3.0, ms_p90=8.0, varies=True)
+    (result,) = evaluate([ours, jax])
+    assert result.ratio == pytest.approx(4.0 / 3.0) and result.holds is False  # not 4/5
+    line = format_table([ours, jax], [], "footer").splitlines()[1]
+    assert "1.33x (vs p10)" in line and "jax jit: varies on an idle machine" in line
+    jax.varies = False
+    assert evaluate([ours, jax])[0].ratio == pytest.approx(0.8)
+
+
 def test_bench_peers_end_to_end_with_a_stand_in_peer(tmp_path, monkeypatch, capsys) -> None:
     seen = {}
 

@@ -115,6 +115,8 @@ def test_run_peers_probes_each_framework_once_and_gates_each_cell(tmp_path) -> N
         ("mlp", "jax fake"),
     ]
     assert all(r.idle is not None and 0.0 <= r.others_cpu <= 1.0 for r in rows)
+    # peer rows say so, and carry others' share over the child's run (None: too short to tick)
+    assert all(r.peer and (r.others_during is None or 0.0 <= r.others_during <= 1.0) for r in rows)
 
 
 @pytest.mark.skipif(_importable("torch"), reason="torch is importable here")
