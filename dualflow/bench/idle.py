@@ -69,27 +69,29 @@ def others_cpu(window_s: float = 0.25) -> float:
 
 
 def others_during(
-    run: Callable[[], T],
+    run_child: Callable[[], T],
     machine: Callable[[], tuple[int, int] | None] = _cpu_times,
-    own: Callable[[], Sequence[float]] = os.times,
+    times: Callable[[], Sequence[float]] = os.times,
 ) -> tuple[T, float | None]:
-    """``run()``'s result and other processes' share (0..1) of all CPUs' time while it ran: busy
-    time (a hypervisor's steal included) less this process's and its waited-for children's.
-    None off Linux, or over a window too short for the kernel's tick to measure. ``machine``
-    gives (busy, total) jiffies of all CPUs, ``own`` this process's ``os.times()``.
+    """``run_child()``'s result (it runs a process and waits for it) and the share (0..1) of all
+    CPUs' time that anything but that process took meanwhile: busy time (a hypervisor's steal
+    included) less the waited-for children's CPU time. This process's own time counts as
+    others': the bench's threads would disturb the child as another process does. None off
+    Linux, or over a window too short for the kernel's tick to measure. ``machine`` gives
+    (busy, total) jiffies of all CPUs, ``times`` is ``os.times``.
 
     Example:
         >>> result, share = others_during(lambda: sum(range(10)))
         >>> result, share is None or 0.0 <= share <= 1.0
         (45, True)
     """
-    before, own_before = machine(), own()
-    result = run()
-    after, own_after = machine(), own()
+    before, times_before = machine(), times()
+    result = run_child()
+    after, times_after = machine(), times()
     if before is None or after is None or after[1] - before[1] < MIN_JIFFIES:
         return result, None
-    own = sum(own_after[:4]) - sum(own_before[:4])  # seconds: user, system, children's
-    others = after[0] - before[0] - own * os.sysconf("SC_CLK_TCK")
+    child = sum(times_after[2:4]) - sum(times_before[2:4])  # seconds: children's user, system
+    others = after[0] - before[0] - child * os.sysconf("SC_CLK_TCK")
     return result, min(1.0, max(0.0, others / (after[1] - before[1])))
 
 
