@@ -77,6 +77,13 @@ def _cross_entropy(dtype: str) -> None:
     ops.softmax_cross_entropy(_leaf((4, 5), dtype), np.array([0, 4, -1, 2])).backward()
 
 
+def _batch_norm(dtype: str) -> None:
+    """Training batch norm's forward kernel (``kernels.norm``): one signature per dtype for
+    every (N, C, ...) shape."""
+    gamma, beta = _leaf((3,), dtype), _leaf((3,), dtype)
+    _backward(ops.batch_norm(_leaf((2, 3, 4, 4), dtype), gamma, beta))
+
+
 def routes() -> list[tuple[str, Callable[[], None]]]:
     """(name, run) of every route ``warm`` compiles, for each dtype.
 
@@ -98,6 +105,7 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
         # flat signature for every shape), which compiled plans run unfused too
         found.append((f"relu {dtype}", lambda d=dtype: _backward(ops.relu(_leaf((16, 4096), d)))))
         found.append((f"softmax cross entropy {dtype}", lambda d=dtype: _cross_entropy(d)))
+        found.append((f"batch norm {dtype}", lambda d=dtype: _batch_norm(d)))
         found.append(
             (
                 f"lstm/gru recurrences, embedding gradient {dtype}",

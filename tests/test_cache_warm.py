@@ -13,6 +13,7 @@ from dualflow import cache_warm as warm
 from dualflow.kernels.conv import column_copies
 from dualflow.kernels.fused_cpu import fused_elementwise
 from dualflow.kernels.loss import cross_entropy
+from dualflow.kernels.norm import batch_norm
 from dualflow.kernels.numba import compile_worker
 from dualflow.kernels.pool import pool_kernels
 from dualflow.kernels.pool.pool_loops import BODIES
@@ -38,6 +39,7 @@ def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(pool_kernels, "_KERNELS", {})
     monkeypatch.setattr(fused_elementwise, "_CACHE", {})
     monkeypatch.setattr(cross_entropy, "_KERNELS", {})
+    monkeypatch.setattr(batch_norm, "_KERNELS", {})
     warm.warm()
     built = {re.sub(r"[0-9a-f]{16}$", "", name) for name in column_copies._KERNELS}
     assert _named_kernels() <= built, _named_kernels() - built
@@ -55,6 +57,9 @@ def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     # softmax cross entropy's loss and gradient, each with its one signature, per dtype
     for kernel in cross_entropy._KERNELS.values():
         assert len(kernel.signatures) == 1
+    # batch norm's forward, one signature per dtype
+    assert {str(d) for d in batch_norm._KERNELS} == set(warm.DTYPES)
+    assert all(len(k.signatures) == 1 for k in batch_norm._KERNELS.values())
     assert {(kind, str(dtype)) for kind, dtype in cross_entropy._KERNELS} == {
         (kind, dtype) for kind in ("loss", "grad") for dtype in warm.DTYPES
     }

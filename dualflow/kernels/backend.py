@@ -218,6 +218,7 @@ def device_elementwise(
 HOST_LOADERS: dict[str, Callable[[], Any]] = {
     "pool": lambda: importlib.import_module("dualflow.kernels.pool.pool_kernels"),
     "cross_entropy": lambda: importlib.import_module("dualflow.kernels.loss.cross_entropy"),
+    "batch_norm": lambda: importlib.import_module("dualflow.kernels.norm.batch_norm"),
 }
 _HOST_MODULES: dict[str, Any] = {}  # each once imported, or None without numba
 

@@ -1,6 +1,9 @@
 """Normalization: ``batch_norm`` (a training primitive, or an affine map at inference) and
 ``layer_norm`` (a composite).
 
+On numpy arrays with spatial axes the training forward is one numba kernel
+(``kernels.norm.batch_norm``), eagerly and in plans alike.
+
 The training primitive also returns the batch mean and biased variance, so running statistics are
 updated from them through ``assign`` without recomputing; its backward accounts for gradients that
 reach those outputs too, which keeps double backward exact. On cupy arrays its forward runs in
@@ -17,7 +20,7 @@ import numpy as np
 
 from dualflow._config import config, no_grad
 from dualflow.errors import ShapeError, with_location
-from dualflow.kernels.backend import backend_of
+from dualflow.kernels.backend import backend_of, host_kernels
 from dualflow.ops.arithmetic import add, multiply, rsqrt, subtract
 from dualflow.ops.dispatch import apply
 from dualflow.ops.reduction import mean
@@ -71,6 +74,9 @@ class BatchNorm:
             outputs = library.batch_norm(x, gamma, beta, eps)
             if outputs is not None:  # else cuDNN refused the case: the xp code below
                 return outputs
+        kernels = host_kernels(xp, "batch_norm", x, gamma, beta)
+        if kernels is not None:  # one numba pass per channel (kernels.norm.batch_norm)
+            return kernels.forward(x, gamma, beta, eps)
         axes, shape = _stat_axes(x.ndim), _channel_shape(x.ndim)
         mu = x.mean(axis=axes)
         xc = x - mu.reshape(shape)
