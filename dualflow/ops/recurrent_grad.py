@@ -125,8 +125,8 @@ def gate_blocks(acts: Any, sizes: tuple) -> tuple:
 
     Example:
         >>> import numpy as np
-        >>> [b.numpy().tolist() for b in gate_blocks(np.arange(4.0).reshape(1, 1, 4), (1, 1, 1))]
-        [[[0.0]], [[1.0]], [[2.0]], [[3.0]]]
+        >>> [b.item() for b in gate_blocks(np.arange(4.0).reshape(1, 1, 4), (1, 1, 1))]
+        [0.0, 1.0, 2.0, 3.0]
     """
     gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
     return tuple(getitem(gates, (slice(None), slice(None), k)) for k in range(4))
@@ -214,7 +214,7 @@ def lstm_scan_grad(
         >>> acts, cs = np.full((2, 1, 4), 0.5), np.zeros((2, 1, 1))
         >>> dg, dh, dc = ops.lstm_scan_grad(acts, cs, cs[0], np.ones((4, 1)), np.ones((2, 1, 1)))
         >>> dh.tolist(), dc.tolist()
-        ([[[1.0]], [[1.0]]], [[[0.5625]], [[0.5]]])
+        ([[[1.25]], [[1.0]]], [[[0.875]], [[0.5]]])
     """
     grads = (gh, gc, base)
     given = tuple(g is not None for g in grads)

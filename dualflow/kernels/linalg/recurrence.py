@@ -39,7 +39,7 @@ def add_or(a, v, r, j):
     picks the form when it types a kernel (``_add_or``), so a step has no per-element branch.
 
     Example:
-        >>> add_or(None, 2.0, 0, 0), add_or(np.ones((1, 1)), 2.0, 0, 0)
+        >>> add_or(None, 2.0, 0, 0), float(add_or(np.ones((1, 1)), 2.0, 0, 0))
         (2.0, 3.0)
     """
     return v if a is None else a[r, j] + v
@@ -57,8 +57,10 @@ def tanh_at(tc, x, r, j):
     None (float32: the ``tanh`` op's own float32 function, inlined).
 
     Example:
-        >>> float(tanh_at(None, np.float32(0.5), 0, 0)) == float(np.tanh(np.float32(0.5)))
-        True
+        >>> from dualflow.kernels.fast_math.fast_tanh import fresh_tanh
+        >>> x = np.array([0.5], np.float32)
+        >>> tanh_at(None, x[0], 0, 0) == fresh_tanh(x)[0], tanh_at(x.reshape(1, 1), 0.0, 0, 0)
+        (np.True_, np.float32(0.5))
     """
     return tanh_f32(x) if tc is None else tc[r, j]
 
@@ -169,7 +171,7 @@ def lstm_grad_recurrence(
         >>> dg, dh, dc = lstm_grad_recurrence(np, (acts, cs, cs[0], np.ones((4, 1))),
         ...     (np.ones((2, 1, 1)), None, None), np.float64, lambda xp, x: np.tanh(x))
         >>> dh[:, 0, 0].tolist(), dc[:, 0, 0].tolist()
-        ([1.0, 1.0], [0.5625, 0.5])
+        ([1.25, 1.0], [0.875, 0.5])
     """
     acts, cs, c0, w = (xp.ascontiguousarray(a, dtype=dtype) for a in saved)
     gh, gc, base = (None if a is None else xp.ascontiguousarray(a, dtype=dtype) for a in grads)
