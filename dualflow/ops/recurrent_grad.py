@@ -1,13 +1,14 @@
-"""``lstm_scan_grad`` and ``gru_scan_grad``: the recurrences of ``lstm_scan``'s and
-``gru_scan``'s backwards as one op each.
+"""``lstm_scan_grad``: the recurrence of ``lstm_scan``'s backward as one op (``gru_scan``'s is
+``recurrent_gru_grad``), computing its per-step factors from the forward's saved arrays.
 
 Written with ops, the backward recurrence is a few ops per time step, so a compiled step's
 backward graph grows with the sequence length (hundreds of plan steps) and a trace with a
 dynamic length serves only its own length. As one op its node count does not depend on L: the
-forward runs one fused numba step and one GEMM per time step
-(``kernels/linalg/recurrence.py``), eagerly and in plans alike. The op is linear in its first
-three inputs and its own backward (the adjoint recurrence, forward in time) is written with
-ops, so double backward stays exact; it is the only place that still loops over steps with ops.
+forward runs one fused numba step (the factors, dh, dc, the gate gradients) and one GEMM per
+time step (``kernels/linalg/recurrence.py``), eagerly and in plans alike. The op is linear in
+the incoming gradients; its own backward (the adjoint recurrence, forward in time, chained
+through the factors) is written with ops, so double backward stays exact; it is the only
+place that still loops over steps with ops.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.kernels.linalg.recurrence import gru_grad_recurrence, lstm_grad_recurrence
+from dualflow.kernels.linalg.recurrence import lstm_grad_recurrence
 from dualflow.ops.activation import tanh
 from dualflow.ops.creation import zeros_like
 from dualflow.ops.dispatch import apply
@@ -65,12 +66,6 @@ def _grad_scratch(metas: tuple, attrs: dict) -> int:
     return (3 * n * hidden + 4 * hidden * hidden) * np.dtype(dtype).itemsize
 
 
-def _gru_scratch(metas: tuple, attrs: dict) -> int:
-    # the two (N, H) carries between steps, weight_hh (3H, H) transposed
-    (gh, dtype), *_ = metas
-    return (2 * gh[1] * gh[2] + 3 * gh[2] * gh[2]) * np.dtype(dtype).itemsize
-
-
 @primitive(
     "lstm_scan_grad",
     saves=("x0", "x1", "x2", "x3", "y0", "y1", "y2"),
@@ -101,7 +96,7 @@ class LSTMScanGrad:
         steps, n, four_h = ctx.in_shapes[0]  # sizes as in lstm_scan
         sizes = (steps, n, four_h // 4)
         per_dc, per_dh, dc_per_dh, f = _factors(acts, previous_states(c0, cs), cs, sizes)
-        per_dc = reshape(per_dc, (steps, n, 3 * four_h // 4))
+        per_dc = reshape(per_dc, (steps, n, 3 * sizes[2]))
         coefficients = (per_dc, per_dh, dc_per_dh, f, w)
         lh, lc, lg, *by_factor, gw = _adjoint(coefficients, outs, cots, sizes)
         g_acts, g_cs, g_c0 = _factors_vjp(acts, c0, cs, by_factor, sizes)
@@ -220,98 +215,3 @@ def lstm_scan_grad(
     given = tuple(g is not None for g in grads)
     present = (g for g in grads if g is not None)
     return apply(LSTMScanGrad, acts, cs, c0, weight_hh, *present, given=given)
-
-
-def _gru_check(gh: Meta, q: Meta, base: Meta, z: Meta, w: Meta) -> tuple[int, int, int]:
-    if len(gh.shape) != 3 or len(w.shape) != 2:
-        raise ShapeError(
-            f"gru_scan_grad: expected gh (L, N, H) and weight_hh (3H, H), got "
-            f"{tuple(gh.shape)} and {tuple(w.shape)}"
-        )
-    steps, n, hidden = gh.shape
-    state, gates = (steps, n, hidden), (steps, n, 3 * hidden)
-    metas = (gh, q, base, z, w)
-    if any(tuple(m.shape) != s for m, s in zip(metas, (state, gates, gates, state))) or tuple(
-        w.shape
-    ) != (3 * hidden, hidden):
-        got = ", ".join(
-            f"{name} {tuple(m.shape)}"
-            for name, m in zip(("gh", "q", "base", "z", "weight_hh"), metas)
-        )
-        raise ShapeError(
-            f"gru_scan_grad: {got} do not fit (L, N, H), (L, N, 3H) x2, (L, N, H), (3H, H)"
-        )
-    return steps, n, hidden
-
-
-@primitive(
-    "gru_scan_grad",
-    saves=("x1", "x3", "x4", "y0", "y1"),
-    nout=2,
-    aliasing="fresh",
-    scratch=_gru_scratch,
-)
-class GRUScanGrad:
-    """The backward recurrence of a GRU layer: each step's hidden-projection gradients
-    (L, N, 3H) and the dh (L, N, H) it reached (see ``gru_scan_grad``)."""
-
-    def infer(gh: Meta, q: Meta, base: Meta, z: Meta, w: Meta) -> tuple[Meta, Meta]:
-        steps, n, hidden = _gru_check(gh, q, base, z, w)
-        dtype = np.result_type(*(np.dtype(m.dtype) for m in (gh, q, base, z, w)))
-        return Meta((steps, n, 3 * hidden), dtype), Meta((steps, n, hidden), dtype)
-
-    def forward(xp, gh, q, base, z, w_hh):
-        ins = (gh, q, base, z, w_hh)
-        return gru_grad_recurrence(xp, ins, np.result_type(*(a.dtype for a in ins)))
-
-    def backward(ctx, gdg, gdh):
-        outs = (ctx.y0, ctx.y1)
-        cots = tuple(zeros_like(y) if g is None else g for g, y in zip((gdg, gdh), outs))
-        q, z, w = ctx.x1, ctx.x3, ctx.x4
-        return _gru_adjoint((q, z, w), outs, cots, ctx.in_shapes[0])
-
-
-def _gru_adjoint(coefficients: tuple, outs: tuple, cots: tuple, sizes: tuple) -> tuple:
-    """The vjp of the GRU recurrence, forward in time (step t's dg fed step t-1's dh through
-    ``@ weight_hh``, its dh through ``* z``)."""
-    (q, z, w), (dg, dh), (ug, uh) = coefficients, outs, cots
-    steps, n, hidden = sizes
-    q3, w_t = reshape(q, (steps, n, 3, hidden)), transpose(w)
-    lgs: list[Any] = []
-    lhs: list[Any] = []
-    for t in range(steps):
-        lg = getitem(ug, t)
-        if t:
-            lg = lg + matmul(lhs[-1], w_t)
-        lh = reduce_sum(reshape(lg, (n, 3, hidden)) * getitem(q3, t), axis=1) + getitem(uh, t)
-        if t:
-            lh = lh + lhs[-1] * getitem(z, t)
-        lgs.append(lg)
-        lhs.append(lh)
-    lg, lh = stack(lgs, 0), stack(lhs, 0)
-    gq = reshape(reshape(lg, (steps, n, 3, hidden)) * expand_dims(dh, 2), (steps, n, 3 * hidden))
-    lh_before = concat([expand_dims(zeros_like(lhs[0]), 0), getitem(lh, slice(None, -1))], 0)
-    later = reshape(getitem(dg, slice(1, None)), ((steps - 1) * n, 3 * hidden))
-    earlier = reshape(getitem(lh, slice(None, -1)), ((steps - 1) * n, hidden))
-    return lh, gq, lg, lh_before * dh, matmul(transpose(later), earlier)
-
-
-def gru_scan_grad(gh: Any, q: Any, base: Any, z: Any, weight_hh: Any) -> tuple[Any, Any]:
-    """The dh recurrence of a GRU layer's backward (``gru_scan``'s), last step first.
-
-    Step t: ``dh_t = gh_t + dg_{t+1} @ weight_hh + dh_{t+1} z_{t+1}``, ``dg_t = dh_t q_t +
-    base_t`` (dh_t times each of the three H-blocks of q_t), with nothing after the last step.
-    ``gh`` is the gradient reaching each step's h, ``q`` the hidden projection's gradient per
-    unit of dh, ``base`` the part that needs no recurrence, ``z`` the update gates. Returns
-    ``(dg, dh)``: (L, N, 3H) and (L, N, H).
-
-    Example:
-        >>> import numpy as np
-        >>> from dualflow import ops
-        >>> ones = np.ones((2, 1, 1))
-        >>> dg, dh = ops.gru_scan_grad(ones, np.ones((2, 1, 3)), np.zeros((2, 1, 3)), ones,
-        ...                            np.ones((3, 1)))
-        >>> dh.tolist()
-        [[[5.0]], [[1.0]]]
-    """
-    return apply(GRUScanGrad, gh, q, base, z, weight_hh)

@@ -71,14 +71,20 @@ def test_lstm_float32_step_inlines_the_tanh_ops_function() -> None:
     assert not np.array_equal(dc, np.float32(1.0) - np.tanh(cs) ** 2)  # another tanh's bits
 
 
+@pytest.mark.parametrize("given", [(True, True), (True, False), (False, True)])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_gru_step_kernel_equals_array_calls(dtype: str) -> None:
-    steps, n, hidden = 5, 3, 4
-    state, gates = (steps, n, hidden), (steps, n, 3 * hidden)
-    shapes = [state, gates, gates, state, (3 * hidden, hidden)]
-    ins = _inputs(np.random.default_rng(1), shapes, dtype)
-    fused = gru_grad_recurrence(np, ins, np.dtype(dtype))
-    plain = gru_grad_recurrence(AS_DEVICE, ins, np.dtype(dtype))
+def test_gru_step_kernel_equals_array_calls(dtype: str, given: tuple) -> None:
+    rng = np.random.default_rng(1)
+    steps, n, hidden = 5, 3, 20
+    gates = rng.uniform(0.05, 0.95, (steps, n, 3 * hidden)).astype(dtype)
+    state = (steps, n, hidden)
+    saved = (gates, *_inputs(rng, [state, state, state[1:], (3 * hidden, hidden)], dtype))
+    grads = tuple(
+        _inputs(rng, [s], dtype)[0] if g else None
+        for s, g in zip((state, (steps, n, 3 * hidden)), given)
+    )
+    fused = gru_grad_recurrence(np, saved, grads, np.dtype(dtype))
+    plain = gru_grad_recurrence(AS_DEVICE, saved, grads, np.dtype(dtype))
     for a, b in zip(fused, plain):
         assert a.dtype == dtype and np.array_equal(a, b)
 

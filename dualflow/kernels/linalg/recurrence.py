@@ -4,8 +4,8 @@ part and one BLAS GEMM per step into a preallocated buffer (``ops.lstm_scan_grad
 
 Written with numpy, a step of the dh/dc recurrence is ~10 calls on (N, H) and (N, 4H) arrays,
 each allocating its result; one fused loop reads every operand once and writes dh, dc, the
-step's gate gradients and the carry to the next step in place. The LSTM step also computes its
-elementwise factors from the forward's saved gates and cells (no whole-sequence coefficient
+step's gate gradients and the carry to the next step in place. Each step also computes its
+elementwise factors from the forward's saved gates and states (no whole-sequence coefficient
 arrays, and absent gradients are not zeros: numba types a kernel without them). Arrays other
 than numpy float32 / float64 (cupy's) take the same arithmetic as array-module calls.
 """
@@ -218,63 +218,85 @@ def carry(xp: Any, wt: Any, dg: Any, out: Any) -> None:
     xp.matmul(wt, dg.T, out=out)
 
 
-def _gru_step(gh, q, base, z, carry_ht, carry_z, dg, dh):
-    # one step: dh = gh + carry_h + carry_z; dg = dh*q + base (each of the three gate blocks);
-    # the next step's carry_z = dh*z (carry_h is dg @ W, a GEMM, read from its transpose
-    # carry_ht); loops over contiguous rows, as _step
+def _gru_step(gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh):
+    # one step from the forward's saved gates [r, z, n] (N, 3H), hidden projection hn = W_hn h +
+    # b_hn and the h it started from: dh = gh + carry_h + carry_z; with per_n = (1-z)(1-n²),
+    # dg = [dh*per_n*hn*r(1-r), dh*(h_prev-n)*z(1-z), dh*per_n*r] + base; the next step's
+    # carry_z = dh*z (carry_h is dg @ W, a GEMM, read from its transpose carry_ht). The factors
+    # are the ones gru_scan's backward computed on whole sequences, in the same order; gh, base
+    # None: absent (numba types a kernel per combination)
     n, hidden = dh.shape
-    czf, zf, dhf = carry_z.reshape(-1), z.reshape(-1), dh.reshape(-1)
-    sum_to_rows(gh, carry_ht, dh)  # gh + carry_h, in 16-unit tiles; then + carry_z
-    for i in range(n * hidden):
-        h = dhf[i] + czf[i]
-        dhf[i] = h
-        czf[i] = h * zf[i]
-    dgf, qf, bf = dg.reshape(-1), q.reshape(-1), base.reshape(-1)
+    if gh is None:
+        to_rows(carry_ht, dh)
+    else:
+        sum_to_rows(gh, carry_ht, dh)  # gh + carry_h, in 16-unit tiles; then + carry_z
     for r in range(n):
-        for block in range(3):
-            o, s = (3 * r + block) * hidden, r * hidden
-            for j in range(hidden):
-                dgf[o + j] = dhf[s + j] * qf[o + j] + bf[o + j]
+        a, out = gates[r], dg[r]
+        for j in range(hidden):
+            h = dh[r, j] + carry_z[r, j]
+            rr, z, g = a[j], a[hidden + j], a[2 * hidden + j]
+            dh[r, j] = h
+            carry_z[r, j] = h * z
+            per_n = (ONE - z) * (ONE - g * g)
+            out[j] = add_or(base, h * (per_n * hn[r, j] * (rr * (ONE - rr))), r, j)
+            out[hidden + j] = add_or(
+                base, h * ((h_prev[r, j] - g) * (z * (ONE - z))), r, hidden + j
+            )
+            out[2 * hidden + j] = add_or(base, h * (per_n * rr), r, 2 * hidden + j)
 
 
-def _gru_xp_step(xp: Any, gh, q, base, z, carry_ht, carry_z, dg, dh) -> None:
-    n, hidden = dh.shape
-    dh[...] = gh + carry_ht.T + carry_z
-    dg[...] = (dh[:, None, :] * q.reshape(n, 3, hidden) + base.reshape(n, 3, hidden)).reshape(
-        n, 3 * hidden
-    )
+def _gru_xp_step(xp: Any, gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh) -> None:
+    # the same arithmetic in the same order, as array-module calls (a device's arrays)
+    hidden = dh.shape[1]
+    rr, z, g = (gates[:, m * hidden : (m + 1) * hidden] for m in range(3))
+    dh[...] = (carry_ht.T if gh is None else gh + carry_ht.T) + carry_z
     carry_z[...] = dh * z
+    per_n = (1.0 - z) * (1.0 - g * g)
+    blocks = (dh * (per_n * hn * (rr * (1.0 - rr))), dh * ((h_prev - g) * (z * (1.0 - z))))
+    for m, block in enumerate((*blocks, dh * (per_n * rr))):
+        part = slice(m * hidden, (m + 1) * hidden)
+        dg[:, part] = block if base is None else base[:, part] + block
 
 
-def gru_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any]:
-    """The dh recurrence of a GRU's backward, from the last step to the first.
+@functools.cache
+def _gru_stem() -> str:
+    helpers = "".join(inspect.getsource(f) for f in (add_or, _add_or))
+    digest = hashlib.sha256(f"{helpers}{ONE!r}".encode()).hexdigest()[:16]
+    return f"k_gru_grad_step_{tiles.FINGERPRINT}_{digest}"
 
-    ``ins`` is ``(gh, q, base, z, w)``: (L, N, H), (L, N, 3H), (L, N, 3H), (L, N, H) and
-    (3H, H). Step t computes ``dh_t = gh_t + dg_{t+1} @ w + dh_{t+1} z_{t+1}`` and
-    ``dg_t = dh_t q_t + base_t`` (``dh_t`` times each of the three H-blocks); returns
-    ``(dg, dh)``.
+
+def gru_grad_recurrence(xp: Any, saved: tuple, grads: tuple, dtype: Any) -> tuple[Any, Any]:
+    """A GRU layer's backward recurrence from its forward's saved arrays, last step first.
+
+    ``saved`` is ``(gates, hn, hs, h0, w)``: the gates [r, z, n] (L, N, 3H), the n gate's
+    hidden projections ``W_hn h + b_hn`` and the hidden states (L, N, H), the first hidden
+    state (N, H) and ``weight_hh`` (3H, H); ``grads`` is ``(gh, base)``, the gradients reaching
+    each step's h (L, N, H) and the part of the hidden projection's gradient that needs no
+    recurrence (L, N, 3H), each None when absent (no zeros are made). Step t, with ``h_prev``
+    the step's first h and ``per_n = (1 - z)(1 - n²)``: ``dh_t = gh_t + dg_{t+1} @ w + dh_{t+1}
+    z_{t+1}``, ``dg_t = [dh_t per_n hn r (1 - r), dh_t (h_prev - n) z (1 - z), dh_t per_n r] +
+    base_t``; returns ``(dg, dh)``.
 
     Example:
-        >>> ones = np.ones((2, 1, 1))
-        >>> dg, dh = gru_grad_recurrence(np, (ones, np.ones((2, 1, 3)), np.zeros((2, 1, 3)),
-        ...     ones, np.ones((3, 1))), np.float64)
+        >>> gates, hn = np.full((2, 1, 3), 0.5), np.ones((2, 1, 1))
+        >>> dg, dh = gru_grad_recurrence(np, (gates, hn, hn, hn[0], np.ones((3, 1))),
+        ...     (np.ones((2, 1, 1)), None), np.float64)
         >>> dh[:, 0, 0].tolist()
-        [5.0, 1.0]
+        [1.90625, 1.0]
     """
-    gh, q, base, z, w = (xp.ascontiguousarray(a, dtype=dtype) for a in ins)
-    steps, n, hidden = gh.shape
+    gates, hn, hs, h0, w = (xp.ascontiguousarray(a, dtype=dtype) for a in saved)
+    gh, base = (None if a is None else xp.ascontiguousarray(a, dtype=dtype) for a in grads)
+    steps, n, hidden = hs.shape
     dg, dh = xp.empty((steps, n, 3 * hidden), dtype), xp.empty((steps, n, hidden), dtype)
     carry_ht, carry_z = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     wt = xp.ascontiguousarray(w.T)
-    fused_step = fused(xp, dtype) and n * hidden > 0
-    step = _numba(_gru_step, f"k_gru_grad_step_{tiles.FINGERPRINT}") if fused_step else None
+    numba_step = fused(xp, dtype) and n * hidden > 0
+    step = _numba(_gru_step, _gru_stem()) if numba_step else functools.partial(_gru_xp_step, xp)
     with _spinning(xp):
         for t in reversed(range(steps)):
-            operands = (gh[t], q[t], base[t], z[t], carry_ht, carry_z)
-            if fused_step:
-                step(*operands, dg[t], dh[t])
-            else:
-                _gru_xp_step(xp, *operands, dg[t], dh[t])
+            per_step = (a if a is None else a[t] for a in (gh, base))
+            step(gates[t], hn[t], hs[t - 1] if t else h0, *per_step, carry_ht, carry_z, dg[t],
+                 dh[t])  # fmt: skip
             if t:
                 carry(xp, wt, dg[t], carry_ht)
     return dg, dh
