@@ -121,11 +121,23 @@ def _numba(py_func: Any, stem: str) -> Any:
     return kernel
 
 
+def _code(code: Any) -> tuple:
+    # a code object's bytecode, names and constants, nested ones (the overloads' lambdas)
+    # included; not their repr, which carries addresses
+    consts = tuple(_code(c) if inspect.iscode(c) else repr(c) for c in code.co_consts)
+    return code.co_code, code.co_names, consts
+
+
+def _helpers_digest() -> str:
+    """A digest of the typing-time helpers the step kernels inline (the kernels cache key
+    hashes a kernel's own bytecode only) and of ``ONE``."""
+    codes = tuple(_code(f.__code__) for f in (add_or, _add_or, tanh_at, _tanh_at))
+    return hashlib.sha256(repr((codes, ONE)).encode()).hexdigest()[:16]
+
+
 @functools.cache
 def _lstm_stem() -> str:
-    helpers = "".join(inspect.getsource(f) for f in (add_or, _add_or, tanh_at, _tanh_at))
-    digest = hashlib.sha256(f"{helpers}{ONE!r}".encode()).hexdigest()[:16]
-    return f"k_lstm_grad_step_{TANH_FINGERPRINT}_{tiles.FINGERPRINT}_{digest}"
+    return f"k_lstm_grad_step_{TANH_FINGERPRINT}_{tiles.FINGERPRINT}_{_helpers_digest()}"
 
 
 def lstm_step_kernel() -> Any:
@@ -260,9 +272,7 @@ def _gru_xp_step(xp: Any, gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh
 
 @functools.cache
 def _gru_stem() -> str:
-    helpers = "".join(inspect.getsource(f) for f in (add_or, _add_or))
-    digest = hashlib.sha256(f"{helpers}{ONE!r}".encode()).hexdigest()[:16]
-    return f"k_gru_grad_step_{tiles.FINGERPRINT}_{digest}"
+    return f"k_gru_grad_step_{tiles.FINGERPRINT}_{_helpers_digest()}"
 
 
 def gru_grad_recurrence(xp: Any, saved: tuple, grads: tuple, dtype: Any) -> tuple[Any, Any]:
