@@ -61,11 +61,15 @@ def _pooling(dtype: str, side: int, window: int, stride: int, pad: int) -> None:
 
 def _sequence_kernels(dtype: str) -> None:
     """The LSTM and GRU forwards' cell steps (``lstm_scan``, ``gru_scan``; float32), their
-    backward recurrences' step kernels (``lstm_scan_grad``, ``gru_scan_grad``) and the
-    embedding gradient's row scatter (int64 ids, a language model's inputs)."""
+    backward recurrences' step kernels (``lstm_scan_grad``, ``gru_scan_grad``; the LSTM's with
+    gradients reaching h only, an LM's layer, and h and c, a layer whose last c is used: numba
+    types one kernel per set of gradients present) and the embedding gradient's row scatter
+    (int64 ids, a language model's inputs)."""
     _backward(ops.embedding(np.array([[1, 0, 1]]), _leaf((3, 4), dtype)))
     h0 = _leaf((2, 2), dtype)
-    _backward(ops.lstm_scan(_leaf((3, 2, 8), dtype), h0, h0, _leaf((8, 2), dtype))[0])
+    for used in (1, 2):  # hs; hs and cs
+        outs = ops.lstm_scan(_leaf((3, 2, 8), dtype), h0, h0, _leaf((8, 2), dtype))
+        _backward(outs[0] if used == 1 else outs[0] + outs[1])
     _backward(
         ops.gru_scan(_leaf((3, 2, 6), dtype), h0, _leaf((6, 2), dtype), _leaf((6,), dtype))[0]
     )

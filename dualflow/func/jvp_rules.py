@@ -251,9 +251,11 @@ for _name in _LINEAR_IN_FIRST.split():
 
 FALLBACK: dict[str, str] = {
     "lstm_scan": "a whole recurrence; its backward is written with ops (double-vjp is exact)",
-    "lstm_scan_grad": "a linear recurrence whose backward (the adjoint) is written with ops",
+    "lstm_scan_grad": "an LSTM's backward recurrence from the forward's saved arrays; its "
+    "backward (the adjoint through the per-step factors) is written with ops",
     "gru_scan": "a whole recurrence; its backward is written with ops (double-vjp is exact)",
-    "gru_scan_grad": "a linear recurrence whose backward (the adjoint) is written with ops",
+    "gru_scan_grad": "a GRU's backward recurrence from the forward's saved arrays; its "
+    "backward (the adjoint through the per-step factors) is written with ops",
     "softmax_cross_entropy_grad": "softmax's adjoint per row, weighted by gy; its backward is "
     "written with ops (double-vjp is exact)",
     "allreduce": "a collective: every rank must push a tangent equally often",

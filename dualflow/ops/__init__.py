@@ -123,7 +123,8 @@ from dualflow.ops.random_ops import (
 )
 from dualflow.ops.embedding import embedding, embedding_grad
 from dualflow.ops.recurrent import lstm_scan
-from dualflow.ops.recurrent_grad import gru_scan_grad, lstm_scan_grad
+from dualflow.ops.recurrent_grad import lstm_scan_grad
+from dualflow.ops.recurrent_gru_grad import gru_scan_grad
 from dualflow.ops.recurrent_gru import gru_scan
 from dualflow.ops.fused_arith import fma
 from dualflow.ops.collective import allreduce

@@ -5,8 +5,8 @@ backward, and every ``xw[t]`` slice's gradient is a zero-filled array of the who
 (quadratic in its length). As one op, the forward is a loop of one GEMM and a few numpy calls per
 step (feature-major: W_hh @ h, BLAS's fast shape for a small batch) that also returns the
 activated gates (as PyTorch's fused LSTM saves them); the backward
-computes its elementwise factors on whole sequences from them, runs only the dh/dc recurrence
-step by step (one small GEMM each) and gives the input projections' gradient as one stacked
+is one recurrence op (``lstm_scan_grad``) that computes its elementwise factors step by step
+from them (one small GEMM each) and gives the input projections' gradient as one stacked
 array and ``weight_hh``'s as one GEMM. The backward is written with ops and accounts for
 gradients reaching the gates output too, so it is differentiable again (double backward) and
 traces like any other.
@@ -20,15 +20,13 @@ import numpy as np
 
 from dualflow.errors import ShapeError
 from dualflow.kernels.linalg.lstm_forward import fits, lstm_forward
-from dualflow.ops.activation import tanh
-from dualflow.ops.creation import zeros_like
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexing import getitem
-from dualflow.ops.join import concat, stack
+from dualflow.ops.join import stack
 from dualflow.ops.linalg import matmul
-from dualflow.ops.recurrent_grad import lstm_scan_grad
+from dualflow.ops.recurrent_grad import gate_blocks, lstm_scan_grad, previous_states
 from dualflow.ops.registry import OPS, Meta, primitive
-from dualflow.ops.shape import expand_dims, reshape, transpose
+from dualflow.ops.shape import reshape, transpose
 from dualflow.ops.validate import require_same_float
 
 
@@ -119,50 +117,28 @@ class LSTMScan:
         return _scan_backward(h0, c0, w_hh, (hs, cs, acts), (ghs, gcs, gacts), sizes)
 
 
-def _previous(first: Any, states: Any) -> Any:
-    # (L, N, H): the state each step starts from (first, then every step's but the last)
-    return concat([expand_dims(first, 0), getitem(states, slice(None, -1))], 0)
-
-
-def _factors(acts: Any, c_prev: Any, cs: Any, sizes: tuple) -> tuple:
-    """Everything of the backward that needs no recurrence, on whole sequences: each step's
-    d(pre-activation gates i, f, g) per unit of dc (L, N, 3, H), d(pre-activation o) per unit of
-    dh (L, N, H), dc per unit of dh, and σf (the other blocks' factors are zeros: not passed)."""
-    i, f, g, o = _gate_blocks(acts, sizes)
-    tc = tanh(cs)
-    per_dc = stack([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g)], 2)
-    return per_dc, tc * o * (1.0 - o), o * (1.0 - tc * tc), f
-
-
-def _gate_blocks(acts: Any, sizes: tuple) -> tuple:
-    gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
-    return tuple(getitem(gates, (slice(None), slice(None), k)) for k in range(4))
-
-
 def _slopes(acts: Any, sizes: tuple) -> Any:
     # d(activated gates)/d(pre-activations) (L, N, 4, H): only for gradients reaching the gates
     # output (an LSTM layer drops them, and eager mode would compute them for nothing)
-    i, f, g, o = _gate_blocks(acts, sizes)
+    i, f, g, o = gate_blocks(acts, sizes)
     return stack([i * (1.0 - i), f * (1.0 - f), 1.0 - g * g, o * (1.0 - o)], 2)
 
 
 def _scan_backward(h0: Any, c0: Any, w_hh: Any, outs: tuple, grads: tuple, sizes: tuple) -> tuple:
     (hs, cs, acts), (ghs, gcs, gacts) = outs, grads
     steps, n, hidden = sizes
-    per_dc, per_dh, dc_per_dh, f = _factors(acts, _previous(c0, cs), cs, sizes)
     gates = (steps, n, 4 * hidden)
-    if gacts is None:
-        base = zeros_like(acts)
-    else:
+    base = None
+    if gacts is not None:
         base = reshape(reshape(gacts, (steps, n, 4, hidden)) * _slopes(acts, sizes), gates)
-    gh = zeros_like(hs) if ghs is None else ghs
-    gc = zeros_like(cs) if gcs is None else gcs
-    # the dh/dc recurrence is one op: the graph's node count does not depend on the length
-    per_dc = reshape(per_dc, (steps, n, 3 * hidden))
-    gx, _, dcs = lstm_scan_grad(gh, gc, base, per_dc, per_dh, dc_per_dh, f, w_hh)
-    h_prev = reshape(_previous(h0, hs), (steps * n, hidden))
+    # the recurrence is one op that computes its factors per step from the saved gates and
+    # cells: the graph's node count does not depend on the length, and absent gradients stay
+    # None (no zeros)
+    gx, _, dcs = lstm_scan_grad(acts, cs, c0, w_hh, ghs, gcs, base)
+    h_prev = reshape(previous_states(h0, hs), (steps * n, hidden))
     gw = matmul(transpose(reshape(gx, (steps * n, 4 * hidden))), h_prev)  # one GEMM
-    return gx, matmul(getitem(gx, 0), w_hh), getitem(dcs, 0) * getitem(f, 0), gw
+    f0 = getitem(gate_blocks(acts, sizes)[1], 0)
+    return gx, matmul(getitem(gx, 0), w_hh), getitem(dcs, 0) * f0, gw
 
 
 def lstm_scan(xw: Any, h0: Any, c0: Any, weight_hh: Any) -> tuple[Any, Any, Any]:

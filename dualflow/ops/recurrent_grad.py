@@ -1,13 +1,14 @@
-"""``lstm_scan_grad`` and ``gru_scan_grad``: the recurrences of ``lstm_scan``'s and
-``gru_scan``'s backwards as one op each.
+"""``lstm_scan_grad``: the recurrence of ``lstm_scan``'s backward as one op (``gru_scan``'s is
+``recurrent_gru_grad``), computing its per-step factors from the forward's saved arrays.
 
 Written with ops, the backward recurrence is a few ops per time step, so a compiled step's
 backward graph grows with the sequence length (hundreds of plan steps) and a trace with a
 dynamic length serves only its own length. As one op its node count does not depend on L: the
-forward runs one fused numba step and one GEMM per time step
-(``kernels/linalg/recurrence.py``), eagerly and in plans alike. The op is linear in its first
-three inputs and its own backward (the adjoint recurrence, forward in time) is written with
-ops, so double backward stays exact; it is the only place that still loops over steps with ops.
+forward runs one fused numba step (the factors, dh, dc, the gate gradients) and one GEMM per
+time step (``kernels/linalg/recurrence.py``), eagerly and in plans alike. The op is linear in
+the incoming gradients; its own backward (the adjoint recurrence, forward in time, chained
+through the factors) is written with ops, so double backward stays exact; it is the only
+place that still loops over steps with ops.
 """
 
 from __future__ import annotations
@@ -17,69 +18,143 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
-from dualflow.kernels.linalg.recurrence import gru_grad_recurrence, lstm_grad_recurrence
+from dualflow.kernels.linalg.recurrence import lstm_grad_recurrence
+from dualflow.ops.activation import tanh
 from dualflow.ops.creation import zeros_like
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexing import getitem
 from dualflow.ops.join import concat, stack
 from dualflow.ops.linalg import matmul
 from dualflow.ops.reduction import sum as reduce_sum
-from dualflow.ops.registry import Meta, primitive
+from dualflow.ops.registry import OPS, Meta, primitive
 from dualflow.ops.shape import expand_dims, reshape, transpose
 
-NAMES = ("gh", "gc", "base", "p", "q", "k", "f", "weight_hh")
+SAVED = ("acts", "cs", "c0", "weight_hh")
+GRADS = ("gh", "gc", "base")
 
 
-def _check(metas: tuple) -> tuple[int, int, int]:
-    gh, w = metas[0], metas[7]
-    if len(gh.shape) != 3 or len(w.shape) != 2:
+def _check(metas: tuple, given: tuple) -> tuple[int, int, int]:
+    if len(given) != 3 or len(metas) != 4 + sum(map(bool, given)):
         raise ShapeError(
-            f"lstm_scan_grad: expected gh (L, N, H) and weight_hh (4H, H), got "
-            f"{tuple(gh.shape)} and {tuple(w.shape)}"
+            f"lstm_scan_grad: given {given} must flag which of gh, gc, base follow the 4 saved "
+            f"arrays, got {len(metas)} inputs"
         )
-    steps, n, hidden = gh.shape
-    state, gates, three = (steps, n, hidden), (steps, n, 4 * hidden), (steps, n, 3 * hidden)
-    wanted = (state, state, gates, three, state, state, state, (4 * hidden, hidden))
-    if any(tuple(m.shape) != s for m, s in zip(metas, wanted)):
-        got = ", ".join(f"{name} {tuple(m.shape)}" for name, m in zip(NAMES, metas))
+    cs, w = metas[1], metas[3]
+    if len(cs.shape) != 3 or len(w.shape) != 2:
         raise ShapeError(
-            f"lstm_scan_grad: {got} do not fit (L, N, H) x2, (L, N, 4H), (L, N, 3H), "
-            "(L, N, H) x3, (4H, H)"
+            f"lstm_scan_grad: expected cs (L, N, H) and weight_hh (4H, H), got "
+            f"{tuple(cs.shape)} and {tuple(w.shape)}"
+        )
+    steps, n, hidden = cs.shape
+    state, gates = (steps, n, hidden), (steps, n, 4 * hidden)
+    names = SAVED + tuple(name for name, g in zip(GRADS, given) if g)
+    wanted = (gates, state, (n, hidden), (4 * hidden, hidden))
+    wanted += tuple(s for s, g in zip((state, state, gates), given) if g)
+    if any(tuple(m.shape) != s for m, s in zip(metas, wanted)):
+        got = ", ".join(f"{name} {tuple(m.shape)}" for name, m in zip(names, metas))
+        raise ShapeError(
+            f"lstm_scan_grad: {got} do not fit acts (L, N, 4H), cs (L, N, H), c0 (N, H), "
+            "weight_hh (4H, H), gh and gc (L, N, H), base (L, N, 4H)"
         )
     return steps, n, hidden
 
 
 def _grad_scratch(metas: tuple, attrs: dict) -> int:
-    # the two (N, H) carries between steps
-    (gh, dtype), *_ = metas
-    return 2 * gh[1] * gh[2] * np.dtype(dtype).itemsize
+    # the two carries between steps and a step's tanh(c) (N, H) each, weight_hh transposed
+    _, (state, dtype), *_ = metas
+    n, hidden = state[1], state[2]
+    return (3 * n * hidden + 4 * hidden * hidden) * np.dtype(dtype).itemsize
 
 
 @primitive(
     "lstm_scan_grad",
-    saves=("x3", "x4", "x5", "x6", "x7", "y0", "y1", "y2"),
+    saves=("x0", "x1", "x2", "x3", "y0", "y1", "y2"),
     nout=3,
     aliasing="fresh",
     scratch=_grad_scratch,
 )
 class LSTMScanGrad:
-    """The backward recurrence of an LSTM layer: each step's gate gradients (L, N, 4H) and the
-    dh and dc (L, N, H) it reached, from the per-step coefficients (see ``lstm_scan_grad``)."""
+    """The backward recurrence of an LSTM layer from its forward's saved gates and cells: each
+    step's gate gradients (L, N, 4H) and the dh and dc (L, N, H) it reached (see
+    ``lstm_scan_grad``); ``given`` flags which of the gradients gh, gc, base follow."""
 
-    def infer(*metas: Meta) -> tuple[Meta, Meta, Meta]:
-        steps, n, hidden = _check(metas)
+    def infer(*metas: Meta, given: tuple) -> tuple[Meta, Meta, Meta]:
+        steps, n, hidden = _check(metas, given)
         dtype = np.result_type(*(np.dtype(m.dtype) for m in metas))
         return Meta((steps, n, 4 * hidden), dtype), *[Meta((steps, n, hidden), dtype)] * 2
 
-    def forward(xp, gh, gc, base, p, q, k, f, w_hh):
-        ins = (gh, gc, base, p, q, k, f, w_hh)
-        return lstm_grad_recurrence(xp, ins, np.result_type(*(a.dtype for a in ins)))
+    def forward(xp, acts, cs, c0, w_hh, *grads, given):
+        dtype = np.result_type(acts, cs, c0, w_hh, *grads)
+        present = iter(grads)
+        full = tuple(next(present) if g else None for g in given)
+        return lstm_grad_recurrence(xp, (acts, cs, c0, w_hh), full, dtype, OPS["tanh"].forward)
 
     def backward(ctx, gdg, gdh, gdc):
         outs = (ctx.y0, ctx.y1, ctx.y2)
         cots = tuple(zeros_like(y) if g is None else g for g, y in zip((gdg, gdh, gdc), outs))
-        coefficients = tuple(ctx.input(i) for i in range(3, 8))
-        return _adjoint(coefficients, outs, cots, ctx.in_shapes[0])  # sizes as in lstm_scan
+        acts, cs, c0, w = ctx.x0, ctx.x1, ctx.x2, ctx.x3
+        steps, n, four_h = ctx.in_shapes[0]  # sizes as in lstm_scan
+        sizes = (steps, n, four_h // 4)
+        per_dc, per_dh, dc_per_dh, f = _factors(acts, previous_states(c0, cs), cs, sizes)
+        per_dc = reshape(per_dc, (steps, n, 3 * sizes[2]))
+        coefficients = (per_dc, per_dh, dc_per_dh, f, w)
+        lh, lc, lg, *by_factor, gw = _adjoint(coefficients, outs, cots, sizes)
+        g_acts, g_cs, g_c0 = _factors_vjp(acts, c0, cs, by_factor, sizes)
+        present = tuple(g for g, flag in zip((lh, lc, lg), ctx.attrs["given"]) if flag)
+        return g_acts, g_cs, g_c0, gw, *present
+
+
+def previous_states(first: Any, states: Any) -> Any:
+    """(L, N, H): the state each step starts from (``first``, then every step's but the last).
+
+    Example:
+        >>> import numpy as np
+        >>> previous_states(np.zeros((1, 1)), np.ones((3, 1, 1))).numpy()[:, 0, 0].tolist()
+        [0.0, 1.0, 1.0]
+    """
+    return concat([expand_dims(first, 0), getitem(states, slice(None, -1))], 0)
+
+
+def gate_blocks(acts: Any, sizes: tuple) -> tuple:
+    """The four (L, N, H) gate blocks [i, f, g, o] of (L, N, 4H) gates, as views.
+
+    Example:
+        >>> import numpy as np
+        >>> [b.item() for b in gate_blocks(np.arange(4.0).reshape(1, 1, 4), (1, 1, 1))]
+        [0.0, 1.0, 2.0, 3.0]
+    """
+    gates = reshape(acts, (*sizes[:2], 4, sizes[2]))
+    return tuple(getitem(gates, (slice(None), slice(None), k)) for k in range(4))
+
+
+def _factors(acts: Any, c_prev: Any, cs: Any, sizes: tuple) -> tuple:
+    """The backward's coefficients on whole sequences, with ops (the step kernel computes the
+    same per step; only double backward needs them whole): d(pre-activation gates i, f, g) per
+    unit of dc (L, N, 3, H), d(pre-activation o) per unit of dh, dc per unit of dh, and σf."""
+    i, f, g, o = gate_blocks(acts, sizes)
+    tc = tanh(cs)
+    per_dc = stack([g * i * (1.0 - i), c_prev * f * (1.0 - f), i * (1.0 - g * g)], 2)
+    return per_dc, tc * o * (1.0 - o), o * (1.0 - tc * tc), f
+
+
+def _factors_vjp(acts: Any, c0: Any, cs: Any, by_factor: list, sizes: tuple) -> tuple:
+    """The vjp of ``_factors`` w.r.t. the gates, the cells and c0, from the gradients reaching
+    its four results (``by_factor``: per_dc (L, N, 3H), per_dh, dc_per_dh, f)."""
+    g_per_dc, g_per_dh, g_dc_per_dh, g_f = by_factor
+    steps, n, hidden = sizes
+    i, f, g, o = gate_blocks(acts, sizes)
+    gpi, gpf, gpg = (getitem(reshape(g_per_dc, (steps, n, 3, hidden)), (
+        slice(None), slice(None), k)) for k in range(3))  # fmt: skip
+    tc = tanh(cs)
+    d_i = gpi * (g * (1.0 - 2.0 * i)) + gpg * (1.0 - g * g)
+    d_f = gpf * (previous_states(c0, cs) * (1.0 - 2.0 * f)) + g_f
+    d_g = gpi * (i * (1.0 - i)) - gpg * (2.0 * i * g)
+    d_o = g_per_dh * (tc * (1.0 - 2.0 * o)) + g_dc_per_dh * (1.0 - tc * tc)
+    d_tc = g_per_dh * (o * (1.0 - o)) - g_dc_per_dh * (2.0 * o * tc)
+    d_c_prev = gpf * (f * (1.0 - f))  # step t's c_prev is c_{t-1} (c0 at t = 0)
+    later = concat([getitem(d_c_prev, slice(1, None)), zeros_like(getitem(d_c_prev, slice(0, 1)))])
+    g_acts = reshape(stack([d_i, d_f, d_g, d_o], 2), (steps, n, 4 * hidden))
+    return g_acts, d_tc * (1.0 - tc * tc) + later, getitem(d_c_prev, 0)
 
 
 def _adjoint(coefficients: tuple, outs: tuple, cots: tuple, sizes: tuple) -> tuple:
@@ -114,120 +189,29 @@ def _adjoint(coefficients: tuple, outs: tuple, cots: tuple, sizes: tuple) -> tup
 
 
 def lstm_scan_grad(
-    gh: Any, gc: Any, base: Any, p: Any, q: Any, k: Any, f: Any, weight_hh: Any
+    acts: Any, cs: Any, c0: Any, weight_hh: Any, gh: Any = None, gc: Any = None, base: Any = None
 ) -> tuple[Any, Any, Any]:
-    """The dh/dc recurrence of an LSTM layer's backward (``lstm_scan``'s), last step first.
+    """The backward recurrence of an LSTM layer (``lstm_scan``'s), last step first, from the
+    forward's saved activated gates ``acts`` (L, N, 4H) [σi, σf, tanh g, σo], cells ``cs``
+    (L, N, H), first cell ``c0`` (N, H) and ``weight_hh`` (4H, H).
 
-    Step t: ``dh_t = gh_t + dg_{t+1} @ weight_hh``, ``dc_t = gc_t + dc_{t+1} f_{t+1} + dh_t k_t``,
-    ``dg_t = [dc_t p_t, dh_t q_t] + base_t`` (dc_t times each of p_t's three H-blocks, the i, f
-    and g gates, and dh_t times q_t, the o gate), with nothing after the last step. ``gh``/``gc``
-    are the gradients reaching each step's h and c, ``base`` the gate gradients that need no
-    recurrence, ``p`` (L, N, 3H) the i/f/g gate gradients per unit of dc, ``q`` (L, N, H) the
-    o gate's per unit of dh, ``k`` dc per unit of dh and ``f`` the forget gates. Returns
-    ``(dg, dh, dc)``: (L, N, 4H), (L, N, H), (L, N, H).
+    ``gh``/``gc`` (L, N, H) are the gradients reaching each step's h and c and ``base``
+    (L, N, 4H) the gate gradients that need no recurrence; None where absent (no zeros are
+    made). Step t, with ``tc = tanh(c_t)`` and ``c_prev`` the c it started from: ``dh_t = gh_t +
+    dg_{t+1} @ weight_hh``, ``dc_t = gc_t + dc_{t+1} f_{t+1} + dh_t o (1 - tc²)``, ``dg_t =
+    [dc_t g i (1 - i), dc_t c_prev f (1 - f), dc_t i (1 - g²), dh_t tc o (1 - o)] + base_t``,
+    with nothing after the last step. Returns ``(dg, dh, dc)``: (L, N, 4H), (L, N, H),
+    (L, N, H).
 
     Example:
         >>> import numpy as np
         >>> from dualflow import ops
-        >>> ones, zeros4 = np.ones((2, 1, 1)), np.zeros((2, 1, 4))
-        >>> dg, dh, dc = ops.lstm_scan_grad(ones, ones, zeros4, np.ones((2, 1, 3)), 0 * ones,
-        ...                                 ones, ones, np.ones((4, 1)))
+        >>> acts, cs = np.full((2, 1, 4), 0.5), np.zeros((2, 1, 1))
+        >>> dg, dh, dc = ops.lstm_scan_grad(acts, cs, cs[0], np.ones((4, 1)), np.ones((2, 1, 1)))
         >>> dh.tolist(), dc.tolist()
-        ([[[7.0]], [[1.0]]], [[[10.0]], [[2.0]]])
+        ([[[1.25]], [[1.0]]], [[[0.875]], [[0.5]]])
     """
-    return apply(LSTMScanGrad, gh, gc, base, p, q, k, f, weight_hh)
-
-
-def _gru_check(gh: Meta, q: Meta, base: Meta, z: Meta, w: Meta) -> tuple[int, int, int]:
-    if len(gh.shape) != 3 or len(w.shape) != 2:
-        raise ShapeError(
-            f"gru_scan_grad: expected gh (L, N, H) and weight_hh (3H, H), got "
-            f"{tuple(gh.shape)} and {tuple(w.shape)}"
-        )
-    steps, n, hidden = gh.shape
-    state, gates = (steps, n, hidden), (steps, n, 3 * hidden)
-    metas = (gh, q, base, z, w)
-    if any(tuple(m.shape) != s for m, s in zip(metas, (state, gates, gates, state))) or tuple(
-        w.shape
-    ) != (3 * hidden, hidden):
-        got = ", ".join(
-            f"{name} {tuple(m.shape)}"
-            for name, m in zip(("gh", "q", "base", "z", "weight_hh"), metas)
-        )
-        raise ShapeError(
-            f"gru_scan_grad: {got} do not fit (L, N, H), (L, N, 3H) x2, (L, N, H), (3H, H)"
-        )
-    return steps, n, hidden
-
-
-@primitive(
-    "gru_scan_grad",
-    saves=("x1", "x3", "x4", "y0", "y1"),
-    nout=2,
-    aliasing="fresh",
-    scratch=_grad_scratch,
-)
-class GRUScanGrad:
-    """The backward recurrence of a GRU layer: each step's hidden-projection gradients
-    (L, N, 3H) and the dh (L, N, H) it reached (see ``gru_scan_grad``)."""
-
-    def infer(gh: Meta, q: Meta, base: Meta, z: Meta, w: Meta) -> tuple[Meta, Meta]:
-        steps, n, hidden = _gru_check(gh, q, base, z, w)
-        dtype = np.result_type(*(np.dtype(m.dtype) for m in (gh, q, base, z, w)))
-        return Meta((steps, n, 3 * hidden), dtype), Meta((steps, n, hidden), dtype)
-
-    def forward(xp, gh, q, base, z, w_hh):
-        ins = (gh, q, base, z, w_hh)
-        return gru_grad_recurrence(xp, ins, np.result_type(*(a.dtype for a in ins)))
-
-    def backward(ctx, gdg, gdh):
-        outs = (ctx.y0, ctx.y1)
-        cots = tuple(zeros_like(y) if g is None else g for g, y in zip((gdg, gdh), outs))
-        q, z, w = ctx.x1, ctx.x3, ctx.x4
-        return _gru_adjoint((q, z, w), outs, cots, ctx.in_shapes[0])
-
-
-def _gru_adjoint(coefficients: tuple, outs: tuple, cots: tuple, sizes: tuple) -> tuple:
-    """The vjp of the GRU recurrence, forward in time (step t's dg fed step t-1's dh through
-    ``@ weight_hh``, its dh through ``* z``)."""
-    (q, z, w), (dg, dh), (ug, uh) = coefficients, outs, cots
-    steps, n, hidden = sizes
-    q3, w_t = reshape(q, (steps, n, 3, hidden)), transpose(w)
-    lgs: list[Any] = []
-    lhs: list[Any] = []
-    for t in range(steps):
-        lg = getitem(ug, t)
-        if t:
-            lg = lg + matmul(lhs[-1], w_t)
-        lh = reduce_sum(reshape(lg, (n, 3, hidden)) * getitem(q3, t), axis=1) + getitem(uh, t)
-        if t:
-            lh = lh + lhs[-1] * getitem(z, t)
-        lgs.append(lg)
-        lhs.append(lh)
-    lg, lh = stack(lgs, 0), stack(lhs, 0)
-    gq = reshape(reshape(lg, (steps, n, 3, hidden)) * expand_dims(dh, 2), (steps, n, 3 * hidden))
-    lh_before = concat([expand_dims(zeros_like(lhs[0]), 0), getitem(lh, slice(None, -1))], 0)
-    later = reshape(getitem(dg, slice(1, None)), ((steps - 1) * n, 3 * hidden))
-    earlier = reshape(getitem(lh, slice(None, -1)), ((steps - 1) * n, hidden))
-    return lh, gq, lg, lh_before * dh, matmul(transpose(later), earlier)
-
-
-def gru_scan_grad(gh: Any, q: Any, base: Any, z: Any, weight_hh: Any) -> tuple[Any, Any]:
-    """The dh recurrence of a GRU layer's backward (``gru_scan``'s), last step first.
-
-    Step t: ``dh_t = gh_t + dg_{t+1} @ weight_hh + dh_{t+1} z_{t+1}``, ``dg_t = dh_t q_t +
-    base_t`` (dh_t times each of the three H-blocks of q_t), with nothing after the last step.
-    ``gh`` is the gradient reaching each step's h, ``q`` the hidden projection's gradient per
-    unit of dh, ``base`` the part that needs no recurrence, ``z`` the update gates. Returns
-    ``(dg, dh)``: (L, N, 3H) and (L, N, H).
-
-    Example:
-        >>> import numpy as np
-        >>> from dualflow import ops
-        >>> ones = np.ones((2, 1, 1))
-        >>> dg, dh = ops.gru_scan_grad(ones, np.ones((2, 1, 3)), np.zeros((2, 1, 3)), ones,
-        ...                            np.ones((3, 1)))
-        >>> dh.tolist()
-        [[[5.0]], [[1.0]]]
-    """
-    return apply(GRUScanGrad, gh, q, base, z, weight_hh)
+    grads = (gh, gc, base)
+    given = tuple(g is not None for g in grads)
+    present = (g for g in grads if g is not None)
+    return apply(LSTMScanGrad, acts, cs, c0, weight_hh, *present, given=given)

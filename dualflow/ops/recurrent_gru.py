@@ -3,8 +3,8 @@
 As ``lstm_scan`` does for the LSTM: the forward is a loop of one GEMM and a few numpy calls per
 step (feature-major: W_hh @ h, BLAS's fast shape for a small batch) returning every step's
 hidden state, gates [r, z, n] and hidden projection of the n gate (``W_hn h + b_hn``, which r
-multiplies, as in PyTorch); the backward computes its factors on whole sequences with ops and
-runs only the dh recurrence, as one op (``gru_scan_grad``), so the backward graph's node count
+multiplies, as in PyTorch); the backward's dh recurrence is one op (``gru_scan_grad``) that
+computes its factors step by step from those saved arrays, so the backward graph's node count
 does not depend on the sequence length.
 """
 
@@ -17,15 +17,15 @@ import numpy as np
 from dualflow.errors import ShapeError
 from dualflow.kernels.linalg.gru_forward import gru_forward
 from dualflow.kernels.linalg.lstm_forward import fits
-from dualflow.ops.creation import zeros_like
 from dualflow.ops.dispatch import apply
 from dualflow.ops.indexing import getitem
 from dualflow.ops.join import concat, stack
 from dualflow.ops.linalg import matmul
-from dualflow.ops.recurrent_grad import gru_scan_grad
+from dualflow.ops.recurrent_grad import previous_states
+from dualflow.ops.recurrent_gru_grad import gate_blocks, gru_factors, gru_scan_grad
 from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import OPS, Meta, primitive
-from dualflow.ops.shape import expand_dims, reshape, transpose
+from dualflow.ops.shape import reshape, transpose
 from dualflow.ops.validate import require_same_float
 
 
@@ -115,44 +115,37 @@ class GRUScan:
         return _scan_backward(saved, (ghs, ggates, ghn), sizes)
 
 
-def _factors(h_prev: Any, gates: Any, hn: Any, grads: tuple) -> tuple:
-    """The backward's parts that need no recurrence: the hidden projection's gradient per unit
-    of dh (L, N, 3H) and from the gradients reaching the gates and hn, the x projection n
-    block's per unit of dh and from those gradients (None without them), and z."""
-    r, z, g_n = (getitem(gates, (slice(None), slice(None), k)) for k in range(3))
-    slope_n, slope_r, slope_z = 1.0 - g_n * g_n, r * (1.0 - r), z * (1.0 - z)
-    per_n = (1.0 - z) * slope_n  # d(n's pre-activation) per unit of dh
-    q = stack([per_n * hn * slope_r, (h_prev - g_n) * slope_z, per_n * r], 2)
+def _base(gates: Any, hn: Any, grads: tuple, sizes: tuple) -> tuple:
+    """The hidden projection's gradient that needs no recurrence (L, N, 3, H) and the x
+    projection n block's (``from_n``), from the gradients reaching the gates and hn (only when
+    some do: an RNN layer drops them, and eager mode would compute them for nothing)."""
+    r, z, g_n = gate_blocks(gates, sizes)
     ggates, ghn = grads
-    if ggates is None and ghn is None:
-        return q, zeros_like(q), per_n, None, z
-    gr, gz, gn = (
-        (c * 0.0 for c in (r, z, g_n))
-        if ggates is None
-        else (getitem(ggates, (slice(None), slice(None), k)) for k in range(3))
-    )
+    gr, gz, gn = (c * 0.0 for c in (r, z, g_n)) if ggates is None else gate_blocks(ggates, sizes)
+    slope_n, slope_r, slope_z = 1.0 - g_n * g_n, r * (1.0 - r), z * (1.0 - z)
     from_n = gn * slope_n
     ghn = hn * 0.0 if ghn is None else ghn
     base = stack([(from_n * hn + gr) * slope_r, gz * slope_z, from_n * r + ghn], 2)
-    return q, base, per_n, from_n, z
+    return base, from_n
 
 
 def _scan_backward(saved: tuple, grads: tuple, sizes: tuple) -> tuple:
     h0, w_hh, hs, gates, hn = saved
     ghs, ggates, ghn = grads
     steps, n, hidden = sizes
-    blocks = (steps, n, 3, hidden)
-    if ggates is not None:
-        ggates = reshape(ggates, blocks)
-    h_prev = concat([expand_dims(h0, 0), getitem(hs, slice(None, -1))], 0)
-    q, base, per_n, from_n, z = _factors(h_prev, reshape(gates, blocks), hn, (ggates, ghn))
     flat = (steps, n, 3 * hidden)
-    gh = zeros_like(hs) if ghs is None else ghs
-    # the dh recurrence is one op: the graph's node count does not depend on the length
-    dg, dh = gru_scan_grad(gh, reshape(q, flat), reshape(base, flat), z, w_hh)
+    base = from_n = None
+    if ggates is not None or ghn is not None:
+        base, from_n = _base(gates, hn, (ggates, ghn), sizes)
+        base = reshape(base, flat)
+    # the dh recurrence is one op computing its factors per step from the saved arrays: the
+    # graph's node count does not depend on the length, and absent gradients stay None
+    dg, dh = gru_scan_grad(gates, hn, hs, h0, w_hh, ghs, base)
+    h_prev = previous_states(h0, hs)
+    per_n = gru_factors(gates, hn, h_prev, sizes)[3]
     dx_n = dh * per_n if from_n is None else dh * per_n + from_n
     dx = concat([getitem(dg, (slice(None), slice(None), slice(0, 2 * hidden))), dx_n], 2)
-    dh0 = getitem(dh, 0) * getitem(z, 0) + matmul(getitem(dg, 0), w_hh)
+    dh0 = getitem(dh, 0) * getitem(gate_blocks(gates, sizes)[1], 0) + matmul(getitem(dg, 0), w_hh)
     rows = reshape(dg, (steps * n, 3 * hidden))
     gw = matmul(transpose(rows), reshape(h_prev, (steps * n, hidden)))  # one GEMM
     return dx, dh0, gw, reduce_sum(rows, axis=0)

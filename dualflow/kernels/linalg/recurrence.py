@@ -4,58 +4,112 @@ part and one BLAS GEMM per step into a preallocated buffer (``ops.lstm_scan_grad
 
 Written with numpy, a step of the dh/dc recurrence is ~10 calls on (N, H) and (N, 4H) arrays,
 each allocating its result; one fused loop reads every operand once and writes dh, dc, the
-step's gate gradients and the carry to the next step in place. Arrays other than numpy float32
-/ float64 (cupy's) take the same arithmetic as array-module calls.
+step's gate gradients and the carry to the next step in place. Each step also computes its
+elementwise factors from the forward's saved gates and states (no whole-sequence coefficient
+arrays, and absent gradients are not zeros: numba types a kernel without them). Arrays other
+than numpy float32 / float64 (cupy's) take the same arithmetic as array-module calls.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
+from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT as TANH_FINGERPRINT
+from dualflow.kernels.fast_math.fast_tanh import tanh_f32
 from dualflow.kernels.linalg import tiles
-from dualflow.kernels.linalg.tiles import sum_to_rows
+from dualflow.kernels.linalg.tiles import sum_to_rows, to_rows
 
 _KERNELS: dict[str, Any] = {}
+ONE = np.float32(1.0)
+"""The factors' 1, float32: exact, and it keeps float32 arithmetic float32 in numba."""
 
 
-def _step(gh, gc, base, p, q, k, f, carry_ht, carry_c, dg, dh, dc):
-    # one step: dh = gh + carry_h; dc = gc + carry_c + dh*k; dg = [dc*p (the i, f, g blocks),
-    # dh*q (o)] + base; the next step's carry_c = dc*f (carry_h is dg @ W, a GEMM, read from
-    # its transpose carry_ht). Loops over contiguous rows: they vectorize (a (row, unit, block)
-    # nest did not, ~3x slower)
+def add_or(a, v, r, j):
+    """``a[r, j] + v``, or ``v`` where ``a`` is None (an absent gradient: no zeros read); numba
+    picks the form when it types a kernel (``_add_or``), so a step has no per-element branch.
+
+    Example:
+        >>> add_or(None, 2.0, 0, 0), float(add_or(np.ones((1, 1)), 2.0, 0, 0))
+        (2.0, 3.0)
+    """
+    return v if a is None else a[r, j] + v
+
+
+@overload(add_or, inline="always")
+def _add_or(a, v, r, j):
+    if isinstance(a, types.NoneType):
+        return lambda a, v, r, j: v
+    return lambda a, v, r, j: a[r, j] + v
+
+
+def tanh_at(tc, x, r, j):
+    """``tc[r, j]`` (tanh(c) the caller computed, float64), or ``tanh_f32(x)`` where ``tc`` is
+    None (float32: the ``tanh`` op's own float32 function, inlined).
+
+    Example:
+        >>> from dualflow.kernels.fast_math.fast_tanh import fresh_tanh
+        >>> x = np.array([0.5], np.float32)
+        >>> tanh_at(None, x[0], 0, 0) == fresh_tanh(x)[0], tanh_at(x.reshape(1, 1), 0.0, 0, 0)
+        (np.True_, np.float32(0.5))
+    """
+    return tanh_f32(x) if tc is None else tc[r, j]
+
+
+@overload(tanh_at, inline="always")
+def _tanh_at(tc, x, r, j):
+    if isinstance(tc, types.NoneType):
+        return lambda tc, x, r, j: tanh_f32(x)
+    return lambda tc, x, r, j: tc[r, j]
+
+
+def _step(acts, c, c_prev, gh, gc, base, tc, carry_ht, carry_c, dg, dh, dc):
+    # one step from the forward's saved gates [σi, σf, tanh g, σo] (N, 4H), cell c and the c it
+    # started from: dh = gh + carry_h; with tc = tanh(c), dc = gc + carry_c + dh*o*(1-tc²);
+    # dg = [dc*g*i*(1-i), dc*c_prev*f*(1-f), dc*i*(1-g²), dh*tc*o*(1-o)] + base; the next
+    # step's carry_c = dc*f (carry_h is dg @ W, a GEMM, read from its transpose carry_ht). The
+    # factors are the ones _scan_backward computed on whole sequences, in the same order; gh,
+    # gc, base None: absent (numba types a kernel per combination), tc None: tanh_f32 here
     n, hidden = dh.shape
-    gcf, kf, ff = gc.reshape(-1), k.reshape(-1), f.reshape(-1)
-    ccf, dhf, dcf = carry_c.reshape(-1), dh.reshape(-1), dc.reshape(-1)
-    sum_to_rows(gh, carry_ht, dh)  # dh = gh + carry_h, in 16-unit tiles
-    for i in range(n * hidden):
-        c = gcf[i] + ccf[i] + dhf[i] * kf[i]
-        dcf[i] = c
-        ccf[i] = c * ff[i]
-    dgf, pf, qf, bf = dg.reshape(-1), p.reshape(-1), q.reshape(-1), base.reshape(-1)
+    if gh is None:
+        to_rows(carry_ht, dh)
+    else:
+        sum_to_rows(gh, carry_ht, dh)  # dh = gh + carry_h, in 16-unit tiles
     for r in range(n):
-        s = r * hidden
-        for block in range(3):
-            o, po = (4 * r + block) * hidden, (3 * r + block) * hidden
-            for j in range(hidden):
-                dgf[o + j] = dcf[s + j] * pf[po + j] + bf[o + j]
-        o = (4 * r + 3) * hidden
+        a, out = acts[r], dg[r]
         for j in range(hidden):
-            dgf[o + j] = dhf[s + j] * qf[s + j] + bf[o + j]
+            i, f, g, o = a[j], a[hidden + j], a[2 * hidden + j], a[3 * hidden + j]
+            t = tanh_at(tc, c[r, j], r, j)
+            h = dh[r, j]
+            v = add_or(gc, carry_c[r, j], r, j) + h * (o * (ONE - t * t))
+            dc[r, j] = v
+            carry_c[r, j] = v * f
+            out[j] = add_or(base, v * (g * i * (ONE - i)), r, j)
+            out[hidden + j] = add_or(base, v * (c_prev[r, j] * f * (ONE - f)), r, hidden + j)
+            out[2 * hidden + j] = add_or(base, v * (i * (ONE - g * g)), r, 2 * hidden + j)
+            out[3 * hidden + j] = add_or(base, h * (t * o * (ONE - o)), r, 3 * hidden + j)
 
 
-def _xp_step(xp: Any, gh, gc, base, p, q, k, f, carry_ht, carry_c, dg, dh, dc) -> None:
+def _xp_step(xp: Any, acts, c, c_prev, gh, gc, base, tc, carry_ht, carry_c, dg, dh, dc) -> None:
     # the same arithmetic in the same order, as array-module calls (a device's arrays)
-    n, hidden = dh.shape
-    dh[...] = gh + carry_ht.T
-    dc[...] = gc + carry_c + dh * k
-    dg4, base4 = dg.reshape(n, 4, hidden), base.reshape(n, 4, hidden)
-    dg4[:, :3] = dc[:, None, :] * p.reshape(n, 3, hidden) + base4[:, :3]
-    dg4[:, 3] = dh * q + base4[:, 3]
+    hidden = dh.shape[1]
+    i, f, g, o = (acts[:, m * hidden : (m + 1) * hidden] for m in range(4))
+    dh[...] = carry_ht.T if gh is None else gh + carry_ht.T
+    dc[...] = (carry_c if gc is None else gc + carry_c) + dh * (o * (1.0 - tc * tc))
     carry_c[...] = dc * f
+    blocks = (dc * (g * i * (1.0 - i)), dc * (c_prev * f * (1.0 - f)), dc * (i * (1.0 - g * g)))
+    for m, block in enumerate((*blocks, dh * (tc * o * (1.0 - o)))):
+        part = slice(m * hidden, (m + 1) * hidden)
+        dg[:, part] = block if base is None else base[:, part] + block
 
 
 def _numba(py_func: Any, stem: str) -> Any:
@@ -67,37 +121,86 @@ def _numba(py_func: Any, stem: str) -> Any:
     return kernel
 
 
-def lstm_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any, Any]:
-    """The dh/dc recurrence of an LSTM's backward, from the last step to the first.
+def _code(code: Any) -> tuple:
+    # a code object's bytecode, names and constants, nested ones (the overloads' lambdas)
+    # included; not their repr, which carries addresses
+    consts = tuple(_code(c) if inspect.iscode(c) else repr(c) for c in code.co_consts)
+    return code.co_code, code.co_names, consts
 
-    ``ins`` is ``(gh, gc, base, p, q, k, f, w)``: (L, N, H), (L, N, H), (L, N, 4H), (L, N, 3H),
-    (L, N, H), (L, N, H), (L, N, H) and (4H, H). Step t computes ``dh_t = gh_t + dg_{t+1} @ w``,
-    ``dc_t = gc_t + dc_{t+1} f_{t+1} + dh_t k_t`` and ``dg_t = [dc_t p_t, dh_t q_t] + base_t``
-    (``dc_t`` times each of p's three H-blocks, gates i, f, g; ``dh_t q_t`` the o gate's);
-    returns ``(dg, dh, dc)``.
+
+def _helpers_digest() -> str:
+    """A digest of the typing-time helpers the step kernels inline (the kernels cache key
+    hashes a kernel's own bytecode only) and of ``ONE``."""
+    codes = tuple(_code(f.__code__) for f in (add_or, _add_or, tanh_at, _tanh_at))
+    return hashlib.sha256(repr((codes, ONE)).encode()).hexdigest()[:16]
+
+
+@functools.cache
+def _lstm_stem() -> str:
+    return f"k_lstm_grad_step_{TANH_FINGERPRINT}_{tiles.FINGERPRINT}_{_helpers_digest()}"
+
+
+def lstm_step_kernel() -> Any:
+    """The LSTM backward's numba step, compiled once a process through the kernels cache; its
+    stem names ``tanh_f32``, the tiles and the two typing-time helpers (the cache key hashes
+    ``_step``'s own bytecode only, so a change to any of them is a new kernel).
 
     Example:
-        >>> ones = np.ones((2, 1, 1))
-        >>> dg, dh, dc = lstm_grad_recurrence(np, (ones, ones, np.zeros((2, 1, 4)),
-        ...     np.ones((2, 1, 3)), 0 * ones, ones, ones, np.ones((4, 1))), np.float64)
-        >>> dh[:, 0, 0].tolist(), dc[:, 0, 0].tolist()
-        ([7.0, 1.0], [10.0, 2.0])
+        >>> lstm_step_kernel() is lstm_step_kernel()
+        True
     """
-    gh, gc, base, p, q, k, f, w = (xp.ascontiguousarray(a, dtype=dtype) for a in ins)
-    steps, n, hidden = gh.shape
+    return _numba(_step, _lstm_stem())
+
+
+def fused(xp: Any, dtype: Any) -> bool:
+    """Whether the recurrences run their numba steps (numpy float32/float64 arrays); others
+    take the same arithmetic as array calls.
+
+    Example:
+        >>> fused(np, np.dtype("float32")), fused(np, np.dtype("int64"))
+        (True, False)
+    """
+    return xp is np and np.dtype(dtype) in (np.float32, np.float64)
+
+
+def lstm_grad_recurrence(
+    xp: Any, saved: tuple, grads: tuple, dtype: Any, tanh: Callable
+) -> tuple[Any, Any, Any]:
+    """An LSTM layer's backward recurrence from its forward's saved arrays, last step first.
+
+    ``saved`` is ``(acts, cs, c0, w)``: the activated gates [σi, σf, tanh g, σo] (L, N, 4H),
+    the cell states (L, N, H), the first cell state (N, H) and ``weight_hh`` (4H, H); ``grads``
+    is ``(gh, gc, base)``, the gradients reaching each step's h and c (L, N, H) and the gate
+    gradients needing no recurrence (L, N, 4H), each None when absent (no zeros are made).
+    ``tanh`` is the ``tanh`` op's forward ``tanh(xp, x)`` (float32 numpy inlines ``tanh_f32``,
+    the same function). Step t, with ``tc = tanh(c_t)`` and ``c_prev`` the step's first c:
+    ``dh_t = gh_t + dg_{t+1} @ w``, ``dc_t = gc_t + dc_{t+1} f_{t+1} + dh_t o (1 - tc²)``,
+    ``dg_t = [dc_t g i (1 - i), dc_t c_prev f (1 - f), dc_t i (1 - g²), dh_t tc o (1 - o)] +
+    base_t``; returns ``(dg, dh, dc)``.
+
+    Example:
+        >>> acts, cs = np.full((2, 1, 4), 0.5), np.zeros((2, 1, 1))
+        >>> dg, dh, dc = lstm_grad_recurrence(np, (acts, cs, cs[0], np.ones((4, 1))),
+        ...     (np.ones((2, 1, 1)), None, None), np.float64, lambda xp, x: np.tanh(x))
+        >>> dh[:, 0, 0].tolist(), dc[:, 0, 0].tolist()
+        ([1.25, 1.0], [0.875, 0.5])
+    """
+    acts, cs, c0, w = (xp.ascontiguousarray(a, dtype=dtype) for a in saved)
+    gh, gc, base = (None if a is None else xp.ascontiguousarray(a, dtype=dtype) for a in grads)
+    steps, n, hidden = cs.shape
     dg = xp.empty((steps, n, 4 * hidden), dtype)
     dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
     carry_ht, carry_c = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     wt = xp.ascontiguousarray(w.T)
-    fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
-    step = _numba(_step, f"k_lstm_grad_step_{tiles.FINGERPRINT}") if fused else None
+    numba_step = fused(xp, dtype) and n * hidden > 0
+    step = lstm_step_kernel() if numba_step else functools.partial(_xp_step, xp)
+    inline_tanh = numba_step and np.dtype(dtype) == np.float32
     with _spinning(xp):
         for t in reversed(range(steps)):
-            operands = (gh[t], gc[t], base[t], p[t], q[t], k[t], f[t], carry_ht, carry_c)
-            if fused:
-                step(*operands, dg[t], dh[t], dc[t])
-            else:
-                _xp_step(xp, *operands, dg[t], dh[t], dc[t])
+            tc = None if inline_tanh else tanh(xp, cs[t])  # float64: the op's tanh, per step
+            per_step = (a if a is None else a[t] for a in (gh, gc, base))
+            step(acts[t], cs[t], cs[t - 1] if t else c0, *per_step, tc, carry_ht, carry_c,
+                 dg[t], dh[t], dc[t])  # fmt: skip
             if t:
                 carry(xp, wt, dg[t], carry_ht)
     return dg, dh, dc
@@ -127,63 +230,83 @@ def carry(xp: Any, wt: Any, dg: Any, out: Any) -> None:
     xp.matmul(wt, dg.T, out=out)
 
 
-def _gru_step(gh, q, base, z, carry_ht, carry_z, dg, dh):
-    # one step: dh = gh + carry_h + carry_z; dg = dh*q + base (each of the three gate blocks);
-    # the next step's carry_z = dh*z (carry_h is dg @ W, a GEMM, read from its transpose
-    # carry_ht); loops over contiguous rows, as _step
+def _gru_step(gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh):
+    # one step from the forward's saved gates [r, z, n] (N, 3H), hidden projection hn = W_hn h +
+    # b_hn and the h it started from: dh = gh + carry_h + carry_z; with per_n = (1-z)(1-n²),
+    # dg = [dh*per_n*hn*r(1-r), dh*(h_prev-n)*z(1-z), dh*per_n*r] + base; the next step's
+    # carry_z = dh*z (carry_h is dg @ W, a GEMM, read from its transpose carry_ht). The factors
+    # are the ones gru_scan's backward computed on whole sequences, in the same order; gh, base
+    # None: absent (numba types a kernel per combination)
     n, hidden = dh.shape
-    czf, zf, dhf = carry_z.reshape(-1), z.reshape(-1), dh.reshape(-1)
-    sum_to_rows(gh, carry_ht, dh)  # gh + carry_h, in 16-unit tiles; then + carry_z
-    for i in range(n * hidden):
-        h = dhf[i] + czf[i]
-        dhf[i] = h
-        czf[i] = h * zf[i]
-    dgf, qf, bf = dg.reshape(-1), q.reshape(-1), base.reshape(-1)
+    if gh is None:
+        to_rows(carry_ht, dh)
+    else:
+        sum_to_rows(gh, carry_ht, dh)  # gh + carry_h, in 16-unit tiles; then + carry_z
     for r in range(n):
-        for block in range(3):
-            o, s = (3 * r + block) * hidden, r * hidden
-            for j in range(hidden):
-                dgf[o + j] = dhf[s + j] * qf[o + j] + bf[o + j]
+        a, out = gates[r], dg[r]
+        for j in range(hidden):
+            h = dh[r, j] + carry_z[r, j]
+            rr, z, g = a[j], a[hidden + j], a[2 * hidden + j]
+            dh[r, j] = h
+            carry_z[r, j] = h * z
+            per_n = (ONE - z) * (ONE - g * g)
+            out[j] = add_or(base, h * (per_n * hn[r, j] * (rr * (ONE - rr))), r, j)
+            out[hidden + j] = add_or(
+                base, h * ((h_prev[r, j] - g) * (z * (ONE - z))), r, hidden + j
+            )
+            out[2 * hidden + j] = add_or(base, h * (per_n * rr), r, 2 * hidden + j)
 
 
-def _gru_xp_step(xp: Any, gh, q, base, z, carry_ht, carry_z, dg, dh) -> None:
-    n, hidden = dh.shape
-    dh[...] = gh + carry_ht.T + carry_z
-    dg[...] = (dh[:, None, :] * q.reshape(n, 3, hidden) + base.reshape(n, 3, hidden)).reshape(
-        n, 3 * hidden
-    )
+def _gru_xp_step(xp: Any, gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh) -> None:
+    # the same arithmetic in the same order, as array-module calls (a device's arrays)
+    hidden = dh.shape[1]
+    rr, z, g = (gates[:, m * hidden : (m + 1) * hidden] for m in range(3))
+    dh[...] = (carry_ht.T if gh is None else gh + carry_ht.T) + carry_z
     carry_z[...] = dh * z
+    per_n = (1.0 - z) * (1.0 - g * g)
+    blocks = (dh * (per_n * hn * (rr * (1.0 - rr))), dh * ((h_prev - g) * (z * (1.0 - z))))
+    for m, block in enumerate((*blocks, dh * (per_n * rr))):
+        part = slice(m * hidden, (m + 1) * hidden)
+        dg[:, part] = block if base is None else base[:, part] + block
 
 
-def gru_grad_recurrence(xp: Any, ins: tuple, dtype: Any) -> tuple[Any, Any]:
-    """The dh recurrence of a GRU's backward, from the last step to the first.
+@functools.cache
+def _gru_stem() -> str:
+    return f"k_gru_grad_step_{tiles.FINGERPRINT}_{_helpers_digest()}"
 
-    ``ins`` is ``(gh, q, base, z, w)``: (L, N, H), (L, N, 3H), (L, N, 3H), (L, N, H) and
-    (3H, H). Step t computes ``dh_t = gh_t + dg_{t+1} @ w + dh_{t+1} z_{t+1}`` and
-    ``dg_t = dh_t q_t + base_t`` (``dh_t`` times each of the three H-blocks); returns
-    ``(dg, dh)``.
+
+def gru_grad_recurrence(xp: Any, saved: tuple, grads: tuple, dtype: Any) -> tuple[Any, Any]:
+    """A GRU layer's backward recurrence from its forward's saved arrays, last step first.
+
+    ``saved`` is ``(gates, hn, hs, h0, w)``: the gates [r, z, n] (L, N, 3H), the n gate's
+    hidden projections ``W_hn h + b_hn`` and the hidden states (L, N, H), the first hidden
+    state (N, H) and ``weight_hh`` (3H, H); ``grads`` is ``(gh, base)``, the gradients reaching
+    each step's h (L, N, H) and the part of the hidden projection's gradient that needs no
+    recurrence (L, N, 3H), each None when absent (no zeros are made). Step t, with ``h_prev``
+    the step's first h and ``per_n = (1 - z)(1 - n²)``: ``dh_t = gh_t + dg_{t+1} @ w + dh_{t+1}
+    z_{t+1}``, ``dg_t = [dh_t per_n hn r (1 - r), dh_t (h_prev - n) z (1 - z), dh_t per_n r] +
+    base_t``; returns ``(dg, dh)``.
 
     Example:
-        >>> ones = np.ones((2, 1, 1))
-        >>> dg, dh = gru_grad_recurrence(np, (ones, np.ones((2, 1, 3)), np.zeros((2, 1, 3)),
-        ...     ones, np.ones((3, 1))), np.float64)
+        >>> gates, hn = np.full((2, 1, 3), 0.5), np.ones((2, 1, 1))
+        >>> dg, dh = gru_grad_recurrence(np, (gates, hn, hn, hn[0], np.ones((3, 1))),
+        ...     (np.ones((2, 1, 1)), None), np.float64)
         >>> dh[:, 0, 0].tolist()
-        [5.0, 1.0]
+        [1.90625, 1.0]
     """
-    gh, q, base, z, w = (xp.ascontiguousarray(a, dtype=dtype) for a in ins)
-    steps, n, hidden = gh.shape
+    gates, hn, hs, h0, w = (xp.ascontiguousarray(a, dtype=dtype) for a in saved)
+    gh, base = (None if a is None else xp.ascontiguousarray(a, dtype=dtype) for a in grads)
+    steps, n, hidden = hs.shape
     dg, dh = xp.empty((steps, n, 3 * hidden), dtype), xp.empty((steps, n, hidden), dtype)
     carry_ht, carry_z = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     wt = xp.ascontiguousarray(w.T)
-    fused = xp is np and dtype in (np.float32, np.float64) and n * hidden > 0
-    step = _numba(_gru_step, f"k_gru_grad_step_{tiles.FINGERPRINT}") if fused else None
+    numba_step = fused(xp, dtype) and n * hidden > 0
+    step = _numba(_gru_step, _gru_stem()) if numba_step else functools.partial(_gru_xp_step, xp)
     with _spinning(xp):
         for t in reversed(range(steps)):
-            operands = (gh[t], q[t], base[t], z[t], carry_ht, carry_z)
-            if fused:
-                step(*operands, dg[t], dh[t])
-            else:
-                _gru_xp_step(xp, *operands, dg[t], dh[t])
+            per_step = (a if a is None else a[t] for a in (gh, base))
+            step(gates[t], hn[t], hs[t - 1] if t else h0, *per_step, carry_ht, carry_z, dg[t],
+                 dh[t])  # fmt: skip
             if t:
                 carry(xp, wt, dg[t], carry_ht)
     return dg, dh
