@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.bench.cpu_share import others_during
 from dualflow.bench.peers.child import deciles
 from dualflow.device import CPU, Device
 
@@ -51,7 +52,7 @@ class Measurement:
     busy: bool = False  # spread above the run's --max-spread: the run does not count
     varies: bool = False  # a peer's wide spread on an idle machine: its own (idle.varies_alone)
     peer: bool = False  # measured in a peer framework's process (peers/runner.py)
-    others_during: float | None = None  # others' largest CPU share while an attempt ran
+    others_during: float | None = None  # others' CPU share while timed (worst attempt's)
     idle: bool | None = None  # the idle gate's verdict before this cell (None: not gated)
     others_cpu: float | None = None  # other processes' share of the CPUs at the gate
     held_bytes: int | None = None  # a fresh compiled step keeps after its first calls (measured)
@@ -229,8 +230,11 @@ def measure(
         from dualflow.bench.devices import synchronizer  # noqa: PLC0415 - needs cupy
 
         sync = synchronizer(device)
-    times = time_calls(step, repeats, warmup, sync) * 1e3
+    time_calls(step, 0, warmup, sync)  # traced, kernels compiled and loaded: steady calls next
+    times, others = others_during(lambda: time_calls(step, repeats, 0, sync) * 1e3)
     base = None
     if baseline is not None:
         base = float(np.median(time_calls(baseline, repeats, warmup, sync) * 1e3))
-    return Measurement.of_times(workload, mode, times, peak_memory(step, device), baseline_ms=base)
+    row = Measurement.of_times(workload, mode, times, peak_memory(step, device), baseline_ms=base)
+    row.others_during = others  # other processes' CPU share during the timed calls
+    return row

@@ -5,6 +5,10 @@ from /proc/stat; the 1-minute load average per core where that is missing) and w
 for it to settle. After the run ``mark_busy`` flags rows whose ``(p90 - p10) / median`` over the
 repeats exceeds a threshold, and ``verdict`` says whether the run counts.
 
+Each cell also records ``others_during``, the share of the CPUs that other processes (the
+compile worker, another guest of the host) took while its calls were timed; a cell where that
+reaches ``OTHERS_LIMIT`` is disturbed however narrow its spread, and is measured again.
+
 A peer's cell can spread wide on an idle machine: JAX's jitted tiny-ops step runs in phases of
 0.03-0.05 ms and of 0.15 ms calls while no other process uses the CPUs (its own runtime's
 threads). Such a cell is not a disturbed one, and no re-measuring narrows it, so
@@ -22,12 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from dualflow.bench.cpu_share import machine_jiffies
 from dualflow.bench.harness import Measurement
 
 MAX_SPREAD = 0.5  # (p90 - p10) / median above this: the timings were disturbed
 OTHERS_LIMIT = 0.15  # others' share of all cores' time below this: the machine is idle
 ATTEMPTS = 3  # times a disturbed cell is measured before it stays busy (``until_quiet``)
-MIN_JIFFIES = 100  # kernel ticks over all CPUs below which ``others_during`` cannot say
 T = TypeVar("T")
 
 
@@ -40,17 +44,6 @@ class IdleCheck:
     waited_s: float
 
 
-def _cpu_times() -> tuple[int, int] | None:
-    # (busy, total) jiffies over all cores since boot; None off Linux.
-    try:
-        with open("/proc/stat") as f:
-            fields = [int(v) for v in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    idle = fields[3] + fields[4]  # idle + iowait
-    return sum(fields) - idle, sum(fields)
-
-
 def others_cpu(window_s: float = 0.25) -> float:
     """Share (0..1) of all cores' time that was busy while this process slept ``window_s``
     (so: other processes' use). The 1-minute load average per core where /proc/stat is missing
@@ -60,39 +53,12 @@ def others_cpu(window_s: float = 0.25) -> float:
         >>> 0.0 <= others_cpu(0.01) <= 1.0
         True
     """
-    before = _cpu_times()
+    before = machine_jiffies()
     time.sleep(window_s)
-    after = _cpu_times()
+    after = machine_jiffies()
     if before is None or after is None or after[1] == before[1]:
         return min(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
     return (after[0] - before[0]) / (after[1] - before[1])
-
-
-def others_during(
-    run_child: Callable[[], T],
-    machine: Callable[[], tuple[int, int] | None] = _cpu_times,
-    times: Callable[[], Sequence[float]] = os.times,
-) -> tuple[T, float | None]:
-    """``run_child()``'s result (it runs a process and waits for it) and the share (0..1) of all
-    CPUs' time that anything but that process took meanwhile: busy time (a hypervisor's steal
-    included) less the waited-for children's CPU time. This process's own time counts as
-    others': the bench's threads would disturb the child as another process does. None off
-    Linux, or over a window too short for the kernel's tick to measure. ``machine`` gives
-    (busy, total) jiffies of all CPUs, ``times`` is ``os.times``.
-
-    Example:
-        >>> result, share = others_during(lambda: sum(range(10)))
-        >>> result, share is None or 0.0 <= share <= 1.0
-        (45, True)
-    """
-    before, times_before = machine(), times()
-    result = run_child()
-    after, times_after = machine(), times()
-    if before is None or after is None or after[1] - before[1] < MIN_JIFFIES:
-        return result, None
-    child = sum(times_after[2:4]) - sum(times_before[2:4])  # seconds: children's user, system
-    others = after[0] - before[0] - child * os.sysconf("SC_CLK_TCK")
-    return result, min(1.0, max(0.0, others / (after[1] - before[1])))
 
 
 def wait_until_idle(
@@ -160,21 +126,39 @@ def until_quiet(
         >>> row.ms_median, row.attempts, row.dropped_spreads
         (1.2, 2, [2.5])
     """
-    tried: list[tuple[float, T]] = []
+    tried: list[tuple[tuple, T]] = []
     for _ in range(max(1, attempts)):
         result = measure_once()
-        width = spread(row_of(result))
-        if width is None or width <= max_spread:  # quiet, or a note-only row: keep it
-            tried.append((-1.0, result))
+        how = _disturbance(row_of(result), max_spread)
+        if how is None:  # quiet, or a note-only row: keep it
+            tried.append(((-1.0,), result))
             break
-        tried.append((width, result))
-    keep = min(range(len(tried)), key=lambda k: tried[k][0])  # first quiet, else least spread
+        tried.append((how, result))
+    keep = min(range(len(tried)), key=lambda k: tried[k][0])  # first quiet, else least disturbed
     row = row_of(tried[keep][1])
     row.attempts = len(tried)
-    row.dropped_spreads = [round(w, 3) for k, (w, _) in enumerate(tried) if k != keep] or None
-    shares = [row_of(result).others_during for _, result in tried]
-    row.others_during = None if None in shares else max(shares)  # the worst attempt's
+    dropped = [spread(row_of(result)) for k, (_, result) in enumerate(tried) if k != keep]
+    row.dropped_spreads = [round(w or 0.0, 3) for w in dropped] or None
     return tried[keep][1]
+
+
+def crowded(row: Measurement) -> bool:
+    """Whether other processes took ``OTHERS_LIMIT`` or more of the CPUs while the row's calls
+    were timed (``cpu_share.others_during``): its times are not its own, however narrow.
+
+    Example:
+        >>> crowded(Measurement("w", "eager", 1.0, 0.9, 1.1, 5, 0, others_during=0.4))
+        True
+    """
+    return row.others_during is not None and row.others_during >= OTHERS_LIMIT
+
+
+def _disturbance(row: Measurement, max_spread: float) -> tuple | None:
+    # None: quiet (or a note-only row); else a key ranking attempts, the least disturbed first
+    width = spread(row)
+    if width is None or (width <= max_spread and not crowded(row)):
+        return None
+    return crowded(row), width
 
 
 def varies_alone(row: Measurement, max_spread: float) -> bool:
@@ -197,7 +181,7 @@ def varies_alone(row: Measurement, max_spread: float) -> bool:
 
 def mark_busy(rows: Sequence[Measurement], max_spread: float = MAX_SPREAD) -> None:
     """Set each row's ``spread`` and flag ``busy`` when it exceeds ``max_spread``, unless the
-    spread is a peer's own (``varies``: ``varies_alone``).
+    spread is a peer's own (``varies``: ``varies_alone``), or when others crowded its calls.
 
     Example:
         >>> rows = [Measurement("w", "eager", 1.0, 0.9, 1.1, 5, 0),
@@ -208,7 +192,8 @@ def mark_busy(rows: Sequence[Measurement], max_spread: float = MAX_SPREAD) -> No
     for row in rows:
         row.spread = spread(row)
         row.varies = varies_alone(row, max_spread)
-        row.busy = row.spread is not None and row.spread > max_spread and not row.varies
+        wide = row.spread is not None and row.spread > max_spread and not row.varies
+        row.busy = wide or (bool(row.repeats) and crowded(row))
 
 
 def verdict(rows: Sequence[Measurement], max_spread: float, gated: bool) -> tuple[bool, str]:
@@ -225,7 +210,8 @@ def verdict(rows: Sequence[Measurement], max_spread: float, gated: bool) -> tupl
     not_idle = [r for r in measured if r.idle is False]
     if wide:
         shown = ", ".join(wide[:6]) + (", ..." if len(wide) > 6 else "")
-        reason = f"spread too wide ((p90-p10)/median > {max_spread:.2f}) in {len(wide)} of "
+        reason = f"spread too wide ((p90-p10)/median > {max_spread:.2f}) or others took "
+        reason += f"{OTHERS_LIMIT:.0%} of the CPUs while timed in {len(wide)} of "
         return False, f"busy: {reason}{len(measured)} rows ({shown}); this run does not count"
     if gated and not_idle:
         worst = max(r.others_cpu or 0.0 for r in not_idle)

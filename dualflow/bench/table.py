@@ -92,7 +92,11 @@ _NOISY = "noisy: p10-p90 spread wider than the median (busy machine); rerun, e.g
 def _note(row: Measurement) -> str:
     notes = [row.note, _NOISY if row.noisy and row.repeats else None]
     notes.append(f"SLOWER than {row.slower}" if row.slower else None)
-    notes.append("busy: spread too wide" if row.busy and not row.noisy else None)
+    if row.busy and not row.noisy:
+        crowd = row.others_during or 0.0
+        notes.append(
+            f"busy: others took {crowd:.0%} of the CPUs" if crowd else "busy: spread too wide"
+        )
     if row.idle is False:
         notes.append(f"machine not idle (others used {row.others_cpu or 0.0:.0%} of the CPUs)")
     return "; ".join(n for n in notes if n)

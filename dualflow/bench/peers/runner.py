@@ -15,8 +15,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dualflow.bench.cpu_share import others_during, own_children
 from dualflow.bench.harness import Measurement
-from dualflow.bench.idle import MAX_SPREAD, others_during, until_quiet, wait_until_idle
+from dualflow.bench.idle import MAX_SPREAD, until_quiet, wait_until_idle
 from dualflow.bench.peers.child import MARKER, PROBE
 
 CHILD = Path(__file__).with_name("child.py")
@@ -176,7 +177,7 @@ def run_peers(
             def attempt(framework: str = framework, name: str = name) -> Measurement:
                 check = None if idle_wait is None else wait_until_idle(idle_wait)
                 args = (python, framework, name, repeats(name), warmup(name), child)
-                row, others = others_during(lambda: run_peer(*args))
+                row, others = others_during(lambda: run_peer(*args), own_children)
                 row.others_during = others
                 if check is not None:
                     row.idle, row.others_cpu = check.idle, check.others
