@@ -360,7 +360,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     retry = (args.max_spread, args.attempts)
     rows = run(names, scale, args.seed, args.repeats, modes, device, wait, retry)
     peer_rows, text, extra = section.report(
-        args, names, rows, lambda n: repeats_of(n, scale, args.repeats), _warmup
+        args,
+        names,
+        rows,
+        lambda n: repeats_of(n, scale, args.repeats),
+        _warmup,
+        lambda name, mode: _warm_step(name, mode, args.seed, device),
     )
     print(format_table(rows))
     print(summary(rows))

@@ -1,5 +1,6 @@
 """One peer measurement in a fresh process: ``python child.py FRAMEWORK WORKLOAD REPEATS WARMUP``
-(workload ``-``: only check that the framework imports).
+(workload ``-``: only check that the framework imports), or ``python child.py serve FRAMEWORK
+WORKLOAD WARMUP``: a peer's step kept warm, timed on request (``serve``).
 
 Runs as a plain script under the peers' interpreter (stdlib only here; the framework module is
 imported from this file's folder), times the workload's step like ``dualflow.bench.harness`` and
@@ -93,33 +94,94 @@ def measure(framework: str, workload: str, repeats: int, warmup: int) -> dict[st
         >>> measure("nope", "mlp", 1, 1)
         {'error': "unknown peer framework 'nope'"}
     """
+    module, why = _load(framework)
+    if module is None:
+        return why
+    if workload == PROBE:
+        return {"probe": True, "mode": module.MODE, "version": module.VERSION}
+    built = _built(module, framework, workload)
+    if "step" not in built:
+        return built
+    try:
+        result = time_step(*built.pop("step"), repeats, warmup)
+    except Exception as exc:  # reported as the row's note, like a failed dualflow cell
+        return _error(exc)
+    return {**result, **built}
+
+
+def _load(framework: str) -> tuple[Any, dict[str, Any]]:
+    # (the framework's workloads module, {}), or (None, the skip/error record saying why not)
     if framework not in MODULES:
-        return {"error": f"unknown peer framework {framework!r}"}
+        return None, {"error": f"unknown peer framework {framework!r}"}
     try:
         importlib.import_module(framework)
     except ImportError as exc:
-        return {"skip": f"{framework} is not importable by {sys.executable}: {exc}"}
-    module = _framework_module(framework)
-    if workload == PROBE:
-        return {"probe": True, "mode": module.MODE, "version": module.VERSION}
+        return None, {"skip": f"{framework} is not importable by {sys.executable}: {exc}"}
+    return _framework_module(framework), {}
+
+
+def _built(module: Any, framework: str, workload: str) -> dict[str, Any]:
+    # {"step": (step, sync), "mode", "version"}, or the skip/error record saying why not
     if workload not in module.WORKLOADS:
         return {"skip": f"no {framework} version of {workload}"}
     try:
-        step, sync = module.WORKLOADS[workload]()
-        result = time_step(step, sync, repeats, warmup)
+        step = module.WORKLOADS[workload]()
     except Exception as exc:  # reported as the row's note, like a failed dualflow cell
-        return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
-    return {**result, "mode": module.MODE, "version": module.VERSION}
+        return _error(exc)
+    return {"step": step, "mode": module.MODE, "version": module.VERSION}
+
+
+def _error(exc: Exception) -> dict[str, Any]:
+    return {"error": f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"}
+
+
+def serve(framework: str, workload: str, warmup: int, lines: Any = sys.stdin) -> None:
+    """Build the workload's step once, warm it up, print a marked ``{"ready": ...}`` line (or
+    the record saying why not, as ``measure``'s), then answer each ``time N`` line read from
+    ``lines`` with a marked ``{"times_ms": [...]}``: N calls timed one by one. Stops at
+    ``quit`` or the input's end. The bench alternates these with its own calls
+    (``peers/alternate.py``), so a ratio's two sides meet the same machine.
+
+    Example:
+        >>> serve("nope", "mlp", 1, ["time 2"])
+        DUALFLOW_PEER_RESULT {"error": "unknown peer framework 'nope'"}
+    """
+    module, why = _load(framework)
+    built = why if module is None else _built(module, framework, workload)
+    if "step" not in built:
+        print(MARKER + json.dumps(built), flush=True)
+        return
+    step, sync = built.pop("step")
+    for _ in range(warmup):
+        sync(step())
+    print(MARKER + json.dumps({"ready": True, **built}), flush=True)
+    for line in lines:
+        words = line.split()
+        if not words or words[0] == "quit":
+            return
+        times = []
+        out = None
+        for _ in range(int(words[1])):
+            start = time.perf_counter()
+            out = step()
+            sync(out)
+            times.append((time.perf_counter() - start) * 1e3)
+        del out
+        print(MARKER + json.dumps({"times_ms": times}), flush=True)
 
 
 def main(argv: list[str]) -> int:
-    """Parse ``FRAMEWORK WORKLOAD REPEATS WARMUP``, measure, print the one marked line.
+    """Parse ``FRAMEWORK WORKLOAD REPEATS WARMUP``, measure, print the one marked line; or
+    ``serve FRAMEWORK WORKLOAD WARMUP`` (``serve``).
 
     Example:
         >>> main(["nope", "mlp", "1", "1"])
         DUALFLOW_PEER_RESULT {"error": "unknown peer framework 'nope'"}
         0
     """
+    if argv[0] == "serve":
+        serve(argv[1], argv[2], int(argv[3]))
+        return 0
     framework, workload, repeats, warmup = argv
     print(MARKER + json.dumps(measure(framework, workload, int(repeats), int(warmup))), flush=True)
     return 0

@@ -7,6 +7,7 @@ prints dualflow's and the peers' rows next to each other with the goal and wheth
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -29,13 +30,16 @@ class Goal:
 
 @dataclass
 class GoalResult:
-    """One goal of one workload in one run: the ratio (None when a row is missing) and verdict."""
+    """One goal of one workload in one run: the ratio (None when a row is missing) and verdict;
+    with alternated rounds (``peers/alternate.py``) the ratio is theirs, the cells' beside it."""
 
     workload: str
     goal: str
     ratio: float | None
     holds: bool | None
     busy: bool
+    cell_ratio: float | None = None  # the table cells' ratio, when rounds decided
+    rounds: list[float] | None = None  # each alternated round's ratio
 
 
 def has_avx512(cpuinfo: str = "/proc/cpuinfo") -> bool:
@@ -77,7 +81,13 @@ GOALS: dict[str, tuple[Goal, ...]] = {
 ISSUE_WORKLOADS = tuple(GOALS)  # what `dualflow bench --peers` runs without --workloads
 
 
-def _find(rows: Sequence[Measurement], workload: str, mode: str) -> Measurement | None:
+def find(rows: Sequence[Measurement], workload: str, mode: str) -> Measurement | None:
+    """The measured row of (workload, mode) in ``rows``, or None.
+
+    Example:
+        >>> find([Measurement("mlp", JAX, 4.0, 4.0, 4.0, 3, 0)], "mlp", JAX).ms_median
+        4.0
+    """
     return next((r for r in rows if r.workload == workload and r.mode == mode and r.repeats), None)
 
 
@@ -94,26 +104,37 @@ def reference_ms(peer: Measurement) -> float:
     return peer.bounds()[0] if peer.varies else peer.ms_median
 
 
-def evaluate(rows: Sequence[Measurement]) -> list[GoalResult]:
+def evaluate(
+    rows: Sequence[Measurement], rounds: dict[tuple[str, str, str], list[float]] | None = None
+) -> list[GoalResult]:
     """Every goal of the workloads present in ``rows``: dualflow's median against the peer's
-    ``reference_ms``.
+    ``reference_ms``, or, where ``rounds`` has the goal's (workload, mode, peer), the median of
+    its alternated rounds' ratios (the cells' ratio is kept beside it).
 
     Example:
         >>> rows = [Measurement("mlp", "compiled", 4.0, 4.0, 4.0, 3, 0),
         ...         Measurement("mlp", "jax jit", 5.0, 5.0, 5.0, 3, 0)]
-        >>> evaluate(rows)
-        [GoalResult(workload='mlp', goal='≤ JAX', ratio=0.8, holds=True, busy=False)]
+        >>> [(r.goal, r.ratio, r.holds) for r in evaluate(rows)]
+        [('≤ JAX', 0.8, True)]
+        >>> [(r.ratio, r.cell_ratio) for r in evaluate(rows, {("mlp", "compiled", JAX): [1.1]})]
+        [(1.1, 0.8)]
     """
     results = []
     for workload in dict.fromkeys(r.workload for r in rows):
         for goal in GOALS.get(workload, ()):
-            ours, peer = _find(rows, workload, goal.mode), _find(rows, workload, goal.peer)
+            ours, peer = find(rows, workload, goal.mode), find(rows, workload, goal.peer)
             if ours is None or peer is None:
                 results.append(GoalResult(workload, goal.text, None, None, False))
                 continue
             ratio = ours.ms_median / reference_ms(peer)
             busy = ours.busy or peer.busy
-            results.append(GoalResult(workload, goal.text, ratio, ratio <= goal.factor, busy))
+            result = GoalResult(workload, goal.text, ratio, ratio <= goal.factor, busy)
+            alternated = (rounds or {}).get((workload, goal.mode, goal.peer))
+            if alternated:
+                result.cell_ratio, result.rounds = ratio, alternated
+                result.ratio = statistics.median(alternated)
+                result.holds = result.ratio <= goal.factor
+            results.append(result)
     return results
 
 
@@ -133,13 +154,17 @@ def _ratio(a: Measurement | None, b: Measurement | None) -> str:
 def _holds(result: GoalResult) -> str:
     if result.holds is None:
         return "- (no peer row)"
-    return ("yes" if result.holds else "NO") + (" (busy)" if result.busy else "")
+    verdict = ("yes" if result.holds else "NO") + (" (busy)" if result.busy else "")
+    if result.rounds:  # decided by the alternated rounds: their median and range
+        low, high = min(result.rounds), max(result.rounds)
+        verdict += f" ({result.ratio:.2f}x over {len(result.rounds)} rounds, {low:.2f}-{high:.2f})"
+    return verdict
 
 
-def _line(rows: Sequence[Measurement], workload: str) -> list[str]:
-    eager, compiled = _find(rows, workload, "eager"), _find(rows, workload, "compiled")
-    torch, jax = _find(rows, workload, TORCH), _find(rows, workload, JAX)
-    results = evaluate([r for r in rows if r.workload == workload])
+def _line(rows: Sequence[Measurement], workload: str, rounds: dict | None) -> list[str]:
+    eager, compiled = find(rows, workload, "eager"), find(rows, workload, "compiled")
+    torch, jax = find(rows, workload, TORCH), find(rows, workload, JAX)
+    results = evaluate([r for r in rows if r.workload == workload], rounds)
     busy = [r for r in (eager, compiled, torch, jax) if r is not None and r.busy]
     alone = [r.mode for r in (torch, jax) if r is not None and r.varies]
     note = "busy: spread too wide" if busy else ""
@@ -161,7 +186,9 @@ HEADER = ["workload", "eager ms", "compiled ms", f"{TORCH} ms", f"{JAX} ms"]
 HEADER += ["compiled/torch", "compiled/jax", "eager/torch", "goal", "holds", "note"]
 
 
-def format_table(rows: Sequence[Measurement], notes: Sequence[str], footer: str) -> str:
+def format_table(
+    rows: Sequence[Measurement], notes: Sequence[str], footer: str, rounds: dict | None = None
+) -> str:
     """dualflow's eager and compiled rows beside the peers' (ms/step median (p10–p90)), the
     ratios, each workload's goals and whether they hold; the skip notes, then the footer.
 
@@ -175,7 +202,7 @@ def format_table(rows: Sequence[Measurement], notes: Sequence[str], footer: str)
         jax peers skipped: no jax
         busy: ...
     """
-    lines = [_line(rows, w) for w in dict.fromkeys(r.workload for r in rows)]
+    lines = [_line(rows, w, rounds) for w in dict.fromkeys(r.workload for r in rows)]
     widths = [max(len(c) for c in col) for col in zip(HEADER, *lines)]
     text = [
         "  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in [HEADER, *lines]
@@ -196,8 +223,8 @@ def floor_lines(rows: Sequence[Measurement]) -> list[str]:
     """
     lines = []
     for workload in dict.fromkeys(r.workload for r in rows):
-        floor = _find(rows, workload, FLOOR)
-        eager, torch = _find(rows, workload, "eager"), _find(rows, workload, TORCH)
+        floor = find(rows, workload, FLOOR)
+        eager, torch = find(rows, workload, "eager"), find(rows, workload, TORCH)
         goal = next((g for g in GOALS.get(workload, ()) if g.mode == "eager"), None)
         if floor is None or eager is None or torch is None or goal is None:
             continue

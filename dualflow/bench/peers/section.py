@@ -19,6 +19,7 @@ from dualflow.bench import first_calls
 from dualflow.bench.harness import Measurement
 from dualflow.bench.idle import ATTEMPTS, MAX_SPREAD, mark_busy, verdict
 from dualflow.bench.peers import goals
+from dualflow.bench.peers.alternate import ROUNDS, alternate
 from dualflow.bench.peers.runner import run_peers
 
 PEERS_IDLE_WAIT = 10.0  # --peers' default idle gate, seconds per cell
@@ -69,6 +70,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default {MAX_SPREAD}); a run with a busy row does not count",
     )
     parser.add_argument(
+        "--alternate-rounds",
+        type=int,
+        default=ROUNDS,
+        help="with --peers, time each goal's two steps in this many alternated rounds (its "
+        f"verdict is their median ratio; default {ROUNDS}; 0: judge the table's cells alone)",
+    )
+    parser.add_argument(
         "--attempts",
         type=int,
         default=ATTEMPTS,
@@ -112,12 +120,43 @@ def _first_calls(names: list[str], extra: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _alternated(
+    rows: list[Measurement],
+    args: argparse.Namespace,
+    warmup: Callable[[str], int],
+    warm_step: Callable[[str, str], Any],
+) -> tuple[dict[tuple[str, str, str], list[float]], list[str]]:
+    # every goal with both rows measured, timed in alternated rounds; a failure is a note line
+    rounds, notes = {}, []
+    for workload in dict.fromkeys(r.workload for r in rows):
+        for goal in goals.GOALS.get(workload, ()):
+            ours, peer = (
+                goals.find(rows, workload, goal.mode),
+                goals.find(rows, workload, goal.peer),
+            )
+            if ours is None or peer is None:
+                continue
+            key = (workload, goal.mode, goal.peer)
+            try:
+                step = warm_step(workload, goal.mode)
+                peer_side = (args.peers_python, warmup(workload))
+                done = alternate(
+                    key, step, ours.ms_median, peer.varies, peer_side, args.alternate_rounds
+                )
+            except (OSError, ValueError, subprocess.SubprocessError) as exc:
+                notes.append(f"alternated rounds of {' '.join(key)} failed: {exc}")
+                continue
+            rounds[key] = done.ratios
+    return rounds, notes
+
+
 def report(
     args: argparse.Namespace,
     names: Sequence[str],
     rows: list[Measurement],
     repeats: Callable[[str], int],
     warmup: Callable[[str], int],
+    warm_step: Callable[[str, str], Any] | None = None,
 ) -> tuple[list[Measurement], str, dict[str, Any]]:
     """Run the peers (with ``--peers``), flag busy rows among all; returns the peer rows, the
     text to print after dualflow's table (peer table and footer) and ``bench.json``'s extras.
@@ -142,10 +181,15 @@ def report(
     timed = _first_calls(first_call_names(args, names), extra)
     if not args.peers:
         return peer_rows, "\n".join([footer, *timed]), extra
+    rounds: dict[tuple[str, str, str], list[float]] = {}
+    failed: list[str] = []
+    if warm_step is not None and getattr(args, "alternate_rounds", 0) > 0:
+        rounds, failed = _alternated(everything, args, warmup, warm_step)
     extra["peers"] = {
         "python": args.peers_python,
-        "notes": notes,
-        "goals": [asdict(g) for g in goals.evaluate(everything)],
+        "notes": notes + failed,
+        "goals": [asdict(g) for g in goals.evaluate(everything, rounds)],
     }
     line = f"peers run by {args.peers_python}: {'; '.join(notes) or 'none for these workloads'}"
-    return peer_rows, "\n".join([goals.format_table(everything, [line], footer), *timed]), extra
+    table = goals.format_table(everything, [line, *failed], footer, rounds)
+    return peer_rows, "\n".join([table, *timed]), extra
