@@ -27,6 +27,7 @@ MAX_THREADS = 1024
 # handed the parts out holds the crew and waits, so never while that thread or another decides
 # OpenBLAS's threads (a data prefetch thread may call BLAS at any time: user transforms)
 NO_BLAS_THREADS = ("dualflow-cpu-", "dualflow-compile-answers", "dualflow-watchdog")
+NO_BLAS_THREADS += ("dualflow-peer-reader",)  # the bench's: reads a peer process's lines
 # threads of libraries a training loop commonly runs that never call BLAS: (module, class)
 NO_BLAS_CLASSES = (("tqdm._monitor", "TMonitor"),)  # a progress bar's refresh thread
 

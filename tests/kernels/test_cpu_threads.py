@@ -223,6 +223,40 @@ def test_blas_stays_on_its_threads_while_another_thread_may_call_it() -> None:
         user.join()
 
 
+def test_gemm_jobs_run_one_after_another_where_blas_keeps_its_threads(monkeypatch) -> None:
+    # two cores' multi-threaded GEMMs at once queue on OpenBLAS's lock: with the count kept up
+    # by another thread, the jobs run on this thread, each GEMM on OpenBLAS's threads
+    from dualflow.background import blas
+    from dualflow.background.process import using_threads
+
+    before = blas.get_threads()
+    if before is None or before < 2:
+        pytest.skip("numpy's BLAS is not a multi-threaded OpenBLAS here")
+
+    def where(count: int) -> list[str]:
+        ran: list[tuple[int, str]] = []
+        cpu_threads.run_pulled_gemms(
+            count, lambda k: ran.append((k, threading.current_thread().name))
+        )
+        assert sorted(k for k, _ in ran) == list(range(count))
+        return [name for _, name in ran]
+
+    pulled = []
+    real = cpu_threads.run_pulled
+    monkeypatch.setattr(cpu_threads, "run_pulled", lambda n, job: pulled.append(n) or real(n, job))
+    with using_threads(2):
+        where(40)
+        assert pulled == [40]  # alone: pulled by every thread, OpenBLAS on one each
+        stop = threading.Event()
+        user = threading.Thread(target=stop.wait, name="user-data")
+        user.start()
+        try:
+            assert set(where(40)) == {threading.current_thread().name} and pulled == [40]
+        finally:
+            stop.set()
+            user.join()
+
+
 @pytest.fixture
 def spin_changes(monkeypatch):
     """The idle spins ``blas_spinning`` sets, recorded instead of set (dualflow owning it)."""

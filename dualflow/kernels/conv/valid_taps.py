@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.kernels.base.cpu_threads import blas_on_callers, run_pulled, threads
+from dualflow.kernels.base.cpu_threads import run_pulled_gemms, threads
 from dualflow.kernels.base.windows import Pair
 from dualflow.kernels.conv import column_copies, layout_copies
 
@@ -97,12 +97,7 @@ def _accumulate(src: Any, mats: list, ksize: Pair, offsets: Pair, out_hw: Pair) 
         pixels = np.ascontiguousarray(src[:, regions[order[k]][2], regions[order[k]][3]])
         products[k] = np.matmul(pixels.reshape(-1, pixels.shape[-1]), mats[order[k]])
 
-    if threads() == 1:  # one after another, each GEMM on OpenBLAS's threads
-        for k in range(len(order)):
-            product(k)
-    else:
-        with blas_on_callers():
-            run_pulled(len(order), product)
+    run_pulled_gemms(len(order), product)
     for k, t in enumerate(order):  # in tap order, whatever core computed which
         rows, cols = regions[t][:2]
         y[:, rows, cols] += products[k].reshape(n, *y[:, rows, cols].shape[1:])

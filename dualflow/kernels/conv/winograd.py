@@ -20,10 +20,9 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import (
-    blas_on_callers,
     parts_for,
     run_parts,
-    run_pulled,
+    run_pulled_gemms,
     split,
     threads,
 )
@@ -221,12 +220,7 @@ def _run_chunks(chunks: list[tuple[int, int]], chunk: Any) -> None:
     if len(chunks) == 1:
         chunk(*chunks[0])
         return
-    if threads() == 1:  # one after another, each GEMM on OpenBLAS's threads
-        for a, b in chunks:
-            chunk(a, b)
-        return
-    with blas_on_callers():
-        run_pulled(len(chunks), lambda k: chunk(*chunks[k]))
+    run_pulled_gemms(len(chunks), lambda k: chunk(*chunks[k]))
 
 
 def _gemms(a: Any, b: Any) -> Any:
@@ -244,8 +238,7 @@ def _gemms(a: Any, b: Any) -> Any:
         i, j = parts[k]
         np.matmul(a[i:j], b[i:j], out=out[i:j])
 
-    with blas_on_callers():
-        run_pulled(len(parts), group)
+    run_pulled_gemms(len(parts), group)
     return out
 
 
