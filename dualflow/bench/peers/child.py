@@ -138,7 +138,8 @@ def _error(exc: Exception) -> dict[str, Any]:
 def serve(framework: str, workload: str, warmup: int, lines: Any = sys.stdin) -> None:
     """Build the workload's step once, warm it up, print a marked ``{"ready": ...}`` line (or
     the record saying why not, as ``measure``'s), then answer each ``time N`` line read from
-    ``lines`` with a marked ``{"times_ms": [...]}``: N calls timed one by one. Stops at
+    ``lines`` with a marked ``{"times_ms": [...]}``: N calls timed one by one after an untimed
+    one. Stops at
     ``quit`` or the input's end. The bench alternates these with its own calls
     (``peers/alternate.py``), so a ratio's two sides meet the same machine.
 
@@ -159,8 +160,9 @@ def serve(framework: str, workload: str, warmup: int, lines: Any = sys.stdin) ->
         words = line.split()
         if not words or words[0] == "quit":
             return
+        out = step()  # one untimed call: the first after the bench's own block runs cold
+        sync(out)
         times = []
-        out = None
         for _ in range(int(words[1])):
             start = time.perf_counter()
             out = step()
