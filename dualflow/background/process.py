@@ -30,13 +30,23 @@ NO_BLAS_THREADS = ("dualflow-cpu-", "dualflow-compile-answers", "dualflow-watchd
 NO_BLAS_THREADS += ("dualflow-peer-reader",)  # the bench's: reads a peer process's lines
 # threads of libraries a training loop commonly runs that never call BLAS: (module, class)
 NO_BLAS_CLASSES = (("tqdm._monitor", "TMonitor"),)  # a progress bar's refresh thread
+# a Jupyter kernel's own threads (messages, heartbeat, history database); user code runs on the
+# main thread (or a subshell's, not named here)
+NO_BLAS_CLASSES += (
+    ("ipykernel.heartbeat", "Heartbeat"),
+    ("ipykernel.control", "ControlThread"),
+    ("ipykernel.parentpoller", "ParentPollerUnix"),
+    ("IPython.core.history", "HistorySavingThread"),
+)
+NO_BLAS_NAMES = frozenset({"IOPub"})  # ipykernel's IOPub thread: a plain Thread with this name
 
 
 def blas_callers() -> list[threading.Thread]:
     """The other threads that may be inside a BLAS call now: every thread but this one,
     dualflow's own (``NO_BLAS_THREADS``) and known library threads that never call BLAS (tqdm's
     monitor: a progress bar in the training loop used to keep OpenBLAS's threads spinning for
-    the whole run, as ``_tune_blas`` found it and gave up).
+    the whole run, as ``_tune_blas`` found it and gave up; a Jupyter kernel's threads, alive in
+    every notebook: any of these kept OpenBLAS's count up and made convolutions ~1.8x slower).
 
     Example:
         >>> blas_callers()
@@ -47,6 +57,7 @@ def blas_callers() -> list[threading.Thread]:
         for t in threading.enumerate()
         if t is not threading.current_thread()
         and not t.name.startswith(NO_BLAS_THREADS)
+        and t.name not in NO_BLAS_NAMES
         and (type(t).__module__, type(t).__name__) not in NO_BLAS_CLASSES
     ]
 

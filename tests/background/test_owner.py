@@ -177,3 +177,34 @@ def test_a_progress_bars_monitor_is_no_blas_caller_but_a_users_thread_is() -> No
     finally:
         bar.close()
         user.join()
+
+
+def test_a_jupyter_kernels_threads_are_no_blas_callers() -> None:
+    # alive in every notebook: counted as callers, they kept OpenBLAS's count up and made
+    # convolutions ~1.8x slower; a thread of the same class name from another module still counts
+    import types
+
+    from dualflow.background.process import blas_callers
+
+    def thread_of(module: str, cls_name: str, **kwargs: object) -> threading.Thread:
+        cls = types.new_class(cls_name, (threading.Thread,))
+        cls.__module__ = module
+        return cls(target=stop.wait, daemon=True, **kwargs)
+
+    stop = threading.Event()
+    kernel = [
+        thread_of("ipykernel.heartbeat", "Heartbeat"),
+        thread_of("ipykernel.control", "ControlThread", name="Control"),
+        thread_of("IPython.core.history", "HistorySavingThread"),
+        threading.Thread(target=stop.wait, name="IOPub", daemon=True),
+    ]
+    others = [thread_of("mylib.net", "Heartbeat"), threading.Thread(target=stop.wait)]
+    for t in kernel + others:
+        t.start()
+    try:
+        callers = set(blas_callers())
+        assert not callers & set(kernel) and set(others) <= callers
+    finally:
+        stop.set()
+        for t in kernel + others:
+            t.join()
