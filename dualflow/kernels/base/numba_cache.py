@@ -13,6 +13,8 @@ from __future__ import annotations
 import hashlib
 import pickle
 import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -133,6 +135,32 @@ def in_kernels_store(dispatcher: Any, stem: str) -> None:
     store = open_store("kernels")
     if store is not None:
         attach(dispatcher, store, stem)
+
+
+_BUILDING = threading.Lock()
+
+
+def built_once(table: dict, key: Any, build: Callable[[], tuple[Any, str]]) -> Any:
+    """``table[key]``, built at its first need by ``build()`` (a dispatcher and its stem in the
+    signed kernels store, ``in_kernels_store``) under one lock, so two threads never compile the
+    same kernel twice; later calls read the table without the lock (a dict read is atomic).
+
+    Example:
+        >>> table = {}
+        >>> f = built_once(table, "k", lambda: (numba.njit(lambda x: x * 3), "k_doc_triple"))
+        >>> f(2), built_once(table, "k", lambda: None) is f
+        (6, True)
+    """
+    kernel = table.get(key)
+    if kernel is not None:
+        return kernel
+    with _BUILDING:
+        kernel = table.get(key)
+        if kernel is None:
+            kernel, stem = build()
+            in_kernels_store(kernel, stem)
+            table[key] = kernel
+        return kernel
 
 
 def cached_njit(py_func: Any, stem: str) -> Any:

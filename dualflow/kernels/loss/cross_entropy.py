@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ PART_MIN = 1 << 16  # elements per part: below, a second thread costs more than 
 # digest of the module's source stands for them (exp_f32's fingerprint for exp)
 _DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _KERNELS: dict[tuple[str, np.dtype], Any] = {}
-_LOCK = threading.Lock()
 
 
 def covers(x: Any, labels: Any) -> bool:
@@ -128,17 +126,12 @@ def _make(kind: str, exp: Any) -> Any:
 def _kernel(kind: str, dtype: np.dtype) -> Any:
     """Kernel ``kind`` for ``dtype``, built once per process, its machine code in the signed
     kernels store (the stem names this module's digest and exp_f32's fingerprint)."""
-    key = (kind, dtype)
-    kernel = _KERNELS.get(key)  # built: no lock (a dict read is atomic)
-    if kernel is not None:
-        return kernel
-    with _LOCK:
-        kernel = _KERNELS.get(key)
-        if kernel is None:
-            kernel = _make(kind, exp_f32 if dtype == np.float32 else _exp64)
-            numba_cache.in_kernels_store(kernel, f"k_ce{kind}{dtype.name}x{_DIGEST}x{FINGERPRINT}")
-            _KERNELS[key] = kernel
-        return kernel
+
+    def build() -> tuple[Any, str]:
+        kernel = _make(kind, exp_f32 if dtype == np.float32 else _exp64)
+        return kernel, f"k_ce{kind}{dtype.name}x{_DIGEST}x{FINGERPRINT}"
+
+    return numba_cache.built_once(_KERNELS, (kind, dtype), build)
 
 
 def _parts(rows: int, size: int) -> list[tuple[int, int]]:

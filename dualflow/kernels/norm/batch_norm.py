@@ -16,7 +16,6 @@ for large inputs; each channel is one part's alone, so results never depend on t
 from __future__ import annotations
 
 import hashlib
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # the module's source stands for them
 _DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _KERNELS: dict[np.dtype, Any] = {}
-_LOCK = threading.Lock()
 
 
 def covers(x: Any, gamma: Any, beta: Any) -> bool:
@@ -98,16 +96,12 @@ def _normalize(x, gamma, beta, eps, y, mean, var, lo, hi):  # pragma: no cover -
 def _kernel(dtype: np.dtype) -> Any:
     """The kernel for ``dtype``, built once per process, its machine code in the signed kernels
     store (the stem names this module's digest)."""
-    kernel = _KERNELS.get(dtype)  # built: no lock (a dict read is atomic)
-    if kernel is not None:
-        return kernel
-    with _LOCK:
-        kernel = _KERNELS.get(dtype)
-        if kernel is None:
-            kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(_normalize)
-            numba_cache.in_kernels_store(kernel, f"k_batchnorm{dtype.name}x{_DIGEST}")
-            _KERNELS[dtype] = kernel
-        return kernel
+
+    def build() -> tuple[Any, str]:
+        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(_normalize)
+        return kernel, f"k_batchnorm{dtype.name}x{_DIGEST}"
+
+    return numba_cache.built_once(_KERNELS, dtype, build)
 
 
 def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> tuple:
