@@ -184,8 +184,18 @@ def _dropout(scope: Scope, piece: Piece) -> Statement:
 
 
 def _batchnorm(scope: Scope, piece: Piece) -> Statement:
+    """BatchNorm1d over the (N, W) rows (numpy's form), or over the same values as (1, W, N)
+    planes: the same statistics, through the numba kernel that runs (N, C, ...) inputs."""
     bn = scope.module(nn.BatchNorm1d(scope.width))
-    return lambda h, env: bn(h)
+    if piece.get("kind", "rows") == "rows":
+        return lambda h, env: bn(h)
+
+    def planes(h: Any, env: Any) -> Any:
+        width_first = ops.transpose(h)
+        out = bn(ops.reshape(width_first, (1, *width_first.shape)))
+        return ops.transpose(ops.reshape(out, width_first.shape))
+
+    return planes
 
 
 def _linear_bn(scope: Scope, piece: Piece) -> Statement:
@@ -272,7 +282,7 @@ def _register_all() -> None:
         Fragment("clip", _clip_draw, _clip),
         Fragment("softmax", _softmax_draw, _softmax),
         Fragment("dropout", lambda d, c: {"ratio": d(st.sampled_from([0.1, 0.3, 0.5]))}, _dropout),
-        Fragment("batchnorm", lambda d, c: {}, _batchnorm),
+        Fragment("batchnorm", _pick(["rows", "planes"]), _batchnorm),
         Fragment("linear_bn", lambda d, c: {}, _linear_bn),
         Fragment("conv", lambda d, c: {"pad": d(st.sampled_from([1, 2]))}, _conv),
         Fragment("assign", _assign_draw, _assign, weight=2),
