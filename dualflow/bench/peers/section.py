@@ -143,8 +143,11 @@ def _alternated(
                 done = alternate(
                     key, step, ours.ms_median, peer.varies, peer_side, args.alternate_rounds
                 )
-            except (OSError, ValueError, subprocess.SubprocessError) as exc:
-                notes.append(f"alternated rounds of {' '.join(key)} failed: {exc}")
+            except Exception as exc:  # one goal's failed rounds must not hide the others'
+                why = str(exc).splitlines()[0] if str(exc) else ""
+                notes.append(
+                    f"alternated rounds of {' '.join(key)} failed: {type(exc).__name__}: {why}"
+                )
                 continue
             rounds[key] = done.ratios
     return rounds, notes

@@ -132,4 +132,4 @@ def test_report_alternates_each_goal_with_both_rows(monkeypatch) -> None:
     goals = {g["goal"]: (g["ratio"], g["rounds"]) for g in extra["peers"]["goals"]}
     assert goals["≤ JAX"] == (0.55, [0.5, 0.6])
     assert goals["eager ≤ 1.0× PyTorch eager"] == (0.8, None)  # the cells', its rounds failed
-    assert "alternated rounds of tiny-ops eager torch eager failed: torch is not" in text
+    assert "rounds of tiny-ops eager torch eager failed: ValueError: torch is not" in text
