@@ -34,11 +34,7 @@ GRADS = ("gh", "gc", "base")
 
 
 def _check(metas: tuple, given: tuple) -> tuple[int, int, int]:
-    if len(given) != 3 or len(metas) != 4 + sum(map(bool, given)):
-        raise ShapeError(
-            f"lstm_scan_grad: given {given} must flag which of gh, gc, base follow the 4 saved "
-            f"arrays, got {len(metas)} inputs"
-        )
+    given_count("lstm_scan_grad", metas, given, SAVED, GRADS)
     cs, w = metas[1], metas[3]
     if len(cs.shape) != 3 or len(w.shape) != 2:
         raise ShapeError(
@@ -47,16 +43,42 @@ def _check(metas: tuple, given: tuple) -> tuple[int, int, int]:
         )
     steps, n, hidden = cs.shape
     state, gates = (steps, n, hidden), (steps, n, 4 * hidden)
-    names = SAVED + tuple(name for name, g in zip(GRADS, given) if g)
-    wanted = (gates, state, (n, hidden), (4 * hidden, hidden))
-    wanted += tuple(s for s, g in zip((state, state, gates), given) if g)
-    if any(tuple(m.shape) != s for m, s in zip(metas, wanted)):
-        got = ", ".join(f"{name} {tuple(m.shape)}" for name, m in zip(names, metas))
-        raise ShapeError(
-            f"lstm_scan_grad: {got} do not fit acts (L, N, 4H), cs (L, N, H), c0 (N, H), "
-            "weight_hh (4H, H), gh and gc (L, N, H), base (L, N, 4H)"
-        )
+    saved = (gates, state, (n, hidden), (4 * hidden, hidden))
+    layout = "acts (L, N, 4H), cs (L, N, H), c0 (N, H), weight_hh (4H, H), gh and gc (L, N, H), "
+    layout += "base (L, N, 4H)"
+    wanted = zip(SAVED + GRADS, saved + (state, state, gates))
+    given_shapes("lstm_scan_grad", metas, given, wanted, layout)
     return steps, n, hidden
+
+
+def given_count(op: str, metas: tuple, given: tuple, saved: tuple, grads: tuple) -> None:
+    """ShapeError unless ``given`` flags each of ``grads`` and ``metas`` holds the ``saved``
+    arrays and then the flagged gradients (a recurrence-gradient op's inputs).
+
+    Example:
+        >>> given_count("op", (1, 2, 3), (True, False), ("a", "b"), ("g", "h"))
+    """
+    if len(given) != len(grads) or len(metas) != len(saved) + sum(map(bool, given)):
+        raise ShapeError(
+            f"{op}: given {given} must flag which of {', '.join(grads)} follow the "
+            f"{len(saved)} saved arrays, got {len(metas)} inputs"
+        )
+
+
+def given_shapes(op: str, metas: tuple, given: tuple, wanted: Any, layout: str = "") -> None:
+    """ShapeError unless ``metas`` (the saved arrays, then the gradients ``given`` flags) have
+    the shapes ``wanted`` pairs with their names, saved arrays first; ``layout`` names them all.
+
+    Example:
+        >>> from dualflow.ops.registry import Meta
+        >>> given_shapes("op", (Meta((2,), "f"),), (False,), [("a", (2,)), ("g", (3,))])
+    """
+    wanted = list(wanted)
+    saved = len(metas) - sum(map(bool, given))
+    named = wanted[:saved] + [w for w, g in zip(wanted[saved:], given) if g]
+    if any(tuple(m.shape) != shape for m, (_, shape) in zip(metas, named)):
+        got = ", ".join(f"{name} {tuple(m.shape)}" for m, (name, _) in zip(metas, named))
+        raise ShapeError(f"{op}: {got} do not fit {layout}")
 
 
 def _grad_scratch(metas: tuple, attrs: dict) -> int:

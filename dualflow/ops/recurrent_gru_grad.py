@@ -20,7 +20,7 @@ from dualflow.ops.dispatch import apply
 from dualflow.ops.indexing import getitem
 from dualflow.ops.join import concat, stack
 from dualflow.ops.linalg import matmul
-from dualflow.ops.recurrent_grad import previous_states
+from dualflow.ops.recurrent_grad import given_count, given_shapes, previous_states
 from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import expand_dims, reshape, transpose
@@ -30,11 +30,7 @@ GRADS = ("gh", "base")
 
 
 def _check(metas: tuple, given: tuple) -> tuple[int, int, int]:
-    if len(given) != 2 or len(metas) != 5 + sum(map(bool, given)):
-        raise ShapeError(
-            f"gru_scan_grad: given {given} must flag which of gh, base follow the 5 saved "
-            f"arrays, got {len(metas)} inputs"
-        )
+    given_count("gru_scan_grad", metas, given, SAVED, GRADS)
     hs, w = metas[2], metas[4]
     if len(hs.shape) != 3 or len(w.shape) != 2:
         raise ShapeError(
@@ -43,15 +39,10 @@ def _check(metas: tuple, given: tuple) -> tuple[int, int, int]:
         )
     steps, n, hidden = hs.shape
     state, gates = (steps, n, hidden), (steps, n, 3 * hidden)
-    names = SAVED + tuple(name for name, g in zip(GRADS, given) if g)
-    wanted = (gates, state, state, (n, hidden), (3 * hidden, hidden))
-    wanted += tuple(s for s, g in zip((state, gates), given) if g)
-    if any(tuple(m.shape) != s for m, s in zip(metas, wanted)):
-        got = ", ".join(f"{name} {tuple(m.shape)}" for name, m in zip(names, metas))
-        raise ShapeError(
-            f"gru_scan_grad: {got} do not fit gates (L, N, 3H), hn and hs (L, N, H), h0 (N, H), "
-            "weight_hh (3H, H), gh (L, N, H), base (L, N, 3H)"
-        )
+    saved = (gates, state, state, (n, hidden), (3 * hidden, hidden))
+    layout = "gates (L, N, 3H), hn and hs (L, N, H), h0 (N, H), weight_hh (3H, H), gh (L, N, H), "
+    layout += "base (L, N, 3H)"
+    given_shapes("gru_scan_grad", metas, given, zip(SAVED + GRADS, (*saved, state, gates)), layout)
     return steps, n, hidden
 
 

@@ -239,34 +239,6 @@ def test_bn_dropout_assign_and_double_backward_with_every_optimizer(optimizer: s
         assert differences(spec, passes) == [], (optimizer, passes)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_batch_norm_over_planes_runs_its_kernel_compiled_as_eager(
-    dtype: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # (1, W, N) planes: batch norm's numba kernel (kernels/norm), with a batch change mid-run
-    from dualflow.kernels.norm import batch_norm
-
-    calls = []
-    forward = batch_norm.forward
-    monkeypatch.setattr(batch_norm, "forward", lambda *a: calls.append(1) or forward(*a))
-    spec = Spec(
-        13,
-        width=16,
-        batches=(8, 8, 8, 8, 5),
-        body=(
-            Piece.of("batchnorm", kind="planes"),
-            Piece.of("unary", kind="tanh"),
-            Piece.of("batchnorm", kind="rows"),
-        ),
-        dtype=dtype,
-        optimizer="adam",
-        loss="xent",
-    )
-    for passes in ("O0", "exact"):
-        assert differences(spec, passes) == [], passes
-    assert calls  # the planes went through the kernel
-
-
 def test_a_registered_fragment_with_extra_state_and_a_hook_is_drawn(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
