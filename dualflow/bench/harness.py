@@ -52,7 +52,7 @@ class Measurement:
     busy: bool = False  # spread above the run's --max-spread: the run does not count
     varies: bool = False  # a peer's wide spread on an idle machine: its own (idle.varies_alone)
     peer: bool = False  # measured in a peer framework's process (peers/runner.py)
-    others_during: float | None = None  # others' CPU share while timed (worst attempt's)
+    others_during: float | None = None  # others' CPU share while timed (the kept attempt's)
     idle: bool | None = None  # the idle gate's verdict before this cell (None: not gated)
     others_cpu: float | None = None  # other processes' share of the CPUs at the gate
     held_bytes: int | None = None  # a fresh compiled step keeps after its first calls (measured)

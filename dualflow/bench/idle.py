@@ -12,10 +12,11 @@ reaches ``OTHERS_LIMIT`` is disturbed however narrow its spread, and is measured
 A peer's cell can spread wide on an idle machine: JAX's jitted tiny-ops step runs in phases of
 0.03-0.05 ms and of 0.15 ms calls while no other process uses the CPUs (its own runtime's
 threads). Such a cell is not a disturbed one, and no re-measuring narrows it, so
-``varies_alone`` tells it apart: a peer's cell that stayed wide in every attempt while other
-processes used less than ``OTHERS_LIMIT`` of the CPUs (``others_during``, measured over each
-attempt). It does not stop a run from counting; the goals judge dualflow against such a peer's
-10th percentile, its fast calls, never its median. dualflow's own rows are never excused.
+``varies_alone`` tells it apart: a peer's cell that stayed wide in every attempt, the one kept
+(the least disturbed) run while other processes used less than ``OTHERS_LIMIT`` of the CPUs
+(``others_during``). It does not stop a run from counting; the goals judge dualflow against
+such a peer's 10th percentile, its fast calls, never its median. dualflow's own rows are never
+excused.
 """
 
 from __future__ import annotations
@@ -163,8 +164,8 @@ def _disturbance(row: Measurement, max_spread: float) -> tuple | None:
 
 def varies_alone(row: Measurement, max_spread: float) -> bool:
     """Whether a row's wide spread is its framework's own, not a disturbance: a peer's cell,
-    measured again and wide every time, while other processes used less than ``OTHERS_LIMIT``
-    of the CPUs in each attempt (``others_during``). dualflow's own rows never are.
+    measured again and wide every time, the attempt kept run while other processes used less
+    than ``OTHERS_LIMIT`` of the CPUs (``others_during``). dualflow's own rows never are.
 
     Example:
         >>> row = Measurement("w", "jax jit", 1.0, 0.2, 2.0, 9, 0, peer=True, spread=1.2,
