@@ -33,23 +33,14 @@ FRAMEWORK_OF = {"torch eager": "torch", "jax jit": "jax"}
 
 @dataclass
 class Alternated:
-    """One goal's alternated rounds: each round's dualflow/peer ratio and their median."""
+    """One goal's alternated rounds: the calls each side timed a round, each round's ratio
+    (``goals.evaluate`` takes their median)."""
 
     workload: str
     mode: str
     peer: str
     calls: int
     ratios: list[float]
-
-    @property
-    def ratio(self) -> float:
-        """The median of the rounds' ratios.
-
-        Example:
-            >>> Alternated("mlp", "compiled", "jax jit", 9, [0.9, 1.2, 1.0]).ratio
-            1.0
-        """
-        return statistics.median(self.ratios)
 
 
 class PeerServer:
