@@ -1,13 +1,15 @@
-"""The LSTM forward's numba cell step (``kernels/linalg/lstm_forward.py``) gives the bits of the
-numpy cell it replaces (``lstm_scan``'s array-call path, the ops' ``sigmoid``/``tanh``) at any
-sizes, including feature counts that are not a multiple of its 16-wide tiles, and leaves its
-inputs alone."""
+"""The LSTM forward's one-GEMM loop and numba cell step (``kernels/linalg/lstm_forward.py``) give
+the bits of the numpy cell it replaces (``lstm_scan``'s array-call path, the ops'
+``sigmoid``/``tanh``) at any sizes, including feature counts that are not a multiple of its
+16-wide tiles, and leave their inputs alone. The lockstep loop that takes larger layers
+(``lstm_lockstep``) is switched off here; ``test_lstm_lockstep.py`` checks it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from dualflow.kernels.linalg import lstm_lockstep
 from dualflow.kernels.linalg.lstm_forward import fits, lstm_forward
 from dualflow.ops import recurrent
 from dualflow.ops.recurrent import LSTMScan
@@ -18,6 +20,11 @@ def _array_path(monkeypatch: pytest.MonkeyPatch, *ins: np.ndarray) -> tuple:
     with monkeypatch.context() as patch:
         patch.setattr(recurrent, "fits", lambda xp, dtype: False)
         return LSTMScan.forward(np, *ins)
+
+
+@pytest.fixture(autouse=True)
+def _one_gemm_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lstm_lockstep, "fits", lambda xp, dtype, hidden: False)
 
 
 def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> tuple:

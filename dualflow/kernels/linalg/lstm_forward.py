@@ -12,50 +12,15 @@ operation rounded to float32 in the same order), so its bits are those of the nu
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-import numba
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
-from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT, tanh_f32
-from dualflow.kernels.fast_math.scalars import fingerprint
-from dualflow.kernels.linalg import tiles
+from dualflow.kernels.fast_math.fast_tanh import tanh_f32
+from dualflow.kernels.linalg import lstm_lockstep
+from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
-
-_KERNELS: dict[str, Any] = {}
-HALF = np.float32(0.5)
-"""sigmoid's constant, float32: ``0.5 * tanh(0.5 * x) + 0.5`` rounds as the ``sigmoid`` op."""
-
-
-@numba.njit(inline="always")
-def activate_sigmoid(a):
-    """The ``sigmoid`` op's float32 bits, in place on a 1-D contiguous array (inlined by the
-    cell kernels; one array, so the loop vectorizes without alias checks).
-
-    Example:
-        >>> a = np.array([0.0, 100.0], np.float32)
-        >>> activate_sigmoid(a)
-        >>> a.tolist()
-        [0.5, 1.0]
-    """
-    for m in range(a.shape[0]):
-        a[m] = HALF * tanh_f32(HALF * a[m]) + HALF
-
-
-@numba.njit(inline="always")
-def activate_tanh(a):
-    """The ``tanh`` op's float32 bits (``tanh_f32``), in place on a 1-D contiguous array.
-
-    Example:
-        >>> a = np.array([0.0, -100.0], np.float32)
-        >>> activate_tanh(a)
-        >>> a.tolist()
-        [0.0, -1.0]
-    """
-    for m in range(a.shape[0]):
-        a[m] = tanh_f32(a[m])
 
 
 def _cell(xw, product, h_fm, c_prev, gates, h_out, c_out):
@@ -70,34 +35,20 @@ def _cell(xw, product, h_fm, c_prev, gates, h_out, c_out):
         activate_sigmoid(g[: 2 * hidden])
         activate_tanh(g[2 * hidden : 3 * hidden])
         activate_sigmoid(g[3 * hidden :])
+        # the gates' pieces indexed from 0: whole-row indexing did not vectorize (~8x slower)
+        i, f, gg, o = (
+            g[:hidden],
+            g[hidden : 2 * hidden],
+            g[2 * hidden : 3 * hidden],
+            g[3 * hidden :],
+        )
         c_from, c_to, h_to = c_prev[r], c_out[r], h_out[r]
         for j in range(hidden):
-            v = g[hidden + j] * c_from[j]
-            c_to[j] = v + g[j] * g[2 * hidden + j]
+            v = f[j] * c_from[j]
+            c_to[j] = v + i[j] * gg[j]
         for j in range(hidden):
-            h_to[j] = g[3 * hidden + j] * tanh_f32(c_to[j])
+            h_to[j] = o[j] * tanh_f32(c_to[j])
     to_fm(h_out, h_fm)
-
-
-def cell_kernel(cell: Any, name: str) -> Any:
-    """``cell`` (a recurrent cell step inlining the activations and the tiles) compiled through
-    the kernels cache, once a process; the stem names the fast tanh and every inlined helper,
-    since the cache key hashes ``cell``'s own bytecode only (a change to any of them is a new
-    kernel). Shared by the LSTM and GRU cells.
-
-    Example:
-        >>> cell_kernel(_cell, "lstm_cell") is cell_kernel(_cell, "lstm_cell")
-        True
-    """
-    helpers = "".join(fingerprint(f) for f in (activate_sigmoid, activate_tanh))
-    digest = hashlib.sha256(f"{helpers}{tiles.FINGERPRINT}{HALF!r}".encode()).hexdigest()[:16]
-    stem = f"k_{name}_{FINGERPRINT}_{digest}"
-    kernel = _KERNELS.get(stem)
-    if kernel is None:
-        from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
-
-        kernel = _KERNELS[stem] = numba_cache.cached_njit(cell, stem)
-    return kernel
 
 
 def fits(xp: Any, dtype: Any) -> bool:
@@ -124,6 +75,8 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     """
     steps, n, four_h = xw.shape
     hidden = four_h // 4
+    if n and lstm_lockstep.fits(np, np.float32, hidden):  # half the units on each thread
+        return lstm_lockstep.lstm_forward_lockstep(xw, h0, c0, w_hh)
     xw = np.ascontiguousarray(xw, dtype=np.float32)
     w_hh = w_hh.astype(np.float32, copy=False)  # as it is: another layout, other GEMM bits
     hs, cs = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)

@@ -14,89 +14,23 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
-import inspect
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numba import types
-from numba.extending import overload
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
-from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT as TANH_FINGERPRINT
-from dualflow.kernels.fast_math.fast_tanh import tanh_f32
-from dualflow.kernels.linalg import tiles
+from dualflow.kernels.linalg import grad_steps, lstm_lockstep
+from dualflow.kernels.linalg.grad_steps import ONE, add_or, lstm_grad_part, piece
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_rows
 
 _KERNELS: dict[str, Any] = {}
-ONE = np.float32(1.0)
-"""The factors' 1, float32: exact, and it keeps float32 arithmetic float32 in numba."""
-
-
-def add_or(a, v, r, j):
-    """``a[r, j] + v``, or ``v`` where ``a`` is None (an absent gradient: no zeros read); numba
-    picks the form when it types a kernel (``_add_or``), so a step has no per-element branch.
-
-    Example:
-        >>> add_or(None, 2.0, 0, 0), float(add_or(np.ones((1, 1)), 2.0, 0, 0))
-        (2.0, 3.0)
-    """
-    return v if a is None else a[r, j] + v
-
-
-@overload(add_or, inline="always")
-def _add_or(a, v, r, j):
-    if isinstance(a, types.NoneType):
-        return lambda a, v, r, j: v
-    return lambda a, v, r, j: a[r, j] + v
-
-
-def tanh_at(tc, x, r, j):
-    """``tc[r, j]`` (tanh(c) the caller computed, float64), or ``tanh_f32(x)`` where ``tc`` is
-    None (float32: the ``tanh`` op's own float32 function, inlined).
-
-    Example:
-        >>> from dualflow.kernels.fast_math.fast_tanh import fresh_tanh
-        >>> x = np.array([0.5], np.float32)
-        >>> tanh_at(None, x[0], 0, 0) == fresh_tanh(x)[0], tanh_at(x.reshape(1, 1), 0.0, 0, 0)
-        (np.True_, np.float32(0.5))
-    """
-    return tanh_f32(x) if tc is None else tc[r, j]
-
-
-@overload(tanh_at, inline="always")
-def _tanh_at(tc, x, r, j):
-    if isinstance(tc, types.NoneType):
-        return lambda tc, x, r, j: tanh_f32(x)
-    return lambda tc, x, r, j: tc[r, j]
 
 
 def _step(acts, c, c_prev, gh, gc, base, tc, carry_ht, carry_c, dg, dh, dc):
-    # one step from the forward's saved gates [σi, σf, tanh g, σo] (N, 4H), cell c and the c it
-    # started from: dh = gh + carry_h; with tc = tanh(c), dc = gc + carry_c + dh*o*(1-tc²);
-    # dg = [dc*g*i*(1-i), dc*c_prev*f*(1-f), dc*i*(1-g²), dh*tc*o*(1-o)] + base; the next
-    # step's carry_c = dc*f (carry_h is dg @ W, a GEMM, read from its transpose carry_ht). The
-    # factors are the ones _scan_backward computed on whole sequences, in the same order; gh,
-    # gc, base None: absent (numba types a kernel per combination), tc None: tanh_f32 here
-    n, hidden = dh.shape
-    if gh is None:
-        to_rows(carry_ht, dh)
-    else:
-        sum_to_rows(gh, carry_ht, dh)  # dh = gh + carry_h, in 16-unit tiles
-    for r in range(n):
-        a, out = acts[r], dg[r]
-        for j in range(hidden):
-            i, f, g, o = a[j], a[hidden + j], a[2 * hidden + j], a[3 * hidden + j]
-            t = tanh_at(tc, c[r, j], r, j)
-            h = dh[r, j]
-            v = add_or(gc, carry_c[r, j], r, j) + h * (o * (ONE - t * t))
-            dc[r, j] = v
-            carry_c[r, j] = v * f
-            out[j] = add_or(base, v * (g * i * (ONE - i)), r, j)
-            out[hidden + j] = add_or(base, v * (c_prev[r, j] * f * (ONE - f)), r, hidden + j)
-            out[2 * hidden + j] = add_or(base, v * (i * (ONE - g * g)), r, 2 * hidden + j)
-            out[3 * hidden + j] = add_or(base, h * (t * o * (ONE - o)), r, 3 * hidden + j)
+    # one whole step (every unit) of lstm_grad_part: the one-GEMM loop's kernel
+    lstm_grad_part(acts, c, c_prev, gh, gc, base, tc, carry_ht, carry_c, dg, dh, dc, 0,
+                   dh.shape[1])  # fmt: skip
 
 
 def _xp_step(xp: Any, acts, c, c_prev, gh, gc, base, tc, carry_ht, carry_c, dg, dh, dc) -> None:
@@ -121,28 +55,14 @@ def _numba(py_func: Any, stem: str) -> Any:
     return kernel
 
 
-def _code(code: Any) -> tuple:
-    # a code object's bytecode, names and constants, nested ones (the overloads' lambdas)
-    # included; not their repr, which carries addresses
-    consts = tuple(_code(c) if inspect.iscode(c) else repr(c) for c in code.co_consts)
-    return code.co_code, code.co_names, consts
-
-
-def _helpers_digest() -> str:
-    """A digest of the typing-time helpers the step kernels inline (the kernels cache key
-    hashes a kernel's own bytecode only) and of ``ONE``."""
-    codes = tuple(_code(f.__code__) for f in (add_or, _add_or, tanh_at, _tanh_at))
-    return hashlib.sha256(repr((codes, ONE)).encode()).hexdigest()[:16]
-
-
 @functools.cache
 def _lstm_stem() -> str:
-    return f"k_lstm_grad_step_{TANH_FINGERPRINT}_{tiles.FINGERPRINT}_{_helpers_digest()}"
+    return f"k_lstm_grad_step_{grad_steps.FINGERPRINT}"
 
 
 def lstm_step_kernel() -> Any:
     """The LSTM backward's numba step, compiled once a process through the kernels cache; its
-    stem names ``tanh_f32``, the tiles and the two typing-time helpers (the cache key hashes
+    stem names everything it inlines (``grad_steps.FINGERPRINT``: the cache key hashes
     ``_step``'s own bytecode only, so a change to any of them is a new kernel).
 
     Example:
@@ -192,6 +112,9 @@ def lstm_grad_recurrence(
     dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
     carry_ht, carry_c = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     wt = xp.ascontiguousarray(w.T)
+    if n and lstm_lockstep.fits(xp, dtype, hidden):  # each half of the units on its own thread
+        lstm_lockstep.lstm_grad_lockstep((acts, cs, c0, wt), (gh, gc, base), (dg, dh, dc))
+        return dg, dh, dc
     numba_step = fused(xp, dtype) and n * hidden > 0
     step = lstm_step_kernel() if numba_step else functools.partial(_xp_step, xp)
     inline_tanh = numba_step and np.dtype(dtype) == np.float32
@@ -243,18 +166,20 @@ def _gru_step(gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh):
     else:
         sum_to_rows(gh, carry_ht, dh)  # gh + carry_h, in 16-unit tiles; then + carry_z
     for r in range(n):
-        a, out = gates[r], dg[r]
+        # row pieces indexed from 0 (grad_steps.piece: whole-row indexing did not vectorize)
+        rr, z, g = gates[r, :hidden], gates[r, hidden : 2 * hidden], gates[r, 2 * hidden :]
+        d_r, d_z, d_n = dg[r, :hidden], dg[r, hidden : 2 * hidden], dg[r, 2 * hidden :]
+        b_r, b_z = piece(base, r, 0, hidden), piece(base, r, hidden, 2 * hidden)
+        b_n = piece(base, r, 2 * hidden, 3 * hidden)
+        dh_r, cz_r, hn_r, hp_r = dh[r], carry_z[r], hn[r], h_prev[r]
         for j in range(hidden):
-            h = dh[r, j] + carry_z[r, j]
-            rr, z, g = a[j], a[hidden + j], a[2 * hidden + j]
-            dh[r, j] = h
-            carry_z[r, j] = h * z
-            per_n = (ONE - z) * (ONE - g * g)
-            out[j] = add_or(base, h * (per_n * hn[r, j] * (rr * (ONE - rr))), r, j)
-            out[hidden + j] = add_or(
-                base, h * ((h_prev[r, j] - g) * (z * (ONE - z))), r, hidden + j
-            )
-            out[2 * hidden + j] = add_or(base, h * (per_n * rr), r, 2 * hidden + j)
+            h = dh_r[j] + cz_r[j]
+            dh_r[j] = h
+            cz_r[j] = h * z[j]
+            per_n = (ONE - z[j]) * (ONE - g[j] * g[j])
+            d_r[j] = add_or(b_r, h * (per_n * hn_r[j] * (rr[j] * (ONE - rr[j]))), j)
+            d_z[j] = add_or(b_z, h * ((hp_r[j] - g[j]) * (z[j] * (ONE - z[j]))), j)
+            d_n[j] = add_or(b_n, h * (per_n * rr[j]), j)
 
 
 def _gru_xp_step(xp: Any, gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh) -> None:
@@ -272,7 +197,7 @@ def _gru_xp_step(xp: Any, gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh
 
 @functools.cache
 def _gru_stem() -> str:
-    return f"k_gru_grad_step_{tiles.FINGERPRINT}_{_helpers_digest()}"
+    return f"k_gru_grad_step_{grad_steps.FINGERPRINT}"
 
 
 def gru_grad_recurrence(xp: Any, saved: tuple, grads: tuple, dtype: Any) -> tuple[Any, Any]:

@@ -1,0 +1,168 @@
+"""A step-by-step loop whose steps are split into parts that threads run in lockstep inside one
+numba kernel: atomic counters, a part claim that never waits for a thread that is not there,
+and the runner that starts the threads.
+
+A recurrence's step is ~60 us of work that the next step depends on entirely, so handing parts
+to threads per step from Python (~20-40 us a hand-off) costs more than it saves. Instead each
+thread runs the whole loop in one ``nogil`` numba call. Before step ``s`` a thread waits until
+every part of the steps before it is done, then walks the step's parts, starting from its own
+(``first``: the same part every step, so its data stays in its core's cache), and runs each it
+claims with an atomic increment. A thread the OS leaves waiting (or one that never starts:
+``run_parts`` runs jobs one after another when its workers are busy) only means the others
+claim its parts: nobody waits for a claim that nobody made. Which thread runs a part never
+changes what it computes, so the results do not depend on the thread count.
+
+``sync`` is one int64 array of zeros (``new_sync``): ``sync[0]`` counts the parts done,
+``sync[1 + s * parts + k]`` the claims of step ``s``'s part ``k``.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+import numba
+import numpy as np
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+from dualflow.background import blas
+from dualflow.kernels.base.cpu_threads import blas_on_callers, blas_spinning, run_parts, threads
+from dualflow.kernels.base.numba_cache import code_fingerprint
+
+
+def _item_pointer(context: Any, builder: Any, array_type: Any, array: Any, index: Any) -> Any:
+    ary = context.make_array(array_type)(context, builder, array)
+    return cgutils.get_item_pointer(context, builder, array_type, ary, [index], wraparound=False)
+
+
+@intrinsic
+def atomic_add(typingctx: Any, array: Any, index: Any, value: Any) -> Any:
+    """``array[index] += value`` as one atomic read-modify-write that orders every memory access
+    around it (``seq_cst``); returns the value before. ``array`` is a 1-D int64 array.
+
+    Example:
+        >>> @numba.njit
+        ... def bump(a):
+        ...     return atomic_add(a, 0, 5), a[0]
+        >>> bump(np.ones(1, np.int64))
+        (1, 6)
+    """
+    if not (isinstance(array, types.Array) and array.dtype == types.int64 and array.ndim == 1):
+        return None
+    signature = types.int64(array, types.intp, types.int64)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        pointer = _item_pointer(context, builder, sig.args[0], args[0], args[1])
+        value = context.cast(builder, args[2], sig.args[2], types.int64)
+        return builder.atomic_rmw("add", pointer, value, "seq_cst")
+
+    return signature, codegen
+
+
+@intrinsic
+def atomic_load(typingctx: Any, array: Any, index: Any) -> Any:
+    """``array[index]`` read atomically (``acquire``: what the writer stored before its atomic
+    update is visible after), never hoisted out of a waiting loop as a plain read may be.
+
+    Example:
+        >>> @numba.njit
+        ... def read(a):
+        ...     return atomic_load(a, 1)
+        >>> read(np.arange(3, dtype=np.int64))
+        1
+    """
+    if not (isinstance(array, types.Array) and array.dtype == types.int64 and array.ndim == 1):
+        return None
+    signature = types.int64(array, types.intp)
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        pointer = _item_pointer(context, builder, sig.args[0], args[0], args[1])
+        return builder.load_atomic(pointer, "acquire", 8)
+
+    return signature, codegen
+
+
+@numba.njit(inline="always")
+def wait_for_step(sync, step, parts):
+    """Wait until every part of the steps before ``step`` is done (``parts`` parts a step).
+
+    Example:
+        >>> wait_for_step(np.array([4, 2, 2], np.int64), 2, 2)
+    """
+    while atomic_load(sync, 0) < parts * step:
+        pass
+
+
+@numba.njit(inline="always")
+def claim_part(sync, step, parts, part):
+    """Whether this thread claims part ``part`` of ``step`` (True for the first to ask only).
+
+    Example:
+        >>> sync = np.zeros(5, np.int64)
+        >>> claim_part(sync, 1, 2, 0), claim_part(sync, 1, 2, 0), claim_part(sync, 1, 2, 1)
+        (True, False, True)
+    """
+    return atomic_add(sync, 1 + step * parts + part, 1) == 0
+
+
+@numba.njit(inline="always")
+def part_done(sync):
+    """Count one part done (after its writes: the update orders them before it).
+
+    Example:
+        >>> sync = np.zeros(2, np.int64)
+        >>> part_done(sync)
+        >>> int(sync[0])
+        1
+    """
+    atomic_add(sync, 0, 1)
+
+
+# the intrinsics' definitions (their code generators are nested in them) and the inlined
+# protocol: kernels inlining them add this to their cache stem
+FINGERPRINT = hashlib.sha256(
+    b"".join(
+        code_fingerprint(f.__code__)
+        for f in (atomic_add._defn, atomic_load._defn, _item_pointer)
+        + tuple(g.py_func for g in (wait_for_step, claim_part, part_done))
+    )
+).hexdigest()[:16]
+"""A digest of the counters' code (intrinsics and protocol), for the stems of kernels that
+inline them (a kernel's cache key hashes its own bytecode only)."""
+
+
+def new_sync(steps: int, parts: int) -> np.ndarray:
+    """The counters of a loop of ``steps`` steps of ``parts`` parts, all zero.
+
+    Example:
+        >>> new_sync(2, 2).tolist()
+        [0, 0, 0, 0, 0]
+    """
+    return np.zeros(1 + steps * parts, np.int64)
+
+
+def run_lockstep(parts: int, loop: Callable[[int], None]) -> None:
+    """``loop(first)`` (one thread's whole run of a lockstep kernel, starting each step at part
+    ``first``) on ``min(parts, threads())`` threads at once, each of its GEMMs on one BLAS
+    thread, where OpenBLAS may be lowered to one (``blas_on_callers``: no other thread may call
+    BLAS); else once, on this thread, its GEMMs on OpenBLAS's threads, kept awake between steps
+    (``blas_spinning``). The thread count never changes the results; OpenBLAS's count does (its
+    GEMMs round by it), as with ``cpu_threads.run_pulled_gemms``.
+
+    Example:
+        >>> firsts = []
+        >>> run_lockstep(2, firsts.append)
+        >>> firsts[0]
+        0
+    """
+    with blas_on_callers():
+        if blas.get_threads() in (None, 1):
+            count = min(parts, threads())
+            run_parts([functools.partial(loop, first) for first in range(count)])
+            return
+    with blas_spinning():
+        loop(0)

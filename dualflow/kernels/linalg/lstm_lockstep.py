@@ -1,0 +1,243 @@
+"""An LSTM layer's recurrences, forward and backward, split by hidden units into two parts that
+two threads run in lockstep (``base.lockstep``): each part's GEMM on its own thread, on one
+BLAS thread, and its share of the cell.
+
+A step's GEMM (``W_hh (4H, H) @ h (H, N)``, N the batch) on OpenBLAS's two threads, then the
+cell on one, took ~54 + 16 us at H = 256, N = 16; each half of the units needs its own gates'
+rows of ``W_hh`` only, so two threads can each run a 512-row GEMM and half the cell, waiting
+for each other once a step (~49 + 7 us). The backward splits the same way: a part's carry
+``W^T[units] @ dg^T`` and its units' factors.
+
+The split is fixed (``unit_bounds``: two parts of whole 16-unit tiles where the size allows),
+not the thread count's: OpenBLAS's bits depend on how a GEMM's rows are blocked, so a split that
+followed the thread count would round differently on different machines. One thread runs both
+parts one after another with the same bits. Float32 numpy arrays only, with OpenBLAS's
+``cblas_sgemm`` (``cblas.sgemm``); callers keep their one-GEMM loops otherwise.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Any
+
+import numba
+import numpy as np
+
+from dualflow.kernels.base import lockstep
+from dualflow.kernels.base.lockstep import claim_part, new_sync, part_done, wait_for_step
+from dualflow.kernels.fast_math.fast_tanh import tanh_f32
+from dualflow.kernels.fast_math.scalars import fingerprint
+from dualflow.kernels.linalg import grad_steps
+from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
+from dualflow.kernels.linalg.grad_steps import lstm_grad_part
+from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
+
+PARTS = 2
+TILE = 16
+"""Units per tile of ``tiles``' transposes: a part's first unit is a multiple of it."""
+MIN_HIDDEN = 2 * TILE
+"""The least hidden size split in two: each part at least one whole tile."""
+
+
+def fits(xp: Any, dtype: Any, hidden: int) -> bool:
+    """Whether the lockstep recurrences run these arrays: numpy float32, ``MIN_HIDDEN`` units or
+    more, and OpenBLAS's ``cblas_sgemm`` reachable.
+
+    Example:
+        >>> fits(np, np.float32, 256) == (sgemm() is not None), fits(np, np.float32, 8)
+        (True, False)
+    """
+    return (
+        xp is np and np.dtype(dtype) == np.float32 and hidden >= MIN_HIDDEN and sgemm() is not None
+    )
+
+
+def unit_bounds(hidden: int) -> np.ndarray:
+    """The parts' unit ranges ``[bounds[k], bounds[k + 1])``: the first part's size is half the
+    units rounded up to whole tiles.
+
+    Example:
+        >>> unit_bounds(256).tolist(), unit_bounds(100).tolist()
+        ([0, 128, 256], [0, 64, 100])
+    """
+    half = -(-hidden // PARTS)
+    first = min(hidden, -(-half // TILE) * TILE)
+    return np.array([0, first, hidden], np.int64)
+
+
+def gate_rows_by_part(w: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    """``w`` (4H, K) with each part's gate rows together, C-ordered: part k's rows are
+    ``[4 * bounds[k], 4 * bounds[k + 1])``, gate by gate ([i, f, g, o] of its units).
+
+    Example:
+        >>> gate_rows_by_part(np.arange(8.0).reshape(8, 1), np.array([0, 1, 2]))[:, 0].tolist()
+        [0.0, 2.0, 4.0, 6.0, 1.0, 3.0, 5.0, 7.0]
+    """
+    hidden = w.shape[0] // 4
+    gates = w.reshape(4, hidden, w.shape[1])
+    parts = [gates[:, a:b].reshape(-1, w.shape[1]) for a, b in itertools.pairwise(bounds)]
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+
+
+def run(loop: Any, args: tuple, steps: int) -> None:
+    """``loop(*args, sync)`` on up to ``PARTS`` threads in lockstep (``run_lockstep``).
+
+    Example:
+        >>> seen = []
+        >>> run(lambda tag, first, sync: seen.append(len(sync)), ("x",), 3)
+        >>> seen[0]
+        7
+    """
+    sync = new_sync(steps, PARTS)
+    lockstep.run_lockstep(PARTS, lambda first: loop(*args, first, sync))
+
+
+@numba.njit(inline="always")
+def forward_part(gemm, xw_t, w_parts, a, b, h_prev, c_prev, product, gates_t, hs_t, cs_t, h_next):
+    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[4a, 4b)``), the
+    step's input projections added, activated, and c and h updated for units ``[a, b)``, in
+    the arithmetic and order of ``lstm_forward``'s cell; h written feature-major to
+    ``h_next``."""
+    units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
+    rows = product[4 * a : 4 * b]
+    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 4 * units, n, hidden, np.float32(1.0),
+         w_parts[4 * a :].ctypes.data, hidden, h_prev.ctypes.data, n, np.float32(0.0),
+         rows.ctypes.data, n)  # fmt: skip
+    for g in range(4):
+        lo = g * hidden + a
+        sum_to_rows(xw_t[:, lo : lo + units], rows[g * units : (g + 1) * units],
+                    gates_t[:, lo : lo + units])  # fmt: skip
+    for r in range(n):
+        # the part's slices, indexed from 0: the loops then vectorize (indexing whole rows from
+        # a to b did not: ~8x slower)
+        gr = gates_t[r]
+        i, f = gr[a:b], gr[hidden + a : hidden + b]
+        g, o = gr[2 * hidden + a : 2 * hidden + b], gr[3 * hidden + a : 3 * hidden + b]
+        activate_sigmoid(i)
+        activate_sigmoid(f)
+        activate_tanh(g)
+        activate_sigmoid(o)
+        c_from, c_to, h_to = c_prev[r, a:b], cs_t[r, a:b], hs_t[r, a:b]
+        for j in range(units):
+            v = f[j] * c_from[j]
+            c_to[j] = v + i[j] * g[j]
+        for j in range(units):
+            h_to[j] = o[j] * tanh_f32(c_to[j])
+    to_fm(hs_t[:, a:b], h_next[a:b])
+
+
+def forward_loop(gemm, xw, w_parts, bounds, c0, h_fm, product, gates, hs, cs, first, sync):
+    # one thread's run of the forward: h_fm (2, H, N) holds h feature-major, step t reading
+    # h_fm[(t + 1) % 2] (h_fm[1] is h0) and writing h_fm[t % 2]
+    steps, parts = xw.shape[0], bounds.shape[0] - 1
+    for t in range(steps):
+        wait_for_step(sync, t, parts)
+        c_prev = c0 if t == 0 else cs[t - 1]
+        for m in range(parts):
+            k = (first + m) % parts
+            if not claim_part(sync, t, parts, k):
+                continue
+            a, b = bounds[k], bounds[k + 1]
+            if b > a:
+                forward_part(gemm, xw[t], w_parts, a, b, h_fm[(t + 1) % 2], c_prev, product,
+                             gates[t], hs[t], cs[t], h_fm[t % 2])  # fmt: skip
+            part_done(sync)
+
+
+def backward_loop(gemm, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_c, outs, first,
+                  sync):  # fmt: skip
+    # one thread's run of the backward, last step first: a part's carry rows carry_ht[a:b] =
+    # W^T[a:b] @ dg[t + 1]^T (every part of step t + 1 is done), then its units' factors
+    dg, dh, dc = outs
+    steps, n, hidden = cs.shape
+    parts = bounds.shape[0] - 1
+    for s in range(steps):
+        t = steps - 1 - s
+        wait_for_step(sync, s, parts)
+        c_prev = c0 if t == 0 else cs[t - 1]
+        for m in range(parts):
+            k = (first + m) % parts
+            if not claim_part(sync, s, parts, k):
+                continue
+            a, b = bounds[k], bounds[k + 1]
+            if b > a:
+                if t < steps - 1:
+                    gemm(ROW_MAJOR, NO_TRANS, TRANS, b - a, n, 4 * hidden, np.float32(1.0),
+                         wt[a:].ctypes.data, 4 * hidden, dg[t + 1].ctypes.data, 4 * hidden,
+                         np.float32(0.0), carry_ht[a:].ctypes.data, n)  # fmt: skip
+                lstm_grad_part(acts[t], cs[t], c_prev, step_of(gh, t), step_of(gc, t),
+                               step_of(base, t), None, carry_ht, carry_c, dg[t], dh[t], dc[t],
+                               a, b)  # fmt: skip
+            part_done(sync)
+
+
+def step_of(a, t):
+    """``a[t]``, or None for an absent gradient (``_step_of`` picks the form at typing).
+
+    Example:
+        >>> step_of(None, 0), step_of(np.arange(3), 1)
+        (None, np.int64(1))
+    """
+    return None if a is None else a[t]
+
+
+@numba.extending.overload(step_of, inline="always")
+def _step_of(a, t):
+    if isinstance(a, numba.types.NoneType):
+        return lambda a, t: None
+    return lambda a, t: a[t]
+
+
+_INLINED = hashlib.sha256(
+    "".join(
+        [fingerprint(f) for f in (forward_part, wait_for_step, claim_part, part_done)]
+        + [lockstep.FINGERPRINT, grad_steps.FINGERPRINT, repr(_step_of.__code__.co_code)]
+    ).encode()
+).hexdigest()[:16]
+
+
+def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
+    """Every step's h, c (L, N, H) and activated gates (L, N, 4H) of one LSTM layer, as
+    ``lstm_forward`` computes them, each part's GEMM on its own thread (float32, ``fits``).
+
+    Example:
+        >>> f32 = np.float32
+        >>> hs, cs, _ = lstm_forward_lockstep(np.zeros((2, 1, 128), f32), np.zeros((1, 32), f32),
+        ...     np.ones((1, 32), f32), np.zeros((128, 32), f32))
+        >>> cs[:, 0, 0].tolist()
+        [0.5, 0.25]
+    """
+    steps, n, four_h = xw.shape
+    hidden = four_h // 4
+    bounds = unit_bounds(hidden)
+    h_fm = np.empty((2, hidden, n), np.float32)
+    h_fm[1] = h0.T
+    gates, hs, cs = (np.empty((steps, n, f), np.float32) for f in (four_h, hidden, hidden))
+    args = (sgemm(), np.ascontiguousarray(xw, dtype=np.float32),
+            gate_rows_by_part(w_hh, bounds), bounds, np.ascontiguousarray(c0, np.float32), h_fm,
+            np.empty((four_h, n), np.float32), gates, hs, cs)  # fmt: skip
+    run(cell_kernel(forward_loop, "lstm_lockstep_forward", _INLINED), args, steps)
+    return hs, cs, gates
+
+
+def lstm_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
+    """``recurrence.lstm_grad_recurrence``'s loop with each part's carry GEMM on its own thread:
+    ``saved`` is ``(acts, cs, c0, wt)`` (``wt`` is ``weight_hh^T`` C-ordered), ``grads``
+    ``(gh, gc, base)`` (None when absent), ``outs`` ``(dg, dh, dc)`` written; all C-ordered
+    float32 (``fits``).
+
+    Example:
+        >>> acts, cs = np.full((2, 1, 128), 0.5, np.float32), np.zeros((2, 1, 32), np.float32)
+        >>> outs = (np.empty((2, 1, 128), np.float32), np.empty_like(cs), np.empty_like(cs))
+        >>> lstm_grad_lockstep((acts, cs, cs[0], np.ones((32, 128), np.float32)),
+        ...                    (np.ones_like(cs), None, None), outs)
+        >>> outs[1][:, 0, 0].tolist()  # dh: gh, and at t = 0 plus dg[1] @ W (32 x 0.25)
+        [9.0, 1.0]
+    """
+    acts, cs, c0, wt = saved
+    steps, n, hidden = cs.shape
+    carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
+    args = (sgemm(), acts, cs, c0, *grads, wt, unit_bounds(hidden), *carry, outs)
+    run(cell_kernel(backward_loop, "lstm_lockstep_backward", _INLINED), args, steps)

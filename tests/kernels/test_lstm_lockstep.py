@@ -1,0 +1,206 @@
+"""The LSTM recurrences split by hidden units into two parts run in lockstep
+(``kernels/linalg/lstm_lockstep.py``): forward and backward give the bits of the one-GEMM loops
+when those multiply the same row blocks, whatever runs the parts (two threads, one, or one
+because the workers are busy), and the op and the ``nn.LSTM`` training step take them."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dualflow
+from dualflow import nn, optim
+from dualflow.background.process import owner
+from dualflow.kernels.base import cpu_threads, lockstep
+from dualflow.kernels.linalg import cblas, lstm_lockstep, recurrence
+from dualflow.kernels.linalg import lstm_forward as forward_module
+from dualflow.kernels.linalg.cells import cell_kernel
+from dualflow.kernels.linalg.lstm_lockstep import gate_rows_by_part, unit_bounds
+from tests.kernels.recurrent_cells import scaled_inputs
+from tests.tracer.helpers import assert_same
+
+pytestmark = pytest.mark.skipif(
+    not lstm_lockstep.fits(np, np.float32, 64), reason="numpy's BLAS has no 64-bit cblas_sgemm"
+)
+
+sizes = settings(max_examples=25, deadline=None)(
+    given(
+        steps=st.integers(1, 5),
+        n=st.integers(1, 9),
+        hidden=st.integers(lstm_lockstep.MIN_HIDDEN, 70),
+        scale=st.sampled_from([0.1, 1.0, 30.0]),
+        seed=st.integers(0, 2**16),
+    )
+)
+
+
+def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> list:
+    shapes = [(steps, n, 4 * hidden), (n, hidden), (n, hidden), (4 * hidden, hidden)]
+    return scaled_inputs(seed, shapes, hidden, scale, weight=3)
+
+
+def _gemm(a: np.ndarray, b: np.ndarray, transposed_b: bool = False) -> np.ndarray:
+    # a @ b (or a @ b.T) by the kernels' own cblas_sgemm call (numpy's matmul takes gemv for
+    # one column, which rounds otherwise), operands C-ordered
+    m, k = a.shape
+    n = b.shape[0] if transposed_b else b.shape[1]
+    out = np.empty((m, n), np.float32)
+    trans = cblas.TRANS if transposed_b else cblas.NO_TRANS
+    cblas.sgemm()(cblas.ROW_MAJOR, cblas.NO_TRANS, trans, m, n, k, 1.0, a.ctypes.data, k,
+                  b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, n)  # fmt: skip
+    return out
+
+
+def _by_parts(w_parts: np.ndarray, operand: np.ndarray, bounds: np.ndarray) -> np.ndarray:
+    # the product of each part's rows, back in gate order: (4H, N)
+    hidden, n = w_parts.shape[0] // 4, operand.shape[1]
+    out = np.empty((4, hidden, n), np.float32)
+    for a, b in itertools.pairwise(bounds):
+        out[:, a:b] = _gemm(w_parts[4 * a : 4 * b], operand).reshape(4, b - a, n)
+    return out.reshape(4 * hidden, n)
+
+
+def _forward_reference(xw, h0, c0, w):
+    # the one-GEMM loop's cell kernel, fed the parts' products
+    steps, n, four_h = xw.shape
+    hidden, bounds = four_h // 4, unit_bounds(four_h // 4)
+    w_parts = gate_rows_by_part(w, bounds)
+    cell = cell_kernel(forward_module._cell, "lstm_cell")
+    hs, cs = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
+    gates, h_fm = np.empty((steps, n, four_h), np.float32), np.empty((hidden, n), np.float32)
+    h, c_prev = np.ascontiguousarray(h0.T), c0
+    for t in range(steps):
+        cell(xw[t], _by_parts(w_parts, h, bounds), h_fm, c_prev, gates[t], hs[t], cs[t])
+        h, c_prev = h_fm.copy(), cs[t]
+    return hs, cs, gates
+
+
+@sizes
+def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidden, scale, seed):
+    ins = _inputs(seed, steps, n, hidden, scale)
+    with cpu_threads.blas_on_callers():  # the kernel's GEMMs round by the count it runs them on
+        expected = _forward_reference(*ins)
+    got = forward_module.lstm_forward(*ins)
+    for a, b in zip(got, expected):
+        assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
+
+
+def _partitioned_carry(xp, wt, dg, out):
+    # recurrence.carry with the lockstep's row blocks of W^T
+    for a, b in itertools.pairwise(unit_bounds(wt.shape[0])):
+        out[a:b] = _gemm(np.ascontiguousarray(wt[a:b]), dg, transposed_b=True)
+
+
+def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
+    with monkeypatch.context() as patch:
+        if not lockstep_on:
+            patch.setattr(lstm_lockstep, "fits", lambda xp, dtype, hidden: False)
+            patch.setattr(recurrence, "carry", _partitioned_carry)
+        with cpu_threads.blas_on_callers():
+            tanh = lambda xp, x: np.tanh(x)  # noqa: E731 - float32 inlines tanh_f32 instead
+            return recurrence.lstm_grad_recurrence(np, saved, grads, np.float32, tanh)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    steps=st.integers(1, 4),
+    n=st.integers(1, 7),
+    hidden=st.integers(lstm_lockstep.MIN_HIDDEN, 60),
+    present=st.tuples(st.booleans(), st.booleans(), st.booleans()),
+    seed=st.integers(0, 2**16),
+)
+def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
+    steps, n, hidden, present, seed
+) -> None:
+    ins = _inputs(seed, steps, n, hidden, 1.0)
+    _, cs, acts = forward_module.lstm_forward(*ins)
+    rng = np.random.default_rng(seed)
+    shapes = ((steps, n, hidden), (steps, n, hidden), (steps, n, 4 * hidden))
+    grads = [
+        rng.standard_normal(s, dtype=np.float32) if p else None for s, p in zip(shapes, present)
+    ]
+    saved = (acts, cs, ins[2], ins[3])
+    with pytest.MonkeyPatch.context() as patch:
+        expected = _backward(saved, grads, False, patch)
+        got = _backward(saved, grads, True, patch)
+    for a, b in zip(got, expected):
+        assert a.shape == b.shape and np.array_equal(a, b)
+
+
+def _run_three_ways(monkeypatch: pytest.MonkeyPatch) -> list:
+    ins = _inputs(7, 6, 5, 80, 1.0)
+    runs = [forward_module.lstm_forward(*ins)]  # the parts on both threads
+    with monkeypatch.context() as patch:
+        patch.setattr(lockstep, "threads", lambda: 1)  # both parts on this thread
+        runs.append(forward_module.lstm_forward(*ins))
+    lock = owner().crew.lock
+    assert lock.acquire(timeout=10)  # the workers busy: run_parts runs the loops one by one
+    try:
+        runs.append(forward_module.lstm_forward(*ins))
+    finally:
+        lock.release()
+    return runs
+
+
+def test_the_bits_do_not_depend_on_what_runs_the_parts(monkeypatch) -> None:
+    first, *others = _run_three_ways(monkeypatch)
+    for other in others:
+        assert all(np.array_equal(a, b) for a, b in zip(first, other))
+
+
+def test_another_blas_caller_keeps_the_parts_on_this_thread(monkeypatch) -> None:
+    ran: list[int] = []
+    monkeypatch.setattr(cpu_threads, "run_parts", lambda jobs: ran.append(len(jobs)))
+    stop = threading.Event()
+    user = threading.Thread(target=stop.wait)
+    user.start()
+    try:
+        ins = _inputs(3, 4, 3, 64, 1.0)
+        hs = forward_module.lstm_forward(*ins)[0]  # no lowering: never on the workers
+    finally:
+        stop.set()
+        user.join()
+    assert ran == [] and np.isfinite(hs).all()
+    assert np.allclose(hs, _forward_reference(*ins)[0], atol=1e-5)  # rounded by 2 BLAS threads
+
+
+def test_unit_bounds_keep_whole_tiles_and_small_layers_stay_whole() -> None:
+    for hidden in (32, 33, 48, 100, 256, 1000):
+        a, split, b = unit_bounds(hidden).tolist()
+        assert a == 0 and b == hidden and split % lstm_lockstep.TILE == 0 and 0 < split < b
+    assert not lstm_lockstep.fits(np, np.float32, lstm_lockstep.MIN_HIDDEN - 1)
+    assert not lstm_lockstep.fits(np, np.float64, 256)
+
+
+def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch) -> None:
+    calls: list[int] = []
+    run = lstm_lockstep.run
+    monkeypatch.setattr(lstm_lockstep, "run", lambda *a: calls.append(1) or run(*a))
+
+    def train(compiled: bool) -> list:
+        dualflow.random.seed(0)
+        model = nn.LSTM(8, 40, 2, batch_first=True)
+        opt = optim.Adam(model.parameters(), lr=1e-2)
+        x = dualflow.tensor(np.random.default_rng(1).normal(size=(3, 5, 8)).astype(np.float32))
+
+        def step() -> Any:
+            opt.zero_grad()
+            out, _ = model(x)
+            loss = (out * out).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = dualflow.compile(step) if compiled else step
+        losses = [fn().numpy().copy() for _ in range(3)]
+        return losses + [p.numpy().copy() for p in model.parameters()]
+
+    eager = train(False)
+    assert len(calls) == 3 * 4  # each layer's forward and backward, each step
+    assert_same(train(True), eager)
