@@ -2,11 +2,12 @@
 two threads run in lockstep (``base.lockstep``): each part's GEMM on its own thread, on one
 BLAS thread, and its share of the cell.
 
-A step's GEMM (``W_hh (4H, H) @ h (H, N)``, N the batch) on OpenBLAS's two threads, then the
-cell on one, took ~54 + 16 us at H = 256, N = 16; each half of the units needs its own gates'
-rows of ``W_hh`` only, so two threads can each run a 512-row GEMM and half the cell, waiting
-for each other once a step (~49 + 7 us). The backward splits the same way: a part's carry
-``W^T[units] @ dg^T`` and its units' factors.
+A step's GEMM (``W_hh (4H, H) @ h (H, N)``, N the batch) ran on OpenBLAS's two threads, then
+the cell on one (~54 + 16 us at H = 256, N = 16). Each half of the units needs only its own
+gates' rows of ``W_hh``, so two threads can each run a 512-row GEMM (~48 us on one core) and
+half the cell, waiting for each other once a step: ~66-77 us a step measured in the loop. The
+backward splits the same way: a part's rows of the carry ``W^T[units] @ dg^T`` and its units'
+factors.
 
 The split is fixed (``unit_bounds``: two parts of whole 16-unit tiles where the size allows),
 not the thread count's: OpenBLAS's bits depend on how a GEMM's rows are blocked, so a split that
@@ -26,6 +27,7 @@ import numpy as np
 
 from dualflow.kernels.base import lockstep
 from dualflow.kernels.base.lockstep import claim_part, new_sync, part_done, wait_for_step
+from dualflow.kernels.base.numba_cache import code_fingerprint
 from dualflow.kernels.fast_math.fast_tanh import tanh_f32
 from dualflow.kernels.fast_math.scalars import fingerprint
 from dualflow.kernels.linalg import grad_steps
@@ -193,7 +195,7 @@ def _step_of(a, t):
 _INLINED = hashlib.sha256(
     "".join(
         [fingerprint(f) for f in (forward_part, wait_for_step, claim_part, part_done)]
-        + [lockstep.FINGERPRINT, grad_steps.FINGERPRINT, repr(_step_of.__code__.co_code)]
+        + [lockstep.FINGERPRINT, grad_steps.FINGERPRINT, code_fingerprint(_step_of.__code__).hex()]
     ).encode()
 ).hexdigest()[:16]
 
