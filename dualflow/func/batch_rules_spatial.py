@@ -74,6 +74,15 @@ def batch_norm(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> t
     return (_channels_out(y, size), _reshape(mean, per), _reshape(var, per)), (1, 0, 0)
 
 
+def batch_norm_grad(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
+    """Each example's gradients: its channels as B*C channels of one batch norm's backward."""
+    gy, x = (_into_channels(batched(a, d, size)) for a, d in zip(args[:2], dims[:2]))
+    stats = (_reshape(batched(a, d, size), (-1,)) for a, d in zip(args[2:], dims[2:]))
+    gx, ggamma, gbeta = apply(op, gy, x, *stats, **attrs)
+    per = (size, ggamma.shape[0] // size)
+    return (_channels_out(gx, size), _reshape(ggamma, per), _reshape(gbeta, per)), (1, 0, 0)
+
+
 def _offsets(ids: Tensor, d: int | None, num: int, size: int) -> Tensor:
     """Each example's ids moved into its own block of ``num`` rows (ids batched at 0)."""
     ids = batched(ids, d, size)

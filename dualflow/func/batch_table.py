@@ -67,6 +67,7 @@ RULES.update(
     max_pool2d_grad=spatial.folded,
     conv2d_grad_weight=spatial.conv2d_grad_weight,
     batch_norm=spatial.batch_norm,
+    batch_norm_grad=spatial.batch_norm_grad,
     embedding=spatial.embedding,
     embedding_grad=spatial.embedding_grad,
 )

@@ -256,6 +256,8 @@ FALLBACK: dict[str, str] = {
     "gru_scan": "a whole recurrence; its backward is written with ops (double-vjp is exact)",
     "gru_scan_grad": "a GRU's backward recurrence from the forward's saved arrays; its "
     "backward (the adjoint through the per-step factors) is written with ops",
+    "batch_norm_grad": "batch norm's backward for gy, the statistics as inputs; its backward is "
+    "written with ops (double-vjp is exact)",
     "softmax_cross_entropy_grad": "softmax's adjoint per row, weighted by gy; its backward is "
     "written with ops (double-vjp is exact)",
     "allreduce": "a collective: every rank must push a tangent equally often",

@@ -219,6 +219,7 @@ HOST_LOADERS: dict[str, Callable[[], Any]] = {
     "pool": lambda: importlib.import_module("dualflow.kernels.pool.pool_kernels"),
     "cross_entropy": lambda: importlib.import_module("dualflow.kernels.loss.cross_entropy"),
     "batch_norm": lambda: importlib.import_module("dualflow.kernels.norm.batch_norm"),
+    "batch_norm_grad": lambda: importlib.import_module("dualflow.kernels.norm.batch_norm_grad"),
 }
 _HOST_MODULES: dict[str, Any] = {}  # each once imported, or None without numba
 

@@ -115,6 +115,7 @@ from dualflow.ops.loss import (
     softmax_cross_entropy_grad,
 )
 from dualflow.ops.normalization import batch_norm, layer_norm
+from dualflow.ops.normalization_grad import batch_norm_grad
 from dualflow.ops.random_ops import (
     dropout,
     dropout_mask,

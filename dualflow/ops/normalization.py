@@ -23,33 +23,13 @@ from dualflow.errors import ShapeError, with_location
 from dualflow.kernels.backend import backend_of, host_kernels
 from dualflow.ops.arithmetic import add, multiply, rsqrt, subtract
 from dualflow.ops.dispatch import apply
+from dualflow.ops.normalization_grad import batch_norm_grad, channel_shape, check_params, stat_axes
 from dualflow.ops.reduction import mean
 from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to, reshape
 from dualflow.ops.state import assign
 from dualflow.ops.validate import require_float
-
-
-def _stat_axes(ndim: int) -> tuple[int, ...]:
-    return (0,) + tuple(range(2, ndim))
-
-
-def _channel_shape(ndim: int) -> tuple[int, ...]:
-    # (C,) statistics broadcast against (N, C, ...) inputs in this shape.
-    return (1, -1) + (1,) * (ndim - 2)
-
-
-def _check_params(op: str, x_shape: tuple, params: dict[str, Meta]) -> None:
-    if len(x_shape) < 2:
-        raise ShapeError(f"{op}: x must be (N, C) or (N, C, H, W), got shape {x_shape}")
-    for name, meta in params.items():
-        require_float(op, meta, name)
-        if tuple(meta.shape) != (x_shape[1],):
-            raise ShapeError(
-                f"{op}: {name} must have shape ({x_shape[1]},) for x of shape {x_shape}, "
-                f"got {tuple(meta.shape)}"
-            )
 
 
 @primitive("batch_norm", saves=("x0", "x1", "y1", "y2"), nout=3, aliasing="fresh")
@@ -59,7 +39,7 @@ class BatchNorm:
     def infer(x: Meta, gamma: Meta, beta: Meta, *, eps: float) -> tuple[Meta, Meta, Meta]:
         dtype = require_float("batch_norm", x, "x")
         shape = tuple(x.shape)
-        _check_params("batch_norm", shape, {"gamma": gamma, "beta": beta})
+        check_params("batch_norm", shape, {"gamma": gamma, "beta": beta})
         if math.prod(shape) // shape[1] < 2:
             raise ShapeError(
                 f"batch_norm: training needs more than one value per channel, got x of shape "
@@ -77,7 +57,7 @@ class BatchNorm:
         kernels = host_kernels(xp, "batch_norm", x, gamma, beta)
         if kernels is not None:  # one numba pass per channel (kernels.norm.batch_norm)
             return kernels.forward(x, gamma, beta, eps)
-        axes, shape = _stat_axes(x.ndim), _channel_shape(x.ndim)
+        axes, shape = stat_axes(x.ndim), channel_shape(x.ndim)
         mu = x.mean(axis=axes)
         xc = x - mu.reshape(shape)
         var = xp.square(xc).mean(axis=axes)
@@ -90,21 +70,17 @@ class BatchNorm:
 
     def backward(ctx, gy, gmean, gvar):
         x, gamma, mu, var = ctx.x0, ctx.x1, ctx.y1, ctx.y2
-        axes, shape = _stat_axes(x.ndim), _channel_shape(x.ndim)
+        axes, shape = stat_axes(x.ndim), channel_shape(x.ndim)
         n = math.prod(x.shape) // x.shape[1]
         need_x, need_gamma, need_beta = ctx.needs_input_grad
         xc = x - reshape(mu, shape)
-        inv_std = rsqrt(var + ctx.attrs["eps"])
         gx = ggamma = gbeta = None
-        if gy is not None:
+        if gy is not None and need_x:  # one op: one numba kernel on host arrays
+            gx, ggamma, gbeta = batch_norm_grad(gy, x, gamma, mu, var, ctx.attrs["eps"])
+        elif gy is not None:
             gbeta = reduce_sum(gy, axes)
-            xhat = xc * reshape(inv_std, shape)
+            xhat = xc * reshape(rsqrt(var + ctx.attrs["eps"]), shape)
             ggamma = reduce_sum(gy * xhat, axes)
-            if need_x:
-                centered = gy - reshape(gbeta * (1.0 / n), shape)
-                gx = reshape(gamma * inv_std, shape) * (
-                    centered - xhat * reshape(ggamma * (1.0 / n), shape)
-                )
         if need_x and gmean is not None:  # d mean / dx = 1/n
             term = broadcast_to(reshape(gmean * (1.0 / n), shape), x.shape)
             gx = term if gx is None else gx + term
@@ -156,17 +132,17 @@ def batch_norm(
     """
     train = config.train if train is None else bool(train)
     x_meta = _meta(x)
-    _check_params("batch_norm", x_meta.shape, {"gamma": _meta(gamma), "beta": _meta(beta)})
+    check_params("batch_norm", x_meta.shape, {"gamma": _meta(gamma), "beta": _meta(beta)})
     stats = (running_mean, running_var)
     if (running_mean is None) != (running_var is None):
         raise ValueError("batch_norm: pass both running_mean and running_var, or neither")
     if running_mean is not None:
         metas = {"running_mean": _meta(running_mean), "running_var": _meta(running_var)}
-        _check_params("batch_norm", x_meta.shape, metas)
+        check_params("batch_norm", x_meta.shape, metas)
         if train and not all(hasattr(s, "requires_grad") for s in stats):
             raise TypeError("batch_norm: running statistics must be dualflow Tensors (updated)")
     if not train and running_mean is not None:
-        shape = _channel_shape(len(x_meta.shape))
+        shape = channel_shape(len(x_meta.shape))
         scale = multiply(gamma, rsqrt(add(running_var, eps)))
         shift = subtract(beta, multiply(running_mean, scale))
         return add(multiply(x, reshape(scale, shape)), reshape(shift, shape))

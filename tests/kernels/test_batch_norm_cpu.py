@@ -10,12 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dualflow
-from dualflow import nn, ops
 from dualflow.background.process import using_threads
 from dualflow.kernels.backend import host_kernels
 from dualflow.kernels.base.cpu_threads import split
 from dualflow.kernels.norm import batch_norm
+from tests.kernels.conv_bn_step import assert_compiled_equals_eager
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
 
@@ -93,26 +92,4 @@ def test_which_arrays_the_kernel_takes() -> None:
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_a_conv_bn_relu_train_step_compiled_equals_eager(dtype: str) -> None:
-    def build() -> tuple:
-        dualflow.random.seed(0)
-        model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
-        model = model.to(dtype)
-        opt = dualflow.optim.SGD(model.parameters(), lr=0.1)
-        x = dualflow.tensor(np.random.default_rng(1).standard_normal((4, 3, 8, 8)), dtype=dtype)
-
-        def step() -> object:
-            opt.zero_grad()
-            loss = ops.mean(model(x) ** 2)
-            loss.backward()
-            opt.step()
-            return loss
-
-        return model, step
-
-    eager_model, eager_step = build()
-    compiled_model, compiled_step = build()
-    compiled_step = dualflow.compile(compiled_step)
-    for _ in range(3):
-        assert eager_step().item() == compiled_step().item()
-    for a, b in zip(eager_model.state_dict().values(), compiled_model.state_dict().values()):
-        assert np.array_equal(np.asarray(a), np.asarray(b))
+    assert_compiled_equals_eager(dtype)

@@ -1,4 +1,5 @@
-"""Op-table entries for batch_norm (training outputs, inference map) and layer_norm."""
+"""Op-table entries for batch_norm (training outputs, inference map, its backward as an op)
+and layer_norm."""
 
 from __future__ import annotations
 
@@ -59,6 +60,33 @@ def _bn_eval_samples(rng: np.random.Generator) -> list[Sample]:
     ]
 
 
+def _bn_grad_ref(gy, x, gamma, mean, var) -> tuple:
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    axes, n = (0,) + tuple(range(2, x.ndim)), x.size // x.shape[1]
+    s = 1.0 / np.sqrt(var + _EPS)
+    xhat = (x - mean.reshape(shape)) * s.reshape(shape)
+    gbeta, ggamma = gy.sum(axis=axes), (gy * xhat).sum(axis=axes)
+    gx = (gamma * s).reshape(shape) * (
+        gy - (gbeta / n).reshape(shape) - xhat * (ggamma / n).reshape(shape)
+    )
+    return gx, ggamma, gbeta
+
+
+def _bn_grad(gy: object, x: object, gamma: object, mean: object, var: object) -> tuple:
+    return ops.batch_norm_grad(gy, x, gamma, mean, var, eps=_EPS)
+
+
+def _bn_grad_samples(rng: np.random.Generator) -> list[Sample]:
+    # the statistics are free inputs here (their own gradients flow through them)
+    out = []
+    for shape in [(5, 3), (2, 3, 2, 2)]:
+        c = shape[1]
+        gy, x = rng.normal(size=shape), rng.normal(1.0, 2.0, shape)
+        stats = (rng.uniform(0.5, 1.5, c), rng.normal(size=c), rng.uniform(0.5, 2.0, c))
+        out.append(Sample((gy, x, *stats), name=str(shape)))
+    return out
+
+
 def _ln_ref(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> np.ndarray:
     axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
     mu = x.mean(axis=axes, keepdims=True)
@@ -79,6 +107,7 @@ _TOL = {"f32_tol": (1e-4, 1e-5), "grad_tol": (1e-4, 1e-6)}
 ENTRIES = [
     OpInfo("batch_norm", ops.batch_norm, _bn_train_ref, _bn_samples, **_TOL),
     OpInfo("batch_norm_outputs", _bn_all, _bn_all_ref, _bn_samples, ops=("batch_norm",), **_TOL),
+    OpInfo("batch_norm_grad", _bn_grad, _bn_grad_ref, _bn_grad_samples, **_TOL),
     OpInfo("batch_norm_eval", _bn_eval, _bn_eval_ref, _bn_eval_samples, composite=True, **_TOL),
     OpInfo("layer_norm", ops.layer_norm, _ln_ref, _ln_samples, composite=True, **_TOL),
 ]
