@@ -110,11 +110,11 @@ def lstm_grad_recurrence(
     steps, n, hidden = cs.shape
     dg = xp.empty((steps, n, 4 * hidden), dtype)
     dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
-    carry_ht, carry_c = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     wt = xp.ascontiguousarray(w.T)
     if n and lstm_lockstep.fits(xp, dtype, hidden):  # each half of the units on its own thread
         lstm_lockstep.lstm_grad_lockstep((acts, cs, c0, wt), (gh, gc, base), (dg, dh, dc))
         return dg, dh, dc
+    carry_ht, carry_c = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     numba_step = fused(xp, dtype) and n * hidden > 0
     step = lstm_step_kernel() if numba_step else functools.partial(_xp_step, xp)
     inline_tanh = numba_step and np.dtype(dtype) == np.float32
