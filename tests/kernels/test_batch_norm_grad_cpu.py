@@ -14,7 +14,7 @@ from dualflow import ops
 from dualflow.background.process import using_threads
 from dualflow.kernels.backend import host_kernels
 from dualflow.kernels.base.cpu_threads import split
-from dualflow.kernels.norm import batch_norm_grad
+from dualflow.kernels.norm import batch_norm, batch_norm_grad
 from dualflow.ops import OPS
 from tests.kernels.conv_bn_step import assert_compiled_equals_eager
 
@@ -66,8 +66,9 @@ def test_the_bits_do_not_depend_on_layout_or_threads(monkeypatch: pytest.MonkeyP
     with using_threads(1):
         one = _kernel(*ins)
     parts = []
-    monkeypatch.setattr(batch_norm_grad, "split", lambda n, k: parts.append(k) or split(n, k))
-    monkeypatch.setattr(batch_norm_grad, "parts_for", lambda work, minimum: 2)
+    # the channel split is batch_norm's run_over_channels, shared with the forward
+    monkeypatch.setattr(batch_norm, "split", lambda n, k: parts.append(k) or split(n, k))
+    monkeypatch.setattr(batch_norm, "parts_for", lambda work, minimum: 2)
     with using_threads(2):
         two = _kernel(*ins)
     assert parts == [2]

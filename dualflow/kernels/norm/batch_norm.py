@@ -93,15 +93,43 @@ def _normalize(x, gamma, beta, eps, y, mean, var, lo, hi):  # pragma: no cover -
                 out[j] = (row[j] - m) * scale + shift
 
 
-def _kernel(dtype: np.dtype) -> Any:
-    """The kernel for ``dtype``, built once per process, its machine code in the signed kernels
-    store (the stem names this module's digest)."""
+def channel_kernel(table: dict, py_func: Any, dtype: np.dtype, stem: str) -> Any:
+    """``py_func`` (a kernel over a channel range ``lo, hi``) for ``dtype``, built once per
+    process into ``table``, its machine code in the signed kernels store as ``stem``.
+
+    Example:
+        >>> f32, stem = np.dtype("float32"), f"k_batchnormfloat32x{_DIGEST}"
+        >>> channel_kernel(_KERNELS, _normalize, f32, stem) is _kernel(f32)
+        True
+    """
 
     def build() -> tuple[Any, str]:
-        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(_normalize)
-        return kernel, f"k_batchnorm{dtype.name}x{_DIGEST}"
+        return numba.njit(nogil=True, cache=False, error_model="numpy")(py_func), stem
 
-    return numba_cache.built_once(_KERNELS, dtype, build)
+    return numba_cache.built_once(table, dtype, build)
+
+
+def run_over_channels(kernel: Any, args: tuple, channels: int, copied: int) -> None:
+    """``kernel(*args, lo, hi)`` over ``[0, channels)``, split into channel ranges over
+    ``cpu_threads`` when it moves ``copied`` elements' worth of a copy's bytes or more per part
+    (each channel is one part's alone, so the results never depend on the split).
+
+    Example:
+        >>> seen = []
+        >>> run_over_channels(lambda lo, hi: seen.append((lo, hi)), (), 3, 1)
+        >>> seen
+        [(0, 3)]
+    """
+    parts = min(channels, parts_for(copied, machine_constants().part_min_for(1.0)))
+    if parts == 1:
+        kernel(*args, 0, channels)
+    else:
+        run_parts([lambda lo=lo, hi=hi: kernel(*args, lo, hi) for lo, hi in split(channels, parts)])
+
+
+def _kernel(dtype: np.dtype) -> Any:
+    # the forward's kernel; the stem names this module's digest
+    return channel_kernel(_KERNELS, _normalize, dtype, f"k_batchnorm{dtype.name}x{_DIGEST}")
 
 
 def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> tuple:
@@ -123,9 +151,5 @@ def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> t
     eps_x = x.dtype.type(eps)  # added in x's dtype, as numpy adds a Python float to float32
     args = (rows, gamma, beta, eps_x, y.reshape(rows.shape), mean, var)
     # a copy's split threshold: the kernel moves a copy's bytes (its other reads hit the cache)
-    parts = min(channels, parts_for(x.size, machine_constants().part_min_for(1.0)))
-    if parts == 1:
-        kernel(*args, 0, channels)
-    else:
-        run_parts([lambda lo=lo, hi=hi: kernel(*args, lo, hi) for lo, hi in split(channels, parts)])
+    run_over_channels(kernel, args, channels, x.size)
     return y, mean, var

@@ -24,9 +24,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from dualflow.kernels.base import numba_cache
-from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
-from dualflow.kernels.base.machine_constants import machine_constants
+from dualflow.kernels.norm.batch_norm import channel_kernel, run_over_channels
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # numba_cache's key covers a kernel's own bytecode, not the functions it calls: this digest of
@@ -88,14 +86,8 @@ def _gradients(gy, x, gamma, mean, s, gx, ggamma, gbeta, lo, hi):  # pragma: no 
 
 
 def _kernel(dtype: np.dtype) -> Any:
-    """The kernel for ``dtype``, built once per process, its machine code in the signed kernels
-    store (the stem names this module's digest)."""
-
-    def build() -> tuple[Any, str]:
-        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(_gradients)
-        return kernel, f"k_batchnormgrad{dtype.name}x{_DIGEST}"
-
-    return numba_cache.built_once(_KERNELS, dtype, build)
+    # the backward's kernel; the stem names this module's digest
+    return channel_kernel(_KERNELS, _gradients, dtype, f"k_batchnormgrad{dtype.name}x{_DIGEST}")
 
 
 def backward(
@@ -121,9 +113,5 @@ def backward(
     args = (gy.reshape(rows.shape), rows, gamma, mean, inv_std, gx.reshape(rows.shape))
     args += (ggamma, gbeta)
     # the kernel moves about two copies' bytes (its second reads hit the cache)
-    parts = min(channels, parts_for(2 * x.size, machine_constants().part_min_for(1.0)))
-    if parts == 1:
-        kernel(*args, 0, channels)
-    else:
-        run_parts([lambda lo=lo, hi=hi: kernel(*args, lo, hi) for lo, hi in split(channels, parts)])
+    run_over_channels(kernel, args, channels, 2 * x.size)
     return gx, ggamma, gbeta
