@@ -61,15 +61,16 @@ def _pooling(dtype: str, side: int, window: int, stride: int, pad: int) -> None:
 
 def _sequence_kernels(dtype: str) -> None:
     """The LSTM and GRU forwards' cell steps (``lstm_scan``, ``gru_scan``; float32; the LSTM's
-    one-GEMM and lockstep loops), their backward recurrences' step kernels (``lstm_scan_grad``, ``gru_scan_grad``; the LSTM's with
-    gradients reaching h only, an LM's layer, and h and c, a layer whose last c is used: numba
-    types one kernel per set of gradients present) and the embedding gradient's row scatter
-    (int64 ids, a language model's inputs)."""
+    one-GEMM and lockstep loops), their backward recurrences' step kernels (``lstm_scan_grad``,
+    ``gru_scan_grad``; the LSTM's with gradients reaching h only, an LM's layer, and h and c, a
+    layer whose last c is used: numba types one kernel per set of gradients present) and the
+    embedding gradient's row scatter (int64 ids, a language model's inputs)."""
     _backward(ops.embedding(np.array([[1, 0, 1]]), _leaf((3, 4), dtype)))
-    for hidden in (2, 32):  # one GEMM a step; the float32 lockstep halves (32 units and more)
-        h0 = _leaf((2, hidden), dtype)
+    # one GEMM a step; the float32 lockstep halves (32 units and more, a batch of 8 or more)
+    for batch, hidden in ((2, 2), (8, 32)):
+        h0 = _leaf((batch, hidden), dtype)
         for used in (1, 2):  # hs; hs and cs
-            xw, w = _leaf((3, 2, 4 * hidden), dtype), _leaf((4 * hidden, hidden), dtype)
+            xw, w = _leaf((3, batch, 4 * hidden), dtype), _leaf((4 * hidden, hidden), dtype)
             outs = ops.lstm_scan(xw, h0, h0, w)
             _backward(outs[0] if used == 1 else outs[0] + outs[1])
     h0 = _leaf((2, 2), dtype)

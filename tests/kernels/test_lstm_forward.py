@@ -24,7 +24,7 @@ def _array_path(monkeypatch: pytest.MonkeyPatch, *ins: np.ndarray) -> tuple:
 
 @pytest.fixture(autouse=True)
 def _one_gemm_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lstm_lockstep, "fits", lambda xp, dtype, hidden: False)
+    monkeypatch.setattr(lstm_lockstep, "fits", lambda xp, dtype, hidden, batch: False)
 
 
 def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> tuple:

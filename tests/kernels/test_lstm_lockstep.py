@@ -26,13 +26,13 @@ from tests.kernels.recurrent_cells import scaled_inputs
 from tests.tracer.helpers import assert_same
 
 pytestmark = pytest.mark.skipif(
-    not lstm_lockstep.fits(np, np.float32, 64), reason="numpy's BLAS has no 64-bit cblas_sgemm"
+    not lstm_lockstep.fits(np, np.float32, 64, 16), reason="numpy's BLAS has no 64-bit cblas_sgemm"
 )
 
 sizes = settings(max_examples=25, deadline=None)(
     given(
         steps=st.integers(1, 5),
-        n=st.integers(1, 9),
+        n=st.integers(lstm_lockstep.MIN_BATCH, lstm_lockstep.MIN_BATCH + 6),
         hidden=st.integers(lstm_lockstep.MIN_HIDDEN, 70),
         scale=st.sampled_from([0.1, 1.0, 30.0]),
         seed=st.integers(0, 2**16),
@@ -100,7 +100,7 @@ def _partitioned_carry(xp, wt, dg, out):
 def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as patch:
         if not lockstep_on:
-            patch.setattr(lstm_lockstep, "fits", lambda xp, dtype, hidden: False)
+            patch.setattr(lstm_lockstep, "fits", lambda xp, dtype, hidden, batch: False)
             patch.setattr(recurrence, "carry", _partitioned_carry)
         with cpu_threads.blas_on_callers():
             tanh = lambda xp, x: np.tanh(x)  # noqa: E731 - float32 inlines tanh_f32 instead
@@ -110,7 +110,7 @@ def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
 @settings(max_examples=20, deadline=None)
 @given(
     steps=st.integers(1, 4),
-    n=st.integers(1, 7),
+    n=st.integers(lstm_lockstep.MIN_BATCH, lstm_lockstep.MIN_BATCH + 4),
     hidden=st.integers(lstm_lockstep.MIN_HIDDEN, 60),
     present=st.tuples(st.booleans(), st.booleans(), st.booleans()),
     seed=st.integers(0, 2**16),
@@ -134,7 +134,7 @@ def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
 
 
 def _run_three_ways(monkeypatch: pytest.MonkeyPatch) -> list:
-    ins = _inputs(7, 6, 5, 80, 1.0)
+    ins = _inputs(7, 6, 9, 80, 1.0)
     runs = [forward_module.lstm_forward(*ins)]  # the parts on both threads
     with monkeypatch.context() as patch:
         patch.setattr(lockstep, "threads", lambda: 1)  # both parts on this thread
@@ -161,7 +161,7 @@ def test_another_blas_caller_keeps_the_parts_on_this_thread(monkeypatch) -> None
     user = threading.Thread(target=stop.wait)
     user.start()
     try:
-        ins = _inputs(3, 4, 3, 64, 1.0)
+        ins = _inputs(3, 4, 9, 64, 1.0)
         hs = forward_module.lstm_forward(*ins)[0]  # no lowering: never on the workers
     finally:
         stop.set()
@@ -174,8 +174,9 @@ def test_unit_bounds_keep_whole_tiles_and_small_layers_stay_whole() -> None:
     for hidden in (32, 33, 48, 100, 256, 1000):
         a, split, b = unit_bounds(hidden).tolist()
         assert a == 0 and b == hidden and split % lstm_lockstep.TILE == 0 and 0 < split < b
-    assert not lstm_lockstep.fits(np, np.float32, lstm_lockstep.MIN_HIDDEN - 1)
-    assert not lstm_lockstep.fits(np, np.float64, 256)
+    assert not lstm_lockstep.fits(np, np.float32, lstm_lockstep.MIN_HIDDEN - 1, 16)
+    assert not lstm_lockstep.fits(np, np.float32, 256, lstm_lockstep.MIN_BATCH - 1)
+    assert not lstm_lockstep.fits(np, np.float64, 256, 16)
 
 
 def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch) -> None:
@@ -187,7 +188,7 @@ def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch) ->
         dualflow.random.seed(0)
         model = nn.LSTM(8, 40, 2, batch_first=True)
         opt = optim.Adam(model.parameters(), lr=1e-2)
-        x = dualflow.tensor(np.random.default_rng(1).normal(size=(3, 5, 8)).astype(np.float32))
+        x = dualflow.tensor(np.random.default_rng(1).normal(size=(8, 5, 8)).astype(np.float32))
 
         def step() -> Any:
             opt.zero_grad()

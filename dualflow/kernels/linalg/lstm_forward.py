@@ -75,7 +75,7 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     """
     steps, n, four_h = xw.shape
     hidden = four_h // 4
-    if n and lstm_lockstep.fits(np, np.float32, hidden):  # half the units on each thread
+    if lstm_lockstep.fits(np, np.float32, hidden, n):  # half the units on each thread
         return lstm_lockstep.lstm_forward_lockstep(xw, h0, c0, w_hh)
     xw = np.ascontiguousarray(xw, dtype=np.float32)
     w_hh = w_hh.astype(np.float32, copy=False)  # as it is: another layout, other GEMM bits

@@ -41,18 +41,30 @@ TILE = 16
 """Units per tile of ``tiles``' transposes: a part's first unit is a multiple of it."""
 MIN_HIDDEN = 2 * TILE
 """The least hidden size split in two: each part at least one whole tile."""
+MIN_BATCH = 8
+"""The least batch (the GEMMs' N) the split takes. A part's GEMM packs its ``4 units x H``
+weights again at every step and does N multiply-adds per packed weight: below a few columns the
+packing is the step, and the one-GEMM loop (numpy's matmul: a matrix-vector product at N = 1)
+ran faster (N = 1, H = 256: 1.16 against 3.13 ms a forward of 64 steps; N = 4, H = 64: 0.48
+against 0.54 ms), while from 16 columns the split won (N = 16, H = 128: 2.56 against 3.14)."""
 
 
-def fits(xp: Any, dtype: Any, hidden: int) -> bool:
+def fits(xp: Any, dtype: Any, hidden: int, batch: int) -> bool:
     """Whether the lockstep recurrences run these arrays: numpy float32, ``MIN_HIDDEN`` units or
-    more, and OpenBLAS's ``cblas_sgemm`` reachable.
+    more, ``MIN_BATCH`` rows or more, and OpenBLAS's ``cblas_sgemm`` reachable.
 
     Example:
-        >>> fits(np, np.float32, 256) == (sgemm() is not None), fits(np, np.float32, 8)
+        >>> fits(np, np.float32, 256, 16) == (sgemm() is not None), fits(np, np.float32, 8, 16)
         (True, False)
+        >>> fits(np, np.float32, 256, 1)
+        False
     """
     return (
-        xp is np and np.dtype(dtype) == np.float32 and hidden >= MIN_HIDDEN and sgemm() is not None
+        xp is np
+        and np.dtype(dtype) == np.float32
+        and hidden >= MIN_HIDDEN
+        and batch >= MIN_BATCH
+        and sgemm() is not None
     )
 
 

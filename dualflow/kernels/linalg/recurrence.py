@@ -111,7 +111,7 @@ def lstm_grad_recurrence(
     dg = xp.empty((steps, n, 4 * hidden), dtype)
     dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
     wt = xp.ascontiguousarray(w.T)
-    if n and lstm_lockstep.fits(xp, dtype, hidden):  # each half of the units on its own thread
+    if lstm_lockstep.fits(xp, dtype, hidden, n):  # each half of the units on its own thread
         lstm_lockstep.lstm_grad_lockstep((acts, cs, c0, wt), (gh, gc, base), (dg, dh, dc))
         return dg, dh, dc
     carry_ht, carry_c = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)

@@ -1,5 +1,6 @@
-"""Fixed fuzzer programs whose fragments take a host kernel's path: batch norm over (1, W, N)
-planes runs its numba kernel (kernels/norm), compiled as eager."""
+"""Fixed fuzzer programs whose fragments take a host kernel's path, compiled as eager: batch norm
+over (1, W, N) planes runs its numba kernels (kernels/norm), and a batch of sequences runs the
+LSTM's lockstep halves (kernels/linalg/lstm_lockstep.py)."""
 
 from __future__ import annotations
 
@@ -35,3 +36,25 @@ def test_batch_norm_over_planes_runs_its_kernel_compiled_as_eager(
     for passes in ("O0", "exact"):
         assert differences(spec, passes) == [], passes
     assert calls  # the planes went through the kernel
+
+
+def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # rows as two steps of 16 sequences of 40 units: the LSTM's lockstep halves (float32), its
+    # forward and backward, with a batch change mid-run (26 rows: two steps of 13 sequences)
+    from dualflow.kernels.linalg import lstm_lockstep
+
+    calls = []
+    run = lstm_lockstep.run
+    monkeypatch.setattr(lstm_lockstep, "run", lambda *a: calls.append(1) or run(*a))
+    spec = Spec(
+        17,
+        width=40,
+        batches=(32, 32, 32, 26),
+        body=(Piece.of("recurrent", kind="LSTM-batch"), Piece.of("unary", kind="tanh")),
+        dtype="float32",
+    )
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes) == [], passes
+    assert calls  # the lockstep ran
