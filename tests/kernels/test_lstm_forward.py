@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dualflow.kernels.linalg import lstm_lockstep
+from dualflow.kernels.linalg import unit_parts
 from dualflow.kernels.linalg.lstm_forward import fits, lstm_forward
 from dualflow.ops import recurrent
 from dualflow.ops.recurrent import LSTMScan
@@ -24,7 +24,7 @@ def _array_path(monkeypatch: pytest.MonkeyPatch, *ins: np.ndarray) -> tuple:
 
 @pytest.fixture(autouse=True)
 def _one_gemm_loop(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lstm_lockstep, "fits", lambda xp, dtype, hidden, batch: False)
+    monkeypatch.setattr(unit_parts, "fits", lambda xp, dtype, hidden, batch: False)
 
 
 def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> tuple:

@@ -18,22 +18,22 @@ import dualflow
 from dualflow import nn, optim
 from dualflow.background.process import owner
 from dualflow.kernels.base import cpu_threads, lockstep
-from dualflow.kernels.linalg import cblas, lstm_lockstep, recurrence
+from dualflow.kernels.linalg import cblas, lstm_lockstep, recurrence, unit_parts
 from dualflow.kernels.linalg import lstm_forward as forward_module
 from dualflow.kernels.linalg.cells import cell_kernel
-from dualflow.kernels.linalg.lstm_lockstep import gate_rows_by_part, unit_bounds
+from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
 from tests.kernels.recurrent_cells import scaled_inputs
 from tests.tracer.helpers import assert_same
 
 pytestmark = pytest.mark.skipif(
-    not lstm_lockstep.fits(np, np.float32, 64, 16), reason="numpy's BLAS has no 64-bit cblas_sgemm"
+    not unit_parts.fits(np, np.float32, 64, 16), reason="numpy's BLAS has no 64-bit cblas_sgemm"
 )
 
 sizes = settings(max_examples=25, deadline=None)(
     given(
         steps=st.integers(1, 5),
-        n=st.integers(lstm_lockstep.MIN_BATCH, lstm_lockstep.MIN_BATCH + 6),
-        hidden=st.integers(lstm_lockstep.MIN_HIDDEN, 70),
+        n=st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
+        hidden=st.integers(unit_parts.MIN_HIDDEN, 70),
         scale=st.sampled_from([0.1, 1.0, 30.0]),
         seed=st.integers(0, 2**16),
     )
@@ -70,7 +70,7 @@ def _forward_reference(xw, h0, c0, w):
     # the one-GEMM loop's cell kernel, fed the parts' products
     steps, n, four_h = xw.shape
     hidden, bounds = four_h // 4, unit_bounds(four_h // 4)
-    w_parts = gate_rows_by_part(w, bounds)
+    w_parts = gate_rows_by_part(w, bounds, 4)
     cell = cell_kernel(forward_module._cell, "lstm_cell")
     hs, cs = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
     gates, h_fm = np.empty((steps, n, four_h), np.float32), np.empty((hidden, n), np.float32)
@@ -84,9 +84,11 @@ def _forward_reference(xw, h0, c0, w):
 @sizes
 def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidden, scale, seed):
     ins = _inputs(seed, steps, n, hidden, scale)
-    with cpu_threads.blas_on_callers():  # the kernel's GEMMs round by the count it runs them on
+    # one lowering for both (nested uses share it): the GEMMs round by OpenBLAS's count, which a
+    # thread alive for a moment (another BLAS caller) would keep up for one of them only
+    with cpu_threads.blas_on_callers():
         expected = _forward_reference(*ins)
-    got = forward_module.lstm_forward(*ins)
+        got = forward_module.lstm_forward(*ins)
     for a, b in zip(got, expected):
         assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
 
@@ -100,7 +102,7 @@ def _partitioned_carry(xp, wt, dg, out):
 def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as patch:
         if not lockstep_on:
-            patch.setattr(lstm_lockstep, "fits", lambda xp, dtype, hidden, batch: False)
+            patch.setattr(unit_parts, "fits", lambda xp, dtype, hidden, batch: False)
             patch.setattr(recurrence, "carry", _partitioned_carry)
         with cpu_threads.blas_on_callers():
             tanh = lambda xp, x: np.tanh(x)  # noqa: E731 - float32 inlines tanh_f32 instead
@@ -110,8 +112,8 @@ def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
 @settings(max_examples=20, deadline=None)
 @given(
     steps=st.integers(1, 4),
-    n=st.integers(lstm_lockstep.MIN_BATCH, lstm_lockstep.MIN_BATCH + 4),
-    hidden=st.integers(lstm_lockstep.MIN_HIDDEN, 60),
+    n=st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 4),
+    hidden=st.integers(unit_parts.MIN_HIDDEN, 60),
     present=st.tuples(st.booleans(), st.booleans(), st.booleans()),
     seed=st.integers(0, 2**16),
 )
@@ -126,7 +128,7 @@ def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
         rng.standard_normal(s, dtype=np.float32) if p else None for s, p in zip(shapes, present)
     ]
     saved = (acts, cs, ins[2], ins[3])
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, cpu_threads.blas_on_callers():  # as above
         expected = _backward(saved, grads, False, patch)
         got = _backward(saved, grads, True, patch)
     for a, b in zip(got, expected):
@@ -162,7 +164,7 @@ def test_another_blas_caller_keeps_the_parts_on_this_thread(monkeypatch) -> None
     )
     ins = _inputs(3, 4, 9, 64, 1.0)
     alone = forward_module.lstm_forward(*ins)[0]
-    assert ran == [min(lstm_lockstep.PARTS, lockstep.threads())]  # alone: on the workers
+    assert ran == [min(unit_parts.PARTS, lockstep.threads())]  # alone: on the workers
     stop = threading.Event()
     user = threading.Thread(target=stop.wait)
     user.start()
@@ -178,10 +180,10 @@ def test_another_blas_caller_keeps_the_parts_on_this_thread(monkeypatch) -> None
 def test_unit_bounds_keep_whole_tiles_and_small_layers_stay_whole() -> None:
     for hidden in (32, 33, 48, 100, 256, 1000):
         a, split, b = unit_bounds(hidden).tolist()
-        assert a == 0 and b == hidden and split % lstm_lockstep.TILE == 0 and 0 < split < b
-    assert not lstm_lockstep.fits(np, np.float32, lstm_lockstep.MIN_HIDDEN - 1, 16)
-    assert not lstm_lockstep.fits(np, np.float32, 256, lstm_lockstep.MIN_BATCH - 1)
-    assert not lstm_lockstep.fits(np, np.float64, 256, 16)
+        assert a == 0 and b == hidden and split % unit_parts.TILE == 0 and 0 < split < b
+    assert not unit_parts.fits(np, np.float32, unit_parts.MIN_HIDDEN - 1, 16)
+    assert not unit_parts.fits(np, np.float32, 256, unit_parts.MIN_BATCH - 1)
+    assert not unit_parts.fits(np, np.float64, 256, 16)
 
 
 def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch) -> None:

@@ -18,7 +18,7 @@ import numpy as np
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
 from dualflow.kernels.fast_math.fast_tanh import tanh_f32
-from dualflow.kernels.linalg import lstm_lockstep
+from dualflow.kernels.linalg import lstm_lockstep, unit_parts
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
 
@@ -75,7 +75,7 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     """
     steps, n, four_h = xw.shape
     hidden = four_h // 4
-    if lstm_lockstep.fits(np, np.float32, hidden, n):  # half the units on each thread
+    if unit_parts.fits(np, np.float32, hidden, n):  # half the units on each thread
         return lstm_lockstep.lstm_forward_lockstep(xw, h0, c0, w_hh)
     xw = np.ascontiguousarray(xw, dtype=np.float32)
     w_hh = w_hh.astype(np.float32, copy=False)  # as it is: another layout, other GEMM bits

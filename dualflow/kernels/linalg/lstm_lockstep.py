@@ -9,103 +9,28 @@ half the cell, waiting for each other once a step: ~66-77 us a step measured in 
 backward splits the same way: a part's rows of the carry ``W^T[units] @ dg^T`` and its units'
 factors.
 
-The split is fixed (``unit_bounds``: two parts of whole 16-unit tiles where the size allows),
-not the thread count's: OpenBLAS's bits depend on how a GEMM's rows are blocked, so a split that
-followed the thread count would round differently on different machines. One thread runs both
-parts one after another with the same bits. Float32 numpy arrays only, with OpenBLAS's
-``cblas_sgemm`` (``cblas.sgemm``); callers keep their one-GEMM loops otherwise.
+The split and which layers take it are ``unit_parts``' (a fixed split: the same bits on any
+thread count). Float32 numpy arrays only, with OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``);
+callers keep their one-GEMM loops otherwise.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 from typing import Any
 
 import numba
 import numpy as np
 
-from dualflow.kernels.base import lockstep
-from dualflow.kernels.base.lockstep import claim_part, new_sync, part_done, wait_for_step
-from dualflow.kernels.base.numba_cache import code_fingerprint
+from dualflow.kernels.base.lockstep import claim_part, part_done, wait_for_step
 from dualflow.kernels.fast_math.fast_tanh import tanh_f32
 from dualflow.kernels.fast_math.scalars import fingerprint
-from dualflow.kernels.linalg import grad_steps
+from dualflow.kernels.linalg import grad_steps, unit_parts
 from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import lstm_grad_part
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
-
-PARTS = 2
-TILE = 16
-"""Units per tile of ``tiles``' transposes: a part's first unit is a multiple of it."""
-MIN_HIDDEN = 2 * TILE
-"""The least hidden size split in two: each part at least one whole tile."""
-MIN_BATCH = 8
-"""The least batch (the GEMMs' N) the split takes. A part's GEMM packs its ``4 units x H``
-weights again at every step and does N multiply-adds per packed weight: below a few columns the
-packing is the step, and the one-GEMM loop (numpy's matmul: a matrix-vector product at N = 1)
-ran faster (N = 1, H = 256: 1.16 against 3.13 ms a forward of 64 steps; N = 4, H = 64: 0.48
-against 0.54 ms), while from 16 columns the split won (N = 16, H = 128: 2.56 against 3.14)."""
-
-
-def fits(xp: Any, dtype: Any, hidden: int, batch: int) -> bool:
-    """Whether the lockstep recurrences run these arrays: numpy float32, ``MIN_HIDDEN`` units or
-    more, ``MIN_BATCH`` rows or more, and OpenBLAS's ``cblas_sgemm`` reachable.
-
-    Example:
-        >>> fits(np, np.float32, 256, 16) == (sgemm() is not None), fits(np, np.float32, 8, 16)
-        (True, False)
-        >>> fits(np, np.float32, 256, 1)
-        False
-    """
-    return (
-        xp is np
-        and np.dtype(dtype) == np.float32
-        and hidden >= MIN_HIDDEN
-        and batch >= MIN_BATCH
-        and sgemm() is not None
-    )
-
-
-def unit_bounds(hidden: int) -> np.ndarray:
-    """The parts' unit ranges ``[bounds[k], bounds[k + 1])``: the first part's size is half the
-    units rounded up to whole tiles.
-
-    Example:
-        >>> unit_bounds(256).tolist(), unit_bounds(100).tolist()
-        ([0, 128, 256], [0, 64, 100])
-    """
-    half = -(-hidden // PARTS)
-    first = min(hidden, -(-half // TILE) * TILE)
-    return np.array([0, first, hidden], np.int64)
-
-
-def gate_rows_by_part(w: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    """``w`` (4H, K) with each part's gate rows together, C-ordered: part k's rows are
-    ``[4 * bounds[k], 4 * bounds[k + 1])``, gate by gate ([i, f, g, o] of its units).
-
-    Example:
-        >>> gate_rows_by_part(np.arange(8.0).reshape(8, 1), np.array([0, 1, 2]))[:, 0].tolist()
-        [0.0, 2.0, 4.0, 6.0, 1.0, 3.0, 5.0, 7.0]
-    """
-    hidden = w.shape[0] // 4
-    gates = w.reshape(4, hidden, w.shape[1])
-    parts = [gates[:, a:b].reshape(-1, w.shape[1]) for a, b in itertools.pairwise(bounds)]
-    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
-
-
-def run(loop: Any, args: tuple, steps: int) -> None:
-    """``loop(*args, sync)`` on up to ``PARTS`` threads in lockstep (``run_lockstep``).
-
-    Example:
-        >>> seen = []
-        >>> run(lambda tag, first, sync: seen.append(len(sync)), ("x",), 3)
-        >>> seen[0]
-        7
-    """
-    sync = new_sync(steps, PARTS)
-    lockstep.run_lockstep(PARTS, lambda first: loop(*args, first, sync))
+from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, run, step_of, unit_bounds
 
 
 @numba.njit(inline="always")
@@ -187,28 +112,8 @@ def backward_loop(gemm, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_
             part_done(sync)
 
 
-def step_of(a, t):
-    """``a[t]``, or None for an absent gradient (``_step_of`` picks the form at typing).
-
-    Example:
-        >>> step_of(None, 0), step_of(np.arange(3), 1)
-        (None, np.int64(1))
-    """
-    return None if a is None else a[t]
-
-
-@numba.extending.overload(step_of, inline="always")
-def _step_of(a, t):
-    if isinstance(a, numba.types.NoneType):
-        return lambda a, t: None
-    return lambda a, t: a[t]
-
-
 _INLINED = hashlib.sha256(
-    "".join(
-        [fingerprint(f) for f in (forward_part, wait_for_step, claim_part, part_done)]
-        + [lockstep.FINGERPRINT, grad_steps.FINGERPRINT, code_fingerprint(_step_of.__code__).hex()]
-    ).encode()
+    f"{fingerprint(forward_part)}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}".encode()
 ).hexdigest()[:16]
 
 
@@ -230,7 +135,7 @@ def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
     h_fm[1] = h0.T
     gates, hs, cs = (np.empty((steps, n, f), np.float32) for f in (four_h, hidden, hidden))
     args = (sgemm(), np.ascontiguousarray(xw, dtype=np.float32),
-            gate_rows_by_part(w_hh, bounds), bounds, np.ascontiguousarray(c0, np.float32), h_fm,
+            gate_rows_by_part(w_hh, bounds, 4), bounds, np.ascontiguousarray(c0, np.float32), h_fm,
             np.empty((four_h, n), np.float32), gates, hs, cs)  # fmt: skip
     run(cell_kernel(forward_loop, "lstm_lockstep_forward", _INLINED), args, steps)
     return hs, cs, gates

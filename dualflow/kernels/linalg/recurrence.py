@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
-from dualflow.kernels.linalg import grad_steps, lstm_lockstep
+from dualflow.kernels.linalg import grad_steps, lstm_lockstep, unit_parts
 from dualflow.kernels.linalg.grad_steps import ONE, add_or, lstm_grad_part, piece
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_rows
 
@@ -111,7 +111,7 @@ def lstm_grad_recurrence(
     dg = xp.empty((steps, n, 4 * hidden), dtype)
     dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
     wt = xp.ascontiguousarray(w.T)
-    if lstm_lockstep.fits(xp, dtype, hidden, n):  # each half of the units on its own thread
+    if unit_parts.fits(xp, dtype, hidden, n):  # each half of the units on its own thread
         lstm_lockstep.lstm_grad_lockstep((acts, cs, c0, wt), (gh, gc, base), (dg, dh, dc))
         return dg, dh, dc
     carry_ht, carry_c = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)

@@ -1,0 +1,124 @@
+"""What the recurrences split by hidden units share (``lstm_lockstep``, ``gru_lockstep``): the
+fixed two-part split, which layers take it, the weights' rows packed by part, the runner, and
+the typing-time helper for absent gradients.
+
+The split is fixed (``unit_bounds``: two parts of whole 16-unit tiles where the size allows),
+not the thread count's: OpenBLAS's bits depend on how a GEMM's rows are blocked, so a split that
+followed the thread count would round differently on different machines. One thread runs both
+parts one after another with the same bits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from typing import Any
+
+import numba
+import numpy as np
+
+from dualflow.kernels.base import lockstep
+from dualflow.kernels.base.lockstep import claim_part, new_sync, part_done, wait_for_step
+from dualflow.kernels.base.numba_cache import code_fingerprint
+from dualflow.kernels.fast_math.scalars import fingerprint
+from dualflow.kernels.linalg.cblas import sgemm
+
+PARTS = 2
+TILE = 16
+"""Units per tile of ``tiles``' transposes: a part's first unit is a multiple of it."""
+MIN_HIDDEN = 2 * TILE
+"""The least hidden size split in two: each part at least one whole tile."""
+MIN_BATCH = 8
+"""The least batch (the GEMMs' N) the split takes. A part's GEMM packs its ``gates x units x H``
+weights again at every step and does N multiply-adds per packed weight: below a few columns the
+packing is the step, and the one-GEMM loop (numpy's matmul: a matrix-vector product at N = 1)
+ran faster (N = 1, H = 256: 1.16 against 3.13 ms a forward of 64 steps; N = 4, H = 64: 0.48
+against 0.54 ms), while from 16 columns the split won (N = 16, H = 128: 2.56 against 3.14)."""
+
+
+def fits(xp: Any, dtype: Any, hidden: int, batch: int) -> bool:
+    """Whether the lockstep recurrences run these arrays: numpy float32, ``MIN_HIDDEN`` units or
+    more, ``MIN_BATCH`` rows or more, and OpenBLAS's ``cblas_sgemm`` reachable.
+
+    Example:
+        >>> fits(np, np.float32, 256, 16) == (sgemm() is not None), fits(np, np.float32, 8, 16)
+        (True, False)
+        >>> fits(np, np.float32, 256, 1)
+        False
+    """
+    return (
+        xp is np
+        and np.dtype(dtype) == np.float32
+        and hidden >= MIN_HIDDEN
+        and batch >= MIN_BATCH
+        and sgemm() is not None
+    )
+
+
+def unit_bounds(hidden: int) -> np.ndarray:
+    """The parts' unit ranges ``[bounds[k], bounds[k + 1])``: the first part's size is half the
+    units rounded up to whole tiles.
+
+    Example:
+        >>> unit_bounds(256).tolist(), unit_bounds(100).tolist()
+        ([0, 128, 256], [0, 64, 100])
+    """
+    half = -(-hidden // PARTS)
+    first = min(hidden, -(-half // TILE) * TILE)
+    return np.array([0, first, hidden], np.int64)
+
+
+def gate_rows_by_part(w: np.ndarray, bounds: np.ndarray, gates: int) -> np.ndarray:
+    """``w`` (gates * H, ...) with each part's gate rows together, C-ordered: part k's rows are
+    ``[gates * bounds[k], gates * bounds[k + 1])``, gate by gate (an LSTM's [i, f, g, o] or a
+    GRU's [r, z, n] of its units). A 1-D ``w`` (a bias) is reordered the same way.
+
+    Example:
+        >>> w = np.arange(8.0).reshape(8, 1)
+        >>> gate_rows_by_part(w, np.array([0, 1, 2]), 4)[:, 0].tolist()
+        [0.0, 2.0, 4.0, 6.0, 1.0, 3.0, 5.0, 7.0]
+    """
+    hidden = w.shape[0] // gates
+    blocks = w.reshape(gates, hidden, *w.shape[1:])
+    parts = [blocks[:, a:b].reshape(-1, *w.shape[1:]) for a, b in itertools.pairwise(bounds)]
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+
+
+def run(loop: Any, args: tuple, steps: int) -> None:
+    """``loop(*args, sync)`` on up to ``PARTS`` threads in lockstep (``run_lockstep``).
+
+    Example:
+        >>> seen = []
+        >>> run(lambda tag, first, sync: seen.append(len(sync)), ("x",), 3)
+        >>> seen[0]
+        7
+    """
+    sync = new_sync(steps, PARTS)
+    lockstep.run_lockstep(PARTS, lambda first: loop(*args, first, sync))
+
+
+def step_of(a, t):
+    """``a[t]``, or None for an absent gradient (``_step_of`` picks the form at typing).
+
+    Example:
+        >>> step_of(None, 0), step_of(np.arange(3), 1)
+        (None, np.int64(1))
+    """
+    return None if a is None else a[t]
+
+
+@numba.extending.overload(step_of, inline="always")
+def _step_of(a, t):
+    if isinstance(a, numba.types.NoneType):
+        return lambda a, t: None
+    return lambda a, t: a[t]
+
+
+FINGERPRINT = hashlib.sha256(
+    "".join(
+        [fingerprint(f) for f in (wait_for_step, claim_part, part_done)]
+        + [lockstep.FINGERPRINT, code_fingerprint(_step_of.__code__).hex()]
+    ).encode()
+).hexdigest()[:16]
+"""A digest of the protocol and ``step_of`` the split recurrences' loops inline, for their
+kernels' cache stems."""
