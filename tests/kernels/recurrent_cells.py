@@ -3,20 +3,24 @@ inputs scaled so that the gates reach saturation at the larger scales."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-# steps, batch rows, hidden units (not a multiple of the 16-wide tiles), input scale, seed
-cell_cases = settings(max_examples=40, deadline=None)(
-    given(
+
+def cell_cases(test: Callable[..., None]) -> Callable[..., None]:
+    """``test`` over drawn steps, batch rows, hidden units (not a multiple of the 16-wide tiles),
+    input scale and seed: 40 examples, no deadline (the first compiles the kernels)."""
+    drawn = given(
         steps=st.integers(1, 6),
         n=st.integers(1, 20),
         hidden=st.integers(1, 40),
         scale=st.sampled_from([0.1, 1.0, 4.0, 30.0]),
         seed=st.integers(0, 2**16),
-    )
-)
+    )(test)
+    return settings(max_examples=40, deadline=None)(drawn)
 
 
 def scaled_inputs(seed: int, shapes: list, hidden: int, scale: float, weight: int) -> list:

@@ -1,16 +1,23 @@
-"""The GRU forward's numba cell step (``kernels/linalg/gru_forward.py``) gives the bits of the
-numpy cell it replaces (``gru_scan``'s array-call path) at any sizes, and leaves its inputs
-alone."""
+"""The GRU forward's one-GEMM loop and numba cell step (``kernels/linalg/gru_forward.py``) give
+the bits of the numpy cell it replaces (``gru_scan``'s array-call path) at any sizes, and leave
+their inputs alone. The lockstep loop that takes larger layers (``gru_lockstep``) is switched
+off here; ``test_gru_lockstep.py`` checks it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from dualflow.kernels.linalg import unit_parts
 from dualflow.kernels.linalg.gru_forward import gru_forward
 from dualflow.ops import recurrent_gru
 from dualflow.ops.recurrent_gru import GRUScan
 from tests.kernels.recurrent_cells import cell_cases, scaled_inputs
+
+
+@pytest.fixture(autouse=True)
+def _one_gemm_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(unit_parts, "fits", lambda xp, dtype, hidden, batch: False)
 
 
 def _array_path(*ins: np.ndarray) -> tuple:

@@ -5,7 +5,6 @@ because the workers are busy), and the op and the ``nn.LSTM`` training step take
 
 from __future__ import annotations
 
-import itertools
 import threading
 from typing import Any
 
@@ -18,10 +17,11 @@ import dualflow
 from dualflow import nn, optim
 from dualflow.background.process import owner
 from dualflow.kernels.base import cpu_threads, lockstep
-from dualflow.kernels.linalg import cblas, lstm_lockstep, recurrence, unit_parts
 from dualflow.kernels.linalg import lstm_forward as forward_module
+from dualflow.kernels.linalg import lstm_lockstep, recurrence, unit_parts
 from dualflow.kernels.linalg.cells import cell_kernel
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
+from tests.kernels.lockstep_reference import by_parts, partitioned_carry
 from tests.kernels.recurrent_cells import scaled_inputs
 from tests.tracer.helpers import assert_same
 
@@ -29,41 +29,18 @@ pytestmark = pytest.mark.skipif(
     not unit_parts.fits(np, np.float32, 64, 16), reason="numpy's BLAS has no 64-bit cblas_sgemm"
 )
 
-sizes = settings(max_examples=25, deadline=None)(
-    given(
-        steps=st.integers(1, 5),
-        n=st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
-        hidden=st.integers(unit_parts.MIN_HIDDEN, 70),
-        scale=st.sampled_from([0.1, 1.0, 30.0]),
-        seed=st.integers(0, 2**16),
-    )
-)
+SIZES = {
+    "steps": st.integers(1, 5),
+    "n": st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
+    "hidden": st.integers(unit_parts.MIN_HIDDEN, 70),
+    "scale": st.sampled_from([0.1, 1.0, 30.0]),
+    "seed": st.integers(0, 2**16),
+}
 
 
 def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> list:
     shapes = [(steps, n, 4 * hidden), (n, hidden), (n, hidden), (4 * hidden, hidden)]
     return scaled_inputs(seed, shapes, hidden, scale, weight=3)
-
-
-def _gemm(a: np.ndarray, b: np.ndarray, transposed_b: bool = False) -> np.ndarray:
-    # a @ b (or a @ b.T) by the kernels' own cblas_sgemm call (numpy's matmul takes gemv for
-    # one column, which rounds otherwise), operands C-ordered
-    m, k = a.shape
-    n = b.shape[0] if transposed_b else b.shape[1]
-    out = np.empty((m, n), np.float32)
-    trans = cblas.TRANS if transposed_b else cblas.NO_TRANS
-    cblas.sgemm()(cblas.ROW_MAJOR, cblas.NO_TRANS, trans, m, n, k, 1.0, a.ctypes.data, k,
-                  b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, n)  # fmt: skip
-    return out
-
-
-def _by_parts(w_parts: np.ndarray, operand: np.ndarray, bounds: np.ndarray) -> np.ndarray:
-    # the product of each part's rows, back in gate order: (4H, N)
-    hidden, n = w_parts.shape[0] // 4, operand.shape[1]
-    out = np.empty((4, hidden, n), np.float32)
-    for a, b in itertools.pairwise(bounds):
-        out[:, a:b] = _gemm(w_parts[4 * a : 4 * b], operand).reshape(4, b - a, n)
-    return out.reshape(4 * hidden, n)
 
 
 def _forward_reference(xw, h0, c0, w):
@@ -76,12 +53,13 @@ def _forward_reference(xw, h0, c0, w):
     gates, h_fm = np.empty((steps, n, four_h), np.float32), np.empty((hidden, n), np.float32)
     h, c_prev = np.ascontiguousarray(h0.T), c0
     for t in range(steps):
-        cell(xw[t], _by_parts(w_parts, h, bounds), h_fm, c_prev, gates[t], hs[t], cs[t])
+        cell(xw[t], by_parts(w_parts, h, bounds, 4), h_fm, c_prev, gates[t], hs[t], cs[t])
         h, c_prev = h_fm.copy(), cs[t]
     return hs, cs, gates
 
 
-@sizes
+@settings(max_examples=25, deadline=None)  # the first example compiles the kernels
+@given(**SIZES)
 def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidden, scale, seed):
     ins = _inputs(seed, steps, n, hidden, scale)
     # one lowering for both (nested uses share it): the GEMMs round by OpenBLAS's count, which a
@@ -93,17 +71,11 @@ def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidde
         assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
 
 
-def _partitioned_carry(xp, wt, dg, out):
-    # recurrence.carry with the lockstep's row blocks of W^T
-    for a, b in itertools.pairwise(unit_bounds(wt.shape[0])):
-        out[a:b] = _gemm(np.ascontiguousarray(wt[a:b]), dg, transposed_b=True)
-
-
 def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as patch:
         if not lockstep_on:
             patch.setattr(unit_parts, "fits", lambda xp, dtype, hidden, batch: False)
-            patch.setattr(recurrence, "carry", _partitioned_carry)
+            patch.setattr(recurrence, "carry", partitioned_carry)
         with cpu_threads.blas_on_callers():
             tanh = lambda xp, x: np.tanh(x)  # noqa: E731 - float32 inlines tanh_f32 instead
             return recurrence.lstm_grad_recurrence(np, saved, grads, np.float32, tanh)

@@ -143,6 +143,46 @@ def lstm_grad_part(acts, c, c_prev, gh, gc, base, tc, carry_ht, carry_c, dg, dh,
             do[j] = add_or(bo, h * (t * o[j] * (ONE - o[j])), j)
 
 
+@numba.njit(inline="always")
+def gru_grad_part(gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh, u0, u1):
+    """One GRU backward step for hidden units ``[u0, u1)``, from the forward's saved gates
+    [r, z, n] (N, 3H), hidden projection ``hn = W_hn h + b_hn`` and the h it started from:
+    ``dh = gh + carry_h + carry_z``; with ``per_n = (1 - z)(1 - n²)``, ``dg = [dh per_n hn
+    r (1 - r), dh (h_prev - n) z (1 - z), dh per_n r] + base``; the next step's ``carry_z = dh
+    z`` (``carry_h`` is ``dg @ W``, a GEMM, read from its transpose ``carry_ht``). The factors
+    are the ones ``gru_scan``'s backward computed on whole sequences, in the same order; ``gh``,
+    ``base`` None: absent.
+
+    Example:
+        >>> gates, one = np.full((1, 3), 0.5), np.ones((1, 1))
+        >>> dg, dh = np.empty((1, 3)), np.empty((1, 1))
+        >>> gru_grad_part(gates, one, one, one, None, one.T * 0, one * 0, dg, dh, 0, 1)
+        >>> dh.tolist(), dg.tolist()
+        ([[1.0]], [[0.09375, 0.125, 0.1875]])
+    """
+    hidden = gates.shape[1] // 3
+    rows_plus_carry(gh, carry_ht, dh, u0, u1)  # then + carry_z
+    lo = (u0, hidden + u0, 2 * hidden + u0)
+    units = u1 - u0
+    for r in range(dh.shape[0]):
+        # row pieces indexed from 0: whole-row indexing did not vectorize
+        rr, z = gates[r, lo[0] : lo[0] + units], gates[r, lo[1] : lo[1] + units]
+        g = gates[r, lo[2] : lo[2] + units]
+        d_r, d_z = dg[r, lo[0] : lo[0] + units], dg[r, lo[1] : lo[1] + units]
+        d_n = dg[r, lo[2] : lo[2] + units]
+        b_r, b_z = piece(base, r, lo[0], lo[0] + units), piece(base, r, lo[1], lo[1] + units)
+        b_n = piece(base, r, lo[2], lo[2] + units)
+        dh_r, cz_r, hn_r, hp_r = dh[r, u0:u1], carry_z[r, u0:u1], hn[r, u0:u1], h_prev[r, u0:u1]
+        for j in range(units):
+            h = dh_r[j] + cz_r[j]
+            dh_r[j] = h
+            cz_r[j] = h * z[j]
+            per_n = (ONE - z[j]) * (ONE - g[j] * g[j])
+            d_r[j] = add_or(b_r, h * (per_n * hn_r[j] * (rr[j] * (ONE - rr[j]))), j)
+            d_z[j] = add_or(b_z, h * ((hp_r[j] - g[j]) * (z[j] * (ONE - z[j]))), j)
+            d_n[j] = add_or(b_n, h * (per_n * rr[j]), j)
+
+
 def _code(code: Any) -> tuple:
     # a code object's bytecode, names and constants, nested ones (the overloads' lambdas)
     # included; not their repr, which carries addresses
@@ -153,11 +193,12 @@ def _code(code: Any) -> tuple:
 def _digest() -> str:
     helpers = (add_or, _add_or, tanh_at, _tanh_at, piece, _piece, rows_plus_carry, _rows_plus_carry)
     codes = tuple(_code(f.__code__) for f in helpers)
-    inlined = f"{fingerprint(lstm_grad_part)}{TANH_FINGERPRINT}{tiles.FINGERPRINT}"
+    steps = fingerprint(lstm_grad_part) + fingerprint(gru_grad_part)
+    inlined = f"{steps}{TANH_FINGERPRINT}{tiles.FINGERPRINT}"
     return hashlib.sha256(repr((codes, ONE, inlined)).encode()).hexdigest()[:16]
 
 
 FINGERPRINT = _digest()
 """A digest of everything here that a step kernel inlines (the typing-time helpers, the LSTM
-step, ``tanh_f32``, the tiles, ``ONE``): kernels add it to their cache stem, since the cache
-key hashes a kernel's own bytecode only."""
+and GRU steps, ``tanh_f32``, the tiles, ``ONE``): kernels add it to their cache stem, since the
+cache key hashes a kernel's own bytecode only."""

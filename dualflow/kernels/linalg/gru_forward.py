@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
+from dualflow.kernels.linalg import gru_lockstep, unit_parts
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
 
@@ -62,6 +63,8 @@ def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
     """
     steps, n, three_h = xw.shape
     hidden = three_h // 3
+    if unit_parts.fits(np, np.float32, hidden, n):  # half the units on each thread
+        return gru_lockstep.gru_forward_lockstep(xw, h0, w_hh, b_hh)
     xw = np.ascontiguousarray(xw, dtype=np.float32)
     w_hh = w_hh.astype(np.float32, copy=False)  # as it is: another layout, other GEMM bits
     bias = np.ascontiguousarray(b_hh, dtype=np.float32)

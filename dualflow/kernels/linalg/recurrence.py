@@ -20,9 +20,8 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
-from dualflow.kernels.linalg import grad_steps, lstm_lockstep, unit_parts
-from dualflow.kernels.linalg.grad_steps import ONE, add_or, lstm_grad_part, piece
-from dualflow.kernels.linalg.tiles import sum_to_rows, to_rows
+from dualflow.kernels.linalg import grad_steps, gru_lockstep, lstm_lockstep, unit_parts
+from dualflow.kernels.linalg.grad_steps import gru_grad_part, lstm_grad_part
 
 _KERNELS: dict[str, Any] = {}
 
@@ -154,32 +153,8 @@ def carry(xp: Any, wt: Any, dg: Any, out: Any) -> None:
 
 
 def _gru_step(gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh):
-    # one step from the forward's saved gates [r, z, n] (N, 3H), hidden projection hn = W_hn h +
-    # b_hn and the h it started from: dh = gh + carry_h + carry_z; with per_n = (1-z)(1-n²),
-    # dg = [dh*per_n*hn*r(1-r), dh*(h_prev-n)*z(1-z), dh*per_n*r] + base; the next step's
-    # carry_z = dh*z (carry_h is dg @ W, a GEMM, read from its transpose carry_ht). The factors
-    # are the ones gru_scan's backward computed on whole sequences, in the same order; gh, base
-    # None: absent (numba types a kernel per combination)
-    n, hidden = dh.shape
-    if gh is None:
-        to_rows(carry_ht, dh)
-    else:
-        sum_to_rows(gh, carry_ht, dh)  # gh + carry_h, in 16-unit tiles; then + carry_z
-    for r in range(n):
-        # row pieces indexed from 0 (grad_steps.piece: whole-row indexing did not vectorize)
-        rr, z, g = gates[r, :hidden], gates[r, hidden : 2 * hidden], gates[r, 2 * hidden :]
-        d_r, d_z, d_n = dg[r, :hidden], dg[r, hidden : 2 * hidden], dg[r, 2 * hidden :]
-        b_r, b_z = piece(base, r, 0, hidden), piece(base, r, hidden, 2 * hidden)
-        b_n = piece(base, r, 2 * hidden, 3 * hidden)
-        dh_r, cz_r, hn_r, hp_r = dh[r], carry_z[r], hn[r], h_prev[r]
-        for j in range(hidden):
-            h = dh_r[j] + cz_r[j]
-            dh_r[j] = h
-            cz_r[j] = h * z[j]
-            per_n = (ONE - z[j]) * (ONE - g[j] * g[j])
-            d_r[j] = add_or(b_r, h * (per_n * hn_r[j] * (rr[j] * (ONE - rr[j]))), j)
-            d_z[j] = add_or(b_z, h * ((hp_r[j] - g[j]) * (z[j] * (ONE - z[j]))), j)
-            d_n[j] = add_or(b_n, h * (per_n * rr[j]), j)
+    # one whole step (every unit) of gru_grad_part: the one-GEMM loop's kernel
+    gru_grad_part(gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh, 0, dh.shape[1])
 
 
 def _gru_xp_step(xp: Any, gates, hn, h_prev, gh, base, carry_ht, carry_z, dg, dh) -> None:
@@ -223,8 +198,11 @@ def gru_grad_recurrence(xp: Any, saved: tuple, grads: tuple, dtype: Any) -> tupl
     gh, base = (None if a is None else xp.ascontiguousarray(a, dtype=dtype) for a in grads)
     steps, n, hidden = hs.shape
     dg, dh = xp.empty((steps, n, 3 * hidden), dtype), xp.empty((steps, n, hidden), dtype)
-    carry_ht, carry_z = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     wt = xp.ascontiguousarray(w.T)
+    if unit_parts.fits(xp, dtype, hidden, n):  # each half of the units on its own thread
+        gru_lockstep.gru_grad_lockstep((gates, hn, hs, h0, wt), (gh, base), (dg, dh))
+        return dg, dh
+    carry_ht, carry_z = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     numba_step = fused(xp, dtype) and n * hidden > 0
     step = _numba(_gru_step, _gru_stem()) if numba_step else functools.partial(_gru_xp_step, xp)
     with _spinning(xp):

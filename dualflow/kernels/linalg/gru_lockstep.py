@@ -1,0 +1,157 @@
+"""A GRU layer's recurrences, forward and backward, split by hidden units into two parts that
+two threads run in lockstep, as ``lstm_lockstep`` does for the LSTM: each part's gate rows of
+``W_hh`` (3 x its units) in one single-thread GEMM with its rows of ``b_hh``, and its share of
+the cell; in the backward its rows of the carry ``W^T[units] @ dg^T`` and its units' factors.
+
+The split and which layers take it are ``unit_parts``'; the cell's arithmetic and order are
+``gru_forward``'s, so with the same GEMM rows the bits are the one-GEMM loop's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import numba
+import numpy as np
+
+from dualflow.kernels.base.lockstep import claim_part, part_done, wait_for_step
+from dualflow.kernels.fast_math.scalars import fingerprint
+from dualflow.kernels.linalg import grad_steps, unit_parts
+from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
+from dualflow.kernels.linalg.grad_steps import gru_grad_part
+from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
+from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, run, step_of, unit_bounds
+
+
+@numba.njit(inline="always")
+def forward_part(gemm, xw_t, w_parts, bias, a, b, h_fm, h_prev, product, gates_t, hs_t, hn_t,
+                 h_next):  # fmt: skip
+    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[3a, 3b)``) plus
+    its rows of ``b_hh``, then for units ``[a, b)``: ``hn``, ``[r, z] = σ(xw + product)``, ``n =
+    tanh(xw_n + r hn)``, ``h = n + z (h_prev - n)``; h written feature-major to ``h_next``."""
+    units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
+    rows = product[3 * a : 3 * b]
+    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 3 * units, n, hidden, np.float32(1.0),
+         w_parts[3 * a :].ctypes.data, hidden, h_fm.ctypes.data, n, np.float32(0.0),
+         rows.ctypes.data, n)  # fmt: skip
+    for m in range(3 * units):
+        shift = bias[3 * a + m]
+        for r in range(n):
+            rows[m, r] += shift
+    to_rows(rows[2 * units :], hn_t[:, a:b])
+    for g in range(2):
+        lo = g * hidden + a
+        sum_to_rows(xw_t[:, lo : lo + units], rows[g * units : (g + 1) * units],
+                    gates_t[:, lo : lo + units])  # fmt: skip
+    for r in range(n):
+        # row pieces indexed from 0 (whole-row indexing did not vectorize)
+        rr, z = gates_t[r, a:b], gates_t[r, hidden + a : hidden + b]
+        g, x = gates_t[r, 2 * hidden + a : 2 * hidden + b], xw_t[r, 2 * hidden + a : 2 * hidden + b]
+        hn, h_from, h_to = hn_t[r, a:b], h_prev[r, a:b], hs_t[r, a:b]
+        activate_sigmoid(rr)
+        activate_sigmoid(z)
+        for j in range(units):
+            g[j] = x[j] + rr[j] * hn[j]
+        activate_tanh(g)
+        for j in range(units):
+            new = g[j]
+            h_to[j] = new + z[j] * (h_from[j] - new)
+    to_fm(hs_t[:, a:b], h_next[a:b])
+
+
+def forward_loop(gemm, xw, w_parts, bias, bounds, h0, h_fm, product, gates, hs, hn, first, sync):
+    # one thread's run of the forward: h_fm (2, H, N) holds h feature-major, step t reading
+    # h_fm[(t + 1) % 2] (h_fm[1] is h0) and writing h_fm[t % 2]
+    steps, parts = xw.shape[0], bounds.shape[0] - 1
+    for t in range(steps):
+        wait_for_step(sync, t, parts)
+        h_prev = h0 if t == 0 else hs[t - 1]
+        for m in range(parts):
+            k = (first + m) % parts
+            if not claim_part(sync, t, parts, k):
+                continue
+            a, b = bounds[k], bounds[k + 1]
+            if b > a:
+                forward_part(gemm, xw[t], w_parts, bias, a, b, h_fm[(t + 1) % 2], h_prev,
+                             product, gates[t], hs[t], hn[t], h_fm[t % 2])  # fmt: skip
+            part_done(sync)
+
+
+def backward_loop(gemm, gates, hn, hs, h0, gh, base, wt, bounds, carry_ht, carry_z, outs, first,
+                  sync):  # fmt: skip
+    # one thread's run of the backward, last step first: a part's carry rows carry_ht[a:b] =
+    # W^T[a:b] @ dg[t + 1]^T (every part of step t + 1 is done), then its units' factors
+    dg, dh = outs
+    steps, n, hidden = hs.shape
+    parts = bounds.shape[0] - 1
+    for s in range(steps):
+        t = steps - 1 - s
+        wait_for_step(sync, s, parts)
+        h_prev = h0 if t == 0 else hs[t - 1]
+        for m in range(parts):
+            k = (first + m) % parts
+            if not claim_part(sync, s, parts, k):
+                continue
+            a, b = bounds[k], bounds[k + 1]
+            if b > a:
+                if t < steps - 1:
+                    gemm(ROW_MAJOR, NO_TRANS, TRANS, b - a, n, 3 * hidden, np.float32(1.0),
+                         wt[a:].ctypes.data, 3 * hidden, dg[t + 1].ctypes.data, 3 * hidden,
+                         np.float32(0.0), carry_ht[a:].ctypes.data, n)  # fmt: skip
+                gru_grad_part(gates[t], hn[t], h_prev, step_of(gh, t), step_of(base, t),
+                              carry_ht, carry_z, dg[t], dh[t], a, b)  # fmt: skip
+            part_done(sync)
+
+
+_INLINED = hashlib.sha256(
+    f"{fingerprint(forward_part)}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}".encode()
+).hexdigest()[:16]
+
+
+def gru_forward_lockstep(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple:
+    """Every step's h (L, N, H), gates (L, N, 3H) and ``W_hn h + b_hn`` (L, N, H) of one GRU
+    layer, as ``gru_forward`` computes them, each part's GEMM on its own thread (float32,
+    ``unit_parts.fits``).
+
+    Example:
+        >>> f32 = np.float32
+        >>> hs, gates, hn = gru_forward_lockstep(np.zeros((2, 1, 96), f32), np.ones((1, 32), f32),
+        ...     np.zeros((96, 32), f32), np.zeros(96, f32))
+        >>> hs[:, 0, 0].tolist(), gates[0, 0, ::32].tolist()
+        ([0.5, 0.25], [0.5, 0.5, 0.0])
+    """
+    steps, n, three_h = xw.shape
+    hidden = three_h // 3
+    bounds = unit_bounds(hidden)
+    h_fm = np.empty((2, hidden, n), np.float32)
+    h_fm[1] = h0.T
+    gates = np.empty((steps, n, three_h), np.float32)
+    hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
+    args = (sgemm(), np.ascontiguousarray(xw, dtype=np.float32),
+            gate_rows_by_part(w_hh, bounds, 3), gate_rows_by_part(b_hh, bounds, 3), bounds,
+            np.ascontiguousarray(h0, np.float32), h_fm, np.empty((three_h, n), np.float32),
+            gates, hs, hn)  # fmt: skip
+    run(cell_kernel(forward_loop, "gru_lockstep_forward", _INLINED), args, steps)
+    return hs, gates, hn
+
+
+def gru_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
+    """``recurrence.gru_grad_recurrence``'s loop with each part's carry GEMM on its own thread:
+    ``saved`` is ``(gates, hn, hs, h0, wt)`` (``wt`` is ``weight_hh^T`` C-ordered), ``grads``
+    ``(gh, base)`` (None when absent), ``outs`` ``(dg, dh)`` written; all C-ordered float32.
+
+    Example:
+        >>> gates, hs = np.full((2, 1, 96), 0.5, np.float32), np.ones((2, 1, 32), np.float32)
+        >>> outs = (np.empty((2, 1, 96), np.float32), np.empty_like(hs))
+        >>> gru_grad_lockstep((gates, hs, hs, hs[0], np.zeros((32, 96), np.float32)),
+        ...                   (np.ones_like(hs), None), outs)
+        >>> outs[1][:, 0, 0].tolist()  # dh: gh plus the next step's dh z
+        [1.5, 1.0]
+    """
+    gates, hn, hs, h0, wt = saved
+    steps, n, hidden = hs.shape
+    carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
+    args = (sgemm(), gates, hn, hs, h0, *grads, wt, unit_bounds(hidden), *carry, outs)
+    run(cell_kernel(backward_loop, "gru_lockstep_backward", _INLINED), args, steps)

@@ -1,0 +1,41 @@
+"""What the lockstep recurrences' tests share: the one-GEMM loops' products computed on the split's
+row blocks, through the kernels' own ``cblas_sgemm`` call (their bits)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from dualflow.kernels.linalg import cblas
+from dualflow.kernels.linalg.unit_parts import unit_bounds
+
+
+def gemm(a: np.ndarray, b: np.ndarray, transposed_b: bool = False) -> np.ndarray:
+    """``a @ b`` (or ``a @ b.T``) by the kernels' own ``cblas_sgemm`` call (numpy's matmul takes
+    gemv for one column, which rounds otherwise), operands C-ordered."""
+    m, k = a.shape
+    n = b.shape[0] if transposed_b else b.shape[1]
+    out = np.empty((m, n), np.float32)
+    trans = cblas.TRANS if transposed_b else cblas.NO_TRANS
+    cblas.sgemm()(cblas.ROW_MAJOR, cblas.NO_TRANS, trans, m, n, k, 1.0, a.ctypes.data, k,
+                  b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, n)  # fmt: skip
+    return out
+
+
+def by_parts(
+    w_parts: np.ndarray, operand: np.ndarray, bounds: np.ndarray, gates: int
+) -> np.ndarray:
+    """The product of each part's rows of ``w_parts`` (``gate_rows_by_part``) with ``operand``,
+    back in gate order: (gates * H, N)."""
+    hidden, n = w_parts.shape[0] // gates, operand.shape[1]
+    out = np.empty((gates, hidden, n), np.float32)
+    for a, b in itertools.pairwise(bounds):
+        out[:, a:b] = gemm(w_parts[gates * a : gates * b], operand).reshape(gates, b - a, n)
+    return out.reshape(gates * hidden, n)
+
+
+def partitioned_carry(xp, wt: np.ndarray, dg: np.ndarray, out: np.ndarray) -> None:
+    """``recurrence.carry`` computed on the split's row blocks of ``W^T``."""
+    for a, b in itertools.pairwise(unit_bounds(wt.shape[0])):
+        out[a:b] = gemm(np.ascontiguousarray(wt[a:b]), dg, transposed_b=True)

@@ -1,0 +1,136 @@
+"""The GRU recurrences split by hidden units into two parts run in lockstep
+(``kernels/linalg/gru_lockstep.py``): forward and backward give the bits of the one-GEMM loops
+when those multiply the same row blocks, on two threads or one, and an ``nn.GRU`` training step
+takes them, compiled equal to eager."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import dualflow
+from dualflow import nn, optim
+from dualflow.kernels.base import cpu_threads, lockstep
+from dualflow.kernels.linalg import gru_forward as forward_module
+from dualflow.kernels.linalg import gru_lockstep, recurrence, unit_parts
+from dualflow.kernels.linalg.cells import cell_kernel
+from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
+from tests.kernels.lockstep_reference import by_parts, partitioned_carry
+from tests.kernels.recurrent_cells import scaled_inputs
+from tests.tracer.helpers import assert_same
+
+pytestmark = pytest.mark.skipif(
+    not unit_parts.fits(np, np.float32, 64, 16), reason="numpy's BLAS has no 64-bit cblas_sgemm"
+)
+
+
+def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> list:
+    shapes = [(steps, n, 3 * hidden), (n, hidden), (3 * hidden, hidden), (3 * hidden,)]
+    return scaled_inputs(seed, shapes, hidden, scale, weight=2)
+
+
+def _forward_reference(xw, h0, w, bias):
+    # the one-GEMM loop's cell kernel, fed the parts' products
+    steps, n, three_h = xw.shape
+    hidden, bounds = three_h // 3, unit_bounds(three_h // 3)
+    w_parts = gate_rows_by_part(w, bounds, 3)
+    cell = cell_kernel(forward_module._cell, "gru_cell")
+    hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
+    gates, h_fm = np.empty((steps, n, three_h), np.float32), np.empty((hidden, n), np.float32)
+    h, h_prev = np.ascontiguousarray(h0.T), h0
+    for t in range(steps):
+        cell(xw[t], by_parts(w_parts, h, bounds, 3), bias, h_fm, h_prev, gates[t], hs[t], hn[t])
+        h, h_prev = h_fm.copy(), hs[t]
+    return hs, gates, hn
+
+
+@settings(max_examples=20, deadline=None)  # the first example compiles the kernels
+@given(
+    steps=st.integers(1, 5),
+    n=st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
+    hidden=st.integers(unit_parts.MIN_HIDDEN, 70),
+    scale=st.sampled_from([0.1, 1.0, 30.0]),
+    seed=st.integers(0, 2**16),
+)
+def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidden, scale, seed):
+    ins = _inputs(seed, steps, n, hidden, scale)
+    with cpu_threads.blas_on_callers():  # one lowering for both (test_lstm_lockstep.py's reason)
+        expected = _forward_reference(*ins)
+        got = forward_module.gru_forward(*ins)
+    for a, b in zip(got, expected):
+        assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
+
+
+def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
+    with monkeypatch.context() as patch:
+        if not lockstep_on:
+            patch.setattr(unit_parts, "fits", lambda xp, dtype, hidden, batch: False)
+            patch.setattr(recurrence, "carry", partitioned_carry)
+        return recurrence.gru_grad_recurrence(np, saved, grads, np.float32)
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    steps=st.integers(1, 4),
+    n=st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 4),
+    hidden=st.integers(unit_parts.MIN_HIDDEN, 60),
+    present=st.tuples(st.booleans(), st.booleans()),
+    seed=st.integers(0, 2**16),
+)
+def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
+    steps, n, hidden, present, seed
+) -> None:
+    xw, h0, w, bias = _inputs(seed, steps, n, hidden, 1.0)
+    hs, gates, hn = forward_module.gru_forward(xw, h0, w, bias)
+    rng = np.random.default_rng(seed)
+    shapes = ((steps, n, hidden), (steps, n, 3 * hidden))
+    grads = [
+        rng.standard_normal(s, dtype=np.float32) if p else None for s, p in zip(shapes, present)
+    ]
+    saved = (gates, hn, hs, h0, w)
+    with pytest.MonkeyPatch.context() as patch, cpu_threads.blas_on_callers():
+        expected = _backward(saved, grads, False, patch)
+        got = _backward(saved, grads, True, patch)
+    for a, b in zip(got, expected):
+        assert a.shape == b.shape and np.array_equal(a, b)
+
+
+def test_the_bits_do_not_depend_on_the_thread_count(monkeypatch) -> None:
+    ins = _inputs(5, 6, 9, 80, 1.0)
+    two = forward_module.gru_forward(*ins)
+    with monkeypatch.context() as patch:
+        patch.setattr(lockstep, "threads", lambda: 1)  # both parts on this thread
+        one = forward_module.gru_forward(*ins)
+    assert all(np.array_equal(a, b) for a, b in zip(one, two))
+
+
+def test_a_gru_training_step_takes_it_compiled_and_eager_alike(monkeypatch) -> None:
+    calls: list[int] = []
+    run = gru_lockstep.run
+    monkeypatch.setattr(gru_lockstep, "run", lambda *a: calls.append(1) or run(*a))
+
+    def train(compiled: bool) -> list:
+        dualflow.random.seed(0)
+        model = nn.GRU(8, 40, 2, batch_first=True)
+        opt = optim.Adam(model.parameters(), lr=1e-2)
+        x = dualflow.tensor(np.random.default_rng(1).normal(size=(8, 5, 8)).astype(np.float32))
+
+        def step() -> Any:
+            opt.zero_grad()
+            out, _ = model(x)
+            loss = (out * out).mean()
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = dualflow.compile(step) if compiled else step
+        losses = [fn().numpy().copy() for _ in range(3)]
+        return losses + [p.numpy().copy() for p in model.parameters()]
+
+    eager = train(False)
+    assert len(calls) == 3 * 4  # each layer's forward and backward, each step
+    assert_same(train(True), eager)
