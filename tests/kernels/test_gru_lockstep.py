@@ -5,23 +5,22 @@ takes them, compiled equal to eager."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dualflow
-from dualflow import nn, optim
 from dualflow.kernels.base import cpu_threads, lockstep
 from dualflow.kernels.linalg import gru_forward as forward_module
 from dualflow.kernels.linalg import gru_lockstep, recurrence, unit_parts
 from dualflow.kernels.linalg.cells import cell_kernel
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
-from tests.kernels.lockstep_reference import by_parts, partitioned_carry
+from tests.kernels.lockstep_reference import (
+    assert_train_steps_agree,
+    by_parts,
+    partitioned_carry,
+)
 from tests.kernels.recurrent_cells import scaled_inputs
-from tests.tracer.helpers import assert_same
 
 pytestmark = pytest.mark.skipif(
     not unit_parts.fits(np, np.float32, 64, 16), reason="numpy's BLAS has no 64-bit cblas_sgemm"
@@ -109,28 +108,4 @@ def test_the_bits_do_not_depend_on_the_thread_count(monkeypatch) -> None:
 
 
 def test_a_gru_training_step_takes_it_compiled_and_eager_alike(monkeypatch) -> None:
-    calls: list[int] = []
-    run = gru_lockstep.run
-    monkeypatch.setattr(gru_lockstep, "run", lambda *a: calls.append(1) or run(*a))
-
-    def train(compiled: bool) -> list:
-        dualflow.random.seed(0)
-        model = nn.GRU(8, 40, 2, batch_first=True)
-        opt = optim.Adam(model.parameters(), lr=1e-2)
-        x = dualflow.tensor(np.random.default_rng(1).normal(size=(8, 5, 8)).astype(np.float32))
-
-        def step() -> Any:
-            opt.zero_grad()
-            out, _ = model(x)
-            loss = (out * out).mean()
-            loss.backward()
-            opt.step()
-            return loss
-
-        fn = dualflow.compile(step) if compiled else step
-        losses = [fn().numpy().copy() for _ in range(3)]
-        return losses + [p.numpy().copy() for p in model.parameters()]
-
-    eager = train(False)
-    assert len(calls) == 3 * 4  # each layer's forward and backward, each step
-    assert_same(train(True), eager)
+    assert_train_steps_agree(gru_lockstep, "GRU", monkeypatch)

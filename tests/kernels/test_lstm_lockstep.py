@@ -6,24 +6,24 @@ because the workers are busy), and the op and the ``nn.LSTM`` training step take
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import dualflow
-from dualflow import nn, optim
 from dualflow.background.process import owner
 from dualflow.kernels.base import cpu_threads, lockstep
 from dualflow.kernels.linalg import lstm_forward as forward_module
 from dualflow.kernels.linalg import lstm_lockstep, recurrence, unit_parts
 from dualflow.kernels.linalg.cells import cell_kernel
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
-from tests.kernels.lockstep_reference import by_parts, partitioned_carry
+from tests.kernels.lockstep_reference import (
+    assert_train_steps_agree,
+    by_parts,
+    partitioned_carry,
+)
 from tests.kernels.recurrent_cells import scaled_inputs
-from tests.tracer.helpers import assert_same
 
 pytestmark = pytest.mark.skipif(
     not unit_parts.fits(np, np.float32, 64, 16), reason="numpy's BLAS has no 64-bit cblas_sgemm"
@@ -159,28 +159,4 @@ def test_unit_bounds_keep_whole_tiles_and_small_layers_stay_whole() -> None:
 
 
 def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch) -> None:
-    calls: list[int] = []
-    run = lstm_lockstep.run
-    monkeypatch.setattr(lstm_lockstep, "run", lambda *a: calls.append(1) or run(*a))
-
-    def train(compiled: bool) -> list:
-        dualflow.random.seed(0)
-        model = nn.LSTM(8, 40, 2, batch_first=True)
-        opt = optim.Adam(model.parameters(), lr=1e-2)
-        x = dualflow.tensor(np.random.default_rng(1).normal(size=(8, 5, 8)).astype(np.float32))
-
-        def step() -> Any:
-            opt.zero_grad()
-            out, _ = model(x)
-            loss = (out * out).mean()
-            loss.backward()
-            opt.step()
-            return loss
-
-        fn = dualflow.compile(step) if compiled else step
-        losses = [fn().numpy().copy() for _ in range(3)]
-        return losses + [p.numpy().copy() for p in model.parameters()]
-
-    eager = train(False)
-    assert len(calls) == 3 * 4  # each layer's forward and backward, each step
-    assert_same(train(True), eager)
+    assert_train_steps_agree(lstm_lockstep, "LSTM", monkeypatch)

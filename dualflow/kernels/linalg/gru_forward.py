@@ -15,38 +15,14 @@ import numpy as np
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
 from dualflow.kernels.linalg import gru_lockstep, unit_parts
-from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
-from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
+from dualflow.kernels.linalg.cells import cell_kernel
+from dualflow.kernels.linalg.gru_lockstep import gru_cell_part
 
 
 def _cell(xw, product, bias, h_fm, h_prev, gates, h_out, hn_out):
-    # product (3H, N) = W_hh @ h gets b_hh (its n block is the hn output), then in the outputs'
-    # rows: [r, z] = σ(xw + product^T), n = tanh(xw_n + r hn), h = n + z (h_prev - n); last, h
-    # feature-major (H, N) for the next step's GEMM (the GEMM that read h_fm has run)
-    n, hidden = h_out.shape
-    for m in range(3 * hidden):
-        b = bias[m]
-        for r in range(n):
-            product[m, r] += b
-    to_rows(product[2 * hidden :], hn_out)
-    sum_to_rows(xw[:, : 2 * hidden], product[: 2 * hidden], gates[:, : 2 * hidden])
-    for r in range(n):
-        # row pieces indexed from 0: whole-row indexing did not vectorize (~8x slower)
-        hn, h_from, h_to = hn_out[r], h_prev[r], h_out[r]
-        rr, z, g, x = (
-            gates[r, :hidden],
-            gates[r, hidden : 2 * hidden],
-            gates[r, 2 * hidden :],
-            xw[r, 2 * hidden :],
-        )
-        activate_sigmoid(gates[r, : 2 * hidden])
-        for j in range(hidden):
-            g[j] = x[j] + rr[j] * hn[j]
-        activate_tanh(g)
-        for j in range(hidden):
-            new = g[j]
-            h_to[j] = new + z[j] * (h_from[j] - new)
-    to_fm(h_out, h_fm)
+    # one step of the one-GEMM loop: gru_lockstep's cell over every unit (the product's rows
+    # and the bias are already in gate order)
+    gru_cell_part(xw, product, bias, 0, h_out.shape[1], h_prev, gates, h_out, hn_out, h_fm)
 
 
 def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
@@ -73,7 +49,7 @@ def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
     product, h_fm = np.empty((three_h, n), np.float32), np.empty((hidden, n), np.float32)
     h = h0.T.astype(np.float32, copy=False)  # the first GEMM reads it transposed (its bits)
     h_prev = np.ascontiguousarray(h0, np.float32)
-    cell = cell_kernel(_cell, "gru_cell") if n * hidden else None
+    cell = cell_kernel(_cell, "gru_cell", gru_lockstep.CELL) if n * hidden else None
     with blas_spinning():  # a GEMM every few microseconds, as in ``lstm_forward``
         for t in range(steps):
             np.matmul(w_hh, h, out=product)

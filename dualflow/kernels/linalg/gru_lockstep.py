@@ -26,16 +26,13 @@ from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, run, step_of, 
 
 
 @numba.njit(inline="always")
-def forward_part(gemm, xw_t, w_parts, bias, a, b, h_fm, h_prev, product, gates_t, hs_t, hn_t,
-                 h_next):  # fmt: skip
-    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[3a, 3b)``) plus
-    its rows of ``b_hh``, then for units ``[a, b)``: ``hn``, ``[r, z] = σ(xw + product)``, ``n =
-    tanh(xw_n + r hn)``, ``h = n + z (h_prev - n)``; h written feature-major to ``h_next``."""
+def gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next):
+    """The cell of one step for units ``[a, b)``: ``rows`` (3 x units, N) are their gates' rows
+    of ``W_hh @ h`` ([r, z, n] blocks), which get their rows of ``b_hh`` (``bias[3a:3b]``, in
+    the rows' order); then ``hn``, ``[r, z] = σ(xw + rows)``, ``n = tanh(xw_n + r hn)``, ``h =
+    n + z (h_prev - n)``, and h written feature-major to ``h_next`` (H, N). Each operation
+    rounded as the numpy cell's; the one-GEMM loop runs it over all units (``gru_forward``)."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
-    rows = product[3 * a : 3 * b]
-    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 3 * units, n, hidden, np.float32(1.0),
-         w_parts[3 * a :].ctypes.data, hidden, h_fm.ctypes.data, n, np.float32(0.0),
-         rows.ctypes.data, n)  # fmt: skip
     for m in range(3 * units):
         shift = bias[3 * a + m]
         for r in range(n):
@@ -59,6 +56,19 @@ def forward_part(gemm, xw_t, w_parts, bias, a, b, h_fm, h_prev, product, gates_t
             new = g[j]
             h_to[j] = new + z[j] * (h_from[j] - new)
     to_fm(hs_t[:, a:b], h_next[a:b])
+
+
+@numba.njit(inline="always")
+def forward_part(gemm, xw_t, w_parts, bias, a, b, h_fm, h_prev, product, gates_t, hs_t, hn_t,
+                 h_next):  # fmt: skip
+    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[3a, 3b)``), then
+    its units' cell (``gru_cell_part``)."""
+    units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
+    rows = product[3 * a : 3 * b]
+    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 3 * units, n, hidden, np.float32(1.0),
+         w_parts[3 * a :].ctypes.data, hidden, h_fm.ctypes.data, n, np.float32(0.0),
+         rows.ctypes.data, n)  # fmt: skip
+    gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next)
 
 
 def forward_loop(gemm, xw, w_parts, bias, bounds, h0, h_fm, product, gates, hs, hn, first, sync):
@@ -105,8 +115,10 @@ def backward_loop(gemm, gates, hn, hs, h0, gh, base, wt, bounds, carry_ht, carry
             part_done(sync)
 
 
+CELL = fingerprint(gru_cell_part)
+"""A digest of the cell, for the stems of the kernels inlining it (``gru_forward``'s too)."""
 _INLINED = hashlib.sha256(
-    f"{fingerprint(forward_part)}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}".encode()
+    f"{fingerprint(forward_part)}{CELL}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}".encode()
 ).hexdigest()[:16]
 
 

@@ -17,38 +17,15 @@ from typing import Any
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
-from dualflow.kernels.fast_math.fast_tanh import tanh_f32
 from dualflow.kernels.linalg import lstm_lockstep, unit_parts
-from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
-from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
+from dualflow.kernels.linalg.cells import cell_kernel
+from dualflow.kernels.linalg.lstm_lockstep import lstm_cell_part
 
 
 def _cell(xw, product, h_fm, c_prev, gates, h_out, c_out):
-    # gates (N, 4H) = xw + product^T (product (4H, N) = W_hh @ h), activated row by row
-    # [σi, σf, tanh g, σo] in flat loops over contiguous blocks (they vectorize); c = σf c_prev
-    # + σi tanh g and h = σo tanh(c) in rows; then h feature-major (H, N) for the next step's
-    # GEMM (the GEMM that read h_fm has run)
-    n, hidden = h_out.shape
-    sum_to_rows(xw, product, gates)
-    for r in range(n):
-        g = gates[r]
-        activate_sigmoid(g[: 2 * hidden])
-        activate_tanh(g[2 * hidden : 3 * hidden])
-        activate_sigmoid(g[3 * hidden :])
-        # the gates' pieces indexed from 0: whole-row indexing did not vectorize (~8x slower)
-        i, f, gg, o = (
-            g[:hidden],
-            g[hidden : 2 * hidden],
-            g[2 * hidden : 3 * hidden],
-            g[3 * hidden :],
-        )
-        c_from, c_to, h_to = c_prev[r], c_out[r], h_out[r]
-        for j in range(hidden):
-            v = f[j] * c_from[j]
-            c_to[j] = v + i[j] * gg[j]
-        for j in range(hidden):
-            h_to[j] = o[j] * tanh_f32(c_to[j])
-    to_fm(h_out, h_fm)
+    # one step of the one-GEMM loop: lstm_lockstep's cell over every unit (the product's rows
+    # are already in gate order)
+    lstm_cell_part(xw, product, 0, h_out.shape[1], c_prev, gates, h_out, c_out, h_fm)
 
 
 def fits(xp: Any, dtype: Any) -> bool:
@@ -87,7 +64,7 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     # the first GEMM reads h0 transposed, as the array-call path does: BLAS sums in another
     # order for a transposed operand than for a copy, so a copy would change the bits
     h = h0.T.astype(np.float32, copy=False)
-    cell = cell_kernel(_cell, "lstm_cell") if n * hidden else None
+    cell = cell_kernel(_cell, "lstm_cell", lstm_lockstep.CELL) if n * hidden else None
     with blas_spinning():  # a GEMM every ~15 us: OpenBLAS's threads stay awake between
         for t in range(steps):
             np.matmul(w_hh, h, out=product)

@@ -34,16 +34,13 @@ from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, run, step_of, 
 
 
 @numba.njit(inline="always")
-def forward_part(gemm, xw_t, w_parts, a, b, h_prev, c_prev, product, gates_t, hs_t, cs_t, h_next):
-    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[4a, 4b)``), the
-    step's input projections added, activated, and c and h updated for units ``[a, b)``, in
-    the arithmetic and order of ``lstm_forward``'s cell; h written feature-major to
-    ``h_next``."""
+def lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next):
+    """The cell of one step for units ``[a, b)``: ``rows`` (4 x units, N) are their gates' rows
+    of ``W_hh @ h`` ([i, f, g, o] blocks), added to the step's input projections ``xw_t`` (N,
+    4H) into ``gates_t``, activated [σ, σ, tanh, σ]; then ``c = σf c_prev + σi tanh g`` and
+    ``h = σo tanh(c)``, and h written feature-major to ``h_next`` (H, N). Each operation rounded
+    as the numpy cell's; the one-GEMM loop runs it over all units (``lstm_forward``)."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
-    rows = product[4 * a : 4 * b]
-    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 4 * units, n, hidden, np.float32(1.0),
-         w_parts[4 * a :].ctypes.data, hidden, h_prev.ctypes.data, n, np.float32(0.0),
-         rows.ctypes.data, n)  # fmt: skip
     for g in range(4):
         lo = g * hidden + a
         sum_to_rows(xw_t[:, lo : lo + units], rows[g * units : (g + 1) * units],
@@ -65,6 +62,18 @@ def forward_part(gemm, xw_t, w_parts, a, b, h_prev, c_prev, product, gates_t, hs
         for j in range(units):
             h_to[j] = o[j] * tanh_f32(c_to[j])
     to_fm(hs_t[:, a:b], h_next[a:b])
+
+
+@numba.njit(inline="always")
+def forward_part(gemm, xw_t, w_parts, a, b, h_prev, c_prev, product, gates_t, hs_t, cs_t, h_next):
+    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[4a, 4b)``), then
+    its units' cell (``lstm_cell_part``)."""
+    units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
+    rows = product[4 * a : 4 * b]
+    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 4 * units, n, hidden, np.float32(1.0),
+         w_parts[4 * a :].ctypes.data, hidden, h_prev.ctypes.data, n, np.float32(0.0),
+         rows.ctypes.data, n)  # fmt: skip
+    lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next)
 
 
 def forward_loop(gemm, xw, w_parts, bounds, c0, h_fm, product, gates, hs, cs, first, sync):
@@ -112,8 +121,10 @@ def backward_loop(gemm, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_
             part_done(sync)
 
 
+CELL = fingerprint(lstm_cell_part)
+"""A digest of the cell, for the stems of the kernels inlining it (``lstm_forward``'s too)."""
 _INLINED = hashlib.sha256(
-    f"{fingerprint(forward_part)}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}".encode()
+    f"{fingerprint(forward_part)}{CELL}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}".encode()
 ).hexdigest()[:16]
 
 
