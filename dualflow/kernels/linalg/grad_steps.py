@@ -1,6 +1,6 @@
 """The elementwise part of the recurrences' backward steps, as numba functions the step kernels
-inline (``recurrence``'s one-GEMM loops and ``lstm_lockstep``'s split ones), with the
-typing-time helpers that let an absent gradient be None instead of zeros.
+inline (``recurrence``'s one-GEMM loops and ``lstm_lockstep``'s and ``gru_lockstep``'s split
+ones), with the typing-time helpers that let an absent gradient be None instead of zeros.
 """
 
 from __future__ import annotations
