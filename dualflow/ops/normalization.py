@@ -73,19 +73,19 @@ class BatchNorm:
         axes, shape = stat_axes(x.ndim), channel_shape(x.ndim)
         n = math.prod(x.shape) // x.shape[1]
         need_x, need_gamma, need_beta = ctx.needs_input_grad
-        xc = x - reshape(mu, shape)
         gx = ggamma = gbeta = None
         if gy is not None and need_x:  # one op: one numba kernel on host arrays
             gx, ggamma, gbeta = batch_norm_grad(gy, x, gamma, mu, var, ctx.attrs["eps"])
         elif gy is not None:
             gbeta = reduce_sum(gy, axes)
-            xhat = xc * reshape(rsqrt(var + ctx.attrs["eps"]), shape)
+            xhat = (x - reshape(mu, shape)) * reshape(rsqrt(var + ctx.attrs["eps"]), shape)
             ggamma = reduce_sum(gy * xhat, axes)
         if need_x and gmean is not None:  # d mean / dx = 1/n
             term = broadcast_to(reshape(gmean * (1.0 / n), shape), x.shape)
             gx = term if gx is None else gx + term
         if need_x and gvar is not None:  # d var / dx = 2 (x - mean) / n
-            term = xc * reshape(gvar * (2.0 / n), shape)
+            # x - mean only here: the kernel path needs no centred copy of x
+            term = (x - reshape(mu, shape)) * reshape(gvar * (2.0 / n), shape)
             gx = term if gx is None else gx + term
         return gx, (ggamma if need_gamma else None), (gbeta if need_beta else None)
 
