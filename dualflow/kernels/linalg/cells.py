@@ -15,7 +15,7 @@ from dualflow.kernels.fast_math.fast_tanh import FINGERPRINT, tanh_f32
 from dualflow.kernels.fast_math.scalars import fingerprint
 from dualflow.kernels.linalg import tiles
 
-_KERNELS: dict[str, Any] = {}
+_KERNELS: dict[tuple, Any] = {}
 HALF = np.float32(0.5)
 """sigmoid's constant, float32: ``0.5 * tanh(0.5 * x) + 0.5`` rounds as the ``sigmoid`` op."""
 
@@ -49,6 +49,11 @@ def activate_tanh(a):
         a[m] = tanh_f32(a[m])
 
 
+# the activations, the tiles and HALF, which every cell inlines (fixed for the process)
+_HELPERS = "".join(fingerprint(f) for f in (activate_sigmoid, activate_tanh))
+_HELPERS += f"{tiles.FINGERPRINT}{HALF!r}"
+
+
 def cell_kernel(cell: Any, name: str, inlined: str = "") -> Any:
     """``cell`` (a recurrent cell step inlining the activations and the tiles) compiled through
     the kernels cache, once a process; the stem names the fast tanh and every inlined helper,
@@ -64,13 +69,14 @@ def cell_kernel(cell: Any, name: str, inlined: str = "") -> Any:
         >>> x.tolist(), cell_kernel(_halve, "doc_sigmoid") is cell_kernel(_halve, "doc_sigmoid")
         ([0.5, 0.5], True)
     """
-    helpers = "".join(fingerprint(f) for f in (activate_sigmoid, activate_tanh))
-    key = f"{helpers}{tiles.FINGERPRINT}{HALF!r}{inlined}"
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    stem = f"k_{name}_{FINGERPRINT}_{digest}"
-    kernel = _KERNELS.get(stem)
-    if kernel is None:
-        from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
+    kernel = _KERNELS.get((cell, name, inlined))  # every recurrence call: no digest per call
+    if kernel is not None:
+        return kernel
+    from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
 
-        kernel = _KERNELS[stem] = numba_cache.cached_njit(cell, stem)
-    return kernel
+    def build() -> tuple[Any, str]:
+        digest = hashlib.sha256(f"{_HELPERS}{inlined}".encode()).hexdigest()[:16]
+        jitted = numba.njit(nogil=True, cache=False, error_model="numpy")(cell)
+        return jitted, f"k_{name}_{FINGERPRINT}_{digest}"
+
+    return numba_cache.built_once(_KERNELS, (cell, name, inlined), build)

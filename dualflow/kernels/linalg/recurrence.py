@@ -17,6 +17,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+import numba
 import numpy as np
 
 from dualflow.kernels.base.cpu_threads import blas_spinning
@@ -47,11 +48,14 @@ def _xp_step(xp: Any, acts, c, c_prev, gh, gc, base, tc, carry_ht, carry_c, dg, 
 
 def _numba(py_func: Any, stem: str) -> Any:
     kernel = _KERNELS.get(stem)
-    if kernel is None:
-        from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
+    if kernel is not None:
+        return kernel
+    from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
 
-        kernel = _KERNELS[stem] = numba_cache.cached_njit(py_func, stem)
-    return kernel
+    def build() -> tuple[Any, str]:  # once, whichever threads ask first
+        return numba.njit(nogil=True, cache=False, error_model="numpy")(py_func), stem
+
+    return numba_cache.built_once(_KERNELS, stem, build)
 
 
 @functools.cache
