@@ -33,7 +33,9 @@ MIN_BATCH = 8
 weights again at every step and does N multiply-adds per packed weight: below a few columns the
 packing is the step, and the one-GEMM loop (numpy's matmul: a matrix-vector product at N = 1)
 ran faster (N = 1, H = 256: 1.16 against 3.13 ms a forward of 64 steps; N = 4, H = 64: 0.48
-against 0.54 ms), while from 16 columns the split won (N = 16, H = 128: 2.56 against 3.14)."""
+against 0.54 ms), while from 8 columns the split won or tied (N = 8, H = 256: forward 3.01
+against 3.37, backward 3.02 against 3.66; H = 64: 0.54 against 0.54 and 0.40 against 0.56).
+Measured on one machine (2-core Zen 4): a structural threshold, but its value is that machine's."""
 
 
 def fits(xp: Any, dtype: Any, hidden: int, batch: int) -> bool:
