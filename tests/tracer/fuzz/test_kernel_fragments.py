@@ -1,8 +1,10 @@
 """Fixed fuzzer programs whose fragments take a host kernel's path, compiled as eager: batch norm
-over (1, W, N) planes runs its numba kernels (kernels/norm), and a batch of sequences runs the
-LSTM's lockstep halves (kernels/linalg/lstm_lockstep.py)."""
+over (1, W, N) planes runs its numba kernels forward and backward (kernels/norm), and a batch of
+sequences runs the LSTM's lockstep halves (kernels/linalg/lstm_lockstep.py)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -10,21 +12,35 @@ from tests.tracer.fuzz.compare import differences
 from tests.tracer.fuzz.spec import Piece, Spec
 
 
+def _counted(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list:
+    """Calls of ``module.name`` from now on, one entry each (it still runs)."""
+    calls: list[int] = []
+    function = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a: calls.append(1) or function(*a))
+    return calls
+
+
+def _assert_compiled_as_eager(spec: Spec) -> None:
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes) == [], passes
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_batch_norm_over_planes_runs_its_kernel_compiled_as_eager(
     dtype: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # (1, W, N) planes: batch norm's numba kernel (kernels/norm), with a batch change mid-run
-    from dualflow.kernels.norm import batch_norm
+    # (1, W, N) planes after a linear layer: batch norm's numba kernels (kernels/norm) forward
+    # and backward, with a batch change mid-run
+    from dualflow.kernels.norm import batch_norm, batch_norm_grad
 
-    calls = []
-    forward = batch_norm.forward
-    monkeypatch.setattr(batch_norm, "forward", lambda *a: calls.append(1) or forward(*a))
+    calls = _counted(monkeypatch, batch_norm, "forward")
+    grad_calls = _counted(monkeypatch, batch_norm_grad, "backward")
     spec = Spec(
         13,
         width=16,
         batches=(8, 8, 8, 8, 5),
         body=(
+            Piece.of("matmul", kind="linear"),  # the planes then need a gradient: the backward
             Piece.of("batchnorm", kind="planes"),
             Piece.of("unary", kind="tanh"),
             Piece.of("batchnorm", kind="rows"),
@@ -33,9 +49,9 @@ def test_batch_norm_over_planes_runs_its_kernel_compiled_as_eager(
         optimizer="adam",
         loss="xent",
     )
-    for passes in ("O0", "exact"):
-        assert differences(spec, passes) == [], passes
+    _assert_compiled_as_eager(spec)
     assert calls  # the planes went through the kernel
+    assert grad_calls  # and their backward through batch_norm_grad's
 
 
 def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
@@ -45,9 +61,7 @@ def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
     # forward and backward, with a batch change mid-run (26 rows: two steps of 13 sequences)
     from dualflow.kernels.linalg import lstm_lockstep
 
-    calls = []
-    run = lstm_lockstep.run
-    monkeypatch.setattr(lstm_lockstep, "run", lambda *a: calls.append(1) or run(*a))
+    calls = _counted(monkeypatch, lstm_lockstep, "run")
     spec = Spec(
         17,
         width=40,
@@ -55,6 +69,5 @@ def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
         body=(Piece.of("recurrent", kind="LSTM-batch"), Piece.of("unary", kind="tanh")),
         dtype="float32",
     )
-    for passes in ("O0", "exact"):
-        assert differences(spec, passes) == [], passes
+    _assert_compiled_as_eager(spec)
     assert calls  # the lockstep ran
