@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from dualflow.kernels.base import cpu_threads, lockstep
 from dualflow.kernels.linalg import gru_forward as forward_module
 from dualflow.kernels.linalg import gru_lockstep, recurrence, unit_parts
-from dualflow.kernels.linalg.cells import cell_kernel
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
 from tests.kernels.lockstep_reference import (
     assert_train_steps_agree,
@@ -37,7 +36,7 @@ def _forward_reference(xw, h0, w, bias):
     steps, n, three_h = xw.shape
     hidden, bounds = three_h // 3, unit_bounds(three_h // 3)
     w_parts = gate_rows_by_part(w, bounds, 3)
-    cell = cell_kernel(forward_module._cell, "gru_cell")
+    cell = forward_module.one_gemm_cell()  # the loop's own kernel, stem and all
     hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
     gates, h_fm = np.empty((steps, n, three_h), np.float32), np.empty((hidden, n), np.float32)
     h, h_prev = np.ascontiguousarray(h0.T), h0

@@ -16,7 +16,6 @@ from dualflow.background.process import owner
 from dualflow.kernels.base import cpu_threads, lockstep
 from dualflow.kernels.linalg import lstm_forward as forward_module
 from dualflow.kernels.linalg import lstm_lockstep, recurrence, unit_parts
-from dualflow.kernels.linalg.cells import cell_kernel
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
 from tests.kernels.lockstep_reference import (
     assert_train_steps_agree,
@@ -48,7 +47,7 @@ def _forward_reference(xw, h0, c0, w):
     steps, n, four_h = xw.shape
     hidden, bounds = four_h // 4, unit_bounds(four_h // 4)
     w_parts = gate_rows_by_part(w, bounds, 4)
-    cell = cell_kernel(forward_module._cell, "lstm_cell")
+    cell = forward_module.one_gemm_cell()  # the loop's own kernel, stem and all
     hs, cs = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
     gates, h_fm = np.empty((steps, n, four_h), np.float32), np.empty((hidden, n), np.float32)
     h, c_prev = np.ascontiguousarray(h0.T), c0

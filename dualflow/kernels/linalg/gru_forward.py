@@ -25,6 +25,16 @@ def _cell(xw, product, bias, h_fm, h_prev, gates, h_out, hn_out):
     gru_cell_part(xw, product, bias, 0, h_out.shape[1], h_prev, gates, h_out, hn_out, h_fm)
 
 
+def one_gemm_cell() -> Any:
+    """The one-GEMM loop's cell kernel (``_cell``), its stem naming the cell it inlines.
+
+    Example:
+        >>> one_gemm_cell() is one_gemm_cell()
+        True
+    """
+    return cell_kernel(_cell, "gru_cell", gru_lockstep.CELL)
+
+
 def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
     """Every step's h (L, N, H), gates (L, N, 3H) [r, z, n] and ``W_hn h + b_hn`` (L, N, H) of
     one GRU layer, from the input projections ``xw`` (L, N, 3H), ``h0`` (N, H), ``w_hh`` (3H, H)
@@ -49,7 +59,7 @@ def gru_forward(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple[Any, Any, Any]:
     product, h_fm = np.empty((three_h, n), np.float32), np.empty((hidden, n), np.float32)
     h = h0.T.astype(np.float32, copy=False)  # the first GEMM reads it transposed (its bits)
     h_prev = np.ascontiguousarray(h0, np.float32)
-    cell = cell_kernel(_cell, "gru_cell", gru_lockstep.CELL) if n * hidden else None
+    cell = one_gemm_cell() if n * hidden else None
     with blas_spinning():  # a GEMM every few microseconds, as in ``lstm_forward``
         for t in range(steps):
             np.matmul(w_hh, h, out=product)

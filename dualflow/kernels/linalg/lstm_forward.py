@@ -28,6 +28,16 @@ def _cell(xw, product, h_fm, c_prev, gates, h_out, c_out):
     lstm_cell_part(xw, product, 0, h_out.shape[1], c_prev, gates, h_out, c_out, h_fm)
 
 
+def one_gemm_cell() -> Any:
+    """The one-GEMM loop's cell kernel (``_cell``), its stem naming the cell it inlines.
+
+    Example:
+        >>> one_gemm_cell() is one_gemm_cell()
+        True
+    """
+    return cell_kernel(_cell, "lstm_cell", lstm_lockstep.CELL)
+
+
 def fits(xp: Any, dtype: Any) -> bool:
     """Whether ``lstm_forward`` runs these arrays (numpy float32; others take the array calls).
 
@@ -64,7 +74,7 @@ def lstm_forward(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple[Any, Any, Any]:
     # the first GEMM reads h0 transposed, as the array-call path does: BLAS sums in another
     # order for a transposed operand than for a copy, so a copy would change the bits
     h = h0.T.astype(np.float32, copy=False)
-    cell = cell_kernel(_cell, "lstm_cell", lstm_lockstep.CELL) if n * hidden else None
+    cell = one_gemm_cell() if n * hidden else None
     with blas_spinning():  # a GEMM every ~15 us: OpenBLAS's threads stay awake between
         for t in range(steps):
             np.matmul(w_hh, h, out=product)
