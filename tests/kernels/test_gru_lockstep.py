@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualflow.kernels.base import cpu_threads, lockstep
+from dualflow.background.process import using_threads
+from dualflow.kernels.base import cpu_threads
 from dualflow.kernels.linalg import gru_forward as forward_module
 from dualflow.kernels.linalg import gru_lockstep, recurrence, unit_parts
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
@@ -100,8 +101,7 @@ def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
 def test_the_bits_do_not_depend_on_the_thread_count(monkeypatch) -> None:
     ins = _inputs(5, 6, 9, 80, 1.0)
     two = forward_module.gru_forward(*ins)
-    with monkeypatch.context() as patch:
-        patch.setattr(lockstep, "threads", lambda: 1)  # both parts on this thread
+    with using_threads(1, blas_too=True):  # set_num_threads(1): both parts on this thread
         one = forward_module.gru_forward(*ins)
     assert all(np.array_equal(a, b) for a, b in zip(one, two))
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dualflow.background.process import owner
+from dualflow.background.process import owner, using_threads
 from dualflow.kernels.base import cpu_threads, lockstep
 from dualflow.kernels.linalg import lstm_forward as forward_module
 from dualflow.kernels.linalg import lstm_lockstep, recurrence, unit_parts
@@ -109,8 +109,7 @@ def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
 def _run_three_ways(monkeypatch: pytest.MonkeyPatch) -> list:
     ins = _inputs(7, 6, 9, 80, 1.0)
     runs = [forward_module.lstm_forward(*ins)]  # the parts on both threads
-    with monkeypatch.context() as patch:
-        patch.setattr(lockstep, "threads", lambda: 1)  # both parts on this thread
+    with using_threads(1, blas_too=True):  # set_num_threads(1): both parts on this thread
         runs.append(forward_module.lstm_forward(*ins))
     lock = owner().crew.lock
     assert lock.acquire(timeout=10)  # the workers busy: run_parts runs the loops one by one

@@ -197,13 +197,30 @@ def blas_on_callers() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def gemms_on_every_core() -> Iterator[bool]:
+    """Whether GEMM jobs may run on every core at once inside, each GEMM on its caller's thread:
+    more than one kernel thread, and OpenBLAS lowered to one thread (``blas_on_callers``). Two
+    cores' multi-threaded GEMMs at once queue on OpenBLAS's level-3 lock and wake its sleeping
+    threads for each: with one idle user thread alive (which keeps the count up), small-cnn's
+    compiled step took 60-160 ms against 31-35 ms. Where it yields False the jobs run one after
+    another, each GEMM on OpenBLAS's threads; they round by OpenBLAS's count either way.
+
+    Example:
+        >>> with gemms_on_every_core() as concurrent:
+        ...     concurrent in (True, False)
+        True
+    """
+    if threads() == 1:
+        yield False
+        return
+    with blas_on_callers():
+        yield blas.get_threads() in (None, 1)
+
+
 def run_pulled_gemms(count: int, job: Callable[[int], None]) -> None:
-    """``run_pulled`` for jobs that are GEMMs: on every core at once, each GEMM on its caller's
-    thread (``blas_on_callers``), where OpenBLAS could be lowered to one thread; else one after
-    another on this thread, each GEMM on OpenBLAS's threads. Two cores' multi-threaded GEMMs at
-    once queue on OpenBLAS's level-3 lock and wake its sleeping threads for each: with one idle
-    user thread alive (which keeps the count up), small-cnn's compiled step took 60-160 ms
-    against 31-35 ms. The GEMMs round by OpenBLAS's count either way.
+    """``run_pulled`` for jobs that are GEMMs, where they may run on every core at once
+    (``gemms_on_every_core``); else one after another on this thread.
 
     Example:
         >>> seen = []
@@ -211,11 +228,10 @@ def run_pulled_gemms(count: int, job: Callable[[int], None]) -> None:
         >>> sorted(seen)
         [0, 1, 2]
     """
-    if threads() > 1:
-        with blas_on_callers():
-            if blas.get_threads() in (None, 1):
-                run_pulled(count, job)
-                return
+    with gemms_on_every_core() as concurrent:
+        if concurrent:
+            run_pulled(count, job)
+            return
     for k in range(count):
         job(k)
 

@@ -29,8 +29,12 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from dualflow.background import blas
-from dualflow.kernels.base.cpu_threads import blas_on_callers, blas_spinning, run_parts, threads
+from dualflow.kernels.base.cpu_threads import (
+    blas_spinning,
+    gemms_on_every_core,
+    run_parts,
+    threads,
+)
 from dualflow.kernels.base.numba_cache import code_fingerprint
 
 
@@ -147,11 +151,11 @@ def new_sync(steps: int, parts: int) -> np.ndarray:
 
 def run_lockstep(parts: int, loop: Callable[[int], None]) -> None:
     """``loop(first)`` (one thread's whole run of a lockstep kernel, starting each step at part
-    ``first``) on ``min(parts, threads())`` threads at once, each of its GEMMs on one BLAS
-    thread, where OpenBLAS may be lowered to one (``blas_on_callers``: no other thread may call
-    BLAS); else once, on this thread, its GEMMs on OpenBLAS's threads, kept awake between steps
-    (``blas_spinning``). The thread count never changes the results; OpenBLAS's count does (its
-    GEMMs round by it), as with ``cpu_threads.run_pulled_gemms``.
+    ``first``) on ``min(parts, threads())`` threads at once where GEMMs may run on every core
+    (``cpu_threads.gemms_on_every_core``: each of its GEMMs then on one BLAS thread); else
+    once, on this thread, its GEMMs on OpenBLAS's threads, kept awake between steps
+    (``blas_spinning``). Which threads run the parts never changes the results; OpenBLAS's count
+    does (its GEMMs round by it), as with ``cpu_threads.run_pulled_gemms``.
 
     Example:
         >>> firsts = []
@@ -159,10 +163,9 @@ def run_lockstep(parts: int, loop: Callable[[int], None]) -> None:
         >>> firsts[0]
         0
     """
-    with blas_on_callers():
-        if blas.get_threads() in (None, 1):
-            count = min(parts, threads())
-            run_parts([functools.partial(loop, first) for first in range(count)])
+    with gemms_on_every_core() as concurrent:
+        if concurrent:
+            run_parts([functools.partial(loop, first) for first in range(min(parts, threads()))])
             return
     with blas_spinning():
         loop(0)
