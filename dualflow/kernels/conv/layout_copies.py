@@ -15,6 +15,7 @@ import numpy as np
 
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, by_images, numba_kernel, part_bytes
+from dualflow.kernels.linalg.tiles import FINGERPRINT, to_fm, to_rows
 
 U = np.uint64  # unsigned indices: no negative-index wraparound, which kept LLVM from vectorizing
 BLOCK = 64  # output channels per block: one run of writes (reads) per tap and input channel
@@ -35,20 +36,15 @@ def _to_channels_last(out, x, ph, pw):  # pragma: no cover - compiled by numba
                 for k in range(c):
                     out[b, r, q, k] = 0
                     out[b, r, wp - 1 - q, k] = 0
-        for k in range(c):
-            for r in range(h):
-                for q in range(w):
-                    out[b, r + ph, q + pw, k] = x[b, k, r, q]
+        for r in range(h):  # row by row in 16-wide tiles: see ``_rows_in`` of winograd_loops
+            to_fm(x[b, :, r, :], out[b, r + ph, pw : pw + w, :])
 
 
 def _to_channels_first(out, y):  # pragma: no cover - compiled by numba
     # out (n, C, h, w); y (n, h, w, C)
-    n, h, w, c = y.shape
-    for b in range(n):
-        for k in range(c):
-            for r in range(h):
-                for q in range(w):
-                    out[b, k, r, q] = y[b, r, q, k]
+    for b in range(y.shape[0]):
+        for r in range(y.shape[1]):
+            to_rows(y[b, r], out[b, :, r, :])
 
 
 def _filters_to_taps(out, w, o0, o1):  # pragma: no cover - compiled by numba
@@ -130,7 +126,9 @@ def channels_last(x: Any, pad: tuple, groups: int) -> Any:
     n, c, h, w = x.shape
     (ph, pw) = pad
     out = np.empty((n, h + 2 * ph, w + 2 * pw, c), dtype=x.dtype)
-    by_images(numba_kernel("to_channels_last", _to_channels_last), out, (x,), (ph, pw))
+    by_images(
+        numba_kernel(f"to_channels_last{FINGERPRINT}", _to_channels_last), out, (x,), (ph, pw)
+    )
     return out.reshape(n, h + 2 * ph, w + 2 * pw, groups, c // groups)
 
 
@@ -144,5 +142,5 @@ def channels_first(y: Any) -> Any:
     """
     n, h, w, c = y.shape
     out = np.empty((n, c, h, w), dtype=y.dtype)
-    by_images(numba_kernel("to_channels_first", _to_channels_first), out, (y,), ())
+    by_images(numba_kernel(f"to_channels_first{FINGERPRINT}", _to_channels_first), out, (y,), ())
     return out

@@ -28,6 +28,7 @@ from dualflow.kernels.base.cpu_threads import (
 )
 from dualflow.kernels.conv import winograd_loops
 from dualflow.kernels.conv.column_copies import PART_MIN_BYTES, numba_kernel, part_bytes
+from dualflow.kernels.linalg import tiles
 
 MIN_CHANNELS = 16
 """Input and output channels a layer needs for the Winograd kernels (below, GEMMs of K < 16 run
@@ -61,8 +62,10 @@ whatever the batch, and at 16 tiles (4x4 images, batch 16) it costs more than th
 (F(2x2, 3x3) measured 64 of its 2x2 tiles there slower than im2col)."""
 
 # numba_cache's key covers a kernel's own bytecode, not the helpers numba inlines into it: this
-# digest of the loops' module stands for them
-_DIGEST = hashlib.sha256(Path(winograd_loops.__file__).read_bytes()).hexdigest()[:16]
+# digest of the loops' module and of the transposes they inline stands for them
+_DIGEST = hashlib.sha256(
+    Path(winograd_loops.__file__).read_bytes() + tiles.FINGERPRINT.encode()
+).hexdigest()[:16]
 
 
 def runs(geometry: dict, ksize: tuple, channels: tuple[int, int], out_hw: tuple, n: int) -> bool:

@@ -74,8 +74,15 @@ def to_fm(rows, fm):
         for r in range(n):
             for mm in range(16):
                 fm[m0 + mm, r] = rows[r, m0 + mm]
-    for m in range(features - features % 16, features):
-        for r in range(n):
+    # the last features % 16 features in tiles of 16 rows (a narrow plane, a convolution's 8
+    # or 4 pixels of a row, is all tail: one feature at a time over every row was 2x slower)
+    tail = features - features % 16
+    for r0 in range(0, n - 15, 16):
+        for m in range(tail, features):
+            for rr in range(16):
+                fm[m, r0 + rr] = rows[r0 + rr, m]
+    for m in range(tail, features):
+        for r in range(n - n % 16, n):
             fm[m, r] = rows[r, m]
 
 
@@ -95,8 +102,13 @@ def to_rows(fm, rows):
         for r in range(n):
             for mm in range(16):
                 rows[r, m0 + mm] = fm[m0 + mm, r]
-    for m in range(features - features % 16, features):
-        for r in range(n):
+    tail = features - features % 16  # in tiles of 16 rows, as in to_fm
+    for r0 in range(0, n - 15, 16):
+        for m in range(tail, features):
+            for rr in range(16):
+                rows[r0 + rr, m] = fm[m, r0 + rr]
+    for r in range(n - n % 16, n):
+        for m in range(tail, features):
             rows[r, m] = fm[m, r]
 
 
