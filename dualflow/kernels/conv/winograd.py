@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.base.cpu_caches import l2_bytes
 from dualflow.kernels.base.cpu_threads import (
     parts_for,
     run_parts,
@@ -34,26 +35,32 @@ MIN_CHANNELS = 16
 """Input and output channels a layer needs for the Winograd kernels (below, GEMMs of K < 16 run
 far below the BLAS rate and im2col + one GEMM is faster)."""
 
-MIN_CHUNK_BYTES = 1 << 21
+MIN_CHUNK_BYTES: int | None = None
 CHUNK_BYTES = 1 << 24
 """Bytes of transformed tiles (input and product, or input and gradient) one chunk of images
 takes (at least one image): 4x the transformed filters' bytes, within these bounds. A chunk is
 36 GEMMs that read the filters (or write and add a sum of their size): few channels pay for
 small chunks whose tiles stay in cache between a transform and its GEMMs (ResNet-18's 64-channel
-layer at 32x32: 7.7 ms weight gradient with 2 MiB chunks, 13.6 with 16), many channels for
-large ones that spread the filters' traffic over more tiles (256 channels at 8x8: 9.2 ms with
-16 MiB, 15.6 with 2)."""
+layer at 32x32: 7.7 ms weight gradient with 2 MiB chunks, 13.6 with 16, on a Zen 4 of 1 MiB L2),
+many channels for large ones that spread the filters' traffic over more tiles (256 channels at
+8x8: 9.2 ms with 16 MiB, 15.6 with 2). The floor, ``MIN_CHUNK_BYTES``, is two of a core's L2
+caches (``cpu_caches.l2_bytes``) unless set here (tests): on a Xeon of 2 MiB L2, small-cnn's
+32 -> 64 layer at 32x32 took 13.4 ms forward + weight gradient with 2 MiB chunks and 11.0 with
+4 (ResNet-18's 64-channel layer 9.6 and 8.8; the 16x16 layers the same within 3%), as 2 MiB was
+the best of 2 and 16 on the Zen 4."""
 
 
-def chunk_bytes(channels: tuple[int, int], item: int) -> int:
-    """The tile budget of one chunk for ``channels`` (C, O) of ``item`` bytes.
+def chunk_bytes(channels: tuple[int, int], item: int, floor: int | None = None) -> int:
+    """The tile budget of one chunk for ``channels`` (C, O) of ``item`` bytes, at least
+    ``floor`` (default: ``MIN_CHUNK_BYTES``, else two L2 caches).
 
     Example:
-        >>> [chunk_bytes((c, c), 4) >> 20 for c in (64, 128, 256)]
+        >>> [chunk_bytes((c, c), 4, floor=2 << 20) >> 20 for c in (64, 128, 256)]
         [2, 9, 16]
     """
+    floor = floor or MIN_CHUNK_BYTES or 2 * l2_bytes()
     filters = 36 * channels[0] * channels[1] * item
-    return min(CHUNK_BYTES, max(MIN_CHUNK_BYTES, 4 * filters))
+    return min(CHUNK_BYTES, max(floor, 4 * filters))
 
 
 MIN_TILES = 64
