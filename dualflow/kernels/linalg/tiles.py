@@ -1,10 +1,13 @@
-"""Transposes between a step's (N, F) rows and the feature-major (F, N) layout of the recurrences'
-GEMMs, as numba functions the step kernels inline (``lstm_forward``, ``recurrence``).
+"""Transposes between (N, F) rows and the feature-major (F, N) layout, as numba functions that
+kernels inline: the recurrences' steps (``lstm_forward``, ``recurrence``) and the convolutions'
+NCHW <-> channels-last copies (``conv.winograd_loops``, ``conv.layout_copies``), one image row
+at a time.
 
 The recurrences' per-step GEMMs are fastest with many rows, ``W (F, K) @ s (K, N)``, so their
 state lives feature-major while the ops' arrays are (L, N, F). Tiles of 16 features with
 constant inner trip counts are what LLVM turns into vector shuffles (a plain double loop is ~2x
-slower: ~10 us for 16 x 1024 float32).
+slower: ~10 us for 16 x 1024 float32; a convolution's copy channel by channel over a whole
+image, 4-5x slower).
 """
 
 from __future__ import annotations
