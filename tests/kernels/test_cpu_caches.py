@@ -1,4 +1,4 @@
-"""OS-reported cache sizes (kernels/base/cpu_caches.py) and the Winograd chunks sized by them."""
+"""OS-reported cache sizes (kernels/base/cpu_caches.py) and the convolution chunks sized by them."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dualflow.kernels.base import cpu_caches
+from dualflow.kernels.conv import channels_first_columns as first
 from dualflow.kernels.conv import winograd
 
 
@@ -51,3 +52,11 @@ def test_winograd_chunks_start_at_two_l2_caches(fresh: pytest.MonkeyPatch) -> No
     assert winograd.chunk_bytes((256, 256), 4) == winograd.CHUNK_BYTES  # many: the cap
     fresh.setattr(winograd, "MIN_CHUNK_BYTES", 1 << 20)  # a set floor wins
     assert winograd.chunk_bytes((16, 16), 4) == 1 << 20
+
+
+def test_first_layer_runs_fill_half_an_l2(fresh: pytest.MonkeyPatch) -> None:
+    fresh.setattr(first, "l2_bytes", lambda: 1 << 20)
+    fresh.setattr(first, "COLUMN_BUDGET", None)
+    assert first._runs_of_images(10, 100 << 10) == [(0, 5), (5, 10)]  # 512 KiB: 5 images
+    fresh.setattr(first, "COLUMN_BUDGET", 200 << 10)  # a set budget wins
+    assert first._runs_of_images(3, 100 << 10) == [(0, 2), (2, 3)]

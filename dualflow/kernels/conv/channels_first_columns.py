@@ -13,17 +13,20 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.base.cpu_caches import l2_bytes
 from dualflow.kernels.base.cpu_threads import run_pulled_gemms, threads
 from dualflow.kernels.conv.column_copies import available, numba_kernel
 
 MAX_CHANNELS = 4
 """Input channels (one group) up to which a convolution takes these kernels."""
 
-COLUMN_BUDGET = 1 << 20
-"""Bytes of columns one core's run of images makes and reads back while they are cached. One
-chunk of 16 MiB over all cores, with OpenBLAS's two threads on one GEMM of K = 27, took 1.49 /
-1.98 ms (forward / weight gradient, 32 images 3 -> 32 channels at 32x32), runs of 128 KiB /
-256 KiB / 1 MiB 1.31-1.40 / 1.06-1.17 / 0.97-1.03 (one 2-core machine)."""
+COLUMN_BUDGET: int | None = None
+"""Bytes of columns one core's run of images makes and reads back while they are cached: half
+a core's L2 (``cpu_caches.l2_bytes``; the GEMM's output and the weight share the rest) unless
+set here (tests). One chunk of 16 MiB over all cores, with OpenBLAS's two threads on one GEMM of
+K = 27, took 1.49 / 1.98 ms (forward / weight gradient, 32 images 3 -> 32 channels at 32x32);
+runs of 128 KiB / 256 KiB / 1 MiB 1.31-1.40 / 1.06-1.17 / 0.97-1.03, on a 2-core Xeon of 2 MiB
+L2, where half the L2 is the best measured."""
 
 U = np.uint64  # unsigned indices: no negative-index wraparound, which kept LLVM from vectorizing
 
@@ -89,7 +92,8 @@ def columns(x: Any, ksize: tuple, geometry: tuple, out_hw: tuple) -> Any:
 
 def _runs_of_images(n: int, per_image: int) -> list[tuple[int, int]]:
     """Ranges of images whose columns fit ``COLUMN_BUDGET`` (at least one image each)."""
-    step = max(1, min(n, COLUMN_BUDGET // max(1, per_image)))
+    budget = COLUMN_BUDGET or l2_bytes() // 2
+    step = max(1, min(n, budget // max(1, per_image)))
     return [(a, min(n, a + step)) for a in range(0, n, step)]
 
 
