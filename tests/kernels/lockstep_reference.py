@@ -1,19 +1,64 @@
-"""What the lockstep recurrences' tests share: the one-GEMM loops' products computed on the split's
-row blocks, through the kernels' own ``cblas_sgemm`` call (their bits), and a training step of
+"""What the lockstep recurrences' tests share: the drawn sizes, the one-GEMM loops' products
+computed on the split's row blocks through the kernels' own ``cblas_sgemm`` call (their bits),
+the bit-for-bit comparison of both runs under one OpenBLAS lowering, and a training step of
 ``nn.LSTM`` / ``nn.GRU`` compiled and eager."""
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 import dualflow
 from dualflow import nn, optim
-from dualflow.kernels.linalg import cblas
+from dualflow.kernels.base import cpu_threads
+from dualflow.kernels.linalg import cblas, unit_parts
 from dualflow.kernels.linalg.unit_parts import unit_bounds
 from tests.tracer.helpers import assert_same
+
+FORWARD_SIZES = {
+    "steps": st.integers(1, 5),
+    "n": st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
+    "hidden": st.integers(unit_parts.MIN_HIDDEN, 70),
+    "scale": st.sampled_from([0.1, 1.0, 30.0]),
+    "seed": st.integers(0, 2**16),
+}
+"""The forward tests' draws: lengths, batches and layers the lockstep takes, small and large
+activations."""
+
+
+def backward_sizes(gradients: int) -> dict:
+    """The backward tests' draws, with which of ``gradients`` incoming gradients are present."""
+    return {
+        "steps": st.integers(1, 4),
+        "n": st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 4),
+        "hidden": st.integers(unit_parts.MIN_HIDDEN, 60),
+        "present": st.tuples(*[st.booleans()] * gradients),
+        "seed": st.integers(0, 2**16),
+    }
+
+
+def drawn_gradients(seed: int, shapes: tuple, present: tuple) -> list:
+    """float32 normal gradients of ``shapes``, None where ``present`` says absent."""
+    rng = np.random.default_rng(seed)
+    return [
+        rng.standard_normal(s, dtype=np.float32) if p else None for s, p in zip(shapes, present)
+    ]
+
+
+def assert_same_bits(lockstep: Callable[[], tuple], reference: Callable[[], tuple]) -> None:
+    """Both runs under one OpenBLAS lowering (nested uses share it: the GEMMs round by
+    OpenBLAS's count, which a thread alive for a moment, another BLAS caller, would keep up for
+    one of them only), then every result equal bit for bit, float32 and of the same shape."""
+    with cpu_threads.blas_on_callers():
+        expected = reference()
+        got = lockstep()
+    assert len(got) == len(expected)
+    for a, b in zip(got, expected, strict=True):
+        assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
 
 
 def gemm(a: np.ndarray, b: np.ndarray, transposed_b: bool = False) -> np.ndarray:

@@ -8,16 +8,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from dualflow.background.process import using_threads
-from dualflow.kernels.base import cpu_threads
 from dualflow.kernels.linalg import gru_forward as forward_module
 from dualflow.kernels.linalg import gru_lockstep, recurrence, unit_parts
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
 from tests.kernels.lockstep_reference import (
+    FORWARD_SIZES,
+    assert_same_bits,
     assert_train_steps_agree,
+    backward_sizes,
     by_parts,
+    drawn_gradients,
     partitioned_carry,
 )
 from tests.kernels.recurrent_cells import scaled_inputs
@@ -48,20 +50,10 @@ def _forward_reference(xw, h0, w, bias):
 
 
 @settings(max_examples=20, deadline=None)  # the first example compiles the kernels
-@given(
-    steps=st.integers(1, 5),
-    n=st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
-    hidden=st.integers(unit_parts.MIN_HIDDEN, 70),
-    scale=st.sampled_from([0.1, 1.0, 30.0]),
-    seed=st.integers(0, 2**16),
-)
+@given(**FORWARD_SIZES)
 def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidden, scale, seed):
     ins = _inputs(seed, steps, n, hidden, scale)
-    with cpu_threads.blas_on_callers():  # one lowering for both (test_lstm_lockstep.py's reason)
-        expected = _forward_reference(*ins)
-        got = forward_module.gru_forward(*ins)
-    for a, b in zip(got, expected):
-        assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
+    assert_same_bits(lambda: forward_module.gru_forward(*ins), lambda: _forward_reference(*ins))
 
 
 def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
@@ -73,29 +65,19 @@ def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
 
 
 @settings(max_examples=20, deadline=None)
-@given(
-    steps=st.integers(1, 4),
-    n=st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 4),
-    hidden=st.integers(unit_parts.MIN_HIDDEN, 60),
-    present=st.tuples(st.booleans(), st.booleans()),
-    seed=st.integers(0, 2**16),
-)
+@given(**backward_sizes(2))
 def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
     steps, n, hidden, present, seed
 ) -> None:
     xw, h0, w, bias = _inputs(seed, steps, n, hidden, 1.0)
     hs, gates, hn = forward_module.gru_forward(xw, h0, w, bias)
-    rng = np.random.default_rng(seed)
-    shapes = ((steps, n, hidden), (steps, n, 3 * hidden))
-    grads = [
-        rng.standard_normal(s, dtype=np.float32) if p else None for s, p in zip(shapes, present)
-    ]
+    grads = drawn_gradients(seed, ((steps, n, hidden), (steps, n, 3 * hidden)), present)
     saved = (gates, hn, hs, h0, w)
-    with pytest.MonkeyPatch.context() as patch, cpu_threads.blas_on_callers():
-        expected = _backward(saved, grads, False, patch)
-        got = _backward(saved, grads, True, patch)
-    for a, b in zip(got, expected):
-        assert a.shape == b.shape and np.array_equal(a, b)
+    with pytest.MonkeyPatch.context() as patch:
+        assert_same_bits(
+            lambda: _backward(saved, grads, True, patch),
+            lambda: _backward(saved, grads, False, patch),
+        )
 
 
 def test_the_bits_do_not_depend_on_the_thread_count(monkeypatch) -> None:

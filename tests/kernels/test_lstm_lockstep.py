@@ -10,7 +10,6 @@ import threading
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from dualflow.background.process import owner, using_threads
 from dualflow.kernels.base import cpu_threads, lockstep
@@ -18,8 +17,12 @@ from dualflow.kernels.linalg import lstm_forward as forward_module
 from dualflow.kernels.linalg import lstm_lockstep, recurrence, unit_parts
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
 from tests.kernels.lockstep_reference import (
+    FORWARD_SIZES,
+    assert_same_bits,
     assert_train_steps_agree,
+    backward_sizes,
     by_parts,
+    drawn_gradients,
     partitioned_carry,
 )
 from tests.kernels.recurrent_cells import scaled_inputs
@@ -27,14 +30,6 @@ from tests.kernels.recurrent_cells import scaled_inputs
 pytestmark = pytest.mark.skipif(
     not unit_parts.fits(np, np.float32, 64, 16), reason="numpy's BLAS has no 64-bit cblas_sgemm"
 )
-
-SIZES = {
-    "steps": st.integers(1, 5),
-    "n": st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
-    "hidden": st.integers(unit_parts.MIN_HIDDEN, 70),
-    "scale": st.sampled_from([0.1, 1.0, 30.0]),
-    "seed": st.integers(0, 2**16),
-}
 
 
 def _inputs(seed: int, steps: int, n: int, hidden: int, scale: float) -> list:
@@ -58,16 +53,10 @@ def _forward_reference(xw, h0, c0, w):
 
 
 @settings(max_examples=25, deadline=None)  # the first example compiles the kernels
-@given(**SIZES)
+@given(**FORWARD_SIZES)
 def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidden, scale, seed):
     ins = _inputs(seed, steps, n, hidden, scale)
-    # one lowering for both (nested uses share it): the GEMMs round by OpenBLAS's count, which a
-    # thread alive for a moment (another BLAS caller) would keep up for one of them only
-    with cpu_threads.blas_on_callers():
-        expected = _forward_reference(*ins)
-        got = forward_module.lstm_forward(*ins)
-    for a, b in zip(got, expected):
-        assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
+    assert_same_bits(lambda: forward_module.lstm_forward(*ins), lambda: _forward_reference(*ins))
 
 
 def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
@@ -81,29 +70,20 @@ def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
 
 
 @settings(max_examples=20, deadline=None)
-@given(
-    steps=st.integers(1, 4),
-    n=st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 4),
-    hidden=st.integers(unit_parts.MIN_HIDDEN, 60),
-    present=st.tuples(st.booleans(), st.booleans(), st.booleans()),
-    seed=st.integers(0, 2**16),
-)
+@given(**backward_sizes(3))
 def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
     steps, n, hidden, present, seed
 ) -> None:
     ins = _inputs(seed, steps, n, hidden, 1.0)
     _, cs, acts = forward_module.lstm_forward(*ins)
-    rng = np.random.default_rng(seed)
     shapes = ((steps, n, hidden), (steps, n, hidden), (steps, n, 4 * hidden))
-    grads = [
-        rng.standard_normal(s, dtype=np.float32) if p else None for s, p in zip(shapes, present)
-    ]
+    grads = drawn_gradients(seed, shapes, present)
     saved = (acts, cs, ins[2], ins[3])
-    with pytest.MonkeyPatch.context() as patch, cpu_threads.blas_on_callers():  # as above
-        expected = _backward(saved, grads, False, patch)
-        got = _backward(saved, grads, True, patch)
-    for a, b in zip(got, expected):
-        assert a.shape == b.shape and np.array_equal(a, b)
+    with pytest.MonkeyPatch.context() as patch:
+        assert_same_bits(
+            lambda: _backward(saved, grads, True, patch),
+            lambda: _backward(saved, grads, False, patch),
+        )
 
 
 def _run_three_ways(monkeypatch: pytest.MonkeyPatch) -> list:

@@ -34,10 +34,19 @@ def _bn_all(x: object, gamma: object, beta: object) -> tuple:
     return apply(OPS["batch_norm"], x, gamma, beta, eps=_EPS)
 
 
+def _per_channel(x: np.ndarray) -> tuple:
+    # the shape that broadcasts a (C,) statistic over x (N, C, ...)
+    return (1, -1) + (1,) * (x.ndim - 2)
+
+
+def _xhat(x: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+    shape = _per_channel(x)
+    return (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + _EPS)
+
+
 def _bn_eval_ref(x: np.ndarray, gamma, beta, mean, var) -> np.ndarray:
-    shape = (1, -1) + (1,) * (x.ndim - 2)
-    xhat = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + _EPS)
-    return gamma.reshape(shape) * xhat + beta.reshape(shape)
+    shape = _per_channel(x)
+    return gamma.reshape(shape) * _xhat(x, mean, var) + beta.reshape(shape)
 
 
 def _bn_eval(x: object, gamma: object, beta: object, mean: object, var: object) -> object:
@@ -61,10 +70,9 @@ def _bn_eval_samples(rng: np.random.Generator) -> list[Sample]:
 
 
 def _bn_grad_ref(gy, x, gamma, mean, var) -> tuple:
-    shape = (1, -1) + (1,) * (x.ndim - 2)
+    shape = _per_channel(x)
     axes, n = (0,) + tuple(range(2, x.ndim)), x.size // x.shape[1]
-    s = 1.0 / np.sqrt(var + _EPS)
-    xhat = (x - mean.reshape(shape)) * s.reshape(shape)
+    s, xhat = 1.0 / np.sqrt(var + _EPS), _xhat(x, mean, var)
     gbeta, ggamma = gy.sum(axis=axes), (gy * xhat).sum(axis=axes)
     gx = (gamma * s).reshape(shape) * (
         gy - (gbeta / n).reshape(shape) - xhat * (ggamma / n).reshape(shape)
