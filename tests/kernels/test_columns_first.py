@@ -9,8 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from dualflow import nn
 from dualflow.background.process import using_threads
 from dualflow.kernels.conv import channels_first_columns, conv_gemm
+from tests.kernels.sgd_steps import assert_compiled_equals_eager
 from tests.kernels.test_conv_gemm import _direct
 
 # (N, C, H, W, O, kh, kw, stride, pad, dilation)
@@ -78,3 +80,21 @@ def test_threads_change_nothing_and_runs_of_images_little(monkeypatch: pytest.Mo
     # Runs are chosen from shapes alone (eager and compiled calls run alike), but the weight
     # gradient adds the runs' sums in another grouping: close, not equal.
     np.testing.assert_allclose(gw, whole[1], rtol=1e-5, atol=1e-5 * np.abs(whole[1]).max())
+
+
+def test_compiled_step_over_many_runs_is_bit_equal_to_eager(monkeypatch) -> None:
+    # one image a run: five runs pulled by both cores, their weight sums added in run order
+    monkeypatch.setattr(channels_first_columns, "COLUMN_BUDGET", 1)
+    calls = []
+    for name in ("conv2d", "conv2d_grad_weight"):
+        kernel = getattr(channels_first_columns, name)
+        spy = lambda *a, _k=kernel, _n=name: calls.append(_n) or _k(*a)  # noqa: E731
+        monkeypatch.setattr(channels_first_columns, name, spy)
+
+    def model() -> nn.Module:
+        return nn.Sequential(
+            nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten()
+        )
+
+    assert_compiled_equals_eager(model, (5, 3, 12, 10), ("O0", "O2"))
+    assert {"conv2d", "conv2d_grad_weight"} <= set(calls)
