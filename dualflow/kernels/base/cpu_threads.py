@@ -18,8 +18,10 @@ from typing import Any
 import numpy as np
 
 from dualflow.background import blas
+from dualflow.background.placement import current_cpu
 from dualflow.background.process import blas_callers, owner
 from dualflow.background.workers import IN_WORKER
+from dualflow.kernels.base.atomics import SPIN_LOADS, wait_for_flag
 
 
 def threads() -> int:
@@ -58,17 +60,23 @@ def run_parts(jobs: Sequence[Callable[[], None]]) -> None:
         errors = np.geterr()  # numpy's error state is per thread: the caller's rules every part
         handed = [(w, [_under(errors, share)]) for w, share in zip(workers, shares[1:]) if share]
         try:
+            cpu = current_cpu()  # the workers run off it: the OS would pile them onto it
             for worker, share in handed:
-                worker.start(share)
+                worker.start(share, cpu)
             for job in shares[0]:
                 job()
         finally:
-            ends = [worker.finish() for worker, _ in handed]  # every part, even after a failure
+            # every part, even after a failure; watched with the GIL released, not slept on
+            ends = [worker.finish(_wait_for_part) for worker, _ in handed]
     finally:
         lock.release()
     for error in [interrupt for _, interrupt in ends] + [error for error, _ in ends]:
         if error is not None:
             raise error
+
+
+def _wait_for_part(finished: np.ndarray) -> None:
+    wait_for_flag(finished, SPIN_LOADS)
 
 
 def _under(errors: dict[str, str], share: Sequence[Callable[[], None]]) -> Callable[[], None]:

@@ -21,14 +21,12 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable
-from typing import Any
 
 import numba
 import numpy as np
-from numba import types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
+from dualflow.kernels.base.atomics import FINGERPRINT as ATOMICS_FINGERPRINT
+from dualflow.kernels.base.atomics import atomic_add, atomic_load
 from dualflow.kernels.base.cpu_threads import (
     blas_spinning,
     gemms_on_every_core,
@@ -36,58 +34,6 @@ from dualflow.kernels.base.cpu_threads import (
     threads,
 )
 from dualflow.kernels.base.numba_cache import code_fingerprint
-
-
-def _item_pointer(context: Any, builder: Any, array_type: Any, array: Any, index: Any) -> Any:
-    ary = context.make_array(array_type)(context, builder, array)
-    return cgutils.get_item_pointer(context, builder, array_type, ary, [index], wraparound=False)
-
-
-@intrinsic
-def atomic_add(typingctx: Any, array: Any, index: Any, value: Any) -> Any:
-    """``array[index] += value`` as one atomic read-modify-write that orders every memory access
-    around it (``seq_cst``); returns the value before. ``array`` is a 1-D int64 array.
-
-    Example:
-        >>> @numba.njit
-        ... def bump(a):
-        ...     return atomic_add(a, 0, 5), a[0]
-        >>> bump(np.ones(1, np.int64))
-        (1, 6)
-    """
-    if not (isinstance(array, types.Array) and array.dtype == types.int64 and array.ndim == 1):
-        return None
-    signature = types.int64(array, types.intp, types.int64)
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        pointer = _item_pointer(context, builder, sig.args[0], args[0], args[1])
-        value = context.cast(builder, args[2], sig.args[2], types.int64)
-        return builder.atomic_rmw("add", pointer, value, "seq_cst")
-
-    return signature, codegen
-
-
-@intrinsic
-def atomic_load(typingctx: Any, array: Any, index: Any) -> Any:
-    """``array[index]`` read atomically (``acquire``: what the writer stored before its atomic
-    update is visible after), never hoisted out of a waiting loop as a plain read may be.
-
-    Example:
-        >>> @numba.njit
-        ... def read(a):
-        ...     return atomic_load(a, 1)
-        >>> read(np.arange(3, dtype=np.int64))
-        1
-    """
-    if not (isinstance(array, types.Array) and array.dtype == types.int64 and array.ndim == 1):
-        return None
-    signature = types.int64(array, types.intp)
-
-    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
-        pointer = _item_pointer(context, builder, sig.args[0], args[0], args[1])
-        return builder.load_atomic(pointer, "acquire", 8)
-
-    return signature, codegen
 
 
 @numba.njit(inline="always")
@@ -129,11 +75,8 @@ def part_done(sync):
 # the intrinsics' definitions (their code generators are nested in them) and the inlined
 # protocol: kernels inlining them add this to their cache stem
 FINGERPRINT = hashlib.sha256(
-    b"".join(
-        code_fingerprint(f.__code__)
-        for f in (atomic_add._defn, atomic_load._defn, _item_pointer)
-        + tuple(g.py_func for g in (wait_for_step, claim_part, part_done))
-    )
+    ATOMICS_FINGERPRINT.encode()
+    + b"".join(code_fingerprint(g.py_func.__code__) for g in (wait_for_step, claim_part, part_done))
 ).hexdigest()[:16]
 """A digest of the counters' code (intrinsics and protocol), for the stems of kernels that
 inline them (a kernel's cache key hashes its own bytecode only)."""
