@@ -29,6 +29,11 @@ from dualflow.bench.peers.runner import CHILD, peer_env
 ROUNDS = 5  # alternated rounds per goal (--alternate-rounds)
 ROUND_S = 0.5  # seconds each side of a round takes, about: ``calls`` from the cell's median
 FRAMEWORK_OF = {"torch eager": "torch", "jax jit": "jax"}
+# A round is the peer's own slow phase, and left out, when the peer's block took over this many
+# times its cell's time relative to how our block compared with ours: a served JAX poly-chain
+# step ran three of five blocks at ~5x its cell's time while ours held its own, which made the
+# goal's median ratio 0.2x (and a goal's verdict must never get easier by a peer's slow phase).
+SLOW_PEER = 2.0
 
 
 @dataclass
@@ -41,6 +46,7 @@ class Alternated:
     peer: str
     calls: int
     ratios: list[float]
+    dropped: int = 0  # rounds left out: the peer's own slow phases (``SLOW_PEER``)
 
 
 class PeerServer:
@@ -119,16 +125,32 @@ def rounds(
     count: int,
     varies: bool,
     timeout: float = 600.0,
+    cells: tuple[float, float] | None = None,
 ) -> list[float]:
     """``count`` rounds of ``calls`` of our step, then ``calls`` of the peer's: each round's
-    ratio of our median to the peer's ``reference``."""
+    ratio of our median to the peer's ``reference``. With ``cells`` (our cell's median ms, the
+    peer's cell reference ms) a round whose peer block slowed ``SLOW_PEER`` times more than
+    ours, each against its cell, is left out."""
     ratios = []
     for _ in range(count):
         # an untimed call first on each side: the first after the other's block runs cold
         # (caches, sleeping threads: 80-100 ms against 35 for small-cnn's step)
         mine = statistics.median(time_calls(ours, calls, 1).tolist()) * 1e3
-        ratios.append(mine / max(reference(server.time(calls, timeout), varies), 1e-9))
+        theirs = max(reference(server.time(calls, timeout), varies), 1e-9)
+        if cells is None or not _peer_slowed(mine, theirs, cells):
+            ratios.append(mine / theirs)
     return ratios
+
+
+def _peer_slowed(mine: float, theirs: float, cells: tuple[float, float]) -> bool:
+    """Whether the peer's block slowed ``SLOW_PEER`` times more than ours against the cells.
+
+    Example:
+        >>> _peer_slowed(1.0, 5.0, (1.0, 1.0)), _peer_slowed(3.0, 5.0, (1.0, 1.0))
+        (True, False)
+    """
+    ours_cell, peer_cell = (max(ms, 1e-9) for ms in cells)
+    return (theirs / peer_cell) > SLOW_PEER * (mine / ours_cell)
 
 
 def calls_for(median_ms: float, round_s: float = ROUND_S) -> int:
@@ -149,9 +171,12 @@ def alternate(
     peer: tuple[str, int],
     count: int = ROUNDS,
     child: Path = CHILD,
+    peer_ms: float | None = None,
 ) -> Alternated:
     """One goal (workload, our mode, peer mode) timed in ``count`` alternated rounds: ``ours``
-    is a warm step of our mode, ``peer`` the peers' python and their warm-up calls.
+    is a warm step of our mode (its cell's median ``median_ms``), ``peer`` the peers' python
+    and their warm-up calls, ``peer_ms`` the peer cell's reference (rounds where the peer alone
+    slowed are left out; a ValueError when every round was).
 
     Example:
         >>> alternate(("mlp", "compiled", "jax jit"), lambda: None, 1.0, False,
@@ -168,7 +193,10 @@ def alternate(
         if not ready.get("ready"):
             raise ValueError(str(ready.get("skip") or ready.get("error") or ready))
         calls = calls_for(median_ms)
-        ratios = rounds(ours, server, calls, count, varies)
+        cells = None if peer_ms is None else (median_ms, peer_ms)
+        ratios = rounds(ours, server, calls, count, varies, cells=cells)
     finally:
         server.close()
-    return Alternated(workload, mode, peer_mode, calls, ratios)
+    if count and not ratios:
+        raise ValueError(f"in all {count} rounds the peer alone ran over {SLOW_PEER:g}x its cell")
+    return Alternated(workload, mode, peer_mode, calls, ratios, count - len(ratios))

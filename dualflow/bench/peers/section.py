@@ -19,7 +19,7 @@ from dualflow.bench import first_calls
 from dualflow.bench.harness import Measurement
 from dualflow.bench.idle import ATTEMPTS, MAX_SPREAD, mark_busy, verdict
 from dualflow.bench.peers import goals
-from dualflow.bench.peers.alternate import ROUNDS, alternate
+from dualflow.bench.peers.alternate import ROUNDS, SLOW_PEER, alternate
 from dualflow.bench.peers.runner import run_peers
 
 PEERS_IDLE_WAIT = 10.0  # --peers' default idle gate, seconds per cell
@@ -141,8 +141,9 @@ def _alternated(
                 step = warm_step(workload, goal.mode)
                 peer_side = (args.peers_python, warmup(workload))
                 done = alternate(
-                    key, step, ours.ms_median, peer.varies, peer_side, args.alternate_rounds
-                )
+                    key, step, ours.ms_median, peer.varies, peer_side, args.alternate_rounds,
+                    peer_ms=goals.reference_ms(peer),
+                )  # fmt: skip
             except Exception as exc:  # one goal's failed rounds must not hide the others'
                 why = str(exc).splitlines()[0] if str(exc) else ""
                 notes.append(
@@ -150,6 +151,12 @@ def _alternated(
                 )
                 continue
             rounds[key] = done.ratios
+            if done.dropped:
+                notes.append(
+                    f"alternated rounds of {' '.join(key)}: {done.dropped} of "
+                    f"{args.alternate_rounds} left out (the peer alone ran over "
+                    f"{SLOW_PEER:g}x its cell)"
+                )
     return rounds, notes
 
 

@@ -108,11 +108,11 @@ def test_rounds_decide_the_goal_and_the_table_shows_them() -> None:
 def test_report_alternates_each_goal_with_both_rows(monkeypatch) -> None:
     asked = []
 
-    def fake(key, step, median_ms, varies, peer, count):
-        asked.append((key, step, median_ms, varies, peer, count))
+    def fake(key, step, median_ms, varies, peer, count, peer_ms):
+        asked.append((key, step, median_ms, varies, peer, count, peer_ms))
         if key[2] == "torch eager":
             raise ValueError("torch is not importable")
-        return alternate.Alternated(*key, 9, [0.5, 0.6])
+        return alternate.Alternated(*key, 9, [0.5, 0.6], dropped=1)
 
     monkeypatch.setattr(section, "alternate", fake)
     monkeypatch.setattr(section, "run_peers", lambda *a: (peers, ["jax 0.1", "torch 2"]))
@@ -125,11 +125,39 @@ def test_report_alternates_each_goal_with_both_rows(monkeypatch) -> None:
     _, text, extra = section.report(
         args, ["tiny-ops"], rows, lambda n: 3, lambda n: 4, lambda n, m: f"{n} {m} step"
     )
-    assert [(a[0], a[1], a[4], a[5]) for a in asked] == [
-        (("tiny-ops", "compiled", JAX), "tiny-ops compiled step", ("py", 4), 2),
-        (("tiny-ops", "eager", "torch eager"), "tiny-ops eager step", ("py", 4), 2),
+    assert [(a[0], a[1], a[4], a[5], a[6]) for a in asked] == [
+        (("tiny-ops", "compiled", JAX), "tiny-ops compiled step", ("py", 4), 2, 1.0),
+        (("tiny-ops", "eager", "torch eager"), "tiny-ops eager step", ("py", 4), 2, 1.0),
     ]
     goals = {g["goal"]: (g["ratio"], g["rounds"]) for g in extra["peers"]["goals"]}
     assert goals["≤ JAX"] == (0.55, [0.5, 0.6])
     assert goals["eager ≤ 1.0× PyTorch eager"] == (0.8, None)  # the cells', its rounds failed
     assert "rounds of tiny-ops eager torch eager failed: ValueError: torch is not" in text
+    assert "rounds of tiny-ops compiled jax jit: 1 of 2 left out (the peer alone ran over" in text
+
+
+def test_a_round_where_the_peer_alone_slowed_is_left_out(tmp_path, monkeypatch) -> None:
+    """The peer's calls take 1..5 ms (median 3). Against a peer cell of 1 ms and our steady
+    3 ms (cell 3 ms) that is the peer alone 3x slower: left out, where without the cells it
+    would be a ratio of 1.0; the same block beside our own 3x slowdown is the machine: kept."""
+    mine = [3e-3]
+    monkeypatch.setattr(alternate, "time_calls", lambda step, n, warmup: np.full(n, mine[0]))
+    server = _server(tmp_path, "mlp")
+    try:
+        assert rounds(lambda: None, server, 5, 2, varies=False) == [1.0, 1.0]
+        assert rounds(lambda: None, server, 5, 2, varies=False, cells=(3.0, 1.0)) == []
+        mine[0] = 9e-3  # ours slowed 3x too: the machine, not the peer
+        assert rounds(lambda: None, server, 5, 1, varies=False, cells=(3.0, 1.0)) == [3.0]
+    finally:
+        server.close()
+
+
+def test_a_goal_whose_every_round_the_peer_alone_slowed_has_no_rounds(tmp_path, monkeypatch):
+    script = tmp_path / "serve.py"
+    script.write_text(SERVE)
+    monkeypatch.setattr(alternate, "time_calls", lambda step, calls, warmup: np.full(calls, 3e-3))
+    with pytest.raises(ValueError, match="in all 2 rounds the peer alone ran over 2x its cell"):
+        alternate.alternate(
+            ("mlp", "compiled", JAX), lambda: None, 3.0, False, (sys.executable, 1), 2,
+            child=script, peer_ms=1.0,
+        )  # fmt: skip
