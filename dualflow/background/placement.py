@@ -69,6 +69,10 @@ class Placement:
         self.avoided: int | None = None
         self.enabled = native_id is not None and len(self.allowed) > 1
 
+    def apart(self) -> bool:
+        """Whether the worker was last kept off its caller's CPU (placement works here)."""
+        return self.enabled and self.avoided is not None
+
     def keep_off(self, cpu: int | None) -> None:
         """Let the worker run anywhere allowed but ``cpu`` (nothing when it already does)."""
         if not self.enabled or cpu is None or cpu == self.avoided:

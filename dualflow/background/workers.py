@@ -77,8 +77,9 @@ class Worker:
         self, wait: Callable[[np.ndarray], object] | None = None
     ) -> tuple[BaseException | None, BaseException | None]:
         """Wait for the jobs: (the error one raised, an interrupt that came while waiting).
-        ``wait(finished)``, when given, runs first: a bounded wait for ``finished[0]`` that
-        releases the GIL (``kernels.base.atomics.wait_for_flag``); the event still decides.
+        ``wait(finished)``, when given, runs first where the worker runs off this thread's CPU
+        (``placement``): a bounded wait for ``finished[0]`` that releases the GIL
+        (``kernels.base.atomics.wait_for_flag``); the event still decides.
 
         An interrupt does not end the wait: the part still writes its rows of an output that
         a plan may hand to the next step.
@@ -86,7 +87,9 @@ class Worker:
         interrupt = None
         while True:
             try:
-                if wait is not None and not self.done.is_set():
+                # only where the worker runs off this thread's CPU: on a shared one the wait
+                # would hold the CPU the worker needs
+                if wait is not None and self.placement.apart() and not self.done.is_set():
                     wait, watch = None, wait  # once: an interrupt lands in the event's wait
                     watch(self.finished)
                 self.done.wait()

@@ -82,3 +82,19 @@ def test_a_hand_off_keeps_the_worker_off_the_callers_cpu(monkeypatch) -> None:
     (worker,) = owner().crew.workers()
     assert seen == [worker.thread.native_id]
     assert frozenset(os.sched_getaffinity(worker.thread.native_id)) == CPUS - {caller}
+
+
+@needs_two
+@pytest.mark.skipif(cpu_threads.threads() < 2, reason="needs a worker thread")
+def test_the_caller_watches_the_workers_flag_only_where_they_run_apart(monkeypatch) -> None:
+    """Waiting on the flag holds the caller's CPU: only where the worker has another CPU."""
+    watched: list[int] = []
+    real = cpu_threads._wait_for_part
+    monkeypatch.setattr(cpu_threads, "_wait_for_part", lambda f: watched.append(1) or real(f))
+    slow = threading.Event()
+    cpu_threads.run_parts([lambda: None, lambda: slow.wait(0.05)])
+    assert watched == [1]  # the caller's part ended first: it watched the flag, then returned
+    (worker,) = owner().crew.workers()
+    monkeypatch.setattr(worker.placement, "enabled", False)
+    cpu_threads.run_parts([lambda: None, lambda: slow.wait(0.05)])
+    assert watched == [1]  # placement off: straight to the event
