@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError
+from dualflow.kernels.norm.channel_sums import channel_sums
 from dualflow.ops.axes import normalize_axes
 from dualflow.ops.broadcasting import broadcast_shapes
 from dualflow.ops.dispatch import apply
@@ -109,6 +110,10 @@ class SumTo:
         axes = tuple(range(lead)) + tuple(
             lead + i for i, d in enumerate(shape) if d == 1 and x.shape[lead + i] != 1
         )
+        if axes and len(axes) < x.ndim:  # a bias gradient: one pass, split over channels
+            summed = channel_sums(x, tuple(k for k in range(x.ndim) if k not in axes))
+            if summed is not None:
+                return summed.reshape(shape)
         y = x.sum(axis=axes, keepdims=True) if axes else x
         return y.reshape(shape) if lead or y.shape != shape else y
 

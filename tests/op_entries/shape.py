@@ -54,6 +54,8 @@ ENTRIES = [
         lambda rng: [
             Sample((rng.normal(size=(2, 3, 4)), (3, 1)), name="lead-and-inner"),
             Sample((rng.normal(size=(2, 3)), (2, 3)), name="identity"),
+            # a conv bias's gradient: kernels/norm/channel_sums (float64 sums, split by channel)
+            Sample((rng.normal(size=(2, 3, 4, 4)), (3, 1, 1)), name="bias-gradient"),
         ],
     ),
     OpInfo(
