@@ -150,3 +150,44 @@ def test_the_array_module_path_agrees_with_the_kernels(monkeypatch, reduce: str)
     half = ops.softmax_cross_entropy(x.astype(np.float16), t, reduce=reduce).numpy()
     assert half.dtype == np.float16
     np.testing.assert_allclose(half, kernels[0], rtol=2e-3, atol=2e-3)
+
+
+def _chain_max(row: np.ndarray) -> np.generic:
+    m = row[0]
+    for v in row[1:]:
+        m = v if v > m else m
+    return m
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    length=st.integers(1, 3 * cross_entropy.LANES + 5),
+    specials=st.lists(
+        st.tuples(st.integers(0, 100), st.sampled_from([np.nan, np.inf, -np.inf, 0.0, -0.0])),
+        max_size=4,
+    ),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_the_row_maximum_in_lanes_is_the_chains(length, specials, dtype, seed) -> None:
+    """The maximum the kernels subtract, taken in ``LANES`` lanes, is the one-by-one chain's
+    (``m = v if v > m else m``): a NaN first stays, later NaNs never win; equal up to a zero's
+    sign, which ``x - m`` and ``exp`` do not see (the losses and gradients: the next test)."""
+    row = np.random.default_rng(seed).standard_normal(length).astype(dtype)
+    row[np.random.default_rng(seed).random(length) < 0.3] = -1.0  # ties below the zeros
+    for at, value in specials:
+        row[at % length] = value
+    got, want = cross_entropy._row_max(row), _chain_max(row)
+    assert (np.isnan(got) and np.isnan(want)) or got == want
+
+
+def test_zero_maxima_of_either_sign_give_the_same_losses_and_gradients() -> None:
+    """Rows whose maximum is a zero of either sign first (the chain keeps the first, the lanes
+    may take the other): the same losses and gradients, bit for bit."""
+    x = np.full((2, 40), -1.0, np.float32)
+    x[0, 3], x[0, 30] = -0.0, 0.0
+    x[1, 3], x[1, 30] = 0.0, -0.0
+    t, g = np.array([3, 3]), np.ones(2)
+    losses, _, _ = cross_entropy.row_losses(x, t, -1)
+    gx, _ = cross_entropy.row_grads(x, t, -1, g)
+    assert losses[0] == losses[1] and np.array_equal(gx[0].view(np.uint32), gx[1].view(np.uint32))
