@@ -2,8 +2,10 @@
 
 Both subtract the maximum before exponentiating, so huge logits neither overflow nor lose the
 result; their backward passes reuse the saved output and are written with ops (double backward).
-Softmax over the last axis of a C-ordered numpy array is split by rows over the kernel threads
-(``_split_rows``): each row's max, exp and sum are its own, so the bits do not change.
+Over the last axis of a C-ordered numpy float32/float64 array both run one numba pass a row
+(``kernels/loss/softmax_rows``: eager and compiled alike, rows split over the kernel threads);
+other numpy dtypes take the numpy form, softmax's split by rows (``_split_rows``): each row's
+max, exp and sum are its own, so the bits do not change.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from dualflow.errors import ShapeError
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import machine_constants
+from dualflow.kernels.loss import softmax_rows
 from dualflow.ops.arithmetic import exp
 from dualflow.ops.dispatch import apply
 from dualflow.ops.reduction import sum as reduce_sum
@@ -40,6 +43,8 @@ class Softmax:
         return _softmax_infer("softmax", x, axis)
 
     def forward(xp, x, *, axis):
+        if _last_axis_rows(xp, x, axis):
+            return softmax_rows.rows("softmax", x)
         if xp is np and axis in (-1, x.ndim - 1) and x.ndim > 1 and x.flags.c_contiguous:
             parts = parts_for(x.size, PART_MIN or machine_constants().softmax_part_min)
             if parts > 1:
@@ -54,8 +59,15 @@ class Softmax:
         return y * (gy - reduce_sum(gy * y, ctx.attrs["axis"], keepdims=True))
 
 
-# elements a part must have: None takes the machine's (``machine_constants``: four hand-offs of
-# one-thread softmax time; the default 2^16 was one machine's); an int here (tests) overrides it
+def _last_axis_rows(xp: Any, x: Any, axis: int) -> bool:
+    """Whether the row kernels (``kernels/loss/softmax_rows``) take this call: the last axis
+    of a C-ordered numpy float32/float64 array of 2+ dims."""
+    return xp is np and axis in (-1, x.ndim - 1) and softmax_rows.covers(x)
+
+
+# the numpy form's split (other dtypes: float16): elements a part must have. None takes the
+# machine's (``machine_constants``: four hand-offs of one-thread time of the numpy form; the
+# default 2^16 was one machine's); an int here (tests) overrides it
 PART_MIN: int | None = None
 
 
@@ -91,6 +103,8 @@ class LogSoftmax:
         return _softmax_infer("log_softmax", x, axis)
 
     def forward(xp, x, *, axis):
+        if _last_axis_rows(xp, x, axis):
+            return softmax_rows.rows("log_softmax", x)
         z = x - x.max(axis=axis, keepdims=True)
         z -= xp.log(xp.exp(z).sum(axis=axis, keepdims=True))
         return z

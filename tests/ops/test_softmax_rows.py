@@ -1,5 +1,7 @@
-"""Softmax over the last axis split by rows over the kernel threads: the same bits as the one-call
-forward for any shape, dtype, thread count and special values; compiled still equals eager."""
+"""Softmax's numpy form (dtypes the row kernels do not take: float16) split by rows over the
+kernel threads: the same bits as the one-call form for any shape, dtype, thread count and
+special values; float32 and float64 take the row kernels (tests/kernels/test_softmax_rows_cpu.py);
+compiled still equals eager."""
 
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ def test_the_forward_splits_only_a_c_ordered_last_axis(monkeypatch) -> None:
     monkeypatch.setattr(softmax_module, "PART_MIN", 1)
     calls = []
     monkeypatch.setattr(softmax_module, "_split_rows", lambda x, n: calls.append(n) or x)
-    x = np.ones((4, 6), np.float32)
+    x = np.ones((4, 6), np.float16)  # float32/float64: the row kernels, never this split
     with using_threads(2):
         Softmax.forward(np, x, axis=-1)
         Softmax.forward(np, x, axis=1)
@@ -83,8 +85,9 @@ def test_an_attention_like_step_compiled_equals_eager_on_two_threads(monkeypatch
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_dualflow_softmax_matches_the_one_call_on_each_thread_count(threads) -> None:
-    x = np.random.default_rng(1).standard_normal((300, 257)).astype(np.float32)
+def test_float16_softmax_matches_the_one_call_on_each_thread_count(threads, monkeypatch) -> None:
+    monkeypatch.setattr(softmax_module, "PART_MIN", 1024)
+    x = np.random.default_rng(1).standard_normal((300, 257)).astype(np.float16)
     with using_threads(threads):
         got = dualflow.nn.functional.softmax(dualflow.tensor(x), dim=-1).numpy()
     np.testing.assert_array_equal(got, _one_call(x))
