@@ -57,7 +57,14 @@ def covers(x: Any, gamma: Any, beta: Any) -> bool:
 # reassociation for these sums alone (their adds become vector lanes), never for the output's
 # arithmetic; fixed machine code, so fixed bits on a machine
 @numba.njit(error_model="numpy", fastmath={"reassoc"})
-def _channel_sum(x: Any, ch: int) -> Any:  # pragma: no cover - runs compiled
+def channel_sum(x: Any, ch: int) -> Any:  # pragma: no cover - runs compiled
+    """Channel ``ch`` of (N, C, S) ``x`` summed into float64 (vectorized; ``channel_sums``'
+    bias gradients share it).
+
+    Example:
+        >>> float(channel_sum(np.ones((2, 3, 4), np.float32), 1))
+        8.0
+    """
     total = 0.0
     for i in range(x.shape[0]):
         row = x[i, ch]
@@ -82,7 +89,7 @@ def _normalize(x, gamma, beta, eps, y, mean, var, lo, hi):  # pragma: no cover -
     # sums), then y = (x - mean) * scale + beta, each operation rounded in x's dtype
     count = x.shape[0] * x.shape[2]
     for ch in range(lo, hi):
-        mean[ch] = _channel_sum(x, ch) / count  # stored: rounded to x's dtype
+        mean[ch] = channel_sum(x, ch) / count  # stored: rounded to x's dtype
         m = mean[ch]
         var[ch] = _channel_squares(x, ch, m) / count
         scale = gamma[ch] / np.sqrt(var[ch] + eps)

@@ -16,17 +16,19 @@ import math
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 
-from dualflow.kernels.norm.batch_norm import channel_kernel, run_over_channels
+from dualflow.kernels.norm import batch_norm
+from dualflow.kernels.norm.batch_norm import channel_kernel, channel_sum, run_over_channels
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 MIN_RUN = 8  # elements of a channel's contiguous row (B) from which the kernel takes the sum
 _KERNELS: dict[np.dtype, Any] = {}
 # numba_cache's key covers a kernel's own bytecode, not the functions it calls: this digest of
-# the module's source stands for them
-_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+# the module's source and batch_norm's (whose channel_sum it calls) stands for them
+_DIGEST = hashlib.sha256(
+    Path(__file__).read_bytes() + Path(batch_norm.__file__).read_bytes()
+).hexdigest()[:16]
 
 
 def layout(shape: tuple[int, ...], kept: tuple[int, ...]) -> tuple[int, int, int] | None:
@@ -45,20 +47,10 @@ def layout(shape: tuple[int, ...], kept: tuple[int, ...]) -> tuple[int, int, int
     return (before, channels, after) if after >= MIN_RUN else None
 
 
-@numba.njit(error_model="numpy", fastmath={"reassoc"})
-def _channel_total(x: Any, ch: int) -> Any:  # pragma: no cover - runs compiled
-    total = 0.0
-    for i in range(x.shape[0]):
-        row = x[i, ch]
-        for j in range(row.shape[0]):
-            total += np.float64(row[j])
-    return total
-
-
 def _sums(x, out, lo, hi):  # pragma: no cover - runs compiled
     # channels lo..hi of (A, C, B) x: each channel's float64 total, rounded once into out
     for ch in range(lo, hi):
-        out[ch] = _channel_total(x, ch)
+        out[ch] = channel_sum(x, ch)
 
 
 def channel_sums(x: np.ndarray, kept: tuple[int, ...]) -> np.ndarray | None:
