@@ -94,7 +94,7 @@ def test_measured_once_per_machine_and_read_back(fresh_cache, monkeypatch) -> No
     monkeypatch.setattr(mc, "measure", lambda: dict(TIMINGS))
     assert mc.machine_constants() == mc.derive(TIMINGS)
     (entry,) = fresh_cache.glob("machine_constants_*.json")
-    assert per_machine.machine_key(mc.threads(), mc.HANDOFF_PROTOCOL) in entry.name
+    assert per_machine.machine_key(mc.threads()) in entry.name
     record = json.loads(per_machine.open_store("kernels").load(entry.name))
     assert record["timings"] == TIMINGS and record["derived"]["part_min"] == 125_000
     mc.forget()  # a new process on the same machine: no measurement
@@ -106,12 +106,9 @@ def test_measured_once_per_machine_and_read_back(fresh_cache, monkeypatch) -> No
     assert mc.machine_constants().part_min_bytes == 500_000
 
 
-def test_the_key_names_the_kernel_threads_and_the_hand_off_protocol() -> None:
-    """A record timed with another thread count or hand-off protocol is measured again."""
+def test_the_key_names_the_kernel_threads() -> None:
     assert per_machine.machine_key(1) != per_machine.machine_key(2)
-    key = per_machine.machine_key(mc.threads(), mc.HANDOFF_PROTOCOL)
-    assert key != per_machine.machine_key(mc.threads())
-    assert mc._CONSTANTS.entry_name().endswith(f"{key}.json")
+    assert mc._CONSTANTS.entry_name().endswith(f"{per_machine.machine_key(mc.threads())}.json")
 
 
 def test_a_record_that_is_not_one_is_measured_again(fresh_cache, monkeypatch) -> None:

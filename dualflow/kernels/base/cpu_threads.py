@@ -23,12 +23,6 @@ from dualflow.background.process import blas_callers, owner
 from dualflow.background.workers import IN_WORKER
 from dualflow.kernels.base.atomics import SPIN_LOADS, wait_for_flag
 
-HANDOFF_PROTOCOL = "placed, watched"
-"""How ``run_parts`` hands parts over and waits for them, named so that values measured per
-machine under another (``machine_constants``' hand-off) are measured again: workers kept off
-the caller's CPU (``background.placement``), the caller watching their flags with the GIL
-released before it sleeps."""
-
 
 def threads() -> int:
     """Parts one call is split into at most: the owner's thread count (the machine's CPUs,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from dualflow.background import blas
-from dualflow.kernels.base.cpu_threads import HANDOFF_PROTOCOL, run_parts, split, threads
+from dualflow.kernels.base.cpu_threads import run_parts, split, threads
 from dualflow.kernels.base.per_machine import PerMachine, best_of, one_blas_thread, timings_of
 
 GEMM_N = 384  # 113 MFLOP: ~2-4 ms on one core, big enough for OpenBLAS's blocked kernel
@@ -287,15 +287,8 @@ def _keep(record: dict) -> bool:
     return timings["threads"] < 2 or timings["handoff_s"] >= MIN_HANDOFF
 
 
-# the hand-off's protocol is a key fact: a record timed under another protocol (this session's
-# caller waits on a flag where it slept, ~75 -> ~40 us a hand-off) is measured again
 _CONSTANTS = PerMachine(
-    "machine_constants",
-    lambda: _record(),
-    _read,
-    DEFAULTS,
-    lambda: (threads(), HANDOFF_PROTOCOL),
-    _keep,
+    "machine_constants", lambda: _record(), _read, DEFAULTS, lambda: (threads(),), _keep
 )
 
 
