@@ -2,10 +2,10 @@
 
 Both subtract the maximum before exponentiating, so huge logits neither overflow nor lose the
 result; their backward passes reuse the saved output and are written with ops (double backward).
-Over the last axis of a C-ordered numpy float32/float64 array both run one numba pass a row
-(``kernels/loss/softmax_rows``: eager and compiled alike, rows split over the kernel threads);
-other numpy dtypes take the numpy form, softmax's split by rows (``_split_rows``): each row's
-max, exp and sum are its own, so the bits do not change.
+Over the last axis of a numpy float32/float64 array, in any memory layout (the bits never depend
+on it), both run one numba pass a row (``kernels/loss/softmax_rows``: eager and compiled alike,
+rows split over the kernel threads); other numpy dtypes take the numpy form, softmax's split by
+rows (``_split_rows``): each row's max, exp and sum are its own, so the bits do not change.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class Softmax:
 
 def _last_axis_rows(xp: Any, x: Any, axis: int) -> bool:
     """Whether the row kernels (``kernels/loss/softmax_rows``) take this call: the last axis
-    of a C-ordered numpy float32/float64 array of 2+ dims."""
+    of a numpy float32/float64 array of 2+ dims, whatever its memory layout."""
     return xp is np and axis in (-1, x.ndim - 1) and softmax_rows.covers(x)
 
 

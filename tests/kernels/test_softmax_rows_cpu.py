@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import dualflow
 from dualflow import ops
 from dualflow.background.process import using_threads
 from dualflow.kernels.loss import softmax_rows
@@ -76,7 +77,7 @@ def test_what_the_kernels_leave_to_the_numpy_form() -> None:
     f32 = np.ones((3, 4), np.float32)
     assert softmax_rows.covers(f32)
     assert not softmax_rows.covers(f32.astype(np.float16))
-    assert not softmax_rows.covers(f32.T)  # not C-ordered
+    assert softmax_rows.covers(f32.T)  # any layout: read through a C-ordered copy
     assert not softmax_rows.covers(f32[0])  # one row
     assert not softmax_rows.covers(np.ones((3, 0), np.float32))
     x = np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)
@@ -84,3 +85,31 @@ def test_what_the_kernels_leave_to_the_numpy_form() -> None:
         np.asarray(ops.softmax(x, axis=-1)), softmax_rows.rows("softmax", x)
     )
     np.testing.assert_allclose(np.asarray(ops.softmax(x, axis=0)), _reference("softmax", x.T).T)
+
+
+@pytest.mark.parametrize("kind", softmax_rows.KINDS)
+def test_the_bits_do_not_depend_on_the_inputs_layout(kind) -> None:
+    """The same values C-ordered, Fortran-ordered or as a strided view give the same bits: a
+    compiled plan may hand the op another layout than eager does (a view, or a copy), so the
+    kernel must not be chosen by layout (it was: a transposed view took the numpy form)."""
+    op = {"softmax": ops.softmax, "log_softmax": ops.log_softmax}[kind]
+    x = (np.random.default_rng(4).standard_normal((64, 37)) * 5).astype(np.float32)
+    wide = np.zeros((64, 74), np.float32)
+    wide[:, ::2] = x
+    layouts = [x, np.asfortranarray(x), wide[:, ::2], np.ascontiguousarray(x.T).T]
+    results = [np.asarray(op(a, axis=-1)) for a in layouts]
+    for got in results[1:]:
+        np.testing.assert_array_equal(got.view(np.uint32), results[0].view(np.uint32))
+
+
+def test_a_softmax_of_a_transposed_view_compiled_equals_eager() -> None:
+    def step(x):
+        y = ops.softmax(ops.transpose(x * 3.0, (1, 0)), axis=-1)
+        return ops.log_softmax(ops.transpose(x, (1, 0)), axis=-1) + y
+
+    a = np.random.default_rng(5).standard_normal((37, 64)).astype(np.float32)
+    eager = np.asarray(step(dualflow.tensor(a)))
+    compiled = dualflow.compile(step)
+    for _ in range(3):  # the trace, then the plan
+        got = np.asarray(compiled(dualflow.tensor(a)))
+        np.testing.assert_array_equal(got.view(np.uint32), eager.view(np.uint32))
