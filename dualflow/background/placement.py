@@ -14,14 +14,14 @@ own placement is never touched.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import os
 
 
 def _sched_getcpu() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
+    # the process's own symbols (libc's among them): ctypes.util.find_library would run
+    # ldconfig in a subprocess at import (~2 ms here, and a process spawned by an import)
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or None)
-        function = libc.sched_getcpu
+        function = ctypes.CDLL(None).sched_getcpu
     except (OSError, AttributeError):  # not glibc/musl Linux: no placement
         return None
     function.restype, function.argtypes = ctypes.c_int, []
