@@ -49,21 +49,33 @@ def covers(x: Any, labels: Any) -> bool:
 
 
 @numba.njit(inline="always", error_model="numpy")
-def _exp64(v: Any) -> Any:  # pragma: no cover - runs compiled
+def exp64(v: Any) -> Any:  # pragma: no cover - runs compiled
+    """libm's exp, inlined into the float64 kernels (``softmax_rows``' too).
+
+    Example:
+        >>> exp64(0.0)
+        1.0
+    """
     return math.exp(v)
 
 
 # reassociation for this sum alone (its adds become vector lanes: 1024 x 1000 float32 rows'
 # sums 3.2 -> 0.9 ms), never for exp_f32's arithmetic; fixed machine code, so fixed bits
 @numba.njit(error_model="numpy", fastmath={"reassoc"})
-def _sum(row: Any) -> Any:  # pragma: no cover - runs compiled
+def row_sum(row: Any) -> Any:  # pragma: no cover - runs compiled
+    """A row's sum in float64, its adds in vector lanes (``softmax_rows`` shares it).
+
+    Example:
+        >>> row_sum(np.ones(5, np.float32))
+        5.0
+    """
     total = 0.0
     for c in range(row.shape[0]):
         total += np.float64(row[c])
     return total
 
 
-LANES = 8  # the row maximum's independent running maxima (``_row_max``)
+LANES = 8  # the row maximum's independent running maxima (``row_max``)
 
 
 @numba.njit(inline="always", error_model="numpy")
@@ -72,8 +84,9 @@ def _greater(v: Any, m: Any) -> Any:  # pragma: no cover - runs compiled
 
 
 @numba.njit(inline="always", error_model="numpy")
-def _row_max(row: Any) -> Any:  # pragma: no cover - runs compiled
-    """``m = row[0]; m = v if v > m else m`` over the rest, in ``LANES`` independent maxima.
+def row_max(row: Any) -> Any:  # pragma: no cover - runs compiled
+    """``m = row[0]; m = v if v > m else m`` over the rest, in ``LANES`` independent maxima
+    (``softmax_rows`` shares it).
 
     The single chain (a compare and a select per element, each waiting for the last) ran 1.03
     ms for 1024 rows of 1000 float32 on one thread; in eight scalar lanes 0.35 (and 0.10 for
@@ -81,6 +94,10 @@ def _row_max(row: Any) -> Any:  # pragma: no cover - runs compiled
     doubts). The value is the chain's: each lane starts at ``row[0]`` (a NaN there stays, as in
     the chain; later NaNs never win a ``>``), and a maximum is exact. Only the sign of a zero
     maximum may differ, and ``x - m`` then differs only for x = -0, where ``exp`` gives 1.
+
+    Example:
+        >>> float(row_max(np.array([1.0, 5.0, np.nan, 3.0], np.float32)))
+        5.0
     """
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row[0]
     stop = 1 + (row.shape[0] - 1) // LANES * LANES
@@ -102,7 +119,7 @@ def _row_exp(exp: Any) -> Any:
     @numba.njit(inline="always", error_model="numpy")
     def row_exp(x, r, e):  # pragma: no cover - runs compiled
         # NaN anywhere in the row makes the sum of e NaN
-        m = _row_max(x[r])
+        m = row_max(x[r])
         for c in range(x.shape[1]):  # branch-free: vectorized
             e[c] = exp(x[r, c] - m)
         return m
@@ -127,7 +144,7 @@ def _make(kind: str, exp: Any) -> Any:
                 bad = True
                 continue
             m = row_exp(x, r, e)
-            out[r] = math.log(_sum(e)) - np.float64(x[r, label] - m)
+            out[r] = math.log(row_sum(e)) - np.float64(x[r, label] - m)
             count += 1
         return count, bad
 
@@ -144,7 +161,7 @@ def _make(kind: str, exp: Any) -> Any:
             row = gx[r]
             row_exp(x, r, row)
             w = g[r]
-            scale = w / _sum(row)
+            scale = w / row_sum(row)
             for c in range(x.shape[1]):
                 row[c] = np.float64(row[c]) * scale - (w if c == label else 0.0)
         return bad
@@ -158,7 +175,7 @@ def _kernel(kind: str, dtype: np.dtype) -> Any:
     kernels store (the stem names this module's digest and exp_f32's fingerprint)."""
 
     def build() -> tuple[Any, str]:
-        kernel = _make(kind, exp_f32 if dtype == np.float32 else _exp64)
+        kernel = _make(kind, exp_f32 if dtype == np.float32 else exp64)
         return kernel, f"k_ce{kind}{dtype.name}x{_DIGEST}x{FINGERPRINT}"
 
     return numba_cache.built_once(_KERNELS, (kind, dtype), build)

@@ -3,7 +3,7 @@
 The numpy form (``x - max``, ``exp``, ``sum``, divide: four calls, three of them over short
 rows) took 0.90 ms on two threads for a Transformer's 16 x 4 x 64 x 64 float32 attention
 weights, 0.40 of it numpy's maximum over 64-long rows. Here each row's maximum
-(``cross_entropy._row_max``), exponentials (``exp_f32`` for float32, as eager's ``np.exp``; libm's
+(``cross_entropy.row_max``), exponentials (``exp_f32`` for float32, as eager's ``np.exp``; libm's
 for float64), their float64 sum and the output are one numba loop, each result rounded once:
 the sum to x's dtype, then ``e / sum`` (softmax) or ``(x - max) - log(sum)`` (log-softmax, the
 log taken in float64). Eager and compiled calls run these same kernels, so they agree bit for
@@ -26,14 +26,16 @@ from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.kernels.fast_math.fast_exp import FINGERPRINT, exp_f32
 from dualflow.kernels.fast_math.work_weights import work_weights
-from dualflow.kernels.loss.cross_entropy import _DIGEST as CE_DIGEST
-from dualflow.kernels.loss.cross_entropy import _exp64, _row_max, _sum
+from dualflow.kernels.loss import cross_entropy
+from dualflow.kernels.loss.cross_entropy import exp64, row_max, row_sum
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 KINDS = ("softmax", "log_softmax")
 # numba_cache's key covers a kernel's own bytecode, not the functions it inlines: this digest of
 # the module's source (and cross_entropy's, whose maximum and sum it inlines) stands for them
-_DIGEST = hashlib.sha256(Path(__file__).read_bytes() + CE_DIGEST.encode()).hexdigest()[:16]
+_DIGEST = hashlib.sha256(
+    Path(__file__).read_bytes() + Path(cross_entropy.__file__).read_bytes()
+).hexdigest()[:16]
 _KERNELS: dict[tuple[str, np.dtype], Any] = {}
 
 
@@ -58,20 +60,20 @@ def _make(kind: str, exp: Any) -> Any:
     def softmax(x, y, lo, hi):  # pragma: no cover - runs compiled
         for r in range(lo, hi):
             row, out = x[r], y[r]
-            m = _row_max(row)
+            m = row_max(row)
             for c in range(row.shape[0]):  # branch-free: vectorized
                 out[c] = exp(row[c] - m)
-            total = out.dtype.type(_sum(out))
+            total = out.dtype.type(row_sum(out))
             for c in range(row.shape[0]):
                 out[c] = out[c] / total
 
     def log_softmax(x, y, lo, hi):  # pragma: no cover - runs compiled
         for r in range(lo, hi):
             row, out = x[r], y[r]
-            m = _row_max(row)
+            m = row_max(row)
             for c in range(row.shape[0]):
                 out[c] = exp(row[c] - m)
-            log_total = out.dtype.type(math.log(_sum(out)))
+            log_total = out.dtype.type(math.log(row_sum(out)))
             for c in range(row.shape[0]):
                 out[c] = (row[c] - m) - log_total
 
@@ -84,7 +86,7 @@ def _kernel(kind: str, dtype: np.dtype) -> Any:
     kernels store (the stem names the digest and exp_f32's fingerprint)."""
 
     def build() -> tuple[Any, str]:
-        kernel = _make(kind, exp_f32 if dtype == np.float32 else _exp64)
+        kernel = _make(kind, exp_f32 if dtype == np.float32 else exp64)
         return kernel, f"k_rows{kind}{dtype.name}x{_DIGEST}x{FINGERPRINT}"
 
     return numba_cache.built_once(_KERNELS, (kind, dtype), build)
