@@ -51,6 +51,8 @@ class Placement:
     ``keep_off(cpu)`` is called by the thread that hands the worker parts, with its own CPU;
     any failure (a CPU the mask does not have, a platform without affinity calls, a thread
     that ended) turns placement off for this worker: it then runs wherever the OS puts it.
+    So does a crew of more threads (``crew``, the caller's included) than the process has
+    CPUs: there every worker kept off the caller's CPU would crowd onto the others.
 
     Example:
         >>> import threading
@@ -60,14 +62,14 @@ class Placement:
         True
     """
 
-    def __init__(self, native_id: int | None) -> None:
+    def __init__(self, native_id: int | None, crew: int = 2) -> None:
         self.native_id = native_id
         try:
             self.allowed: frozenset[int] = frozenset(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             self.allowed = frozenset()
         self.avoided: int | None = None
-        self.enabled = native_id is not None and len(self.allowed) > 1
+        self.enabled = native_id is not None and 1 < crew <= len(self.allowed)
 
     def apart(self) -> bool:
         """Whether the worker was last kept off its caller's CPU (placement works here)."""

@@ -28,9 +28,10 @@ class Worker:
     ``finished[0]`` turns 1 as the last thing a hand-off does before the thread sleeps again
     (after ``done``): a caller may watch it with the GIL released (``finish(wait)``) instead of
     sleeping on ``done``, whose wake-up took ~90 us on a KVM guest whose idle core had halted.
+    ``crew``: the threads of its crew, the caller's included (``placement.Placement``).
     """
 
-    def __init__(self, index: int) -> None:
+    def __init__(self, index: int, crew: int = 2) -> None:
         self.ready, self.done = threading.Lock(), threading.Event()
         self.ready.acquire()
         self.done.set()
@@ -40,7 +41,7 @@ class Worker:
         name = f"dualflow-cpu-{index}"
         self.thread = threading.Thread(target=self._loop, name=name, daemon=True)
         self.thread.start()
-        self.placement = Placement(self.thread.native_id)
+        self.placement = Placement(self.thread.native_id, crew)
 
     def _loop(self) -> None:
         IN_WORKER.active = True  # a kernel inside a part runs its own parts serially
@@ -131,7 +132,7 @@ class Crew:
     def workers(self) -> list[Worker]:
         """The worker threads, started if need be; call only while holding ``lock``."""
         if not self._workers and self.count > 1:
-            self._workers.extend(Worker(k) for k in range(self.count - 1))
+            self._workers.extend(Worker(k, self.count) for k in range(self.count - 1))
         return self._workers
 
     def stop(self) -> None:

@@ -11,6 +11,7 @@ import pytest
 from dualflow.background import placement
 from dualflow.background.placement import Placement, current_cpu
 from dualflow.background.process import owner
+from dualflow.background.workers import Crew
 from dualflow.kernels.base import cpu_threads
 
 CPUS = frozenset(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else frozenset()
@@ -98,3 +99,20 @@ def test_the_caller_watches_the_workers_flag_only_where_they_run_apart(monkeypat
     monkeypatch.setattr(worker.placement, "enabled", False)
     cpu_threads.run_parts([lambda: None, lambda: slow.wait(0.05)])
     assert watched == [1]  # placement off: straight to the event
+
+
+def test_a_crew_larger_than_the_cpus_is_not_placed() -> None:
+    """More threads than CPUs: every worker kept off the caller's CPU would crowd onto the
+    rest, and the caller's watch would hold a CPU a worker needs; the OS places them."""
+    parked = _Parked()
+    try:
+        before = parked.mask()
+        place = Placement(parked.thread.native_id, crew=len(CPUS) + 1)
+        place.keep_off(min(CPUS))
+        assert not place.enabled and not place.apart() and parked.mask() == before
+    finally:
+        parked.end()
+    crew = Crew(len(CPUS) + 1)
+    with crew.lock:
+        assert not any(w.placement.enabled for w in crew.workers())
+    crew.stop()
