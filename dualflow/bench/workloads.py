@@ -72,8 +72,10 @@ class Workload:
     # untimed calls first: a compiled step traces (and may retrace) in these, and a
     # compiled-lazy one makes its first lazy-or-eager choice (its probe's calls alternate two
     # paths of different speeds: timed, they would be a spread of the mode's own making); its
-    # first calls compile plans, which restarts the warm count once: twice the warm calls
-    warmup: int = 2 * LazyOrEager.WARM_CALLS + 4 * LazyOrEager.PROBES
+    # first calls compile plans, which restarts the warm count once: twice the warm calls. The
+    # probe ends on the chosen path, whose first calls after the other path's are still slow
+    # (poly-chain's lazy 1.6, 1.4, 1.0, then 0.85 ms): two more calls settle it
+    warmup: int = 2 * LazyOrEager.WARM_CALLS + 4 * LazyOrEager.PROBES + 2
     held: bool = False  # compiled rows also measure what a fresh compiled step keeps
     on_device: bool = False  # ``rows`` takes the device (else it runs on the CPU only)
 

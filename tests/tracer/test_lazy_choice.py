@@ -36,10 +36,22 @@ def test_eager_serves_once_it_measures_faster() -> None:
     choice, call = _chooser([2.0], [1.0])
     paths = [call() for _ in range(2 + 4 * LazyOrEager.PROBES + 10)]
     warm, probe, after = paths[:2], paths[2 : 2 + 4 * LazyOrEager.PROBES], paths[-10:]
-    assert warm == [LAZY, LAZY] and probe == [LAZY, LAZY, EAGER, EAGER] * LazyOrEager.PROBES
+    assert warm == [LAZY, LAZY] and probe == [EAGER, EAGER, LAZY, LAZY] * LazyOrEager.PROBES
     assert after == [EAGER] * 10 and choice.chosen == EAGER
     assert choice.eager_calls == 2 * LazyOrEager.PROBES + 10
     assert "runs eager" in choice.describe()
+
+
+def test_a_probe_ends_on_the_chosen_path() -> None:
+    # the calls after a probe most likely take the chosen path: the probe's last pairs are
+    # that path's, so its return from the other path is paid inside the probe
+    choice, call = _chooser([2.0], [1.0])
+    for _ in range(2 + 4 * LazyOrEager.PROBES + LazyOrEager.FIRST_HOLD):
+        call()
+    assert choice.chosen == EAGER
+    second = [call() for _ in range(4 * LazyOrEager.PROBES)]
+    assert second == [LAZY, LAZY, EAGER, EAGER] * LazyOrEager.PROBES
+    assert choice.chosen == EAGER and len(choice.decisions) == 2
 
 
 def test_lazy_stays_when_faster_and_is_asked_again_after_a_doubling_hold() -> None:
@@ -76,7 +88,7 @@ def test_small_differences_keep_the_path_and_compiling_calls_delay_the_probe() -
     _, cold_call = _chooser([2.0], [1.0], lambda: compiling[0])
     assert {cold_call() for _ in range(20)} == {LAZY}  # never warm: never probed
     compiling[0] = False
-    assert [cold_call() for _ in range(5)] == [LAZY, LAZY, LAZY, LAZY, EAGER]
+    assert [cold_call() for _ in range(5)] == [LAZY, LAZY, EAGER, EAGER, LAZY]
 
 
 def test_what_a_call_leaves_to_the_next_is_charged_to_its_own_path() -> None:
