@@ -115,13 +115,16 @@ class Background:
     def workers(self) -> list:
         """The crew's worker threads, started (and OpenBLAS tuned) at the first call; call only
         while holding ``crew.lock``."""
-        if not self.crew.started and not self._blas_tuned:
-            self._tune_blas()
+        if not self.crew.started:
+            self.quiet_blas()
         return self.crew.workers()
 
-    def _tune_blas(self) -> None:
+    def quiet_blas(self) -> None:
         """Make OpenBLAS's idle threads sleep (our workers do too: neither pool takes CPU time
-        while the other works). Only while no other thread can be in a BLAS call."""
+        while the other works), once, before the first thread of ours starts. Only while no
+        other thread can be in a BLAS call."""
+        if self._blas_tuned:
+            return
         self._blas_tuned = True
         if not blas_callers():
             blas.sleep_when_idle()

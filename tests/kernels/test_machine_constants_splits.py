@@ -14,7 +14,7 @@ import pytest
 
 from dualflow.background.process import using_threads
 from dualflow.kernels.base import machine_constants as mc
-from dualflow.kernels.base import per_machine
+from dualflow.kernels.base import native_crew, per_machine
 from dualflow.kernels.expr.kernel_work import work_ratio
 from dualflow.kernels.expr.typed_program import lower_expr
 from dualflow.kernels.fast_math.work_weights import DEFAULTS as WEIGHTS
@@ -141,6 +141,8 @@ def test_a_heavy_kernel_splits_from_fewer_elements_with_the_same_bits(
 ) -> None:
     monkeypatch.setattr(mc, "measure", lambda: dict(TIMINGS))  # part_min 125000 (a copy's)
     monkeypatch.setattr(numba_elementwise, "PART_MIN", None)
+    # cpu_threads' split, where no native crew runs (tests/kernels/test_native_split.py has it)
+    monkeypatch.setattr(native_crew, "_enabled", False)
     size = 65_536  # under a copy's two parts of 125000, over two of tanh^4's 22321
     x = np.random.default_rng(0).standard_normal(size).astype(np.float32) * 3
     parts = []

@@ -8,10 +8,12 @@ a compiler never hoists out of a waiting loop, and update them with ``atomic_add
 from __future__ import annotations
 
 import hashlib
+import platform
 from typing import Any
 
 import numba
 import numpy as np
+from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -69,6 +71,27 @@ def atomic_load(typingctx: Any, array: Any, index: Any) -> Any:
         return builder.load_atomic(pointer, "acquire", 8)
 
     return signature, codegen
+
+
+@intrinsic
+def cpu_relax(typingctx: Any) -> Any:
+    """A spin-wait hint (x86's ``pause``; nothing elsewhere): a thread watching a word gives the
+    core's other hardware thread, which may be doing the work it waits for, its resources.
+
+    Example:
+        >>> import numba
+        >>> numba.njit(lambda: cpu_relax())()
+    """
+
+    def codegen(context: Any, builder: Any, sig: Any, args: Any) -> Any:
+        if platform.machine() in ("x86_64", "AMD64", "i686"):
+            pause = builder.module.declare_intrinsic(
+                "llvm.x86.sse2.pause", fnty=ir.FunctionType(ir.VoidType(), [])
+            )
+            builder.call(pause, [])
+        return context.get_dummy_value()
+
+    return types.none(), codegen
 
 
 # A wait's bound in loads of the flag: ~0.1-0.5 ms at the ~0.25-1 ns an uncontended load takes.

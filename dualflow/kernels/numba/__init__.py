@@ -3,6 +3,8 @@
 - ``numba_elementwise``: a typed program rendered to Python source and compiled by numba (flat or
   broadcast loop nests: ``broadcast_nest``; ``flat_view``: a 1-D view intrinsic;
   ``small_call_runner``: the straight-line Python runner of small calls).
+- ``native_split``: a flat kernel's ``entry`` and ``split``, which run its rows on the native
+  crew's threads (``kernels.base.native_crew``), and when a call splits there.
 - ``numba_sum``: fused sums, each element added into float64 (or integer) lanes as it is made.
 - ``kernel_requests``: the render API: a compile request's kernel rendered and built, and a sum's
   loop layout. ``compile_worker`` (the worker process, and how a caller talks to it) depends on

@@ -77,7 +77,7 @@ def build(request: list | tuple) -> None:
         >>> build(("?", e, ("a0", "a1"), ("float32",) * 2, ((4,), (4,)), (4,), "map", None))
     """
     from dualflow.kernels.expr.typed_program import lower_expr  # noqa: PLC0415
-    from dualflow.kernels.numba import numba_elementwise, numba_sum  # noqa: PLC0415 - numba
+    from dualflow.kernels.numba import native_split, numba_elementwise, numba_sum  # noqa: PLC0415
 
     stem, expr, args, dtypes, shapes, shape, kind, extra = _plain(request)
     program = lower_expr(expr, args, dtypes)
@@ -88,7 +88,10 @@ def build(request: list | tuple) -> None:
             numba_sum.numba_sum_kernel(program, dims, views, extra)(np, *arrays)
         return
     flat, nest = numba_elementwise.layout(program, shapes, shape)
-    source = numba_elementwise.render_source(program, flat, nest, extra)[0]
+    source, values = numba_elementwise.render_source(program, flat, nest, extra)
     if numba_elementwise.stem(source) == stem:
         out = None if extra is None else arrays[extra]
         numba_elementwise.numba_kernel(program, shapes, shape)(np, *arrays, out=out)
+        if flat is not None:  # its native parts, which this one-thread process never runs
+            module = numba_elementwise.load_module(source)
+            native_split.prepare(module, program.dtype, shape, arrays, out, values)

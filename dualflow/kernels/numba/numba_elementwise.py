@@ -22,14 +22,14 @@ import numpy as np
 
 from dualflow.disk_cache import open_store
 from dualflow.errors import KERNEL_MODULE_PREFIX
-from dualflow.kernels.base import numba_cache
+from dualflow.kernels.base import native_crew, numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR, machine_constants
 from dualflow.kernels.expr.expression import number_source
 from dualflow.kernels.expr.kernel_work import work_ratio
 from dualflow.kernels.expr.scalar_table import FUNCTIONS
 from dualflow.kernels.expr.typed_program import Program, Ref, Step
-from dualflow.kernels.numba import flat_view
+from dualflow.kernels.numba import flat_view, native_split
 from dualflow.kernels.numba.broadcast_nest import collapse, render_nest
 from dualflow.kernels.numba.small_call_runner import small_flat_runner
 
@@ -142,11 +142,16 @@ def render_source(
         body = render_nest(steps, refs, nest, store, from_out)
     else:
         body = _flat_body(program, flat, steps, from_out, store)
-    lines = header([], imports(program) + ((flat_view.IMPORT,) if flat is not None else ()))
+    flat_imports = (flat_view.IMPORT, native_crew.IMPORT) if flat is not None else ()
+    lines = header([], imports(program) + flat_imports)
     suffix = "_" if flat is not None else ""  # flat: any-shape operands the body flattens
     names = [f"{name}{suffix}" for name in ["out", *names]]
     params = names + [f"_c{k}" for k in range(len(consts))]
     lines.append(f"def kernel({', '.join(params)}):")
+    if flat is not None:  # its parts can run on the native crew
+        dtypes = tuple(scalar_type(d) for d in program.in_dtypes)
+        const_types = tuple(scalar_type(d) for d, _ in consts)
+        body += native_split.render(NJIT, flat, scalar_type(program.dtype), dtypes, const_types)
     return "\n".join(lines + body) + "\n", const_values(consts)
 
 
@@ -279,10 +284,10 @@ def load_module(source: str) -> Any:
     module = types.ModuleType(f"{KERNEL_MODULE_PREFIX}{digest}")
     sys.modules[module.__name__] = module  # numba rebuilds cached code by the module's name
     exec(compile("\n" + source, filename, "exec"), module.__dict__)  # line 1: the signature
-    if store is not None and isinstance(
-        getattr(module, "kernel", None), numba.core.dispatcher.Dispatcher
-    ):
-        numba_cache.attach(module.kernel, store, digest)
+    for name in ("kernel", "entry", "split"):  # entry, split: a flat kernel's native parts
+        function = getattr(module, name, None)
+        if store is not None and isinstance(function, numba.core.dispatcher.Dispatcher):
+            numba_cache.attach(function, store, digest)
     with _MODULES_LOCK:
         _MODULES[digest] = module
         while len(_MODULES) > MAX_MODULES:
@@ -339,13 +344,13 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
     size = math.prod(shape)
     flat, nest = layout(program, shapes, shape)
     source, values = render_source(program, flat, nest)
-    kernel, dtype, work = load_module(source).kernel, program.dtype, work_ratio(program)
-    in_place: dict[int, Any] = {}  # input index -> the kernel reading that input from ``out``
+    modules = {None: load_module(source)}  # and input index -> the module reading it from out
+    kernel, dtype, work = modules[None].kernel, program.dtype, work_ratio(program)
 
     def variant(k: int) -> Any:
-        if k not in in_place:
-            in_place[k] = load_module(render_source(program, flat, nest, k)[0]).kernel
-        return in_place[k]
+        if k not in modules:
+            modules[k] = load_module(render_source(program, flat, nest, k)[0])
+        return modules[k].kernel
 
     if flat is not None and size < UNFLATTENED_MAX:
         return small_flat_runner(kernel, variant, flat, (shape, dtype), values)
@@ -357,12 +362,16 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
         if flat is not None:
             # plain loops, no generators: a small call's Python overhead is most of its time
             ins = [a.ravel() if type(a) is _ndarray else _flat_copy(a) for a in arrays]
-            fn, target, rows = kernel, out.reshape(size), size
+            fn, target, rows, which = kernel, out.reshape(size), size, None
             if not fresh:  # writing over an input (a donated update): read it through ``out``
                 for k, a in enumerate(arrays):
                     if a is out and flat[k]:
-                        fn = variant(k)
+                        fn, which = variant(k), k
                         break
+            crew = native_split.splits(size, work, PART_MIN or _part_min(work))
+            if crew is not None:  # threads that take a part in microseconds
+                native_split.run(modules[which], crew, target, ins, values)
+                return out
         else:  # C-ordered views of the nest's dims (``broadcast_nest``)
             fn, target, rows = kernel, out.reshape(nest[0]), nest[0][0]
             ins = [np.asarray(a).reshape(dims) for a, dims in zip(arrays, nest[1])]

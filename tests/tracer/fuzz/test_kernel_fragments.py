@@ -4,6 +4,7 @@ sequences runs the LSTM's lockstep halves (kernels/linalg/lstm_lockstep.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -71,3 +72,26 @@ def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
     )
     _assert_compiled_as_eager(spec)
     assert calls  # the lockstep ran
+
+
+def test_drawn_programs_with_native_parts_compile_as_eager(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the fuzzer's fast programs, widened to 128 features and 24x their batches (activations of
+    # 3K-25K elements), with every flat fused kernel of 12K elements or more split over the
+    # native crew's threads (kernels/numba/native_split.py), forced whether they linger or not
+    from dualflow.kernels.numba import native_split, numba_elementwise
+    from tests.tracer.fuzz.generator import FAST
+    from tests.tracer.fuzz.test_fuzz import _fuzz
+
+    monkeypatch.setattr(numba_elementwise, "PART_MIN", 8)
+    monkeypatch.setattr(native_split, "_split_model", lambda crew: (0.0, 1.0))
+    calls = _counted(monkeypatch, native_split, "run")
+
+    def check(spec: Spec) -> None:
+        batches = tuple(24 * b for b in spec.batches)
+        wide = dataclasses.replace(spec, width=128, batches=batches)
+        for passes in ("O0", "exact"):
+            found = differences(wide, passes)
+            assert not found, f"{wide!r} at {passes}:\n" + "\n".join(found[:10])
+
+    assert _fuzz(FAST, 12, check) >= 12
+    assert calls, "no call split over the native crew"

@@ -1,0 +1,101 @@
+"""The native crew: threads started by ``pthread_create`` that run compiled parts without the
+GIL, woken through futexes; their lifetime follows the background owner (shutdown, thread
+counts, fork)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import time
+
+import numpy as np
+import pytest
+
+from dualflow.background import process
+from dualflow.kernels.base import native_crew
+from dualflow.kernels.base.native_crew import (
+    DONE,
+    LINGER_S,
+    POSTED,
+    SLEEPING,
+    NativeCrew,
+    entry_address,
+    post,
+    wait_done,
+)
+
+pytestmark = pytest.mark.skipif(not native_crew._SUPPORTED, reason="Linux x86-64/aarch64 only")
+EMPTY = entry_address(native_crew._empty_entry)
+
+
+def test_parts_run_on_every_worker_in_order_of_posting() -> None:
+    crew = NativeCrew(2)
+    try:
+        block = np.zeros(1, np.int64)
+        with crew.lock:
+            for _ in range(100):
+                crew.run(EMPTY, block)
+        assert block[0] == 200  # each run: one part on each of the two workers
+        assert all(ctl[POSTED] == ctl[DONE] == 100 for ctl in crew.ctls)
+        assert all(p.apart() in (True, False) for p in crew.placements)
+    finally:
+        crew.close()
+    assert crew.closed
+
+
+def test_a_sleeping_worker_is_woken_by_a_post_and_wakes_a_sleeping_caller() -> None:
+    crew = NativeCrew(1)
+    try:
+        deadline = time.monotonic() + 5.0
+        while crew.awake() and time.monotonic() < deadline:  # it lingers, then sleeps
+            time.sleep(LINGER_S)
+        assert not crew.awake() and crew.ctls[0, SLEEPING] == 1
+        block = np.zeros(1, np.int64)
+        number = post(crew.ctls[0], EMPTY, block)
+        wait_done(crew.ctls[0], number, 1)  # one watch: the caller sleeps until woken
+        assert block[0] == 1 and crew.ctls[0, DONE] == number
+    finally:
+        crew.close()
+
+
+def test_the_crew_follows_the_owner_thread_count_and_shutdown() -> None:
+    with process.using_threads(1):
+        assert native_crew.crew() is None  # one thread: nothing splits
+    with process.using_threads(3):
+        three = native_crew.crew()
+        assert three is not None and len(three.ctls) == 2
+    with process.using_threads(2):
+        two = native_crew.crew()
+        assert two is not None and len(two.ctls) == 1
+        process.owner().shutdown()  # a service of the owner: stopped and joined
+        assert two.closed
+        again = native_crew.crew()
+        assert again is not None and again is not two and not again.closed
+
+
+def test_disabled_by_the_environment_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_crew, "_enabled", False)
+    assert native_crew.crew() is None
+
+
+def _child_runs_a_part(queue: multiprocessing.Queue) -> None:
+    crew = native_crew.crew()
+    block = np.zeros(1, np.int64)
+    with crew.lock:
+        crew.run(EMPTY, block)
+    queue.put(int(block[0]))
+
+
+def test_a_forked_child_starts_a_crew_of_its_own() -> None:
+    with process.using_threads(2):
+        parent = native_crew.crew()
+        assert parent is not None
+        context = multiprocessing.get_context("fork")
+        queue = context.Queue()
+        child = context.Process(target=_child_runs_a_part, args=(queue,))
+        child.start()
+        child.join(60)
+        assert child.exitcode == 0 and queue.get(timeout=5) == 1
+        block = np.zeros(1, np.int64)
+        with parent.lock:
+            parent.run(EMPTY, block)
+        assert block[0] == 1 and not parent.closed
