@@ -266,6 +266,8 @@ ENVIRONMENT = {
     "(a whole number in [1, 1024]; default: the CPUs os.sched_getaffinity allows)",
     "DUALFLOW_BACKGROUND_COMPILE": "0 compiles fused CPU kernels in the calling process instead "
     "of a worker process (the blocked evaluator runs them until the worker's are ready)",
+    "DUALFLOW_NATIVE_THREADS": "0 splits fused CPU kernels over Python worker threads only, not "
+    "the native crew's threads that run without the GIL (read at import)",
     "DUALFLOW_MALLOC_TUNING": "0 keeps glibc's default malloc thresholds (see dualflow/_memory.py)",
     "DUALFLOW_CHECKPOINT_MAX_GB": "most GiB a checkpoint's arrays may take once decompressed "
     "(default 4; dualflow.load(..., max_bytes=) per call)",

@@ -54,6 +54,9 @@ SETTINGS: dict[str, Setting] = {
     "DUALFLOW_BACKGROUND_COMPILE": Setting(
         fresh="import dualflow.kernels.numba.compile_worker", bad=("maybe",)
     ),
+    "DUALFLOW_NATIVE_THREADS": Setting(
+        fresh="import dualflow.kernels.base.native_crew", bad=("maybe",)
+    ),
     "DUALFLOW_CUDNN": Setting(fresh="import dualflow.kernels.cuda.cudnn", bad=("maybe",)),
     "DUALFLOW_CUDNN_TF32": Setting(fresh="import dualflow.kernels.cuda.cudnn", bad=("maybe",)),
     "DUALFLOW_VERIFY_PASSES": Setting(read=_compile_once, bad=tuple(BAD_FLAGS)),

@@ -41,8 +41,8 @@ class LazyOrEager:
     Example:
         >>> choice = LazyOrEager(measured=True)
         >>> runs = [choice.call(lambda: LAZY, lambda: EAGER, lambda: False) for _ in range(3)]
-        >>> runs, choice.eager_calls
-        (['lazy', 'lazy', 'lazy'], 0)
+        >>> runs, choice.eager_calls  # two warm calls, then a probe: the other path first
+        (['lazy', 'lazy', 'eager'], 1)
     """
 
     WARM_CALLS = 2  # lazy calls in a row that compiled nothing, before the first probe
