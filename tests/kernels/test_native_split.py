@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import dualflow
 from dualflow.background import process
 from dualflow.kernels.base import native_crew
+from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR
 from dualflow.kernels.expr.typed_program import lower_expr
 from dualflow.kernels.numba import kernel_requests, native_split, numba_elementwise
 
@@ -178,3 +179,17 @@ def test_native_functions_numba_cannot_compile_leave_the_call_alone(
     with np.errstate(all="ignore"):
         whole, parts = _one_then_split(monkeypatch, lambda: kernel(np, x, y))
     assert splits.calls == 1 and whole.tobytes() == parts.tobytes()
+
+
+def test_the_split_model_is_measured_holding_the_threads() -> None:
+    with process.using_threads(2):  # a fresh crew: nothing measured yet
+        crew = native_crew.crew()
+        with crew.lock:  # another call holds the threads: no model now, nothing kept
+            assert native_split._split_model(crew) is None
+        cost, per_element = native_split._split_model(crew)
+        assert 0.0 <= cost < 1e-3 and 0.0 < per_element < 1e-7  # microseconds; nanoseconds
+        assert native_split._split_model(crew) == (cost, per_element)  # kept by the crew
+        # a copy-like kernel splits only where its elements repay the split: half the break-even
+        below = int(cost / (per_element * 0.5) / 2)
+        if below >= 2 * PART_MIN_FLOOR:
+            assert native_split.splits(below, 1.0, 1 << 40) is None

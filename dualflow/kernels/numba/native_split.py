@@ -104,12 +104,13 @@ def splits(size: int, work: float, part_min: int) -> NativeCrew | None:
         >>> splits(10, 1.0, 1 << 20) is None
         True
     """
-    if size < 2 * PART_MIN_FLOOR:
-        return None
+    if size < 2 * PART_MIN_FLOOR or getattr(IN_WORKER, "active", False):
+        return None  # (a call inside another call's part runs alone)
     crew = native_crew.crew()
-    if crew is None:
+    model = None if crew is None else _split_model(crew)
+    if model is None:
         return None
-    parts, (cost, per_element) = len(crew.ctls) + 1, _split_model(crew)
+    parts, (cost, per_element) = len(crew.ctls) + 1, model
     saved = per_element * max(1.0, work) * (1.0 - 1.0 / parts)  # by each element, split
     if size * saved < cost or size < parts * PART_MIN_FLOOR:
         return None
@@ -118,18 +119,26 @@ def splits(size: int, work: float, part_min: int) -> NativeCrew | None:
     return crew if size >= parts * part_min else None  # worth a wake-up
 
 
-def _split_model(crew: NativeCrew) -> tuple[float, float]:
-    """(seconds a split call costs its caller beyond its kernel's work, the workers awake;
-    seconds a copy-like kernel takes per element alone, its operands in the caches): the least
-    times of a float32 negation split two elements a part over the crew against alone, and of
-    ``MODEL_ELEMENTS`` alone. Measured once per crew (~2 ms); the crew keeps them."""
+def _split_model(crew: NativeCrew) -> tuple[float, float] | None:
+    """(seconds a split call costs its caller beyond its parts' work, the workers awake;
+    seconds a copy-like kernel takes per element alone, its operands in the caches): from the
+    least times of a float32 negation of ``MODEL_ELEMENTS`` alone (A) and split over the crew
+    (S), as a line through both: per element A / n, cost S - A / parts. Measured once per crew
+    (~2 ms), holding its threads; the crew keeps them. None while another thread's call holds
+    the threads (measured later)."""
     model = getattr(crew, "split_model", None)
-    if model is None:
-        tiny, x = np.ones(2 * (len(crew.ctls) + 1), np.float32), np.ones(MODEL_ELEMENTS, np.float32)
-        split = functools.partial(run, NEGATION, crew, tiny, [tiny], ())
-        cost = _least(split) - _least(functools.partial(_negate, tiny, tiny))
-        per_element = _least(functools.partial(_negate, x, x)) / x.size
-        model = crew.split_model = (max(0.0, cost), per_element)
+    if model is not None or not crew.lock.acquire(False):
+        return model
+    try:
+        if crew.closed:
+            return None
+        x, y = np.ones(MODEL_ELEMENTS, np.float32), np.empty(MODEL_ELEMENTS, np.float32)
+        alone = _least(functools.partial(_negate, y, x))
+        split = _least(functools.partial(_split_held, NEGATION, crew, y, [x], ()))
+        parts = len(crew.ctls) + 1
+        model = crew.split_model = (max(0.0, split - alone / parts), alone / x.size)
+    finally:
+        crew.lock.release()
     return model
 
 
@@ -195,20 +204,25 @@ def run(module: Any, crew: NativeCrew, target: np.ndarray, ins: list, values: tu
         if crew.closed:  # closed since ``splits`` chose it (``shutdown``, a new thread count)
             module.kernel(target, *ins, *values)
             return
-        entry = getattr(module, "entry_at", None)  # the module keeps it: it lives as long
-        if entry is None:
-            entry = module.entry_at = _entry_or_none(module)
-        if not entry:  # numba could not type the native functions: the call runs alone
-            module.kernel(target, *ins, *values)
-            return
-        crew.keep_off(current_cpu())  # the OS would pile the workers onto this CPU
-        try:
-            module.split(crew.ctls, entry, crew.spins, target, *ins, *values)
-        except numba.core.errors.NumbaError:  # typing or lowering: raised before anything ran
-            module.entry_at = 0
-            module.kernel(target, *ins, *values)
+        _split_held(module, crew, target, ins, values)
     finally:
         lock.release()
+
+
+def _split_held(module: Any, crew: NativeCrew, target: Any, ins: list, values: tuple) -> None:
+    # ``run``'s split, its caller holding the crew's lock (``_split_model`` times this)
+    entry = getattr(module, "entry_at", None)  # the module keeps it: it lives as long
+    if entry is None:
+        entry = module.entry_at = _entry_or_none(module)
+    if not entry:  # numba could not type the native functions: the call runs alone
+        module.kernel(target, *ins, *values)
+        return
+    crew.keep_off(current_cpu())  # the OS would pile the workers onto this CPU
+    try:
+        module.split(crew.ctls, entry, crew.spins, target, *ins, *values)
+    except numba.core.errors.NumbaError:  # typing or lowering: raised before anything ran
+        module.entry_at = 0
+        module.kernel(target, *ins, *values)
 
 
 def _entry_or_none(module: Any) -> int:
