@@ -99,3 +99,24 @@ def test_a_forked_child_starts_a_crew_of_its_own() -> None:
         with parent.lock:
             parent.run(EMPTY, block)
         assert block[0] == 1 and not parent.closed
+
+
+def test_a_worker_on_the_callers_cpu_still_runs_its_part() -> None:
+    # the OS may put a worker on the caller's CPU (placement moves it off at the next split):
+    # the caller's watch yields that CPU, so the part runs (it had waited out a whole time slice)
+    import os
+
+    crew = NativeCrew(1)
+    allowed = os.sched_getaffinity(0)
+    try:
+        cpu = min(allowed)
+        os.sched_setaffinity(0, {cpu})
+        os.sched_setaffinity(int(crew.ctls[0, native_crew.TID]), {cpu})
+        block = np.zeros(1, np.int64)
+        with crew.lock:
+            for _ in range(50):
+                crew.run(EMPTY, block)
+        assert block[0] == 50
+    finally:
+        os.sched_setaffinity(0, allowed)
+        crew.close()

@@ -163,6 +163,8 @@ def wait_done(ctl: np.ndarray, posted: int, spins: int) -> None:  # pragma: no c
     while atomic_load(ctl, DONE) < posted:
         cpu_relax()
         count += 1
+        if count % YIELD_EVERY == 0:  # a worker the OS put on this CPU runs its part
+            syscall(ctl[SYSCALL], ctl[SCHED_YIELD], 0, 0, 0)
         if count >= spins:
             atomic_store(ctl, CALLER_SLEEPING, 1)
             done = atomic_load(ctl, DONE)
