@@ -4,6 +4,7 @@ this process did not render, and a dead worker only means compiling here."""
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 import multiprocessing
@@ -11,6 +12,7 @@ import select
 import subprocess
 import sys
 import threading
+import types
 from collections import OrderedDict
 from pathlib import Path
 
@@ -71,10 +73,17 @@ def _inputs(shape: tuple[int, ...]) -> list[np.ndarray]:
 
 
 def _stats(program: object, shapes: tuple, shape: tuple, from_out: int | None = None) -> object:
-    """numba's compile statistics of this process's kernel module for the program."""
+    """numba's compile statistics of this process's kernel module for the program: its
+    ``kernel``'s, with a flat module's ``entry`` and ``split`` added (a call split over the
+    native crew runs ``split``, which links ``kernel``'s code: ``kernel`` itself is not called)."""
     flat, nest = numba_elementwise.layout(program, shapes, shape)
     source = numba_elementwise.render_source(program, flat, nest, from_out)[0]
-    return numba_elementwise._MODULES[numba_elementwise.stem(source)].kernel.stats
+    module = numba_elementwise._MODULES[numba_elementwise.stem(source)]
+    names = ("kernel", "entry", "split") if flat is not None else ("kernel",)
+    stats = [getattr(module, name).stats for name in names]
+    hits = sum((s.cache_hits for s in stats), collections.Counter())
+    misses = sum((s.cache_misses for s in stats), collections.Counter())
+    return types.SimpleNamespace(cache_hits=hits, cache_misses=misses)
 
 
 @pytest.mark.parametrize("shape", [(64, 33), (3, 8192)])  # a small runner; flat 1-D views
@@ -90,7 +99,7 @@ def test_the_stand_in_then_the_stored_kernel_give_eager_bits(
     assert compile_worker.wait(120)
     np.testing.assert_array_equal(kernel(np, *arrays), want)
     stats = _stats(lower_expr(CHAIN, ARGS, ("float32", "float32")), (shape, shape), shape)
-    assert sum(stats.cache_hits.values()) == 1 and not stats.cache_misses  # loaded, not compiled
+    assert sum(stats.cache_hits.values()) >= 1 and not stats.cache_misses  # loaded, not compiled
     kc._CACHE.clear()  # a new lowering of the same kernel: stored now, no worker, no stand-in
     assert kc.cpu_kernel(CHAIN, ARGS, metas)(np, *arrays).tobytes() == want.tobytes()
     assert stand_ins == [1] and compile_worker.pending() == 0
@@ -156,7 +165,7 @@ def test_a_worker_that_dies_means_compiling_here(stand_ins: list[int]) -> None:
     assert compile_worker.wait(30)  # the reader saw it end: nothing is outstanding
     np.testing.assert_array_equal(kernel(np, *arrays), want)
     stats = _stats(lower_expr(CHAIN, ARGS, ("float32", "float32")), (shape, shape), shape)
-    assert sum(stats.cache_misses.values()) == 1  # compiled here
+    assert sum(stats.cache_misses.values()) == 1 and not stats.cache_hits  # compiled here
     assert compile_worker._deaths == [worker.process.pid]
 
 
