@@ -21,6 +21,7 @@ from dualflow.kernels.numba import kernel_requests, native_split, numba_elementw
 
 pytestmark = pytest.mark.skipif(not native_crew._SUPPORTED, reason="Linux x86-64/aarch64 only")
 X, Y = ("var", "a0"), ("var", "a1")
+MODEL = numba_elementwise._model_module  # the negation the split model is measured on
 EXPRESSIONS = {
     "affine": ("call", "add", ("call", "multiply", X, ("const", 0.5)), Y),
     "tanh": ("call", "tanh", ("call", "subtract", X, Y)),
@@ -55,7 +56,7 @@ def _one_then_split(monkeypatch, call):
     one = call()
     monkeypatch.setattr(native_crew, "_enabled", True)
     monkeypatch.setattr(numba_elementwise, "PART_MIN", 8)
-    monkeypatch.setattr(native_split, "_split_model", lambda crew: (0.0, 1.0))
+    monkeypatch.setattr(native_split, "_split_model", lambda crew, model: (0.0, 1.0))
     return one, call()
 
 
@@ -136,7 +137,7 @@ def test_the_compile_worker_stores_the_native_functions() -> None:
 def test_a_compiled_step_with_native_updates_equals_eager(monkeypatch: pytest.MonkeyPatch) -> None:
     splits = Splits(monkeypatch)
     monkeypatch.setattr(numba_elementwise, "PART_MIN", 8)
-    monkeypatch.setattr(native_split, "_split_model", lambda crew: (0.0, 1.0))
+    monkeypatch.setattr(native_split, "_split_model", lambda crew, model: (0.0, 1.0))
 
     def run(compiled: bool) -> list[np.ndarray]:
         dualflow.random.seed(0)
@@ -185,11 +186,11 @@ def test_the_split_model_is_measured_holding_the_threads() -> None:
     with process.using_threads(2):  # a fresh crew: nothing measured yet
         crew = native_crew.crew()
         with crew.lock:  # another call holds the threads: no model now, nothing kept
-            assert native_split._split_model(crew) is None
-        cost, per_element = native_split._split_model(crew)
+            assert native_split._split_model(crew, MODEL) is None
+        cost, per_element = native_split._split_model(crew, MODEL)
         assert 0.0 <= cost < 1e-3 and 0.0 < per_element < 1e-7  # microseconds; nanoseconds
-        assert native_split._split_model(crew) == (cost, per_element)  # kept by the crew
+        assert native_split._split_model(crew, MODEL) == (cost, per_element)  # kept by the crew
         # a copy-like kernel splits only where its elements repay the split: half the break-even
         below = int(cost / (per_element * 0.5) / 2)
         if below >= 2 * PART_MIN_FLOOR:
-            assert native_split.splits(below, 1.0, 1 << 40) is None
+            assert native_split.splits(below, 1.0, 1 << 40, MODEL) is None

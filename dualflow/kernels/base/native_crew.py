@@ -325,7 +325,7 @@ def crew() -> NativeCrew | None:
     if not (_enabled and _SUPPORTED) or work.threads < 2:
         return None
     current = work.peek(SERVICE)
-    if current is not None and len(current.ctls) == work.threads - 1:
+    if current is not None and len(current.ctls) == work.threads - 1 and not current.closed:
         return current
     with _lock:
         return work.service(SERVICE, lambda c: _keep_or_start(c, work.threads - 1))

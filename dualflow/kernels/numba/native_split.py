@@ -20,11 +20,9 @@ call 10-30 us of system call on a KVM guest, more than the calls after it saved.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import time
-import types
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numba
@@ -34,9 +32,8 @@ from dualflow.background.placement import current_cpu
 from dualflow.background.workers import IN_WORKER
 from dualflow.kernels.base import native_crew
 from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR
-from dualflow.kernels.base.native_calls import BLOCK_TYPE, address_of, as_voidptr
-from dualflow.kernels.base.native_crew import NativeCrew, post, wait_done
-from dualflow.kernels.base.numba_cache import cached_njit
+from dualflow.kernels.base.native_calls import BLOCK_TYPE
+from dualflow.kernels.base.native_crew import NativeCrew
 
 
 def render(
@@ -96,18 +93,21 @@ def _array_dtype(scalar: str) -> str:
 MODEL_ELEMENTS = 1 << 16  # 256 KiB of float32 in and out: in any L2 (``_split_model``)
 
 
-def splits(size: int, work: float, part_min: int) -> NativeCrew | None:
+def splits(
+    size: int, work: float, part_min: int, model_module: Callable[[], Any]
+) -> NativeCrew | None:
     """The crew to split a flat call of ``size`` elements doing ``work`` copies' time each over
-    (``part_min``: the machine's for that work), or None where it runs on one thread.
+    (``part_min``: the machine's for that work), or None where it runs on one thread;
+    ``model_module()`` gives the flat module of a float32 negation (``_split_model``).
 
     Example:
-        >>> splits(10, 1.0, 1 << 20) is None
+        >>> splits(10, 1.0, 1 << 20, lambda: None) is None
         True
     """
     if size < 2 * PART_MIN_FLOOR or getattr(IN_WORKER, "active", False):
         return None  # (a call inside another call's part runs alone)
     crew = native_crew.crew()
-    model = None if crew is None else _split_model(crew)
+    model = None if crew is None else _split_model(crew, model_module)
     if model is None:
         return None
     parts, (cost, per_element) = len(crew.ctls) + 1, model
@@ -119,69 +119,28 @@ def splits(size: int, work: float, part_min: int) -> NativeCrew | None:
     return crew if size >= parts * part_min else None  # worth a wake-up
 
 
-def _split_model(crew: NativeCrew) -> tuple[float, float] | None:
+def _split_model(crew: NativeCrew, model_module: Callable[[], Any]) -> tuple[float, float] | None:
     """(seconds a split call costs its caller beyond its parts' work, the workers awake;
     seconds a copy-like kernel takes per element alone, its operands in the caches): from the
-    least times of a float32 negation of ``MODEL_ELEMENTS`` alone (A) and split over the crew
-    (S), as a line through both: per element A / n, cost S - A / parts. Measured once per crew
-    (~2 ms), holding its threads; the crew keeps them. None while another thread's call holds
-    the threads (measured later)."""
+    least times of a float32 negation (``model_module()``, built as every flat kernel is) of
+    ``MODEL_ELEMENTS`` alone (A) and split over the crew (S), as a line through both: per
+    element A / n, cost S - A / parts. Measured once per crew (~2 ms), holding its threads; the
+    crew keeps them. None while another thread's call holds the threads (measured later)."""
     model = getattr(crew, "split_model", None)
     if model is not None or not crew.lock.acquire(False):
         return model
     try:
         if crew.closed:
             return None
+        module = model_module()
         x, y = np.ones(MODEL_ELEMENTS, np.float32), np.empty(MODEL_ELEMENTS, np.float32)
-        alone = _least(functools.partial(_negate, y, x))
-        split = _least(functools.partial(_split_held, NEGATION, crew, y, [x], ()))
+        alone = _least(functools.partial(module.kernel, y, x))
+        split = _least(functools.partial(_split_held, module, crew, y, [x], ()))
         parts = len(crew.ctls) + 1
         model = crew.split_model = (max(0.0, split - alone / parts), alone / x.size)
     finally:
         crew.lock.release()
     return model
-
-
-def _negate_kernel(out: np.ndarray, in0: np.ndarray) -> None:  # pragma: no cover - compiled
-    for i in range(out.shape[0]):
-        out[i] = -in0[i]
-
-
-def _negate_entry(block: np.ndarray) -> None:  # pragma: no cover - compiled
-    # ``render``'s entry, written out for the model's kernel
-    lo, hi = block[0], block[1]
-    out = numba.carray(as_voidptr(block[2]), (block[3],), np.float32)
-    in0 = numba.carray(as_voidptr(block[4]), (block[5],), np.float32)
-    _negate(out[lo:hi], in0[lo:hi])
-
-
-def _negate_split(ctls, entry_at, spins, out, in0):
-    # ``render``'s split, written out for the model's kernel
-    n, parts = out.shape[0], ctls.shape[0] + 1
-    blocks = np.empty((parts - 1, 6), np.int64)
-    posted = np.empty(parts - 1, np.int64)
-    for w in range(parts - 1):
-        b = blocks[w]
-        b[0], b[1] = n * (w + 1) // parts, n * (w + 2) // parts
-        b[2], b[3] = address_of(out, 0), out.shape[0]
-        b[4], b[5] = address_of(in0, 0), in0.shape[0]
-        posted[w] = post(ctls[w], entry_at, b)
-    hi = n // parts
-    _negate(out[:hi], in0[:hi])
-    for w in range(parts - 1):
-        wait_done(ctls[w], posted[w], spins)
-
-
-# a cached function's key covers its own bytecode: this file's and the crew's code, which the
-# model's functions call and inline, go into their stems
-_DIGEST = hashlib.sha256(Path(__file__).read_bytes() + native_crew.DIGEST.encode()).hexdigest()
-_negate = cached_njit(_negate_kernel, f"k_native_model_kernel_{_DIGEST[:16]}")
-NEGATION = types.SimpleNamespace(
-    kernel=_negate,
-    entry=cached_njit(_negate_entry, f"k_native_model_entry_{_DIGEST[:16]}"),
-    split=cached_njit(_negate_split, f"k_native_model_split_{_DIGEST[:16]}"),
-)
-"""The kernel the split model is measured on, with its native functions (a module's names)."""
 
 
 def _least(call: Any, calls: int = 50) -> float:

@@ -28,7 +28,7 @@ from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR, machine_cons
 from dualflow.kernels.expr.expression import number_source
 from dualflow.kernels.expr.kernel_work import work_ratio
 from dualflow.kernels.expr.scalar_table import FUNCTIONS
-from dualflow.kernels.expr.typed_program import Program, Ref, Step
+from dualflow.kernels.expr.typed_program import Program, Ref, Step, lower_expr
 from dualflow.kernels.numba import flat_view, native_split
 from dualflow.kernels.numba.broadcast_nest import collapse, render_nest
 from dualflow.kernels.numba.small_call_runner import small_flat_runner
@@ -328,6 +328,12 @@ def layout(program: Program, shapes: tuple, shape: tuple[int, ...]) -> tuple[tup
     return None, collapse(shapes, shape)  # a partly broadcast input: a loop nest
 
 
+def _model_module() -> Any:
+    # the flat module of a float32 negation: what ``native_split`` times its crew's split on
+    negate = lower_expr(("call", "negative", ("var", "a0")), ("a0",), ("float32",))
+    return load_module(render_source(negate, (True,))[0])
+
+
 def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Callable:
     """``f(xp, *arrays, out=None)`` running the program's numba kernel over an output of ``shape``
     (into ``out``, a C-contiguous array of that shape and the result dtype, when given).
@@ -368,7 +374,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
                     if a is out and flat[k]:
                         fn, which = variant(k), k
                         break
-            crew = native_split.splits(size, work, PART_MIN or _part_min(work))
+            crew = native_split.splits(size, work, _part_min(work), _model_module)
             if crew is not None:  # threads that take a part in microseconds
                 native_split.run(modules[which], crew, target, ins, values)
                 return out

@@ -83,7 +83,7 @@ def test_drawn_programs_with_native_parts_compile_as_eager(monkeypatch: pytest.M
     from tests.tracer.fuzz.test_fuzz import _fuzz
 
     monkeypatch.setattr(numba_elementwise, "PART_MIN", 8)
-    monkeypatch.setattr(native_split, "_split_model", lambda crew: (0.0, 1.0))
+    monkeypatch.setattr(native_split, "_split_model", lambda crew, model: (0.0, 1.0))
     calls = _counted(monkeypatch, native_split, "run")
 
     def check(spec: Spec) -> None:
