@@ -120,3 +120,24 @@ def test_a_worker_on_the_callers_cpu_still_runs_its_part() -> None:
     finally:
         os.sched_setaffinity(0, allowed)
         crew.close()
+
+
+def test_threads_that_cannot_start_leave_the_python_workers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def no_threads(count, lock=None):
+        raise OSError(11, "native_crew: pthread_create failed")
+
+    monkeypatch.setattr(native_crew, "NativeCrew", no_threads)
+    monkeypatch.setattr(native_crew, "_failed", False)
+    with process.using_threads(2):  # a fresh owner: no crew yet
+        with pytest.warns(RuntimeWarning, match="native kernel threads could not start"):
+            assert native_crew.crew() is None
+        assert native_crew.crew() is None  # not tried again, not said again
+        from dualflow.kernels.expr.typed_program import lower_expr
+        from dualflow.kernels.numba import numba_elementwise
+
+        x = np.arange(50_000, dtype=np.float32)
+        program = lower_expr(("call", "negative", ("var", "a0")), ("a0",), ("float32",))
+        kernel = numba_elementwise.numba_kernel(program, (x.shape,), x.shape)
+        assert kernel(np, x).tobytes() == (-x).tobytes()

@@ -28,6 +28,7 @@ import platform
 import sys
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -310,6 +311,7 @@ def _timed(fn: Any, *args: Any) -> float:
 
 _SUPPORTED = sys.platform == "linux" and platform.machine() in SYSCALLS
 _lock = threading.Lock()
+_failed = False  # the crew could not start once: not tried again (``_give_up``)
 
 
 def crew() -> NativeCrew | None:
@@ -322,13 +324,29 @@ def crew() -> NativeCrew | None:
         True
     """
     work = owner()
-    if not (_enabled and _SUPPORTED) or work.threads < 2:
+    if not (_enabled and _SUPPORTED) or _failed or work.threads < 2:
         return None
     current = work.peek(SERVICE)
     if current is not None and len(current.ctls) == work.threads - 1 and not current.closed:
         return current
-    with _lock:
-        return work.service(SERVICE, lambda c: _keep_or_start(c, work.threads - 1))
+    try:
+        with _lock:
+            return work.service(SERVICE, lambda c: _keep_or_start(c, work.threads - 1))
+    except (OSError, MemoryError, numba.core.errors.NumbaError) as exc:
+        return _give_up(exc)
+
+
+def _give_up(exc: BaseException) -> None:
+    """No crew for the rest of the process, said once: the threads could not start (a thread
+    limit, no memory, numba unable to build the loop). Kernels split over ``cpu_threads``."""
+    global _failed
+    _failed = True
+    warnings.warn(
+        f"dualflow: the native kernel threads could not start ({type(exc).__name__}: {exc}); "
+        "fused kernels split over Python worker threads instead",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _keep_or_start(current: NativeCrew | None, count: int) -> NativeCrew:
