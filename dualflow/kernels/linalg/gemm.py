@@ -8,10 +8,11 @@ small batch, an LSTM step) is computed as ``(W @ x.T).T`` up to the row count th
 runs faster so (``thin_rows``, measured: OpenBLAS on one Zen 4 ran the first form at half the
 rate, 16 x 256 x 1024 float32: 205 against 116 us on one thread, 133 against 64 on two).
 A batch of small products (attention's (N*heads, L, hd) @ (N*heads, hd, L)) is split over the
-kernel threads (``batch_parts``): OpenBLAS runs a GEMM of at most 4 * 65536 multiply-adds on the
-calling thread, so numpy's loop over 64 such matrices used one core of two; each part runs the
-same per-matrix calls, so the bits do not depend on the split. Every other case is
-``xp.matmul`` itself. The result is C-ordered either way.
+native crew's threads where its float32 matrices go to BLAS as they are (``batched_native``),
+else over the kernel threads (``batch_parts``): OpenBLAS runs a GEMM of at most 4 * 65536
+multiply-adds on the calling thread, so numpy's loop over 64 such matrices used one core of two;
+each part runs the same per-matrix calls, so the bits do not depend on the split. Every other
+case is ``xp.matmul`` itself. The result is C-ordered either way.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import machine_constants
+from dualflow.kernels.linalg import batched_native
 from dualflow.kernels.linalg.thin_rows import thin_rows
 
 # OpenBLAS (interface/gemm.c) runs a GEMM of M*N*K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4) on
@@ -98,10 +100,15 @@ def batch_parts(xp: Any, a: Any, b: Any, out: Any = None) -> int:
         or (out is not None and not out.flags.c_contiguous)
     ):
         return 1
-    mnk = a.shape[-2] * a.shape[-1] * b.shape[-1]
+    mnk = _mnk(a, b)
     if mnk > SMALL_MNK or a.shape[0] < 2:
         return 1
     return min(a.shape[0], parts_for(2 * mnk * math.prod(a.shape[:-2]), part_flops()))
+
+
+def _mnk(a: Any, b: Any) -> int:
+    # one product's multiply-adds (OpenBLAS runs it on the calling thread up to ``SMALL_MNK``)
+    return a.shape[-2] * a.shape[-1] * b.shape[-1]
 
 
 def _split_batch(xp: Any, a: Any, b: Any, out: Any, parts: int) -> Any:
@@ -132,6 +139,10 @@ def matmul(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
         out[...] = product
         return out
     if not stacked_rows(a, b):
+        if xp is np and a.ndim == b.ndim == 3 and _mnk(a, b) <= SMALL_MNK:
+            product = batched_native.matmul(a, b, out)  # the crew's threads, where it pays
+            if product is not None:
+                return product
         parts = batch_parts(xp, a, b, out)
         if parts > 1:
             return _split_batch(xp, a, b, out, parts)

@@ -95,3 +95,29 @@ def test_drawn_programs_with_native_parts_compile_as_eager(monkeypatch: pytest.M
 
     assert _fuzz(FAST, 12, check) >= 12
     assert calls, "no call split over the native crew"
+
+
+@pytest.mark.parametrize("kind", ["multihead", "encoder"])
+def test_attention_with_its_products_on_the_native_crew_compiles_as_eager(
+    kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # attention over the rows (heads x (L, hd) @ (hd, L) and their gradients), float32, with
+    # every batch of products that numpy hands to BLAS as it is split over the native crew
+    # (kernels/linalg/batched_native.py), whether its workers linger or not
+    from dualflow.kernels.base import native_crew
+    from dualflow.kernels.linalg import batched_native
+
+    if native_crew.crew() is None:
+        pytest.skip("no native crew here")
+    monkeypatch.setattr(batched_native, "_pays", lambda crew, model, flops: True)
+    calls = _counted(monkeypatch, batched_native, "_split_held")
+    spec = Spec(
+        19,
+        width=16,
+        batches=(6, 6, 6, 9),
+        body=(Piece.of("attention", kind=kind), Piece.of("unary", kind="tanh")),
+        dtype="float32",
+        penalty=0.1,
+    )
+    _assert_compiled_as_eager(spec)
+    assert calls, "no batch of products split over the native crew"
