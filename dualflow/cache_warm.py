@@ -4,7 +4,8 @@
 im2col columns, the layout copies; pooling: the generic and the common fixed-geometry kernels;
 relu's eager kernels; float32 tanh/exp/sigmoid loops; the LSTM and GRU forward cells and
 backward recurrences' steps, the embedding gradient's scatter; softmax cross entropy's loss and
-gradient; the native crew's part of a batch of small products) on small arrays, which puts their
+gradient; the native crew's part of a batch of small products; summed slice gradients'
+pieces) on small arrays, which puts their
 machine code in the signed kernels store. ``dualflow cache warm`` and the Makefile's install step
 run it. Generated fused kernels depend on the model and still compile at its first call.
 """
@@ -17,6 +18,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dualflow import ops
+from dualflow.kernels.fused_cpu import slice_pieces
 from dualflow.kernels.linalg import batched_native
 from dualflow.kernels.numba import compile_worker
 from dualflow.tensor.core import Tensor
@@ -122,6 +124,7 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
             )
         )
     found.append(("batched small float32 products on the native crew", batched_native.warm))
+    found.append(("summed slice gradients' pieces", slice_pieces.warm))
     unary = (ops.tanh, ops.exp, ops.sigmoid)
     found.append(("float32 tanh/exp", lambda: [f(_leaf((4096,), "float32")) for f in unary]))
     return found

@@ -56,6 +56,13 @@ def concat(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple
     return apply(op, *xs, axis=shift_axes(attrs["axis"], xs[0].ndim - 1)), 0
 
 
+def sum_slice_grads(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
+    # each piece with the batch in front, read as its piece shape with the batch in front
+    xs = [batched(a, d, size) for a, d in zip(args, dims)]
+    shapes = tuple((size, *shape) for shape in attrs["shapes"])
+    return apply(op, *xs, axis=attrs["axis"] + 1, shapes=shapes), 0
+
+
 def getitem(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
     x = front(args[0], dims[0])
     return apply(op, x, index=(FULL, *attrs["index"])), 0

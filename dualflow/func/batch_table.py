@@ -51,6 +51,7 @@ RULES.update(
     pad=shape.pad,
     one_hot=shape.one_hot,
     concat=shape.concat,
+    sum_slice_grads=shape.sum_slice_grads,
     getitem=shape.getitem,
     getitem_grad=shape.getitem_grad,
     getitem_array=shape.getitem_array,

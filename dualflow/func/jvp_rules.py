@@ -228,6 +228,7 @@ RULES.update(
     conv_transpose2d=bilinear,
     conv2d_grad_weight=bilinear,
     concat=joint_linear,
+    sum_slice_grads=joint_linear,
     pad=pad_rule,
     embedding=linear_in(1),
     prod=reduction,

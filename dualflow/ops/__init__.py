@@ -101,6 +101,7 @@ from dualflow.ops.creation import (
     zeros_like,
 )
 from dualflow.ops.join import concat, split, stack
+from dualflow.ops.slice_sums import sum_slice_grads
 from dualflow.ops.indexing import getitem, getitem_grad
 from dualflow.ops.slicing import flip
 from dualflow.ops.cumulative import cummax, cummin, cumprod, cumsum, logcumsumexp

@@ -1,30 +1,29 @@
-"""Summed gradients of slices that tile one axis become one ``concat``.
+"""Summed gradients of slices that tile one axis become one ``sum_slice_grads``.
 
 The backward of a ``split`` (a packed q/k/v projection, ``chunk``, any getitems cutting one axis
 into pieces) gives each piece's gradient as a ``getitem_grad``: an array of the whole input's
 shape, zero outside the piece; the engine then adds them up (three zero-filled (L, N, 3E) arrays
 and two full additions in a Transformer layer, ~5 ms of its step). Where the pieces tile the axis
-this pass writes ``concat([g0 + 0.0, g1 + 0.0, ...], axis)`` instead. Every position of the sum
-receives one piece's value and zeros, and adding +0.0 to a float in any order gives ``x + 0.0``
-(-0.0 becomes +0.0, every other value, NaN and inf included, stays), so the result is eager's
-bit for bit: the pass runs in ``exact`` too.
+this pass writes ``sum_slice_grads([g0, g1, ...], axis)`` instead: each piece plus 0.0, joined
+along the axis. Every position of the sum receives one piece's value and zeros, and adding +0.0
+to a float in any order gives ``x + 0.0`` (-0.0 becomes +0.0, every other value, NaN and inf
+included, stays), so the result is eager's bit for bit: the pass runs in ``exact`` too. A piece
+whose gradient is a reshape used only here (attention's head-split gradient, a strided view
+reshaped) is given to the op before the reshape: it reads the view instead of a copy.
 
 Before::
 
+    %2: float32[4,3] = reshape(%1) {shape=(4, 3)}
     %3: float32[4,6] = getitem_grad(%0) {index=((None, None, None), (0, 3, 1)), shape=(4, 6)}
-    %4: float32[4,6] = getitem_grad(%1) {index=((None, None, None), (3, 6, 1)), shape=(4, 6)}
+    %4: float32[4,6] = getitem_grad(%2) {index=((None, None, None), (3, 6, 1)), shape=(4, 6)}
     %5: float32[4,6] = add(%3, %4)
 
 After::
 
-    %6: float32[4,3] = add(%0, 0.0)
-    %7: float32[4,3] = add(%1, 0.0)
-    %5: float32[4,6] = concat(%6, %7) {axis=1}
+    %5: float32[4,6] = sum_slice_grads(%0, %1) {axis=1, shapes=((4, 3), (4, 3))}
 """
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -104,11 +103,27 @@ class _Sums:
             return None
         if ends[-1] != root.outputs[0].shape[axis]:
             return None
-        return axis, [(start, g) for start, _, g in pieces], dropped
+        sources = [self.source(g) for _, _, g in pieces]
+        dropped += [reshape for _, reshape in sources if reshape is not None]
+        shapes = [g.shape for _, _, g in pieces]
+        return axis, [(v, shape) for (v, _), shape in zip(sources, shapes)], dropped
+
+    def source(self, gradient: Value) -> tuple[Value, Node | None]:
+        """(the value a piece is read from, the reshape node that then goes): the input of a
+        reshape whose one use is this piece's slice gradient (the op reads it through a view
+        instead of copying it), else the gradient itself."""
+        node = self._only_use(gradient)
+        if node is None or node.op != "reshape" or not isinstance(node.inputs[0], Value):
+            return gradient, None
+        shapes = (*node.inputs[0].shape, *gradient.shape)
+        if not all(type(d) is int for d in shapes) or node.inputs[0].dtype != gradient.dtype:
+            return gradient, None  # sizes as expressions (a template): kept as they are
+        return node.inputs[0], node
 
 
 def slice_grads(graph: Graph) -> Graph:
-    """Replace sums of slice gradients that tile an axis by one concat (bit-identical).
+    """Replace sums of slice gradients that tile an axis by one ``sum_slice_grads``
+    (bit-identical).
 
     Example:
         >>> from dualflow.graph_ir import GraphBuilder
@@ -120,7 +135,7 @@ def slice_grads(graph: Graph) -> Graph:
         >>> (gc,) = b.node("getitem_grad", [c], {"index": right, "shape": (4, 6)})
         >>> b.output(*b.node("add", [ga, gc]))
         >>> [n.op for n in slice_grads(b.build()).nodes]
-        ['add', 'add', 'concat']
+        ['sum_slice_grads']
     """
     sums = _Sums(graph)
     plans: dict[Node, tuple[int, list]] = {}
@@ -138,9 +153,6 @@ def slice_grads(graph: Graph) -> Graph:
 
 
 def _rewritten(graph: Graph, plans: dict[Node, tuple[int, list]], gone: set[Node]) -> list:
-    ids = [v.id for v in (*graph.inputs, *graph.state, *graph.consts)]
-    ids += [v.id for n in graph.nodes for v in n.outputs]
-    next_id = max(ids, default=-1) + 1
     nodes: list[Node] = []
     for node in graph.nodes:
         if node in gone:
@@ -149,14 +161,9 @@ def _rewritten(graph: Graph, plans: dict[Node, tuple[int, list]], gone: set[Node
             nodes.append(node)
             continue
         axis, pieces = plans[node]
-        parts: list[Any] = []
-        for _, gradient in pieces:
-            part = Value(next_id, gradient.shape, gradient.dtype)
-            next_id += 1
-            nodes.append(Node("add", (gradient, 0.0), (part,), {}, node.loc, node.recompute))
-            parts.append(part)
-        concat = Node(
-            "concat", tuple(parts), node.outputs, {"axis": axis}, node.loc, node.recompute
+        attrs = {"axis": axis, "shapes": tuple(tuple(shape) for _, shape in pieces)}
+        sources = tuple(source for source, _ in pieces)
+        nodes.append(
+            Node("sum_slice_grads", sources, node.outputs, attrs, node.loc, node.recompute)
         )
-        nodes.append(concat)
     return nodes

@@ -1,4 +1,5 @@
-"""Op-table entries for concat (a variadic primitive) and the stack and split composites."""
+"""Op-table entries for concat (a variadic primitive), the stack and split composites, and
+sum_slice_grads (what passes.slice_grads makes of summed slice gradients)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,27 @@ def _concat_samples(rng: np.random.Generator) -> list[Sample]:
             tuple(rng.normal(size=(2, 1, n)) for n in (3, 0, 1)), {"axis": -1}, name="empty-one"
         ),
     ]
+
+
+def _slice_sum_samples(rng: np.random.Generator) -> list[Sample]:
+    # pieces given in other shapes than their places (heads split off a feature axis), and as is
+    def pieces(*shapes: tuple) -> tuple:
+        return tuple(rng.normal(size=shape) for shape in shapes)
+
+    heads = {"axis": 2, "shapes": ((3, 2, 4),) * 3}
+    return [
+        Sample(pieces((2, 3, 4), (6, 4), (3, 2, 2, 2)), heads, name="reshaped"),
+        Sample(pieces((2, 1), (2, 3), (2, 2)), {"axis": 1, "shapes": ((2, 1), (2, 3), (2, 2))}),
+    ]
+
+
+def _slice_sum(a, b, c, axis, shapes):
+    return ops.sum_slice_grads([a, b, c], axis, shapes)
+
+
+def _slice_sum_ref(a, b, c, axis, shapes):
+    pieces = [np.reshape(x, shape) + 0.0 for x, shape in zip((a, b, c), shapes)]
+    return np.concatenate(pieces, axis=axis)
 
 
 def _stack_samples(rng: np.random.Generator) -> list[Sample]:
@@ -42,6 +64,7 @@ ENTRIES = [
         lambda a, b, c, axis: np.concatenate([a, b, c], axis=axis),
         _concat_samples,
     ),
+    OpInfo("sum_slice_grads", _slice_sum, _slice_sum_ref, _slice_sum_samples),
     OpInfo(
         "stack",
         lambda a, b, c, axis: ops.stack([a, b, c], axis=axis),
