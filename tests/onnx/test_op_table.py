@@ -32,7 +32,7 @@ NOT_EXPORTED = {
     "logcumsumexp": "no ONNX operator: a stable running logsumexp would be a Loop",
 }
 BACKWARD = {name for name in OPS if name.endswith("_grad")} | {"sum_to", "max_pool2d_gather"}
-BACKWARD |= {"conv2d_grad_weight", "embedding_grad"}
+BACKWARD |= {"conv2d_grad_weight", "embedding_grad", "sum_slice_grads"}  # backward graphs only
 
 
 def test_every_registered_op_is_converted_or_listed():

@@ -262,11 +262,13 @@ def matmul(a: Any, b: Any, out: Any = None) -> np.ndarray | None:
     """
     if getattr(IN_WORKER, "active", False):
         return None  # a call inside another call's part runs alone
+    if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim != 3 or b.ndim != 3:
+        return None  # before anything is allocated
     crew = native_crew.crew()
     if crew is None or sgemm() is None:
         return None
     target = np.empty((a.shape[0], a.shape[1], b.shape[-1]), np.float32) if out is None else out
-    block = plan(a, b, target) if _fits(a, b, target) else None
+    block = plan(a, b, target)
     model = None if block is None else split_model(crew)
     if model is None or not _pays(crew, model, 2 * a.size * b.shape[-1]):
         return None
