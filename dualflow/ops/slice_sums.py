@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from dualflow.errors import ShapeError
+from dualflow.errors import DTypeError, ShapeError
 from dualflow.kernels.fused_cpu import slice_pieces
 from dualflow.ops.dispatch import apply
 from dualflow.ops.join import Concat
@@ -78,6 +78,8 @@ class SumSliceGrads:
             raise ShapeError(f"sum_slice_grads: {len(xs)} inputs but {len(shapes)} piece shapes")
         pieces = []
         for x, shape in zip(xs, shapes):
+            if np.dtype(x.dtype).kind not in "fc":  # gradients: + 0.0 would change the dtype
+                raise DTypeError(f"sum_slice_grads: pieces are gradients, got dtype {x.dtype}")
             if math.prod(x.shape) != math.prod(shape):
                 raise ShapeError(
                     f"sum_slice_grads: a piece of shape {tuple(x.shape)} cannot be read as {shape}"
@@ -86,10 +88,9 @@ class SumSliceGrads:
         return Concat.infer(*pieces, axis=axis)
 
     def forward(xp, *xs, axis, shapes):
-        (meta,) = SumSliceGrads.infer(
-            *(Meta(x.shape, x.dtype) for x in xs), axis=axis, shapes=shapes
-        )
-        out = xp.empty(meta.shape, meta.dtype)
+        shape = list(shapes[0])  # ``infer`` checked the pieces when the call was recorded
+        shape[axis] = sum(piece[axis] for piece in shapes)
+        out = xp.empty(tuple(shape), np.result_type(*(x.dtype for x in xs)))
         start = 0
         for x, shape in zip(xs, shapes):
             stop = start + shape[axis]

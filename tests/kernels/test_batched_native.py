@@ -28,6 +28,7 @@ pytestmark = pytest.mark.skipif(
 def forced(monkeypatch: pytest.MonkeyPatch) -> list:
     """Every batch ``plan`` accepts splits, lingering workers or not; the splits, counted."""
     monkeypatch.setattr(batched_native, "_pays", lambda crew, model, flops: True)
+    monkeypatch.setattr(batched_native, "_too_small", lambda flops: False)
     calls: list[int] = []
     split = batched_native._split_held
     monkeypatch.setattr(batched_native, "_split_held", lambda *a: calls.append(1) or split(*a))
@@ -50,6 +51,7 @@ def test_a_native_split_batch_has_numpys_bits(batch, sizes, layouts, threads, se
     want = np.matmul(a, b)
     with using_threads(threads), pytest.MonkeyPatch.context() as patch:
         patch.setattr(batched_native, "_pays", lambda crew, model, flops: True)
+        patch.setattr(batched_native, "_too_small", lambda flops: False)
         accepted = batched_native.plan(a, b, np.empty(want.shape, np.float32)) is not None
         got = gemm.matmul(np, a, b)
         out = np.full(want.shape, np.nan, np.float32)
@@ -88,6 +90,11 @@ def test_cases_numpy_runs_otherwise_are_refused() -> None:
     assert plan(a, a.transpose(0, 2, 1), out) is None  # a matrix times its transpose: syrk
     b = a.copy()
     assert plan(a, b, a) is None and plan(a, b, b) is None  # out is an operand: numpy copies
+    frozen = np.empty((4, 5, 5), np.float32)
+    frozen.flags.writeable = False
+    assert plan(a, b, frozen) is None  # numpy raises: so does the call
+    raw = np.zeros(4 * 5 * 5 * 4 + 1, np.uint8)[1:].view(np.float32).reshape(4, 5, 5)
+    assert not raw.flags.aligned and plan(raw, b, out) is None  # numpy copies it first
 
 
 def test_a_matrix_meeting_its_own_transpose_anywhere_in_the_batch_is_refused() -> None:
@@ -134,3 +141,13 @@ def test_an_attention_step_split_over_the_native_crew_compiled_equals_eager(
     with using_threads(2):
         assert_compiled_equals_eager(_Attention, (3, 6, 32), ["O0", "O2"])
     assert forced  # attention's products went over the crew
+
+
+def test_a_batch_too_small_to_repay_a_hand_off_is_refused_before_the_crew_is_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    a = np.ones((4, 8, 8), np.float32)
+    monkeypatch.setattr(batched_native, "_NEVER_PAYS", [2 * a.size * 8 + 1])
+    monkeypatch.setattr(native_crew, "crew", lambda: pytest.fail("the crew was asked"))
+    assert batched_native.matmul(a, a) is None
+    np.testing.assert_array_equal(gemm.matmul(np, a, a), np.matmul(a, a))

@@ -150,3 +150,11 @@ def test_a_tiling_in_any_order_becomes_one_op_in_axis_order() -> None:
     assert joined.attrs == {"axis": 1, "shapes": ((4, 1), (4, 3), (4, 2))}
     widths = [v.shape[1] for v in joined.inputs]
     assert widths == [1, 3, 2]
+
+
+def test_integer_pieces_are_refused_with_a_dtype_error() -> None:
+    from dualflow import ops
+    from dualflow.errors import DTypeError
+
+    with pytest.raises(DTypeError, match="sum_slice_grads"):
+        ops.sum_slice_grads([np.arange(2), np.arange(2)], 0, [(2,), (2,)])

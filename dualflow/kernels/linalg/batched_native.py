@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import time
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from dualflow.background.placement import current_cpu
 from dualflow.background.workers import IN_WORKER
 from dualflow.kernels.base import native_crew
 from dualflow.kernels.base.native_calls import BLOCK_TYPE, call_entry
-from dualflow.kernels.base.native_crew import NativeCrew, post, wait_done
+from dualflow.kernels.base.native_crew import NativeCrew, least_seconds, post, wait_done
 from dualflow.kernels.base.numba_cache import in_kernels_store
 from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 
@@ -44,8 +43,9 @@ LO, HI, FUNCTION, TRANS_A, TRANS_B, M, P, N, A, A_STEP, LDA, B, B_STEP, LDB, C, 
     17
 )
 BLOCK_LEN = 17
-ASLEEP_S = 2e-3  # a pause well beyond the workers' linger (``native_crew.LINGER_S``)
-ASLEEP_CALLS = 9
+ASLEEP_S = 5 * native_crew.LINGER_S  # a busy pause well beyond the workers' linger
+ASLEEP_CALLS = 9  # the wake-up varies from call to call: the least of these
+MODEL_CALLS = 30
 _I32, _I64, _F32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
 DIGEST = hashlib.sha256(Path(__file__).read_bytes() + native_crew.DIGEST.encode()).hexdigest()[:16]
 """A digest of this module's code and of the crew's (the kernels' stems)."""
@@ -134,8 +134,8 @@ def plan(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray | None:
         >>> a = np.ones((2, 3, 4), np.float32)
         >>> block = plan(a, np.ones((2, 5, 4), np.float32).transpose(0, 2, 1),
         ...              np.empty((2, 3, 5), np.float32))
-        >>> block is None or (int(block[TRANS_B]) == TRANS, int(block[LDB]))
-        (True, 4)
+        >>> block is None or (int(block[TRANS_B]) == TRANS and int(block[LDB]) == 4)
+        True
         >>> plan(a, a.transpose(0, 2, 1), np.empty((2, 3, 3), np.float32)) is None  # syrk
         True
     """
@@ -153,6 +153,9 @@ def plan(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray | None:
 
 
 _ADDRESSES: dict[str, int] = {}
+_NEVER_PAYS = [0]
+"""FLOPs below which a split never repays even a hand-off (the last measured crew's model): a
+small batch is refused before the crew is looked up (~0.3 us against ~2.5 on eager calls)."""
 
 
 def _address(function: Any) -> int:
@@ -181,6 +184,10 @@ def _fits(a: Any, b: Any, out: Any) -> bool:
         and min(a.shape[1], a.shape[2], b.shape[2]) >= 2
         and out.shape == (a.shape[0], a.shape[1], b.shape[2])
         and out.flags.c_contiguous
+        and out.flags.writeable  # else numpy raises, and so must the call
+        and a.flags.aligned  # numpy's iterator copies unaligned operands: other arguments
+        and b.flags.aligned
+        and out.flags.aligned
         and not np.may_share_memory(out, a)  # numpy would compute into a copy first
         and not np.may_share_memory(out, b)
     )
@@ -201,8 +208,8 @@ def split_model(crew: NativeCrew) -> tuple[float, float, float] | None:
     """(seconds a split batch costs its caller beyond its parts' work with the workers
     lingering; the same with them asleep, a wake-up; seconds a float32 multiply-add of such a
     batch takes on one thread): least times of a batch of 32 products of 32 x 32 x 32 alone,
-    split, and split after a pause beyond the linger. Measured once per crew holding its threads
-    (~15 ms); None while another call holds them (measured later)."""
+    split, and split after a busy pause beyond the linger. Measured once per crew holding its
+    threads (~10 ms); None while another call holds them (measured later)."""
     model = getattr(crew, "batched_gemm_model", None)
     if model is not None or not crew.lock.acquire(False):
         return model
@@ -216,30 +223,19 @@ def split_model(crew: NativeCrew) -> tuple[float, float, float] | None:
             return None
         parts, flops = len(crew.ctls) + 1, 2 * 32**4
         entry_at = _address(entry)
-        alone = _least(lambda: entry(block))
-        split = _least(lambda: _split_held(crew, entry_at, block))
-        asleep = _least(lambda: _split_held(crew, entry_at, block), ASLEEP_CALLS, ASLEEP_S)
+        alone = least_seconds(lambda: entry(block), MODEL_CALLS)
+        split = least_seconds(lambda: _split_held(crew, entry_at, block), MODEL_CALLS)
+        asleep = least_seconds(lambda: _split_held(crew, entry_at, block), ASLEEP_CALLS, ASLEEP_S)
         per_flop = alone / flops
         model = crew.batched_gemm_model = (
             max(0.0, split - alone / parts),
             max(0.0, asleep - alone / parts),
             per_flop,
         )
+        _NEVER_PAYS[0] = int(model[0] / (per_flop * (1.0 - 1.0 / parts)))  # the last crew's
     finally:
         crew.lock.release()
     return model
-
-
-def _least(call: Any, calls: int = 30, pause: float = 0.0) -> float:
-    best = 1.0
-    for _ in range(calls):
-        start = time.perf_counter()
-        while time.perf_counter() - start < pause:
-            pass  # busy, as a plan's caller is between calls, while the workers fall asleep
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def _split_held(crew: NativeCrew, entry_at: int, block: np.ndarray) -> None:
@@ -260,19 +256,20 @@ def matmul(a: Any, b: Any, out: Any = None) -> np.ndarray | None:
         >>> product is None or bool(np.array_equal(product, np.matmul(a, a)))
         True
     """
+    if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim != 3 or b.ndim != 3:
+        return None  # before anything is looked up or allocated
+    flops = 2 * a.size * b.shape[-1]
+    if _too_small(flops):
+        return None
     if getattr(IN_WORKER, "active", False):
         return None  # a call inside another call's part runs alone
-    if type(a) is not np.ndarray or a.dtype != np.float32 or a.ndim != 3 or b.ndim != 3:
-        return None  # before anything is allocated
     crew = native_crew.crew()
-    if crew is None or sgemm() is None:
-        return None
+    model = None if crew is None or sgemm() is None else split_model(crew)
+    if model is None or not _pays(crew, model, flops):
+        return None  # the cheap refusals first: a small batch pays no plan, no allocation
     target = np.empty((a.shape[0], a.shape[1], b.shape[-1]), np.float32) if out is None else out
     block = plan(a, b, target)
-    model = None if block is None else split_model(crew)
-    if model is None or not _pays(crew, model, 2 * a.size * b.shape[-1]):
-        return None
-    if not crew.lock.acquire(False):
+    if block is None or not crew.lock.acquire(False):
         return None
     try:
         if crew.closed:
@@ -282,6 +279,11 @@ def matmul(a: Any, b: Any, out: Any = None) -> np.ndarray | None:
     finally:
         crew.lock.release()
     return target
+
+
+def _too_small(flops: int) -> bool:
+    # below what a hand-off to lingering workers repays: refused before the crew is looked up
+    return flops < _NEVER_PAYS[0]
 
 
 def _pays(crew: NativeCrew, model: tuple[float, float, float], flops: int) -> bool:

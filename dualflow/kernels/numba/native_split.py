@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,7 @@ from dualflow.background.workers import IN_WORKER
 from dualflow.kernels.base import native_crew
 from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR
 from dualflow.kernels.base.native_calls import BLOCK_TYPE
-from dualflow.kernels.base.native_crew import NativeCrew
+from dualflow.kernels.base.native_crew import NativeCrew, least_seconds
 
 
 def render(
@@ -91,6 +90,7 @@ def _array_dtype(scalar: str) -> str:
 
 
 MODEL_ELEMENTS = 1 << 16  # 256 KiB of float32 in and out: in any L2 (``_split_model``)
+MODEL_CALLS = 50  # runs of each, the least taken
 
 
 def splits(
@@ -134,22 +134,13 @@ def _split_model(crew: NativeCrew, model_module: Callable[[], Any]) -> tuple[flo
             return None
         module = model_module()
         x, y = np.ones(MODEL_ELEMENTS, np.float32), np.empty(MODEL_ELEMENTS, np.float32)
-        alone = _least(functools.partial(module.kernel, y, x))
-        split = _least(functools.partial(_split_held, module, crew, y, [x], ()))
+        alone = least_seconds(functools.partial(module.kernel, y, x), MODEL_CALLS)
+        split = least_seconds(functools.partial(_split_held, module, crew, y, [x], ()), MODEL_CALLS)
         parts = len(crew.ctls) + 1
         model = crew.split_model = (max(0.0, split - alone / parts), alone / x.size)
     finally:
         crew.lock.release()
     return model
-
-
-def _least(call: Any, calls: int = 50) -> float:
-    best = 1.0
-    for _ in range(calls):
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def run(module: Any, crew: NativeCrew, target: np.ndarray, ins: list, values: tuple) -> None:

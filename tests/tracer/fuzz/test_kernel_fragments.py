@@ -110,6 +110,7 @@ def test_attention_with_its_products_on_the_native_crew_compiles_as_eager(
     if native_crew.crew() is None:
         pytest.skip("no native crew here")
     monkeypatch.setattr(batched_native, "_pays", lambda crew, model, flops: True)
+    monkeypatch.setattr(batched_native, "_too_small", lambda flops: False)
     calls = _counted(monkeypatch, batched_native, "_split_held")
     spec = Spec(
         19,
