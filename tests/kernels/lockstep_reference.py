@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import dualflow
 from dualflow import nn, optim
+from dualflow.background import blas_cores
 from dualflow.kernels.base import cpu_threads
 from dualflow.kernels.linalg import cblas, unit_parts
 from dualflow.kernels.linalg.unit_parts import unit_bounds
@@ -25,9 +26,10 @@ FORWARD_SIZES = {
     "hidden": st.integers(unit_parts.MIN_HIDDEN, 70),
     "scale": st.sampled_from([0.1, 1.0, 30.0]),
     "seed": st.integers(0, 2**16),
+    "blocked": st.booleans(),
 }
 """The forward tests' draws: lengths, batches and layers the lockstep takes, small and large
-activations."""
+activations, the parts' GEMMs whole or in row blocks (``force_row_blocks``)."""
 
 
 def backward_sizes(gradients: int) -> dict:
@@ -38,6 +40,7 @@ def backward_sizes(gradients: int) -> dict:
         "hidden": st.integers(unit_parts.MIN_HIDDEN, 60),
         "present": st.tuples(*[st.booleans()] * gradients),
         "seed": st.integers(0, 2**16),
+        "blocked": st.booleans(),
     }
 
 
@@ -63,14 +66,31 @@ def assert_same_bits(lockstep: Callable[[], tuple], reference: Callable[[], tupl
 
 def gemm(a: np.ndarray, b: np.ndarray, transposed_b: bool = False) -> np.ndarray:
     """``a @ b`` (or ``a @ b.T``) by the kernels' own ``cblas_sgemm`` call (numpy's matmul takes
-    gemv for one column, which rounds otherwise), operands C-ordered."""
+    gemv for one column, which rounds otherwise), in the row blocks a part's GEMM takes
+    (``unit_parts.row_block``), operands C-ordered."""
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.empty((m, n), np.float32)
     trans = cblas.TRANS if transposed_b else cblas.NO_TRANS
-    cblas.sgemm()(cblas.ROW_MAJOR, cblas.NO_TRANS, trans, m, n, k, 1.0, a.ctypes.data, k,
-                  b.ctypes.data, b.shape[1], 0.0, out.ctypes.data, n)  # fmt: skip
+    block = unit_parts.row_block(n, k, transposed_b) or max(m, 1)
+    for r in range(0, m, block):
+        rows = np.ascontiguousarray(a[r : r + block])
+        part = np.empty((len(rows), n), np.float32)
+        cblas.sgemm()(cblas.ROW_MAJOR, cblas.NO_TRANS, trans, len(rows), n, k, 1.0,
+                      rows.ctypes.data, k, b.ctypes.data, b.shape[1], 0.0, part.ctypes.data,
+                      n)  # fmt: skip
+        out[r : r + block] = part
     return out
+
+
+def force_row_blocks(patch: Any, small_mnk: int) -> None:
+    """Have the parts' GEMMs cut into row blocks here, whatever OpenBLAS table runs: the running
+    table counts as one with small-matrix kernels, of ``small_mnk`` multiply-adds, and blocks
+    may be one tile (test sizes are small)."""
+    core = (blas_cores.core_name() or "none").lower()
+    patch.setattr(unit_parts, "SMALL_CORES", frozenset({core}))
+    patch.setattr(unit_parts, "SMALL_MNK", small_mnk)
+    patch.setattr(unit_parts, "MIN_BLOCK", unit_parts.TILE)
 
 
 def by_parts(

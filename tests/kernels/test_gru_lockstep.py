@@ -20,6 +20,7 @@ from tests.kernels.lockstep_reference import (
     backward_sizes,
     by_parts,
     drawn_gradients,
+    force_row_blocks,
     partitioned_carry,
 )
 from tests.kernels.recurrent_cells import scaled_inputs
@@ -51,9 +52,14 @@ def _forward_reference(xw, h0, w, bias):
 
 @settings(max_examples=20, deadline=None)  # the first example compiles the kernels
 @given(**FORWARD_SIZES)
-def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidden, scale, seed):
+def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(
+    steps, n, hidden, scale, seed, blocked
+) -> None:
     ins = _inputs(seed, steps, n, hidden, scale)
-    assert_same_bits(lambda: forward_module.gru_forward(*ins), lambda: _forward_reference(*ins))
+    with pytest.MonkeyPatch.context() as patch:
+        if blocked:  # one-tile blocks of the parts' rows
+            force_row_blocks(patch, unit_parts.TILE * n * hidden + 1)
+        assert_same_bits(lambda: forward_module.gru_forward(*ins), lambda: _forward_reference(*ins))
 
 
 def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
@@ -67,13 +73,15 @@ def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
 @settings(max_examples=20, deadline=None)
 @given(**backward_sizes(2))
 def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
-    steps, n, hidden, present, seed
+    steps, n, hidden, present, seed, blocked
 ) -> None:
     xw, h0, w, bias = _inputs(seed, steps, n, hidden, 1.0)
     hs, gates, hn = forward_module.gru_forward(xw, h0, w, bias)
     grads = drawn_gradients(seed, ((steps, n, hidden), (steps, n, 3 * hidden)), present)
     saved = (gates, hn, hs, h0, w)
     with pytest.MonkeyPatch.context() as patch:
+        if blocked:
+            force_row_blocks(patch, unit_parts.TILE * n * 3 * hidden + 1)
         assert_same_bits(
             lambda: _backward(saved, grads, True, patch),
             lambda: _backward(saved, grads, False, patch),
@@ -88,5 +96,10 @@ def test_the_bits_do_not_depend_on_the_thread_count(monkeypatch) -> None:
     assert all(np.array_equal(a, b) for a, b in zip(one, two))
 
 
-def test_a_gru_training_step_takes_it_compiled_and_eager_alike(monkeypatch) -> None:
+@pytest.mark.parametrize("blocked", [False, True])
+def test_a_gru_training_step_takes_it_compiled_and_eager_alike(monkeypatch, blocked) -> None:
+    if blocked:  # the parts' GEMMs in row blocks: 8 x 40 units, the first part 32 of them
+        force_row_blocks(monkeypatch, unit_parts.TILE * 8 * 3 * 40 + 1)
+        forward, carry = unit_parts.row_block(8, 40, False), unit_parts.row_block(8, 3 * 40, True)
+        assert 0 < forward < 3 * 32 and 0 < carry < 32
     assert_train_steps_agree(gru_lockstep, "GRU", monkeypatch)

@@ -23,6 +23,7 @@ from tests.kernels.lockstep_reference import (
     backward_sizes,
     by_parts,
     drawn_gradients,
+    force_row_blocks,
     partitioned_carry,
 )
 from tests.kernels.recurrent_cells import scaled_inputs
@@ -54,9 +55,16 @@ def _forward_reference(xw, h0, c0, w):
 
 @settings(max_examples=25, deadline=None)  # the first example compiles the kernels
 @given(**FORWARD_SIZES)
-def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(steps, n, hidden, scale, seed):
+def test_forward_equals_the_one_gemm_cell_on_the_same_row_blocks(
+    steps, n, hidden, scale, seed, blocked
+) -> None:
     ins = _inputs(seed, steps, n, hidden, scale)
-    assert_same_bits(lambda: forward_module.lstm_forward(*ins), lambda: _forward_reference(*ins))
+    with pytest.MonkeyPatch.context() as patch:
+        if blocked:  # one-tile blocks of the parts' rows
+            force_row_blocks(patch, unit_parts.TILE * n * hidden + 1)
+        assert_same_bits(
+            lambda: forward_module.lstm_forward(*ins), lambda: _forward_reference(*ins)
+        )
 
 
 def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
@@ -72,7 +80,7 @@ def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
 @settings(max_examples=20, deadline=None)
 @given(**backward_sizes(3))
 def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
-    steps, n, hidden, present, seed
+    steps, n, hidden, present, seed, blocked
 ) -> None:
     ins = _inputs(seed, steps, n, hidden, 1.0)
     _, cs, acts = forward_module.lstm_forward(*ins)
@@ -80,6 +88,8 @@ def test_backward_equals_the_one_gemm_loop_on_the_same_row_blocks(
     grads = drawn_gradients(seed, shapes, present)
     saved = (acts, cs, ins[2], ins[3])
     with pytest.MonkeyPatch.context() as patch:
+        if blocked:
+            force_row_blocks(patch, unit_parts.TILE * n * 4 * hidden + 1)
         assert_same_bits(
             lambda: _backward(saved, grads, True, patch),
             lambda: _backward(saved, grads, False, patch),
@@ -136,5 +146,10 @@ def test_unit_bounds_keep_whole_tiles_and_small_layers_stay_whole() -> None:
     assert not unit_parts.fits(np, np.float64, 256, 16)
 
 
-def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch) -> None:
+@pytest.mark.parametrize("blocked", [False, True])
+def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch, blocked) -> None:
+    if blocked:  # the parts' GEMMs in row blocks: 8 x 40 units, the first part 32 of them
+        force_row_blocks(monkeypatch, unit_parts.TILE * 8 * 4 * 40 + 1)
+        forward, carry = unit_parts.row_block(8, 40, False), unit_parts.row_block(8, 4 * 40, True)
+        assert 0 < forward < 4 * 32 and 0 < carry < 32
     assert_train_steps_agree(lstm_lockstep, "LSTM", monkeypatch)

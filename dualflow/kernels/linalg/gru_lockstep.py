@@ -18,11 +18,18 @@ import numpy as np
 from dualflow.kernels.base.lockstep import claim_part, part_done, wait_for_step
 from dualflow.kernels.fast_math.scalars import fingerprint
 from dualflow.kernels.linalg import grad_steps, unit_parts
-from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from dualflow.kernels.linalg.cblas import NO_TRANS, TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import gru_grad_part
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
-from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, run, step_of, unit_bounds
+from dualflow.kernels.linalg.unit_parts import (
+    gate_rows_by_part,
+    gemm_rows,
+    row_block,
+    run,
+    step_of,
+    unit_bounds,
+)
 
 
 @numba.njit(inline="always")
@@ -59,19 +66,20 @@ def gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next):
 
 
 @numba.njit(inline="always")
-def forward_part(gemm, xw_t, w_parts, bias, a, b, h_fm, h_prev, product, gates_t, hs_t, hn_t,
-                 h_next):  # fmt: skip
-    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[3a, 3b)``), then
-    its units' cell (``gru_cell_part``)."""
+def forward_part(gemm, block, xw_t, w_parts, bias, a, b, h_fm, h_prev, product, gates_t, hs_t,
+                 hn_t, h_next):  # fmt: skip
+    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[3a, 3b)``, in
+    calls of ``block`` rows: ``unit_parts.gemm_rows``), then its units' cell
+    (``gru_cell_part``)."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     rows = product[3 * a : 3 * b]
-    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 3 * units, n, hidden, np.float32(1.0),
-         w_parts[3 * a :].ctypes.data, hidden, h_fm.ctypes.data, n, np.float32(0.0),
-         rows.ctypes.data, n)  # fmt: skip
+    gemm_rows(gemm, NO_TRANS, 3 * units, n, hidden, w_parts[3 * a :].ctypes.data,
+              h_fm.ctypes.data, n, rows.ctypes.data, block)  # fmt: skip
     gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next)
 
 
-def forward_loop(gemm, xw, w_parts, bias, bounds, h0, h_fm, product, gates, hs, hn, first, sync):
+def forward_loop(gemm, block, xw, w_parts, bias, bounds, h0, h_fm, product, gates, hs, hn, first,
+                 sync):  # fmt: skip
     # one thread's run of the forward: h_fm (2, H, N) holds h feature-major, step t reading
     # h_fm[(t + 1) % 2] (h_fm[1] is h0) and writing h_fm[t % 2]
     steps, parts = xw.shape[0], bounds.shape[0] - 1
@@ -84,13 +92,13 @@ def forward_loop(gemm, xw, w_parts, bias, bounds, h0, h_fm, product, gates, hs, 
                 continue
             a, b = bounds[k], bounds[k + 1]
             if b > a:
-                forward_part(gemm, xw[t], w_parts, bias, a, b, h_fm[(t + 1) % 2], h_prev,
+                forward_part(gemm, block, xw[t], w_parts, bias, a, b, h_fm[(t + 1) % 2], h_prev,
                              product, gates[t], hs[t], hn[t], h_fm[t % 2])  # fmt: skip
             part_done(sync)
 
 
-def backward_loop(gemm, gates, hn, hs, h0, gh, base, wt, bounds, carry_ht, carry_z, outs, first,
-                  sync):  # fmt: skip
+def backward_loop(gemm, block, gates, hn, hs, h0, gh, base, wt, bounds, carry_ht, carry_z, outs,
+                  first, sync):  # fmt: skip
     # one thread's run of the backward, last step first: a part's carry rows carry_ht[a:b] =
     # W^T[a:b] @ dg[t + 1]^T (every part of step t + 1 is done), then its units' factors
     dg, dh = outs
@@ -107,9 +115,9 @@ def backward_loop(gemm, gates, hn, hs, h0, gh, base, wt, bounds, carry_ht, carry
             a, b = bounds[k], bounds[k + 1]
             if b > a:
                 if t < steps - 1:
-                    gemm(ROW_MAJOR, NO_TRANS, TRANS, b - a, n, 3 * hidden, np.float32(1.0),
-                         wt[a:].ctypes.data, 3 * hidden, dg[t + 1].ctypes.data, 3 * hidden,
-                         np.float32(0.0), carry_ht[a:].ctypes.data, n)  # fmt: skip
+                    gemm_rows(gemm, TRANS, b - a, n, 3 * hidden, wt[a:].ctypes.data,
+                              dg[t + 1].ctypes.data, 3 * hidden,
+                              carry_ht[a:].ctypes.data, block)  # fmt: skip
                 gru_grad_part(gates[t], hn[t], h_prev, step_of(gh, t), step_of(base, t),
                               carry_ht, carry_z, dg[t], dh[t], a, b)  # fmt: skip
             part_done(sync)
@@ -141,7 +149,7 @@ def gru_forward_lockstep(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple:
     h_fm[1] = h0.T
     gates = np.empty((steps, n, three_h), np.float32)
     hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
-    args = (sgemm(), np.ascontiguousarray(xw, dtype=np.float32),
+    args = (sgemm(), row_block(n, hidden, False), np.ascontiguousarray(xw, dtype=np.float32),
             gate_rows_by_part(w_hh, bounds, 3), gate_rows_by_part(b_hh, bounds, 3), bounds,
             np.ascontiguousarray(h0, np.float32), h_fm, np.empty((three_h, n), np.float32),
             gates, hs, hn)  # fmt: skip
@@ -165,5 +173,6 @@ def gru_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     gates, hn, hs, h0, wt = saved
     steps, n, hidden = hs.shape
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
-    args = (sgemm(), gates, hn, hs, h0, *grads, wt, unit_bounds(hidden), *carry, outs)
+    block = row_block(n, 3 * hidden, True)
+    args = (sgemm(), block, gates, hn, hs, h0, *grads, wt, unit_bounds(hidden), *carry, outs)
     run(cell_kernel(backward_loop, "gru_lockstep_backward", _INLINED), args, steps)

@@ -10,7 +10,8 @@ backward splits the same way: a part's rows of the carry ``W^T[units] @ dg^T`` a
 factors.
 
 The split and which layers take it are ``unit_parts``' (a fixed split: the same bits on any
-thread count). Float32 numpy arrays only, with OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``);
+thread count), as are the row blocks a part's GEMM is cut into where OpenBLAS has a small-matrix
+kernel that needs no packing (``unit_parts.row_block``: 80 -> 63 us a step at N = 16, H = 256). Float32 numpy arrays only, with OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``);
 callers keep their one-GEMM loops otherwise.
 """
 
@@ -26,11 +27,18 @@ from dualflow.kernels.base.lockstep import claim_part, part_done, wait_for_step
 from dualflow.kernels.fast_math.fast_tanh import tanh_f32
 from dualflow.kernels.fast_math.scalars import fingerprint
 from dualflow.kernels.linalg import grad_steps, unit_parts
-from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
+from dualflow.kernels.linalg.cblas import NO_TRANS, TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import lstm_grad_part
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
-from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, run, step_of, unit_bounds
+from dualflow.kernels.linalg.unit_parts import (
+    gate_rows_by_part,
+    gemm_rows,
+    row_block,
+    run,
+    step_of,
+    unit_bounds,
+)
 
 
 @numba.njit(inline="always")
@@ -65,18 +73,19 @@ def lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next):
 
 
 @numba.njit(inline="always")
-def forward_part(gemm, xw_t, w_parts, a, b, h_prev, c_prev, product, gates_t, hs_t, cs_t, h_next):
-    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[4a, 4b)``), then
-    its units' cell (``lstm_cell_part``)."""
+def forward_part(gemm, block, xw_t, w_parts, a, b, h_prev, c_prev, product, gates_t, hs_t, cs_t,
+                 h_next):  # fmt: skip
+    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[4a, 4b)``, in
+    calls of ``block`` rows: ``unit_parts.gemm_rows``), then its units' cell
+    (``lstm_cell_part``)."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     rows = product[4 * a : 4 * b]
-    gemm(ROW_MAJOR, NO_TRANS, NO_TRANS, 4 * units, n, hidden, np.float32(1.0),
-         w_parts[4 * a :].ctypes.data, hidden, h_prev.ctypes.data, n, np.float32(0.0),
-         rows.ctypes.data, n)  # fmt: skip
+    gemm_rows(gemm, NO_TRANS, 4 * units, n, hidden, w_parts[4 * a :].ctypes.data,
+              h_prev.ctypes.data, n, rows.ctypes.data, block)  # fmt: skip
     lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next)
 
 
-def forward_loop(gemm, xw, w_parts, bounds, c0, h_fm, product, gates, hs, cs, first, sync):
+def forward_loop(gemm, block, xw, w_parts, bounds, c0, h_fm, product, gates, hs, cs, first, sync):
     # one thread's run of the forward: h_fm (2, H, N) holds h feature-major, step t reading
     # h_fm[(t + 1) % 2] (h_fm[1] is h0) and writing h_fm[t % 2]
     steps, parts = xw.shape[0], bounds.shape[0] - 1
@@ -89,13 +98,13 @@ def forward_loop(gemm, xw, w_parts, bounds, c0, h_fm, product, gates, hs, cs, fi
                 continue
             a, b = bounds[k], bounds[k + 1]
             if b > a:
-                forward_part(gemm, xw[t], w_parts, a, b, h_fm[(t + 1) % 2], c_prev, product,
+                forward_part(gemm, block, xw[t], w_parts, a, b, h_fm[(t + 1) % 2], c_prev, product,
                              gates[t], hs[t], cs[t], h_fm[t % 2])  # fmt: skip
             part_done(sync)
 
 
-def backward_loop(gemm, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_c, outs, first,
-                  sync):  # fmt: skip
+def backward_loop(gemm, block, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_c, outs,
+                  first, sync):  # fmt: skip
     # one thread's run of the backward, last step first: a part's carry rows carry_ht[a:b] =
     # W^T[a:b] @ dg[t + 1]^T (every part of step t + 1 is done), then its units' factors
     dg, dh, dc = outs
@@ -112,9 +121,9 @@ def backward_loop(gemm, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_
             a, b = bounds[k], bounds[k + 1]
             if b > a:
                 if t < steps - 1:
-                    gemm(ROW_MAJOR, NO_TRANS, TRANS, b - a, n, 4 * hidden, np.float32(1.0),
-                         wt[a:].ctypes.data, 4 * hidden, dg[t + 1].ctypes.data, 4 * hidden,
-                         np.float32(0.0), carry_ht[a:].ctypes.data, n)  # fmt: skip
+                    gemm_rows(gemm, TRANS, b - a, n, 4 * hidden, wt[a:].ctypes.data,
+                              dg[t + 1].ctypes.data, 4 * hidden,
+                              carry_ht[a:].ctypes.data, block)  # fmt: skip
                 lstm_grad_part(acts[t], cs[t], c_prev, step_of(gh, t), step_of(gc, t),
                                step_of(base, t), None, carry_ht, carry_c, dg[t], dh[t], dc[t],
                                a, b)  # fmt: skip
@@ -145,7 +154,7 @@ def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
     h_fm = np.empty((2, hidden, n), np.float32)
     h_fm[1] = h0.T
     gates, hs, cs = (np.empty((steps, n, f), np.float32) for f in (four_h, hidden, hidden))
-    args = (sgemm(), np.ascontiguousarray(xw, dtype=np.float32),
+    args = (sgemm(), row_block(n, hidden, False), np.ascontiguousarray(xw, dtype=np.float32),
             gate_rows_by_part(w_hh, bounds, 4), bounds, np.ascontiguousarray(c0, np.float32), h_fm,
             np.empty((four_h, n), np.float32), gates, hs, cs)  # fmt: skip
     run(cell_kernel(forward_loop, "lstm_lockstep_forward", _INLINED), args, steps)
@@ -169,5 +178,6 @@ def lstm_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     acts, cs, c0, wt = saved
     steps, n, hidden = cs.shape
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
-    args = (sgemm(), acts, cs, c0, *grads, wt, unit_bounds(hidden), *carry, outs)
+    block = row_block(n, 4 * hidden, True)
+    args = (sgemm(), block, acts, cs, c0, *grads, wt, unit_bounds(hidden), *carry, outs)
     run(cell_kernel(backward_loop, "lstm_lockstep_backward", _INLINED), args, steps)

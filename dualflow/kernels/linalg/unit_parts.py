@@ -1,6 +1,6 @@
 """What the recurrences split by hidden units share (``lstm_lockstep``, ``gru_lockstep``): the
-fixed two-part split, which layers take it, the weights' rows packed by part, the runner, and
-the typing-time helper for absent gradients.
+fixed two-part split, which layers take it, the weights' rows packed by part, a part's GEMM in
+row blocks, the runner, and the typing-time helper for absent gradients.
 
 The split is fixed (``unit_bounds``: two parts of whole 16-unit tiles where the size allows),
 not the thread count's: OpenBLAS's bits depend on how a GEMM's rows are blocked, so a split that
@@ -17,11 +17,12 @@ from typing import Any
 import numba
 import numpy as np
 
+from dualflow.background import blas_cores
 from dualflow.kernels.base import lockstep
 from dualflow.kernels.base.lockstep import claim_part, new_sync, part_done, wait_for_step
 from dualflow.kernels.base.numba_cache import code_fingerprint
 from dualflow.kernels.fast_math.scalars import fingerprint
-from dualflow.kernels.linalg.cblas import sgemm
+from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, sgemm
 
 PARTS = 2
 TILE = 16
@@ -36,6 +37,63 @@ ran faster (N = 1, H = 256: 1.16 against 3.13 ms a forward of 64 steps; N = 4, H
 against 0.54 ms), while from 8 columns the split won or tied (N = 8, H = 256: forward 3.01
 against 3.37, backward 3.02 against 3.66; H = 64: 0.54 against 0.54 and 0.40 against 0.56).
 Measured on one machine (2-core Zen 4): a structural threshold, but its value is that machine's."""
+
+
+SMALL_MNK = 10**6
+"""The most multiply-adds of a product OpenBLAS runs by its direct small-matrix kernel, which
+reads the operands where they lie instead of packing them (``SMALL_CORES``' tables; OpenBLAS's
+``sgemm_small_kernel_permit_skylakex.c``). A step's part GEMM packs its ``gates x units x H``
+weights at every step and does only N multiply-adds per packed weight, so cutting it into row
+blocks within this size skips the packing: at N = 16, H = 256 a part's forward GEMM took 31
+against 44 us and its backward carry 43 against 54 (one core, SkylakeX table)."""
+SMALL_TN_MN = 1200
+"""OpenBLAS's further limit for a product whose first column-major operand is transposed (the
+backward carry's ``W^T @ dg^T``, row-major): at most this many outputs (N x rows)."""
+SMALL_CORES = frozenset({"skylakex", "cooperlake", "sapphirerapids"})
+"""OpenBLAS's x86-64 tables that have the small-matrix kernels (lower case)."""
+MIN_BLOCK = 2 * TILE
+"""The fewest rows a block may have: below, the calls and the re-read of the other operand cost
+more than the packing saves (N = 32, H = 256: 16-row blocks of the carry took 87 against 80 us
+whole; N = 64: 48-row forward blocks 118 against 113, the one measured loss kept)."""
+
+
+def row_block(n: int, k: int, transposed_b: bool) -> int:
+    """Rows per call of a part's ``rows x n x k`` GEMM (``gemm_rows``): the most whole tiles
+    within OpenBLAS's small-matrix limits where its running table has that kernel, else 0 (one
+    call). Fixed by the shape and the table, never by a timing, so the bits are too.
+
+    Example:
+        >>> small = (blas_cores.core_name() or "").lower() in SMALL_CORES
+        >>> row_block(16, 256, False) == (240 if small else 0), row_block(256, 256, False)
+        (True, 0)
+        >>> row_block(16, 1024, True) == (48 if small else 0)
+        True
+    """
+    if n * k == 0 or (blas_cores.core_name() or "").lower() not in SMALL_CORES:
+        return 0
+    rows = SMALL_MNK // (n * k)
+    if transposed_b:
+        rows = min(rows, SMALL_TN_MN // n)
+    rows -= rows % TILE
+    return rows if rows >= MIN_BLOCK else 0
+
+
+@numba.njit(inline="always")
+def gemm_rows(gemm, trans_b, rows, n, k, a, b, ldb, c, block):
+    """``c[:rows] = a[:rows] @ op(b)`` for C-ordered float32 ``a`` (rows, k) and ``c`` (rows, n)
+    given by address, in calls of ``block`` rows (0: one call; ``row_block``).
+
+    Example:
+        >>> x, out = np.ones((3, 2), np.float32), np.zeros((3, 3), np.float32)
+        >>> _ = sgemm() is None or gemm_rows(sgemm(), 112, 3, 3, 2, x.ctypes.data, x.ctypes.data,
+        ...                                  2, out.ctypes.data, 1)
+        >>> sgemm() is None or out.tolist() == [[2.0] * 3] * 3
+        True
+    """
+    step = rows if block <= 0 else block
+    for r in range(0, rows, step):
+        gemm(ROW_MAJOR, NO_TRANS, trans_b, min(step, rows - r), n, k, np.float32(1.0),
+             a + 4 * r * k, k, b, ldb, np.float32(0.0), c + 4 * r * n, n)  # fmt: skip
 
 
 def fits(xp: Any, dtype: Any, hidden: int, batch: int) -> bool:
@@ -118,7 +176,7 @@ def _step_of(a, t):
 
 FINGERPRINT = hashlib.sha256(
     "".join(
-        [fingerprint(f) for f in (wait_for_step, claim_part, part_done)]
+        [fingerprint(f) for f in (wait_for_step, claim_part, part_done, gemm_rows)]
         + [lockstep.FINGERPRINT, code_fingerprint(_step_of.__code__).hex()]
     ).encode()
 ).hexdigest()[:16]
