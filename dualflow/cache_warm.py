@@ -95,6 +95,13 @@ def _batch_norm(dtype: str) -> None:
     _backward(ops.batch_norm(_leaf((2, 3, 4, 4), dtype), gamma, beta))
 
 
+def _layer_norm(dtype: str) -> None:
+    """Layer norm's forward and backward kernels (``kernels.norm``): one signature each per
+    dtype for every shape (rows of the trailing axes)."""
+    gamma, beta = _leaf((8,), dtype), _leaf((8,), dtype)
+    _backward(ops.layer_norm(_leaf((3, 4, 8), dtype), gamma, beta))
+
+
 def routes() -> list[tuple[str, Callable[[], None]]]:
     """(name, run) of every route ``warm`` compiles, for each dtype.
 
@@ -117,6 +124,7 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
         found.append((f"relu {dtype}", lambda d=dtype: _backward(ops.relu(_leaf((16, 4096), d)))))
         found.append((f"softmax cross entropy {dtype}", lambda d=dtype: _cross_entropy(d)))
         found.append((f"batch norm {dtype}", lambda d=dtype: _batch_norm(d)))
+        found.append((f"layer norm {dtype}", lambda d=dtype: _layer_norm(d)))
         found.append(
             (
                 f"lstm/gru recurrences, embedding gradient {dtype}",

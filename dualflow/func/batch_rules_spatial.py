@@ -6,6 +6,7 @@ embedding tables stacked with each example's ids offset into its own table."""
 from __future__ import annotations
 
 from dualflow.func.batch_rules import batched, front
+from dualflow.func.batching import per_example
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import OPS, OpDef
 from dualflow.tensor.core import Tensor
@@ -81,6 +82,14 @@ def batch_norm_grad(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int)
     gx, ggamma, gbeta = apply(op, gy, x, *stats, **attrs)
     per = (size, ggamma.shape[0] // size)
     return (_channels_out(gx, size), _reshape(ggamma, per), _reshape(gbeta, per)), (1, 0, 0)
+
+
+def layer_norm(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
+    """Every example's rows as leading rows of one layer norm when the weights are shared; one
+    layer norm per example when they are batched (the weights are per row's last axes)."""
+    if dims[1] is None and dims[2] is None:
+        return apply(op, front(args[0], dims[0]), *args[1:], **attrs), (0, 0, 0)
+    return per_example(op, args, dims, attrs, size)
 
 
 def _offsets(ids: Tensor, d: int | None, num: int, size: int) -> Tensor:

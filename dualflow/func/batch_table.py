@@ -69,6 +69,7 @@ RULES.update(
     conv2d_grad_weight=spatial.conv2d_grad_weight,
     batch_norm=spatial.batch_norm,
     batch_norm_grad=spatial.batch_norm_grad,
+    layer_norm=spatial.layer_norm,
     embedding=spatial.embedding,
     embedding_grad=spatial.embedding_grad,
 )
@@ -86,6 +87,8 @@ LOOP_FALLBACK: dict[str, str] = {
     "example",
     "gru_scan": "a whole recurrence with its own batch axis, as lstm_scan",
     "gru_scan_grad": "gru_scan's backward recurrence, batched as gru_scan is",
+    "layer_norm_grad": "its weight gradients sum over every row: one call per example keeps "
+    "each example's sums apart",
 }
 NOT_BATCHED: dict[str, str] = {
     "arange": "no tensor input",

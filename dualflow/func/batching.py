@@ -108,6 +108,20 @@ def loop_fallback(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -
             f"vmap: op {op.name} has no batching rule; it runs once per example (a loop)",
             stacklevel=4,
         )
+    return per_example(op, args, dims, attrs, size)
+
+
+def per_example(op: OpDef, args: tuple, dims: tuple, attrs: dict, size: int) -> tuple:
+    """``op`` once per example on the slices, each output stacked at 0 (a rule's own loop for
+    the cases it has no batched form of: no warning).
+
+    Example:
+        >>> import dualflow
+        >>> from dualflow.ops import OPS
+        >>> out, dim = per_example(OPS["exp"], (dualflow.zeros(2, 3),), (1,), {}, 3)
+        >>> out.shape, dim
+        ((3, 2), 0)
+    """
     results = []
     for b in range(size):
         picked = [a if d is None else _select(a, d, b) for a, d in zip(args, dims)]

@@ -183,6 +183,28 @@ def batch_norm_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: 
     return [total, t_mu, t_var]
 
 
+def layer_norm_rule(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
+    """Layer norm written out, per row over the trailing ``gamma.ndim`` axes: the statistics'
+    tangents, then the output's (``y = (x - mean) rstd gamma + beta``)."""
+    (x, gamma, _), (y, mu, rstd), (tx, tg, tb) = args, outs, tangents
+    axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
+    xc = x - mu
+    terms, t_mu, t_rstd = [], None, None
+    if tx is not None:
+        t_mu = ops.mean(tx, axis=axes, keepdims=True)
+        t_xc = tx - t_mu
+        t_rstd = -(rstd * rstd * rstd) * ops.mean(xc * t_xc, axis=axes, keepdims=True)
+        terms.append((t_xc * rstd + xc * t_rstd) * gamma)
+    if tg is not None:
+        terms.append(xc * rstd * tg)
+    if tb is not None:
+        terms.append(ops.broadcast_to(tb, y.shape))
+    total = terms[0]
+    for term in terms[1:]:
+        total = total + term
+    return [total, t_mu, t_rstd]
+
+
 def double_vjp(op: OpDef, args: tuple, attrs: dict, outs: tuple, tangents: list) -> list:
     """Any differentiable op: ``J t = d/du <J^T u, t>``, by the engine's double backward on a
     recomputation of the op from this call's inputs (exact; two reverse passes)."""
@@ -239,6 +261,7 @@ RULES.update(
     max_pool2d_grad=pooled_linear,
     max_pool2d_gather=pooled_linear,
     batch_norm=batch_norm_rule,
+    layer_norm=layer_norm_rule,
     cummax=running_extreme_rule,
     cummin=running_extreme_rule,
 )
@@ -258,6 +281,8 @@ FALLBACK: dict[str, str] = {
     "gru_scan_grad": "a GRU's backward recurrence from the forward's saved arrays; its "
     "backward (the adjoint through the per-step factors) is written with ops",
     "batch_norm_grad": "batch norm's backward for gy, the statistics as inputs; its backward is "
+    "written with ops (double-vjp is exact)",
+    "layer_norm_grad": "layer norm's backward for gy, the statistics as inputs; its backward is "
     "written with ops (double-vjp is exact)",
     "softmax_cross_entropy_grad": "softmax's adjoint per row, weighted by gy; its backward is "
     "written with ops (double-vjp is exact)",

@@ -220,6 +220,8 @@ HOST_LOADERS: dict[str, Callable[[], Any]] = {
     "cross_entropy": lambda: importlib.import_module("dualflow.kernels.loss.cross_entropy"),
     "batch_norm": lambda: importlib.import_module("dualflow.kernels.norm.batch_norm"),
     "batch_norm_grad": lambda: importlib.import_module("dualflow.kernels.norm.batch_norm_grad"),
+    "layer_norm": lambda: importlib.import_module("dualflow.kernels.norm.layer_norm"),
+    "layer_norm_grad": lambda: importlib.import_module("dualflow.kernels.norm.layer_norm_grad"),
 }
 _HOST_MODULES: dict[str, Any] = {}  # each once imported, or None without numba
 

@@ -315,6 +315,15 @@ def _cumsum(em: Any, node: Node) -> list[str]:
     return [em.one("CumSum", [name, axis], reverse=int(bool(node.attrs["reverse"])))]
 
 
+def _layer_norm(em: Any, node: Node) -> list[str]:
+    """``LayerNormalization`` (opset 17) from the first normalized axis: its Y, Mean and
+    InvStdDev are the op's three outputs, the statistics with the normalized axes kept as 1."""
+    x, gamma, beta = (em.name(v) for v in node.inputs)
+    axis = -len(node.inputs[1].shape)
+    eps = float(node.attrs["eps"])
+    return em.emit("LayerNormalization", [x, gamma, beta], 3, axis=axis, epsilon=eps)
+
+
 CONVERTERS: dict[str, Converter] = {
     **ELEMENTWISE,
     "conv2d": _conv,
@@ -346,6 +355,7 @@ CONVERTERS: dict[str, Converter] = {
     "one_hot": _one_hot,
     "fused": convert_fused,
     "softmax_cross_entropy": _cross_entropy,
+    "layer_norm": _layer_norm,
     "argsort": _argsort,
     "cumsum": _cumsum,
     "lstm_scan": convert_lstm_scan,

@@ -1,5 +1,5 @@
-"""Normalization: ``batch_norm`` (a training primitive, or an affine map at inference) and
-``layer_norm`` (a composite).
+"""Batch normalization: ``batch_norm`` (a training primitive, or an affine map at inference);
+``layer_norm`` is ``ops.layer_norm``'s module.
 
 On numpy arrays with spatial axes the training forward is one numba kernel
 (``kernels.norm.batch_norm``), eagerly and in plans alike.
@@ -19,12 +19,11 @@ from typing import Any
 import numpy as np
 
 from dualflow._config import config, no_grad
-from dualflow.errors import ShapeError, with_location
+from dualflow.errors import ShapeError
 from dualflow.kernels.backend import backend_of, host_kernels
 from dualflow.ops.arithmetic import add, multiply, rsqrt, subtract
 from dualflow.ops.dispatch import apply
 from dualflow.ops.normalization_grad import batch_norm_grad, channel_shape, check_params, stat_axes
-from dualflow.ops.reduction import mean
 from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to, reshape
@@ -151,33 +150,3 @@ def batch_norm(
         n = math.prod(x_meta.shape) // x_meta.shape[1]
         _update_running(stats, (batch_mean, batch_var), float(momentum), n)
     return y
-
-
-def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Any:
-    """Layer normalization over the trailing ``gamma.ndim`` axes (PyTorch's normalized_shape).
-
-    Example:
-        >>> from dualflow import ops
-        >>> ops.layer_norm([[1.0, 3.0]], [1.0, 1.0], [0.0, 0.0], eps=0.0).tolist()
-        [[-1.0, 1.0]]
-    """
-    x_meta, g_meta, b_meta = _meta(x), _meta(gamma), _meta(beta)
-    k = len(g_meta.shape)
-    require_float("layer_norm", x_meta, "x")
-    if k == 0 or x_meta.shape[len(x_meta.shape) - k :] != g_meta.shape or k > len(x_meta.shape):
-        raise ShapeError(
-            with_location(
-                f"layer_norm: gamma of shape {g_meta.shape} must equal the trailing dimensions "
-                f"of x of shape {x_meta.shape}"
-            )
-        )
-    if b_meta.shape != g_meta.shape:
-        raise ShapeError(
-            with_location(f"layer_norm: beta of shape {b_meta.shape} != gamma {g_meta.shape}")
-        )
-    if not hasattr(x, "shape"):
-        x = np.asarray(x)
-    axes = tuple(range(len(x_meta.shape) - k, len(x_meta.shape)))
-    xc = x - mean(x, axes, keepdims=True)
-    var = mean(xc * xc, axes, keepdims=True)
-    return xc * rsqrt(var + eps) * gamma + beta

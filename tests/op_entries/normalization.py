@@ -1,5 +1,5 @@
 """Op-table entries for batch_norm (training outputs, inference map, its backward as an op)
-and layer_norm."""
+and layer_norm (output, statistics, its backward as an op)."""
 
 from __future__ import annotations
 
@@ -107,7 +107,45 @@ def _ln_samples(rng: np.random.Generator) -> list[Sample]:
     return [
         Sample((x, rng.uniform(0.5, 1.5, (4,)), rng.normal(size=(4,))), name="last"),
         Sample((x, rng.uniform(0.5, 1.5, (3, 4)), rng.normal(size=(3, 4))), name="last-two"),
+        Sample((x[0, 0], rng.uniform(0.5, 1.5, (4,)), rng.normal(size=(4,))), name="one-row"),
     ]
+
+
+def _ln_stats_ref(x: np.ndarray, gamma: np.ndarray) -> tuple:
+    axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    return mu, 1.0 / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + _EPS)
+
+
+def _ln_all_ref(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray) -> tuple:
+    return (_ln_ref(x, gamma, beta), *_ln_stats_ref(x, gamma))
+
+
+def _ln_all(x: object, gamma: object, beta: object) -> tuple:
+    # The primitive itself: its mean and rstd outputs get gradients too.
+    return apply(OPS["layer_norm"], x, gamma, beta, eps=_EPS)
+
+
+def _ln_grad_ref(gy, x, gamma, mean, rstd) -> tuple:
+    axes = tuple(range(x.ndim - gamma.ndim, x.ndim))
+    rows = tuple(range(x.ndim - gamma.ndim))
+    xhat, g = (x - mean) * rstd, gy * gamma
+    gx = rstd * (
+        g - g.mean(axis=axes, keepdims=True) - xhat * (g * xhat).mean(axis=axes, keepdims=True)
+    )
+    return gx, (gy * xhat).sum(axis=rows), gy.sum(axis=rows)
+
+
+def _ln_grad_samples(rng: np.random.Generator) -> list[Sample]:
+    # the statistics are free inputs here (their own gradients flow through them)
+    out = []
+    for shape, k in [((5, 3), 1), ((2, 3, 4), 2)]:
+        stats = shape[: len(shape) - k] + (1,) * k
+        gy, x = rng.normal(size=shape), rng.normal(1.0, 2.0, shape)
+        gamma = rng.uniform(0.5, 1.5, shape[len(shape) - k :])
+        ins = (gy, x, gamma, rng.normal(size=stats), rng.uniform(0.5, 2.0, stats))
+        out.append(Sample(ins, name=str(shape)))
+    return out
 
 
 _TOL = {"f32_tol": (1e-4, 1e-5), "grad_tol": (1e-4, 1e-6)}
@@ -117,5 +155,7 @@ ENTRIES = [
     OpInfo("batch_norm_outputs", _bn_all, _bn_all_ref, _bn_samples, ops=("batch_norm",), **_TOL),
     OpInfo("batch_norm_grad", _bn_grad, _bn_grad_ref, _bn_grad_samples, **_TOL),
     OpInfo("batch_norm_eval", _bn_eval, _bn_eval_ref, _bn_eval_samples, composite=True, **_TOL),
-    OpInfo("layer_norm", ops.layer_norm, _ln_ref, _ln_samples, composite=True, **_TOL),
+    OpInfo("layer_norm", ops.layer_norm, _ln_ref, _ln_samples, **_TOL),
+    OpInfo("layer_norm_outputs", _ln_all, _ln_all_ref, _ln_samples, ops=("layer_norm",), **_TOL),
+    OpInfo("layer_norm_grad", ops.layer_norm_grad, _ln_grad_ref, _ln_grad_samples, **_TOL),
 ]

@@ -11,8 +11,9 @@ factors.
 
 The split and which layers take it are ``unit_parts``' (a fixed split: the same bits on any
 thread count), as are the row blocks a part's GEMM is cut into where OpenBLAS has a small-matrix
-kernel that needs no packing (``unit_parts.row_block``: 80 -> 63 us a step at N = 16, H = 256). Float32 numpy arrays only, with OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``);
-callers keep their one-GEMM loops otherwise.
+kernel that needs no packing (``unit_parts.row_block``: 80 -> 63 us a step at N = 16, H =
+256). Float32 numpy arrays only, with OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``); callers keep
+their one-GEMM loops otherwise.
 """
 
 from __future__ import annotations
