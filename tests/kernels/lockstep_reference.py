@@ -111,11 +111,19 @@ def partitioned_carry(xp, wt: np.ndarray, dg: np.ndarray, out: np.ndarray) -> No
         out[a:b] = gemm(np.ascontiguousarray(wt[a:b]), dg, transposed_b=True)
 
 
-def assert_train_steps_agree(module: Any, layer: str, monkeypatch: Any) -> None:
+def assert_train_steps_agree(module: Any, layer: str, monkeypatch: Any, blocked: bool) -> None:
     """Three steps of a 2-layer ``nn.<layer>`` (8 -> 40 units, batch 8, Adam) eager, then
     compiled from the same start: ``module.run`` (a lockstep module's runner) ran for each
     layer's forward and backward at every eager step, and the losses and parameters agree bit
-    for bit."""
+    for bit. ``blocked``: the parts' GEMMs in row blocks (``force_row_blocks``)."""
+    if blocked:  # 8 x 40 units, the first part 32 of them: blocks of 16 rows and more
+        gates = {"LSTM": 4, "GRU": 3}[layer]
+        force_row_blocks(monkeypatch, unit_parts.TILE * 8 * gates * 40 + 1)
+        forward, carry = (
+            unit_parts.row_block(8, 40, False),
+            unit_parts.row_block(8, gates * 40, True),
+        )
+        assert 0 < forward < gates * 32 and 0 < carry < 32
     calls: list[int] = []
     run = module.run
     monkeypatch.setattr(module, "run", lambda *a: calls.append(1) or run(*a))

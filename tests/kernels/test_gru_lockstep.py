@@ -98,8 +98,4 @@ def test_the_bits_do_not_depend_on_the_thread_count(monkeypatch) -> None:
 
 @pytest.mark.parametrize("blocked", [False, True])
 def test_a_gru_training_step_takes_it_compiled_and_eager_alike(monkeypatch, blocked) -> None:
-    if blocked:  # the parts' GEMMs in row blocks: 8 x 40 units, the first part 32 of them
-        force_row_blocks(monkeypatch, unit_parts.TILE * 8 * 3 * 40 + 1)
-        forward, carry = unit_parts.row_block(8, 40, False), unit_parts.row_block(8, 3 * 40, True)
-        assert 0 < forward < 3 * 32 and 0 < carry < 32
-    assert_train_steps_agree(gru_lockstep, "GRU", monkeypatch)
+    assert_train_steps_agree(gru_lockstep, "GRU", monkeypatch, blocked)

@@ -148,8 +148,4 @@ def test_unit_bounds_keep_whole_tiles_and_small_layers_stay_whole() -> None:
 
 @pytest.mark.parametrize("blocked", [False, True])
 def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch, blocked) -> None:
-    if blocked:  # the parts' GEMMs in row blocks: 8 x 40 units, the first part 32 of them
-        force_row_blocks(monkeypatch, unit_parts.TILE * 8 * 4 * 40 + 1)
-        forward, carry = unit_parts.row_block(8, 40, False), unit_parts.row_block(8, 4 * 40, True)
-        assert 0 < forward < 4 * 32 and 0 < carry < 32
-    assert_train_steps_agree(lstm_lockstep, "LSTM", monkeypatch)
+    assert_train_steps_agree(lstm_lockstep, "LSTM", monkeypatch, blocked)
