@@ -29,6 +29,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -233,6 +234,7 @@ class NativeCrew:
 
     def __init__(self, count: int, lock: threading.Lock | None = None) -> None:
         self.lock = lock or threading.Lock()  # held by the call using the threads
+        self._models: dict[str, Any] = {}  # ``measured_once``'s values
         libc = ctypes.CDLL(None)
         libc.calloc.restype = ctypes.c_void_p
         memory = libc.calloc(count * WORDS, 8)  # never freed: a worker reads it until it stops
@@ -272,6 +274,30 @@ class NativeCrew:
         posted = [post(ctl, entry, block) for ctl in self.ctls]
         for ctl, number in zip(self.ctls, posted):
             wait_done(ctl, number, self.spins)
+
+    def measured_once(self, key: str, measure: Callable[[], Any]) -> Any:
+        """``measure()``'s value for ``key``, taken once per crew while holding its threads (a
+        split's cost model: the least times of runs alone and split); None while another call
+        holds them or the crew is closed (asked again later), and when ``measure`` gives None.
+
+        Example:
+            >>> crew = NativeCrew(1)
+            >>> crew.measured_once("doc", lambda: 2.0), crew.measured_once("doc", lambda: 3.0)
+            (2.0, 2.0)
+            >>> crew.close()
+        """
+        found = self._models.get(key)
+        if found is not None or not self.lock.acquire(False):
+            return found
+        try:
+            if self.closed:
+                return None
+            value = measure()
+            if value is not None:
+                self._models[key] = value
+            return value
+        finally:
+            self.lock.release()
 
     def awake(self) -> bool:
         """Whether every worker still watches for work (none asleep on its futex)."""

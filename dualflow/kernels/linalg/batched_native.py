@@ -210,32 +210,25 @@ def split_model(crew: NativeCrew) -> tuple[float, float, float] | None:
     batch takes on one thread): least times of a batch of 32 products of 32 x 32 x 32 alone,
     split, and split after a busy pause beyond the linger. Measured once per crew holding its
     threads (~10 ms); None while another call holds them (measured later)."""
-    model = getattr(crew, "batched_gemm_model", None)
-    if model is not None or not crew.lock.acquire(False):
-        return model
-    try:
-        if crew.closed:
-            return None
-        a, b = np.ones((2, 32, 32, 32), np.float32)  # named: the block holds their addresses
-        out = np.empty_like(a)
-        block = plan(a, b, out)
-        if block is None:
-            return None
-        parts, flops = len(crew.ctls) + 1, 2 * 32**4
-        entry_at = _address(entry)
-        alone = least_seconds(lambda: entry(block), MODEL_CALLS)
-        split = least_seconds(lambda: _split_held(crew, entry_at, block), MODEL_CALLS)
-        asleep = least_seconds(lambda: _split_held(crew, entry_at, block), ASLEEP_CALLS, ASLEEP_S)
-        per_flop = alone / flops
-        model = crew.batched_gemm_model = (
-            max(0.0, split - alone / parts),
-            max(0.0, asleep - alone / parts),
-            per_flop,
-        )
-        _NEVER_PAYS[0] = int(model[0] / (per_flop * (1.0 - 1.0 / parts)))  # the last crew's
-    finally:
-        crew.lock.release()
-    return model
+    return crew.measured_once("batched gemm", lambda: _measure(crew))
+
+
+def _measure(crew: NativeCrew) -> tuple[float, float, float] | None:
+    # ``split_model``'s timings, the caller holding the crew's threads
+    a, b = np.ones((2, 32, 32, 32), np.float32)  # named: the block holds their addresses
+    out = np.empty_like(a)
+    block = plan(a, b, out)
+    if block is None:
+        return None
+    parts, flops = len(crew.ctls) + 1, 2 * 32**4
+    entry_at = _address(entry)
+    alone = least_seconds(lambda: entry(block), MODEL_CALLS)
+    split = least_seconds(lambda: _split_held(crew, entry_at, block), MODEL_CALLS)
+    asleep = least_seconds(lambda: _split_held(crew, entry_at, block), ASLEEP_CALLS, ASLEEP_S)
+    per_flop = alone / flops
+    awake_cost = max(0.0, split - alone / parts)
+    _NEVER_PAYS[0] = int(awake_cost / (per_flop * (1.0 - 1.0 / parts)))  # the last crew's
+    return awake_cost, max(0.0, asleep - alone / parts), per_flop
 
 
 def _split_held(crew: NativeCrew, entry_at: int, block: np.ndarray) -> None:

@@ -126,21 +126,16 @@ def _split_model(crew: NativeCrew, model_module: Callable[[], Any]) -> tuple[flo
     ``MODEL_ELEMENTS`` alone (A) and split over the crew (S), as a line through both: per
     element A / n, cost S - A / parts. Measured once per crew (~2 ms), holding its threads; the
     crew keeps them. None while another thread's call holds the threads (measured later)."""
-    model = getattr(crew, "split_model", None)
-    if model is not None or not crew.lock.acquire(False):
-        return model
-    try:
-        if crew.closed:
-            return None
-        module = model_module()
-        x, y = np.ones(MODEL_ELEMENTS, np.float32), np.empty(MODEL_ELEMENTS, np.float32)
-        alone = least_seconds(functools.partial(module.kernel, y, x), MODEL_CALLS)
-        split = least_seconds(functools.partial(_split_held, module, crew, y, [x], ()), MODEL_CALLS)
-        parts = len(crew.ctls) + 1
-        model = crew.split_model = (max(0.0, split - alone / parts), alone / x.size)
-    finally:
-        crew.lock.release()
-    return model
+    return crew.measured_once("flat split", lambda: _measure(crew, model_module()))
+
+
+def _measure(crew: NativeCrew, module: Any) -> tuple[float, float]:
+    # ``_split_model``'s timings, the caller holding the crew's threads
+    x, y = np.ones(MODEL_ELEMENTS, np.float32), np.empty(MODEL_ELEMENTS, np.float32)
+    alone = least_seconds(functools.partial(module.kernel, y, x), MODEL_CALLS)
+    split = least_seconds(functools.partial(_split_held, module, crew, y, [x], ()), MODEL_CALLS)
+    parts = len(crew.ctls) + 1
+    return max(0.0, split - alone / parts), alone / x.size
 
 
 def run(module: Any, crew: NativeCrew, target: np.ndarray, ins: list, values: tuple) -> None:
