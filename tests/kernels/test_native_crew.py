@@ -141,3 +141,23 @@ def test_threads_that_cannot_start_leave_the_python_workers(
         program = lower_expr(("call", "negative", ("var", "a0")), ("a0",), ("float32",))
         kernel = numba_elementwise.numba_kernel(program, (x.shape,), x.shape)
         assert kernel(np, x).tobytes() == (-x).tobytes()
+
+
+def test_a_model_is_measured_once_holding_the_threads_and_never_while_busy() -> None:
+    crew = NativeCrew(1)
+    calls: list[bool] = []
+
+    def measure() -> float:
+        calls.append(crew.lock.locked())  # measured while holding the crew's threads
+        return 1.5
+
+    try:
+        with crew.lock:  # another call holds the threads: nothing measured, asked again later
+            assert crew.measured_once("m", measure) is None
+        assert crew.measured_once("none", lambda: None) is None  # no value: not kept
+        assert crew.measured_once("none", lambda: 2.0) == 2.0
+        assert [crew.measured_once("m", measure) for _ in range(3)] == [1.5] * 3
+        assert calls == [True]
+    finally:
+        crew.close()
+    assert crew.measured_once("closed", measure) is None and calls == [True]
