@@ -316,12 +316,22 @@ def _cumsum(em: Any, node: Node) -> list[str]:
 
 
 def _layer_norm(em: Any, node: Node) -> list[str]:
-    """``LayerNormalization`` (opset 17) from the first normalized axis: its Y, Mean and
-    InvStdDev are the op's three outputs, the statistics with the normalized axes kept as 1."""
+    """float32: ``LayerNormalization`` (opset 17) from the first normalized axis, whose Y, Mean
+    and InvStdDev are the op's three outputs (the statistics with the normalized axes kept as
+    1). Other dtypes: the same written out, since ONNX computes and returns that op's statistics
+    in float32 only (a float64 model would lose precision, a float16 one get float32 outputs)."""
     x, gamma, beta = (em.name(v) for v in node.inputs)
-    axis = -len(node.inputs[1].shape)
+    k, dtype = len(node.inputs[1].shape), np.dtype(node.inputs[0].dtype)
     eps = float(node.attrs["eps"])
-    return em.emit("LayerNormalization", [x, gamma, beta], 3, axis=axis, epsilon=eps)
+    if dtype == np.float32:
+        return em.emit("LayerNormalization", [x, gamma, beta], 3, axis=-k, epsilon=eps)
+    axes = list(range(-k, 0))
+    mean = em.one("ReduceMean", [x], axes=axes, keepdims=1)
+    centred = em.one("Sub", [x, mean])
+    var = em.one("ReduceMean", [em.one("Mul", [centred, centred])], axes=axes, keepdims=1)
+    rstd = em.one("Reciprocal", [em.one("Sqrt", [em.one("Add", [var, em.const(dtype.type(eps))])])])
+    y = em.one("Add", [em.one("Mul", [em.one("Mul", [centred, rstd]), gamma]), beta])
+    return [y, mean, rstd]
 
 
 CONVERTERS: dict[str, Converter] = {
