@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import ShapeError, with_location
-from dualflow.kernels.backend import host_kernels
+from dualflow.kernels.backend import HOST_LOADERS, host_kernels
 from dualflow.ops.creation import ones_like
 from dualflow.ops.dispatch import apply
 from dualflow.ops.reduction import mean as reduce_mean
@@ -96,7 +96,27 @@ class LayerNorm:
         )
 
 
-@primitive("layer_norm_grad", saves=("x0", "x1", "x2", "x3", "x4"), nout=3, aliasing="fresh")
+def _grad_scratch(metas: tuple, attrs: dict) -> int:
+    # the CPU kernel's float64 partial sums of the weight gradients: two of (blocks, D)
+    if metas[1] is None or metas[2] is None:  # Python scalars: the array calls run
+        return 0
+    (x_shape, _), (g_shape, _) = metas[1], metas[2]
+    try:
+        kernels = HOST_LOADERS["layer_norm_grad"]()  # imported once; numba is loaded by then
+    except ImportError:  # no numba: the array calls allocate their own temporaries
+        return 0
+    rows = math.prod(x_shape[: len(x_shape) - len(g_shape)])
+    blocks = -(-rows // kernels.block_rows(rows))
+    return 2 * blocks * math.prod(g_shape) * np.dtype(np.float64).itemsize
+
+
+@primitive(
+    "layer_norm_grad",
+    saves=("x0", "x1", "x2", "x3", "x4"),
+    nout=3,
+    aliasing="fresh",
+    scratch=_grad_scratch,
+)
 class LayerNormGrad:
     """``(gx, ggamma, gbeta)``: layer norm's gradients for the output's gradient ``gy``, from
     ``x``, ``gamma`` and each row's ``mean`` and ``rstd``."""

@@ -177,3 +177,25 @@ def test_a_transformer_step_runs_them_and_compiled_equals_eager(dtype: str, monk
     for a, b in zip(eager_layer.state_dict().values(), compiled_layer.state_dict().values()):
         assert np.array_equal(np.asarray(a), np.asarray(b))
     assert calls.count("f") >= 2 * 2 * 3 and calls.count("b") >= 2 * 2 * 3  # 2 norms, 2 modes
+
+
+def test_the_backward_declares_its_partial_sums_as_scratch() -> None:
+    # what the memory plan counts: the kernel's two float64 (blocks, D) arrays of partial sums
+    allocated: list[int] = []
+    empty = np.empty
+
+    def counting(shape, *args, **kwargs):
+        array = empty(shape, *args, **kwargs)
+        if array.dtype == np.float64 and array.ndim == 2:
+            allocated.append(array.nbytes)
+        return array
+
+    for shape, k in (((16, 64, 256), 1), ((3, 5, 7), 2), ((10_000, 8), 1)):
+        x, gamma, _ = _inputs(np.random.default_rng(0), shape, k, np.float32)
+        stats = np.ones((*shape[: len(shape) - k], *(1,) * k), np.float32)
+        metas = [(a.shape, a.dtype) for a in (x, x, gamma, stats, stats)]
+        allocated.clear()
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(layer_norm_grad.np, "empty", counting)
+            layer_norm_grad.backward(x, x, gamma, stats, stats)
+        assert OPS["layer_norm_grad"].scratch(tuple(metas), {}) == sum(allocated) > 0
