@@ -64,15 +64,18 @@ def assert_same_bits(lockstep: Callable[[], tuple], reference: Callable[[], tupl
         assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
 
 
-def gemm(a: np.ndarray, b: np.ndarray, transposed_b: bool = False) -> np.ndarray:
+def gemm(a: np.ndarray, b: np.ndarray, transposed_b: bool = False, block: int | None = None):
     """``a @ b`` (or ``a @ b.T``) by the kernels' own ``cblas_sgemm`` call (numpy's matmul takes
-    gemv for one column, which rounds otherwise), in the row blocks a part's GEMM takes
-    (``unit_parts.row_block``), operands C-ordered."""
+    gemv for one column, which rounds otherwise), one call per block of ``block`` rows of ``a``
+    (None: the blocks a part's GEMM takes, ``unit_parts.row_block``; 0: one call), operands
+    C-ordered."""
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.empty((m, n), np.float32)
     trans = cblas.TRANS if transposed_b else cblas.NO_TRANS
-    block = unit_parts.row_block(n, k, transposed_b) or max(m, 1)
+    if block is None:
+        block = unit_parts.row_block(n, k, transposed_b)
+    block = block or max(m, 1)
     for r in range(0, m, block):
         rows = np.ascontiguousarray(a[r : r + block])
         part = np.empty((len(rows), n), np.float32)
