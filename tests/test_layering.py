@@ -231,8 +231,9 @@ KERNEL_LAYERS: tuple[tuple[str, ...], ...] = (
     ("fast_math",),  # float32 tanh/exp loops
     ("expr",),  # expression IR and the scalar-function table
     ("numba",),  # generated numba kernels, the compile worker and its render API
-    # numpy kernels: the fused evaluator, pooling, GEMM routes, losses, normalization
-    ("fused_cpu", "pool", "linalg", "loss", "norm"),
+    # numpy kernels: the fused evaluator, pooling, GEMM routes, losses, normalization,
+    # optimizer updates
+    ("fused_cpu", "pool", "linalg", "loss", "norm", "optim"),
     ("cuda",),  # cupy kernels
     ("backend",),  # the Backend record: which kernels run on an array module's arrays
     ("conv", "fused", ""),  # convolutions and a fused node's kernel, chosen through it

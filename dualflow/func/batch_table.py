@@ -89,6 +89,8 @@ LOOP_FALLBACK: dict[str, str] = {
     "gru_scan_grad": "gru_scan's backward recurrence, batched as gru_scan is",
     "layer_norm_grad": "its weight gradients sum over every row: one call per example keeps "
     "each example's sums apart",
+    "adam_update": "an optimizer step on one parameter, its 0-d hyperparameters shared: one "
+    "call per example (ensembles of optimizer states step one member at a time)",
 }
 NOT_BATCHED: dict[str, str] = {
     "arange": "no tensor input",

@@ -222,6 +222,7 @@ HOST_LOADERS: dict[str, Callable[[], Any]] = {
     "batch_norm_grad": lambda: importlib.import_module("dualflow.kernels.norm.batch_norm_grad"),
     "layer_norm": lambda: importlib.import_module("dualflow.kernels.norm.layer_norm"),
     "layer_norm_grad": lambda: importlib.import_module("dualflow.kernels.norm.layer_norm_grad"),
+    "adam": lambda: importlib.import_module("dualflow.kernels.optim.adam"),
 }
 _HOST_MODULES: dict[str, Any] = {}  # each once imported, or None without numba
 

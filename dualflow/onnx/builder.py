@@ -134,6 +134,7 @@ def _unsupported(node: Node) -> str:
         "random_normal": "random sampling inside the forward",
         "random_uniform": "random sampling inside the forward",
         "assign": "an in-place write to state",
+        "adam_update": "an optimizer's update (export the model, not its training step)",
         "batch_norm": "BatchNorm in training mode: call model.eval() first",
     }.get(node.op, "no ONNX converter for this op")
     return (

@@ -116,6 +116,7 @@ from dualflow.ops.loss import (
     softmax_cross_entropy_grad,
 )
 from dualflow.ops.layer_norm import layer_norm, layer_norm_grad
+from dualflow.ops.adam_update import adam_update
 from dualflow.ops.normalization import batch_norm
 from dualflow.ops.normalization_grad import batch_norm_grad
 from dualflow.ops.random_ops import (

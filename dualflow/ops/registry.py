@@ -111,17 +111,19 @@ class OpDef:
         """
         return None if self.out is None else self.out(checked)
 
-    def inplace_for(self, attrs: dict[str, Any], count: int) -> tuple[int, ...]:
-        """The inputs (of ``count``) the result may be written over: a per-index kernel reads
-        an element's operands before writing it; BLAS, multi-pass kernels and sums do not.
+    def inplace_for(self, attrs: dict[str, Any], count: int, output: int = 0) -> tuple[int, ...]:
+        """The inputs (of ``count``) result ``output`` may be written over: a per-index kernel
+        reads an element's operands before writing it; BLAS, multi-pass kernels and sums do not.
 
         Example:
             >>> OPS["add"].inplace_for({}, 2), OPS["matmul"].inplace_for({}, 2)
             ((0, 1), ())
+            >>> OPS["adam_update"].inplace_for({}, 10, output=2)
+            (3,)
         """
         if self.inplace_rule is not None:
-            return tuple(self.inplace_rule(attrs, count))
-        return tuple(j for i, j in self.inplace if i == 0 and j < count)
+            return tuple(self.inplace_rule(attrs, count)) if output == 0 else ()
+        return tuple(j for i, j in self.inplace if i == output and j < count)
 
     def __repr__(self) -> str:
         return f"<op {self.name}>"

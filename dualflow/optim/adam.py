@@ -10,10 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import numpy as np
+
 from dualflow import ops
 from dualflow.optim.adam_family import RANGES, advance, betas, decayed, family_defaults, moments
 from dualflow.optim.flags import check_flags
 from dualflow.optim.optimizer import Optimizer, step_counter, zeros_like
+from dualflow.optim.param_group import as_dtype
 from dualflow.tensor.core import Tensor
 
 
@@ -79,10 +82,20 @@ class Adam(Optimizer):
                 state["max_exp_avg_sq"] = zeros_like(p)
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
         step, grad = advance(state, grad, group)
-        decayed_p, grad = decayed(p, grad, group["weight_decay"], self._decoupled, lr)
         # Scalars in float64 (PyTorch uses Python floats here), cast once to p's dtype.
         step_size = ops.cast(lr / (1 - beta1**step), p.dtype)
         bias_correction2_sqrt = ops.cast(ops.sqrt(1 - beta2**step), p.dtype)
+        if not group["amsgrad"] and _one_pass(p, grad):  # one op: one pass over all four
+            decay, grad = _decay(p, grad, group["weight_decay"], self._decoupled, lr)
+            c1, c2 = as_dtype(1 - beta1, p.dtype), as_dtype(1 - beta2, p.dtype)
+            results = ops.adam_update(
+                p, grad, exp_avg, exp_avg_sq, decay, c1, as_dtype(beta2, p.dtype), c2,
+                step_size, bias_correction2_sqrt, eps=group["eps"],
+            )  # fmt: skip
+            for target, value in zip((p, exp_avg, exp_avg_sq), results):
+                ops.assign(target, value)
+            return
+        decayed_p, grad = decayed(p, grad, group["weight_decay"], self._decoupled, lr)
         moments(exp_avg, exp_avg_sq, grad, beta1, beta2, p.dtype)
         second = exp_avg_sq
         if group["amsgrad"]:
@@ -90,6 +103,22 @@ class Adam(Optimizer):
             ops.assign(second, ops.maximum(second, exp_avg_sq))
         denom = ops.sqrt(second) / bias_correction2_sqrt + group["eps"]
         ops.assign(p, decayed_p - step_size * exp_avg / denom)
+
+
+def _one_pass(p: Tensor, grad: Tensor) -> bool:
+    # ``ops.adam_update`` takes real floating parameters with a gradient of their own dtype
+    dtype = np.dtype(p.dtype)
+    return dtype.kind == "f" and np.dtype(grad.dtype) == dtype and grad.shape == p.shape
+
+
+def _decay(
+    p: Tensor, grad: Tensor, weight_decay: float, decoupled: bool, lr: Tensor
+) -> tuple[Any, Tensor]:
+    # (the factor p is multiplied by, the gradient): ``decayed``'s, the factor 1 (``p * 1`` is
+    # ``p``) where nothing shrinks p
+    if decoupled and weight_decay != 0:
+        return ops.cast(1 - ops.cast(lr, "float64") * weight_decay, p.dtype), grad
+    return 1.0, decayed(p, grad, weight_decay, decoupled, lr)[1]
 
 
 class AdamW(Adam):

@@ -17,6 +17,7 @@ import numpy as np
 from dualflow.errors import CompileError
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS
+from dualflow.runtime.out_forward import writes_outs
 
 # Text written into the executor comes from a graph that may have been read from a file: names
 # must be plain ASCII identifiers, values plain data shown with ``repr`` (else passed as objects).
@@ -130,7 +131,14 @@ def _call_lines(
 
 
 def _into(node: Node, planned: set[Value], donated: dict[Value, Value]) -> str | None:
-    """The variable a step writes ``out=``: its planned buffer, its donated state, or none."""
+    """The variable a step writes ``out=``: its planned buffer, its donated state, or none; for
+    a step writing a tuple of ``out=`` (``writes_outs``), the tuple of its donated states
+    (None for a result it allocates), or none when no result is donated."""
+    if writes_outs(node):
+        if not any(v in donated for v in node.outputs):
+            return None
+        names = [_name(donated[v]) if v in donated else "None" for v in node.outputs]
+        return f"({', '.join(names)})"
     out = node.outputs[0] if node.outputs else None
     if out in planned:
         return "o" + _name(out)[1:]

@@ -12,7 +12,7 @@ import numpy as np
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS
 from dualflow.runtime.memory import alias_roots
-from dualflow.runtime.out_forward import inplace_inputs, writes_out
+from dualflow.runtime.out_forward import inplace_inputs, writes_out, writes_outs
 
 
 def _may_stop(node: Node) -> bool:
@@ -54,17 +54,25 @@ def donations(graph: Graph) -> dict[Value, Value]:
     found: dict[Value, Value] = {}
     for state, new in graph.updates:
         producer = graph.producers.get(new)
-        if producer is None or new in returned or new in found or producer.outputs != (new,):
+        if producer is None or new in returned or new in found or state in returned_states:
             continue
-        if state in returned_states:
+        if not _writes_into(producer, new):
             continue
         step = index[id(producer)]
-        if step <= last_guard or last_read.get(state, -1) > step or not writes_out(producer):
+        if step <= last_guard or last_read.get(state, -1) > step:
             continue
         readers = [v for v in producer.value_inputs if state in aliases.get(v, ())]
+        output = producer.outputs.index(new)
         if readers and (
-            state not in inplace_inputs(producer) or any(v is not state for v in readers)
+            state not in inplace_inputs(producer, output) or any(v is not state for v in readers)
         ):
             continue  # only a per-index kernel reading the state itself may overwrite it
         found[new] = state
     return found
+
+
+def _writes_into(producer: Node, new: Value) -> bool:
+    # a single-output step writing out=, or one result of a step writing a tuple of out=
+    if producer.outputs == (new,):
+        return writes_out(producer)
+    return writes_outs(producer)

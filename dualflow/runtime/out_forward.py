@@ -40,6 +40,8 @@ def out_kernel(node: Node, checked: bool = True, xp: Any = None) -> Callable | N
         >>> out_kernel(Node("matmul", (x, x), (Value(1, (2, 2), "float32"),))).__name__
         '_matmul_out'
     """
+    if writes_outs(node):  # a tuple of arrays (or None) as out=
+        return OPS[node.op].out_forward(checked)
     if not writes_out(node):
         return None
     if OPS[node.op].node_kernel is not None:
@@ -62,10 +64,25 @@ def writes_out(node: Node) -> bool:
     return op.node_kernel is not None or op.out is not None
 
 
-def inplace_inputs(node: Node) -> tuple[Value, ...]:
-    """The inputs ``out=`` may be (when exactly the output's shape and dtype): a per-index
-    kernel reads an element's operands before writing it; BLAS, multi-pass and sum kernels do
-    not (``OpDef.inplace_for``).
+def writes_outs(node: Node) -> bool:
+    """Whether the step of a multi-output ``node`` can write its results into a tuple of
+    arrays given as ``out=`` (an entry None: that result is allocated), as ``adam_update``
+    can; only donated state arrays are passed so (``runtime.donation``).
+
+    Example:
+        >>> x, s = Value(0, (2,), "float32"), Value(1, (), "float32")
+        >>> outs = tuple(Value(k, (2,), "float32") for k in (2, 3, 4))
+        >>> writes_outs(Node("adam_update", (x, x, x, x) + (s,) * 6, outs, {"eps": 0.0}))
+        True
+    """
+    op = OPS.get(node.op)
+    return op is not None and op.out is not None and op.nout == len(node.outputs) > 1
+
+
+def inplace_inputs(node: Node, output: int = 0) -> tuple[Value, ...]:
+    """The inputs output ``output``'s ``out=`` may be (when exactly its shape and dtype): a
+    per-index kernel reads an element's operands before writing it; BLAS, multi-pass and sum
+    kernels do not (``OpDef.inplace_for``).
 
     Example:
         >>> x = Value(0, (2, 2), "float32")
@@ -75,5 +92,5 @@ def inplace_inputs(node: Node) -> tuple[Value, ...]:
     op = OPS.get(node.op)
     if op is None:
         return ()
-    found = (node.inputs[j] for j in op.inplace_for(node.attrs, len(node.inputs)))
+    found = (node.inputs[j] for j in op.inplace_for(node.attrs, len(node.inputs), output))
     return tuple(v for v in found if isinstance(v, Value))

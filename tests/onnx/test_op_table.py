@@ -20,6 +20,7 @@ NOT_EXPORTED = {
     "allreduce_wait": "collective",
     "allreduce_progress": "collective",
     "assign": "writes state: a forward to export is pure",
+    "adam_update": "an optimizer's step: a forward to export has none",
     "batch_norm": "training-mode BatchNorm: export in eval mode",
     "dropout_mask": "training-mode dropout: export in eval mode",
     "random_normal": "sampling: ONNX's RandomNormal cannot reproduce dualflow's stream",

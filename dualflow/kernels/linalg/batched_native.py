@@ -30,15 +30,15 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from dualflow.background.placement import current_cpu
 from dualflow.background.workers import IN_WORKER
-from dualflow.kernels.base import native_crew
-from dualflow.kernels.base.native_calls import BLOCK_TYPE, call_entry
-from dualflow.kernels.base.native_crew import NativeCrew, least_seconds, post, wait_done
+from dualflow.kernels.base import crew_ranges, native_crew
+from dualflow.kernels.base.native_calls import BLOCK_TYPE
+from dualflow.kernels.base.native_crew import NativeCrew, least_seconds
 from dualflow.kernels.base.numba_cache import in_kernels_store
 from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 
-# the block of one part: rows [LO, HI) of the batch, then the call's fixed arguments
+# the block of one part: rows [LO, HI) of the batch (``crew_ranges``' words), then the call's
+# fixed arguments
 LO, HI, FUNCTION, TRANS_A, TRANS_B, M, P, N, A, A_STEP, LDA, B, B_STEP, LDB, C, C_STEP, LDC = range(
     17
 )
@@ -96,23 +96,6 @@ def entry(block: np.ndarray) -> None:  # pragma: no cover - runs compiled, on a 
     """Matrices ``block[LO]:block[HI]`` of the batch (a worker's part, or the caller's)."""
     for i in range(block[LO], block[HI]):
         call_sgemm(block, i)
-
-
-@_kernel
-def run_split(ctls: np.ndarray, entry_at: int, spins: int, block: np.ndarray) -> None:
-    """The whole batch ``block[HI]`` matrices long: consecutive shares posted to the workers of
-    ``ctls``, the first share run here, then a wait for every worker (one nogil call)."""
-    count, parts = block[HI], ctls.shape[0] + 1  # pragma: no cover - runs compiled
-    blocks = np.empty((parts, block.shape[0]), np.int64)
-    for w in range(parts):
-        blocks[w, :] = block
-        blocks[w, LO], blocks[w, HI] = count * w // parts, count * (w + 1) // parts
-    posted = np.empty(parts - 1, np.int64)
-    for w in range(parts - 1):
-        posted[w] = post(ctls[w], entry_at, blocks[w + 1])
-    call_entry(entry_at, blocks[0])
-    for w in range(parts - 1):
-        wait_done(ctls[w], posted[w], spins)
 
 
 def _layout(byte_rows: int, byte_cols: int, rows: int, cols: int) -> tuple[int, int] | None:
@@ -233,7 +216,7 @@ def _measure(crew: NativeCrew) -> tuple[float, float, float] | None:
 
 def _split_held(crew: NativeCrew, entry_at: int, block: np.ndarray) -> None:
     # the split, its caller holding the crew's lock
-    run_split(crew.ctls, entry_at, crew.spins, block)
+    crew_ranges.run_split(crew.ctls, entry_at, crew.spins, block)
 
 
 def matmul(a: Any, b: Any, out: Any = None) -> np.ndarray | None:
@@ -262,15 +245,8 @@ def matmul(a: Any, b: Any, out: Any = None) -> np.ndarray | None:
         return None  # the cheap refusals first: a small batch pays no plan, no allocation
     target = np.empty((a.shape[0], a.shape[1], b.shape[-1]), np.float32) if out is None else out
     block = plan(a, b, target)
-    if block is None or not crew.lock.acquire(False):
+    if block is None or not crew_ranges.run(crew, _address(entry), block):
         return None
-    try:
-        if crew.closed:
-            return None
-        crew.keep_off(current_cpu())  # the OS would pile the workers onto this CPU
-        _split_held(crew, _address(entry), block)
-    finally:
-        crew.lock.release()
     return target
 
 
@@ -288,12 +264,11 @@ def _pays(crew: NativeCrew, model: tuple[float, float, float], flops: int) -> bo
 
 
 def warm() -> None:
-    """Compile (so store) ``entry`` and ``run_split`` for their one signature each.
+    """Compile (so store) ``entry`` and ``crew_ranges.run_split`` for their one signature each.
 
     Example:
-        >>> warm(); len(entry.signatures), len(run_split.signatures)
+        >>> warm(); len(entry.signatures), len(crew_ranges.run_split.signatures)
         (1, 1)
     """
     entry.compile((BLOCK_TYPE,))
-    ctls = types.Array(types.int64, 2, "C")
-    run_split.compile((ctls, types.int64, types.int64, BLOCK_TYPE))
+    crew_ranges.warm()

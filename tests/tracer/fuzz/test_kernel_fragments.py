@@ -104,14 +104,18 @@ def test_attention_with_its_products_on_the_native_crew_compiles_as_eager(
     # attention over the rows (heads x (L, hd) @ (hd, L) and their gradients), float32, with
     # every batch of products that numpy hands to BLAS as it is split over the native crew
     # (kernels/linalg/batched_native.py), whether its workers linger or not
-    from dualflow.kernels.base import native_crew
+    from dualflow.kernels.base import crew_ranges, native_crew
     from dualflow.kernels.linalg import batched_native
 
     if native_crew.crew() is None:
         pytest.skip("no native crew here")
     monkeypatch.setattr(batched_native, "_pays", lambda crew, model, flops: True)
     monkeypatch.setattr(batched_native, "_too_small", lambda flops: False)
-    calls = _counted(monkeypatch, batched_native, "_split_held")
+    entries: list[int] = []  # the entry point of every range split over the crew
+    held = crew_ranges.run_held
+    monkeypatch.setattr(
+        crew_ranges, "run_held", lambda crew, at, block: entries.append(at) or held(crew, at, block)
+    )
     spec = Spec(
         19,
         width=16,
@@ -121,4 +125,5 @@ def test_attention_with_its_products_on_the_native_crew_compiles_as_eager(
         penalty=0.1,
     )
     _assert_compiled_as_eager(spec)
-    assert calls, "no batch of products split over the native crew"
+    products = batched_native._address(batched_native.entry)
+    assert products in entries, "no batch of products split over the native crew"
