@@ -19,7 +19,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.kernels.fused_cpu import slice_pieces
-from dualflow.kernels.linalg import batched_native
+from dualflow.kernels.linalg import batched_native, thin_gemm
 from dualflow.kernels.numba import compile_worker
 from dualflow.kernels.optim import adam as adam_kernels
 from dualflow.tensor.core import Tensor
@@ -135,6 +135,7 @@ def routes() -> list[tuple[str, Callable[[], None]]]:
     found.append(("batched small float32 products on the native crew", batched_native.warm))
     found.append(("summed slice gradients' pieces", slice_pieces.warm))
     found.append(("adam's update, alone and on the native crew", adam_kernels.warm))
+    found.append(("few-row float32 products on register tiles", thin_gemm.warm))
     unary = (ops.tanh, ops.exp, ops.sigmoid)
     found.append(("float32 tanh/exp", lambda: [f(_leaf((4096,), "float32")) for f in unary]))
     return found

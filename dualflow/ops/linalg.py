@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from dualflow.errors import DTypeError, ShapeError
-from dualflow.kernels.linalg import gemm
+from dualflow.kernels.linalg import gemm, thin_gemm
 from dualflow.ops.autocast import lower_inputs
 from dualflow.ops.broadcasting import broadcast_shapes
 from dualflow.ops.dispatch import apply
@@ -79,12 +79,16 @@ def _matmul_flops(metas: tuple, attrs: dict) -> int:
 
 
 def _matmul_scratch(metas: tuple, attrs: dict) -> int:
-    # the thin route's transposed product (gemm.thin_times_transposed): the metas do not say
-    # whether b is column-major, so every few-rows 2-D product counts it
+    # the few-rows routes' temporaries: the tiles' packed x.T (thin_gemm), else the transposed
+    # product (gemm.thin_times_transposed); the metas do not say whether b is column-major, so
+    # every few-rows 2-D product counts the larger
     (a, dtype_a), (b, dtype_b) = metas
-    if len(a) != 2 or len(b) != 2 or a[0] > gemm.thin_rows():
+    if len(a) != 2 or len(b) != 2:
         return 0
-    return a[0] * b[1] * np.result_type(np.dtype(dtype_a), np.dtype(dtype_b)).itemsize
+    dtype = np.result_type(np.dtype(dtype_a), np.dtype(dtype_b))
+    transposed = a[0] * b[1] * dtype.itemsize if a[0] <= gemm.thin_rows() else 0
+    few = dtype == np.float32 and a[0] <= thin_gemm.max_rows()
+    return max(transposed, thin_gemm.scratch_bytes(a[0], a[1]) if few else 0)
 
 
 @primitive(

@@ -250,6 +250,20 @@ def matmul(a: Any, b: Any, out: Any = None) -> np.ndarray | None:
     return target
 
 
+def split_pays(crew: NativeCrew, flops: int) -> bool:
+    """Whether ``flops`` of float32 products at one core's GEMM rate, split over ``crew``, save
+    more than the split costs (``split_model``: the hand-off while the workers linger, else a
+    wake-up); False until the model is measured. ``thin_gemm`` asks this of its tiles.
+
+    Example:
+        >>> crew = native_crew.crew()
+        >>> crew is None or split_pays(crew, 1)
+        False
+    """
+    model = split_model(crew)
+    return model is not None and _pays(crew, model, flops)
+
+
 def _too_small(flops: int) -> bool:
     # below what a hand-off to lingering workers repays: refused before the crew is looked up
     return flops < _NEVER_PAYS[0]

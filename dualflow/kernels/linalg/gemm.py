@@ -4,8 +4,10 @@
 GEMM: numpy's batched matmul calls BLAS once per leading index, each call too small to keep the
 machine's cores busy (46-105 GFLOP/s against 140-190 for the one GEMM, 16 x 64 x 1024 x 256
 float32 on 2 cores). A few rows times a transposed matrix (``x @ W.T`` of a linear layer on a
-small batch, an LSTM step) is computed as ``(W @ x.T).T`` up to the row count this machine's BLAS
-runs faster so (``thin_rows``, measured: OpenBLAS on one Zen 4 ran the first form at half the
+small batch, an LSTM step) runs on ``thin_gemm``'s register tiles up to the row count they beat
+the BLAS on this machine (W read where it lies, never packed), else as ``(W @ x.T).T`` up to the
+row count this machine's BLAS runs faster so (``thin_rows``, measured: OpenBLAS on one Zen 4 ran the
+first form at half the
 rate, 16 x 256 x 1024 float32: 205 against 116 us on one thread, 133 against 64 on two).
 A batch of small products (attention's (N*heads, L, hd) @ (N*heads, hd, L)) is split over the
 native crew's threads where its float32 matrices go to BLAS as they are (``batched_native``),
@@ -25,7 +27,7 @@ import numpy as np
 
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import machine_constants
-from dualflow.kernels.linalg import batched_native
+from dualflow.kernels.linalg import batched_native, thin_gemm
 from dualflow.kernels.linalg.thin_rows import thin_rows
 
 # OpenBLAS (interface/gemm.c) runs a GEMM of M*N*K <= 65536 * GEMM_MULTITHREAD_THRESHOLD (4) on
@@ -132,6 +134,8 @@ def matmul(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
         >>> bool(np.array_equal(matmul(np, a, b), np.matmul(a, b)))
         True
     """
+    if xp is np and thin_gemm.takes(a, b, out):  # x @ W.T, few rows: W read in place
+        return thin_gemm.matmul(a, b, out)
     if thin_times_transposed(a, b):
         product = xp.matmul(b.T, a.T).T  # (W @ x^T)^T, copied C-ordered below
         if out is None:

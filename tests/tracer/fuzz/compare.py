@@ -24,6 +24,7 @@ from dualflow._pending import Pending
 from dualflow._undo import UndoLog
 from dualflow.background import blas_cores
 from dualflow.debug import check_rules
+from dualflow.kernels.linalg import thin_gemm
 from dualflow.tracer.lazy_choice import EAGER, LAZY, LazyOrEager
 from tests.tracer.fuzz.bits import first_difference
 from tests.tracer.fuzz.build import Program, build
@@ -80,8 +81,23 @@ def run(
     mismatch), or with ``keep_outputs=False`` copies, so the next call may write the dropped
     arrays again (``runtime.memory``'s recycled outputs). ``between(call)`` runs before each
     call (a test waiting for background compiles)."""
-    with blas_table(spec.blas_table):
+    with blas_table(spec.blas_table), thin_tiles(spec.tiles):
         return _run(spec, passes, keep_outputs, between, lazy)
+
+
+@contextlib.contextmanager
+def thin_tiles(on: bool) -> Iterator[None]:
+    """Inside, when ``on``: every few-row ``x @ W.T`` (up to ``4 * LANES`` rows, any K and N)
+    runs on ``thin_gemm``'s register tiles, eager and compiled alike."""
+    if not on:
+        yield
+        return
+    saved = thin_gemm.max_rows, thin_gemm.MIN_SIDE
+    thin_gemm.max_rows, thin_gemm.MIN_SIDE = (lambda: 4 * thin_gemm.LANES), 1
+    try:
+        yield
+    finally:
+        thin_gemm.max_rows, thin_gemm.MIN_SIDE = saved
 
 
 @contextlib.contextmanager

@@ -110,6 +110,7 @@ def specs(
         mode=mode,
         optimizer=None,
         blas_table=draw(st.integers(0, 1)),
+        tiles=draw(st.booleans()),
     )
     if mode == "eval":
         return spec

@@ -49,8 +49,10 @@ class Spec:
     ``batches`` has one batch size per call: a change retraces. ``penalty > 0`` adds a gradient
     penalty ``penalty * sum(dloss/dx ** 2)`` (double backward). ``blas_table``: which of
     OpenBLAS's kernel tables this CPU can run both runs use (0: the running one; the process's
-    table is chosen by measurement at import, ``kernels.base.blas_core``). Everything random
-    (parameters, data, dropout keys) comes from ``seed``, so two builds of a spec start identical.
+    table is chosen by measurement at import, ``kernels.base.blas_core``). ``tiles``: few-row
+    products ``x @ W.T`` run on ``kernels.linalg.thin_gemm``'s tiles whatever their size.
+    Everything random (parameters, data, dropout keys) comes from ``seed``, so two builds of a
+    spec start identical.
     """
 
     seed: int
@@ -63,6 +65,7 @@ class Spec:
     penalty: float = 0.0
     mode: str = "train"
     blas_table: int = 0
+    tiles: bool = False
 
     @property
     def calls(self) -> int:

@@ -127,3 +127,25 @@ def test_attention_with_its_products_on_the_native_crew_compiles_as_eager(
     _assert_compiled_as_eager(spec)
     products = batched_native._address(batched_native.entry)
     assert products in entries, "no batch of products split over the native crew"
+
+
+def test_few_row_products_on_the_register_tiles_compile_as_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the fuzzer's ``tiles`` dimension, fixed: linear layers (x @ W.T, few rows) on
+    # kernels/linalg/thin_gemm.py's tiles in both runs, with a gradient penalty (double backward)
+    from dualflow.kernels.linalg import thin_gemm
+
+    calls = _counted(monkeypatch, thin_gemm, "matmul")
+    spec = Spec(
+        23,
+        width=16,
+        batches=(5, 5, 7, 5),
+        body=(Piece.of("matmul", kind="linear"), Piece.of("unary", kind="tanh")),
+        dtype="float32",
+        optimizer="adamw",
+        penalty=0.1,
+        tiles=True,
+    )
+    _assert_compiled_as_eager(spec)
+    assert calls, "no product ran on the tiles"
