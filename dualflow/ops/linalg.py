@@ -87,7 +87,7 @@ def _matmul_scratch(metas: tuple, attrs: dict) -> int:
         return 0
     dtype = np.result_type(np.dtype(dtype_a), np.dtype(dtype_b))
     transposed = a[0] * b[1] * dtype.itemsize if a[0] <= gemm.thin_rows() else 0
-    few = dtype == np.float32 and a[0] <= thin_gemm.max_rows()
+    few = dtype == np.float32 and 1 <= a[0] <= thin_gemm.max_rows()
     return max(transposed, thin_gemm.scratch_bytes(a[0], a[1]) if few else 0)
 
 

@@ -131,3 +131,14 @@ def test_an_mlp_step_on_the_tiles_compiles_equal_to_eager(
     for eager, compiled in zip(*results):
         np.testing.assert_array_equal(eager, compiled)
     assert len(calls) >= 12  # both layers' forward products, three steps, both modes
+
+
+def test_the_matmul_scratch_fact_counts_the_packed_rows(tiles_taken: None) -> None:
+    from dualflow.ops import OPS
+
+    scratch = OPS["matmul"].scratch
+    f32 = np.dtype(np.float32)
+    assert scratch((((16, 100), f32), ((100, 80), f32)), {}) >= 100 * LANES * 4
+    assert scratch((((0, 100), f32), ((100, 80), f32)), {}) == 0  # an empty batch: no route
+    f64 = np.dtype(np.float64)  # not the tiles' (float32 only): the transposed product's
+    assert scratch((((16, 100), f64), ((100, 80), f64)), {}) == 16 * 80 * 8

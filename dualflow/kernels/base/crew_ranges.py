@@ -15,16 +15,14 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 from numba import types
 
 from dualflow.background.placement import current_cpu
 from dualflow.background.workers import IN_WORKER
-from dualflow.kernels.base import native_crew
+from dualflow.kernels.base import native_crew, numba_cache
 from dualflow.kernels.base.native_calls import BLOCK_TYPE, call_entry
 from dualflow.kernels.base.native_crew import NativeCrew, post, wait_done
-from dualflow.kernels.base.numba_cache import in_kernels_store
 
 LO, HI = 0, 1
 """The words of a block holding its share: ``[block[LO], block[HI])``."""
@@ -33,9 +31,7 @@ DIGEST = hashlib.sha256(Path(__file__).read_bytes() + native_crew.DIGEST.encode(
 
 def _kernel(py_func: Any) -> Any:
     # compiled as the fixed kernels are, machine code in the signed kernels store
-    kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(py_func)
-    in_kernels_store(kernel, f"k_crewranges{py_func.__name__}_{DIGEST}")
-    return kernel
+    return numba_cache.cached_njit(py_func, f"k_crewranges{py_func.__name__}_{DIGEST}")
 
 
 @_kernel

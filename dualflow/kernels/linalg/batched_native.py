@@ -24,17 +24,15 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-import numba
 import numpy as np
 from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
 from dualflow.background.workers import IN_WORKER
-from dualflow.kernels.base import crew_ranges, native_crew
+from dualflow.kernels.base import crew_ranges, native_crew, numba_cache
 from dualflow.kernels.base.native_calls import BLOCK_TYPE
 from dualflow.kernels.base.native_crew import NativeCrew, least_seconds
-from dualflow.kernels.base.numba_cache import in_kernels_store
 from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 
 # the block of one part: rows [LO, HI) of the batch (``crew_ranges``' words), then the call's
@@ -53,9 +51,7 @@ DIGEST = hashlib.sha256(Path(__file__).read_bytes() + native_crew.DIGEST.encode(
 
 def _kernel(py_func: Any) -> Any:
     # compiled as the fixed kernels are, machine code in the signed kernels store
-    kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(py_func)
-    in_kernels_store(kernel, f"k_batched{py_func.__name__}_{DIGEST}")
-    return kernel
+    return numba_cache.cached_njit(py_func, f"k_batched{py_func.__name__}_{DIGEST}")
 
 
 @intrinsic

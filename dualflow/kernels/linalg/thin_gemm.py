@@ -47,9 +47,7 @@ N_AT, K_AT, M_AT, VECTORS_AT, W_AT, XT_AT, OUT_AT = range(2, 9)
 
 def _kernel(py_func: Any) -> Any:
     # compiled as the fixed kernels are, machine code in the signed kernels store
-    kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(py_func)
-    numba_cache.in_kernels_store(kernel, f"k_thingemm{py_func.__name__}_{_STEM}")
-    return kernel
+    return numba_cache.cached_njit(py_func, f"k_thingemm{py_func.__name__}_{_STEM}")
 
 
 @numba.njit(inline="always")
@@ -174,10 +172,10 @@ def scratch_bytes(m: int, k: int) -> int:
     tile block and padded rows (one part a thread).
 
     Example:
-        >>> scratch_bytes(64, 1000) >= 1000 * 64 * 4
-        True
+        >>> scratch_bytes(64, 1000) >= 1000 * 64 * 4, scratch_bytes(0, 8) > 0
+        (True, True)
     """
-    vectors = -(-m // LANES)
+    vectors = max(1, -(-m // LANES))  # an empty x still packs a vector's width
     rows, width = rows_for(vectors), vectors * LANES
     return 4 * (k * width + cpu_threads.threads() * rows * (width + k))
 
