@@ -23,6 +23,7 @@ ROWS = 4 * LANES
 def tiles_taken(monkeypatch: pytest.MonkeyPatch) -> None:
     """The route on for every row count it can take (the suite's machine constants are the
     defaults: 0 rows, the route off)."""
+    monkeypatch.setattr(thin_gemm, "row_limit", lambda k: ROWS)
     monkeypatch.setattr(thin_gemm, "max_rows", lambda: ROWS)
 
 
@@ -100,7 +101,7 @@ def test_gemm_takes_the_route_up_to_the_measured_rows(monkeypatch: pytest.Monkey
     monkeypatch.setattr(thin_gemm, "matmul", lambda *a: calls.append(a[0].shape) or original(*a))
     x, w = _operands(np.random.default_rng(3), 16, 100, 80)
     for rows in (0, 8, 16):
-        monkeypatch.setattr(thin_gemm, "max_rows", lambda rows=rows: rows)
+        monkeypatch.setattr(thin_gemm, "row_limit", lambda k, rows=rows: rows)
         product = gemm.matmul(np, x, w.T)
         if rows == 16:
             np.testing.assert_array_equal(product, original(x, w.T))
@@ -108,10 +109,24 @@ def test_gemm_takes_the_route_up_to_the_measured_rows(monkeypatch: pytest.Monkey
 
 
 def test_the_probe_measures_every_candidate_and_reads_only_valid_records() -> None:
-    assert sorted(thin_gemm.measure((64, 32), (1, LANES))) == [1, LANES]
-    assert thin_gemm._read({"rows": thin_gemm.CANDIDATES[-1]}) == thin_gemm.CANDIDATES[-1]
-    for record in ({"rows": 3}, {"rows": -1}, {"rows": "64"}, [], None):
+    for transposed_up_to in (0, 64):  # against the direct product, then the transposed one
+        assert sorted(thin_gemm.measure((64, 32), transposed_up_to, (1, LANES))) == [1, LANES]
+    valid = [thin_gemm.CANDIDATES[-1], 0]
+    assert thin_gemm._read({"rows": valid}) == tuple(valid)
+    for record in ({"rows": [3, 0]}, {"rows": [64]}, {"rows": 64}, {"rows": ["64", 0]}, [], None):
         assert thin_gemm._read(record) is None
+
+
+def test_a_product_takes_the_limit_of_the_probe_nearest_its_k(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(thin_gemm._ROWS, "get", lambda: (8, 64))  # K = 256 probe, K = 1024 probe
+    assert [thin_gemm.row_limit(k) for k in (64, 256, 511, 513, 784, 4096)] == [8, 8, 8, 64, 64, 64]
+    assert thin_gemm.max_rows() == 64
+    x, w = np.ones((16, 300), np.float32), np.ones((80, 300), np.float32)
+    assert not thin_gemm.takes(x, w.T)  # 16 rows, K = 300: the K = 256 probe's 8 rows
+    x, w = np.ones((16, 800), np.float32), np.ones((80, 800), np.float32)
+    assert thin_gemm.takes(x, w.T)
 
 
 def test_an_mlp_step_on_the_tiles_compiles_equal_to_eager(

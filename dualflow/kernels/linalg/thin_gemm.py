@@ -7,15 +7,17 @@ OpenBLAS packs W at every call for such shapes: on an AVX-512 Xeon, 64 x 1000 x 
 GFLOP/s on one thread against 154 here, and 704 against 459 us on two (the tiles split over the
 native crew, ``crew_ranges``). Each output element is one chain of fused multiply-adds over K
 in order (``tile_ir``): its bits depend on neither the split nor the tile. Whether this route
-beats the BLAS is measured once per machine (``max_rows``): the largest row count where it
-does, 0 where it never does (and under ``DUALFLOW_MACHINE_CONSTANTS=defaults``), so every
-process on a machine routes alike, eager and compiled.
+beats the one ``gemm.matmul`` takes otherwise is measured once per machine, at two K
+(``row_limit``): the largest row count where it does, 0 where it never does (and under
+``DUALFLOW_MACHINE_CONSTANTS=defaults``), so every process on a machine routes alike, eager and
+compiled.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +29,17 @@ from dualflow.kernels.base.crew_ranges import HI, LO
 from dualflow.kernels.base.native_calls import as_voidptr
 from dualflow.kernels.base.per_machine import PerMachine, best_of, one_blas_thread
 from dualflow.kernels.linalg import batched_native, tile_ir
-from dualflow.kernels.linalg.thin_rows import choose
+from dualflow.kernels.linalg.thin_rows import choose, thin_rows
 from dualflow.kernels.linalg.tile_ir import ACCUMULATORS, LANES, rows_for
 
 MIN_SIDE = 64
 """Products with a shorter K or N stay with the BLAS: a tile's stores would weigh on its FMAs
 (short K), packing x on its tiles (few of W's rows: 64 x 1000 x 10 took 62 against 12 us)."""
 CANDIDATES = tuple(r for r in (8, 16, 32, 64) if r <= 4 * LANES)
-PROBE = (1024, 1024)
-"""(K, N) of the probe's W: a linear layer's."""
+PROBES = ((256, 1024), (1024, 1024))
+"""(K, N) of the probes' W: linear layers' and recurrences' shapes; a product takes the
+probe nearest its K. With K = 256 the tiles' packing of x weighs more: 32 x 256 x 512 took 92
+us on one thread against 78 for the transposed BLAS product, 64 x 1000 x 1000 454 against 704."""
 REPEATS = 5
 _DIGEST = hashlib.sha256(Path(__file__).read_bytes() + Path(tile_ir.__file__).read_bytes())
 _STEM = f"{LANES}x{ACCUMULATORS}x{_DIGEST.hexdigest()[:16]}"
@@ -143,13 +147,13 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
 
 def takes(a: Any, b: Any, out: Any = None) -> bool:
     """Whether ``matmul`` takes this product, here: numpy float32 ``a`` (M, K) C-ordered, ``b``
-    (K, N) whose transpose is C-ordered, ``1 <= M <= max_rows()``, K and N at least
+    (K, N) whose transpose is C-ordered, ``1 <= M <= row_limit(K)``, K and N at least
     ``MIN_SIDE``, ``out``
     None or a C-ordered float32 (M, N) array.
 
     Example:
         >>> a, w = np.ones((4, 64), np.float32), np.ones((80, 64), np.float32)
-        >>> takes(a, w.T) == (max_rows() >= 4), takes(a, w.T.copy())
+        >>> takes(a, w.T) == (row_limit(64) >= 4), takes(a, w.T.copy())
         (True, False)
     """
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
@@ -158,7 +162,7 @@ def takes(a: Any, b: Any, out: Any = None) -> bool:
         return False
     if not b.T.flags.c_contiguous or min(b.shape) < MIN_SIDE:
         return False
-    if not 1 <= a.shape[0] <= max_rows():
+    if not 1 <= a.shape[0] <= row_limit(a.shape[1]):
         return False
     if out is None:
         return True
@@ -180,12 +184,16 @@ def scratch_bytes(m: int, k: int) -> int:
     return 4 * (k * width + cpu_threads.threads() * rows * (width + k))
 
 
-def measure(probe: tuple[int, int] = PROBE, candidates: tuple[int, ...] = CANDIDATES) -> dict:
-    """The BLAS's time over the tiles' for a float32 ``(rows, K) @ (N, K).T`` per row count,
-    both on one thread (OpenBLAS lowered to one, the tiles unsplit): ~0.1 s at the defaults.
+def measure(
+    probe: tuple[int, int], transposed_up_to: int, candidates: tuple[int, ...] = CANDIDATES
+) -> dict:
+    """The time of the route ``gemm.matmul`` takes without the tiles over the tiles' for a
+    float32 ``(rows, K) @ (N, K).T`` per row count, both on one thread (OpenBLAS lowered to
+    one, the tiles unsplit): ``(W @ x.T)`` and its C-ordered copy up to ``transposed_up_to``
+    rows (``thin_rows``), the direct product above.
 
     Example:
-        >>> sorted(measure((64, 16), (8,)))
+        >>> sorted(measure((64, 16), 0, (8,)))
         [8]
     """
     k, n = probe
@@ -203,44 +211,68 @@ def measure(probe: tuple[int, int] = PROBE, candidates: tuple[int, ...] = CANDID
                 pack(x, xt)
                 tiles(w, xt, out, vectors, 0, count)
 
-            blas, tiled = best_of((functools.partial(np.matmul, x, w.T, out=out), ours), REPEATS)
-            ratios[rows] = blas / tiled
+            def blas(x=x, out=out, transposed=rows <= transposed_up_to) -> None:
+                if transposed:
+                    np.ascontiguousarray(np.matmul(w, x.T).T)
+                else:
+                    np.matmul(x, w.T, out=out)
+
+            before, tiled = best_of((blas, ours), REPEATS)
+            ratios[rows] = before / tiled
     return ratios
 
 
-def _read(record: object) -> int | None:
-    """The row count of a cache record, or None when it is not one (measured again)."""
-    value = record["rows"] if isinstance(record, dict) else None
-    return value if isinstance(value, int) and value in (0, *CANDIDATES) else None
+def _read(record: object) -> tuple[int, ...] | None:
+    """The row counts of a cache record, one a probe, or None when it is not one (measured
+    again)."""
+    rows = record.get("rows") if isinstance(record, dict) else None
+    if not isinstance(rows, list) or len(rows) != len(PROBES):
+        return None
+    return tuple(rows) if all(r in (0, *CANDIDATES) for r in rows) else None
 
 
 def _record() -> dict:
-    ratios = measure()  # kept with the count: what a reader of the cache can check it against
+    # the ratios are kept with the counts: what a reader of the cache can check them against
+    ratios = [measure(probe, thin_rows()) for probe in PROBES]
     return {
-        "rows": choose(ratios),
-        "probe": PROBE,
-        "ratios": {str(r): q for r, q in ratios.items()},
+        "rows": [choose(r) for r in ratios],
+        "probes": PROBES,
+        "ratios": [{str(rows): q for rows, q in r.items()} for r in ratios],
     }
 
 
-_ROWS = PerMachine("thin_gemm_rows", _record, _read, 0, key_facts=lambda: (LANES, _STEM))
+_ROWS = PerMachine(
+    "thin_gemm_rows", _record, _read, (0,) * len(PROBES), key_facts=lambda: (LANES, _STEM)
+)
 
 
-def max_rows() -> int:
-    """The largest row count this machine runs faster by the tiles (``thin_rows.choose`` of
-    ``measure``: every candidate up to it, taken together, by ``thin_rows.MARGIN``), 0: never.
+def row_limit(k: int) -> int:
+    """The largest row count this machine runs faster by the tiles for products of K = ``k``:
+    ``thin_rows.choose`` of ``measure`` at the probe nearest ``k`` (on a log scale), 0: never.
     Read from the kernels cache or measured once a machine; 0 under
     ``DUALFLOW_MACHINE_CONSTANTS=defaults``.
 
     Example:
-        >>> max_rows() in (0, *CANDIDATES)
+        >>> row_limit(1000) in (0, *CANDIDATES), row_limit(64) in (0, *CANDIDATES)
+        (True, True)
+    """
+    limits = _ROWS.get()
+    nearest = min(range(len(PROBES)), key=lambda i: abs(math.log(k / PROBES[i][0])))
+    return limits[nearest]
+
+
+def max_rows() -> int:
+    """The largest row count any K takes the tiles for (``row_limit``'s largest).
+
+    Example:
+        >>> max_rows() == max(row_limit(p[0]) for p in PROBES)
         True
     """
-    return _ROWS.get()
+    return max(_ROWS.get())
 
 
 def forget() -> None:
-    """Drop this process's count: the next ``max_rows`` reads (or measures) it again (tests).
+    """Drop this process's counts: the next ``row_limit`` reads (or measures) them again.
 
     Example:
         >>> before = max_rows(); forget(); max_rows() == before

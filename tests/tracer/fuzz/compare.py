@@ -92,12 +92,14 @@ def thin_tiles(on: bool) -> Iterator[None]:
     if not on:
         yield
         return
-    saved = thin_gemm.max_rows, thin_gemm.MIN_SIDE
-    thin_gemm.max_rows, thin_gemm.MIN_SIDE = (lambda: 4 * thin_gemm.LANES), 1
+    saved = thin_gemm.row_limit, thin_gemm.max_rows, thin_gemm.MIN_SIDE
+    rows = 4 * thin_gemm.LANES
+    thin_gemm.row_limit, thin_gemm.max_rows = (lambda k: rows), (lambda: rows)
+    thin_gemm.MIN_SIDE = 1
     try:
         yield
     finally:
-        thin_gemm.max_rows, thin_gemm.MIN_SIDE = saved
+        thin_gemm.row_limit, thin_gemm.max_rows, thin_gemm.MIN_SIDE = saved
 
 
 @contextlib.contextmanager
