@@ -28,7 +28,7 @@ from dualflow.ops.reduction import mean as reduce_mean
 from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to
-from dualflow.ops.validate import require_float
+from dualflow.ops.validate import meta_of, require_float
 
 
 def _check(op: str, x: Meta, gamma: Meta, others: dict[str, Meta]) -> tuple:
@@ -179,13 +179,6 @@ def _plus(a: Any, b: Any) -> Any:
     return b if a is None else a + b
 
 
-def _meta(value: Any) -> Meta:
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return Meta(tuple(value.shape), value.dtype)
-    array = np.asarray(value)
-    return Meta(array.shape, array.dtype)
-
-
 def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Any:
     """Layer normalization over the trailing ``gamma.ndim`` axes (PyTorch's normalized_shape):
     ``(x - mean) / sqrt(var + eps) * gamma + beta`` with each row's mean and biased variance.
@@ -195,7 +188,7 @@ def layer_norm(x: Any, gamma: Any, beta: Any, eps: float = 1e-5) -> Any:
         >>> ops.layer_norm([[1.0, 3.0]], [1.0, 1.0], [0.0, 0.0], eps=0.0).tolist()
         [[-1.0, 1.0]]
     """
-    x_meta, g_meta, b_meta = _meta(x), _meta(gamma), _meta(beta)
+    x_meta, g_meta, b_meta = meta_of(x), meta_of(gamma), meta_of(beta)
     require_float("layer_norm", x_meta, "x")
     try:
         _check("layer_norm", x_meta, g_meta, {"beta": b_meta})

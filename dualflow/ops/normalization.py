@@ -28,7 +28,7 @@ from dualflow.ops.reduction import sum as reduce_sum
 from dualflow.ops.registry import Meta, primitive
 from dualflow.ops.shape import broadcast_to, reshape
 from dualflow.ops.state import assign
-from dualflow.ops.validate import require_float
+from dualflow.ops.validate import meta_of, require_float
 
 
 @primitive("batch_norm", saves=("x0", "x1", "y1", "y2"), nout=3, aliasing="fresh")
@@ -89,13 +89,6 @@ class BatchNorm:
         return gx, (ggamma if need_gamma else None), (gbeta if need_beta else None)
 
 
-def _meta(value: Any) -> Meta:
-    if hasattr(value, "shape") and hasattr(value, "dtype"):
-        return Meta(tuple(value.shape), value.dtype)
-    array = np.asarray(value)
-    return Meta(array.shape, array.dtype)
-
-
 def _update_running(stats: tuple[Any, Any], batch: tuple[Any, Any], momentum: float, n: int):
     running_mean, running_var = stats
     batch_mean, batch_var = batch
@@ -130,13 +123,13 @@ def batch_norm(
         [[-1.0], [1.0]]
     """
     train = config.train if train is None else bool(train)
-    x_meta = _meta(x)
-    check_params("batch_norm", x_meta.shape, {"gamma": _meta(gamma), "beta": _meta(beta)})
+    x_meta = meta_of(x)
+    check_params("batch_norm", x_meta.shape, {"gamma": meta_of(gamma), "beta": meta_of(beta)})
     stats = (running_mean, running_var)
     if (running_mean is None) != (running_var is None):
         raise ValueError("batch_norm: pass both running_mean and running_var, or neither")
     if running_mean is not None:
-        metas = {"running_mean": _meta(running_mean), "running_var": _meta(running_var)}
+        metas = {"running_mean": meta_of(running_mean), "running_var": meta_of(running_var)}
         check_params("batch_norm", x_meta.shape, metas)
         if train and not all(hasattr(s, "requires_grad") for s in stats):
             raise TypeError("batch_norm: running statistics must be dualflow Tensors (updated)")

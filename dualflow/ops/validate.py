@@ -12,6 +12,21 @@ import numpy as np
 
 from dualflow.dtypes import is_float_dtype
 from dualflow.errors import DTypeError, ShapeError, user_frame, with_location
+from dualflow.ops.registry import Meta
+
+
+def meta_of(value: Any) -> Meta:
+    """The shape and dtype of an array or tensor, or of a nested list or number as numpy reads
+    it: what a public function checks before ``apply``.
+
+    Example:
+        >>> meta_of([[1.0, 2.0]]), meta_of(np.zeros(3, np.float32)).shape
+        (Meta(shape=(1, 2), dtype=dtype('float64')), (3,))
+    """
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return Meta(tuple(value.shape), value.dtype)
+    array = np.asarray(value)
+    return Meta(array.shape, array.dtype)
 
 
 def require_float(op: str, meta: Any, what: str = "input") -> np.dtype:
