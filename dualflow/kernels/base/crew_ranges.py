@@ -51,6 +51,24 @@ def run_split(ctls: np.ndarray, entry_at: int, spins: int, block: np.ndarray) ->
         wait_done(ctls[w], posted[w], spins)
 
 
+_ENTRIES: dict[Any, int] = {}
+
+
+def entry_at(dispatcher: Any) -> int:
+    """The address of ``dispatcher``'s crew entry point (``native_crew.entry_address``), looked
+    up once a process: a lookup costs more than a small call.
+
+    Example:
+        >>> from dualflow.kernels.base.native_crew import _empty_entry, entry_address
+        >>> entry_at(_empty_entry) == entry_address(_empty_entry) == entry_at(_empty_entry)
+        True
+    """
+    found = _ENTRIES.get(dispatcher)
+    if found is None:
+        found = _ENTRIES[dispatcher] = native_crew.entry_address(dispatcher)
+    return found
+
+
 def run_held(crew: NativeCrew, entry_at: int, block: np.ndarray) -> None:
     """``run_split`` over ``crew``, its caller holding the crew's lock."""
     crew.keep_off(current_cpu())  # the OS would pile the workers onto this CPU

@@ -20,6 +20,7 @@ C-ordered, or a matrix times its own transpose (``syrk``).
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -126,28 +127,20 @@ def plan(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray | None:
     layout_b = _layout(b.strides[1], b.strides[2], n, p)
     if layout_a is None or layout_b is None or _syrk(a, b, layout_a, layout_b):
         return None
-    words = [0, batch, _address(function), layout_a[0], layout_b[0], m, p, n]
+    words = [0, batch, _sgemm_address(), layout_a[0], layout_b[0], m, p, n]
     words += [a.ctypes.data, a.strides[0], layout_a[1], b.ctypes.data, b.strides[0], layout_b[1]]
     return np.array([*words, out.ctypes.data, out.strides[0], p], np.int64)
 
 
-_ADDRESSES: dict[str, int] = {}
 _NEVER_PAYS = [0]
 """FLOPs below which a split never repays even a hand-off (the last measured crew's model): a
 small batch is refused before the crew is looked up (~0.3 us against ~2.5 on eager calls)."""
 
 
-def _address(function: Any) -> int:
-    # a ctypes function's address, and ``entry``'s C entry point: looked up once a process
-    key = "sgemm" if function is not entry else "entry"
-    found = _ADDRESSES.get(key)
-    if found is None:
-        if function is entry:
-            found = native_crew.entry_address(entry)
-        else:
-            found = ctypes.cast(function, ctypes.c_void_p).value
-        found = _ADDRESSES[key] = found
-    return found
+@functools.cache
+def _sgemm_address() -> int:
+    # the ctypes function's address: looked up once a process
+    return ctypes.cast(sgemm(), ctypes.c_void_p).value
 
 
 def _fits(a: Any, b: Any, out: Any) -> bool:
@@ -200,7 +193,7 @@ def _measure(crew: NativeCrew) -> tuple[float, float, float] | None:
     if block is None:
         return None
     parts, flops = len(crew.ctls) + 1, 2 * 32**4
-    entry_at = _address(entry)
+    entry_at = crew_ranges.entry_at(entry)
     alone = least_seconds(lambda: entry(block), MODEL_CALLS)
     split = least_seconds(lambda: _split_held(crew, entry_at, block), MODEL_CALLS)
     asleep = least_seconds(lambda: _split_held(crew, entry_at, block), ASLEEP_CALLS, ASLEEP_S)
@@ -241,7 +234,7 @@ def matmul(a: Any, b: Any, out: Any = None) -> np.ndarray | None:
         return None  # the cheap refusals first: a small batch pays no plan, no allocation
     target = np.empty((a.shape[0], a.shape[1], b.shape[-1]), np.float32) if out is None else out
     block = plan(a, b, target)
-    if block is None or not crew_ranges.run(crew, _address(entry), block):
+    if block is None or not crew_ranges.run(crew, crew_ranges.entry_at(entry), block):
         return None
     return target
 

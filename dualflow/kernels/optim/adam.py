@@ -24,7 +24,7 @@ from typing import Any
 import numba
 import numpy as np
 
-from dualflow.kernels.base import crew_ranges, native_crew, numba_cache
+from dualflow.kernels.base import crew_ranges, numba_cache
 from dualflow.kernels.base.crew_ranges import HI, LO
 from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.kernels.base.native_calls import as_voidptr
@@ -38,7 +38,6 @@ two): the split threshold's work (``part_min_for``)."""
 _DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _KERNELS: dict[np.dtype, Any] = {}
 _ENTRIES: dict[np.dtype, Any] = {}
-_ADDRESSES: dict[np.dtype, int] = {}
 SIZE, ARRAYS = 2, 3
 """A crew block's words after ``LO``/``HI``: the element count, then the addresses of p, g, m, v,
 the three results and the seven scalars."""
@@ -120,17 +119,14 @@ def _entry(dtype: np.dtype) -> int:
         kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(entry)
         return kernel, f"k_adamentry{dtype.name}x{_DIGEST}"
 
-    found = _ADDRESSES.get(dtype)
-    if found is None:  # looked up once a process: a lookup costs more than a small call
-        found = _ADDRESSES[dtype] = native_crew.entry_address(
-            numba_cache.built_once(_ENTRIES, dtype, build)
-        )
-    return found
+    return crew_ranges.entry_at(numba_cache.built_once(_ENTRIES, dtype, build))
 
 
 def _run(flat: list, targets: list, values: np.ndarray) -> None:
     # the kernel over every element: split over the native crew where it pays, else one call
     n = flat[0].size
+    # the flat kernels' split model (a float32 negation alone and split over the same crew),
+    # its cost per element scaled by MOVED
     crew = native_split.splits(n, MOVED, machine_constants().part_min_for(MOVED), _model)
     if crew is not None:
         addresses = [a.ctypes.data for a in (*flat, *targets, values)]

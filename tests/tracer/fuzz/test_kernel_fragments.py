@@ -125,7 +125,7 @@ def test_attention_with_its_products_on_the_native_crew_compiles_as_eager(
         penalty=0.1,
     )
     _assert_compiled_as_eager(spec)
-    products = batched_native._address(batched_native.entry)
+    products = crew_ranges.entry_at(batched_native.entry)
     assert products in entries, "no batch of products split over the native crew"
 
 
