@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import dualflow
+from dualflow import ops
 from dualflow.kernels.base import crew_ranges, native_crew
 from dualflow.kernels.linalg import gemm, thin_gemm
 from dualflow.kernels.linalg.tile_ir import LANES, rows_for
@@ -74,7 +75,7 @@ def test_the_crews_split_has_the_same_bits_as_one_call() -> None:
     thin_gemm.tiles(w, xt, alone, vectors, 0, count)
     addresses = (w.ctypes.data, xt.ctypes.data, split.ctypes.data)
     block = np.array([0, count, 301, 130, 40, vectors, *addresses], np.int64)
-    assert crew_ranges.run(crew, thin_gemm._entry_at(), block)
+    assert crew_ranges.run(crew, crew_ranges.entry_at(thin_gemm.entry), block)
     np.testing.assert_array_equal(alone, split)
 
 
@@ -91,6 +92,8 @@ def test_which_operands_the_route_takes(tiles_taken: None) -> None:
         (x, w.T, np.empty((70, 8), np.float32).T),  # out not C-ordered
         (x[None], w.T, None),  # a batch of matrices
     ]
+    square = np.ones((64, 64), np.float32)
+    refused += [(square, square.T, square), (square.T.copy(), square.T, square.T.T)]  # overlaps
     for a, b, out in refused:
         assert not thin_gemm.takes(a, b, out)
 
@@ -157,3 +160,36 @@ def test_the_matmul_scratch_fact_counts_the_packed_rows(tiles_taken: None) -> No
     assert scratch((((0, 100), f32), ((100, 80), f32)), {}) == 0  # an empty batch: no route
     f64 = np.dtype(np.float64)  # not the tiles' (float32 only): the transposed product's
     assert scratch((((16, 100), f64), ((100, 80), f64)), {}) == 16 * 80 * 8
+
+
+def _transposed_constant(x: object) -> object:
+    return ops.tanh(x @ dualflow.tensor(W_CONST).T)  # folding may build W.T anew
+
+
+def _many_transposes(x: object) -> object:
+    return x @ dualflow.tensor(W_CONST).T.T.T  # W.T after more transposes
+
+
+def _f_ordered_left(x: object) -> object:
+    # x.T's tanh keeps x.T's layout eagerly (not C-ordered: the BLAS route); a plan must too
+    return ops.tanh(x.T.T.T) @ dualflow.tensor(W_NARROW).T
+
+
+W_CONST = np.random.default_rng(4).standard_normal((70, 90)).astype(np.float32)
+W_NARROW = W_CONST[:, :9].copy()
+
+
+@pytest.mark.parametrize("fn", [_transposed_constant, _many_transposes, _f_ordered_left])
+def test_compiled_takes_the_route_eager_takes_whatever_the_layouts(tiles_taken, monkeypatch, fn):
+    # the route depends on the operands' layouts: a plan that built W.T C-ordered, or x
+    # C-ordered where eager's is not, would route differently and change bits unannounced. The
+    # operands are drawn so that the tiles' bits and the BLAS's differ: equal results mean the
+    # same route (counting calls would not do: the tracer replays a spy's side effects)
+    monkeypatch.setattr(thin_gemm, "MIN_SIDE", 1)
+    x = np.random.default_rng(5).standard_normal((9, 90)).astype(np.float32)
+    assert not np.array_equal(thin_gemm.matmul(x, W_CONST.T), x @ W_CONST.T)
+    arg = dualflow.tensor(x if fn is not _f_ordered_left else x[:, :9].T.copy())
+    eager = fn(arg).numpy()
+    compiled = dualflow.compile(fn)
+    for _ in range(3):
+        np.testing.assert_array_equal(compiled(arg).numpy(), eager)

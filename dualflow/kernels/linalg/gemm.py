@@ -6,9 +6,9 @@ machine's cores busy (46-105 GFLOP/s against 140-190 for the one GEMM, 16 x 64 x
 float32 on 2 cores). A few rows times a transposed matrix (``x @ W.T`` of a linear layer on a
 small batch, an LSTM step) runs on ``thin_gemm``'s register tiles up to the row count they beat
 the BLAS on this machine (W read where it lies, never packed), else as ``(W @ x.T).T`` up to the
-row count this machine's BLAS runs faster so (``thin_rows``, measured: OpenBLAS on one Zen 4 ran the
-first form at half the
-rate, 16 x 256 x 1024 float32: 205 against 116 us on one thread, 133 against 64 on two).
+row count this machine's BLAS runs faster so (``thin_rows``, measured: OpenBLAS on one Zen 4 ran
+the first form at half the rate, 16 x 256 x 1024 float32: 205 against 116 us on one thread, 133
+against 64 on two).
 A batch of small products (attention's (N*heads, L, hd) @ (N*heads, hd, L)) is split over the
 native crew's threads where its float32 matrices go to BLAS as they are (``batched_native``),
 else over the kernel threads (``batch_parts``): OpenBLAS runs a GEMM of at most 4 * 65536

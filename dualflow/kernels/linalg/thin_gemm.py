@@ -15,8 +15,9 @@ compiled.
 
 from __future__ import annotations
 
-import functools
+import bisect
 import hashlib
+import itertools
 import math
 from pathlib import Path
 from typing import Any
@@ -85,17 +86,17 @@ def tiles(w, xt, out, vectors, lo, hi):  # pragma: no cover - runs compiled
     m, width = out.shape[0], xt.shape[1]
     rows = ACCUMULATORS // vectors
     block = np.empty(rows * width, np.float32)
-    pad = np.zeros((rows, k), np.float32)  # the last tile's rows, where N is no multiple
-    at_w, at_pad = np.int64(w.ctypes.data), np.int64(pad.ctypes.data)  # numba's are unsigned
-    at_xt, at_block = np.int64(xt.ctypes.data), np.int64(block.ctypes.data)
+    at_w, at_xt = np.int64(w.ctypes.data), np.int64(xt.ctypes.data)  # numba's are unsigned
+    at_block = np.int64(block.ctypes.data)
     for t in range(lo, hi):
         j0 = t * rows
         count = min(rows, n - j0)
-        source = at_w + j0 * k * 4
-        if count < rows:
+        if count < rows:  # the last tile, where N is no multiple of its rows: zeros pad it
+            pad = np.zeros((rows, k), np.float32)
             pad[:count] = w[j0:n]
-            source = at_pad
-        _tile(vectors, k, source, k, at_xt, width, at_block)
+            _tile(vectors, k, np.int64(pad.ctypes.data), k, at_xt, width, at_block)
+        else:
+            _tile(vectors, k, at_w + j0 * k * 4, k, at_xt, width, at_block)
         for r in range(count):
             for i in range(m):
                 out[i, j0 + r] = block[r * width + i]
@@ -109,12 +110,6 @@ def entry(block: np.ndarray) -> None:  # pragma: no cover - runs compiled, on a 
     xt = numba.carray(as_voidptr(block[XT_AT]), (k, vectors * LANES), np.float32)
     out = numba.carray(as_voidptr(block[OUT_AT]), (m, n), np.float32)
     tiles(w, xt, out, vectors, block[LO], block[HI])
-
-
-@functools.cache
-def _entry_at() -> int:
-    # the entry point's address: looked up once a process (a lookup costs more than a call)
-    return native_crew.entry_address(entry)
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -139,7 +134,7 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
     if crew is not None and batched_native.split_pays(crew, 2 * m * k * w.shape[0]):
         addresses = (w.ctypes.data, xt.ctypes.data, out.ctypes.data)
         block = np.array([0, count, w.shape[0], k, m, vectors, *addresses], np.int64)
-        if crew_ranges.run(crew, _entry_at(), block):
+        if crew_ranges.run(crew, crew_ranges.entry_at(entry), block):
             return out
     tiles(w, xt, out, vectors, 0, count)
     return out
@@ -148,8 +143,8 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray | None = None) -> np.nd
 def takes(a: Any, b: Any, out: Any = None) -> bool:
     """Whether ``matmul`` takes this product, here: numpy float32 ``a`` (M, K) C-ordered, ``b``
     (K, N) whose transpose is C-ordered, ``1 <= M <= row_limit(K)``, K and N at least
-    ``MIN_SIDE``, ``out``
-    None or a C-ordered float32 (M, N) array.
+    ``MIN_SIDE``, ``out`` None or a C-ordered float32 (M, N) array. Every numpy product asks
+    (eager dispatch and plans): the cheapest refusals come first.
 
     Example:
         >>> a, w = np.ones((4, 64), np.float32), np.ones((80, 64), np.float32)
@@ -158,17 +153,20 @@ def takes(a: Any, b: Any, out: Any = None) -> bool:
     """
     if type(a) is not np.ndarray or type(b) is not np.ndarray or a.ndim != 2 or b.ndim != 2:
         return False
-    if a.dtype != np.float32 or b.dtype != np.float32 or not a.flags.c_contiguous:
+    (m, k), n = a.shape, b.shape[1]
+    if not 1 <= m <= 4 * LANES or min(k, n) < MIN_SIDE:
         return False
-    if not b.T.flags.c_contiguous or min(b.shape) < MIN_SIDE:
-        return False
-    if not 1 <= a.shape[0] <= row_limit(a.shape[1]):
+    if a.dtype != np.float32 or b.dtype != np.float32 or b.strides != (4, 4 * k):
+        return False  # (the strides of W.T with W (N, K) C-ordered)
+    if not a.flags.c_contiguous or m > row_limit(k):
         return False
     if out is None:
         return True
-    return (
-        out.dtype == np.float32 and out.flags.c_contiguous and out.shape == (a.shape[0], b.shape[1])
-    )
+    if out.dtype != np.float32 or not out.flags.c_contiguous or out.shape != (m, n):
+        return False
+    # the tiles write out while they read the operands: numpy's matmul copies an overlapping
+    # operand, the route leaves such a call to it
+    return not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
 
 
 def scratch_bytes(m: int, k: int) -> int:
@@ -246,6 +244,10 @@ _ROWS = PerMachine(
 )
 
 
+_BETWEEN = [math.sqrt(a[0] * b[0]) for a, b in itertools.pairwise(PROBES)]
+"""The K where one probe's K stops being the nearest (on a log scale) and the next one's is."""
+
+
 def row_limit(k: int) -> int:
     """The largest row count this machine runs faster by the tiles for products of K = ``k``:
     ``thin_rows.choose`` of ``measure`` at the probe nearest ``k`` (on a log scale), 0: never.
@@ -256,9 +258,7 @@ def row_limit(k: int) -> int:
         >>> row_limit(1000) in (0, *CANDIDATES), row_limit(64) in (0, *CANDIDATES)
         (True, True)
     """
-    limits = _ROWS.get()
-    nearest = min(range(len(PROBES)), key=lambda i: abs(math.log(k / PROBES[i][0])))
-    return limits[nearest]
+    return _ROWS.get()[bisect.bisect(_BETWEEN, k)]
 
 
 def max_rows() -> int:
@@ -292,5 +292,5 @@ def warm() -> None:
     xt = np.zeros((MIN_SIDE, LANES), np.float32)
     pack(x, xt)
     tiles(w, xt, np.empty((1, MIN_SIDE), np.float32), 1, 0, 1)
-    _entry_at()
+    crew_ranges.entry_at(entry)
     crew_ranges.warm()
