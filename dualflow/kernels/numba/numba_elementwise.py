@@ -26,15 +26,14 @@ from dualflow.kernels.base import native_crew, numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR, machine_constants
 from dualflow.kernels.expr.expression import number_source
-from dualflow.kernels.expr.kernel_work import work_ratio
+from dualflow.kernels.expr.kernel_work import compute_bound, work_ratio
 from dualflow.kernels.expr.scalar_table import FUNCTIONS
 from dualflow.kernels.expr.typed_program import Program, Ref, Step, lower_expr
-from dualflow.kernels.numba import flat_view, native_split
+from dualflow.kernels.numba import flat_view, native_split, wide_vectors
 from dualflow.kernels.numba.broadcast_nest import collapse, render_nest
 from dualflow.kernels.numba.small_call_runner import small_flat_runner
 
-# Each kernel module holds ~1.1 MB of numba state; the least recently used beyond this are
-# dropped (plans that use one keep their own reference).
+# Each kernel module holds ~1.1 MB of numba state: the least recently used beyond this dropped
 MAX_MODULES = 128
 _MODULES: OrderedDict[str, Any] = OrderedDict()
 _MODULES_LOCK = threading.Lock()
@@ -134,6 +133,7 @@ def render_source(
     names = [f"in{k}" for k in range(len(program.in_dtypes))]
     steps = render_steps(program, consts)
     store = f"out[{{}}] = t{len(program.steps) - 1}"
+    wide = flat is not None and compute_bound(program)  # memory-bound loops lose at 512 bits
     if flat is None:
         refs = [
             {r[1] if r[0] == "in" else -1 - r[1] for r in step.operands if r[0] != "const"}
@@ -141,9 +141,9 @@ def render_source(
         ]
         body = render_nest(steps, refs, nest, store, from_out)
     else:
-        body = _flat_body(program, flat, steps, from_out, store)
+        body = _flat_body(program, flat, steps, from_out, store, wide)
     flat_imports = (flat_view.IMPORT, native_crew.IMPORT) if flat is not None else ()
-    lines = header([], imports(program) + flat_imports)
+    lines = header([], imports(program) + flat_imports + (wide_vectors.IMPORT,) * wide)
     suffix = "_" if flat is not None else ""  # flat: any-shape operands the body flattens
     names = [f"{name}{suffix}" for name in ["out", *names]]
     params = names + [f"_c{k}" for k in range(len(consts))]
@@ -156,16 +156,16 @@ def render_source(
 
 
 def _flat_body(
-    program: Program, flat: tuple, steps: list[str], from_out: int | None, store: str
+    program: Program, flat: tuple, steps: list[str], from_out: int | None, store: str, wide: bool
 ) -> list[str]:
-    """The indented body of a flat kernel (``render_source``)."""
+    """The indented body of a flat kernel (``render_source``), at the widest vectors if ``wide``."""
     # One-element inputs and the steps that need nothing else are computed once, before the
     # loop: when ``out`` is an input's own array (a donated update), LLVM cannot prove they are
     # loop-invariant and would reload and recompute them per element (47x slower).
     # C-ordered operands of any shape, flattened here rather than by the caller: a small call
     # passes its arrays as they are (ravel and reshape in Python cost ~1 us of a ~2.5 us call;
     # the runner copies any other layout C-ordered first, as ``ravel`` would).
-    before = ["out = flat_view(out_)"]
+    before = ["wide_vectors()"] * wide + ["out = flat_view(out_)"]
     before += [f"in{k} = flat_view(in{k}_)" for k in range(len(flat))]
     before += [f"x{k} = in{k}[0]" for k, full in enumerate(flat) if not full]
     loads = [
@@ -296,7 +296,7 @@ def load_module(source: str) -> Any:
     return module
 
 
-_ndarray = np.ndarray
+_ndarray = np.ndarray  # (read at every call)
 
 
 def _flat_copy(value: Any) -> Any:
