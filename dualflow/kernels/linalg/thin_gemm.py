@@ -57,17 +57,15 @@ def _kernel(py_func: Any) -> Any:
 
 @numba.njit(inline="always")
 def _tile(vectors, k, s, s_rows, v, v_rows, c):  # pragma: no cover - runs compiled
-    # the tile of ``vectors`` vectors: each is its own intrinsic (rows_for(vectors) rows),
-    # s's rows contiguous, c a contiguous block
-    width = vectors * LANES
+    # the tile of ``vectors`` vectors: each is its own intrinsic (rows_for(vectors) rows)
     if vectors == 1:
-        _T1(k, s, s_rows, 1, v, v_rows, c, width)
+        _T1(k, s, s_rows, v, v_rows, c)
     elif vectors == 2:
-        _T2(k, s, s_rows, 1, v, v_rows, c, width)
+        _T2(k, s, s_rows, v, v_rows, c)
     elif vectors == 3:
-        _T3(k, s, s_rows, 1, v, v_rows, c, width)
+        _T3(k, s, s_rows, v, v_rows, c)
     else:
-        _T4(k, s, s_rows, 1, v, v_rows, c, width)
+        _T4(k, s, s_rows, v, v_rows, c)
 
 
 @_kernel

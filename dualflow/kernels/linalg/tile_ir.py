@@ -48,7 +48,7 @@ def _broadcast(builder: Any, scalar: Any, vector: ir.VectorType) -> Any:
 
 def _codegen(rows: int, vectors: int) -> Any:
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        k, s, s_rows, s_step, v, v_rows, c, c_rows = args
+        k, s, s_rows, v, v_rows, c = args
         vec = ir.VectorType(_F32, LANES)
         fma = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(vec, [vec] * 3), f"llvm.fma.v{LANES}f32"
@@ -73,9 +73,7 @@ def _codegen(rows: int, vectors: int) -> Any:
                 for j in range(vectors)
             ]
             for r in range(rows):
-                at = builder.add(
-                    builder.mul(ir.Constant(_I64, r), s_rows), builder.mul(loop.index, s_step)
-                )
+                at = builder.add(builder.mul(ir.Constant(_I64, r), s_rows), loop.index)
                 scalar = _broadcast(builder, builder.load(builder.gep(s_base, [at])), vec)
                 for j in range(vectors):
                     builder.store(
@@ -84,10 +82,7 @@ def _codegen(rows: int, vectors: int) -> Any:
         c_base = builder.inttoptr(c, _F32.as_pointer())
         for r in range(rows):
             for j in range(vectors):
-                at = builder.add(
-                    builder.mul(ir.Constant(_I64, r), c_rows), ir.Constant(_I64, j * LANES)
-                )
-                place = builder.gep(c_base, [at])
+                place = builder.gep(c_base, [ir.Constant(_I64, (r * vectors + j) * LANES)])
                 builder.store(
                     builder.load(acc[r][j]), builder.bitcast(place, vec.as_pointer()), align=4
                 )
@@ -98,38 +93,26 @@ def _codegen(rows: int, vectors: int) -> Any:
 
 @functools.cache
 def tile(rows: int, vectors: int) -> Any:
-    """The intrinsic ``tile(k, s, s_rows, s_step, v, v_rows, c, c_rows)``: for r < rows and
-    lanes l < ``vectors * LANES``, ``c[r * c_rows + l] = sum over i < k of s[r * s_rows + i *
-    s_step] * v[i * v_rows + l]`` (each a chain of FMAs from +0.0 in order of i), every argument
-    an int64 (addresses of float32 data; strides in elements).
+    """The intrinsic ``tile(k, s, s_rows, v, v_rows, c)``: for r < rows and lanes l <
+    ``vectors * LANES``, ``c[r * width + l] = sum over i < k of s[r * s_rows + i] * v[i * v_rows
+    + l]`` (each a chain of FMAs from +0.0 in order of i), every argument an int64 (addresses of
+    float32 data, row strides in elements; ``c`` a contiguous rows x width block).
 
     Example:
         >>> import numba, numpy as np
         >>> t = tile(2, 1)
         >>> @numba.njit
         ... def run(s, v, c):
-        ...     k, w = s.shape[1], v.shape[1]
-        ...     t(k, s.ctypes.data, k, 1, v.ctypes.data, w, c.ctypes.data, w)
+        ...     t(s.shape[1], s.ctypes.data, s.shape[1], v.ctypes.data, v.shape[1], c.ctypes.data)
         >>> s, v = np.ones((2, 3), np.float32), np.ones((3, LANES), np.float32)
         >>> c = np.zeros((2, LANES), np.float32); run(s, v, c); float(c.sum()) == 3 * 2 * LANES
         True
     """
 
     @intrinsic
-    def gemm_tile(
-        typingctx: Any,
-        k: Any,
-        s: Any,
-        s_rows: Any,
-        s_step: Any,
-        v: Any,
-        v_rows: Any,
-        c: Any,
-        c_rows: Any,
-    ) -> Any:
-        args = (k, s, s_rows, s_step, v, v_rows, c, c_rows)
-        if not all(isinstance(a, types.Integer) for a in args):
+    def gemm_tile(typingctx: Any, k: Any, s: Any, s_rows: Any, v: Any, v_rows: Any, c: Any) -> Any:
+        if not all(isinstance(a, types.Integer) for a in (k, s, s_rows, v, v_rows, c)):
             return None
-        return types.void(*[types.int64] * 8), _codegen(rows, vectors)
+        return types.void(*[types.int64] * 6), _codegen(rows, vectors)
 
     return gemm_tile
