@@ -25,6 +25,7 @@ from dualflow._undo import UndoLog
 from dualflow.background import blas_cores
 from dualflow.debug import check_rules
 from dualflow.kernels.linalg import thin_gemm
+from dualflow.kernels.numba import numba_elementwise
 from dualflow.tracer.lazy_choice import EAGER, LAZY, LazyOrEager
 from tests.tracer.fuzz.bits import first_difference
 from tests.tracer.fuzz.build import Program, build
@@ -81,8 +82,23 @@ def run(
     mismatch), or with ``keep_outputs=False`` copies, so the next call may write the dropped
     arrays again (``runtime.memory``'s recycled outputs). ``between(call)`` runs before each
     call (a test waiting for background compiles)."""
-    with blas_table(spec.blas_table), thin_tiles(spec.tiles):
+    with blas_table(spec.blas_table), thin_tiles(spec.tiles), wide_vectors(spec.wide):
         return _run(spec, passes, keep_outputs, between, lazy)
+
+
+@contextlib.contextmanager
+def wide_vectors(on: bool) -> Iterator[None]:
+    """Inside, when ``on``: every flat fused kernel rendered loops at the widest vectors,
+    memory-bound ones too (new kernel sources: compiled afresh, eager's and the plans')."""
+    if not on:
+        yield
+        return
+    saved = numba_elementwise.compute_bound
+    numba_elementwise.compute_bound = lambda program: True
+    try:
+        yield
+    finally:
+        numba_elementwise.compute_bound = saved
 
 
 @contextlib.contextmanager

@@ -111,6 +111,7 @@ def specs(
         optimizer=None,
         blas_table=draw(st.integers(0, 1)),
         tiles=draw(st.booleans()),
+        wide=draw(st.booleans()),
     )
     if mode == "eval":
         return spec

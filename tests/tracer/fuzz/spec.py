@@ -51,6 +51,8 @@ class Spec:
     OpenBLAS's kernel tables this CPU can run both runs use (0: the running one; the process's
     table is chosen by measurement at import, ``kernels.base.blas_core``). ``tiles``: few-row
     products ``x @ W.T`` run on ``kernels.linalg.thin_gemm``'s tiles whatever their size.
+    ``wide``: flat fused kernels loop at the widest vectors whatever their work
+    (``kernels.numba.wide_vectors``; memory-bound ones otherwise keep LLVM's width).
     Everything random (parameters, data, dropout keys) comes from ``seed``, so two builds of a
     spec start identical.
     """
@@ -66,6 +68,7 @@ class Spec:
     mode: str = "train"
     blas_table: int = 0
     tiles: bool = False
+    wide: bool = False
 
     @property
     def calls(self) -> int:

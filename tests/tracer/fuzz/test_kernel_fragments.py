@@ -149,3 +149,27 @@ def test_few_row_products_on_the_register_tiles_compile_as_eager(
     )
     _assert_compiled_as_eager(spec)
     assert calls, "no product ran on the tiles"
+
+
+def test_memory_bound_kernels_at_the_widest_vectors_compile_as_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the fuzzer's ``wide`` dimension, fixed: every flat fused kernel (the SGD update, ReLU's
+    # gradient, the residual adds) at 512 bits on AVX-512, eager and compiled
+    from dualflow.kernels.numba import numba_elementwise
+
+    rendered: list[bool] = []
+    body = numba_elementwise._flat_body
+    monkeypatch.setattr(
+        numba_elementwise, "_flat_body", lambda *a: rendered.append(a[-1]) or body(*a)
+    )
+    spec = Spec(
+        29,
+        width=32,
+        batches=(64, 64, 48, 64),
+        body=(Piece.of("matmul", kind="linear"), Piece.of("unary", kind="relu")),
+        dtype="float32",
+        wide=True,
+    )
+    _assert_compiled_as_eager(spec)
+    assert rendered and all(rendered), "no flat kernel rendered at the widest vectors"
