@@ -1,4 +1,4 @@
-"""Flat kernels at the CPU's widest vectors (kernels/numba/wide_vectors.py): the attribute reaches
+"""Flat kernels at the CPU's widest vectors (kernels/base/wide_vectors.py): the attribute reaches
 the function's IR, the flat kernels carry it, and it never changes a result's bits."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from dualflow.graph_ir import Graph, GraphBuilder
-from dualflow.kernels.numba import numba_elementwise, wide_vectors
+from dualflow.kernels.base import wide_vectors
+from dualflow.kernels.numba import numba_elementwise
 from tests.kernels.fused_programs import Fused, arith_chain, fused_nodes, op_graph, tanh_chain
 
 AVX512 = bool(llvm.get_host_cpu_features().get("avx512f", False))
@@ -71,7 +72,7 @@ def test_memory_bound_flat_kernels_keep_llvms_width() -> None:
 
 @pytest.mark.skipif(not AVX512, reason="512-bit vectors need AVX-512")
 def test_a_flat_kernels_loop_runs_on_512_bit_registers(monkeypatch: pytest.MonkeyPatch) -> None:
-    (fused,) = fused_nodes(tanh_chain((64,)))
+    (fused,) = fused_nodes(arith_chain((64,), "float32", None))
     x = np.linspace(-3, 3, 4096, dtype=np.float32)
     asm = {}
     for wide in (True, False):

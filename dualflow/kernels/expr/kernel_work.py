@@ -40,7 +40,7 @@ def work_ratio(program: Program) -> float:
 def compute_bound(program: Program) -> bool:
     """Whether the kernel computes longer than it moves an element: its steps' weights summed
     exceed a copy's (this machine's, ``work_weights``). Such loops run at the widest vectors
-    (``numba.wide_vectors``); a memory-bound loop at 512 bits lost 3-8% to split cache lines.
+    (``base.wide_vectors``); a memory-bound loop at 512 bits lost 3-8% to split cache lines.
 
     Example:
         >>> from dualflow.kernels.expr.typed_program import lower_expr

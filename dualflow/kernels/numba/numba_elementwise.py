@@ -22,14 +22,14 @@ import numpy as np
 
 from dualflow.disk_cache import open_store
 from dualflow.errors import KERNEL_MODULE_PREFIX
-from dualflow.kernels.base import native_crew, numba_cache
+from dualflow.kernels.base import native_crew, numba_cache, wide_vectors
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR, machine_constants
 from dualflow.kernels.expr.expression import number_source
 from dualflow.kernels.expr.kernel_work import compute_bound, work_ratio
 from dualflow.kernels.expr.scalar_table import FUNCTIONS
 from dualflow.kernels.expr.typed_program import Program, Ref, Step, lower_expr
-from dualflow.kernels.numba import flat_view, native_split, wide_vectors
+from dualflow.kernels.numba import flat_view, native_split
 from dualflow.kernels.numba.broadcast_nest import collapse, render_nest
 from dualflow.kernels.numba.small_call_runner import small_flat_runner
 

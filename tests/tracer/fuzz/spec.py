@@ -52,7 +52,7 @@ class Spec:
     table is chosen by measurement at import, ``kernels.base.blas_core``). ``tiles``: few-row
     products ``x @ W.T`` run on ``kernels.linalg.thin_gemm``'s tiles whatever their size.
     ``wide``: flat fused kernels loop at the widest vectors whatever their work
-    (``kernels.numba.wide_vectors``; memory-bound ones otherwise keep LLVM's width).
+    (``kernels.base.wide_vectors``; memory-bound ones otherwise keep LLVM's width).
     Everything random (parameters, data, dropout keys) comes from ``seed``, so two builds of a
     spec start identical.
     """

@@ -2,12 +2,14 @@
 LLVM to vectorize that kernel's loops with 512-bit registers where the CPU has AVX-512.
 
 LLVM's tuning for Intel's AVX-512 cores (Skylake-X to Sapphire Rapids) prefers 256-bit vectors,
-a choice made when 512-bit instructions lowered the clock of the whole core. For long loops of
-float32 arithmetic that costs time: a fused ``tanh`` chain took 0.78 ns an element at 256 bits
-and 0.66 at 512 on one core of a Sapphire Rapids guest (design notes, "Flat kernels at 512
-bits"). Setting the preference process-wide (numba's ``CPU_FEATURES``) also widened short loops
-(convolution tiles, per-channel loops), whose remainders then ran scalar, and made those steps
-slower; so it is a per-kernel attribute, for kernels whose loop runs over a whole array.
+a choice made when 512-bit instructions lowered the clock of the whole core. For loops that
+compute more than they move that costs time: a fused ``tanh`` chain took 0.78 ns an element at
+256 bits and 0.66 at 512 on one core of an AVX-512 Xeon guest (design notes, "Flat kernels at
+512 bits"). Memory-bound loops lose a little instead (an SGD update over 784K elements, 246
+against 254-265 us: every 64-byte access of an array 16 bytes off a cache line splits two
+lines), and setting the preference process-wide (numba's ``CPU_FEATURES``) also widened short
+loops whose remainders then ran scalar. So it is a per-kernel attribute, which the flat fused
+kernels take where their measured work exceeds a copy's (``kernel_work.compute_bound``).
 
 The attribute changes which vector instructions run, never an operation's rounding: the loops
 have no fast-math flags, so every element is computed by the same IEEE operations in the same
@@ -55,6 +57,6 @@ __test__ = {"wide_vectors": wide_vectors.__doc__}  # doctest does not look into 
 FINGERPRINT = hashlib.sha256(
     code_fingerprint(_wide_vectors_typer.__code__) + ATTRIBUTE.encode()
 ).hexdigest()[:16]
-IMPORT = f"from dualflow.kernels.numba.wide_vectors import wide_vectors  # {FINGERPRINT}"
+IMPORT = f"from dualflow.kernels.base.wide_vectors import wide_vectors  # {FINGERPRINT}"
 """The line a generated flat kernel imports ``wide_vectors`` with (its fingerprint: a changed
 attribute is a new kernel source, never stale cached machine code)."""
