@@ -3,6 +3,8 @@ the function's IR, the flat kernels carry it, and it never changes a result's bi
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import llvmlite.binding as llvm
 import numba
 import numpy as np
@@ -29,6 +31,13 @@ def _marked(a):
 def _unmarked(a):
     for i in range(a.size):
         a[i] = a[i] * np.float32(0.5) + np.float32(1.0)
+
+
+@pytest.fixture(autouse=True)
+def _own_modules(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel modules these tests load stay theirs: a later test loading the same source
+    (test_fused_kernels checks that its kernel reaches its own store) finds none in memory."""
+    monkeypatch.setattr(numba_elementwise, "_MODULES", OrderedDict())
 
 
 def sgd_update(shape: tuple[int, ...]) -> Graph:

@@ -50,5 +50,4 @@ def compute_bound(program: Program) -> bool:
         >>> compute_bound(add), compute_bound(exp) == (2 * work_weights().exp > 1)
         (False, True)
     """
-    weights = work_weights()
-    return sum(weights.of(step.fn) for step in program.steps) > 1.0
+    return work_ratio(program) > 1.0  # the ratio's floor is the copy: above it, compute

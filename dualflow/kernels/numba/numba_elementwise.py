@@ -33,7 +33,7 @@ from dualflow.kernels.numba import flat_view, native_split
 from dualflow.kernels.numba.broadcast_nest import collapse, render_nest
 from dualflow.kernels.numba.small_call_runner import small_flat_runner
 
-# Each kernel module holds ~1.1 MB of numba state: the least recently used beyond this dropped
+# ~1.1 MB of numba state a module: the least recently used beyond this dropped (plans keep theirs)
 MAX_MODULES = 128
 _MODULES: OrderedDict[str, Any] = OrderedDict()
 _MODULES_LOCK = threading.Lock()
