@@ -29,15 +29,17 @@ def _values(rng: np.random.Generator, shape: tuple, dtype: str) -> np.ndarray:
     shape=st.lists(st.integers(1, 6), min_size=0, max_size=4).map(tuple),
     dtype=st.sampled_from(["float32", "float64"]),
     flip=st.booleans(),
+    gap=st.booleans(),
     threads=st.integers(1, 3),
     seed=st.integers(0, 2**16),
 )
-def test_pieces_plus_zero_have_numpys_bits(shape, dtype, flip, threads, seed) -> None:
+def test_pieces_plus_zero_have_numpys_bits(shape, dtype, flip, gap, threads, seed) -> None:
     rng = np.random.default_rng(seed)
     piece = _values(rng, shape[::-1] if flip else shape, dtype)
     piece = piece.T if flip else piece  # a strided source, as attention's transposed heads
     wide = np.full((*shape[:-1], 2 * shape[-1]) if shape else (), np.nan, dtype)
-    place = wide[..., ::2] if shape else wide  # a strided destination, as a slice of the result
+    # a destination strided on its last axis, or unit-stride there as a slice of the result
+    place = (wide[..., ::2] if gap else wide[..., : shape[-1]]) if shape else wide
     want = np.add(piece, 0.0)
     parts: list[int] = []
     run = slice_pieces.run_parts
@@ -61,3 +63,20 @@ def test_what_the_kernel_does_not_take_is_left_untouched() -> None:
     assert not slice_pieces.add_zero(np.zeros(2, np.float32), np.ones(3, np.float32))
     assert not slice_pieces.add_zero(np.zeros(0, np.float32), np.ones(0, np.float32))
     assert not out.any()
+
+
+@pytest.mark.parametrize("length", [64, 37])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_attentions_pieces_take_the_contiguous_paths(length, dtype) -> None:
+    # the query's gradient (N*heads, L, hd) and the key's, written transposed (N*heads, hd, L),
+    # each viewed as (L, N, heads, hd) into its third of an (L, N, 3E) result: the runs and
+    # the blocked transpose, with whole blocks and a remainder (37 = 2 * 16 + 5)
+    rng = np.random.default_rng(length)
+    n, heads, hd = 3, 2, length
+    out = np.full((length, n, 3 * heads * hd), np.nan, dtype)
+    query = _values(rng, (n, heads, length, hd), dtype).transpose(2, 0, 1, 3)
+    key = _values(rng, (n, heads, hd, length), dtype).transpose(3, 0, 1, 2)
+    for k, piece in enumerate((query, key, query)):
+        place = out[..., k * heads * hd : (k + 1) * heads * hd].reshape(length, n, heads, hd)
+        assert slice_pieces.add_zero(place, piece)
+        assert place.tobytes() == np.add(piece, 0.0).tobytes()
