@@ -63,11 +63,16 @@ YIELD_EVERY = 64
 lingers: a thread of another pool woken on its CPU (OpenBLAS's, ``cpu_threads``') runs within
 a microsecond instead of sharing the CPU with the watch for the rest of the linger."""
 WORDS = 16
-LINGER_S = 200e-6
-"""How long a worker watches for the next part before it sleeps: a plan's kernel calls come
-5-20 us apart, or after a call of up to ~0.2 ms that did not split; with 50 us the crew slept
-at most calls of a transformer step. While it watches it yields its CPU to any other thread
-(``YIELD_EVERY``), so another pool's threads are not held back."""
+LINGER_S = 1e-3
+"""How long a worker watches for the next part before it sleeps. A plan's kernel calls come
+5-20 us apart, or after a call that did not split: a GEMM on OpenBLAS's threads (0.5-2.5 ms in
+the MLP and language-model steps). A worker that sleeps through such a GEMM costs the next
+split a wake-up (30-90 us on a KVM guest whose idle CPUs halt), and its CPU halting costs
+OpenBLAS's worker the same at the next GEMM: with 200 us the MLP step (five GEMMs of 0.6-0.8
+ms between its fused kernels) took 4.61-4.75 ms against 4.26-4.62 with 1 ms (alternated
+processes, medians of 300 steps; the transformer, LSTM, small CNN, elementwise and
+gradient-penalty steps within their noise). While it watches it yields its CPU to any other
+thread (``YIELD_EVERY``), so another pool's threads are not held back."""
 CALLER_WAIT_S = 1e-3  # the caller's watch for a worker's part, before it sleeps on the futex
 SERVICE = "native-crew"
 ENV = "DUALFLOW_NATIVE_THREADS"
