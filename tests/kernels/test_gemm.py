@@ -75,3 +75,18 @@ def test_few_rows_times_a_transposed_matrix_is_computed_transposed(monkeypatch) 
     wide = rng.normal(size=(gemm.thin_rows() + 1, 5))
     assert not gemm.thin_times_transposed(wide, w.T)
     assert not gemm.thin_times_transposed(wide[:2], np.ascontiguousarray(w.T))
+
+
+def test_a_gemm_for_blas_threads_wakes_the_crew_after_it(monkeypatch) -> None:
+    # products beyond OpenBLAS's one-thread size (a stack of rows or a plain 2-D product) nudge
+    # the crew once they return; small ones and batches of small matrices do not
+    nudges: list[int] = []
+    monkeypatch.setattr(gemm.native_crew, "nudge", lambda: nudges.append(1))
+    big = np.ones((64, 128), np.float32)
+    gemm.matmul(np, big, np.ones((128, 64), np.float32))  # 64 * 128 * 64 > SMALL_MNK
+    assert nudges == [1]
+    gemm.matmul(np, big.reshape(2, 32, 128), np.ones((128, 64), np.float32))
+    assert nudges == [1, 1]
+    gemm.matmul(np, np.ones((4, 8), np.float32), np.ones((8, 4), np.float32))
+    gemm.matmul(np, np.ones((3, 8, 8), np.float32), np.ones((3, 8, 8), np.float32))
+    assert nudges == [1, 1]

@@ -57,6 +57,27 @@ def test_a_sleeping_worker_is_woken_by_a_post_and_wakes_a_sleeping_caller() -> N
         crew.close()
 
 
+def test_a_nudge_wakes_a_sleeping_worker_without_work() -> None:
+    crew = NativeCrew(1)
+    try:
+        deadline = time.monotonic() + 5.0
+        while crew.awake() and time.monotonic() < deadline:  # it lingers, then sleeps
+            time.sleep(LINGER_S)
+        assert not crew.awake()
+        crew.nudge()
+        deadline = time.monotonic() + 5.0
+        while not crew.awake() and time.monotonic() < deadline:
+            time.sleep(1e-5)
+        assert crew.awake()  # watching again, for another linger
+        assert crew.ctls[0, POSTED] == crew.ctls[0, DONE] == 0  # and it ran nothing
+        block = np.zeros(1, np.int64)
+        wait_done(crew.ctls[0], post(crew.ctls[0], EMPTY, block), 1 << 20)
+        assert block[0] == 1  # the next part runs as ever
+    finally:
+        crew.close()
+    crew.nudge()  # a closed crew: nothing to wake, no error
+
+
 def test_the_crew_follows_the_owner_thread_count_and_shutdown() -> None:
     with process.using_threads(1):
         assert native_crew.crew() is None  # one thread: nothing splits

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.base import native_crew
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
 from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.kernels.linalg import batched_native, thin_gemm
@@ -150,13 +151,22 @@ def matmul(xp: Any, a: Any, b: Any, out: Any = None) -> Any:
         parts = batch_parts(xp, a, b, out)
         if parts > 1:
             return _split_batch(xp, a, b, out, parts)
-        return xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out)
+        return _nudged(xp, a, b, xp.matmul(a, b) if out is None else xp.matmul(a, b, out=out))
     rows = a.reshape(math.prod(a.shape[:-1]), a.shape[-1])  # a copy when the axes do not merge
     shape = (*a.shape[:-1], b.shape[-1])
     if out is None:
-        return xp.matmul(rows, b).reshape(shape)
+        return _nudged(xp, rows, b, xp.matmul(rows, b).reshape(shape))
     if out.flags.c_contiguous:  # a view of out: BLAS writes the result in place
         xp.matmul(rows, b, out=out.reshape(rows.shape[0], b.shape[-1]))
     else:
         out[...] = xp.matmul(rows, b).reshape(shape)
-    return out
+    return _nudged(xp, rows, b, out)
+
+
+def _nudged(xp: Any, a: Any, b: Any, product: Any) -> Any:
+    """``product``, the crew's sleeping workers woken after a GEMM large enough for BLAS's
+    threads (and long enough for the crew to have slept through it): the kernels after it
+    split at once."""
+    if xp is np and a.ndim == 2 and a.shape[0] * a.shape[1] * b.shape[-1] > SMALL_MNK:
+        native_crew.nudge()
+    return product
