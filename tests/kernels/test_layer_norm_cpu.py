@@ -15,8 +15,10 @@ import dualflow
 from dualflow import nn, ops
 from dualflow.background.process import using_threads
 from dualflow.kernels.backend import host_kernels
+from dualflow.kernels.base import native_crew
 from dualflow.kernels.base.cpu_threads import split
-from dualflow.kernels.norm import batch_norm, layer_norm, layer_norm_grad
+from dualflow.kernels.norm import batch_norm, crew_rows, layer_norm, layer_norm_grad
+from dualflow.kernels.numba import native_split
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import apply
 
@@ -101,7 +103,8 @@ def test_the_bits_do_not_depend_on_layout_threads_or_blocks(monkeypatch) -> None
     with using_threads(1):
         one = _both(x, gamma, beta, gy)
     parts: list[int] = []
-    # the row and block splits are batch_norm's run_over_channels
+    # the row and block splits are batch_norm's run_over_channels (the crew's is below)
+    monkeypatch.setattr(crew_rows, "run", lambda *args: False)
     monkeypatch.setattr(batch_norm, "split", lambda n, k: parts.append(k) or split(n, k))
     monkeypatch.setattr(batch_norm, "parts_for", lambda work, minimum: 3)
     with using_threads(2):
@@ -110,6 +113,26 @@ def test_the_bits_do_not_depend_on_layout_threads_or_blocks(monkeypatch) -> None
     fortran = _both(np.asfortranarray(x), gamma, beta, np.asfortranarray(gy))
     for other in (split_runs, fortran):
         assert all(np.array_equal(a, b) for a, b in zip(one, other))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_crews_split_has_the_same_bits_as_one_thread(monkeypatch, dtype) -> None:
+    crew = native_crew.crew()
+    if crew is None:
+        pytest.skip("no native crew on this platform")
+    rng = np.random.default_rng(2)
+    x, gamma, beta = _inputs(rng, (301, 40), 1, dtype)  # 301 rows: 19 blocks, the last short
+    gy = rng.standard_normal(x.shape).astype(dtype)
+    monkeypatch.setattr(crew_rows, "run", lambda *args: False)
+    alone = _both(x, gamma, beta, gy)
+    runs: list[bool] = []
+    monkeypatch.undo()
+    monkeypatch.setattr(native_split, "splits", lambda *args: crew)  # every call splits
+    real = crew_rows.crew_ranges.run
+    monkeypatch.setattr(crew_rows.crew_ranges, "run", lambda *a: runs.append(real(*a)) or runs[-1])
+    split_runs = _both(x, gamma, beta, gy)
+    assert runs == [True, True]  # the forward's rows and the backward's blocks on the crew
+    assert all(np.array_equal(a, b) for a, b in zip(alone, split_runs))
 
 
 def test_row_blocks_follow_the_row_count_only() -> None:

@@ -7,7 +7,8 @@ the activations again. Here a row (the trailing ``gamma.ndim`` axes) is read thr
 it sits in the cache: its mean (float64 sum, vectorized: ``reassoc`` on the sum alone, rounded
 once to x's dtype), its biased variance (the deviations rounded in x's dtype, squared and summed
 in float64, rounded once), then ``y = ((x - mean) * rstd) * gamma + beta`` with ``rstd = 1 /
-sqrt(var + eps)``, every operation rounded in x's dtype. Rows are split over ``cpu_threads``;
+sqrt(var + eps)``, every operation rounded in x's dtype. Rows are split over the native crew
+where its split pays (``crew_rows``), else over ``cpu_threads`` from the machine's ``part_min``;
 each row is one part's alone, so the results never depend on the split, the thread count or the
 input's layout (made C-ordered first), and eager and compiled calls run this same kernel.
 """
@@ -22,6 +23,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from dualflow.kernels.base.crew_ranges import HI, LO
+from dualflow.kernels.base.native_calls import as_voidptr
+from dualflow.kernels.norm import crew_rows
 from dualflow.kernels.norm.batch_norm import channel_kernel, run_over_channels
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -29,6 +33,10 @@ DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # the module's source stands for them
 _DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
 _KERNELS: dict[np.dtype, Any] = {}
+_ENTRIES: dict[np.dtype, Any] = {}
+ROWS, WIDTH, X, GAMMA, BETA, Y, MEAN, RSTD, EPS = range(2, 11)
+"""A crew block's words after ``LO``/``HI``: the row count and width, then the addresses of x,
+gamma, beta, y, mean, rstd and eps (a one-element array)."""
 
 
 def covers(x: Any, gamma: Any, beta: Any) -> bool:
@@ -91,6 +99,29 @@ def _kernel(dtype: np.dtype) -> Any:
     return channel_kernel(_KERNELS, _normalize, dtype, f"k_layernorm{dtype.name}x{_DIGEST}")
 
 
+def _entry_build(dtype: np.dtype) -> Any:
+    """The build (``numba_cache.built_once``'s) of the crew's entry for ``dtype``: ``_normalize``
+    over the rows ``[block[LO], block[HI])`` of the arrays the block names."""
+    normalize, scalar = _kernel(dtype), dtype.type  # built first: the lock is not reentrant
+
+    def build() -> tuple[Any, str]:
+        def entry(block):  # pragma: no cover - runs compiled, on a crew's worker
+            rows, width = block[ROWS], block[WIDTH]
+            x = numba.carray(as_voidptr(block[X]), (rows, width), scalar)
+            gamma = numba.carray(as_voidptr(block[GAMMA]), (width,), scalar)
+            beta = numba.carray(as_voidptr(block[BETA]), (width,), scalar)
+            y = numba.carray(as_voidptr(block[Y]), (rows, width), scalar)
+            mean = numba.carray(as_voidptr(block[MEAN]), (rows,), scalar)
+            rstd = numba.carray(as_voidptr(block[RSTD]), (rows,), scalar)
+            eps = numba.carray(as_voidptr(block[EPS]), (1,), scalar)[0]
+            normalize(x, gamma, beta, eps, y, mean, rstd, block[LO], block[HI])
+
+        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(entry)
+        return kernel, f"k_layernormentry{dtype.name}x{_DIGEST}"
+
+    return build
+
+
 def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> tuple:
     """``(y, mean, rstd)`` of layer norm over ``x``'s trailing ``gamma.ndim`` axes: y in x's
     shape, the statistics in x's shape with those axes 1, all in x's dtype (``covers``).
@@ -107,8 +138,13 @@ def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> t
     y = np.empty_like(x)
     mean, rstd = np.empty(stat_shape, x.dtype), np.empty(stat_shape, x.dtype)
     eps_x = x.dtype.type(eps)  # added in x's dtype, as numpy adds a Python float to float32
-    args = (rows, gamma.reshape(-1), beta.reshape(-1), eps_x, y.reshape(rows.shape))
-    args += (mean.reshape(-1), rstd.reshape(-1))
+    gamma, beta = np.ascontiguousarray(gamma).reshape(-1), np.ascontiguousarray(beta).reshape(-1)
+    args = (rows, gamma, beta, eps_x, y.reshape(rows.shape), mean.reshape(-1), rstd.reshape(-1))
+    eps_held = np.full(1, eps_x)
+    block = np.array([0, 0, *rows.shape, *(a.ctypes.data for a in (*args[:3], *args[4:]))]
+                     + [eps_held.ctypes.data], np.int64)  # fmt: skip
+    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
     # a copy's split threshold: the kernel moves a copy's bytes (its other reads hit the cache)
-    run_over_channels(_kernel(x.dtype), args, rows.shape[0], x.size)
+    if not crew_rows.run(entry_at, block, rows.shape[0], x.size):
+        run_over_channels(_kernel(x.dtype), args, rows.shape[0], x.size)
     return y, mean, rstd

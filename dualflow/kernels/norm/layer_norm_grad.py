@@ -8,7 +8,8 @@ rstd``, every operation rounded in x's dtype. The weight and bias gradients ``Σ
 ``Σ gy`` run over rows: each block of ``block_rows`` consecutive rows adds its rows into its own
 float64 partial sums, and the partials are added block after block, then rounded once. The
 blocks are fixed by the shape, never by the thread count, so the bits are the same on one
-thread or many; blocks are split over ``cpu_threads`` and the inputs are made C-ordered first.
+thread or many; blocks are split over the native crew where its split pays (``crew_rows``),
+else over ``cpu_threads``, and the inputs are made C-ordered first.
 """
 
 from __future__ import annotations
@@ -21,7 +22,10 @@ from typing import Any
 import numba
 import numpy as np
 
-from dualflow.kernels.norm import layer_norm
+from dualflow.kernels.base import numba_cache
+from dualflow.kernels.base.crew_ranges import HI, LO
+from dualflow.kernels.base.native_calls import as_voidptr
+from dualflow.kernels.norm import crew_rows, layer_norm
 from dualflow.kernels.norm.batch_norm import channel_kernel, run_over_channels
 
 DTYPES = layer_norm.DTYPES
@@ -33,6 +37,10 @@ _DIGEST = hashlib.sha256(
     Path(__file__).read_bytes() + Path(layer_norm.__file__).read_bytes()
 ).hexdigest()[:16]
 _KERNELS: dict[np.dtype, Any] = {}
+_ENTRIES: dict[np.dtype, Any] = {}
+ROWS, WIDTH, BLOCKS, BLOCK, GY, X, GAMMA, MEAN, RSTD, GX, WSUM, BSUM = range(2, 14)
+"""A crew block's words after ``LO``/``HI``: the row count, width, block count and rows a block,
+then the addresses of gy, x, gamma, mean, rstd, gx and the two partial sums."""
 
 
 def covers(gy: Any, x: Any, gamma: Any, mean: Any, rstd: Any) -> bool:
@@ -88,6 +96,19 @@ def _row_sums(gy: Any, x: Any, gamma: Any, m: Any, s: Any) -> Any:  # pragma: no
     return total, weighted
 
 
+def _block_totals(partials: Any) -> Any:  # pragma: no cover - runs compiled
+    # the blocks' float64 partial sums added block after block from +0.0 (never in the threads'
+    # order): as numpy's ``total += partials[k]`` for k in order, without a call a block
+    total = np.zeros(partials.shape[1])
+    for k in range(partials.shape[0]):
+        for j in range(partials.shape[1]):
+            total[j] += partials[k, j]
+    return total
+
+
+_block_totals = numba_cache.cached_njit(_block_totals, f"k_layernormtotals_{_DIGEST}")
+
+
 def _gradients(gy, x, gamma, mean, rstd, gx, wsum, bsum, block, lo, hi):  # pragma: no cover
     # blocks lo..hi of (R, D) arrays: each row's gx, and the block's partial weight sums
     rows, width = x.shape
@@ -112,6 +133,31 @@ def _kernel(dtype: np.dtype) -> Any:
     return channel_kernel(_KERNELS, _gradients, dtype, f"k_layernormgrad{dtype.name}x{_DIGEST}")
 
 
+def _entry_build(dtype: np.dtype) -> Any:
+    """The build (``numba_cache.built_once``'s) of the crew's entry for ``dtype``: ``_gradients``
+    over the blocks ``[block[LO], block[HI])`` of the arrays the block names."""
+    gradients, scalar = _kernel(dtype), dtype.type  # built first: the lock is not reentrant
+
+    def build() -> tuple[Any, str]:
+        def entry(block):  # pragma: no cover - runs compiled, on a crew's worker
+            rows, width, blocks = block[ROWS], block[WIDTH], block[BLOCKS]
+            gy = numba.carray(as_voidptr(block[GY]), (rows, width), scalar)
+            x = numba.carray(as_voidptr(block[X]), (rows, width), scalar)
+            gamma = numba.carray(as_voidptr(block[GAMMA]), (width,), scalar)
+            mean = numba.carray(as_voidptr(block[MEAN]), (rows,), scalar)
+            rstd = numba.carray(as_voidptr(block[RSTD]), (rows,), scalar)
+            gx = numba.carray(as_voidptr(block[GX]), (rows, width), scalar)
+            wsum = numba.carray(as_voidptr(block[WSUM]), (blocks, width), np.float64)
+            bsum = numba.carray(as_voidptr(block[BSUM]), (blocks, width), np.float64)
+            size = block[BLOCK]
+            gradients(gy, x, gamma, mean, rstd, gx, wsum, bsum, size, block[LO], block[HI])
+
+        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(entry)
+        return kernel, f"k_layernormgradentry{dtype.name}x{_DIGEST}"
+
+    return build
+
+
 def backward(gy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: Any, rstd: Any) -> tuple:
     """``(gx, ggamma, gbeta)`` of layer norm for the output's gradient ``gy``, given each row's
     ``mean`` and ``rstd`` (``covers``): gx in x's shape, the others in gamma's.
@@ -130,14 +176,17 @@ def backward(gy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: Any, rstd: 
     blocks = -(-rows // block)
     gx = np.empty_like(x)
     wsum, bsum = np.empty((blocks, width)), np.empty((blocks, width))
+    mean, rstd = np.ascontiguousarray(mean), np.ascontiguousarray(rstd)
     args = (gy.reshape(rows, width), x.reshape(rows, width), np.ascontiguousarray(gamma).ravel())
     args += (mean.reshape(-1), rstd.reshape(-1), gx.reshape(rows, width), wsum, bsum, block)
+    words = np.array(
+        [0, 0, rows, width, blocks, block, *(a.ctypes.data for a in args[:-1])], np.int64
+    )
+    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
     # the kernel moves about two copies' bytes (its second reads hit the cache)
-    run_over_channels(_kernel(x.dtype), args, blocks, 2 * x.size)
-    ggamma, gbeta = np.zeros(width), np.zeros(width)
-    for k in range(blocks):  # block after block: the order never depends on the threads
-        ggamma += wsum[k]
-        gbeta += bsum[k]
+    if not crew_rows.run(entry_at, words, blocks, 2 * x.size):
+        run_over_channels(_kernel(x.dtype), args, blocks, 2 * x.size)
+    ggamma, gbeta = _block_totals(wsum), _block_totals(bsum)
     return (
         gx,
         ggamma.astype(x.dtype).reshape(gamma.shape),

@@ -1,0 +1,59 @@
+"""Norm kernels' row (or block) ranges split over the native crew, where its split pays.
+
+``cpu_threads``' workers take a part through a lock and the GIL: each hand-off costs 100-400 us
+on a KVM guest whose idle CPUs halt, so the machine's ``part_min`` (~262K elements a part
+there) kept a layer norm over a transformer's (1024, 256) activations on one thread (0.3 ms
+forward, 0.5 ms backward, eight calls a step). The native crew's workers take a part in a few
+microseconds while they linger (``native_split``'s model decides, as for flat fused kernels).
+A kernel module gives an entry point (its kernel over ``[block[LO], block[HI])`` of arrays whose
+addresses and sizes follow in the block, ``crew_ranges``); each row is one part's alone, so
+the results never depend on the split.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from dualflow.kernels.base import crew_ranges, numba_cache
+from dualflow.kernels.base.crew_ranges import HI, LO
+from dualflow.kernels.base.machine_constants import machine_constants
+from dualflow.kernels.numba import native_split
+from dualflow.kernels.numba.numba_elementwise import _model_module
+
+WORK = 6.0
+"""A row kernel's time an element in copies of one (``native_split``'s unit): a layer norm reads
+a row three times and rounds ~6 operations an element (measured: 0.84 ns an element forward,
+0.75 a moved element backward, against 0.09 for the crew model's in-cache negation). With a
+copy's work the model took a sleeping crew's wake-up as repaid only from 2 x 262K elements."""
+
+
+def run(entry_at: int, block: np.ndarray, count: int, moved: int, work: float = WORK) -> bool:
+    """``[0, count)`` of the kernel behind ``entry_at`` split over the crew (``block``'s
+    ``LO``/``HI`` set here), where ``moved`` elements of ``work`` copies' time each repay the
+    split (``native_split.splits``); False (nothing ran) where they do not, or the crew is
+    taken: the caller runs it another way.
+
+    Example:
+        >>> run(0, np.zeros(2, np.int64), 1, 1)  # one element never splits
+        False
+    """
+    crew = native_split.splits(moved, work, machine_constants().part_min_for(work), _model_module)
+    if crew is None or count < 2:
+        return False
+    block[LO], block[HI] = 0, count
+    return crew_ranges.run(crew, entry_at, block)
+
+
+def entry_point(table: dict, dtype: np.dtype, build: Callable[[], tuple[Any, str]]) -> int:
+    """The address of the entry ``build()`` compiles (``(dispatcher, stem)``) for ``dtype``,
+    built once per process into ``table`` (its machine code in the signed kernels store).
+
+    Example:
+        >>> from dualflow.kernels.norm import layer_norm
+        >>> entry_point({}, np.dtype(np.float32), layer_norm._entry_build(np.dtype(np.float32))) > 0
+        True
+    """
+    return crew_ranges.entry_at(numba_cache.built_once(table, dtype, build))
