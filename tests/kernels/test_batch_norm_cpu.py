@@ -11,7 +11,7 @@ import pytest
 from dualflow.background.process import using_threads
 from dualflow.kernels.backend import host_kernels
 from dualflow.kernels.base.cpu_threads import split
-from dualflow.kernels.norm import batch_norm
+from dualflow.kernels.norm import batch_norm, crew_rows
 from tests.kernels.conv_bn_step import assert_compiled_equals_eager, drawn_inputs
 
 TOL = {np.float32: 2e-5, np.float64: 1e-12}
@@ -50,6 +50,7 @@ def test_the_bits_do_not_depend_on_layout_or_threads(monkeypatch: pytest.MonkeyP
     with using_threads(1):
         one = batch_norm.forward(x, gamma, beta, 1e-5)
     parts = []
+    monkeypatch.setattr(crew_rows, "run", lambda *args: False)  # cpu_threads' split (crew: below)
     monkeypatch.setattr(batch_norm, "split", lambda n, k: parts.append(k) or split(n, k))
     monkeypatch.setattr(batch_norm, "parts_for", lambda work, minimum: 2)  # whatever the size
     with using_threads(2):

@@ -12,7 +12,7 @@ from dualflow import ops
 from dualflow.background.process import using_threads
 from dualflow.kernels.backend import host_kernels
 from dualflow.kernels.base.cpu_threads import split
-from dualflow.kernels.norm import batch_norm, batch_norm_grad
+from dualflow.kernels.norm import batch_norm, batch_norm_grad, crew_rows
 from dualflow.ops import OPS
 from tests.kernels.conv_bn_step import assert_compiled_equals_eager, drawn_inputs
 
@@ -58,6 +58,7 @@ def test_the_bits_do_not_depend_on_layout_or_threads(monkeypatch: pytest.MonkeyP
     with using_threads(1):
         one = _kernel(*ins)
     parts = []
+    monkeypatch.setattr(crew_rows, "run", lambda *args: False)  # cpu_threads' split (crew: below)
     # the channel split is batch_norm's run_over_channels, shared with the forward
     monkeypatch.setattr(batch_norm, "split", lambda n, k: parts.append(k) or split(n, k))
     monkeypatch.setattr(batch_norm, "parts_for", lambda work, minimum: 2)

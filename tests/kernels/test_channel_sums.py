@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 
 from dualflow import ops
 from dualflow.background.process import using_threads
+from dualflow.kernels.base import native_crew
 from dualflow.kernels.base.cpu_threads import run_parts, split
-from dualflow.kernels.norm import channel_sums
+from dualflow.kernels.norm import batch_norm, batch_norm_grad, channel_sums, crew_rows
+from dualflow.kernels.numba import native_split
 
 TOL = {np.float32: 1e-6, np.float64: 1e-13}
 
@@ -43,6 +45,7 @@ def test_the_bits_do_not_depend_on_layout_or_threads(monkeypatch: pytest.MonkeyP
     with using_threads(1):
         one = channel_sums.channel_sums(x, (1,))
     parts = []
+    monkeypatch.setattr(crew_rows, "run", lambda *args: False)  # cpu_threads' split (crew: below)
     monkeypatch.setattr(channel_sums, "run_over_channels", _split_in_two(parts))
     with using_threads(2):
         two = channel_sums.channel_sums(x, (1,))
@@ -89,3 +92,32 @@ def test_sum_to_takes_the_kernel_for_a_bias_gradient() -> None:
     assert np.array_equal(np.asarray(got), want)
     rows = rng.standard_normal((7, 5)).astype(np.float32)
     assert np.array_equal(np.asarray(ops.sum_to(rows, (5,))), rows.sum(axis=0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_channel_kernels_split_on_the_crew_give_one_threads_bits(monkeypatch, dtype) -> None:
+    """Batch norm's forward and backward and the bias gradients' sums, every call split over
+    the native crew (``crew_rows``), against one thread: the same bits."""
+    crew = native_crew.crew()
+    if crew is None:
+        pytest.skip("no native crew on this platform")
+    rng = np.random.default_rng(5)
+    x, gy = (rng.standard_normal((3, 13, 5, 7)).astype(dtype) for _ in range(2))
+    gamma, beta = (rng.standard_normal(13).astype(dtype) for _ in range(2))
+
+    def calls() -> list[np.ndarray]:
+        y, mean, var = batch_norm.forward(x, gamma, beta, 1e-5)
+        inv_std = (1 / np.sqrt(var + dtype(1e-5))).astype(dtype)
+        grads = batch_norm_grad.backward(gy, x, gamma, mean, inv_std)
+        return [y, mean, var, *grads, channel_sums.channel_sums(gy, (1,))]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(crew_rows, "run", lambda *args: False)
+        alone = calls()
+    runs: list[bool] = []
+    real = crew_rows.crew_ranges.run
+    monkeypatch.setattr(native_split, "splits", lambda *args: crew)  # every call splits
+    monkeypatch.setattr(crew_rows.crew_ranges, "run", lambda *a: runs.append(real(*a)) or runs[-1])
+    split_runs = calls()
+    assert runs == [True, True, True]  # each of the three kernels ran on the crew
+    assert all(np.array_equal(a, b) for a, b in zip(alone, split_runs))

@@ -9,8 +9,9 @@ in float64, vectorized (``reassoc`` on the two sums alone, never on the output's
 and each result is rounded once: the mean and variance to x's dtype, then ``(x - mean) * scale
 + beta`` with every operation rounded in x's dtype, as the numpy form does. Eager and compiled
 plans call this same kernel, so they agree bit for bit; the input is made C-ordered first, so the
-bits never depend on its memory layout. Channels are split into ranges over ``cpu_threads``
-for large inputs; each channel is one part's alone, so results never depend on the split.
+bits never depend on its memory layout. Channels are split into ranges over the native crew
+where its split pays (``crew_rows``), else over ``cpu_threads`` for large inputs; each channel
+is one part's alone, so results never depend on the split.
 """
 
 from __future__ import annotations
@@ -24,7 +25,10 @@ import numpy as np
 
 from dualflow.kernels.base import numba_cache
 from dualflow.kernels.base.cpu_threads import parts_for, run_parts, split
+from dualflow.kernels.base.crew_ranges import HI, LO
 from dualflow.kernels.base.machine_constants import machine_constants
+from dualflow.kernels.base.native_calls import as_voidptr
+from dualflow.kernels.norm import crew_rows
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # numba_cache's key covers a kernel's own bytecode, not the functions it calls: this digest of
@@ -139,6 +143,35 @@ def _kernel(dtype: np.dtype) -> Any:
     return channel_kernel(_KERNELS, _normalize, dtype, f"k_batchnorm{dtype.name}x{_DIGEST}")
 
 
+N, C, S, X, GAMMA, BETA, EPS, Y, MEAN, VAR = range(2, 12)
+"""A crew block's words after ``LO``/``HI``: x's (N, C, S), then the addresses of x, gamma,
+beta, eps (a one-element array), y, mean and var."""
+_ENTRIES: dict[np.dtype, Any] = {}
+
+
+def _entry_build(dtype: np.dtype) -> Any:
+    """The build of the crew's entry for ``dtype``: ``_normalize`` over the channels
+    ``[block[LO], block[HI])`` of the arrays the block names."""
+    normalize, scalar = _kernel(dtype), dtype.type  # built first: the lock is not reentrant
+
+    def build() -> tuple[Any, str]:
+        def entry(block):  # pragma: no cover - runs compiled, on a crew's worker
+            shape, channels = (block[N], block[C], block[S]), block[C]
+            x = numba.carray(as_voidptr(block[X]), shape, scalar)
+            gamma = numba.carray(as_voidptr(block[GAMMA]), (channels,), scalar)
+            beta = numba.carray(as_voidptr(block[BETA]), (channels,), scalar)
+            eps = numba.carray(as_voidptr(block[EPS]), (1,), scalar)[0]
+            y = numba.carray(as_voidptr(block[Y]), shape, scalar)
+            mean = numba.carray(as_voidptr(block[MEAN]), (channels,), scalar)
+            var = numba.carray(as_voidptr(block[VAR]), (channels,), scalar)
+            normalize(x, gamma, beta, eps, y, mean, var, block[LO], block[HI])
+
+        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(entry)
+        return kernel, f"k_batchnormentry{dtype.name}x{_DIGEST}"
+
+    return build
+
+
 def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> tuple:
     """``(y, mean, var)`` of training batch norm over every axis of ``x`` but 1: y in x's shape,
     mean and biased variance (C,), all in x's dtype (``covers``).
@@ -154,9 +187,14 @@ def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> t
     rows = x.reshape(n, channels, -1)
     y = np.empty_like(x)
     mean, var = np.empty(channels, x.dtype), np.empty(channels, x.dtype)
-    kernel = _kernel(x.dtype)
     eps_x = x.dtype.type(eps)  # added in x's dtype, as numpy adds a Python float to float32
+    gamma, beta = np.ascontiguousarray(gamma), np.ascontiguousarray(beta)
     args = (rows, gamma, beta, eps_x, y.reshape(rows.shape), mean, var)
+    held = np.full(1, eps_x)
+    addresses = [a.ctypes.data for a in (rows, gamma, beta, held, y, mean, var)]
+    words = np.array([0, 0, *rows.shape, *addresses], np.int64)
+    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
     # a copy's split threshold: the kernel moves a copy's bytes (its other reads hit the cache)
-    run_over_channels(kernel, args, channels, x.size)
+    if not crew_rows.run(entry_at, words, channels, x.size):
+        run_over_channels(_kernel(x.dtype), args, channels, x.size)
     return y, mean, var

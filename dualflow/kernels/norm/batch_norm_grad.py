@@ -11,8 +11,9 @@ products are exact there), vectorized (``reassoc`` on the sums alone), each roun
 ``gx = (gamma s) ((gy - gbeta / n) - xhat (ggamma / n))`` with every operation rounded in x's
 dtype, in the order the ops' form computes it. Eager and compiled plans call this same kernel,
 so they agree bit for bit; the inputs are made C-ordered first, so the bits never depend on
-their layout. Channels are split into ranges over ``cpu_threads`` for large inputs; each channel
-is one part's alone, so results never depend on the split.
+their layout. Channels are split into ranges over the native crew where its split pays
+(``crew_rows``), else over ``cpu_threads`` for large inputs; each channel is one part's alone,
+so results never depend on the split.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from typing import Any
 import numba
 import numpy as np
 
+from dualflow.kernels.base.crew_ranges import HI, LO
+from dualflow.kernels.base.native_calls import as_voidptr
+from dualflow.kernels.norm import crew_rows
 from dualflow.kernels.norm.batch_norm import channel_kernel, run_over_channels
 
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
@@ -90,6 +94,37 @@ def _kernel(dtype: np.dtype) -> Any:
     return channel_kernel(_KERNELS, _gradients, dtype, f"k_batchnormgrad{dtype.name}x{_DIGEST}")
 
 
+N, C, S, GY, X, GAMMA, MEAN, INV_STD, GX, GGAMMA, GBETA = range(2, 13)
+"""A crew block's words after ``LO``/``HI``: x's (N, C, S), then the addresses of gy, x, gamma,
+mean, inv_std, gx, ggamma and gbeta."""
+_ENTRIES: dict[np.dtype, Any] = {}
+
+
+def _entry_build(dtype: np.dtype) -> Any:
+    """The build of the crew's entry for ``dtype``: ``_gradients`` over the channels
+    ``[block[LO], block[HI])`` of the arrays the block names."""
+    gradients, scalar = _kernel(dtype), dtype.type  # built first: the lock is not reentrant
+
+    def build() -> tuple[Any, str]:
+        def entry(block):  # pragma: no cover - runs compiled, on a crew's worker
+            shape, channels = (block[N], block[C], block[S]), block[C]
+            gy = numba.carray(as_voidptr(block[GY]), shape, scalar)
+            x = numba.carray(as_voidptr(block[X]), shape, scalar)
+            gamma = numba.carray(as_voidptr(block[GAMMA]), (channels,), scalar)
+            mean = numba.carray(as_voidptr(block[MEAN]), (channels,), scalar)
+            inv_std = numba.carray(as_voidptr(block[INV_STD]), (channels,), scalar)
+            gx = numba.carray(as_voidptr(block[GX]), shape, scalar)
+            ggamma = numba.carray(as_voidptr(block[GGAMMA]), (channels,), scalar)
+            gbeta = numba.carray(as_voidptr(block[GBETA]), (channels,), scalar)
+            lo, hi = block[LO], block[HI]
+            gradients(gy, x, gamma, mean, inv_std, gx, ggamma, gbeta, lo, hi)
+
+        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(entry)
+        return kernel, f"k_batchnormgradentry{dtype.name}x{_DIGEST}"
+
+    return build
+
+
 def backward(
     gy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: np.ndarray, inv_std: np.ndarray
 ) -> tuple:
@@ -109,9 +144,12 @@ def backward(
     rows = x.reshape(n, channels, -1)
     gx = np.empty_like(x)
     ggamma, gbeta = np.empty(channels, x.dtype), np.empty(channels, x.dtype)
-    kernel = _kernel(x.dtype)
+    gamma, mean, inv_std = (np.ascontiguousarray(a) for a in (gamma, mean, inv_std))
     args = (gy.reshape(rows.shape), rows, gamma, mean, inv_std, gx.reshape(rows.shape))
     args += (ggamma, gbeta)
+    words = np.array([0, 0, *rows.shape, *(a.ctypes.data for a in args)], np.int64)
+    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
     # the kernel moves about two copies' bytes (its second reads hit the cache)
-    run_over_channels(kernel, args, channels, 2 * x.size)
+    if not crew_rows.run(entry_at, words, channels, 2 * x.size):
+        run_over_channels(_kernel(x.dtype), args, channels, 2 * x.size)
     return gx, ggamma, gbeta

@@ -28,6 +28,8 @@ WORK = 6.0
 a row three times and rounds ~6 operations an element (measured: 0.84 ns an element forward,
 0.75 a moved element backward, against 0.09 for the crew model's in-cache negation). With a
 copy's work the model took a sleeping crew's wake-up as repaid only from 2 x 262K elements."""
+READ_ONCE = 1.0
+"""The work of a kernel that reads its input once and writes little (a bias gradient's sums)."""
 
 
 def run(entry_at: int, block: np.ndarray, count: int, moved: int, work: float = WORK) -> bool:
