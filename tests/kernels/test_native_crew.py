@@ -14,6 +14,7 @@ from dualflow.background import process
 from dualflow.kernels.base import native_crew
 from dualflow.kernels.base.native_crew import (
     DONE,
+    LINGER,
     LINGER_S,
     POSTED,
     SLEEPING,
@@ -42,13 +43,17 @@ def test_parts_run_on_every_worker_in_order_of_posting() -> None:
     assert crew.closed
 
 
+def _until_asleep(crew: NativeCrew) -> None:
+    deadline = time.monotonic() + 5.0
+    while crew.awake() and time.monotonic() < deadline:  # it lingers, then sleeps
+        time.sleep(LINGER_S)
+    assert not crew.awake() and crew.ctls[0, SLEEPING] == 1
+
+
 def test_a_sleeping_worker_is_woken_by_a_post_and_wakes_a_sleeping_caller() -> None:
     crew = NativeCrew(1)
     try:
-        deadline = time.monotonic() + 5.0
-        while crew.awake() and time.monotonic() < deadline:  # it lingers, then sleeps
-            time.sleep(LINGER_S)
-        assert not crew.awake() and crew.ctls[0, SLEEPING] == 1
+        _until_asleep(crew)
         block = np.zeros(1, np.int64)
         number = post(crew.ctls[0], EMPTY, block)
         wait_done(crew.ctls[0], number, 1)  # one watch: the caller sleeps until woken
@@ -60,10 +65,8 @@ def test_a_sleeping_worker_is_woken_by_a_post_and_wakes_a_sleeping_caller() -> N
 def test_a_nudge_wakes_a_sleeping_worker_without_work() -> None:
     crew = NativeCrew(1)
     try:
-        deadline = time.monotonic() + 5.0
-        while crew.awake() and time.monotonic() < deadline:  # it lingers, then sleeps
-            time.sleep(LINGER_S)
-        assert not crew.awake()
+        _until_asleep(crew)
+        crew.ctls[0, LINGER] = 1 << 50  # once woken it watches until the next post: no race
         crew.nudge()
         deadline = time.monotonic() + 5.0
         while not crew.awake() and time.monotonic() < deadline:
