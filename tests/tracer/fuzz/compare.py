@@ -23,9 +23,11 @@ import dualflow
 from dualflow._pending import Pending
 from dualflow._undo import UndoLog
 from dualflow.background import blas_cores
+from dualflow.background.workers import IN_WORKER
 from dualflow.debug import check_rules
+from dualflow.kernels.base import native_crew
 from dualflow.kernels.linalg import thin_gemm
-from dualflow.kernels.numba import numba_elementwise
+from dualflow.kernels.numba import native_split, numba_elementwise
 from dualflow.tracer.lazy_choice import EAGER, LAZY, LazyOrEager
 from tests.tracer.fuzz.bits import first_difference
 from tests.tracer.fuzz.build import Program, build
@@ -82,7 +84,10 @@ def run(
     mismatch), or with ``keep_outputs=False`` copies, so the next call may write the dropped
     arrays again (``runtime.memory``'s recycled outputs). ``between(call)`` runs before each
     call (a test waiting for background compiles)."""
-    with blas_table(spec.blas_table), thin_tiles(spec.tiles), wide_vectors(spec.wide):
+    settings = (blas_table(spec.blas_table), thin_tiles(spec.tiles), wide_vectors(spec.wide))
+    with contextlib.ExitStack() as stack:
+        for setting in (*settings, crew_splits(spec.crew)):
+            stack.enter_context(setting)
         return _run(spec, passes, keep_outputs, between, lazy)
 
 
@@ -99,6 +104,28 @@ def wide_vectors(on: bool) -> Iterator[None]:
         yield
     finally:
         numba_elementwise.compute_bound = saved
+
+
+@contextlib.contextmanager
+def crew_splits(on: bool) -> Iterator[None]:
+    """Inside, when ``on``: every call that asks ``native_split.splits`` whether to split over
+    the native crew (flat fused kernels, Adam, the norm kernels) splits where a crew runs and
+    the call is not inside another's part, whatever its size: eager's calls and the plans'."""
+    if not on:
+        yield
+        return
+    saved = native_split.splits
+
+    def always(size: int, work: float, part_min: int, model: Any) -> Any:
+        if size < 2 or getattr(IN_WORKER, "active", False):
+            return None
+        return native_crew.crew()
+
+    native_split.splits = always
+    try:
+        yield
+    finally:
+        native_split.splits = saved
 
 
 @contextlib.contextmanager

@@ -37,6 +37,10 @@ class Profile:
     # programs whose flat kernels all loop at 512 bits: each compiles its memory-bound kernels
     # afresh (~1 s), so the fast profile leaves them to its fixed program (test_kernel_fragments)
     wide_percent: int = 0
+    # programs whose every crew-capable kernel splits on the native crew: each generated
+    # module compiles its ``split`` at its first split (~0.2 s), so the fast profile leaves
+    # them to its fixed program too
+    crew_percent: int = 0
 
 
 FAST = Profile(
@@ -55,6 +59,7 @@ SLOW = Profile(
     max_fragments=7,
     max_calls=6,
     wide_percent=12,
+    crew_percent=10,
 )
 
 
@@ -128,5 +133,7 @@ def specs(
                 "penalty": penalty,
             }
         )
-    # drawn last, so the other dimensions draw as before it
-    return Spec(**{**spec.__dict__, "wide": draw(st.integers(0, 99)) < profile.wide_percent})
+    # drawn last, so the other dimensions draw as before them
+    wide = draw(st.integers(0, 99)) < profile.wide_percent
+    crew = draw(st.integers(0, 99)) < profile.crew_percent
+    return Spec(**{**spec.__dict__, "wide": wide, "crew": crew})

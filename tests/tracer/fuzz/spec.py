@@ -52,7 +52,9 @@ class Spec:
     table is chosen by measurement at import, ``kernels.base.blas_core``). ``tiles``: few-row
     products ``x @ W.T`` run on ``kernels.linalg.thin_gemm``'s tiles whatever their size.
     ``wide``: flat fused kernels loop at the widest vectors whatever their work
-    (``kernels.base.wide_vectors``; memory-bound ones otherwise keep LLVM's width).
+    (``kernels.base.wide_vectors``; memory-bound ones otherwise keep LLVM's width). ``crew``:
+    every kernel that can split over the native crew does, whatever its size (flat fused
+    kernels, Adam, the norm kernels' ``crew_rows``; ``native_split.splits`` decides otherwise).
     Everything random (parameters, data, dropout keys) comes from ``seed``, so two builds of a
     spec start identical.
     """
@@ -69,6 +71,7 @@ class Spec:
     blas_table: int = 0
     tiles: bool = False
     wide: bool = False
+    crew: bool = False
 
     @property
     def calls(self) -> int:

@@ -173,3 +173,30 @@ def test_memory_bound_kernels_at_the_widest_vectors_compile_as_eager(
     )
     _assert_compiled_as_eager(spec)
     assert rendered and all(rendered), "no flat kernel rendered at the widest vectors"
+
+
+def test_kernels_split_on_the_crew_whatever_their_size_compile_as_eager() -> None:
+    # the fuzzer's ``crew`` dimension, fixed: batch norm's kernels (``crew_rows``), the flat
+    # fused kernels and Adam split over the native crew at every size, eager and compiled
+    from dualflow.kernels.base import native_crew
+    from dualflow.kernels.base.native_crew import POSTED
+
+    crew = native_crew.crew()
+    if crew is None:
+        pytest.skip("no native crew on this platform")
+    spec = Spec(
+        31,
+        width=16,
+        batches=(8, 8, 6, 8),
+        body=(
+            Piece.of("matmul", kind="linear"),
+            Piece.of("batchnorm", kind="planes"),
+            Piece.of("unary", kind="tanh"),
+        ),
+        dtype="float32",
+        optimizer="adam",
+        crew=True,
+    )
+    before = int(crew.ctls[:, POSTED].sum())  # parts posted to the workers: no spy to trace
+    _assert_compiled_as_eager(spec)
+    assert int(crew.ctls[:, POSTED].sum()) > before, "no kernel split on the crew"
