@@ -51,6 +51,7 @@ from dualflow.kernels.base.native_calls import (
     syscall,
 )
 from dualflow.kernels.base.numba_cache import in_kernels_store
+from dualflow.kernels.base.per_machine import least_seconds
 
 # (futex, gettid, sched_yield) system call numbers where the crew runs
 SYSCALLS = {"x86_64": (202, 186, 24), "aarch64": (98, 178, 124)}
@@ -64,15 +65,10 @@ lingers: a thread of another pool woken on its CPU (OpenBLAS's, ``cpu_threads``'
 a microsecond instead of sharing the CPU with the watch for the rest of the linger."""
 WORDS = 16
 LINGER_S = 1e-3
-"""How long a worker watches for the next part before it sleeps. A plan's kernel calls come
-5-20 us apart, or after a call that did not split: a GEMM on OpenBLAS's threads (0.5-2.5 ms in
-the MLP and language-model steps). A worker that sleeps through such a GEMM costs the next
-split a wake-up (30-90 us on a KVM guest whose idle CPUs halt), and its CPU halting costs
-OpenBLAS's worker the same at the next GEMM: with 200 us the MLP step (five GEMMs of 0.6-0.8
-ms between its fused kernels) took 4.61-4.75 ms against 4.26-4.62 with 1 ms (alternated
-processes, medians of 300 steps; the transformer, LSTM, small CNN, elementwise and
-gradient-penalty steps within their noise). While it watches it yields its CPU to any other
-thread (``YIELD_EVERY``), so another pool's threads are not held back."""
+"""How long a worker watches for the next part before it sleeps: through a GEMM of up to ~1 ms
+on OpenBLAS's threads (the MLP's), so the split after it needs no wake-up (30-90 us on a KVM
+guest whose idle CPUs halt; 200 us made the MLP step 3-7% slower, design notes, seventeenth
+session). While it watches it yields its CPU to any other thread (``YIELD_EVERY``)."""
 CALLER_WAIT_S = 1e-3  # the caller's watch for a worker's part, before it sleeps on the futex
 SERVICE = "native-crew"
 ENV = "DUALFLOW_NATIVE_THREADS"
@@ -310,8 +306,7 @@ class NativeCrew:
         return not any(words[k] for k in self._sleeping)
 
     def nudge(self) -> None:
-        """Wake every sleeping worker without work: it watches for the next part for another
-        linger. For a caller about to need the crew after a call it did not split."""
+        """Wake every sleeping worker without work: it watches for another linger."""
         words = self._words
         for ctl, sleeping in zip(self.ctls, self._sleeping):
             if words[sleeping] and not self.closed:
@@ -342,26 +337,6 @@ def _loads_per_s(ctl: np.ndarray, loads: int = 1 << 16) -> float:
     return loads / max(best, 1e-9)
 
 
-def least_seconds(call: Any, calls: int, pause: float = 0.0) -> float:
-    """The least wall time of ``calls`` runs of ``call()``, each after ``pause`` seconds of this
-    thread kept busy (as a plan's caller is between kernel calls: the crew's workers stop
-    lingering and sleep, while this CPU stays awake). The split models' timer.
-
-    Example:
-        >>> 0.0 <= least_seconds(lambda: None, 3) < 1.0
-        True
-    """
-    best = float("inf")
-    for _ in range(calls):
-        start = time.perf_counter()
-        while time.perf_counter() - start < pause:
-            pass
-        start = time.perf_counter()
-        call()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
 _SUPPORTED = sys.platform == "linux" and platform.machine() in SYSCALLS
 _lock = threading.Lock()
 _failed = False  # the crew could not start once: not tried again (``_give_up``)
@@ -390,10 +365,8 @@ def crew() -> NativeCrew | None:
 
 
 def nudge() -> None:
-    """Wake the process's crew (if one runs) where its workers sleep (``NativeCrew.nudge``):
-    after a GEMM on BLAS's threads longer than their linger, so that the splits after it find
-    them awake instead of waiting out a wake-up (~30-90 us on a KVM guest whose idle CPUs
-    halt, or running unsplit). Starts no crew.
+    """Wake the running crew's sleeping workers (``NativeCrew.nudge``); start none: after a GEMM
+    longer than their linger, the splits after it find them awake.
 
     Example:
         >>> nudge()

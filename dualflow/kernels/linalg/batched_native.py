@@ -33,7 +33,8 @@ from numba.extending import intrinsic
 from dualflow.background.workers import IN_WORKER
 from dualflow.kernels.base import crew_ranges, native_crew, numba_cache
 from dualflow.kernels.base.native_calls import BLOCK_TYPE
-from dualflow.kernels.base.native_crew import NativeCrew, least_seconds
+from dualflow.kernels.base.native_crew import NativeCrew
+from dualflow.kernels.base.per_machine import least_seconds
 from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, TRANS, sgemm
 
 # the block of one part: rows [LO, HI) of the batch (``crew_ranges``' words), then the call's

@@ -32,7 +32,8 @@ from dualflow.background.workers import IN_WORKER
 from dualflow.kernels.base import native_crew
 from dualflow.kernels.base.machine_constants import PART_MIN_FLOOR
 from dualflow.kernels.base.native_calls import BLOCK_TYPE
-from dualflow.kernels.base.native_crew import NativeCrew, least_seconds
+from dualflow.kernels.base.native_crew import NativeCrew
+from dualflow.kernels.base.per_machine import least_seconds
 
 
 def render(

@@ -135,5 +135,7 @@ def specs(
         )
     # drawn last, so the other dimensions draw as before them
     wide = draw(st.integers(0, 99)) < profile.wide_percent
-    crew = draw(st.integers(0, 99)) < profile.crew_percent
+    # drawn only where the profile runs it: a profile without it draws the programs it drew
+    # before the dimension existed
+    crew = profile.crew_percent > 0 and draw(st.integers(0, 99)) < profile.crew_percent
     return Spec(**{**spec.__dict__, "wide": wide, "crew": crew})
