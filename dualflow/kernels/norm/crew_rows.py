@@ -1,9 +1,9 @@
-"""Norm kernels' row (or block) ranges split over the native crew, where its split pays.
+"""Norm kernels' row, block or channel ranges split over the native crew, where its split pays.
 
-``cpu_threads``' workers take a part through a lock and the GIL: each hand-off costs 100-400 us
+``cpu_threads``' workers take a part through a lock and the GIL: each hand-off costs 57-95 us
 on a KVM guest whose idle CPUs halt, so the machine's ``part_min`` (~262K elements a part
-there) kept a layer norm over a transformer's (1024, 256) activations on one thread (0.3 ms
-forward, 0.5 ms backward, eight calls a step). The native crew's workers take a part in a few
+there) kept a layer norm over a transformer's (1024, 256) activations on one thread (0.2 ms
+forward, 0.4 ms backward, eight calls a step). The native crew's workers take a part in a few
 microseconds while they linger (``native_split``'s model decides, as for flat fused kernels).
 A kernel module gives an entry point (its kernel over ``[block[LO], block[HI])`` of arrays whose
 addresses and sizes follow in the block, ``crew_ranges``); each row is one part's alone, so
