@@ -190,11 +190,11 @@ def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> t
     eps_x = x.dtype.type(eps)  # added in x's dtype, as numpy adds a Python float to float32
     gamma, beta = np.ascontiguousarray(gamma), np.ascontiguousarray(beta)
     args = (rows, gamma, beta, eps_x, y.reshape(rows.shape), mean, var)
-    held = np.full(1, eps_x)
-    addresses = [a.ctypes.data for a in (rows, gamma, beta, held, y, mean, var)]
-    words = np.array([0, 0, *rows.shape, *addresses], np.int64)
-    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
+
+    def operands() -> list:
+        return [*rows.shape, rows, gamma, beta, np.full(1, eps_x), y, mean, var]
+
     # a copy's split threshold: the kernel moves a copy's bytes (its other reads hit the cache)
-    if not crew_rows.run(entry_at, words, channels, x.size):
+    if not crew_rows.run(_ENTRIES, x.dtype, _entry_build, operands, channels, x.size):
         run_over_channels(_kernel(x.dtype), args, channels, x.size)
     return y, mean, var

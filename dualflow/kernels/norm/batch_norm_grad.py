@@ -147,9 +147,11 @@ def backward(
     gamma, mean, inv_std = (np.ascontiguousarray(a) for a in (gamma, mean, inv_std))
     args = (gy.reshape(rows.shape), rows, gamma, mean, inv_std, gx.reshape(rows.shape))
     args += (ggamma, gbeta)
-    words = np.array([0, 0, *rows.shape, *(a.ctypes.data for a in args)], np.int64)
-    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
+
+    def operands() -> list:
+        return [*rows.shape, *args]
+
     # the kernel moves about two copies' bytes (its second reads hit the cache)
-    if not crew_rows.run(entry_at, words, channels, 2 * x.size):
+    if not crew_rows.run(_ENTRIES, x.dtype, _entry_build, operands, channels, 2 * x.size):
         run_over_channels(_kernel(x.dtype), args, channels, 2 * x.size)
     return gx, ggamma, gbeta

@@ -100,9 +100,12 @@ def channel_sums(x: np.ndarray, kept: tuple[int, ...]) -> np.ndarray | None:
         return None
     rows = np.ascontiguousarray(x).reshape(found)
     out = np.empty(found[1], x.dtype)
-    words = np.array([0, 0, *found, rows.ctypes.data, out.ctypes.data], np.int64)
-    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
+
+    def operands() -> list:
+        return [*found, rows, out]
+
     # reads x once, as a copy does
-    if not crew_rows.run(entry_at, words, found[1], x.size, crew_rows.READ_ONCE):
+    moved, work = x.size, crew_rows.READ_ONCE
+    if not crew_rows.run(_ENTRIES, x.dtype, _entry_build, operands, found[1], moved, work):
         run_over_channels(_kernel(x.dtype), (rows, out), found[1], x.size)
     return out.reshape([x.shape[k] for k in kept])

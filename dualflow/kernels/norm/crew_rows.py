@@ -6,19 +6,18 @@ there) kept a layer norm over a transformer's (1024, 256) activations on one thr
 forward, 0.4 ms backward, eight calls a step). The native crew's workers take a part in a few
 microseconds while they linger (``native_split``'s model decides, as for flat fused kernels).
 A kernel module gives an entry point (its kernel over ``[block[LO], block[HI])`` of arrays whose
-addresses and sizes follow in the block, ``crew_ranges``); each row is one part's alone, so
-the results never depend on the split.
+addresses and sizes follow in the block, ``crew_ranges``), built, like the block, only by a call
+that splits; each row is one part's alone, so the results never depend on the split.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from dualflow.kernels.base import crew_ranges, numba_cache
-from dualflow.kernels.base.crew_ranges import HI, LO
 from dualflow.kernels.base.machine_constants import machine_constants
 from dualflow.kernels.numba import native_split
 from dualflow.kernels.numba.numba_elementwise import _model_module
@@ -32,21 +31,35 @@ READ_ONCE = 1.0
 """The work of a kernel that reads its input once and writes little (a bias gradient's sums)."""
 
 
-def run(entry_at: int, block: np.ndarray, count: int, moved: int, work: float = WORK) -> bool:
-    """``[0, count)`` of the kernel behind ``entry_at`` split over the crew (``block``'s
-    ``LO``/``HI`` set here), where ``moved`` elements of ``work`` copies' time each repay the
-    split (``native_split.splits``); False (nothing ran) where they do not, or the crew is
-    taken: the caller runs it another way.
+def run(
+    table: dict,
+    dtype: np.dtype,
+    build: Callable[[np.dtype], Any],
+    operands: Callable[[], Sequence[Any]],
+    count: int,
+    moved: int,
+    work: float = WORK,
+) -> bool:
+    """``[0, count)`` of a kernel split over the crew, where ``moved`` elements of ``work``
+    copies' time each repay the split (``native_split.splits``); False (nothing ran) where they
+    do not, or the crew is taken: the caller runs it another way. Only a call that splits
+    builds the entry (``build(dtype)``, once per process into ``table``) and its block:
+    ``operands()``' items after ``LO``/``HI``, an array standing for its address (kept alive
+    until the parts are done), an int for itself.
 
     Example:
-        >>> run(0, np.zeros(2, np.int64), 1, 1)  # one element never splits
+        >>> run({}, np.dtype(np.float32), None, tuple, 1, 1)  # one element never splits
         False
     """
-    crew = native_split.splits(moved, work, machine_constants().part_min_for(work), _model_module)
-    if crew is None or count < 2:
+    if count < 2:
         return False
-    block[LO], block[HI] = 0, count
-    return crew_ranges.run(crew, entry_at, block)
+    crew = native_split.splits(moved, work, machine_constants().part_min_for(work), _model_module)
+    if crew is None:
+        return False
+    entry_at = entry_point(table, dtype, build(dtype))
+    items = operands()
+    words = [a.ctypes.data if isinstance(a, np.ndarray) else a for a in items]
+    return crew_ranges.run(crew, entry_at, np.array([0, count, *words], np.int64))
 
 
 def entry_point(table: dict, dtype: np.dtype, build: Callable[[], tuple[Any, str]]) -> int:

@@ -140,11 +140,11 @@ def forward(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float) -> t
     eps_x = x.dtype.type(eps)  # added in x's dtype, as numpy adds a Python float to float32
     gamma, beta = np.ascontiguousarray(gamma).reshape(-1), np.ascontiguousarray(beta).reshape(-1)
     args = (rows, gamma, beta, eps_x, y.reshape(rows.shape), mean.reshape(-1), rstd.reshape(-1))
-    eps_held = np.full(1, eps_x)
-    block = np.array([0, 0, *rows.shape, *(a.ctypes.data for a in (*args[:3], *args[4:]))]
-                     + [eps_held.ctypes.data], np.int64)  # fmt: skip
-    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
+
+    def operands() -> list:
+        return [*rows.shape, *args[:3], *args[4:], np.full(1, eps_x)]
+
     # a copy's split threshold: the kernel moves a copy's bytes (its other reads hit the cache)
-    if not crew_rows.run(entry_at, block, rows.shape[0], x.size):
+    if not crew_rows.run(_ENTRIES, x.dtype, _entry_build, operands, rows.shape[0], x.size):
         run_over_channels(_kernel(x.dtype), args, rows.shape[0], x.size)
     return y, mean, rstd

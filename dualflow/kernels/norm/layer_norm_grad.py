@@ -179,12 +179,12 @@ def backward(gy: np.ndarray, x: np.ndarray, gamma: np.ndarray, mean: Any, rstd: 
     mean, rstd = np.ascontiguousarray(mean), np.ascontiguousarray(rstd)
     args = (gy.reshape(rows, width), x.reshape(rows, width), np.ascontiguousarray(gamma).ravel())
     args += (mean.reshape(-1), rstd.reshape(-1), gx.reshape(rows, width), wsum, bsum, block)
-    words = np.array(
-        [0, 0, rows, width, blocks, block, *(a.ctypes.data for a in args[:-1])], np.int64
-    )
-    entry_at = crew_rows.entry_point(_ENTRIES, x.dtype, _entry_build(x.dtype))
+
+    def operands() -> list:
+        return [rows, width, blocks, block, *args[:-1]]
+
     # the kernel moves about two copies' bytes (its second reads hit the cache)
-    if not crew_rows.run(entry_at, words, blocks, 2 * x.size):
+    if not crew_rows.run(_ENTRIES, x.dtype, _entry_build, operands, blocks, 2 * x.size):
         run_over_channels(_kernel(x.dtype), args, blocks, 2 * x.size)
     ggamma, gbeta = _block_totals(wsum), _block_totals(bsum)
     return (
