@@ -21,6 +21,7 @@ import numpy as np
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.rewrite import rebuild, rewire
 from dualflow.ops.registry import OPS
+from dualflow.ops.value_errors import may_raise_on_values
 from dualflow.passes.remat_cost import node_cost
 from dualflow.runtime.donation import donations
 from dualflow.runtime.memory import alias_roots
@@ -42,7 +43,7 @@ def recomputable(node: Node) -> bool:
     op = OPS.get(node.op)
     if op is None or op.impure or op.guard or op.prints or not node.outputs:
         return False
-    return all(np.dtype(v.dtype).kind not in "iu" for v in node.value_inputs)
+    return not may_raise_on_values(v.dtype for v in node.value_inputs)
 
 
 def _scratch(node: Node) -> int:

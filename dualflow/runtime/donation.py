@@ -7,10 +7,9 @@ old value nothing reads later, and whose step can write ``out=`` is written in p
 
 from __future__ import annotations
 
-import numpy as np
-
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS
+from dualflow.ops.value_errors import may_raise_on_values
 from dualflow.runtime.memory import alias_roots
 from dualflow.runtime.out_forward import inplace_inputs, writes_out, writes_outs
 
@@ -22,7 +21,7 @@ def _may_stop(node: Node) -> bool:
     op = OPS.get(node.op)
     if op is not None and op.guard:
         return True
-    return any(np.dtype(v.dtype).kind in "iu" for v in node.value_inputs)
+    return may_raise_on_values(v.dtype for v in node.value_inputs)
 
 
 def donations(graph: Graph) -> dict[Value, Value]:

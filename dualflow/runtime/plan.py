@@ -27,7 +27,13 @@ from dualflow.runtime.memory import MemoryPlan
 from dualflow.runtime.memory import plan_memory as _plan_memory
 from dualflow.runtime.out_forward import node_kernel, out_kernel
 from dualflow.runtime.recycle import unreferenced_bytes
-from dualflow.runtime.step_errors import check_finite, relocated, step_lines, step_of
+from dualflow.runtime.step_errors import (
+    check_finite,
+    raising_step,
+    relocated,
+    step_lines,
+    step_of,
+)
 
 
 @dataclass
@@ -167,6 +173,25 @@ class Plan:
             if located is None:
                 raise
             raise located from exc
+
+    def left_state_untouched(self, exc: BaseException) -> bool:
+        """Whether a run that raised ``exc`` stopped before any step wrote a state array in
+        place (a donated update), so the state is as the call found it. Unknown (the error
+        came from no step's line) counts as touched where the plan donates.
+
+        Example:
+            >>> from dualflow.graph_ir.builder import GraphBuilder
+            >>> b = GraphBuilder("f"); b.output(b.input((2,), "float32"))
+            >>> lower(b.build()).left_state_untouched(ValueError("a step's error"))
+            True
+        """
+        if not self.donated:
+            return True
+        step = raising_step(exc, f"<dualflow plan {self.graph.name}>", step_lines(self.source))
+        if step is None:
+            return False
+        writers = {id(self.graph.producers[new]) for new in self.donated}
+        return not any(id(node) in writers for node in self.graph.nodes[: step + 1])
 
     @property
     def held_bytes(self) -> int:

@@ -98,6 +98,20 @@ def step_of(exc: BaseException, filename: str, steps: dict[int, int]) -> int | N
     return found
 
 
+def raising_step(exc: BaseException, filename: str, steps: dict[int, int]) -> int | None:
+    """The plan step that raised ``exc``, or raised the error ``exc`` was relocated from.
+
+    Example:
+        >>> raising_step(ValueError("not from a plan"), "<dualflow plan f>", {}) is None
+        True
+    """
+    for error in (exc, exc.__cause__):
+        found = None if error is None else step_of(error, filename, steps)
+        if found is not None:
+            return found
+    return None
+
+
 def step_lines(source: str) -> dict[int, int]:
     """Line of the generated plan source -> node index (steps call ``k<index>(...)``)."""
     found = {}

@@ -40,7 +40,7 @@ from dualflow.tracer.lazy_choice import LazyOrEager
 from dualflow.tracer.lazy_plans import LazyPlans
 from dualflow.tracer.plan_cache import NotCacheable, cache_key, entries, plan_cache_dir, store
 from dualflow.tracer.plan_load import load_trace
-from dualflow.tracer.plan_run import EAGER_RUN, GuardFailed, run_trace
+from dualflow.tracer.plan_run import EAGER_RUN, GuardFailed, StepFailed, run_trace
 from dualflow.tracer.retrace_reasons import as_kind, closest, described, without_proxies
 from dualflow.tracer.signature import Flat, explain_difference, flatten
 from dualflow.tracer.state_paths import UnreachableState, function_roots
@@ -177,6 +177,24 @@ class CompiledFunction:
             return self._eagerly(args, kwargs)
         if type(result) is GuardFailed:
             self._stats.guard_failures += 1
+        elif type(result) is StepFailed:
+            return self._after_step_error(result.error, args, kwargs)
+        return result
+
+    def _after_step_error(self, error: Exception, args: tuple, kwargs: dict) -> Any:
+        """A plan step raised (an index past a new batch's rows, a label out of range): the
+        call re-runs eagerly, all or nothing, so it raises eager's very error (its text and
+        line), whatever the plan knew of it. Where eager does not raise, the plan was wrong
+        to: eager's result is returned, with a warning naming the step's error."""
+        self._stats.step_errors += 1
+        self._stats.eager_fallbacks += 1
+        result = self._eagerly(args, kwargs)
+        warnings.warn(
+            f"a compiled step of {_name(self.fn)} raised {type(error).__name__}: {error}\n"
+            "where the eager call did not; the call ran eagerly (please report this)",
+            RuntimeWarning,
+            stacklevel=_caller_level(),
+        )
         return result
 
     def _guard_reason(self, node: Any, seen: Any = None) -> str:

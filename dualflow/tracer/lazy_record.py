@@ -11,7 +11,8 @@ reads see the written value in the graph, and the write is committed when the se
 Anything the recorder cannot express without reading data — a collective, a printing op, an op
 whose result shape depends on values, a write into memory another recorded result views — first
 runs what is pending (``flush``) and then runs eagerly on the real arrays. So is every read of
-data by code that is not an op (``Pending`` and ``dispatch.reading`` call ``flush``).
+data by code that is not an op (``Pending`` and ``dispatch.reading`` call ``flush``), and every
+op reading integers: it may raise on them (``value_errors``), at its line as in eager.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dualflow.autograd.eager import EAGER, check_inputs, meta_of, wrap_results
 from dualflow.errors import DualflowError, user_frame
 from dualflow.graph_ir.layout import RULES, C
 from dualflow.ops.registry import OPS, Meta, OpDef
+from dualflow.ops.value_errors import reads_integers
 from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.lazy_keys import INFERRED, LITERALS, bits, described, frozen_attrs
@@ -65,8 +67,8 @@ class LazyRecorder:
     def apply(self, op: OpDef, args: tuple, attrs: dict[str, Any]) -> Any:
         if op.state_write:
             return self.assign(args[0], args[1])
-        if op.collective or op.prints or config.debug:
-            return self.now(op, args, attrs)
+        if op.collective or op.prints or config.debug or reads_integers(args):
+            return self.now(op, args, attrs)  # may raise on values: at its line, as eager
         if op.aliasing != "fresh" and not any(self.mine(a) for a in args):
             return self.view_now(op, args, attrs)
         generation = self.generation
@@ -329,8 +331,7 @@ class LazyRecorder:
         """Run the segment recorded so far, fill its live results, commit its writes."""
         if self.flushing or self.closed:
             return
-        segment, live = self.segment, []
-        views = []
+        segment, live, views = self.segment, [], []
         for ref in self.pendings:
             pending = ref()
             if pending is not None and pending.real is None:
@@ -340,8 +341,7 @@ class LazyRecorder:
         self.flushing = True
         try:
             self._note_break()
-            outputs = [p.value for p in live]
-            arrays, updates = self.plans.run(segment, outputs, config.snapshot())
+            arrays, updates = self.plans.run(segment, [p.value for p in live], config.snapshot())
             for pending, real in zip(live, arrays):
                 pending.settle(real)
             self._commit(segment, updates)

@@ -27,6 +27,14 @@ class GuardFailed:
         self.node, self.seen = node, seen
 
 
+class StepFailed:
+    """``run_trace``'s answer when a plan step raised and nothing was written (no state array
+    was written in place before it): the call can re-run eagerly from the state it found."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
 def run_trace(
     trace: Trace,
     flat: Flat,
@@ -36,7 +44,8 @@ def run_trace(
     history: tuple = ((), ()),
     lock: Any = None,
 ) -> Any:
-    """The call's result from ``trace``'s plan, or ``GuardFailed`` (nothing written then).
+    """The call's result from ``trace``'s plan, or ``GuardFailed`` or ``StepFailed`` (nothing
+    written then).
 
     ``compiled``: the CompiledFunction (its ``fn`` re-runs the call for create_graph);
     ``history``: the saved arrays of the arguments' tapes the graph reads, and those tape nodes.
@@ -50,7 +59,12 @@ def run_trace(
     before = [state[slot].copy() for slot in trace.update_slots] if connected else []
     held = trace.commits and interrupts.hold()
     try:
-        result = compiled.agreement.run_plan(trace, inputs, state)  # issue 15
+        try:
+            result = compiled.agreement.run_plan(trace, inputs, state)  # issue 15
+        except Exception as exc:  # a step's error: eager's own text comes from re-running
+            if compiled.agreement.comms or not trace.plan.left_state_untouched(exc):
+                raise  # other ranks are in the plan, or a state array holds new values
+            return StepFailed(exc)
         if result is EAGER_RUN:  # another rank runs this call eagerly: nothing was committed
             return EAGER_RUN
         if result.failed_guard is not None:

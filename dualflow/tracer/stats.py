@@ -14,6 +14,7 @@ class Stats:
     plan_runs: int = 0
     guard_failures: int = 0
     eager_fallbacks: int = 0  # calls the fast path left to eager or lazy re-execution
+    step_errors: int = 0  # plan runs a step's error stopped (the call re-ran eagerly)
     compile_seconds: float = 0.0
     cache_loads: int = 0  # traces loaded from the plan cache on disk instead of traced
     cache_stores: int = 0

@@ -87,7 +87,9 @@ def test_a_data_dependent_branch_whose_outcome_changes():
     runs = _both(step, lazy="always")
     _assert_equal(runs)
     stats = runs[1][3].stats()
-    assert stats.graph_breaks == len(_batches()) and stats.traces == 0
+    # a break a call at least: at .item(), or earlier where an op reading the labels (which may
+    # raise on them) ran at its line and computed the loss on the way
+    assert stats.graph_breaks >= len(_batches()) and stats.traces == 0
 
 
 def test_numpy_round_trip_in_the_middle_of_a_step():

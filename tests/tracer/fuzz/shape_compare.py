@@ -18,6 +18,7 @@ from tests.tracer.fuzz.compare import (
     Record,
     _outcome,
     diff_records,
+    diff_runs,
     differences,
     may_fall_back,
     run,
@@ -25,11 +26,13 @@ from tests.tracer.fuzz.compare import (
 from tests.tracer.fuzz.spec import Spec
 
 
-def _compiled_calls(spec: Spec, passes: str) -> tuple[list[tuple[dict, Record]], object]:
+def _compiled_calls(
+    spec: Spec, passes: str, lazy: bool | str
+) -> tuple[list[tuple[dict, Record]], object]:
     # each call's state just before it (hooks run) and its record; and the compiled function
     program = build(spec)
     fallback = "eager" if may_fall_back(spec) else "error"
-    fn = dualflow.compile(program.step, passes=passes, fallback=fallback)
+    fn = dualflow.compile(program.step, passes=passes, fallback=fallback, lazy=lazy)
     calls = []
     for call in range(spec.calls):
         program.before(call)
@@ -41,9 +44,10 @@ def _compiled_calls(spec: Spec, passes: str) -> tuple[list[tuple[dict, Record]],
     return calls, fn
 
 
-def changing_differences(spec: Spec, passes: str) -> list[str]:
+def changing_differences(spec: Spec, passes: str, lazy: bool | str = True) -> list[str]:
     """Every mismatch of ``spec`` compiled with ``passes`` against eager (``differences`` when
     no eager call raised; else up to the first failed call, which must change nothing).
+    ``lazy="always"``: every call by lazy re-execution.
 
     Example:
         >>> from tests.tracer.fuzz.spec import Piece
@@ -53,8 +57,11 @@ def changing_differences(spec: Spec, passes: str) -> list[str]:
     """
     eager = run(spec)
     if all(record.outcome[0] == "ok" for record in eager.records):
+        if lazy == "always":
+            compiled = run(spec, passes, lazy=lazy)
+            return diff_runs(eager, compiled) + compiled.left
         return differences(spec, passes, eager=eager)
-    calls, fn = _compiled_calls(spec, passes)
+    calls, fn = _compiled_calls(spec, passes, lazy)
     found = []
     for call, (want, (before, got)) in enumerate(zip(eager.records, calls)):
         lines = diff_records(want, got)
@@ -63,6 +70,7 @@ def changing_differences(spec: Spec, passes: str) -> list[str]:
             found += [f"call {call}: the failed compiled call changed {line}" for line in unchanged]
             break  # eager did part of the call: the states differ from here on
         found += [f"call {call}: {line}" for line in lines]
-    if (fn._eager_reason or fn._lazy_reason) and not eager.program.scope.eager_reasons:
+    left = fn._eager_reason or (fn._lazy_reason and lazy != "always")
+    if left and not eager.program.scope.eager_reasons:
         found.append(f"the compiled step left the fast path ({fn.stats()})")
     return found

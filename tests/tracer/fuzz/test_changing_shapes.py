@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 
 from tests.tracer.fuzz.compare import differences, run
@@ -42,6 +41,11 @@ def _exact(passes: str) -> Callable[[Spec], None]:
     return exact_check(passes, changing_differences)
 
 
+def _lazily_exact(spec: Spec) -> None:
+    found = changing_differences(spec, "O0", lazy="always")
+    assert not found, f"{spec!r} lazily:\n" + "\n".join(found[:10])
+
+
 def _revisits(spec: Spec) -> bool:
     # a call at a size an earlier call had, after another size: a plan (or symbolic trace) runs
     return any(
@@ -65,6 +69,11 @@ def test_changing_batches_with_the_exact_pipeline_are_bit_identical_to_eager() -
     assert len(_fuzz(30, _exact("exact"))) >= 30
 
 
+def test_changing_batches_run_lazily_are_bit_identical_to_eager() -> None:
+    # every call by lazy re-execution: a call failing at a new size fails at eager's line
+    assert len(_fuzz(20, _lazily_exact)) >= 20
+
+
 def test_a_fixed_program_back_and_forth_runs_plans_and_equals_eager() -> None:
     spec = Spec(5, batches=(4, 9, 4, 1, 9, 4), body=(Piece.of("unary", kind="tanh"),))
     for passes in ("O0", "exact"):
@@ -82,7 +91,7 @@ ROWS_AT_BATCH_1 = Spec(  # found by this fuzzer: the fragment indexes row 1, abs
 )
 
 
-ROWS_AT_BATCH_1_EVAL = Spec(  # found by this fuzzer (seventeenth session), not yet fixed
+ROWS_AT_BATCH_1_EVAL = Spec(  # found by this fuzzer (seventeenth session): a plan step raises
     0,
     width=64,
     batches=(64, 64, 2, 1),
@@ -92,15 +101,14 @@ ROWS_AT_BATCH_1_EVAL = Spec(  # found by this fuzzer (seventeenth session), not 
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a plan step's error at a new size is relocated to the node's line "
-    "('indexing_syntax.py:48 (compiled step getitem_array)'), eager names the full path: "
-    "same error, other text (runtime/step_errors.relocated; tracer/op_lines keeps basenames)",
-)
 def test_an_eval_call_failing_at_a_new_size_raises_eagers_very_message() -> None:
-    for passes in ("O0", "exact"):
+    for passes in ("O0", "exact"):  # a plan step raises: the call re-runs eagerly
         assert changing_differences(ROWS_AT_BATCH_1_EVAL, passes) == []
+
+
+def test_a_call_failing_at_a_new_size_lazily_raises_at_eagers_line() -> None:
+    for spec in (ROWS_AT_BATCH_1, ROWS_AT_BATCH_1_EVAL):
+        assert changing_differences(spec, "O0", lazy="always") == []
 
 
 def test_a_call_failing_at_a_new_size_fails_alike_and_changes_nothing_compiled() -> None:
