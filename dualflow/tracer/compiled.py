@@ -178,23 +178,8 @@ class CompiledFunction:
         if type(result) is GuardFailed:
             self._stats.guard_failures += 1
         elif type(result) is StepFailed:
-            return self._after_step_error(result.error, args, kwargs)
-        return result
-
-    def _after_step_error(self, error: Exception, args: tuple, kwargs: dict) -> Any:
-        """A plan step raised (an index past a new batch's rows, a label out of range): the
-        call re-runs eagerly, all or nothing, so it raises eager's very error (its text and
-        line), whatever the plan knew of it. Where eager does not raise, the plan was wrong
-        to: eager's result is returned, with a warning naming the step's error."""
-        self._stats.step_errors += 1
-        self._stats.eager_fallbacks += 1
-        result = self._eagerly(args, kwargs)
-        warnings.warn(
-            f"a compiled step of {_name(self.fn)} raised {type(error).__name__}: {error}\n"
-            "where the eager call did not; the call ran eagerly (please report this)",
-            RuntimeWarning,
-            stacklevel=_caller_level(),
-        )
+            eagerly = lambda: self._eagerly(args, kwargs)  # noqa: E731 - eager's own error
+            return result.rerun_eagerly(eagerly, self._stats, _name(self.fn))
         return result
 
     def _guard_reason(self, node: Any, seen: Any = None) -> str:

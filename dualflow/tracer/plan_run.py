@@ -8,6 +8,8 @@ while a call commits are held until it has committed, so a call leaves all old o
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 from dualflow._config import config, enable_grad
@@ -15,6 +17,7 @@ from dualflow.tensor.core import Tensor
 from dualflow.tracer import interrupts
 from dualflow.tracer.autodiff import connect, released_node
 from dualflow.tracer.collective_agreement import EAGER_RUN
+from dualflow.tracer.function_names import caller_level
 from dualflow.tracer.pytree import flatten, unflatten
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.trace import Trace, is_tensor
@@ -33,6 +36,29 @@ class StepFailed:
 
     def __init__(self, error: Exception) -> None:
         self.error = error
+
+    def rerun_eagerly(self, eagerly: Callable[[], Any], stats: Any, name: str) -> Any:
+        """The call re-run by ``eagerly`` (all or nothing), so it raises eager's very error
+        (its text and line) whatever the plan knew of it: an index past a new batch's rows, a
+        label out of range. Where eager does not raise, the plan was wrong to: eager's result
+        is returned, with a warning naming the step's error. ``stats``: the function's counters.
+
+        Example:
+            >>> from dualflow.tracer.stats import Stats
+            >>> StepFailed(ValueError("x")).rerun_eagerly(lambda: 1 / 0, Stats(), "f")
+            Traceback (most recent call last):
+            ZeroDivisionError: division by zero
+        """
+        stats.step_errors += 1
+        stats.eager_fallbacks += 1
+        result = eagerly()
+        warnings.warn(
+            f"a compiled step of {name} raised {type(self.error).__name__}: {self.error}\n"
+            "where the eager call did not; the call ran eagerly (please report this)",
+            RuntimeWarning,
+            stacklevel=caller_level(),
+        )
+        return result
 
 
 def run_trace(

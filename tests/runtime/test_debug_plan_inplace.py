@@ -1,6 +1,7 @@
 """Debug mode names the exact op of a NaN inside a fused step even when, without debug mode, the
 step would run in place over its inputs (issue 19): a realistic standardization whose batch of
-equal targets divides 0 by 0 on a later call. Eager and compiled report the same op and line, in the same text."""
+equal targets divides 0 by 0 on a later call. Eager and compiled report the same op and line,
+in the same text."""
 
 from __future__ import annotations
 
