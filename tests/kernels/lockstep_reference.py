@@ -9,6 +9,7 @@ import itertools
 from collections.abc import Callable
 from typing import Any
 
+import numba
 import numpy as np
 from hypothesis import strategies as st
 
@@ -16,13 +17,19 @@ import dualflow
 from dualflow import nn, optim
 from dualflow.background import blas_cores
 from dualflow.kernels.base import cpu_threads
-from dualflow.kernels.linalg import cblas, unit_parts
+from dualflow.kernels.linalg import cblas, unit_parts, unit_tiles
+from dualflow.kernels.linalg.tile_ir import LANES
 from dualflow.kernels.linalg.unit_parts import unit_bounds
+from dualflow.kernels.linalg.unit_tiles import tile_product
 from tests.tracer.helpers import assert_same
 
+BATCHES = st.one_of(
+    st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
+    st.sampled_from([LANES, 2 * LANES]),  # whole vectors: the LSTM's parts take the tiles
+)
 FORWARD_SIZES = {
     "steps": st.integers(1, 5),
-    "n": st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 6),
+    "n": BATCHES,
     "hidden": st.integers(unit_parts.MIN_HIDDEN, 70),
     "scale": st.sampled_from([0.1, 1.0, 30.0]),
     "seed": st.integers(0, 2**16),
@@ -36,7 +43,7 @@ def backward_sizes(gradients: int) -> dict:
     """The backward tests' draws, with which of ``gradients`` incoming gradients are present."""
     return {
         "steps": st.integers(1, 4),
-        "n": st.integers(unit_parts.MIN_BATCH, unit_parts.MIN_BATCH + 4),
+        "n": BATCHES,
         "hidden": st.integers(unit_parts.MIN_HIDDEN, 60),
         "present": st.tuples(*[st.booleans()] * gradients),
         "seed": st.integers(0, 2**16),
@@ -64,13 +71,36 @@ def assert_same_bits(lockstep: Callable[[], tuple], reference: Callable[[], tupl
         assert a.dtype == np.float32 and a.shape == b.shape and np.array_equal(a, b)
 
 
-def gemm(a: np.ndarray, b: np.ndarray, transposed_b: bool = False, block: int | None = None):
+@numba.njit
+def _tiled(a, v, out):
+    tile_product(a.shape[0], a.shape[1], a.ctypes.data, a.shape[1], v.ctypes.data, v.shape[1],
+                 out.ctypes.data)  # fmt: skip
+
+
+def tiled(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``a @ v`` by the LSTM parts' register tiles (``unit_tiles``; ``v``'s columns whole
+    vectors): their bits, whatever rows a part has."""
+    a, v = np.ascontiguousarray(a, np.float32), np.ascontiguousarray(v, np.float32)
+    out = np.empty((a.shape[0], v.shape[1]), np.float32)
+    _tiled(a, v, out)
+    return out
+
+
+def gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    transposed_b: bool = False,
+    block: int | None = None,
+    tiles: bool = False,
+):
     """``a @ b`` (or ``a @ b.T``) by the kernels' own ``cblas_sgemm`` call (numpy's matmul takes
     gemv for one column, which rounds otherwise), one call per block of ``block`` rows of ``a``
     (None: the blocks a part's GEMM takes, ``unit_parts.row_block``; 0: one call), operands
-    C-ordered."""
+    C-ordered; ``tiles``: by the register tiles where they take the batch (the LSTM's parts)."""
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
+    if tiles and unit_tiles.width(n):
+        return tiled(a, b.T if transposed_b else b)
     out = np.empty((m, n), np.float32)
     trans = cblas.TRANS if transposed_b else cblas.NO_TRANS
     if block is None:
@@ -97,34 +127,40 @@ def force_row_blocks(patch: Any, small_mnk: int) -> None:
 
 
 def by_parts(
-    w_parts: np.ndarray, operand: np.ndarray, bounds: np.ndarray, gates: int
+    w_parts: np.ndarray, operand: np.ndarray, bounds: np.ndarray, gates: int, tiles: bool = False
 ) -> np.ndarray:
     """The product of each part's rows of ``w_parts`` (``gate_rows_by_part``) with ``operand``,
-    back in gate order: (gates * H, N)."""
+    back in gate order: (gates * H, N); ``tiles`` as ``gemm``'s."""
     hidden, n = w_parts.shape[0] // gates, operand.shape[1]
     out = np.empty((gates, hidden, n), np.float32)
     for a, b in itertools.pairwise(bounds):
-        out[:, a:b] = gemm(w_parts[gates * a : gates * b], operand).reshape(gates, b - a, n)
+        product = gemm(w_parts[gates * a : gates * b], operand, tiles=tiles)
+        out[:, a:b] = product.reshape(gates, b - a, n)
     return out.reshape(gates * hidden, n)
 
 
-def partitioned_carry(xp, wt: np.ndarray, dg: np.ndarray, out: np.ndarray) -> None:
-    """``recurrence.carry`` computed on the split's row blocks of ``W^T``."""
+def partitioned_carry(
+    xp, wt: np.ndarray, dg: np.ndarray, out: np.ndarray, tiles: bool = False
+) -> None:
+    """``recurrence.carry`` computed on the split's row blocks of ``W^T``; ``tiles`` as
+    ``gemm``'s."""
     for a, b in itertools.pairwise(unit_bounds(wt.shape[0])):
-        out[a:b] = gemm(np.ascontiguousarray(wt[a:b]), dg, transposed_b=True)
+        out[a:b] = gemm(np.ascontiguousarray(wt[a:b]), dg, transposed_b=True, tiles=tiles)
 
 
-def assert_train_steps_agree(module: Any, layer: str, monkeypatch: Any, blocked: bool) -> None:
-    """Three steps of a 2-layer ``nn.<layer>`` (8 -> 40 units, batch 8, Adam) eager, then
+def assert_train_steps_agree(
+    module: Any, layer: str, monkeypatch: Any, blocked: bool, batch: int = 8
+) -> None:
+    """Three steps of a 2-layer ``nn.<layer>`` (8 -> 40 units, ``batch``, Adam) eager, then
     compiled from the same start: ``module.run`` (a lockstep module's runner) ran for each
     layer's forward and backward at every eager step, and the losses and parameters agree bit
     for bit. ``blocked``: the parts' GEMMs in row blocks (``force_row_blocks``)."""
     if blocked:  # 8 x 40 units, the first part 32 of them: blocks of 16 rows and more
         gates = {"LSTM": 4, "GRU": 3}[layer]
-        force_row_blocks(monkeypatch, unit_parts.TILE * 8 * gates * 40 + 1)
+        force_row_blocks(monkeypatch, unit_parts.TILE * batch * gates * 40 + 1)
         forward, carry = (
-            unit_parts.row_block(8, 40, False),
-            unit_parts.row_block(8, gates * 40, True),
+            unit_parts.row_block(batch, 40, False),
+            unit_parts.row_block(batch, gates * 40, True),
         )
         assert 0 < forward < gates * 32 and 0 < carry < 32
     calls: list[int] = []
@@ -135,7 +171,8 @@ def assert_train_steps_agree(module: Any, layer: str, monkeypatch: Any, blocked:
         dualflow.random.seed(0)
         model = getattr(nn, layer)(8, 40, 2, batch_first=True)
         opt = optim.Adam(model.parameters(), lr=1e-2)
-        x = dualflow.tensor(np.random.default_rng(1).normal(size=(8, 5, 8)).astype(np.float32))
+        x = np.random.default_rng(1).normal(size=(batch, 5, 8)).astype(np.float32)
+        x = dualflow.tensor(x)
 
         def step() -> Any:
             opt.zero_grad()

@@ -5,6 +5,7 @@ because the workers are busy), and the op and the ``nn.LSTM`` training step take
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -14,7 +15,8 @@ from hypothesis import given, settings
 from dualflow.background.process import owner, using_threads
 from dualflow.kernels.base import cpu_threads, lockstep
 from dualflow.kernels.linalg import lstm_forward as forward_module
-from dualflow.kernels.linalg import lstm_lockstep, recurrence, unit_parts
+from dualflow.kernels.linalg import lstm_lockstep, recurrence, unit_parts, unit_tiles
+from dualflow.kernels.linalg.tile_ir import LANES
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
 from tests.kernels.lockstep_reference import (
     FORWARD_SIZES,
@@ -48,7 +50,8 @@ def _forward_reference(xw, h0, c0, w):
     gates, h_fm = np.empty((steps, n, four_h), np.float32), np.empty((hidden, n), np.float32)
     h, c_prev = np.ascontiguousarray(h0.T), c0
     for t in range(steps):
-        cell(xw[t], by_parts(w_parts, h, bounds, 4), h_fm, c_prev, gates[t], hs[t], cs[t])
+        cell(xw[t], by_parts(w_parts, h, bounds, 4, tiles=True), h_fm, c_prev, gates[t], hs[t],
+             cs[t])  # fmt: skip
         h, c_prev = h_fm.copy(), cs[t]
     return hs, cs, gates
 
@@ -71,7 +74,7 @@ def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as patch:
         if not lockstep_on:
             patch.setattr(unit_parts, "fits", lambda xp, dtype, hidden, batch: False)
-            patch.setattr(recurrence, "carry", partitioned_carry)
+            patch.setattr(recurrence, "carry", functools.partial(partitioned_carry, tiles=True))
         with cpu_threads.blas_on_callers():
             tanh = lambda xp, x: np.tanh(x)  # noqa: E731 - float32 inlines tanh_f32 instead
             return recurrence.lstm_grad_recurrence(np, saved, grads, np.float32, tanh)
@@ -149,3 +152,18 @@ def test_unit_bounds_keep_whole_tiles_and_small_layers_stay_whole() -> None:
 @pytest.mark.parametrize("blocked", [False, True])
 def test_an_lstm_training_step_takes_it_compiled_and_eager_alike(monkeypatch, blocked) -> None:
     assert_train_steps_agree(lstm_lockstep, "LSTM", monkeypatch, blocked)
+
+
+def test_a_batch_of_whole_vectors_takes_the_tiles_compiled_and_eager_alike(monkeypatch) -> None:
+    assert unit_tiles.width(LANES) == LANES
+    assert_train_steps_agree(lstm_lockstep, "LSTM", monkeypatch, False, batch=LANES)
+
+
+def test_the_tiles_bits_do_not_depend_on_what_runs_the_parts() -> None:
+    ins = _inputs(5, 4, LANES, 100, 1.0)  # parts of 64 and 36 units
+    first = forward_module.lstm_forward(*ins)
+    with using_threads(1, blas_too=True):
+        again = forward_module.lstm_forward(*ins)
+    assert all(np.array_equal(a, b) for a, b in zip(first, again))
+    reference = _forward_reference(*ins)  # the tiles' products, part by part
+    assert all(np.array_equal(a, b) for a, b in zip(first, reference))

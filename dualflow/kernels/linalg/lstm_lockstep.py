@@ -27,7 +27,7 @@ import numpy as np
 from dualflow.kernels.base.lockstep import claim_part, part_done, wait_for_step
 from dualflow.kernels.fast_math.fast_tanh import tanh_f32
 from dualflow.kernels.fast_math.scalars import fingerprint
-from dualflow.kernels.linalg import grad_steps, unit_parts
+from dualflow.kernels.linalg import grad_steps, unit_parts, unit_tiles
 from dualflow.kernels.linalg.cblas import NO_TRANS, TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import lstm_grad_part
@@ -40,6 +40,7 @@ from dualflow.kernels.linalg.unit_parts import (
     step_of,
     unit_bounds,
 )
+from dualflow.kernels.linalg.unit_tiles import tile_product
 
 
 @numba.njit(inline="always")
@@ -74,19 +75,24 @@ def lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next):
 
 
 @numba.njit(inline="always")
-def forward_part(gemm, block, xw_t, w_parts, a, b, h_prev, c_prev, product, gates_t, hs_t, cs_t,
-                 h_next):  # fmt: skip
-    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[4a, 4b)``, in
-    calls of ``block`` rows: ``unit_parts.gemm_rows``), then its units' cell
-    (``lstm_cell_part``)."""
+def forward_part(gemm, block, wide, xw_t, w_parts, a, b, h_prev, c_prev, product, gates_t, hs_t,
+                 cs_t, h_next):  # fmt: skip
+    """One part's forward step: its gate rows' product into ``product`` (rows ``[4a, 4b)``) by
+    the register tiles where ``wide`` (the batch, ``unit_tiles.width``), else by BLAS in calls
+    of ``block`` rows (``unit_parts.gemm_rows``), then its units' cell (``lstm_cell_part``)."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     rows = product[4 * a : 4 * b]
-    gemm_rows(gemm, NO_TRANS, 4 * units, n, hidden, w_parts[4 * a :].ctypes.data,
-              h_prev.ctypes.data, n, rows.ctypes.data, block)  # fmt: skip
+    if wide:
+        tile_product(4 * units, hidden, w_parts[4 * a :].ctypes.data, w_parts.shape[1],
+                     h_prev.ctypes.data, wide, rows.ctypes.data)  # fmt: skip
+    else:
+        gemm_rows(gemm, NO_TRANS, 4 * units, n, hidden, w_parts[4 * a :].ctypes.data,
+                  h_prev.ctypes.data, n, rows.ctypes.data, block)  # fmt: skip
     lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next)
 
 
-def forward_loop(gemm, block, xw, w_parts, bounds, c0, h_fm, product, gates, hs, cs, first, sync):
+def forward_loop(gemm, block, wide, xw, w_parts, bounds, c0, h_fm, product, gates, hs, cs, first,
+                 sync):  # fmt: skip
     # one thread's run of the forward: h_fm (2, H, N) holds h feature-major, step t reading
     # h_fm[(t + 1) % 2] (h_fm[1] is h0) and writing h_fm[t % 2]
     steps, parts = xw.shape[0], bounds.shape[0] - 1
@@ -99,15 +105,17 @@ def forward_loop(gemm, block, xw, w_parts, bounds, c0, h_fm, product, gates, hs,
                 continue
             a, b = bounds[k], bounds[k + 1]
             if b > a:
-                forward_part(gemm, block, xw[t], w_parts, a, b, h_fm[(t + 1) % 2], c_prev, product,
-                             gates[t], hs[t], cs[t], h_fm[t % 2])  # fmt: skip
+                forward_part(gemm, block, wide, xw[t], w_parts, a, b, h_fm[(t + 1) % 2], c_prev,
+                             product, gates[t], hs[t], cs[t], h_fm[t % 2])  # fmt: skip
             part_done(sync)
 
 
-def backward_loop(gemm, block, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_c, outs,
-                  first, sync):  # fmt: skip
+def backward_loop(gemm, block, wide, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_c,
+                  dg_fm, outs, first, sync):  # fmt: skip
     # one thread's run of the backward, last step first: a part's carry rows carry_ht[a:b] =
-    # W^T[a:b] @ dg[t + 1]^T (every part of step t + 1 is done), then its units' factors
+    # W^T[a:b] @ dg[t + 1]^T (every part of step t + 1 is done), then its units' factors; with
+    # the tiles (``wide``), each part also writes its gate columns of dg[t] feature-major into
+    # dg_fm[s % 2] (2, 4H, N), which the next step's carries read
     dg, dh, dc = outs
     steps, n, hidden = cs.shape
     parts = bounds.shape[0] - 1
@@ -121,20 +129,29 @@ def backward_loop(gemm, block, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht,
                 continue
             a, b = bounds[k], bounds[k + 1]
             if b > a:
-                if t < steps - 1:
+                if t < steps - 1 and wide:
+                    tile_product(b - a, 4 * hidden, wt[a:].ctypes.data, wt.shape[1],
+                                 dg_fm[(s - 1) % 2].ctypes.data, wide,
+                                 carry_ht[a:].ctypes.data)  # fmt: skip
+                elif t < steps - 1:
                     gemm_rows(gemm, TRANS, b - a, n, 4 * hidden, wt[a:].ctypes.data,
                               dg[t + 1].ctypes.data, 4 * hidden,
                               carry_ht[a:].ctypes.data, block)  # fmt: skip
                 lstm_grad_part(acts[t], cs[t], c_prev, step_of(gh, t), step_of(gc, t),
                                step_of(base, t), None, carry_ht, carry_c, dg[t], dh[t], dc[t],
                                a, b)  # fmt: skip
+                if wide and t:
+                    for g in range(4):
+                        lo = g * hidden + a
+                        to_fm(dg[t][:, lo : lo + b - a], dg_fm[s % 2][lo : lo + b - a])
             part_done(sync)
 
 
 CELL = fingerprint(lstm_cell_part)
 """A digest of the cell, for the stems of the kernels inlining it (``lstm_forward``'s too)."""
 _INLINED = hashlib.sha256(
-    f"{fingerprint(forward_part)}{CELL}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}".encode()
+    f"{fingerprint(forward_part)}{CELL}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}"
+    f"{unit_tiles.FINGERPRINT}".encode()
 ).hexdigest()[:16]
 
 
@@ -151,13 +168,15 @@ def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
     """
     steps, n, four_h = xw.shape
     hidden = four_h // 4
-    bounds = unit_bounds(hidden)
+    bounds, wide = unit_bounds(hidden), unit_tiles.width(n)
     h_fm = np.empty((2, hidden, n), np.float32)
     h_fm[1] = h0.T
     gates, hs, cs = (np.empty((steps, n, f), np.float32) for f in (four_h, hidden, hidden))
-    args = (sgemm(), row_block(n, hidden, False), np.ascontiguousarray(xw, dtype=np.float32),
-            gate_rows_by_part(w_hh, bounds, 4), bounds, np.ascontiguousarray(c0, np.float32), h_fm,
-            np.empty((four_h, n), np.float32), gates, hs, cs)  # fmt: skip
+    w_parts = gate_rows_by_part(w_hh, bounds, 4)
+    args = (sgemm(), row_block(n, hidden, False), wide, np.ascontiguousarray(xw, dtype=np.float32),
+            unit_tiles.spread_rows(w_parts) if wide else w_parts, bounds,
+            np.ascontiguousarray(c0, np.float32), h_fm, np.empty((four_h, n), np.float32), gates,
+            hs, cs)  # fmt: skip
     run(cell_kernel(forward_loop, "lstm_lockstep_forward", _INLINED), args, steps)
     return hs, cs, gates
 
@@ -178,7 +197,11 @@ def lstm_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     """
     acts, cs, c0, wt = saved
     steps, n, hidden = cs.shape
+    wide = unit_tiles.width(n)
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
+    dg_fm = np.empty((2, 4 * hidden, n) if wide else (2, 0, 0), np.float32)
     block = row_block(n, 4 * hidden, True)
-    args = (sgemm(), block, acts, cs, c0, *grads, wt, unit_bounds(hidden), *carry, outs)
+    wt = unit_tiles.spread_rows(wt) if wide else wt
+    args = (sgemm(), block, wide, acts, cs, c0, *grads, wt, unit_bounds(hidden), *carry, dg_fm,
+            outs)  # fmt: skip
     run(cell_kernel(backward_loop, "lstm_lockstep_backward", _INLINED), args, steps)

@@ -1,0 +1,126 @@
+"""A recurrence part's per-step product by register tiles (``tile_ir``): ``c (rows, N) = a
+(rows, K) @ v (K, N)``, with ``a`` the part's weight rows (``spread_rows``) and ``v`` the step's
+state feature-major, its N batch columns whole vectors.
+
+OpenBLAS packs a part's weight rows again at every step: at H = 256, N = 16 a part's 512 x 256
+x 16 product took ~50 us on one core of a 2-core Zen 4 with its Haswell or SkylakeX table,
+against 36 us for the tiles reading the rows where they lie (the LSTM forward of 64 steps,
+split in two parts on two threads: 4.5-4.8 -> 3.7-3.9 ms). Each output element is one chain of
+fused multiply-adds over K in order from +0.0, whatever the part, the tile or the thread, so
+the bits depend on the shapes only. Batches of 1 to ``MAX_VECTORS`` whole vectors take them (16,
+32, 48 or 64 rows with AVX-512; 8 to 32 with AVX2); others keep OpenBLAS
+(``unit_parts.gemm_rows``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numba
+import numpy as np
+
+from dualflow.kernels.linalg import tile_ir
+from dualflow.kernels.linalg.tile_ir import LANES, rows_for
+
+MAX_VECTORS = 4
+"""The widest batch the tiles take, in vectors: a tile of 4 vectors keeps 4 rows at most."""
+
+
+def _tile_rows(vectors: int) -> int:
+    # a power of two, so the parts' 16-unit tiles of rows are whole tiles of it
+    rows = rows_for(vectors)
+    return 1 << (rows.bit_length() - 1)
+
+
+ROWS = tuple(_tile_rows(v) for v in range(1, MAX_VECTORS + 1))
+"""Rows of a full tile, by its vectors (from 1): the most the accumulators hold, a power of 2."""
+_FULL = tuple(tile_ir.tile(rows, v + 1) for v, rows in enumerate(ROWS))
+_ONE = tuple(tile_ir.tile(1, v) for v in range(1, MAX_VECTORS + 1))
+_T1, _T2, _T3, _T4 = _FULL
+_R1, _R2, _R3, _R4 = _ONE
+FINGERPRINT = hashlib.sha256(
+    Path(__file__).read_bytes() + Path(tile_ir.__file__).read_bytes() + repr(ROWS).encode()
+).hexdigest()[:16]
+"""A digest of the tiles (their IR is no Python bytecode), for the stems of kernels inlining
+``tile_product``."""
+
+
+def width(n: int) -> int:
+    """``n`` where the tiles take a batch of ``n`` columns (whole vectors, at most
+    ``MAX_VECTORS``), else 0. A batch of part of a vector is left to OpenBLAS: padded to a whole
+    one, the tiles did its zeros' work too (N = 8 with AVX-512: 3.3 against 2.8 ms a forward),
+    and the views of the padded arrays cost the cells more than that (N = 12: 5.8 against 4.3).
+
+    Example:
+        >>> width(LANES) == LANES, width(2 * LANES) == 2 * LANES, width(LANES - 1), width(0)
+        (True, True, 0, 0)
+    """
+    whole = n > 0 and n % LANES == 0
+    return n if whole and n // LANES <= MAX_VECTORS else 0
+
+
+def spread_rows(a: np.ndarray) -> np.ndarray:
+    """A float32 copy of 2-D ``a`` whose rows lie one vector further apart than their length:
+    a tile reads ``ROWS`` rows at once, and rows a multiple of 4 KiB apart (an LSTM's ``W^T``
+    at H = 256: 1024 floats) fall in one set of the L1 cache and evict each other (the carry's
+    product ran slower than OpenBLAS's). Read ``out[:, :K]``, row stride ``out.shape[1]``.
+
+    Example:
+        >>> spread_rows(np.ones((2, 3), np.float32)).shape == (2, 3 + LANES)
+        True
+    """
+    out = np.zeros((a.shape[0], a.shape[1] + LANES), np.float32)
+    out[:, : a.shape[1]] = a
+    return out
+
+
+@numba.njit(inline="always")
+def _full(vectors, k, s, s_rows, v, v_rows, c):  # pragma: no cover - runs compiled
+    if vectors == 1:
+        _T1(k, s, s_rows, v, v_rows, c)
+    elif vectors == 2:
+        _T2(k, s, s_rows, v, v_rows, c)
+    elif vectors == 3:
+        _T3(k, s, s_rows, v, v_rows, c)
+    else:
+        _T4(k, s, s_rows, v, v_rows, c)
+
+
+@numba.njit(inline="always")
+def _one(vectors, k, s, s_rows, v, v_rows, c):  # pragma: no cover - runs compiled
+    if vectors == 1:
+        _R1(k, s, s_rows, v, v_rows, c)
+    elif vectors == 2:
+        _R2(k, s, s_rows, v, v_rows, c)
+    elif vectors == 3:
+        _R3(k, s, s_rows, v, v_rows, c)
+    else:
+        _R4(k, s, s_rows, v, v_rows, c)
+
+
+@numba.njit(inline="always")
+def tile_product(rows, k, a, lda, v, wide, c):
+    """``c[:rows] = a[:rows] @ v`` given by addresses (int64) of C-ordered float32 data: ``a``
+    (rows, k) with row stride ``lda`` elements, ``v`` (k, wide) and ``c`` (rows, wide), ``wide``
+    a ``width``. Full tiles of ``ROWS`` rows, then a tile of one row for each left over.
+
+    Example:
+        >>> a, v = np.ones((5, 3), np.float32), np.ones((3, LANES), np.float32)
+        >>> c = np.zeros((5, LANES), np.float32)
+        >>> @numba.njit
+        ... def run(a, v, c):
+        ...     tile_product(5, 3, a.ctypes.data, 3, v.ctypes.data, c.shape[1], c.ctypes.data)
+        >>> run(a, v, c); c[:, 0].tolist()
+        [3.0, 3.0, 3.0, 3.0, 3.0]
+    """
+    vectors = wide // LANES
+    full = ROWS[vectors - 1]
+    a, v, c = np.int64(a), np.int64(v), np.int64(c)  # numba's addresses are unsigned
+    r = 0
+    while r + full <= rows:
+        _full(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide)
+        r += full
+    while r < rows:
+        _one(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide)
+        r += 1
