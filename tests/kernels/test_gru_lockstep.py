@@ -5,6 +5,8 @@ takes them, compiled equal to eager."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -12,6 +14,7 @@ from hypothesis import given, settings
 from dualflow.background.process import using_threads
 from dualflow.kernels.linalg import gru_forward as forward_module
 from dualflow.kernels.linalg import gru_lockstep, recurrence, unit_parts
+from dualflow.kernels.linalg.tile_ir import LANES
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
 from tests.kernels.lockstep_reference import (
     FORWARD_SIZES,
@@ -45,7 +48,8 @@ def _forward_reference(xw, h0, w, bias):
     gates, h_fm = np.empty((steps, n, three_h), np.float32), np.empty((hidden, n), np.float32)
     h, h_prev = np.ascontiguousarray(h0.T), h0
     for t in range(steps):
-        cell(xw[t], by_parts(w_parts, h, bounds, 3), bias, h_fm, h_prev, gates[t], hs[t], hn[t])
+        product = by_parts(w_parts, h, bounds, 3, tiles=True)
+        cell(xw[t], product, bias, h_fm, h_prev, gates[t], hs[t], hn[t])
         h, h_prev = h_fm.copy(), hs[t]
     return hs, gates, hn
 
@@ -66,7 +70,7 @@ def _backward(saved, grads, lockstep_on: bool, monkeypatch: pytest.MonkeyPatch):
     with monkeypatch.context() as patch:
         if not lockstep_on:
             patch.setattr(unit_parts, "fits", lambda xp, dtype, hidden, batch: False)
-            patch.setattr(recurrence, "carry", partitioned_carry)
+            patch.setattr(recurrence, "carry", functools.partial(partitioned_carry, tiles=True))
         return recurrence.gru_grad_recurrence(np, saved, grads, np.float32)
 
 
@@ -99,3 +103,7 @@ def test_the_bits_do_not_depend_on_the_thread_count(monkeypatch) -> None:
 @pytest.mark.parametrize("blocked", [False, True])
 def test_a_gru_training_step_takes_it_compiled_and_eager_alike(monkeypatch, blocked) -> None:
     assert_train_steps_agree(gru_lockstep, "GRU", monkeypatch, blocked)
+
+
+def test_a_batch_of_whole_vectors_takes_the_tiles_compiled_and_eager_alike(monkeypatch) -> None:
+    assert_train_steps_agree(gru_lockstep, "GRU", monkeypatch, False, batch=LANES)

@@ -4,7 +4,8 @@ two threads run in lockstep, as ``lstm_lockstep`` does for the LSTM: each part's
 the cell; in the backward its rows of the carry ``W^T[units] @ dg^T`` and its units' factors.
 
 The split and which layers take it are ``unit_parts``'; the cell's arithmetic and order are
-``gru_forward``'s, so with the same GEMM rows the bits are the one-GEMM loop's.
+``gru_forward``'s, so with the same GEMM rows the bits are the one-GEMM loop's. A batch of whole
+vectors multiplies by register tiles, as the LSTM's parts do (``unit_tiles``).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from dualflow.kernels.base.lockstep import claim_part, part_done, wait_for_step
 from dualflow.kernels.fast_math.scalars import fingerprint
-from dualflow.kernels.linalg import grad_steps, unit_parts
+from dualflow.kernels.linalg import grad_steps, unit_parts, unit_tiles
 from dualflow.kernels.linalg.cblas import NO_TRANS, TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import gru_grad_part
@@ -30,6 +31,7 @@ from dualflow.kernels.linalg.unit_parts import (
     step_of,
     unit_bounds,
 )
+from dualflow.kernels.linalg.unit_tiles import tile_product
 
 
 @numba.njit(inline="always")
@@ -66,20 +68,24 @@ def gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next):
 
 
 @numba.njit(inline="always")
-def forward_part(gemm, block, xw_t, w_parts, bias, a, b, h_fm, h_prev, product, gates_t, hs_t,
-                 hn_t, h_next):  # fmt: skip
-    """One part's forward step: its gate rows' GEMM into ``product`` (rows ``[3a, 3b)``, in
-    calls of ``block`` rows: ``unit_parts.gemm_rows``), then its units' cell
-    (``gru_cell_part``)."""
+def forward_part(gemm, block, wide, xw_t, w_parts, bias, a, b, h_fm, h_prev, product, gates_t,
+                 hs_t, hn_t, h_next):  # fmt: skip
+    """One part's forward step: its gate rows' product into ``product`` (rows ``[3a, 3b)``) by
+    the register tiles where ``wide`` (the batch, ``unit_tiles.width``), else by BLAS in calls
+    of ``block`` rows (``unit_parts.gemm_rows``), then its units' cell (``gru_cell_part``)."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     rows = product[3 * a : 3 * b]
-    gemm_rows(gemm, NO_TRANS, 3 * units, n, hidden, w_parts[3 * a :].ctypes.data,
-              h_fm.ctypes.data, n, rows.ctypes.data, block)  # fmt: skip
+    if wide:
+        tile_product(3 * units, hidden, w_parts[3 * a :].ctypes.data, w_parts.shape[1],
+                     h_fm.ctypes.data, wide, rows.ctypes.data)  # fmt: skip
+    else:
+        gemm_rows(gemm, NO_TRANS, 3 * units, n, hidden, w_parts[3 * a :].ctypes.data,
+                  h_fm.ctypes.data, n, rows.ctypes.data, block)  # fmt: skip
     gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next)
 
 
-def forward_loop(gemm, block, xw, w_parts, bias, bounds, h0, h_fm, product, gates, hs, hn, first,
-                 sync):  # fmt: skip
+def forward_loop(gemm, block, wide, xw, w_parts, bias, bounds, h0, h_fm, product, gates, hs, hn,
+                 first, sync):  # fmt: skip
     # one thread's run of the forward: h_fm (2, H, N) holds h feature-major, step t reading
     # h_fm[(t + 1) % 2] (h_fm[1] is h0) and writing h_fm[t % 2]
     steps, parts = xw.shape[0], bounds.shape[0] - 1
@@ -92,15 +98,17 @@ def forward_loop(gemm, block, xw, w_parts, bias, bounds, h0, h_fm, product, gate
                 continue
             a, b = bounds[k], bounds[k + 1]
             if b > a:
-                forward_part(gemm, block, xw[t], w_parts, bias, a, b, h_fm[(t + 1) % 2], h_prev,
-                             product, gates[t], hs[t], hn[t], h_fm[t % 2])  # fmt: skip
+                forward_part(gemm, block, wide, xw[t], w_parts, bias, a, b, h_fm[(t + 1) % 2],
+                             h_prev, product, gates[t], hs[t], hn[t], h_fm[t % 2])  # fmt: skip
             part_done(sync)
 
 
-def backward_loop(gemm, block, gates, hn, hs, h0, gh, base, wt, bounds, carry_ht, carry_z, outs,
-                  first, sync):  # fmt: skip
+def backward_loop(gemm, block, wide, gates, hn, hs, h0, gh, base, wt, bounds, carry_ht, carry_z,
+                  dg_fm, outs, first, sync):  # fmt: skip
     # one thread's run of the backward, last step first: a part's carry rows carry_ht[a:b] =
-    # W^T[a:b] @ dg[t + 1]^T (every part of step t + 1 is done), then its units' factors
+    # W^T[a:b] @ dg[t + 1]^T (every part of step t + 1 is done), then its units' factors; with
+    # the tiles (``wide``), each part also writes its gate columns of dg[t] feature-major into
+    # dg_fm[s % 2] (2, 3H, N), which the next step's carries read
     dg, dh = outs
     steps, n, hidden = hs.shape
     parts = bounds.shape[0] - 1
@@ -114,19 +122,28 @@ def backward_loop(gemm, block, gates, hn, hs, h0, gh, base, wt, bounds, carry_ht
                 continue
             a, b = bounds[k], bounds[k + 1]
             if b > a:
-                if t < steps - 1:
+                if t < steps - 1 and wide:
+                    tile_product(b - a, 3 * hidden, wt[a:].ctypes.data, wt.shape[1],
+                                 dg_fm[(s - 1) % 2].ctypes.data, wide,
+                                 carry_ht[a:].ctypes.data)  # fmt: skip
+                elif t < steps - 1:
                     gemm_rows(gemm, TRANS, b - a, n, 3 * hidden, wt[a:].ctypes.data,
                               dg[t + 1].ctypes.data, 3 * hidden,
                               carry_ht[a:].ctypes.data, block)  # fmt: skip
                 gru_grad_part(gates[t], hn[t], h_prev, step_of(gh, t), step_of(base, t),
                               carry_ht, carry_z, dg[t], dh[t], a, b)  # fmt: skip
+                if wide and t:
+                    for g in range(3):
+                        lo = g * hidden + a
+                        to_fm(dg[t][:, lo : lo + b - a], dg_fm[s % 2][lo : lo + b - a])
             part_done(sync)
 
 
 CELL = fingerprint(gru_cell_part)
 """A digest of the cell, for the stems of the kernels inlining it (``gru_forward``'s too)."""
 _INLINED = hashlib.sha256(
-    f"{fingerprint(forward_part)}{CELL}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}".encode()
+    f"{fingerprint(forward_part)}{CELL}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}"
+    f"{unit_tiles.FINGERPRINT}".encode()
 ).hexdigest()[:16]
 
 
@@ -144,13 +161,15 @@ def gru_forward_lockstep(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple:
     """
     steps, n, three_h = xw.shape
     hidden = three_h // 3
-    bounds = unit_bounds(hidden)
+    bounds, wide = unit_bounds(hidden), unit_tiles.width(n)
     h_fm = np.empty((2, hidden, n), np.float32)
     h_fm[1] = h0.T
     gates = np.empty((steps, n, three_h), np.float32)
     hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
-    args = (sgemm(), row_block(n, hidden, False), np.ascontiguousarray(xw, dtype=np.float32),
-            gate_rows_by_part(w_hh, bounds, 3), gate_rows_by_part(b_hh, bounds, 3), bounds,
+    w_parts = gate_rows_by_part(w_hh, bounds, 3)
+    w_parts = unit_tiles.spread_rows(w_parts) if wide else w_parts
+    args = (sgemm(), row_block(n, hidden, False), wide, np.ascontiguousarray(xw, dtype=np.float32),
+            w_parts, gate_rows_by_part(b_hh, bounds, 3), bounds,
             np.ascontiguousarray(h0, np.float32), h_fm, np.empty((three_h, n), np.float32),
             gates, hs, hn)  # fmt: skip
     run(cell_kernel(forward_loop, "gru_lockstep_forward", _INLINED), args, steps)
@@ -173,6 +192,9 @@ def gru_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     gates, hn, hs, h0, wt = saved
     steps, n, hidden = hs.shape
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
-    block = row_block(n, 3 * hidden, True)
-    args = (sgemm(), block, gates, hn, hs, h0, *grads, wt, unit_bounds(hidden), *carry, outs)
+    block, wide = row_block(n, 3 * hidden, True), unit_tiles.width(n)
+    dg_fm = np.empty((2, 3 * hidden, n) if wide else (2, 0, 0), np.float32)
+    wt = unit_tiles.spread_rows(wt) if wide else wt
+    args = (sgemm(), block, wide, gates, hn, hs, h0, *grads, wt, unit_bounds(hidden), *carry,
+            dg_fm, outs)  # fmt: skip
     run(cell_kernel(backward_loop, "gru_lockstep_backward", _INLINED), args, steps)
