@@ -27,11 +27,25 @@ def may_raise_on_values(dtypes: Iterable[Any]) -> bool:
 
 def reads_integers(args: Iterable[Any]) -> bool:
     """Whether an op call's arguments hold an integer array (a tensor's, numpy's, a pending
-    one's): ``may_raise_on_values`` of the arrays it reads. Python numbers are not read.
+    one's), also inside a list or tuple argument (``concat([a, b])``): ``may_raise_on_values``
+    of the arrays it reads. Python numbers are not read.
 
     Example:
         >>> reads_integers([np.ones(2), 3]), reads_integers([np.arange(2)])
         (False, True)
+        >>> reads_integers([[np.ones(2), np.arange(2)]])
+        True
     """
-    dtypes = (getattr(getattr(a, "raw_array", a), "dtype", None) for a in args)
-    return may_raise_on_values(d for d in dtypes if d is not None)
+    return may_raise_on_values(d for d in map(_dtype, _flat(args)) if d is not None)
+
+
+def _flat(args: Iterable[Any]) -> Iterable[Any]:
+    for a in args:
+        if type(a) in (list, tuple):
+            yield from a
+        else:
+            yield a
+
+
+def _dtype(arg: Any) -> Any:
+    return getattr(getattr(arg, "raw_array", arg), "dtype", None)
