@@ -31,7 +31,7 @@ from dualflow.kernels.linalg.unit_parts import (
     step_of,
     unit_bounds,
 )
-from dualflow.kernels.linalg.unit_tiles import tile_product
+from dualflow.kernels.linalg.unit_tiles import gates_to_fm, tile_product
 
 
 @numba.njit(inline="always")
@@ -133,9 +133,7 @@ def backward_loop(gemm, block, wide, gates, hn, hs, h0, gh, base, wt, bounds, ca
                 gru_grad_part(gates[t], hn[t], h_prev, step_of(gh, t), step_of(base, t),
                               carry_ht, carry_z, dg[t], dh[t], a, b)  # fmt: skip
                 if wide and t:
-                    for g in range(3):
-                        lo = g * hidden + a
-                        to_fm(dg[t][:, lo : lo + b - a], dg_fm[s % 2][lo : lo + b - a])
+                    gates_to_fm(dg[t], dg_fm[s % 2], 3, a, b)
             part_done(sync)
 
 

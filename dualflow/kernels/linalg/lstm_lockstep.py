@@ -40,7 +40,7 @@ from dualflow.kernels.linalg.unit_parts import (
     step_of,
     unit_bounds,
 )
-from dualflow.kernels.linalg.unit_tiles import tile_product
+from dualflow.kernels.linalg.unit_tiles import gates_to_fm, tile_product
 
 
 @numba.njit(inline="always")
@@ -141,9 +141,7 @@ def backward_loop(gemm, block, wide, acts, cs, c0, gh, gc, base, wt, bounds, car
                                step_of(base, t), None, carry_ht, carry_c, dg[t], dh[t], dc[t],
                                a, b)  # fmt: skip
                 if wide and t:
-                    for g in range(4):
-                        lo = g * hidden + a
-                        to_fm(dg[t][:, lo : lo + b - a], dg_fm[s % 2][lo : lo + b - a])
+                    gates_to_fm(dg[t], dg_fm[s % 2], 4, a, b)
             part_done(sync)
 
 

@@ -44,8 +44,8 @@ us on one thread against 78 for the transposed BLAS product, 64 x 1000 x 1000 45
 REPEATS = 5
 _DIGEST = hashlib.sha256(Path(__file__).read_bytes() + Path(tile_ir.__file__).read_bytes())
 _STEM = f"{LANES}x{ACCUMULATORS}x{_DIGEST.hexdigest()[:16]}"
-_TILES = {v: tile_ir.tile(rows_for(v), v) for v in (1, 2, 3, 4)}
-_T1, _T2, _T3, _T4 = _TILES[1], _TILES[2], _TILES[3], _TILES[4]
+_tile = tile_ir.by_vectors(tuple(rows_for(v) for v in (1, 2, 3, 4)))
+"""The tile of ``vectors`` vectors (``rows_for(vectors)`` rows): ``_tile(vectors, k, s, ...)``."""
 # a crew block: LO, HI (tiles), then N, K, M, vectors and the addresses of W, x.T and out
 N_AT, K_AT, M_AT, VECTORS_AT, W_AT, XT_AT, OUT_AT = range(2, 9)
 
@@ -53,19 +53,6 @@ N_AT, K_AT, M_AT, VECTORS_AT, W_AT, XT_AT, OUT_AT = range(2, 9)
 def _kernel(py_func: Any) -> Any:
     # compiled as the fixed kernels are, machine code in the signed kernels store
     return numba_cache.cached_njit(py_func, f"k_thingemm{py_func.__name__}_{_STEM}")
-
-
-@numba.njit(inline="always")
-def _tile(vectors, k, s, s_rows, v, v_rows, c):  # pragma: no cover - runs compiled
-    # the tile of ``vectors`` vectors: each is its own intrinsic (rows_for(vectors) rows)
-    if vectors == 1:
-        _T1(k, s, s_rows, v, v_rows, c)
-    elif vectors == 2:
-        _T2(k, s, s_rows, v, v_rows, c)
-    elif vectors == 3:
-        _T3(k, s, s_rows, v, v_rows, c)
-    else:
-        _T4(k, s, s_rows, v, v_rows, c)
 
 
 @_kernel

@@ -17,6 +17,7 @@ import functools
 from typing import Any
 
 import llvmlite.binding as llvm
+import numba
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
@@ -116,3 +117,34 @@ def tile(rows: int, vectors: int) -> Any:
         return types.void(*[types.int64] * 6), _codegen(rows, vectors)
 
     return gemm_tile
+
+
+def by_vectors(rows: tuple[int, int, int, int]) -> Any:
+    """An inlined numba function ``call(vectors, k, s, s_rows, v, v_rows, c)`` running the tile
+    of ``vectors`` (1-4) vectors and ``rows[vectors - 1]`` rows (``tile``'s arguments after
+    ``vectors``): each tile is its own intrinsic, picked by a branch numba can compile.
+
+    Example:
+        >>> import numba, numpy as np
+        >>> call = by_vectors((2, 2, 1, 1))
+        >>> @numba.njit
+        ... def run(s, v, c):
+        ...     call(1, 3, s.ctypes.data, 3, v.ctypes.data, LANES, c.ctypes.data)
+        >>> s, v = np.ones((2, 3), np.float32), np.ones((3, LANES), np.float32)
+        >>> c = np.zeros((2, LANES), np.float32); run(s, v, c); float(c.sum()) == 3 * 2 * LANES
+        True
+    """
+    t1, t2, t3, t4 = (tile(r, v) for v, r in enumerate(rows, start=1))
+
+    @numba.njit(inline="always")
+    def call(vectors, k, s, s_rows, v, v_rows, c):  # pragma: no cover - runs compiled
+        if vectors == 1:
+            t1(k, s, s_rows, v, v_rows, c)
+        elif vectors == 2:
+            t2(k, s, s_rows, v, v_rows, c)
+        elif vectors == 3:
+            t3(k, s, s_rows, v, v_rows, c)
+        else:
+            t4(k, s, s_rows, v, v_rows, c)
+
+    return call

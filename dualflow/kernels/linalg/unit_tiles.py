@@ -22,6 +22,7 @@ import numpy as np
 
 from dualflow.kernels.linalg import tile_ir
 from dualflow.kernels.linalg.tile_ir import LANES, rows_for
+from dualflow.kernels.linalg.tiles import to_fm
 
 MAX_VECTORS = 4
 """The widest batch the tiles take, in vectors: a tile of 4 vectors keeps 4 rows at most."""
@@ -35,10 +36,8 @@ def _tile_rows(vectors: int) -> int:
 
 ROWS = tuple(_tile_rows(v) for v in range(1, MAX_VECTORS + 1))
 """Rows of a full tile, by its vectors (from 1): the most the accumulators hold, a power of 2."""
-_FULL = tuple(tile_ir.tile(rows, v + 1) for v, rows in enumerate(ROWS))
-_ONE = tuple(tile_ir.tile(1, v) for v in range(1, MAX_VECTORS + 1))
-_T1, _T2, _T3, _T4 = _FULL
-_R1, _R2, _R3, _R4 = _ONE
+_full = tile_ir.by_vectors(ROWS)  # a full tile of ROWS[vectors - 1] rows
+_one = tile_ir.by_vectors((1, 1, 1, 1))  # a tile of one row
 FINGERPRINT = hashlib.sha256(
     Path(__file__).read_bytes() + Path(tile_ir.__file__).read_bytes() + repr(ROWS).encode()
 ).hexdigest()[:16]
@@ -76,30 +75,6 @@ def spread_rows(a: np.ndarray) -> np.ndarray:
 
 
 @numba.njit(inline="always")
-def _full(vectors, k, s, s_rows, v, v_rows, c):  # pragma: no cover - runs compiled
-    if vectors == 1:
-        _T1(k, s, s_rows, v, v_rows, c)
-    elif vectors == 2:
-        _T2(k, s, s_rows, v, v_rows, c)
-    elif vectors == 3:
-        _T3(k, s, s_rows, v, v_rows, c)
-    else:
-        _T4(k, s, s_rows, v, v_rows, c)
-
-
-@numba.njit(inline="always")
-def _one(vectors, k, s, s_rows, v, v_rows, c):  # pragma: no cover - runs compiled
-    if vectors == 1:
-        _R1(k, s, s_rows, v, v_rows, c)
-    elif vectors == 2:
-        _R2(k, s, s_rows, v, v_rows, c)
-    elif vectors == 3:
-        _R3(k, s, s_rows, v, v_rows, c)
-    else:
-        _R4(k, s, s_rows, v, v_rows, c)
-
-
-@numba.njit(inline="always")
 def tile_product(rows, k, a, lda, v, wide, c):
     """``c[:rows] = a[:rows] @ v`` given by addresses (int64) of C-ordered float32 data: ``a``
     (rows, k) with row stride ``lda`` elements, ``v`` (k, wide) and ``c`` (rows, wide), ``wide``
@@ -124,3 +99,23 @@ def tile_product(rows, k, a, lda, v, wide, c):
     while r < rows:
         _one(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide)
         r += 1
+
+
+@numba.njit(inline="always")
+def gates_to_fm(rows, fm, gates, a, b):
+    """A part's gate columns of one step's (N, gates x H) gate gradients ``rows``, feature-major
+    into ``fm`` (gates x H, N): for each gate, the columns of units ``[a, b)``; the next step's
+    carry reads them as its tiles' ``v``.
+
+    Example:
+        >>> rows, fm = np.arange(8.0).reshape(2, 4), np.zeros((4, 2))
+        >>> @numba.njit
+        ... def run(rows, fm):
+        ...     gates_to_fm(rows, fm, 2, 1, 2)
+        >>> run(rows, fm); fm[:, 0].tolist()
+        [0.0, 1.0, 0.0, 3.0]
+    """
+    hidden = rows.shape[1] // gates
+    for g in range(gates):
+        lo = g * hidden + a
+        to_fm(rows[:, lo : lo + b - a], fm[lo : lo + b - a])
