@@ -19,13 +19,14 @@ import numpy as np
 from dualflow.kernels.base.lockstep import claim_part, part_done, wait_for_step
 from dualflow.kernels.fast_math.scalars import fingerprint
 from dualflow.kernels.linalg import grad_steps, unit_parts, unit_tiles
-from dualflow.kernels.linalg.cblas import NO_TRANS, TRANS, sgemm
+from dualflow.kernels.linalg.cblas import TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import gru_grad_part
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
 from dualflow.kernels.linalg.unit_parts import (
     gate_rows_by_part,
     gemm_rows,
+    part_product,
     row_block,
     run,
     step_of,
@@ -75,12 +76,8 @@ def forward_part(gemm, block, wide, xw_t, w_parts, bias, a, b, h_fm, h_prev, pro
     of ``block`` rows (``unit_parts.gemm_rows``), then its units' cell (``gru_cell_part``)."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     rows = product[3 * a : 3 * b]
-    if wide:
-        tile_product(3 * units, hidden, w_parts[3 * a :].ctypes.data, w_parts.shape[1],
-                     h_fm.ctypes.data, wide, rows.ctypes.data)  # fmt: skip
-    else:
-        gemm_rows(gemm, NO_TRANS, 3 * units, n, hidden, w_parts[3 * a :].ctypes.data,
-                  h_fm.ctypes.data, n, rows.ctypes.data, block)  # fmt: skip
+    part_product(gemm, block, wide, 3 * units, n, hidden, w_parts[3 * a :].ctypes.data,
+                 w_parts.shape[1], h_fm.ctypes.data, rows.ctypes.data)  # fmt: skip
     gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next)
 
 

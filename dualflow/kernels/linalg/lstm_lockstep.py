@@ -28,13 +28,14 @@ from dualflow.kernels.base.lockstep import claim_part, part_done, wait_for_step
 from dualflow.kernels.fast_math.fast_tanh import tanh_f32
 from dualflow.kernels.fast_math.scalars import fingerprint
 from dualflow.kernels.linalg import grad_steps, unit_parts, unit_tiles
-from dualflow.kernels.linalg.cblas import NO_TRANS, TRANS, sgemm
+from dualflow.kernels.linalg.cblas import TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import lstm_grad_part
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
 from dualflow.kernels.linalg.unit_parts import (
     gate_rows_by_part,
     gemm_rows,
+    part_product,
     row_block,
     run,
     step_of,
@@ -82,12 +83,8 @@ def forward_part(gemm, block, wide, xw_t, w_parts, a, b, h_prev, c_prev, product
     of ``block`` rows (``unit_parts.gemm_rows``), then its units' cell (``lstm_cell_part``)."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     rows = product[4 * a : 4 * b]
-    if wide:
-        tile_product(4 * units, hidden, w_parts[4 * a :].ctypes.data, w_parts.shape[1],
-                     h_prev.ctypes.data, wide, rows.ctypes.data)  # fmt: skip
-    else:
-        gemm_rows(gemm, NO_TRANS, 4 * units, n, hidden, w_parts[4 * a :].ctypes.data,
-                  h_prev.ctypes.data, n, rows.ctypes.data, block)  # fmt: skip
+    part_product(gemm, block, wide, 4 * units, n, hidden, w_parts[4 * a :].ctypes.data,
+                 w_parts.shape[1], h_prev.ctypes.data, rows.ctypes.data)  # fmt: skip
     lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next)
 
 

@@ -22,7 +22,9 @@ from dualflow.kernels.base import lockstep
 from dualflow.kernels.base.lockstep import claim_part, new_sync, part_done, wait_for_step
 from dualflow.kernels.base.numba_cache import code_fingerprint
 from dualflow.kernels.fast_math.scalars import fingerprint
+from dualflow.kernels.linalg import unit_tiles
 from dualflow.kernels.linalg.cblas import NO_TRANS, ROW_MAJOR, sgemm
+from dualflow.kernels.linalg.unit_tiles import tile_product
 
 PARTS = 2
 TILE = 16
@@ -94,6 +96,26 @@ def gemm_rows(gemm, trans_b, rows, n, k, a, b, ldb, c, block):
     for r in range(0, rows, step):
         gemm(ROW_MAJOR, NO_TRANS, trans_b, min(step, rows - r), n, k, np.float32(1.0),
              a + 4 * r * k, k, b, ldb, np.float32(0.0), c + 4 * r * n, n)  # fmt: skip
+
+
+@numba.njit(inline="always")
+def part_product(gemm, block, wide, rows, n, k, a, lda, b, c):
+    """``c[:rows] = a[:rows] @ b`` for a part's gate rows given by address: ``a`` (rows, k) with
+    row stride ``lda``, ``b`` (k, n), ``c`` (rows, n), C-ordered float32. By the register tiles
+    where ``wide`` (``unit_tiles.width(n)``), else by BLAS in calls of ``block`` rows
+    (``gemm_rows``; ``lda`` is then k).
+
+    Example:
+        >>> x, out = np.ones((3, 2), np.float32), np.zeros((3, 3), np.float32)
+        >>> _ = sgemm() is None or part_product(sgemm(), 0, 0, 3, 3, 2, x.ctypes.data, 2,
+        ...                                     x.T.copy().ctypes.data, out.ctypes.data)
+        >>> sgemm() is None or out.tolist() == [[2.0] * 3] * 3
+        True
+    """
+    if wide:
+        tile_product(rows, k, a, lda, b, wide, c)
+    else:
+        gemm_rows(gemm, NO_TRANS, rows, n, k, a, b, n, c, block)
 
 
 def fits(xp: Any, dtype: Any, hidden: int, batch: int) -> bool:
@@ -176,8 +198,8 @@ def _step_of(a, t):
 
 FINGERPRINT = hashlib.sha256(
     "".join(
-        [fingerprint(f) for f in (wait_for_step, claim_part, part_done, gemm_rows)]
-        + [lockstep.FINGERPRINT, code_fingerprint(_step_of.__code__).hex()]
+        [fingerprint(f) for f in (wait_for_step, claim_part, part_done, gemm_rows, part_product)]
+        + [lockstep.FINGERPRINT, code_fingerprint(_step_of.__code__).hex(), unit_tiles.FINGERPRINT]
     ).encode()
 ).hexdigest()[:16]
 """A digest of the protocol and ``step_of`` the split recurrences' loops inline, for their
