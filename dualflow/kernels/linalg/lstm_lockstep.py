@@ -12,8 +12,11 @@ factors.
 The split and which layers take it are ``unit_parts``' (a fixed split: the same bits on any
 thread count), as are the row blocks a part's GEMM is cut into where OpenBLAS has a small-matrix
 kernel that needs no packing (``unit_parts.row_block``: 80 -> 63 us a step at N = 16, H =
-256). Float32 numpy arrays only, with OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``); callers keep
-their one-GEMM loops otherwise.
+256). Where the batch is whole vectors, a part's product is register tiles reading its weight
+rows where they lie instead (``unit_tiles``: 64 steps at N = 16, H = 256 on a Zen 4, forward
+5.8-6.1 -> 3.9-4.7 ms, backward 5.6-6.0 -> 4.2-4.3), the backward's carry reading dg
+feature-major. Float32 numpy arrays only, with OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``);
+callers keep their one-GEMM loops otherwise.
 """
 
 from __future__ import annotations
