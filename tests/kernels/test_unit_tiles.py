@@ -11,7 +11,14 @@ import pytest
 
 from dualflow.kernels.linalg import unit_tiles
 from dualflow.kernels.linalg.tile_ir import LANES
-from dualflow.kernels.linalg.unit_tiles import MAX_VECTORS, ROWS, spread_rows, tile_product, width
+from dualflow.kernels.linalg.unit_tiles import (
+    MAX_VECTORS,
+    MIN_ROWS,
+    ROWS,
+    spread_rows,
+    tile_product,
+    width,
+)
 
 
 @numba.njit
@@ -58,8 +65,9 @@ def test_each_rows_bits_do_not_depend_on_the_tile_that_computed_it(vectors: int)
 
 def test_only_batches_of_whole_vectors_take_the_tiles() -> None:
     assert [width(v * LANES) for v in range(1, MAX_VECTORS + 1)] == [
-        v * LANES for v in range(1, MAX_VECTORS + 1)
+        v * LANES if ROWS[v - 1] >= MIN_ROWS else 0 for v in range(1, MAX_VECTORS + 1)
     ]
+    assert width(LANES) == LANES and width(2 * LANES) == 2 * LANES  # any vector width
     assert width(0) == 0 and width(LANES - 1) == 0 and width(LANES + 1) == 0
     assert width((MAX_VECTORS + 1) * LANES) == 0
 

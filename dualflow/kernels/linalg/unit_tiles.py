@@ -38,6 +38,12 @@ ROWS = tuple(_tile_rows(v) for v in range(1, MAX_VECTORS + 1))
 """Rows of a full tile, by its vectors (from 1): the most the accumulators hold, a power of 2."""
 _full = tile_ir.by_vectors(ROWS)  # a full tile of ROWS[vectors - 1] rows
 _one = tile_ir.by_vectors((1, 1, 1, 1))  # a tile of one row
+MIN_ROWS = 4
+"""The fewest rows a full tile may have for the tiles to take a batch: a tile step loads its
+``vectors`` vectors of the state for ``rows x vectors`` multiply-adds, so under 4 rows (a
+4-vector batch with AVX2's 16 registers: 2 rows) it loads a vector for every 2 of them. Not
+tried on an AVX2 machine (none this session), so such batches stay with OpenBLAS. A property of
+the register file; with AVX-512 every width up to 4 vectors has 4 rows or more."""
 FINGERPRINT = hashlib.sha256(
     Path(__file__).read_bytes() + Path(tile_ir.__file__).read_bytes() + repr(ROWS).encode()
 ).hexdigest()[:16]
@@ -47,16 +53,17 @@ FINGERPRINT = hashlib.sha256(
 
 def width(n: int) -> int:
     """``n`` where the tiles take a batch of ``n`` columns (whole vectors, at most
-    ``MAX_VECTORS``), else 0. A batch of part of a vector is left to OpenBLAS: padded to a whole
-    one, the tiles did its zeros' work too (N = 8 with AVX-512: 3.3 against 2.8 ms a forward),
-    and the views of the padded arrays cost the cells more than that (N = 12: 5.8 against 4.3).
+    ``MAX_VECTORS``, in a tile of ``MIN_ROWS`` rows or more), else 0. A batch of part of a
+    vector is left to OpenBLAS: padded to a whole one, the tiles did its zeros' work too (N = 8
+    with AVX-512: 3.3 against 2.8 ms a forward), and the views of the padded arrays cost the
+    cells more than that (N = 12: 5.8 against 4.3).
 
     Example:
         >>> width(LANES) == LANES, width(2 * LANES) == 2 * LANES, width(LANES - 1), width(0)
         (True, True, 0, 0)
     """
     whole = n > 0 and n % LANES == 0
-    return n if whole and n // LANES <= MAX_VECTORS else 0
+    return n if whole and n // LANES <= MAX_VECTORS and ROWS[n // LANES - 1] >= MIN_ROWS else 0
 
 
 def spread_rows(a: np.ndarray) -> np.ndarray:
