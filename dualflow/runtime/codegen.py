@@ -100,11 +100,18 @@ def _kernel(
 
 
 def _call_lines(
-    node: Node, i: int, namespace: dict, kernels: dict, into: str | None, profile: bool
+    node: Node,
+    i: int,
+    namespace: dict,
+    kernels: dict,
+    into: str | None,
+    profile: bool,
+    kernel: str | None = None,
 ) -> list[str]:
-    """The source lines of one kernel step (``into``: the array variable it writes ``out=``)."""
+    """The source lines of one kernel step (``into``: the array variable it writes ``out=``;
+    ``kernel``: its kernel's name when already built)."""
     args = ", ".join(_operand(v, namespace) for v in node.inputs)
-    kernel = _kernel(node, i, namespace, kernels, into is not None)
+    kernel = kernel or _kernel(node, i, namespace, kernels, into is not None)
     # a per-node kernel (a fused region's) was built from its attributes: passing them again
     # would build a keyword dict at every call (~0.3 us of a ~2 us small call)
     per_node = OPS.get(node.op) is not None and OPS[node.op].node_kernel is not None
@@ -178,23 +185,25 @@ def render(
     head = "def run(xp, inputs, state, consts, bufs=(), times=None, seen=None):"
     lines = [head, *_unpack(graph, planned)]
     planned_set = set(planned)
-    kept = set(donated.values())
-    last_use = graph.last_use
+    chain = _Chain(namespace, kernels.get("chain", False) and not profile)
     for i, node in enumerate(graph.nodes):
         if OPS[node.op].guard:  # a failing guard ends the run before any update is committed
+            lines += chain.flush()
             args = ", ".join(_operand(v, namespace) for v in node.inputs)
             attrs = "".join(", " + _attr(k, v, namespace) for k, v in node.attrs.items())
             namespace[f"k{i}"] = OPS[node.op].forward  # a failed guard returns what it saw
             lines.append(f"    if not k{i}(xp, {args}{attrs}): return None, ({args},), {i}")
+            lines += _dels(graph, node, i, donated)
+            continue
+        into = _into(node, planned_set, donated)
+        kernel = chain.take(node, i, kernels, into)
+        if kernel is None or not chain.steps or chain.steps[-1][0] is not node:
+            lines += chain.flush()
+            lines += _call_lines(node, i, namespace, kernels, into, profile, kernel)
+            lines += _dels(graph, node, i, donated)
         else:
-            lines += _call_lines(
-                node, i, namespace, kernels, _into(node, planned_set, donated), profile
-            )
-        # a donated state's array is written after its last read: keep its name bound
-        dead = [v for v in node.value_inputs if last_use.get(v) == i and v not in kept]
-        dead += [v for v in node.outputs if v not in last_use]
-        if dead:
-            lines.append(f"    del {', '.join(sorted({_name(v) for v in dead}))}")
+            chain.dels += _dels(graph, node, i, donated)
+    lines += chain.flush()
     outputs = ", ".join(map(_name, graph.outputs))
     updates = ", ".join(_name(new) for _, new in graph.updates)
     lines.append(
@@ -204,6 +213,64 @@ def render(
     if profile:
         namespace.update(_profile_names())
     return "\n".join(lines) + "\n", namespace
+
+
+def _dels(graph: Graph, node: Node, i: int, donated: dict[Value, Value]) -> list[str]:
+    """The ``del`` after step ``i``: the values it read last, and its unread outputs."""
+    last_use, kept = graph.last_use, set(donated.values())
+    # a donated state's array is written after its last read: keep its name bound
+    dead = [v for v in node.value_inputs if last_use.get(v) == i and v not in kept]
+    dead += [v for v in node.outputs if v not in last_use]
+    return [f"    del {', '.join(sorted({_name(v) for v in dead}))}"] if dead else []
+
+
+class _Chain:
+    """Consecutive small fused steps gathered into one ``kernel_chain.KernelChain`` call:
+    ``take`` builds a step's kernel and keeps the step when it can join; ``flush`` writes the
+    chain's lines (a lone step: its plain call)."""
+
+    def __init__(self, namespace: dict, enabled: bool) -> None:
+        self.namespace, self.enabled = namespace, enabled
+        self.steps: list[tuple[Node, int, str, str]] = []  # (node, index, kernel, into)
+        self.dels: list[str] = []
+
+    def take(self, node: Node, i: int, kernels: dict, into: str | None) -> str | None:
+        """The step's kernel name when built here (None: ``_call_lines`` builds it)."""
+        if not self.enabled or into is None or into.startswith("("):
+            return None
+        if not all(isinstance(v, Value) for v in node.inputs) or len(node.outputs) != 1:
+            return None
+        name = _kernel(node, i, self.namespace, kernels, True)
+        runner = self.namespace[name]
+        if getattr(runner, "chain_link", None) is None and not hasattr(runner, "resolved"):
+            return name
+        self.steps.append((node, i, name, into))
+        return name
+
+    def flush(self) -> list[str]:
+        steps, dels, self.steps, self.dels = self.steps, self.dels, [], []
+        if len(steps) == 1:  # one step gains nothing from a chain
+            node, i, name, into = steps[0]
+            return _call_lines(node, i, self.namespace, {}, into, False, name) + dels
+        if not steps:
+            return []
+        from dualflow.kernels.numba.kernel_chain import KernelChain  # noqa: PLC0415 - numba
+
+        names: list[str] = []
+        made: dict[Value, str] = {}  # a value an earlier step of the chain wrote: its array
+        rows = []
+        for node, _, name, into in steps:
+            ins = [made.get(v, _name(v)) for v in node.inputs]
+            for text in (*ins, into):
+                if text not in names:
+                    names.append(text)
+            rows.append((self.namespace[name], tuple(map(names.index, ins)), names.index(into)))
+            made[node.outputs[0]] = into
+        chain = f"_chain{steps[0][1]}"
+        self.namespace[chain] = KernelChain(tuple(rows))
+        lines = [f"    {chain}(({', '.join(names)},))"]
+        lines += [f"    {_name(node.outputs[0])} = {into}" for node, _, _, into in steps]
+        return lines + dels
 
 
 def _profile_names() -> dict[str, Any]:

@@ -290,6 +290,7 @@ def _compile(
         "node": lambda node: node_kernel(node, id(node) not in proven, xp),
         "out": lambda node: out_kernel(node, id(node) not in proven, xp),
         "check": functools.partial(check_finite, unfused=unfused) if debug else None,
+        "chain": host and not debug,  # runs of small fused steps as one call (kernel_chain)
     }
     source, namespace = render(graph, kernels, profile, planned, donated)
     exec(compile_plan(source, f"<dualflow plan {graph.name}>"), namespace)

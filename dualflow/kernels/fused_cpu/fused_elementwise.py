@@ -382,4 +382,4 @@ def _numba_or_none(
         from dualflow.kernels.numba import numba_sum  # noqa: PLC0415 - imports numba
 
         return numba_sum.numba_sum_kernel(program, *sum_layout)
-    return numba_elementwise.numba_kernel(program, shapes, shape)
+    return numba_elementwise.numba_kernel(program, shapes, shape, spec)

@@ -75,10 +75,35 @@ def pending_kernel(
         return None
     (worker, request), job = found, Job()
     worker.ask(job, [*request, "map", None])
-    build = functools.partial(numba_elementwise.numba_kernel, program, shapes, shape)
+    build = functools.partial(numba_elementwise.numba_kernel, program, shapes, shape, spec)
     variants = _variants(job, worker, request, (tuple(shape), flat, nest, program))
     inplace = FUNCTIONS[program.steps[-1].fn].inplace
     return _runner(job, worker, build, (blocked, variants, inplace))
+
+
+def ask_entry(spec: tuple, program: Program, shapes: tuple, shape: tuple, k: int | None) -> None:
+    """Ask the worker for the native ``entry`` of a flat kernel's module (``k``: the variant
+    reading input k through ``out``; None: the kernel's own), which a plan's chain of small steps
+    calls (``kernel_chain``); nothing when background compiling is off.
+
+    Example:
+        >>> from dualflow.kernels.expr.typed_program import lower_expr
+        >>> e = ("call", "negative", ("var", "a0"))
+        >>> p = lower_expr(e, ("a0",), ("float32",))
+        >>> ask_entry((e, ("a0",), ("float32",)), p, ((2,),), (2,), None)
+    """
+    store = numba_elementwise.open_store("kernels")
+    if not active() or store is None:
+        return
+    flat, nest = numba_elementwise.layout(program, shapes, shape)
+    source = numba_elementwise.render_source(program, flat, nest, k)[0]
+    try:
+        request = json.loads(json.dumps([*spec, shapes, shape]))
+    except (TypeError, ValueError):
+        return
+    worker = worker_for(store.directory)
+    if worker is not None:
+        worker.ask(Job(), [numba_elementwise.stem(source), *request, "entry", k])
 
 
 def pending_sum(
@@ -145,4 +170,5 @@ def _runner(job: Job, worker: Worker, build: Callable, stand_in: tuple | None) -
             kernel = state[0] = build()  # its first call loads the worker's machine code
         return kernel(xp, *arrays, out=out)
 
+    run.resolved = lambda: state[0]  # the built runner, once a call found the job done
     return run

@@ -1,8 +1,9 @@
 """The render API of the compile worker: a compile request's kernel, rendered and built here.
 
 A request (``background_compile``) is plain data: the rendered source's stem, the program's
-expression, argument names, dtypes, input shapes, output shape, its kind ("map" or "sum") and
-the kind's extra (the input written as ``out``, or the sum's output shape). ``build`` renders the
+expression, argument names, dtypes, input shapes, output shape, its kind ("map", "sum", or
+"entry": a flat kernel's native ``entry``, for ``kernel_chain``) and the kind's extra (the input
+written as ``out``, or the sum's output shape). ``build`` renders the
 kernel from it exactly as the caller would and compiles it by running it once on zeros, which
 saves its machine code in the kernels store; ``compile_worker`` depends on this module alone.
 Importing it imports no numba (``fused_sum`` reads ``sum_layout`` here).
@@ -76,6 +77,7 @@ def build(request: list | tuple) -> None:
         >>> e = ("call", "add", ("var", "a0"), ("var", "a1"))
         >>> build(("?", e, ("a0", "a1"), ("float32",) * 2, ((4,), (4,)), (4,), "map", None))
     """
+    from dualflow.kernels.base.native_calls import BLOCK_TYPE  # noqa: PLC0415
     from dualflow.kernels.expr.typed_program import lower_expr  # noqa: PLC0415
     from dualflow.kernels.numba import native_split, numba_elementwise, numba_sum  # noqa: PLC0415
 
@@ -89,7 +91,10 @@ def build(request: list | tuple) -> None:
         return
     flat, nest = numba_elementwise.layout(program, shapes, shape)
     source, values = numba_elementwise.render_source(program, flat, nest, extra)
-    if numba_elementwise.stem(source) == stem:
+    if kind == "entry" and flat is not None and numba_elementwise.stem(source) == stem:
+        # a plan's chain of small steps calls it (kernel_chain); ~0.3 s, so asked only then
+        numba_elementwise.load_module(source).entry.compile((BLOCK_TYPE,))
+    elif numba_elementwise.stem(source) == stem:
         out = None if extra is None else arrays[extra]
         numba_elementwise.numba_kernel(program, shapes, shape)(np, *arrays, out=out)
         if flat is not None:  # its native parts, which this one-thread process never runs

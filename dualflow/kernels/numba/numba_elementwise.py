@@ -29,7 +29,7 @@ from dualflow.kernels.expr.expression import number_source
 from dualflow.kernels.expr.kernel_work import compute_bound, work_ratio
 from dualflow.kernels.expr.scalar_table import FUNCTIONS
 from dualflow.kernels.expr.typed_program import Program, Ref, Step, lower_expr
-from dualflow.kernels.numba import flat_view, native_split
+from dualflow.kernels.numba import flat_view, kernel_chain, native_split
 from dualflow.kernels.numba.broadcast_nest import collapse, render_nest
 from dualflow.kernels.numba.small_call_runner import small_flat_runner
 
@@ -311,6 +311,12 @@ def _part(
     fn(out[start:stop], *(a[start:stop] if f else a for a, f in zip(ins, full)), *values)
 
 
+def _ask_entry(spec: tuple, program: Program, shapes: tuple, shape: tuple, k: int | None) -> None:
+    from dualflow.kernels.numba import background_compile  # noqa: PLC0415 - it imports this
+
+    background_compile.ask_entry(spec, program, shapes, shape, k)
+
+
 def layout(program: Program, shapes: tuple, shape: tuple[int, ...]) -> tuple[tuple | None, tuple]:
     """(``flat``, ``nest``) of ``render_source`` for inputs of ``shapes`` and an output of
     ``shape``: flat when each input is full-size or one element, else a loop nest.
@@ -334,9 +340,13 @@ def _model_module() -> Any:
     return load_module(render_source(negate, (True,))[0])
 
 
-def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Callable:
+def numba_kernel(
+    program: Program, shapes: tuple, shape: tuple[int, ...], spec: tuple | None = None
+) -> Callable:
     """``f(xp, *arrays, out=None)`` running the program's numba kernel over an output of ``shape``
     (into ``out``, a C-contiguous array of that shape and the result dtype, when given).
+    ``spec``: the program's (expr, args, dtypes), with which a chain of small steps asks the
+    compile worker for the module's ``entry`` (``kernel_chain``).
 
     Each index reads all its inputs before writing ``out``, so ``out`` may be an input of exactly
     the output's shape (never a broadcast one).
@@ -359,7 +369,17 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple[int, ...]) -> Cal
         return modules[k].kernel
 
     if flat is not None and size < UNFLATTENED_MAX:
-        return small_flat_runner(kernel, variant, flat, (shape, dtype), values)
+        link = kernel_chain.ChainLink(
+            modules[None],
+            lambda k: modules[k] if variant(k) is not None else None,
+            flat,
+            values,
+            size,
+            np.dtype(dtype),
+            tuple(np.dtype(d) for d in program.in_dtypes),
+            None if spec is None else functools.partial(_ask_entry, spec, program, shapes, shape),
+        )
+        return small_flat_runner(kernel, variant, flat, (shape, dtype), values, link)
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
         fresh = out is None

@@ -18,9 +18,11 @@ def small_flat_runner(
     flat: tuple[bool, ...],
     out_meta: tuple[tuple, Any],
     values: tuple = (),
+    link: Any = None,
 ) -> Callable:
     """``run(xp, a0, ..., *, out=None)`` of a one-part kernel over flat operands, generated for its
     arity: the generic runner's argument tuple, list and loops cost ~1 us of a ~2 us small call.
+    ``link``: the kernel's ``kernel_chain.ChainLink``, kept as the runner's ``chain_link``.
 
     Example:
         >>> run = small_flat_runner(lambda o, a, c: o.__setitem__(slice(None), a * c), None,
@@ -48,4 +50,5 @@ def small_flat_runner(
     namespace.update(_variant=variant, _shape=shape, _dtype=dtype)
     namespace.update({f"_q{k}": value for k, value in enumerate(values)})
     exec(compile("\n".join(lines) + "\n", "<dualflow small kernel runner>", "exec"), namespace)
+    namespace["run"].chain_link = link  # what a plan's chain of small steps needs (kernel_chain)
     return namespace["run"]

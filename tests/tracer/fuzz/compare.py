@@ -27,7 +27,7 @@ from dualflow.background.workers import IN_WORKER
 from dualflow.debug import check_rules
 from dualflow.kernels.base import native_crew
 from dualflow.kernels.linalg import thin_gemm
-from dualflow.kernels.numba import native_split, numba_elementwise
+from dualflow.kernels.numba import kernel_chain, native_split, numba_elementwise
 from dualflow.tracer.lazy_choice import EAGER, LAZY, LazyOrEager
 from tests.tracer.fuzz.bits import first_difference
 from tests.tracer.fuzz.build import Program, build
@@ -86,7 +86,7 @@ def run(
     call (a test waiting for background compiles)."""
     settings = (blas_table(spec.blas_table), thin_tiles(spec.tiles), wide_vectors(spec.wide))
     with contextlib.ExitStack() as stack:
-        for setting in (*settings, crew_splits(spec.crew)):
+        for setting in (*settings, crew_splits(spec.crew), chained(spec.chain)):
             stack.enter_context(setting)
         return _run(spec, passes, keep_outputs, between, lazy)
 
@@ -104,6 +104,21 @@ def wide_vectors(on: bool) -> Iterator[None]:
         yield
     finally:
         numba_elementwise.compute_bound = saved
+
+
+@contextlib.contextmanager
+def chained(on: bool) -> Iterator[None]:
+    """Inside, when ``on``: a plan's runs of small fused steps run as one native call from
+    their first call, their entries compiled here (``kernel_chain.COMPILE_AFTER`` 0)."""
+    if not on:
+        yield
+        return
+    saved = kernel_chain.COMPILE_AFTER
+    kernel_chain.COMPILE_AFTER = 0
+    try:
+        yield
+    finally:
+        kernel_chain.COMPILE_AFTER = saved
 
 
 @contextlib.contextmanager

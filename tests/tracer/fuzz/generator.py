@@ -41,6 +41,10 @@ class Profile:
     # module compiles its ``split`` at its first split (~0.2 s), so the fast profile leaves
     # them to its fixed program too
     crew_percent: int = 0
+    # programs whose plans run their small fused steps as chains from the first call: each
+    # compiles its kernels' native entries here (~0.3 s each), so the fast profile leaves them
+    # to its fixed program too
+    chain_percent: int = 0
 
 
 FAST = Profile(
@@ -60,6 +64,7 @@ SLOW = Profile(
     max_calls=6,
     wide_percent=12,
     crew_percent=10,
+    chain_percent=15,
 )
 
 
@@ -138,4 +143,5 @@ def specs(
     # drawn only where the profile runs it: a profile without it draws the programs it drew
     # before the dimension existed
     crew = profile.crew_percent > 0 and draw(st.integers(0, 99)) < profile.crew_percent
-    return Spec(**{**spec.__dict__, "wide": wide, "crew": crew})
+    chain = profile.chain_percent > 0 and draw(st.integers(0, 99)) < profile.chain_percent
+    return Spec(**{**spec.__dict__, "wide": wide, "crew": crew, "chain": chain})

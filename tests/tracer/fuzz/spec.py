@@ -55,6 +55,8 @@ class Spec:
     (``kernels.base.wide_vectors``; memory-bound ones otherwise keep LLVM's width). ``crew``:
     every kernel that can split over the native crew does, whatever its size (flat fused
     kernels, Adam, the norm kernels' ``crew_rows``; ``native_split.splits`` decides otherwise).
+    ``chain``: every run of small fused steps in a plan runs as one native call from its first
+    call (``kernels.numba.kernel_chain``; otherwise entries not stored wait ``COMPILE_AFTER``).
     Everything random (parameters, data, dropout keys) comes from ``seed``, so two builds of a
     spec start identical.
     """
@@ -72,6 +74,7 @@ class Spec:
     tiles: bool = False
     wide: bool = False
     crew: bool = False
+    chain: bool = False
 
     @property
     def calls(self) -> int:

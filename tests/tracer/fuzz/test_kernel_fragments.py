@@ -200,3 +200,30 @@ def test_kernels_split_on_the_crew_whatever_their_size_compile_as_eager() -> Non
     before = int(crew.ctls[:, POSTED].sum())  # parts posted to the workers: no spy to trace
     _assert_compiled_as_eager(spec)
     assert int(crew.ctls[:, POSTED].sum()) > before, "no kernel split on the crew"
+
+
+def test_small_steps_chained_from_the_first_call_compile_as_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the fuzzer's ``chain`` dimension, fixed: a plan's runs of small fused steps (each
+    # activation's value read again by the backward, so regions end there; a new batch size
+    # retraces) run as one native call each from the first call (kernels/numba/kernel_chain.py)
+    from dualflow.kernels.numba import kernel_chain
+
+    calls = _counted(monkeypatch, kernel_chain, "run_blocks")
+    affine, scaled = (
+        Piece.of("arith", kind="affine", a=0.5, b=1.5),
+        Piece.of("broadcast", op="multiply", shape="scalar"),
+    )
+    unary = [Piece.of("unary", kind=k) for k in ("tanh", "sigmoid")]
+    spec = Spec(
+        37,
+        width=16,
+        batches=(8, 8, 5, 8),
+        body=(affine, unary[0], scaled, unary[1]) * 2,
+        dtype="float32",
+        loss="square",
+        chain=True,
+    )
+    _assert_compiled_as_eager(spec)
+    assert calls, "no chain ran as one call"

@@ -1,0 +1,245 @@
+"""A run of consecutive small fused steps of a plan as one native call: each step's kernel
+module's ``entry`` (``native_split``) called by address from one compiled loop (``run_blocks``).
+
+A small fused step (under ``numba_elementwise.UNFLATTENED_MAX`` elements) costs ~0.8 us, of
+which the kernel's work is ~0.1-0.2: numba's dispatch types every array and scalar argument
+(~0.4 us for three arrays and three float32 constants) and the runner's Python the rest. The
+bench's tiny-ops step (31 such steps) spent 24 of its 35 us in them. A chain writes every
+step's block (its row range, each operand's address and length, each constant's address) into
+one table once, and a call then only checks that its arrays are the very objects the table was
+written for and makes one call. The table holds them by weak reference: a chain keeps no array
+alive, a dead one matches nothing, and a live one's data has not moved.
+
+Each step runs the same machine code on the same operands as its runner would (the module's
+``entry`` calls its ``kernel``; an input that is ``out`` reads through the variant the runner
+takes), in the plan's order, so a chain computes eager's bits. Whatever it cannot vouch for runs
+the steps' runners instead, as before: an operand that is no C-ordered ndarray of the expected
+dtype and size, a kernel still compiling (``background_compile``), or an entry not compiled yet.
+Entries come from the kernels store (the compile worker builds them with the kernels) or, once a
+chain has run ``COMPILE_AFTER`` times, are compiled here.
+"""
+
+from __future__ import annotations
+
+import operator
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import numba
+import numpy as np
+
+from dualflow.kernels.base import numba_cache
+from dualflow.kernels.base.native_calls import BLOCK_TYPE, call_entry
+from dualflow.kernels.base.native_crew import DIGEST, entry_address
+
+COMPILE_AFTER = 1000
+"""Calls of a chain after which entries not in the kernels store are compiled in this process
+(~0.1 s each, saved ~0.6 us a step a call). The compile worker stores them with the kernels, so
+this is for processes without it (``DUALFLOW_BACKGROUND_COMPILE=0``); tests set 0."""
+_deref = getattr(operator, "call", weakref.ref.__call__)  # operator.call: Python 3.11+
+GIVE_UP_AFTER = 8
+"""Calls in a row that could not use the table after which a chain runs its steps one by one
+for good (an operand that is a fresh scalar or a strided view at every call)."""
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """What a chain needs of one small flat kernel: its module (``entry``), the module reading
+    input k through ``out`` (``variant(k)``), which inputs are full-size (``flat``), its typed
+    constants, and the dtypes and size of its operands."""
+
+    module: Any
+    variant: Any
+    flat: tuple[bool, ...]
+    values: tuple
+    size: int
+    out_dtype: np.dtype
+    in_dtypes: tuple[np.dtype, ...]
+    ask: Any = None  # ask(k) asks the compile worker for the entry of variant k (None: own)
+
+
+NEVER = object()
+"""``link_of``'s answer for a runner that will never have a link (a kernel too large, a
+blocked evaluator): the chain runs its steps one by one for good."""
+
+
+def link_of(runner: Any) -> Any:
+    """The runner's ``ChainLink``; None while its kernel is compiling; ``NEVER`` when it has
+    none.
+
+    Example:
+        >>> link_of(lambda xp, a: a) is NEVER
+        True
+    """
+    link = getattr(runner, "chain_link", None)
+    if link is not None:
+        return link
+    resolved = getattr(runner, "resolved", None)  # a kernel the compile worker is building
+    if resolved is None:
+        return NEVER
+    built = resolved()
+    return None if built is None else getattr(built, "chain_link", NEVER)
+
+
+def _run_blocks(entries, table):
+    # each step's entry with its block, in the plan's order (one call for the whole chain)
+    for i in range(entries.shape[0]):  # pragma: no cover - runs compiled
+        call_entry(entries[i], table[i])
+
+
+run_blocks = numba_cache.cached_njit(_run_blocks, f"k_chain_blocks_{DIGEST}")
+
+
+def entry_of(module: Any, compile_now: bool) -> int:
+    """The address of ``module``'s ``entry`` (compiled, or loaded from the kernels store); 0
+    where it is not there and ``compile_now`` is False, or numba cannot compile it.
+
+    Example:
+        >>> from dualflow.kernels.numba.numba_elementwise import _model_module
+        >>> entry_of(_model_module(), True) > 0
+        True
+    """
+    found = getattr(module, "chain_entry", 0)
+    if found:
+        return found
+    if not compile_now and not numba_cache.compiled_or_stored(module.entry, (BLOCK_TYPE,)):
+        return 0
+    try:
+        found = entry_address(module.entry)
+    except numba.core.errors.NumbaError:  # an operand type numba's carray lacks
+        return 0
+    module.chain_entry = found
+    return found
+
+
+def _fits(array: Any, dtype: np.dtype, size: int) -> bool:
+    # what the entry reads the address as: a C-ordered ndarray of this dtype and size
+    return (
+        type(array) is np.ndarray
+        and array.dtype == dtype
+        and array.size == size
+        and array.flags.c_contiguous
+    )
+
+
+def _address(array: np.ndarray) -> int:
+    return array.__array_interface__["data"][0]
+
+
+class KernelChain:
+    """``chain(arrays)`` runs ``steps`` (``(runner, input slots, out slot)`` each, slots
+    indexing ``arrays``) in order, as ``runner(np, *inputs, out=out)`` would.
+
+    Example:
+        >>> chain = KernelChain(((lambda xp, a, out: np.add(a, 1, out=out), (0,), 1),))
+        >>> x, y = np.zeros(2), np.empty(2)
+        >>> chain((x, y)); y.tolist()
+        [1.0, 1.0]
+    """
+
+    def __init__(self, steps: tuple[tuple[Any, tuple[int, ...], int], ...]) -> None:
+        self.steps = steps
+        self.links: list | None = None
+        self.refs: tuple = ()  # the arrays the table holds the addresses of, weakly
+        self.entries: np.ndarray | None = None
+        self.table: np.ndarray | None = None
+        self.held: list = []  # the constants' arrays the table points at
+        self.calls = self.misses = 0
+        self.next_try, self.wait, self.dead = 0, 1, False
+
+    def __call__(self, arrays: tuple) -> None:
+        """Run the steps over ``arrays`` (one native call when the table is theirs)."""
+        # the very arrays (alive: a dead reference matches nothing) of the table's addresses
+        if self.table is not None and all(map(operator.is_, arrays, map(_deref, self.refs))):
+            run_blocks(self.entries, self.table)
+            return
+        self.calls += 1
+        if not self.dead and self.calls >= self.next_try and self._build(arrays):
+            run_blocks(self.entries, self.table)
+            return
+        for runner, ins, out in self.steps:
+            runner(np, *[arrays[k] for k in ins], out=arrays[out])
+
+    @property
+    def linked(self) -> bool:
+        """Whether the last call ran as one native call (for tests and ``explain``)."""
+        return self.table is not None
+
+    def _build(self, arrays: tuple) -> bool:
+        """Write the table for ``arrays``; False (the steps run one by one) when a kernel or
+        an entry is not ready (tried again later) or an operand does not fit (given up after
+        ``GIVE_UP_AFTER`` calls in a row)."""
+        self.table = None
+        links = self._links()
+        if links is None:
+            return self._later()
+        if not all(
+            self._fit(link, ins, out, arrays) for link, (_, ins, out) in zip(links, self.steps)
+        ):
+            self.misses += 1
+            self.dead = self.misses >= GIVE_UP_AFTER
+            return False
+        entries = [
+            self._entry(link, ins, out, arrays) for link, (_, ins, out) in zip(links, self.steps)
+        ]
+        if not all(entries):
+            return self._later()
+        self._write(links, entries, arrays)
+        self.misses, self.wait = 0, 1
+        return True
+
+    def _links(self) -> list | None:
+        if self.links is None:
+            found = [link_of(runner) for runner, _, _ in self.steps]
+            if any(link is NEVER for link in found):
+                self.dead = True
+                return None
+            if any(link is None for link in found):
+                return None
+            self.links = found
+        return self.links
+
+    def _later(self) -> bool:
+        # a kernel compiling or an entry not stored: look again after twice as many calls
+        self.wait = min(2 * self.wait, 64)
+        self.next_try = self.calls + self.wait
+        return False
+
+    @staticmethod
+    def _fit(link: ChainLink, ins: tuple, out: int, arrays: tuple) -> bool:
+        if not _fits(arrays[out], link.out_dtype, link.size) or not arrays[out].flags.writeable:
+            return False
+        return all(
+            _fits(arrays[k], dtype, link.size if full else 1)
+            for k, dtype, full in zip(ins, link.in_dtypes, link.flat)
+        )
+
+    def _entry(self, link: ChainLink, ins: tuple, out: int, arrays: tuple) -> int:
+        module, which = link.module, None
+        for k, slot in enumerate(ins):  # an input that is ``out``: read through it (the runner's)
+            if link.flat[k] and arrays[slot] is arrays[out]:
+                module, which = link.variant(k), k
+                break
+        found = entry_of(module, self.calls > COMPILE_AFTER)
+        if not found and link.ask is not None and not getattr(module, "chain_asked", False):
+            module.chain_asked = True  # the worker stores it; a later try loads it
+            link.ask(which)
+        return found
+
+    def _write(self, links: list, entries: list, arrays: tuple) -> None:
+        rows, held = [], []
+        for link, (_, ins, out) in zip(links, self.steps):
+            row = [0, link.size, _address(arrays[out]), link.size]
+            for k, full in zip(ins, link.flat):
+                row += [_address(arrays[k]), link.size if full else 1]
+            for value in link.values:
+                held.append(np.asarray(value).reshape(1))
+                row.append(_address(held[-1]))
+            rows.append(row)
+        table = np.zeros((len(rows), max(map(len, rows))), np.int64)
+        for i, row in enumerate(rows):
+            table[i, : len(row)] = row
+        self.entries, self.held = np.array(entries, np.int64), held
+        self.refs = tuple(map(weakref.ref, arrays))  # a chain keeps no caller's array alive
+        self.table = table
