@@ -41,13 +41,11 @@ _MODULES_LOCK = threading.Lock()
 # nogil: ``cpu_threads`` runs parts of one call at once (numba's own prange pool fought OpenBLAS)
 NJIT = '@numba.njit(parallel=False, nogil=True, cache=False, error_model="numpy")'
 # Elements per part below which one thread runs the whole call: None takes the machine's
-# (``machine_constants``: where a split copy's saved time repays the measured hand-off; the
-# default 2M was one machine's, where 1M-element SGD updates were slower in two parts), over the
-# kernel's work per element in copies (``kernel_work``); an int here (tests) overrides it
+# (``machine_constants``: where a split copy's saved time repays the measured hand-off; 2M was
+# one machine's) over the kernel's work per element in copies (``kernel_work``); an int overrides
 PART_MIN: int | None = None
-# Elements below which a flat call passes its operands as they are (one machine code per operand
-# rank, but ~1 us less a call); from here every call passes 1-D views, so one kernel source has
-# one signature for relu of a 4-D and of a 2-D array (and eager's, which ``cache warm`` builds)
+# Elements below which a flat call passes its operands as they are (one machine code per rank,
+# ~1 us less a call); from here 1-D views, one signature for relu of a 4-D and a 2-D array
 UNFLATTENED_MAX = 1 << 13
 _MAX_SOURCE = 2**20
 
@@ -311,12 +309,6 @@ def _part(
     fn(out[start:stop], *(a[start:stop] if f else a for a, f in zip(ins, full)), *values)
 
 
-def _ask_entry(spec: tuple, program: Program, shapes: tuple, shape: tuple, k: int | None) -> None:
-    from dualflow.kernels.numba import background_compile  # noqa: PLC0415 - it imports this
-
-    background_compile.ask_entry(spec, program, shapes, shape, k)
-
-
 def layout(program: Program, shapes: tuple, shape: tuple[int, ...]) -> tuple[tuple | None, tuple]:
     """(``flat``, ``nest``) of ``render_source`` for inputs of ``shapes`` and an output of
     ``shape``: flat when each input is full-size or one element, else a loop nest.
@@ -340,13 +332,10 @@ def _model_module() -> Any:
     return load_module(render_source(negate, (True,))[0])
 
 
-def numba_kernel(
-    program: Program, shapes: tuple, shape: tuple[int, ...], spec: tuple | None = None
-) -> Callable:
+def numba_kernel(program: Program, shapes: tuple, shape: tuple, spec: Any = None) -> Callable:
     """``f(xp, *arrays, out=None)`` running the program's numba kernel over an output of ``shape``
     (into ``out``, a C-contiguous array of that shape and the result dtype, when given).
-    ``spec``: the program's (expr, args, dtypes), with which a chain of small steps asks the
-    compile worker for the module's ``entry`` (``kernel_chain``).
+    ``spec``: the program's (expr, args, dtypes), for a chain's requests (``kernel_chain``).
 
     Each index reads all its inputs before writing ``out``, so ``out`` may be an input of exactly
     the output's shape (never a broadcast one).
@@ -369,16 +358,7 @@ def numba_kernel(
         return modules[k].kernel
 
     if flat is not None and size < UNFLATTENED_MAX:
-        link = kernel_chain.ChainLink(
-            modules[None],
-            lambda k: modules[k] if variant(k) is not None else None,
-            flat,
-            values,
-            size,
-            np.dtype(dtype),
-            tuple(np.dtype(d) for d in program.in_dtypes),
-            None if spec is None else functools.partial(_ask_entry, spec, program, shapes, shape),
-        )
+        link = kernel_chain.link_for(modules, variant, flat, values, program, (spec, shapes, shape))
         return small_flat_runner(kernel, variant, flat, (shape, dtype), values, link)
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:
