@@ -186,6 +186,7 @@ def render(
     lines = [head, *_unpack(graph, planned)]
     planned_set = set(planned)
     chain = _Chain(namespace, kernels.get("chain", False) and not profile)
+    kept = set(donated.values())  # a donated state's array: its name stays bound (``_dels``)
     for i, node in enumerate(graph.nodes):
         if OPS[node.op].guard:  # a failing guard ends the run before any update is committed
             lines += chain.flush()
@@ -193,16 +194,16 @@ def render(
             attrs = "".join(", " + _attr(k, v, namespace) for k, v in node.attrs.items())
             namespace[f"k{i}"] = OPS[node.op].forward  # a failed guard returns what it saw
             lines.append(f"    if not k{i}(xp, {args}{attrs}): return None, ({args},), {i}")
-            lines += _dels(graph, node, i, donated)
+            lines += _dels(graph, node, i, kept)
             continue
         into = _into(node, planned_set, donated)
         kernel = chain.take(node, i, kernels, into)
         if kernel is None or not chain.steps or chain.steps[-1][0] is not node:
             lines += chain.flush()
             lines += _call_lines(node, i, namespace, kernels, into, profile, kernel)
-            lines += _dels(graph, node, i, donated)
+            lines += _dels(graph, node, i, kept)
         else:
-            chain.dels += _dels(graph, node, i, donated)
+            chain.dels += _dels(graph, node, i, kept)
     lines += chain.flush()
     outputs = ", ".join(map(_name, graph.outputs))
     updates = ", ".join(_name(new) for _, new in graph.updates)
@@ -215,10 +216,10 @@ def render(
     return "\n".join(lines) + "\n", namespace
 
 
-def _dels(graph: Graph, node: Node, i: int, donated: dict[Value, Value]) -> list[str]:
-    """The ``del`` after step ``i``: the values it read last, and its unread outputs."""
-    last_use, kept = graph.last_use, set(donated.values())
-    # a donated state's array is written after its last read: keep its name bound
+def _dels(graph: Graph, node: Node, i: int, kept: set[Value]) -> list[str]:
+    """The ``del`` after step ``i``: the values it read last (but the donated states in
+    ``kept``: their arrays are written after their last read), and its unread outputs."""
+    last_use = graph.last_use
     dead = [v for v in node.value_inputs if last_use.get(v) == i and v not in kept]
     dead += [v for v in node.outputs if v not in last_use]
     return [f"    del {', '.join(sorted({_name(v) for v in dead}))}"] if dead else []
