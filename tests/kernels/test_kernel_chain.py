@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import gc
 import weakref
+from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -167,3 +169,33 @@ def test_what_has_no_link_never_chains() -> None:
     x, y = np.ones(3), np.empty(3)
     chain((x, y))
     assert chain.dead and y.tolist() == [-1.0] * 3
+
+
+def test_a_chain_asks_the_worker_for_its_entries_then_loads_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the compile worker on, a fresh store: the kernels compile there, the chain's first look
+    # finds no entry and asks for them, a later look loads them from the store
+    from dualflow.kernels.fused_cpu import fused_elementwise as kc
+    from dualflow.kernels.numba import compile_worker, numba_elementwise
+
+    monkeypatch.setenv("DUALFLOW_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(compile_worker, "_enabled", True)
+    monkeypatch.setattr(compile_worker, "_deaths", [])
+    monkeypatch.setattr(kc, "_CACHE", {})
+    monkeypatch.setattr(numba_elementwise, "_MODULES", OrderedDict())
+    metas = (((4, 4), "float32"),)
+    twice = kc.cpu_kernel(("call", "multiply", ("var", "a0"), ("const", 2.0)), ("a0",), metas)
+    plus = kc.cpu_kernel(("call", "add", ("var", "a0"), ("const", 1.0)), ("a0",), metas)
+    chain = KernelChain(((twice, (0,), 1), (plus, (1,), 2)))
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    mid, out = np.empty_like(x), np.empty_like(x)
+    for call in range(200):
+        chain((x, mid, out))
+        assert out.tolist() == (2 * x + 1).tolist()
+        if chain.linked:
+            break
+        assert compile_worker.wait(120)
+    assert chain.linked and call >= 2, "linked at once, or never"  # stand-ins, then an ask
+    entries = [link.module.entry for link in chain.links]
+    assert all(sum(e.stats.cache_hits.values()) == 1 for e in entries)  # loaded, not compiled

@@ -382,4 +382,6 @@ def _numba_or_none(
         from dualflow.kernels.numba import numba_sum  # noqa: PLC0415 - imports numba
 
         return numba_sum.numba_sum_kernel(program, *sum_layout)
-    return numba_elementwise.numba_kernel(program, shapes, shape, spec)
+    # a chain of small steps asks the worker for the kernel's entry (``kernel_chain``)
+    ask = spec and functools.partial(background_compile.ask_entry, spec, program, shapes, shape)
+    return numba_elementwise.numba_kernel(program, shapes, shape, ask)

@@ -75,7 +75,8 @@ def pending_kernel(
         return None
     (worker, request), job = found, Job()
     worker.ask(job, [*request, "map", None])
-    build = functools.partial(numba_elementwise.numba_kernel, program, shapes, shape, spec)
+    ask = functools.partial(ask_entry, spec, program, shapes, shape)
+    build = functools.partial(numba_elementwise.numba_kernel, program, shapes, shape, ask)
     variants = _variants(job, worker, request, (tuple(shape), flat, nest, program))
     inplace = FUNCTIONS[program.steps[-1].fn].inplace
     return _runner(job, worker, build, (blocked, variants, inplace))

@@ -21,7 +21,6 @@ chain has run ``COMPILE_AFTER`` times, are compiled here.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 import weakref
@@ -62,23 +61,20 @@ class ChainLink:
 
 
 def link_for(
-    modules: dict, variant: Any, flat: tuple, values: tuple, program: Any, request: tuple
+    modules: dict, variant: Any, flat: tuple, values: tuple, program: Any, shape: tuple, ask: Any
 ) -> ChainLink:
     """The ``ChainLink`` of a small flat kernel (``numba_elementwise.numba_kernel``'s):
-    ``modules[None]`` its module, ``variant(k)`` loading ``modules[k]``, ``request`` the
-    program's (spec, shapes, shape) by which a chain asks the compile worker for an entry (no
-    asking where ``spec`` is None).
+    ``modules[None]`` its module, ``variant(k)`` loading ``modules[k]``, ``ask(k)`` asking the
+    compile worker for an entry (None: no asking).
 
     Example:
         >>> from dualflow.kernels.numba.numba_elementwise import _model_module
         >>> from dualflow.kernels.expr.typed_program import lower_expr
         >>> p = lower_expr(("call", "negative", ("var", "a0")), ("a0",), ("float32",))
-        >>> link = link_for({None: _model_module()}, None, (True,), (), p, (None, ((4,),), (4,)))
+        >>> link = link_for({None: _model_module()}, None, (True,), (), p, (4,), None)
         >>> link.size, link.out_dtype, link.ask is None
         (4, dtype('float32'), True)
     """
-    spec, shapes, shape = request
-    ask = None if spec is None else functools.partial(_ask_entry, spec, program, shapes, shape)
     return ChainLink(
         modules[None],
         lambda k: modules[k] if variant(k) is not None else None,  # variant(k) loads modules[k]
@@ -89,12 +85,6 @@ def link_for(
         tuple(np.dtype(d) for d in program.in_dtypes),
         ask,
     )
-
-
-def _ask_entry(spec: tuple, program: Any, shapes: tuple, shape: tuple, k: int | None) -> None:
-    from dualflow.kernels.numba import background_compile  # noqa: PLC0415 - it imports this
-
-    background_compile.ask_entry(spec, program, shapes, shape, k)
 
 
 NEVER = object()

@@ -332,10 +332,10 @@ def _model_module() -> Any:
     return load_module(render_source(negate, (True,))[0])
 
 
-def numba_kernel(program: Program, shapes: tuple, shape: tuple, spec: Any = None) -> Callable:
+def numba_kernel(program: Program, shapes: tuple, shape: tuple, ask: Any = None) -> Callable:
     """``f(xp, *arrays, out=None)`` running the program's numba kernel over an output of ``shape``
     (into ``out``, a C-contiguous array of that shape and the result dtype, when given).
-    ``spec``: the program's (expr, args, dtypes), for a chain's requests (``kernel_chain``).
+    ``ask(k)``: asks the compile worker for an entry a chain calls (``kernel_chain``).
 
     Each index reads all its inputs before writing ``out``, so ``out`` may be an input of exactly
     the output's shape (never a broadcast one).
@@ -358,7 +358,7 @@ def numba_kernel(program: Program, shapes: tuple, shape: tuple, spec: Any = None
         return modules[k].kernel
 
     if flat is not None and size < UNFLATTENED_MAX:
-        link = kernel_chain.link_for(modules, variant, flat, values, program, (spec, shapes, shape))
+        link = kernel_chain.link_for(modules, variant, flat, values, program, shape, ask)
         return small_flat_runner(kernel, variant, flat, (shape, dtype), values, link)
 
     def run(xp: Any, *arrays: Any, out: Any = None, **_attrs: Any) -> Any:

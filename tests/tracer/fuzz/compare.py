@@ -7,12 +7,11 @@ each node of the O2 graphs against the documented rule bounds (``dualflow.debug.
 
 from __future__ import annotations
 
-import contextlib
 import gc
 import sys
 import warnings
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -22,16 +21,12 @@ import numpy as np
 import dualflow
 from dualflow._pending import Pending
 from dualflow._undo import UndoLog
-from dualflow.background import blas_cores
-from dualflow.background.workers import IN_WORKER
 from dualflow.debug import check_rules
-from dualflow.kernels.base import native_crew
-from dualflow.kernels.linalg import thin_gemm
-from dualflow.kernels.numba import kernel_chain, native_split, numba_elementwise
 from dualflow.tracer.lazy_choice import EAGER, LAZY, LazyOrEager
 from tests.tracer.fuzz.bits import first_difference
 from tests.tracer.fuzz.build import Program, build
 from tests.tracer.fuzz.fragments import registry
+from tests.tracer.fuzz.kernel_settings import kernel_settings
 from tests.tracer.fuzz.spec import Spec
 from tests.tracer.helpers import arrays_of, current_trace
 
@@ -84,96 +79,8 @@ def run(
     mismatch), or with ``keep_outputs=False`` copies, so the next call may write the dropped
     arrays again (``runtime.memory``'s recycled outputs). ``between(call)`` runs before each
     call (a test waiting for background compiles)."""
-    settings = (blas_table(spec.blas_table), thin_tiles(spec.tiles), wide_vectors(spec.wide))
-    with contextlib.ExitStack() as stack:
-        for setting in (*settings, crew_splits(spec.crew), chained(spec.chain)):
-            stack.enter_context(setting)
+    with kernel_settings(spec):
         return _run(spec, passes, keep_outputs, between, lazy)
-
-
-@contextlib.contextmanager
-def wide_vectors(on: bool) -> Iterator[None]:
-    """Inside, when ``on``: every flat fused kernel rendered loops at the widest vectors,
-    memory-bound ones too (new kernel sources: compiled afresh, eager's and the plans')."""
-    if not on:
-        yield
-        return
-    saved = numba_elementwise.compute_bound
-    numba_elementwise.compute_bound = lambda program: True
-    try:
-        yield
-    finally:
-        numba_elementwise.compute_bound = saved
-
-
-@contextlib.contextmanager
-def chained(on: bool) -> Iterator[None]:
-    """Inside, when ``on``: a plan's runs of small fused steps run as one native call from
-    their first call, their entries compiled here (``kernel_chain.COMPILE_AFTER`` 0)."""
-    if not on:
-        yield
-        return
-    saved = kernel_chain.COMPILE_AFTER
-    kernel_chain.COMPILE_AFTER = 0
-    try:
-        yield
-    finally:
-        kernel_chain.COMPILE_AFTER = saved
-
-
-@contextlib.contextmanager
-def crew_splits(on: bool) -> Iterator[None]:
-    """Inside, when ``on``: every call that asks ``native_split.splits`` whether to split over
-    the native crew (flat fused kernels, Adam, the norm kernels) splits where a crew runs and
-    the call is not inside another's part, whatever its size: eager's calls and the plans'."""
-    if not on:
-        yield
-        return
-    saved = native_split.splits
-
-    def always(size: int, work: float, part_min: int, model: Any) -> Any:
-        if size < 2 or getattr(IN_WORKER, "active", False):
-            return None
-        return native_crew.crew()
-
-    native_split.splits = always
-    try:
-        yield
-    finally:
-        native_split.splits = saved
-
-
-@contextlib.contextmanager
-def thin_tiles(on: bool) -> Iterator[None]:
-    """Inside, when ``on``: every few-row ``x @ W.T`` (up to ``4 * LANES`` rows, any K and N)
-    runs on ``thin_gemm``'s register tiles, eager and compiled alike."""
-    if not on:
-        yield
-        return
-    saved = thin_gemm.row_limit, thin_gemm.max_rows, thin_gemm.MIN_SIDE
-    rows = 4 * thin_gemm.LANES
-    thin_gemm.row_limit, thin_gemm.max_rows = (lambda k: rows), (lambda: rows)
-    thin_gemm.MIN_SIDE = 1
-    try:
-        yield
-    finally:
-        thin_gemm.row_limit, thin_gemm.max_rows, thin_gemm.MIN_SIDE = saved
-
-
-@contextlib.contextmanager
-def blas_table(index: int) -> Iterator[None]:
-    """OpenBLAS's ``index``-th table this CPU can run (``blas_cores.cores()``, 0: the running
-    one) inside; the running one back after."""
-    tables = blas_cores.cores()
-    if index == 0 or len(tables) < 2:
-        yield
-        return
-    before = blas_cores.core_name()
-    assert blas_cores.use_core(tables[index % len(tables)])
-    try:
-        yield
-    finally:
-        blas_cores.use_core(before)
 
 
 def _run(
