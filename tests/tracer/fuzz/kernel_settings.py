@@ -34,72 +34,54 @@ def kernel_settings(spec: Spec) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def wide_vectors(on: bool) -> Iterator[None]:
+def _replaced(owner: Any, names: dict[str, Any], on: bool) -> Iterator[None]:
+    """Inside, when ``on``: ``owner``'s attributes ``names`` set to their values; the old ones
+    back after."""
+    if not on:
+        yield
+        return
+    saved = {name: getattr(owner, name) for name in names}
+    for name, value in names.items():
+        setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(owner, name, value)
+
+
+def wide_vectors(on: bool) -> contextlib.AbstractContextManager:
     """Inside, when ``on``: every flat fused kernel rendered loops at the widest vectors,
     memory-bound ones too (new kernel sources: compiled afresh, eager's and the plans')."""
-    if not on:
-        yield
-        return
-    saved = numba_elementwise.compute_bound
-    numba_elementwise.compute_bound = lambda program: True
-    try:
-        yield
-    finally:
-        numba_elementwise.compute_bound = saved
+    return _replaced(numba_elementwise, {"compute_bound": lambda program: True}, on)
 
 
-@contextlib.contextmanager
-def chained(on: bool) -> Iterator[None]:
+def chained(on: bool) -> contextlib.AbstractContextManager:
     """Inside, when ``on``: a plan's runs of small fused steps run as one native call from
     their first call, their entries compiled here (``kernel_chain.COMPILE_AFTER`` 0)."""
-    if not on:
-        yield
-        return
-    saved = kernel_chain.COMPILE_AFTER
-    kernel_chain.COMPILE_AFTER = 0
-    try:
-        yield
-    finally:
-        kernel_chain.COMPILE_AFTER = saved
+    return _replaced(kernel_chain, {"COMPILE_AFTER": 0}, on)
 
 
-@contextlib.contextmanager
-def crew_splits(on: bool) -> Iterator[None]:
+def _always_split(size: int, work: float, part_min: int, model: Any) -> Any:
+    # ``native_split.splits`` where every call that can split does
+    if size < 2 or getattr(IN_WORKER, "active", False):
+        return None
+    return native_crew.crew()
+
+
+def crew_splits(on: bool) -> contextlib.AbstractContextManager:
     """Inside, when ``on``: every call that asks ``native_split.splits`` whether to split over
     the native crew (flat fused kernels, Adam, the norm kernels) splits where a crew runs and
     the call is not inside another's part, whatever its size: eager's calls and the plans'."""
-    if not on:
-        yield
-        return
-    saved = native_split.splits
-
-    def always(size: int, work: float, part_min: int, model: Any) -> Any:
-        if size < 2 or getattr(IN_WORKER, "active", False):
-            return None
-        return native_crew.crew()
-
-    native_split.splits = always
-    try:
-        yield
-    finally:
-        native_split.splits = saved
+    return _replaced(native_split, {"splits": _always_split}, on)
 
 
-@contextlib.contextmanager
-def thin_tiles(on: bool) -> Iterator[None]:
+def thin_tiles(on: bool) -> contextlib.AbstractContextManager:
     """Inside, when ``on``: every few-row ``x @ W.T`` (up to ``4 * LANES`` rows, any K and N)
     runs on ``thin_gemm``'s register tiles, eager and compiled alike."""
-    if not on:
-        yield
-        return
-    saved = thin_gemm.row_limit, thin_gemm.max_rows, thin_gemm.MIN_SIDE
     rows = 4 * thin_gemm.LANES
-    thin_gemm.row_limit, thin_gemm.max_rows = (lambda k: rows), (lambda: rows)
-    thin_gemm.MIN_SIDE = 1
-    try:
-        yield
-    finally:
-        thin_gemm.row_limit, thin_gemm.max_rows, thin_gemm.MIN_SIDE = saved
+    limits = {"row_limit": lambda k: rows, "max_rows": lambda: rows, "MIN_SIDE": 1}
+    return _replaced(thin_gemm, limits, on)
 
 
 @contextlib.contextmanager
