@@ -191,7 +191,7 @@ class KernelChain:
 
     @property
     def linked(self) -> bool:
-        """Whether the last call ran as one native call (for tests and ``explain``)."""
+        """Whether the last call ran as one native call."""
         return self.table is not None
 
     def _build(self, arrays: tuple) -> bool:
