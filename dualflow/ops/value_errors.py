@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+INTEGER_KINDS = ("i", "u")
+"""The dtype kinds whose values an op may raise on (an index, a label, an integer power)."""
+
 
 def may_raise_on_values(dtypes: Iterable[Any]) -> bool:
     """Whether an op reading arrays of ``dtypes`` may raise on their values (any integer).
@@ -22,7 +25,7 @@ def may_raise_on_values(dtypes: Iterable[Any]) -> bool:
         >>> may_raise_on_values(["float32", "int64"]), may_raise_on_values(["float32"])
         (True, False)
     """
-    return any(np.dtype(dtype).kind in "iu" for dtype in dtypes)
+    return any(np.dtype(dtype).kind in INTEGER_KINDS for dtype in dtypes)
 
 
 def reads_integers(args: Iterable[Any]) -> bool:
@@ -42,6 +45,6 @@ def reads_integers(args: Iterable[Any]) -> bool:
                 return True
             continue
         dtype = getattr(getattr(a, "raw_array", a), "dtype", None)
-        if getattr(dtype, "kind", None) in ("i", "u"):  # numpy's, cupy's, a Pending's dtype
+        if getattr(dtype, "kind", None) in INTEGER_KINDS:  # numpy's, cupy's, a Pending's dtype
             return True
     return False
