@@ -141,18 +141,57 @@ def entry_of(module: Any, compile_now: bool) -> int:
     return found
 
 
-def _fits(array: Any, dtype: np.dtype, size: int) -> bool:
-    # what the entry reads the address as: a C-ordered ndarray of this dtype and size
-    return (
-        type(array) is np.ndarray
-        and array.dtype == dtype
-        and array.size == size
-        and array.flags.c_contiguous
-    )
-
-
 def _address(array: np.ndarray) -> int:
     return array.__array_interface__["data"][0]
+
+
+class _Layout:
+    """A chain's table before addresses (built once its links are known): each row's fixed
+    words (row range, lengths, its constants' addresses: ``held`` keeps their arrays), where
+    each array slot's address goes (``positions``), what a slot's array must be (``needs``:
+    dtype, size, written) and the steps reading or writing it (``users``). ValueError when a
+    slot is asked to be two different things (the chain then runs its runners)."""
+
+    def __init__(self, steps: tuple, links: list) -> None:
+        width = max(4 + 2 * len(ins) + len(link.values) for link, (_, ins, _) in zip(links, steps))
+        self.template = np.zeros((len(steps), width), np.int64)
+        self.held: list = []
+        self.positions: dict[int, list[int]] = {}
+        self.needs: dict[int, tuple] = {}
+        self.users: dict[int, set[int]] = {}
+        for row, (link, (_, ins, out)) in enumerate(zip(links, steps)):
+            words = self.template[row]
+            words[1] = words[3] = link.size  # rows [0, size), out's length
+            self._slot(out, row * width + 2, (link.out_dtype, link.size, True), row)
+            for j, (k, full, dtype) in enumerate(zip(ins, link.flat, link.in_dtypes)):
+                words[5 + 2 * j] = link.size if full else 1
+                self._slot(
+                    k, row * width + 4 + 2 * j, (dtype, link.size if full else 1, False), row
+                )
+            for j, value in enumerate(link.values):
+                self.held.append(np.asarray(value).reshape(1))
+                words[4 + 2 * len(ins) + j] = _address(self.held[-1])
+
+    def _slot(self, slot: int, position: int, need: tuple, row: int) -> None:
+        dtype, size, writes = need
+        known = self.needs.get(slot)
+        if known is not None and known[:2] != (dtype, size):
+            raise ValueError(f"slot {slot} is asked to be {known[:2]} and {(dtype, size)}")
+        self.needs[slot] = (dtype, size, writes or (known is not None and known[2]))
+        self.positions.setdefault(slot, []).append(position)
+        self.users.setdefault(slot, set()).add(row)
+
+    def fits(self, slot: int, array: Any) -> bool:
+        """Whether ``array`` is what the entries read at ``slot``: a C-ordered ndarray of the
+        dtype and size, writable where a step writes it."""
+        dtype, size, writes = self.needs[slot]
+        return (
+            type(array) is np.ndarray
+            and array.dtype == dtype
+            and array.size == size
+            and array.flags.c_contiguous
+            and (not writes or array.flags.writeable)
+        )
 
 
 class KernelChain:
@@ -169,10 +208,10 @@ class KernelChain:
     def __init__(self, steps: tuple[tuple[Any, tuple[int, ...], int], ...]) -> None:
         self.steps = steps
         self.links: list | None = None
+        self.layout: _Layout | None = None
         self.refs: tuple = ()  # the arrays the table holds the addresses of, weakly
-        self.entries: np.ndarray | None = None
-        self.table: np.ndarray | None = None
-        self.held: list = []  # the constants' arrays the table points at
+        self.entries = np.zeros(len(steps), np.int64)
+        self.table: np.ndarray | None = None  # None: not written for the last call's arrays
         self.calls = self.misses = 0
         self.next_try, self.wait, self.dead = 0, 1, False
 
@@ -195,38 +234,48 @@ class KernelChain:
         return self.table is not None
 
     def _build(self, arrays: tuple) -> bool:
-        """Write the table for ``arrays``; False (the steps run one by one) when a kernel or
-        an entry is not ready (tried again later) or an operand does not fit (given up after
-        ``GIVE_UP_AFTER`` calls in a row)."""
-        self.table = None
-        links = self._links()
-        if links is None:
-            return self._later()
-        if not all(
-            self._fit(link, ins, out, arrays) for link, (_, ins, out) in zip(links, self.steps)
-        ):
+        """Write the table for ``arrays``: only the slots whose array changed since it was last
+        written (an input array new at every call costs its slot, not the chain). False (the
+        steps run one by one) when a kernel or an entry is not ready (tried again later) or an
+        array does not fit (given up after ``GIVE_UP_AFTER`` calls in a row)."""
+        table, refs, self.table, self.refs = self.table, self.refs, None, ()
+        layout = self._layout()
+        if layout is None:
+            return False if self.dead else self._later()
+        if table is None:  # the first table, or the last build failed: every slot
+            table, changed = layout.template.copy(), range(len(arrays))
+        else:
+            changed = [k for k, (a, r) in enumerate(zip(arrays, refs)) if a is not r()]
+        if not all(layout.fits(k, arrays[k]) for k in changed if k in layout.needs):
             self.misses += 1
             self.dead = self.misses >= GIVE_UP_AFTER
             return False
-        entries = [
-            self._entry(link, ins, out, arrays) for link, (_, ins, out) in zip(links, self.steps)
-        ]
-        if not all(entries):
+        rows = set().union(*(layout.users.get(k, ()) for k in changed))
+        if not all([self._entry(row, arrays) for row in rows]):
             return self._later()
-        self._write(links, entries, arrays)
+        flat = table.reshape(-1)
+        for k in changed:
+            if k in layout.positions:
+                flat[layout.positions[k]] = _address(arrays[k])
+        self.table, self.refs = table, tuple(map(weakref.ref, arrays))
         self.misses, self.wait = 0, 1
         return True
 
-    def _links(self) -> list | None:
-        if self.links is None:
+    def _layout(self) -> _Layout | None:
+        if self.layout is None:
             found = [link_of(runner) for runner, _, _ in self.steps]
             if any(link is NEVER for link in found):
                 self.dead = True
                 return None
             if any(link is None for link in found):
                 return None
+            try:
+                self.layout = _Layout(self.steps, found)
+            except ValueError:  # one array asked to be two things: the runners decide
+                self.dead = True
+                return None
             self.links = found
-        return self.links
+        return self.layout
 
     def _later(self) -> bool:
         # a kernel compiling or an entry not stored: look again after twice as many calls
@@ -234,18 +283,12 @@ class KernelChain:
         self.next_try = self.calls + self.wait
         return False
 
-    @staticmethod
-    def _fit(link: ChainLink, ins: tuple, out: int, arrays: tuple) -> bool:
-        if not _fits(arrays[out], link.out_dtype, link.size) or not arrays[out].flags.writeable:
-            return False
-        return all(
-            _fits(arrays[k], dtype, link.size if full else 1)
-            for k, dtype, full in zip(ins, link.in_dtypes, link.flat)
-        )
-
-    def _entry(self, link: ChainLink, ins: tuple, out: int, arrays: tuple) -> int:
+    def _entry(self, row: int, arrays: tuple) -> bool:
+        """Set step ``row``'s entry for ``arrays`` (the variant reading an input through
+        ``out`` where that input is ``out``, as its runner picks); False when not ready."""
+        link, (_, ins, out) = self.links[row], self.steps[row]
         module, which = link.module, None
-        for k, slot in enumerate(ins):  # an input that is ``out``: read through it (the runner's)
+        for k, slot in enumerate(ins):
             if link.flat[k] and arrays[slot] is arrays[out]:
                 module, which = link.variant(k), k
                 break
@@ -253,21 +296,5 @@ class KernelChain:
         if not found and link.ask is not None and not getattr(module, "chain_asked", False):
             module.chain_asked = True  # the worker stores it; a later try loads it
             link.ask(which)
-        return found
-
-    def _write(self, links: list, entries: list, arrays: tuple) -> None:
-        rows, held = [], []
-        for link, (_, ins, out) in zip(links, self.steps):
-            row = [0, link.size, _address(arrays[out]), link.size]
-            for k, full in zip(ins, link.flat):
-                row += [_address(arrays[k]), link.size if full else 1]
-            for value in link.values:
-                held.append(np.asarray(value).reshape(1))
-                row.append(_address(held[-1]))
-            rows.append(row)
-        table = np.zeros((len(rows), max(map(len, rows))), np.int64)
-        for i, row in enumerate(rows):
-            table[i, : len(row)] = row
-        self.entries, self.held = np.array(entries, np.int64), held
-        self.refs = tuple(map(weakref.ref, arrays))  # a chain keeps no caller's array alive
-        self.table = table
+        self.entries[row] = found
+        return bool(found)
