@@ -72,7 +72,8 @@ class _Run:
     """The state of one backward pass."""
 
     def __init__(self, targets: dict | None, reach: dict | None, retain: bool) -> None:
-        # grad(): ``reach`` maps each node below which a target lies to its ``needs``
+        # grad(): ``reach`` maps each node below which a target lies to its ``needs``; None
+        # when every node reaches one through each of its inputs (``_reaching``), as backward()
         self.pending: dict[Node, list] = {}
         self.heap: list = []
         self.targets, self.reach, self.retain = targets, reach, retain
@@ -122,7 +123,7 @@ class _Run:
                     for index, gy in enumerate(gys):
                         if (node, index) in targets and gy is not None:
                             self.found[(node, index)] = gy
-                if node not in reach:
+                if reach is not None and node not in reach:
                     continue
             run_node(node, gys, debug)
         if tracer is not None:
@@ -137,6 +138,7 @@ class _Run:
                     "freed by the first backward; call backward(retain_graph=True) the first time"
                 )
             )
+        reach = self.reach
         for gy in gys:  # one short loop on the hot path: symbolic zeros are rare
             if type(gy) is ZeroGradient:
                 gxs = self._with_zeros(node, gys, debug)
@@ -145,11 +147,11 @@ class _Run:
             if debug:
                 gxs = self._backward(node, gys, debug)
             else:  # _backward without its frame: this runs for every node
-                node.needs = None if self.targets is None else self.reach[node]
+                node.needs = None if reach is None else reach[node]
                 gxs = node.op.backward(node, *gys)
                 if type(gxs) is not tuple:
                     gxs = (gxs,)
-        pending, targets, reach = self.pending, self.targets, self.reach
+        pending, targets = self.pending, self.targets
         for edge, gx, shape in zip(edges, gxs, node.in_shapes):
             if edge is None or gx is None:
                 continue
@@ -159,7 +161,7 @@ class _Run:
                 gx = ops.sum_to(gx, shape)
             if type(edge) is tuple:  # the common case, inlined (``push``)
                 creator, index = edge
-                if targets is not None and creator not in reach and edge not in targets:
+                if reach is not None and creator not in reach and edge not in targets:
                     continue  # grad(): no target below it
                 slot = pending.get(creator)
                 if slot is None:
@@ -183,7 +185,7 @@ class _Run:
 
     def _backward(self, node: Node, gys: list, debug: bool) -> tuple:
         """The node's backward on ``gys``: its inputs' gradients, one per edge."""
-        node.needs = None if self.targets is None else self.reach[node]
+        node.needs = None if self.reach is None else self.reach[node]
         if debug:  # check the gradients below, naming this node's op and forward line
             with using_config(debug=False):
                 gxs = node.op.backward(node, *gys)
@@ -318,11 +320,14 @@ def grad(
     return result
 
 
-def _reaching(outputs: Iterable[Tensor], targets: dict) -> dict[Node, tuple[bool, ...]]:
+def _reaching(outputs: Iterable[Tensor], targets: dict) -> dict[Node, tuple[bool, ...]] | None:
     """The nodes from which some target can be reached (only those need to run backward), each
     with its ``needs``: which of its inputs lead to a target (an edge into a reached node, a
-    target output, or a target leaf), what its backward is asked to compute."""
+    target output, or a target leaf), what its backward is asked to compute. None when every
+    leaf below ``outputs`` is a target: every node then reaches one through each input that
+    has an edge (each path down ends at a leaf), which is what backward() asks of a node."""
     edges_of: dict[Node, tuple] = {}
+    leaves_all_targets = True  # the common grad(loss, params): the sort and needs below skipped
     stack = [t.creator for t in outputs if t.creator is not None]
     while stack:
         node = stack.pop()
@@ -338,8 +343,13 @@ def _reaching(outputs: Iterable[Tensor], targets: dict) -> dict[Node, tuple[bool
             )
         edges_of[node] = edges
         for e in edges:
-            if type(e) is tuple and e[0] not in edges_of:
-                stack.append(e[0])
+            if type(e) is tuple:
+                if e[0] not in edges_of:
+                    stack.append(e[0])
+            elif e is not None and leaves_all_targets and id(e) not in targets:
+                leaves_all_targets = False
+    if leaves_all_targets:
+        return None
     reach: dict[Node, tuple[bool, ...]] = {}
     for node in sorted(edges_of, key=_seq):  # inputs' creators first
         needs = []

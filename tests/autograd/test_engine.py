@@ -9,6 +9,7 @@ import pytest
 
 import dualflow
 from dualflow import ops
+from dualflow.autograd import engine
 from dualflow.autograd.eager import EAGER
 from dualflow.errors import DTypeError, ShapeError
 from dualflow.ops.dispatch import interpreting
@@ -213,6 +214,35 @@ def test_grad_runs_only_the_backward_of_nodes_above_a_target() -> None:
     # multiply's backward for the ops above x0 and h: the sum's broadcast, then one product per
     # multiply node on the way (never the product for x * 2's input x)
     assert counter.calls.count("multiply") == 3, counter.calls
+
+
+def test_grad_of_every_leaf_skips_the_pruning_and_matches_the_pruned_run() -> None:
+    # grad() over every leaf below the output prunes nothing (``_reaching`` says so with None);
+    # the gradients, and their own gradients, are those of a run that pruned z's branch
+    x, w, z = _leaf([0.5, -1.0]), _leaf([0.3, 0.7]), _leaf([2.0, 3.0])
+    out = (ops.tanh(x * w) * ops.exp(z) + x).sum()
+    assert engine._reaching([out], {id(x): None, id(w): None, id(z): None}) is None
+    assert engine._reaching([out], {id(x): None, id(w): None}) is not None
+    every = dualflow.grad(out, [x, w, z], create_graph=True)
+    pruned = dualflow.grad(out, [x, w], create_graph=True)
+    for a, b in zip(every, pruned, strict=False):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    second_every = dualflow.grad((every[0] * every[0]).sum(), [x, w, z], retain_graph=True)
+    second_pruned = dualflow.grad((pruned[0] * pruned[0]).sum(), [x, w, z], retain_graph=True)
+    for a, b in zip(second_every, second_pruned, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    out.backward()
+    for leaf, g in zip((x, w, z), every, strict=True):
+        np.testing.assert_array_equal(leaf.grad.numpy(), g.numpy())
+
+
+def test_grad_of_every_leaf_and_an_intermediate_answers_both() -> None:
+    x = _leaf([1.0, 2.0])
+    h = x * x
+    out = (h * x).sum()
+    gx, gh = dualflow.grad(out, [x, h])  # x is the only leaf: nothing pruned
+    np.testing.assert_allclose(gx.numpy(), 3 * x.numpy() ** 2)
+    np.testing.assert_allclose(gh.numpy(), x.numpy())
 
 
 def test_grad_of_unused_input_needs_allow_unused() -> None:

@@ -145,7 +145,7 @@ def fresh(compiled: Callable[[], Loops], x: np.ndarray) -> Any:
     """
     result, kernels = np.empty(x.shape, np.float32), compiled()
     if x.size < 2 * (MIN_PART or kernels.part_min):  # one part (``parts_for``); no overlap
-        kernels.loop(x.reshape(-1), result.reshape(-1))
+        kernels.loop(x.ravel(), result.ravel())  # views of C-ordered arrays (~60 ns less)
     else:
         _run(kernels, x.ravel(), result.ravel())
     return result if result.ndim else result[()]  # a 0-d operand: a scalar, as numpy

@@ -137,6 +137,14 @@ class Program:
         return found
 
 
+def _input_gradient(loss: Tensor, x: Tensor, also: list) -> Tensor:
+    """``d loss / d x`` (with its graph), asked for together with the tensors ``also``."""
+    if not also:
+        (g,) = dualflow.grad(loss, [x], create_graph=True)
+        return g
+    return dualflow.grad(loss, [x, *also], create_graph=True, allow_unused=True)[0]
+
+
 def build(spec: Spec) -> Program:
     """Build ``spec``'s step and state from its seed.
 
@@ -179,7 +187,7 @@ def build(spec: Spec) -> Program:
         h = h + bias
         loss = loss_fn(h, t)
         if spec.penalty > 0:  # a gradient penalty: double backward through the whole step
-            (g,) = dualflow.grad(loss, [x], create_graph=True)
+            g = _input_gradient(loss, x, scope.params if spec.every_leaf else [])
             loss = loss + ops.sum(g * g) * spec.penalty
         loss.backward()
         if clip is not None:

@@ -144,4 +144,7 @@ def specs(
     # before the dimension existed
     crew = profile.crew_percent > 0 and draw(st.integers(0, 99)) < profile.crew_percent
     chain = profile.chain_percent > 0 and draw(st.integers(0, 99)) < profile.chain_percent
-    return Spec(**{**spec.__dict__, "wide": wide, "crew": crew, "chain": chain})
+    every_leaf = spec.penalty > 0 and draw(st.booleans())  # drawn only with a penalty
+    return Spec(
+        **{**spec.__dict__, "wide": wide, "crew": crew, "chain": chain, "every_leaf": every_leaf}
+    )

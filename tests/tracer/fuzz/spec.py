@@ -57,6 +57,9 @@ class Spec:
     kernels, Adam, the norm kernels' ``crew_rows``; ``native_split.splits`` decides otherwise).
     ``chain``: every run of small fused steps in a plan runs as one native call from its first
     call (``kernels.numba.kernel_chain``; otherwise entries not stored wait ``COMPILE_AFTER``).
+    ``every_leaf``: the penalty's ``grad`` asks for x and every parameter, so no leaf below the
+    loss is left out and grad() prunes nothing (``autograd.engine._reaching`` returns None);
+    otherwise it asks for x alone, and the parameters' branches are pruned.
     Everything random (parameters, data, dropout keys) comes from ``seed``, so two builds of a
     spec start identical.
     """
@@ -75,6 +78,7 @@ class Spec:
     wide: bool = False
     crew: bool = False
     chain: bool = False
+    every_leaf: bool = False
 
     @property
     def calls(self) -> int:

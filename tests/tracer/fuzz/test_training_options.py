@@ -1,5 +1,6 @@
 """The fuzzer's training options beyond the optimizer's own update: an LR schedule stepped
-between calls (the compiled step must read each new lr) and gradients clipped inside the step."""
+between calls (the compiled step must read each new lr), gradients clipped inside the step, and
+a gradient penalty whose grad() asks for every leaf (nothing to prune)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
+from dualflow.autograd import engine
 from tests.tracer.fuzz.build import CLIPS, SCHEDULES, build
 from tests.tracer.fuzz.compare import differences
 from tests.tracer.fuzz.spec import Piece, Spec
@@ -53,3 +55,23 @@ def test_gradients_clipped_inside_the_step_match_eager(optimizer: str) -> None:
         assert max(float(np.abs(g).max()) for g in grads) <= np.float32(0.05)  # in float32
     for passes in ("O0", "exact"):
         assert differences(_spec(optimizer), passes) == [], passes
+
+
+@pytest.mark.parametrize("every_leaf", [False, True])
+def test_a_penalty_over_every_leaf_prunes_nothing_and_compiles_as_eager(
+    every_leaf: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    spec = Spec(**{**_spec("adam").__dict__, "penalty": 0.1, "every_leaf": every_leaf})
+    pruned: list[bool] = []
+    reaching = engine._reaching
+
+    def spy(outputs: object, targets: dict) -> object:
+        reach = reaching(outputs, targets)
+        pruned.append(reach is not None)
+        return reach
+
+    monkeypatch.setattr(engine, "_reaching", spy)
+    _run_eagerly(spec)
+    assert pruned == [not every_leaf] * spec.calls
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes) == [], passes
