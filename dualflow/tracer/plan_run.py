@@ -18,7 +18,7 @@ from dualflow.tracer import interrupts
 from dualflow.tracer.autodiff import connect, released_node
 from dualflow.tracer.collective_agreement import EAGER_RUN
 from dualflow.tracer.function_names import caller_level
-from dualflow.tracer.pytree import flatten, unflatten
+from dualflow.tracer.pytree import flatten
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.trace import Trace, is_tensor
 
@@ -108,7 +108,7 @@ def run_trace(
         replay = _rerun(compiled.fn, args, kwargs, trace, state, before)
         refs = trace.checks.refs
         connect(trace.backward, outputs, flat.leaves, refs, residuals, replay, lock)
-    return unflatten(trace.output_tree, [outputs[k] for k in trace.leaf_index])
+    return trace.build_result([outputs[k] for k in trace.leaf_index])
 
 
 def commit(trace: Trace, flat: Flat, state: list[Any], result: Any) -> tuple[list, list]:

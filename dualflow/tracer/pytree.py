@@ -8,6 +8,7 @@ with exactly the container types it had. ``encode``/``decode`` store a TreeDef i
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
@@ -239,6 +240,37 @@ def unflatten(tree: TreeDef, leaves: Iterable[Any]) -> Any:
 
 
 _END: Any = object()
+
+
+def rebuilder(tree: TreeDef) -> Callable[[list], Any]:
+    """``leaves -> unflatten(tree, leaves)`` made once for a tree rebuilt at every call (a
+    compiled call's result): a lone leaf, and a tuple or list of leaves, by a short function
+    (~0.15 us against ~0.7 for the walk); other trees by ``unflatten`` itself.
+
+    Example:
+        >>> build = rebuilder(flatten((1, 2))[2])
+        >>> build(["a", "b"]), rebuilder(flatten([1, {"k": 2}])[2])(["a", "b"])
+        (('a', 'b'), ['a', {'k': 'b'}])
+    """
+    if tree.kind == LEAF:
+        return functools.partial(_flat_leaves, None, 1)
+    if tree.kind in ("tuple", "list") and all(child.kind == LEAF for child in tree.children):
+        container = tuple if tree.kind == "tuple" else list
+        return functools.partial(_flat_leaves, container, len(tree.children))
+    return functools.partial(unflatten, tree)
+
+
+def _flat_leaves(container: type | None, count: int, leaves: list) -> Any:
+    """``count`` leaves as ``container`` (None: the one leaf itself), or unflatten's error."""
+    if len(leaves) != count:
+        raise ValueError(
+            "fewer leaves than the tree holds"
+            if len(leaves) < count
+            else "more leaves than the tree holds"
+        )
+    if container is None:
+        return leaves[0]
+    return container(leaves)
 
 
 def _build(tree: TreeDef, leaves: Iterator[Any]) -> Any:

@@ -6,7 +6,9 @@ called by ``compiled``) and loading a stored plan from disk (``plan_load``).
 
 from __future__ import annotations
 
+import functools
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,7 @@ from dualflow.tracer.environment import finish_environment
 from dualflow.tracer.history import HistorySpec
 from dualflow.tracer.interpreter import TracingInterpreter
 from dualflow.tracer.pipeline import build_plan
-from dualflow.tracer.pytree import TreeDef, flatten
+from dualflow.tracer.pytree import TreeDef, flatten, rebuilder
 from dualflow.tracer.side_effects import Replay
 from dualflow.tracer.signature import Flat
 from dualflow.tracer.state import StateChecks, plan_device
@@ -57,6 +59,11 @@ class Trace:
     pass_stats: list[PassStats] = field(default_factory=list)  # what each pass did
     cache_note: str = ""  # what the plan cache did with it (stored, loaded, or why not)
     source_graph: Graph | None = None  # as traced, before the passes (explain(passes=True))
+
+    @functools.cached_property
+    def build_result(self) -> Callable[[list], Any]:
+        """The call's result from its output leaves: ``rebuilder(output_tree)``, made once."""
+        return rebuilder(self.output_tree)
 
 
 def is_tensor(value: Any) -> bool:

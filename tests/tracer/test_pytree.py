@@ -141,6 +141,20 @@ def test_encode_decode_round_trip_or_refuse(tree: Any) -> None:
     assert pytree.decode(data) == treedef
 
 
+@settings(max_examples=150, deadline=None)
+@given(TREES)
+def test_a_rebuilder_rebuilds_as_unflatten_does(tree: Any) -> None:
+    # the compiled call's result builder: its short paths (a leaf, a flat tuple or list) and
+    # the rest give unflatten's value, and its errors for a wrong leaf count
+    leaves, _, treedef = pytree.flatten(tree, is_leaf=lambda v: isinstance(v, int))
+    new = [v + 100 for v in leaves]
+    build = pytree.rebuilder(treedef)
+    _same(build(list(new)), pytree.unflatten(treedef, list(new)))
+    for wrong in (new + [0], new[:-1]) if new else (["extra"],):
+        with pytest.raises(ValueError, match=r"fewer|more"):
+            build(wrong)
+
+
 def test_dicts_keep_insertion_order() -> None:
     leaves, paths, _ = pytree.flatten({"b": 1, "a": 2, "c": {"z": 3, "y": 4}}, "d")
     assert leaves == [1, 2, 3, 4]
