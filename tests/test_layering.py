@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "errors",
             "_config",
+            "_thread_local",  # per-thread flags with defaults (background, kernels, ops...)
             "_undo",
             "_pending",
             "size_expressions",  # polynomials over size symbols (issue 39)

@@ -11,9 +11,10 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from dualflow._thread_local import ThreadDefaults
 from dualflow.background.placement import Placement
 
-IN_WORKER = threading.local()  # ``active`` is set on worker threads: their calls run serially
+IN_WORKER = ThreadDefaults(active=False)  # True on worker threads: their calls run serially
 
 
 class Worker:

@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from dualflow._thread_local import ThreadDefaults
 from dualflow.device import CPU, send
 from dualflow.graph_ir.ir import Graph, Literal, Node, Value
 from dualflow.ops.registry import OPS, Meta
 from dualflow.ops.synthetic import GUARD
 
-_SCOPE = threading.local()  # .on: nodes built now recompute forward values (recomputing())
+_SCOPE = ThreadDefaults(on=False)  # .on: nodes built now recompute forward values (recomputing())
 
 
 @contextlib.contextmanager
@@ -35,7 +35,7 @@ def recomputing() -> Iterator[None]:
         >>> _ = b.node("exp", [x]); [n.recompute for n in b.nodes]
         [True, False]
     """
-    before = getattr(_SCOPE, "on", False)
+    before = _SCOPE.on
     _SCOPE.on = True
     try:
         yield
@@ -112,7 +112,7 @@ class GraphBuilder:
         if out_metas is None:
             out_metas = list(OPS[op].infer(*(_meta(v) for v in inputs), **attrs))
         outputs = tuple(self.value(m.shape, m.dtype) for m in out_metas)
-        recompute = getattr(_SCOPE, "on", False)
+        recompute = _SCOPE.on
         self.nodes.append(Node(op, tuple(inputs), outputs, attrs, loc, recompute))
         return outputs
 

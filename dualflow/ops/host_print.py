@@ -10,16 +10,16 @@ from __future__ import annotations
 import contextlib
 import string
 import sys
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
+from dualflow._thread_local import ThreadDefaults
 from dualflow.ops.dispatch import apply
 from dualflow.ops.registry import OPS, Meta, primitive
 
-_HELD = threading.local()  # .messages: list while a plan runs on this thread, else absent
+_HELD = ThreadDefaults(messages=None)  # a list while a plan runs on this thread
 
 
 @contextlib.contextmanager
@@ -32,7 +32,7 @@ def held_messages() -> Iterator[list[str]]:
         >>> messages
         ['x=2.5']
     """
-    outer = getattr(_HELD, "messages", None)
+    outer = _HELD.messages
     _HELD.messages = messages = []
     try:
         yield messages
@@ -41,7 +41,7 @@ def held_messages() -> Iterator[list[str]]:
 
 
 def _emit(text: str) -> None:
-    held = getattr(_HELD, "messages", None)
+    held = _HELD.messages
     if held is None:
         sys.stdout.write(text + "\n")
     else:

@@ -9,13 +9,13 @@ with one recorded update, while the random ops stay pure functions of the key.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import numpy as np
 
 from dualflow import ops
 from dualflow._config import no_grad
+from dualflow._thread_local import ThreadDefaults
 from dualflow.device import Device, device_of, send
 from dualflow.errors import DTypeError
 from dualflow.tensor.core import Tensor, tensor
@@ -58,7 +58,7 @@ class Generator:
 
     def next_key(self) -> Tensor:
         """A fresh key [seed, counter] (a new tensor) and the state advanced past it."""
-        hook = getattr(_draw_hook, "hook", None)
+        hook = _draw_hook.hook
         if hook is not None:  # vmap's randomness modes (dualflow.func.vmap)
             hook(self)
         with no_grad():
@@ -71,7 +71,7 @@ class Generator:
         return f"Generator(seed={seed}, counter={counter}, device={self.device})"
 
 
-_draw_hook = threading.local()
+_draw_hook = ThreadDefaults(hook=None)
 
 
 def set_draw_hook(hook: Any) -> Any:
@@ -83,7 +83,7 @@ def set_draw_hook(hook: Any) -> Any:
         >>> _ = set_draw_hook(old); len(seen)
         1
     """
-    previous = getattr(_draw_hook, "hook", None)
+    previous = _draw_hook.hook
     _draw_hook.hook = hook
     return previous
 

@@ -50,7 +50,7 @@ def run_parts(jobs: Sequence[Callable[[], None]]) -> None:
     """
     work = owner()
     lock = work.crew.lock
-    if len(jobs) <= 1 or getattr(IN_WORKER, "active", False) or not lock.acquire(False):
+    if len(jobs) <= 1 or IN_WORKER.active or not lock.acquire(False):
         for job in jobs:
             job()
         return

@@ -86,7 +86,7 @@ def run(crew: NativeCrew, entry_at: int, block: np.ndarray) -> bool:
         True
         >>> crew.close()
     """
-    if getattr(IN_WORKER, "active", False) or not crew.lock.acquire(False):
+    if IN_WORKER.active or not crew.lock.acquire(False):
         return False
     try:
         if crew.closed:

@@ -227,7 +227,7 @@ def matmul(a: Any, b: Any, out: Any = None) -> np.ndarray | None:
     flops = 2 * a.size * b.shape[-1]
     if _too_small(flops):
         return None
-    if getattr(IN_WORKER, "active", False):
+    if IN_WORKER.active:
         return None  # a call inside another call's part runs alone
     crew = native_crew.crew()
     model = None if crew is None or sgemm() is None else split_model(crew)

@@ -105,7 +105,7 @@ def splits(
         >>> splits(10, 1.0, 1 << 20, lambda: None) is None
         True
     """
-    if size < 2 * PART_MIN_FLOOR or getattr(IN_WORKER, "active", False):
+    if size < 2 * PART_MIN_FLOOR or IN_WORKER.active:
         return None  # (a call inside another call's part runs alone)
     crew = native_crew.crew()
     model = None if crew is None else _split_model(crew, model_module)
@@ -143,7 +143,7 @@ def run(module: Any, crew: NativeCrew, target: np.ndarray, ins: list, values: tu
     """``module.kernel(target, *ins, *values)`` split over ``crew`` and this thread (flat 1-D
     C-ordered operands, as the flat runner passes them)."""
     lock = crew.lock  # one caller at a time uses the threads (``cpu_threads``' too)
-    if getattr(IN_WORKER, "active", False) or not lock.acquire(False):
+    if IN_WORKER.active or not lock.acquire(False):
         module.kernel(target, *ins, *values)
         return
     try:
