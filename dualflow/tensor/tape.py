@@ -94,7 +94,12 @@ class Node:
         """Which inputs backward must return a gradient for (others may be None)."""
         if self.needs is not None:
             return self.needs
-        return tuple([e is not None for e in self.edges])
+        edges = self.edges  # one or two inputs spelled out: this runs in most backwards
+        if len(edges) == 2:
+            return (edges[0] is not None, edges[1] is not None)
+        if len(edges) == 1:
+            return (edges[0] is not None,)
+        return tuple([e is not None for e in edges])
 
     @property
     def released(self) -> bool:
