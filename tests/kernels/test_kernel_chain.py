@@ -115,6 +115,22 @@ def test_a_chain_keeps_no_callers_array_alive(linked_at_once: None) -> None:
     assert watched() is None
 
 
+def test_an_array_a_chain_points_at_cannot_move_under_it(linked_at_once: None) -> None:
+    # the table keeps addresses of arrays it matches by identity: numpy refuses to reallocate
+    # an array with a weak reference (or a view), so a matched array's data is where it was
+    w = dualflow.tensor(np.full((4, 4), 0.5, np.float32), requires_grad=True)
+    f = dualflow.compile(lambda a: dualflow.grad(_tiny(a, w), [a, w]))
+    a = dualflow.tensor(np.ones((4, 4), np.float32), requires_grad=True)
+    f(a), f(a)
+    chain = next(c for c in _chains(f) if c.linked)
+    held = [r() for r in chain.refs if r() is not None]
+    assert any(x is a.raw_array for x in held)  # the caller's own array among them
+    for array in held:  # only a new size reallocates (the same size keeps the data)
+        with pytest.raises(ValueError, match=r"referenced|own its data"):
+            array.resize((array.size + 1,))
+    _same(f(a), dualflow.grad(_tiny(a, w), [a, w]))
+
+
 def test_a_new_input_array_rewrites_its_slot_only(
     linked_at_once: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -383,5 +383,7 @@ def _numba_or_none(
 
         return numba_sum.numba_sum_kernel(program, *sum_layout)
     # a chain of small steps asks the worker for the kernel's entry (``kernel_chain``)
-    ask = spec and functools.partial(background_compile.ask_entry, spec, program, shapes, shape)
+    ask = None
+    if spec is not None:
+        ask = functools.partial(background_compile.ask_entry, spec, program, shapes, shape)
     return numba_elementwise.numba_kernel(program, shapes, shape, ask)

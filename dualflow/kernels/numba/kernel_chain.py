@@ -8,7 +8,11 @@ bench's tiny-ops step (31 such steps) spent 24 of its 35 us in them. A chain wri
 step's block (its row range, each operand's address and length, each constant's address) into
 one table once, and a call then only checks that its arrays are the very objects the table was
 written for and makes one call. The table holds them by weak reference: a chain keeps no array
-alive, a dead one matches nothing, and a live one's data has not moved.
+alive, a dead one matches nothing, and a live one's data has not moved (numpy reallocates only
+for a new size, and refuses to for an array that has a weak reference or is a view;
+``refcheck=False`` is numpy's own undefined case). What a
+live array may change, the plan checks at every run: C order for every argument and state
+array, writeability for every donated one (``Plan.run``); dtype and shape are the trace's.
 
 Each step runs the same machine code on the same operands as its runner would (the module's
 ``entry`` calls its ``kernel``; an input that is ``out`` reads through the variant the runner
