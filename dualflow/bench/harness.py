@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.bench import core_sharing
 from dualflow.bench.cpu_share import others_during
 from dualflow.bench.peers.child import deciles
 from dualflow.device import CPU, Device
@@ -53,6 +54,7 @@ class Measurement:
     varies: bool = False  # a peer's wide spread on an idle machine: its own (idle.varies_alone)
     peer: bool = False  # measured in a peer framework's process (peers/runner.py)
     others_during: float | None = None  # others' CPU share while timed (the kept attempt's)
+    cores_shared: float | None = None  # core_sharing's ratio around the timed calls (~2: shared)
     idle: bool | None = None  # the idle gate's verdict before this cell (None: not gated)
     others_cpu: float | None = None  # other processes' share of the CPUs at the gate
     held_bytes: int | None = None  # a fresh compiled step keeps after its first calls (measured)
@@ -234,10 +236,16 @@ def measure(
 
         sync = synchronizer(device)
     time_calls(step, 0, warmup, sync)  # traced, kernels compiled and loaded: steady calls next
+    # the CPUs computing apart, right before and after the timed calls (this process's own
+    # workers stop spinning within ~1 ms of a call: a short settle)
+    before = core_sharing.sharing_ratio(core_sharing.OWN_SETTLE_S)
     times, others = others_during(lambda: time_calls(step, repeats, 0, sync) * 1e3)
+    after = core_sharing.sharing_ratio(core_sharing.OWN_SETTLE_S)
+    sharing = core_sharing.worst_sharing(before, after)
     base = None
     if baseline is not None:
         base = float(np.median(time_calls(baseline, repeats, warmup, sync) * 1e3))
     row = Measurement.of_times(workload, mode, times, peak_memory(step, device), baseline_ms=base)
     row.others_during = others  # other processes' CPU share during the timed calls
+    row.cores_shared = sharing
     return row

@@ -7,7 +7,9 @@ repeats exceeds a threshold, and ``verdict`` says whether the run counts.
 
 Each cell also records ``others_during``, the share of the CPUs that other processes (the
 compile worker, another guest of the host) took while its calls were timed; a cell where that
-reaches ``OTHERS_LIMIT`` is disturbed however narrow its spread, and is measured again.
+reaches ``OTHERS_LIMIT`` is disturbed however narrow its spread, and is measured again. So is a
+cell around whose timed calls two CPUs shared one core's arithmetic (``cores_shared``, from
+``core_sharing``: a host placing both vCPUs of a guest on one core), which no CPU counter shows.
 
 A peer's cell can spread wide on an idle machine: JAX's jitted tiny-ops step runs in phases of
 0.03-0.05 ms and of 0.15 ms calls while no other process uses the CPUs (its own runtime's
@@ -27,6 +29,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from dualflow.bench import core_sharing
+from dualflow.bench.core_sharing import shared
 from dualflow.bench.cpu_share import machine_jiffies
 from dualflow.bench.harness import Measurement
 
@@ -67,22 +71,27 @@ def wait_until_idle(
     limit: float = OTHERS_LIMIT,
     probe: Callable[[], float] = others_cpu,
     clock: Callable[[], float] = time.monotonic,
+    sharing: Callable[[], float | None] | None = None,
 ) -> IdleCheck:
-    """Probe until others use less than ``limit`` of the machine or ``max_wait_s`` has passed.
+    """Probe until others use less than ``limit`` of the machine and the CPUs compute apart
+    (``sharing``, else ``core_sharing.sharing_ratio``), or ``max_wait_s`` has passed.
 
     Example:
         >>> samples = iter([0.9, 0.5, 0.05])
-        >>> check = wait_until_idle(60.0, probe=lambda: next(samples))
+        >>> check = wait_until_idle(60.0, probe=lambda: next(samples), sharing=lambda: 1.0)
         >>> check.idle, check.others
         (True, 0.05)
         >>> wait_until_idle(0.0, probe=lambda: 0.9).idle
         False
     """
+    sharing = sharing or core_sharing.sharing_ratio
     start = clock()
     while True:
         others = probe()
+        # a host's placement of both vCPUs on one core lasts seconds: worth waiting out
+        ready = others < limit and not shared(sharing())
         waited = clock() - start
-        if others < limit or waited >= max_wait_s:
+        if ready or waited >= max_wait_s:
             return IdleCheck(others < limit, others, waited)
 
 
@@ -143,6 +152,17 @@ def until_quiet(
     return tried[keep][1]
 
 
+def shared_cores(row: Measurement) -> bool:
+    """Whether two CPUs shared one core's arithmetic around the row's timed calls
+    (``core_sharing``): its times are another machine's, however narrow and idle.
+
+    Example:
+        >>> shared_cores(Measurement("w", "eager", 1.0, 0.9, 1.1, 5, 0, cores_shared=1.98))
+        True
+    """
+    return shared(row.cores_shared)
+
+
 def crowded(row: Measurement) -> bool:
     """Whether other processes took ``OTHERS_LIMIT`` or more of the CPUs while the row's calls
     were timed (``cpu_share.others_during``): its times are not its own, however narrow.
@@ -157,9 +177,9 @@ def crowded(row: Measurement) -> bool:
 def _disturbance(row: Measurement, max_spread: float) -> tuple | None:
     # None: quiet (or a note-only row); else a key ranking attempts, the least disturbed first
     width = spread(row)
-    if width is None or (width <= max_spread and not crowded(row)):
+    if width is None or (width <= max_spread and not crowded(row) and not shared_cores(row)):
         return None
-    return crowded(row), width
+    return shared_cores(row) or crowded(row), width
 
 
 def varies_alone(row: Measurement, max_spread: float) -> bool:
@@ -194,7 +214,7 @@ def mark_busy(rows: Sequence[Measurement], max_spread: float = MAX_SPREAD) -> No
         row.spread = spread(row)
         row.varies = varies_alone(row, max_spread)
         wide = row.spread is not None and row.spread > max_spread and not row.varies
-        row.busy = wide or (bool(row.repeats) and crowded(row))
+        row.busy = wide or (bool(row.repeats) and (crowded(row) or shared_cores(row)))
 
 
 def verdict(rows: Sequence[Measurement], max_spread: float, gated: bool) -> tuple[bool, str]:
@@ -211,8 +231,9 @@ def verdict(rows: Sequence[Measurement], max_spread: float, gated: bool) -> tupl
     not_idle = [r for r in measured if r.idle is False]
     if wide:
         shown = ", ".join(wide[:6]) + (", ..." if len(wide) > 6 else "")
-        reason = f"spread too wide ((p90-p10)/median > {max_spread:.2f}) or others took "
-        reason += f"{OTHERS_LIMIT:.0%} of the CPUs while timed in {len(wide)} of "
+        reason = f"spread too wide ((p90-p10)/median > {max_spread:.2f}), others took "
+        reason += f"{OTHERS_LIMIT:.0%} of the CPUs or two CPUs shared a core while timed in "
+        reason += f"{len(wide)} of "
         return False, f"busy: {reason}{len(measured)} rows ({shown}); this run does not count"
     if gated and not_idle:
         worst = max(r.others_cpu or 0.0 for r in not_idle)

@@ -114,7 +114,11 @@ def test_a_crowded_attempt_is_measured_again_however_narrow() -> None:
     assert not row.busy and verdict([row], 0.5, gated=True)[0]
     row.others_during = OTHERS_LIMIT  # the last attempt crowded too: busy, the run does not count
     mark_busy([row], 0.5)
-    assert row.busy and "others took 15% of the CPUs while timed" in verdict([row], 0.5, True)[1]
+    assert (
+        row.busy
+        and "others took 15% of the CPUs or two CPUs shared a core while timed"
+        in verdict([row], 0.5, True)[1]
+    )
 
 
 def test_others_during_subtracts_what_the_measured_code_owns() -> None:

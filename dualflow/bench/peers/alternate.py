@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dualflow.bench import core_sharing
+from dualflow.bench.core_sharing import shared
 from dualflow.bench.harness import time_calls
 from dualflow.bench.peers.child import MARKER, deciles
 from dualflow.bench.peers.runner import CHILD, peer_env
@@ -47,6 +49,7 @@ class Alternated:
     calls: int
     ratios: list[float]
     dropped: int = 0  # rounds left out: the peer's own slow phases (``SLOW_PEER``)
+    shared: int = 0  # rounds left out: two CPUs shared one core around them (``core_sharing``)
 
 
 class PeerServer:
@@ -126,20 +129,29 @@ def rounds(
     varies: bool,
     timeout: float = 600.0,
     cells: tuple[float, float] | None = None,
-) -> list[float]:
+    sharing: Callable[[], float | None] | None = None,
+) -> tuple[list[float], int]:
     """``count`` rounds of ``calls`` of our step, then ``calls`` of the peer's: each round's
-    ratio of our median to the peer's ``reference``. With ``cells`` (our cell's median ms, the
-    peer's cell reference ms) a round whose peer block slowed ``SLOW_PEER`` times more than
-    ours, each against its cell, is left out."""
-    ratios = []
+    ratio of our median to the peer's ``reference``, and how many rounds were left out because
+    two CPUs shared one core's arithmetic before or after them (``sharing``, else
+    ``core_sharing.sharing_ratio``, probed between rounds). With ``cells`` (our cell's median
+    ms, the peer's cell reference ms) a round whose peer block slowed ``SLOW_PEER`` times more
+    than ours, each against its cell, is left out too (not counted in the second number)."""
+    sharing = sharing or core_sharing.sharing_ratio
+    ratios, on_shared = [], 0
+    before = sharing()
     for _ in range(count):
         # an untimed call first on each side: the first after the other's block runs cold
         # (caches, sleeping threads: 80-100 ms against 35 for small-cnn's step)
         mine = statistics.median(time_calls(ours, calls, 1).tolist()) * 1e3
         theirs = max(reference(server.time(calls, timeout), varies), 1e-9)
-        if cells is None or not _peer_slowed(mine, theirs, cells):
+        after = sharing()
+        if shared(before) or shared(after):
+            on_shared += 1  # another machine's round: both sides may have slowed unlike
+        elif cells is None or not _peer_slowed(mine, theirs, cells):
             ratios.append(mine / theirs)
-    return ratios
+        before = after
+    return ratios, on_shared
 
 
 def _peer_slowed(mine: float, theirs: float, cells: tuple[float, float]) -> bool:
@@ -194,9 +206,13 @@ def alternate(
             raise ValueError(str(ready.get("skip") or ready.get("error") or ready))
         calls = calls_for(median_ms)
         cells = None if peer_ms is None else (median_ms, peer_ms)
-        ratios = rounds(ours, server, calls, count, varies, cells=cells)
+        ratios, on_shared = rounds(ours, server, calls, count, varies, cells=cells)
     finally:
         server.close()
     if count and not ratios:
-        raise ValueError(f"in all {count} rounds the peer alone ran over {SLOW_PEER:g}x its cell")
-    return Alternated(workload, mode, peer_mode, calls, ratios, count - len(ratios))
+        raise ValueError(
+            f"all {count} rounds left out: {on_shared} with two CPUs sharing a core, the rest "
+            f"with the peer alone over {SLOW_PEER:g}x its cell"
+        )
+    slowed = count - len(ratios) - on_shared
+    return Alternated(workload, mode, peer_mode, calls, ratios, slowed, on_shared)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from dualflow.bench import core_sharing
 from dualflow.bench.cpu_share import others_during, own_children
 from dualflow.bench.harness import Measurement
 from dualflow.bench.idle import MAX_SPREAD, until_quiet, wait_until_idle
@@ -177,8 +178,11 @@ def run_peers(
             def attempt(framework: str = framework, name: str = name) -> Measurement:
                 check = None if idle_wait is None else wait_until_idle(idle_wait)
                 args = (python, framework, name, repeats(name), warmup(name), child)
+                before = core_sharing.sharing_ratio()  # (settled: the last child's threads)
                 row, others = others_during(lambda: run_peer(*args), own_children)
                 row.others_during = others
+                after = core_sharing.sharing_ratio()
+                row.cores_shared = core_sharing.worst_sharing(before, after)
                 if check is not None:
                     row.idle, row.others_cpu = check.idle, check.others
                 return row

@@ -19,7 +19,7 @@ from dualflow.bench import first_calls
 from dualflow.bench.harness import Measurement
 from dualflow.bench.idle import ATTEMPTS, MAX_SPREAD, mark_busy, verdict
 from dualflow.bench.peers import goals
-from dualflow.bench.peers.alternate import ROUNDS, SLOW_PEER, alternate
+from dualflow.bench.peers.alternate import ROUNDS, SLOW_PEER, Alternated, alternate
 from dualflow.bench.peers.runner import run_peers
 
 PEERS_IDLE_WAIT = 10.0  # --peers' default idle gate, seconds per cell
@@ -151,13 +151,23 @@ def _alternated(
                 )
                 continue
             rounds[key] = done.ratios
-            if done.dropped:
-                notes.append(
-                    f"alternated rounds of {' '.join(key)}: {done.dropped} of "
-                    f"{args.alternate_rounds} left out (the peer alone ran over "
-                    f"{SLOW_PEER:g}x its cell)"
-                )
+            if done.dropped or done.shared:
+                notes.append(f"alternated rounds of {' '.join(key)}: {_left_out(done, args)}")
     return rounds, notes
+
+
+def _left_out(done: Alternated, args: argparse.Namespace) -> str:
+    """What a goal's alternated rounds left out, and why.
+
+    Example:
+        >>> done = Alternated("mlp", "compiled", "jax jit", 10, [1.0], dropped=1, shared=2)
+        >>> _left_out(done, argparse.Namespace(alternate_rounds=4))
+        '3 of 4 left out (2: two CPUs shared a core; 1: the peer alone ran over 2x its cell)'
+    """
+    why = [f"{done.shared}: two CPUs shared a core"] * bool(done.shared)
+    why += [f"{done.dropped}: the peer alone ran over {SLOW_PEER:g}x its cell"] * bool(done.dropped)
+    left = done.shared + done.dropped
+    return f"{left} of {args.alternate_rounds} left out ({'; '.join(why)})"
 
 
 def report(

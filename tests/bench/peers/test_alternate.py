@@ -55,9 +55,9 @@ def test_rounds_alternate_our_calls_with_the_peers(tmp_path, monkeypatch) -> Non
     real_time = server.time
     monkeypatch.setattr(server, "time", lambda n, t: order.append(("peer", n)) or real_time(n, t))
     try:
-        ratios = rounds(lambda: None, server, 5, 3, varies=False)
+        ratios, _ = rounds(lambda: None, server, 5, 3, varies=False)
         # the peer's 5 calls take 1..5 ms: median 3 (ratio 1), p10 1.4 for a varying peer
-        assert rounds(lambda: None, server, 5, 1, varies=True) == [pytest.approx(3 / 1.4)]
+        assert rounds(lambda: None, server, 5, 1, varies=True) == ([pytest.approx(3 / 1.4)], 0)
     finally:
         server.close()
     assert ratios == [1.0, 1.0, 1.0]
@@ -133,7 +133,9 @@ def test_report_alternates_each_goal_with_both_rows(monkeypatch) -> None:
     assert goals["≤ JAX"] == (0.55, [0.5, 0.6])
     assert goals["eager ≤ 1.0× PyTorch eager"] == (0.8, None)  # the cells', its rounds failed
     assert "rounds of tiny-ops eager torch eager failed: ValueError: torch is not" in text
-    assert "rounds of tiny-ops compiled jax jit: 1 of 2 left out (the peer alone ran over" in text
+    assert (
+        "rounds of tiny-ops compiled jax jit: 1 of 2 left out (1: the peer alone ran over" in text
+    )
 
 
 def test_a_round_where_the_peer_alone_slowed_is_left_out(tmp_path, monkeypatch) -> None:
@@ -144,10 +146,10 @@ def test_a_round_where_the_peer_alone_slowed_is_left_out(tmp_path, monkeypatch) 
     monkeypatch.setattr(alternate, "time_calls", lambda step, n, warmup: np.full(n, mine[0]))
     server = _server(tmp_path, "mlp")
     try:
-        assert rounds(lambda: None, server, 5, 2, varies=False) == [1.0, 1.0]
-        assert rounds(lambda: None, server, 5, 2, varies=False, cells=(3.0, 1.0)) == []
+        assert rounds(lambda: None, server, 5, 2, varies=False) == ([1.0, 1.0], 0)
+        assert rounds(lambda: None, server, 5, 2, varies=False, cells=(3.0, 1.0)) == ([], 0)
         mine[0] = 9e-3  # ours slowed 3x too: the machine, not the peer
-        assert rounds(lambda: None, server, 5, 1, varies=False, cells=(3.0, 1.0)) == [3.0]
+        assert rounds(lambda: None, server, 5, 1, varies=False, cells=(3.0, 1.0)) == ([3.0], 0)
     finally:
         server.close()
 
@@ -156,7 +158,10 @@ def test_a_goal_whose_every_round_the_peer_alone_slowed_has_no_rounds(tmp_path, 
     script = tmp_path / "serve.py"
     script.write_text(SERVE)
     monkeypatch.setattr(alternate, "time_calls", lambda step, calls, warmup: np.full(calls, 3e-3))
-    with pytest.raises(ValueError, match="in all 2 rounds the peer alone ran over 2x its cell"):
+    with pytest.raises(
+        ValueError,
+        match="all 2 rounds left out: 0 with two CPUs sharing a core, the rest with the peer alone",
+    ):
         alternate.alternate(
             ("mlp", "compiled", JAX), lambda: None, 3.0, False, (sys.executable, 1), 2,
             child=script, peer_ms=1.0,

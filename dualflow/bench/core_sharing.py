@@ -1,0 +1,148 @@
+"""Whether the machine's CPUs compute apart: a probe of two threads' arithmetic at once.
+
+A guest's two vCPUs are threads of the host, which can place both on one physical core (its two
+hardware threads) for seconds at a time. The guest cannot see it: ``/proc/stat`` shows no steal,
+the run queues no wait, yet two threads each run arithmetic at half speed. On the bench's
+2-vCPU guest this came and went within minutes: the compiled ``elementwise`` step (two threads
+at the core's FMA rate) took 1.43 ms, then 2.72 ms for a few seconds, then 1.43 again, with no
+other process on the CPUs; a compute-bound loop timed alone and on two threads at once took
+the same time in the first state and 1.94x as long in the second (design notes, twenty-first
+session). A cell timed in that state measures another machine, as one timed while another
+process took a core does, so the bench treats it as disturbed.
+
+``sharing_ratio`` times an L1-resident loop of multiply-adds (no memory traffic) alone, on one
+thread per CPU at once (each pinned to its CPU), and alone again: the time at once over the
+faster time alone, ~1.0 where the CPUs compute apart, ~2.0 where two share one core's
+arithmetic units.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+SHARED = 1.5
+"""A ratio above this: the CPUs shared arithmetic units while probed (apart ~1.0, shared ~2)."""
+
+SETTLE_S = 0.05
+"""Seconds the probe first sleeps: another pool's threads spinning after their last task (an
+OpenMP runtime's, a peer's) stop, so they are not taken for a shared core."""
+
+OWN_SETTLE_S = 0.005
+"""The settle after this process's own calls: its crews stop watching for work within ~1 ms."""
+
+_ELEMENTS = 2048  # 8 KiB of float32 per thread: in any L1, so only arithmetic is timed
+_SWEEPS = 16_000  # ~4.5 ms alone on a 2020s x86 core (~0.14 ns a float, vectorized)
+
+
+@functools.cache
+def _loop() -> Any:
+    import numba  # noqa: PLC0415 - compiled at the first probe, not at the bench's import
+
+    @numba.njit(nogil=True, cache=False, error_model="numpy")
+    def burn(x: Any, out: Any, sweeps: int) -> None:  # pragma: no cover - compiled
+        a, b, c = np.float32(0.25), np.float32(-0.5), np.float32(1.0)
+        for _ in range(sweeps):
+            for i in range(x.shape[0]):
+                v = x[i]
+                out[i] = (((a * v + b) * v + c) * v + a) * v + (((b * v + c) * v + a) * v + b)
+
+    return burn
+
+
+def _timed(burn: Any, x: np.ndarray, out: np.ndarray, seconds: list[float], cpu: int) -> None:
+    # on ``cpu`` alone: the scheduler may start a new thread on its parent's CPU and leave it
+    # there for the whole loop (two threads on one CPU read as a shared core), so each thread
+    # is pinned to a CPU of its own; the caller restores its mask
+    with contextlib.suppress(AttributeError, OSError):
+        os.sched_setaffinity(0, {cpu})  # 0: the calling thread (Linux)
+    start = time.perf_counter()
+    burn(x, out, _SWEEPS)
+    seconds.append(time.perf_counter() - start)
+
+
+def _at_once(burn: Any, cpus: list[int]) -> float:
+    """Seconds the slowest of one thread per CPU of ``cpus`` took for the loop, all started
+    together (this thread takes the first CPU)."""
+    seconds: list[float] = []
+    arrays = [(np.ones(_ELEMENTS, np.float32), np.empty(_ELEMENTS, np.float32)) for _ in cpus]
+    workers = [
+        threading.Thread(target=_timed, args=(burn, x, out, seconds, cpu))
+        for (x, out), cpu in zip(arrays[1:], cpus[1:])
+    ]
+    for worker in workers:
+        worker.start()
+    _timed(burn, *arrays[0], seconds, cpus[0])
+    for worker in workers:
+        worker.join()
+    return max(seconds)
+
+
+def allowed_cpus() -> list[int]:
+    """The CPUs this thread may run on (its affinity), in order; [] where the OS cannot say.
+
+    Example:
+        >>> all(cpu >= 0 for cpu in allowed_cpus())
+        True
+    """
+    try:
+        return sorted(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return []
+
+
+def sharing_ratio(settle_s: float = SETTLE_S, cpus: list[int] | None = None) -> float | None:
+    """The loop's time on one thread per CPU of ``cpus`` (default: every CPU this thread may
+    use) at once, each pinned to its CPU, over its faster time alone (before and after): ~1.0
+    where the CPUs compute apart, ~2.0 where two of them share one core's arithmetic (or are
+    one CPU named twice); None with a single CPU or no affinity calls. ~15 ms after
+    ``settle_s``.
+
+    Example:
+        >>> ratio = sharing_ratio(settle_s=0.0)
+        >>> ratio is None or ratio > 0.5
+        True
+    """
+    allowed = allowed_cpus()
+    cpus = allowed if cpus is None else cpus
+    if len(cpus) < 2 or not allowed or not hasattr(os, "sched_setaffinity"):
+        return None
+    burn = _loop()
+    x, out = np.ones(_ELEMENTS, np.float32), np.empty(_ELEMENTS, np.float32)
+    burn(x, out, 1)  # compiled (the first probe), and this thread's L1 warm
+    time.sleep(settle_s)
+    alone: list[float] = []
+    try:
+        _timed(burn, x, out, alone, cpus[0])
+        together = _at_once(burn, cpus)
+        _timed(burn, x, out, alone, cpus[0])
+    finally:
+        os.sched_setaffinity(0, allowed)
+    return together / max(min(alone), 1e-9)
+
+
+def shared(ratio: float | None) -> bool:
+    """Whether a probe's ratio says the CPUs shared arithmetic units (``SHARED``).
+
+    Example:
+        >>> shared(1.05), shared(1.9), shared(None)
+        (False, True, False)
+    """
+    return ratio is not None and ratio > SHARED
+
+
+def worst_sharing(*ratios: float | None) -> float | None:
+    """The largest of probes' ratios taken around one measurement, None where none could say.
+
+    Example:
+        >>> worst_sharing(1.02, None, 1.97), worst_sharing(None, None)
+        (1.97, None)
+    """
+    known = [r for r in ratios if r is not None]
+    return max(known) if known else None
