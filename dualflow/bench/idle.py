@@ -243,6 +243,9 @@ def verdict(rows: Sequence[Measurement], max_spread: float, gated: bool) -> tupl
     alone = [f"{r.workload} {r.mode}" for r in measured if r.varies]
     if alone:
         within += f" but {', '.join(alone)} (varying on an idle machine: judged by its p10)"
+    probed = [r.cores_shared for r in measured if r.cores_shared is not None]
+    if probed:  # what the core-sharing probe saw, so a reader knows it looked
+        within += f", CPUs computing apart around {len(probed)} cells (probe <= {max(probed):.2f})"
     if not gated:
         return False, f"{within}; no idle gate (--idle-wait): does not count"
     return True, f"run counts: every cell started on an idle machine, {within}"
