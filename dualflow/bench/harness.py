@@ -223,7 +223,9 @@ def measure(
     warmup: int = 5,
     device: Device = CPU,
 ) -> Measurement:
-    """Time ``step`` and measure its peak memory (and the optional baseline's time).
+    """Time ``step`` and measure its peak memory (and the optional baseline's time); the row
+    records what the core-sharing probe read right before and after the timed calls
+    (``cores_shared``: ``core_sharing``).
 
     Example:
         >>> row = measure("noop", "eager", lambda: None, 3, warmup=1)

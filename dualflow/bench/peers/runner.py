@@ -178,7 +178,9 @@ def run_peers(
             def attempt(framework: str = framework, name: str = name) -> Measurement:
                 check = None if idle_wait is None else wait_until_idle(idle_wait)
                 args = (python, framework, name, repeats(name), warmup(name), child)
-                before = core_sharing.sharing_ratio()  # (settled: the last child's threads)
+                # the CPUs computing apart around the child's run (the probe's default settle
+                # outlasts the spinning of a finished peer's threads)
+                before = core_sharing.sharing_ratio()
                 row, others = others_during(lambda: run_peer(*args), own_children)
                 row.others_during = others
                 after = core_sharing.sharing_ratio()
