@@ -83,3 +83,21 @@ def test_a_failing_child_is_one_line_not_a_crash(monkeypatch: pytest.MonkeyPatch
     _, text, extra = section.report(args, ["mlp"], [], lambda n: 3, lambda n: 1)
     assert "first calls of nope: failed (CalledProcessError: [\"KeyError: 'nope'\"])" in text
     assert "first_calls" not in extra
+
+
+def test_a_pair_timed_on_shared_cores_is_measured_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    pairs = []
+    monkeypatch.setattr(
+        first_calls, "_measure_pair", lambda name, timeout: pairs.append(name) or _calls()
+    )
+    readings = iter([1.0, 1.96, 2.0, 1.9, 1.02, 1.01])  # before and after each pair
+    calls = first_calls.measure("w", sharing=lambda: next(readings))
+    assert len(pairs) == 3 and calls.attempts == 3 and calls.cores_shared == 1.02
+    assert (
+        "CPUs computing apart around it (probe 1.02, the pair measured 3 times)"
+        in (first_calls.format_lines(calls)[0])
+    )
+    pairs.clear()
+    calls = first_calls.measure("w", sharing=lambda: 1.97)
+    assert len(pairs) == first_calls.ATTEMPTS and calls.cores_shared == 1.97
+    assert "two CPUs shared a core around all 3 pairs" in first_calls.format_lines(calls)[0]
