@@ -11,9 +11,9 @@ session). A cell timed in that state measures another machine, as one timed whil
 process took a core does, so the bench treats it as disturbed.
 
 ``sharing_ratio`` times an L1-resident loop of multiply-adds (no memory traffic) alone, on one
-thread per CPU at once (each pinned to its CPU), and alone again: the time at once over the
-faster time alone, ~1.0 where the CPUs compute apart, ~2.0 where two share one core's
-arithmetic units.
+thread per core at once (each pinned to its CPU; hardware threads the OS knows share a core are
+left out: they always would), and alone again: the time at once over the faster time alone,
+~1.0 where the CPUs compute apart, ~2.0 where two share one core's arithmetic units.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import functools
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,8 @@ OpenMP runtime's, a peer's) stop, so they are not taken for a shared core."""
 
 OWN_SETTLE_S = 0.005
 """The settle after this process's own calls: its crews stop watching for work within ~1 ms."""
+
+TOPOLOGY = Path("/sys/devices/system/cpu")  # Linux's per-CPU topology files
 
 _ELEMENTS = 2048  # 8 KiB of float32 per thread: in any L1, so only arithmetic is timed
 _SWEEPS = 16_000  # ~4.5 ms alone on a 2020s x86 core (~0.14 ns a float, vectorized)
@@ -97,12 +100,52 @@ def allowed_cpus() -> list[int]:
         return []
 
 
+def parse_cpu_list(text: str) -> set[int]:
+    """The CPUs of a sysfs CPU list such as ``"0-3,8"``; an empty set where it is not one.
+
+    Example:
+        >>> sorted(parse_cpu_list("0-2,8\\n")), parse_cpu_list("x")
+        ([0, 1, 2, 8], set())
+    """
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        low, _, high = part.partition("-")
+        if not low.isdigit() or (high and not high.isdigit()):
+            return set()
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def one_per_core(cpus: list[int], topology: Path = TOPOLOGY) -> list[int]:
+    """``cpus`` less the hardware threads whose core an earlier one of them is on, as the OS
+    reports the siblings (``thread_siblings_list``; a CPU it says nothing of is its own core).
+    Two threads of one core the OS knows of always share it: the probe is after sharing the
+    OS does not know of (a host's placement of a guest's vCPUs).
+
+    Example:
+        >>> one_per_core([0, 1], Path("/nonexistent"))
+        [0, 1]
+    """
+    kept: list[int] = []
+    seen: set[int] = set()
+    for cpu in cpus:
+        if cpu in seen:
+            continue
+        kept.append(cpu)
+        try:
+            siblings = (topology / f"cpu{cpu}" / "topology" / "thread_siblings_list").read_text()
+        except OSError:
+            continue
+        seen |= parse_cpu_list(siblings)
+    return kept
+
+
 def sharing_ratio(settle_s: float = SETTLE_S, cpus: list[int] | None = None) -> float | None:
-    """The loop's time on one thread per CPU of ``cpus`` (default: every CPU this thread may
-    use) at once, each pinned to its CPU, over its faster time alone (before and after): ~1.0
-    where the CPUs compute apart, ~2.0 where two of them share one core's arithmetic (or are
-    one CPU named twice); None with a single CPU or no affinity calls. ~15 ms after
-    ``settle_s``.
+    """The loop's time on one thread per CPU of ``cpus`` (default: one CPU per core among
+    those this thread may use, ``one_per_core``) at once, each pinned to its CPU, over its
+    faster time alone (before and after): ~1.0 where the CPUs compute apart, ~2.0 where two of
+    them share one core's arithmetic (or are one CPU named twice); None with fewer than two
+    such CPUs or no affinity calls. ~15 ms after ``settle_s``.
 
     Example:
         >>> ratio = sharing_ratio(settle_s=0.0)
@@ -110,7 +153,7 @@ def sharing_ratio(settle_s: float = SETTLE_S, cpus: list[int] | None = None) -> 
         True
     """
     allowed = allowed_cpus()
-    cpus = allowed if cpus is None else cpus
+    cpus = one_per_core(allowed) if cpus is None else cpus
     if len(cpus) < 2 or not allowed or not hasattr(os, "sched_setaffinity"):
         return None
     burn = _loop()

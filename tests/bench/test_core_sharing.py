@@ -42,6 +42,18 @@ def test_the_probe_leaves_every_thread_where_it_was_allowed() -> None:
     assert seen == [before]  # a thread started later is not pinned either
 
 
+def test_the_probe_takes_one_cpu_per_core_the_os_knows(tmp_path) -> None:
+    """On a machine with hardware threads the OS reports (cpu0 and cpu2 one core, cpu1 and cpu3
+    another), two threads of one core always share it: the probe keeps one CPU per core."""
+    for cpu, siblings in {0: "0,2", 1: "1,3", 2: "0,2", 3: "1-1,3\n"}.items():
+        folder = tmp_path / f"cpu{cpu}" / "topology"
+        folder.mkdir(parents=True)
+        (folder / "thread_siblings_list").write_text(siblings)
+    assert core_sharing.one_per_core([0, 1, 2, 3], tmp_path) == [0, 1]
+    assert core_sharing.one_per_core([2, 3], tmp_path) == [2, 3]  # an affinity of one of each
+    assert core_sharing.one_per_core([0, 2], tmp_path) == [0]  # one core: the probe cannot say
+
+
 def test_one_cpu_cannot_say() -> None:
     assert sharing_ratio(settle_s=0.0, cpus=[0]) is None
 
