@@ -60,3 +60,25 @@ def test_assign_into_a_view_of_state_fails_closed_and_stays_right() -> None:
         for v in (5.0, 6.0, 7.0):
             assert compiled(dualflow.tensor([v])).tolist() == [v, 2.0, 3.0]
     assert any("view of a captured" in str(c.message) for c in caught)
+
+
+def _pair(x):
+    return [x * 2, x + 1]
+
+
+def test_a_list_result_is_a_new_list_at_every_call_as_in_eager() -> None:
+    """A call's result rebuilt by its trace's short builder (``pytree.rebuilder``): a list of
+    tensors is a new list at every call, so a caller's change to one reaches no later call; a
+    tuple holding Python values beside a tensor (the full rebuild) keeps them."""
+    x = dualflow.tensor([1.0, 2.0])
+    compiled = dualflow.compile(_pair)
+    for _ in range(3):
+        got, want = compiled(x), _pair(x)
+        assert type(got) is list and [t.tolist() for t in got] == [t.tolist() for t in want]
+        got.append("the caller's")  # its own list only
+    assert compiled.stats().plan_runs == 2
+    mixed = dualflow.compile(lambda x: (x * 3, "tag", 2))
+    for _ in range(3):
+        out = mixed(x)
+        assert type(out) is tuple and (out[0].tolist(), out[1:]) == ([3.0, 6.0], ("tag", 2))
+    assert mixed.stats().plan_runs == 2
