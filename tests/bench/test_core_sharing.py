@@ -86,8 +86,10 @@ def test_the_gate_waits_for_the_cpus_to_compute_apart() -> None:
         30.0, probe=lambda: 0.02, clock=lambda: next(clock), sharing=lambda: next(readings)
     )
     assert check.idle and check.waited_s == 3.0
-    check = wait_until_idle(0.0, probe=lambda: 0.02, sharing=lambda: 2.0)
+    probes = []
+    check = wait_until_idle(0.0, probe=lambda: 0.02, sharing=lambda: probes.append(1) or 2.0)
     assert check.idle and check.waited_s >= 0.0  # gave up waiting: the cell's own probe says
+    assert probes == [1]  # no wait left: probed once, then the cell is measured (and judged)
 
 
 class _Peer:

@@ -49,7 +49,7 @@ class Alternated:
     calls: int
     ratios: list[float]
     dropped: int = 0  # rounds left out: the peer's own slow phases (``SLOW_PEER``)
-    shared: int = 0  # rounds left out: two CPUs shared one core around them (``core_sharing``)
+    on_shared: int = 0  # rounds left out: two CPUs shared one core around them (core_sharing)
 
 
 class PeerServer:

@@ -151,7 +151,7 @@ def _alternated(
                 )
                 continue
             rounds[key] = done.ratios
-            if done.dropped or done.shared:
+            if done.dropped or done.on_shared:
                 notes.append(f"alternated rounds of {' '.join(key)}: {_left_out(done, args)}")
     return rounds, notes
 
@@ -160,13 +160,13 @@ def _left_out(done: Alternated, args: argparse.Namespace) -> str:
     """What a goal's alternated rounds left out, and why.
 
     Example:
-        >>> done = Alternated("mlp", "compiled", "jax jit", 10, [1.0], dropped=1, shared=2)
+        >>> done = Alternated("mlp", "compiled", "jax jit", 10, [1.0], dropped=1, on_shared=2)
         >>> _left_out(done, argparse.Namespace(alternate_rounds=4))
         '3 of 4 left out (2: two CPUs shared a core; 1: the peer alone ran over 2x its cell)'
     """
-    why = [f"{done.shared}: two CPUs shared a core"] * bool(done.shared)
+    why = [f"{done.on_shared}: two CPUs shared a core"] * bool(done.on_shared)
     why += [f"{done.dropped}: the peer alone ran over {SLOW_PEER:g}x its cell"] * bool(done.dropped)
-    left = done.shared + done.dropped
+    left = done.on_shared + done.dropped
     return f"{left} of {args.alternate_rounds} left out ({'; '.join(why)})"
 
 
