@@ -28,6 +28,8 @@ from typing import Any
 
 import numpy as np
 
+from dualflow.kernels.base.native_crew import LINGER_S
+
 SHARED = 1.5
 """A ratio above this: the CPUs shared arithmetic units while probed (apart ~1.0, shared ~2)."""
 
@@ -35,8 +37,10 @@ SETTLE_S = 0.05
 """Seconds the probe first sleeps: another pool's threads spinning after their last task (an
 OpenMP runtime's, a peer's) stop, so they are not taken for a shared core."""
 
-OWN_SETTLE_S = 0.005
-"""The settle after this process's own calls: its crews stop watching for work within ~1 ms."""
+OWN_SETTLE_S = 5 * LINGER_S
+"""The settle after this process's own calls: its native crew's workers watch for more work for
+``LINGER_S`` after their last part (with room for a late one); numpy's BLAS threads sleep at
+once (``background.blas``)."""
 
 TOPOLOGY = Path("/sys/devices/system/cpu")  # Linux's per-CPU topology files
 
