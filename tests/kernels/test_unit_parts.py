@@ -1,14 +1,16 @@
 """What the split recurrences share (``kernels/linalg/unit_parts.py``): a part's GEMM cut into
-row blocks within OpenBLAS's small-matrix limits where its table has that kernel, and the blocked
-product equal to the same blocks' own calls."""
+row blocks within OpenBLAS's small-matrix limits where its table has that kernel, the blocked
+product equal to the same blocks' own calls, and the weights' rows packed by part."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
 
 from dualflow.kernels.linalg import cblas, unit_parts
-from dualflow.kernels.linalg.unit_parts import gemm_rows, row_block
+from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, gemm_rows, row_block, unit_bounds
 from tests.kernels.lockstep_reference import gemm
 
 
@@ -51,3 +53,20 @@ def test_blocked_product_is_each_blocks_own_call(transposed, block) -> None:
     assert np.array_equal(out, gemm(a, b, transposed, block))  # each block's own call
     exact = a.astype(np.float64) @ (b.T if transposed else b).astype(np.float64)
     np.testing.assert_allclose(out, exact, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("pad", [0, 16])
+def test_gate_rows_by_part_groups_each_parts_gates_in_one_copy(pad: int) -> None:
+    gates, hidden, width = 4, 40, 7
+    w = np.random.default_rng(3).standard_normal((gates * hidden, width)).astype(np.float32)
+    bounds = unit_bounds(hidden)
+    packed = gate_rows_by_part(w, bounds, gates, pad=pad)
+    assert packed.shape == (gates * hidden, width + pad) and packed.dtype == np.float32
+    expected = [w[g * hidden + a : g * hidden + b] for a, b in itertools.pairwise(bounds)
+                for g in range(gates)]  # fmt: skip
+    assert np.array_equal(packed[:, :width], np.concatenate(expected))
+    assert not packed[:, width:].any()
+    bias = np.arange(gates * hidden, dtype=np.float32)  # a 1-D w: the same order
+    assert np.array_equal(gate_rows_by_part(bias, bounds, gates), np.concatenate(
+        [bias[g * hidden + a : g * hidden + b] for a, b in itertools.pairwise(bounds)
+         for g in range(gates)]))  # fmt: skip

@@ -15,8 +15,8 @@ from dualflow.kernels.linalg.unit_tiles import (
     MAX_VECTORS,
     MIN_ROWS,
     ROWS,
-    spread_rows,
     tile_product,
+    transposed_rows,
     width,
 )
 
@@ -56,7 +56,7 @@ def test_each_rows_bits_do_not_depend_on_the_tile_that_computed_it(vectors: int)
     shifted = np.empty_like(whole)  # tiles starting one row later
     _product(a, a.shape[1], v, shifted, 0, 1)
     _product(a, a.shape[1], v, shifted, 1, rows - 1)
-    spread = spread_rows(a)  # the same rows read with a longer stride
+    spread = transposed_rows(np.ascontiguousarray(a.T), LANES)  # read with a longer stride
     by_spread = np.empty_like(whole)
     _product(spread, spread.shape[1], v, by_spread, 0, rows)
     for other in (one_by_one, shifted, by_spread):
@@ -72,9 +72,17 @@ def test_only_batches_of_whole_vectors_take_the_tiles() -> None:
     assert width((MAX_VECTORS + 1) * LANES) == 0
 
 
-def test_spread_rows_keeps_the_values_one_vector_further_apart() -> None:
-    a = np.arange(12, dtype=np.float32).reshape(3, 4)
-    spread = spread_rows(a)
-    assert spread.shape == (3, 4 + LANES) and spread.dtype == np.float32
-    assert np.array_equal(spread[:, :4], a) and not spread[:, 4:].any()
-    assert all(r & (r - 1) == 0 for r in unit_tiles.ROWS)  # powers of two
+@pytest.mark.parametrize("shape", [(3, 4), (40, 33), (1024, 256), (0, 5)])
+def test_transposed_rows_are_the_transpose_spread_one_vector_apart(shape) -> None:
+    w = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    plain = transposed_rows(w, 0)
+    assert plain.flags.c_contiguous and np.array_equal(plain, w.T)
+    spread = transposed_rows(w, LANES)
+    assert spread.shape == (shape[1], shape[0] + LANES) and spread.dtype == np.float32
+    assert np.array_equal(spread[:, : shape[0]], w.T) and not spread[:, shape[0] :].any()
+    strided = transposed_rows(w.T.copy().T, LANES)  # any layout of w: the same copy
+    assert np.array_equal(strided, spread)
+
+
+def test_tiles_hold_whole_powers_of_two_rows() -> None:
+    assert all(r & (r - 1) == 0 for r in unit_tiles.ROWS)

@@ -161,8 +161,7 @@ def gru_forward_lockstep(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple:
     h_fm[1] = h0.T
     gates = np.empty((steps, n, three_h), np.float32)
     hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
-    w_parts = gate_rows_by_part(w_hh, bounds, 3)
-    w_parts = unit_tiles.spread_rows(w_parts) if wide else w_parts
+    w_parts = gate_rows_by_part(w_hh, bounds, 3, pad=unit_tiles.SPREAD if wide else 0)
     args = (sgemm(), row_block(n, hidden, False), wide, np.ascontiguousarray(xw, dtype=np.float32),
             w_parts, gate_rows_by_part(b_hh, bounds, 3), bounds,
             np.ascontiguousarray(h0, np.float32), h_fm, np.empty((three_h, n), np.float32),
@@ -173,23 +172,23 @@ def gru_forward_lockstep(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple:
 
 def gru_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     """``recurrence.gru_grad_recurrence``'s loop with each part's carry GEMM on its own thread:
-    ``saved`` is ``(gates, hn, hs, h0, wt)`` (``wt`` is ``weight_hh^T`` C-ordered), ``grads``
+    ``saved`` is ``(gates, hn, hs, h0, weight_hh)``, ``grads``
     ``(gh, base)`` (None when absent), ``outs`` ``(dg, dh)`` written; all C-ordered float32.
 
     Example:
         >>> gates, hs = np.full((2, 1, 96), 0.5, np.float32), np.ones((2, 1, 32), np.float32)
         >>> outs = (np.empty((2, 1, 96), np.float32), np.empty_like(hs))
-        >>> gru_grad_lockstep((gates, hs, hs, hs[0], np.zeros((32, 96), np.float32)),
+        >>> gru_grad_lockstep((gates, hs, hs, hs[0], np.zeros((96, 32), np.float32)),
         ...                   (np.ones_like(hs), None), outs)
         >>> outs[1][:, 0, 0].tolist()  # dh: gh plus the next step's dh z
         [1.5, 1.0]
     """
-    gates, hn, hs, h0, wt = saved
+    gates, hn, hs, h0, w = saved
     steps, n, hidden = hs.shape
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
     block, wide = row_block(n, 3 * hidden, True), unit_tiles.width(n)
     dg_fm = np.empty((2, 3 * hidden, n) if wide else (2, 0, 0), np.float32)
-    wt = unit_tiles.spread_rows(wt) if wide else wt
+    wt = unit_tiles.transposed_rows(w, wide)
     args = (sgemm(), block, wide, gates, hn, hs, h0, *grads, wt, unit_bounds(hidden), *carry,
             dg_fm, outs)  # fmt: skip
     run(cell_kernel(backward_loop, "gru_lockstep_backward", _INLINED), args, steps)

@@ -170,9 +170,9 @@ def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
     h_fm = np.empty((2, hidden, n), np.float32)
     h_fm[1] = h0.T
     gates, hs, cs = (np.empty((steps, n, f), np.float32) for f in (four_h, hidden, hidden))
-    w_parts = gate_rows_by_part(w_hh, bounds, 4)
+    w_parts = gate_rows_by_part(w_hh, bounds, 4, pad=unit_tiles.SPREAD if wide else 0)
     args = (sgemm(), row_block(n, hidden, False), wide, np.ascontiguousarray(xw, dtype=np.float32),
-            unit_tiles.spread_rows(w_parts) if wide else w_parts, bounds,
+            w_parts, bounds,
             np.ascontiguousarray(c0, np.float32), h_fm, np.empty((four_h, n), np.float32), gates,
             hs, cs)  # fmt: skip
     run(cell_kernel(forward_loop, "lstm_lockstep_forward", _INLINED), args, steps)
@@ -181,25 +181,25 @@ def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
 
 def lstm_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     """``recurrence.lstm_grad_recurrence``'s loop with each part's carry GEMM on its own thread:
-    ``saved`` is ``(acts, cs, c0, wt)`` (``wt`` is ``weight_hh^T`` C-ordered), ``grads``
+    ``saved`` is ``(acts, cs, c0, weight_hh)``, ``grads``
     ``(gh, gc, base)`` (None when absent), ``outs`` ``(dg, dh, dc)`` written; all C-ordered
     float32 (``fits``).
 
     Example:
         >>> acts, cs = np.full((2, 1, 128), 0.5, np.float32), np.zeros((2, 1, 32), np.float32)
         >>> outs = (np.empty((2, 1, 128), np.float32), np.empty_like(cs), np.empty_like(cs))
-        >>> lstm_grad_lockstep((acts, cs, cs[0], np.ones((32, 128), np.float32)),
+        >>> lstm_grad_lockstep((acts, cs, cs[0], np.ones((128, 32), np.float32)),
         ...                    (np.ones_like(cs), None, None), outs)
         >>> outs[1][:, 0, 0].tolist()  # dh: gh, and at t = 0 plus dg[1] @ W (32 x 0.25)
         [9.0, 1.0]
     """
-    acts, cs, c0, wt = saved
+    acts, cs, c0, w = saved
     steps, n, hidden = cs.shape
     wide = unit_tiles.width(n)
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
     dg_fm = np.empty((2, 4 * hidden, n) if wide else (2, 0, 0), np.float32)
     block = row_block(n, 4 * hidden, True)
-    wt = unit_tiles.spread_rows(wt) if wide else wt
+    wt = unit_tiles.transposed_rows(w, wide)
     args = (sgemm(), block, wide, acts, cs, c0, *grads, wt, unit_bounds(hidden), *carry, dg_fm,
             outs)  # fmt: skip
     run(cell_kernel(backward_loop, "lstm_lockstep_backward", _INLINED), args, steps)

@@ -113,10 +113,10 @@ def lstm_grad_recurrence(
     steps, n, hidden = cs.shape
     dg = xp.empty((steps, n, 4 * hidden), dtype)
     dh, dc = xp.empty((steps, n, hidden), dtype), xp.empty((steps, n, hidden), dtype)
-    wt = xp.ascontiguousarray(w.T)
     if unit_parts.fits(xp, dtype, hidden, n):  # each half of the units on its own thread
-        lstm_lockstep.lstm_grad_lockstep((acts, cs, c0, wt), (gh, gc, base), (dg, dh, dc))
+        lstm_lockstep.lstm_grad_lockstep((acts, cs, c0, w), (gh, gc, base), (dg, dh, dc))
         return dg, dh, dc
+    wt = xp.ascontiguousarray(w.T)
     carry_ht, carry_c = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     numba_step = fused(xp, dtype) and n * hidden > 0
     step = lstm_step_kernel() if numba_step else functools.partial(_xp_step, xp)
@@ -202,10 +202,10 @@ def gru_grad_recurrence(xp: Any, saved: tuple, grads: tuple, dtype: Any) -> tupl
     gh, base = (None if a is None else xp.ascontiguousarray(a, dtype=dtype) for a in grads)
     steps, n, hidden = hs.shape
     dg, dh = xp.empty((steps, n, 3 * hidden), dtype), xp.empty((steps, n, hidden), dtype)
-    wt = xp.ascontiguousarray(w.T)
     if unit_parts.fits(xp, dtype, hidden, n):  # each half of the units on its own thread
-        gru_lockstep.gru_grad_lockstep((gates, hn, hs, h0, wt), (gh, base), (dg, dh))
+        gru_lockstep.gru_grad_lockstep((gates, hn, hs, h0, w), (gh, base), (dg, dh))
         return dg, dh
+    wt = xp.ascontiguousarray(w.T)
     carry_ht, carry_z = xp.zeros((hidden, n), dtype), xp.zeros((n, hidden), dtype)
     numba_step = fused(xp, dtype) and n * hidden > 0
     step = _numba(_gru_step, _gru_stem()) if numba_step else functools.partial(_gru_xp_step, xp)

@@ -150,20 +150,32 @@ def unit_bounds(hidden: int) -> np.ndarray:
     return np.array([0, first, hidden], np.int64)
 
 
-def gate_rows_by_part(w: np.ndarray, bounds: np.ndarray, gates: int) -> np.ndarray:
-    """``w`` (gates * H, ...) with each part's gate rows together, C-ordered: part k's rows are
-    ``[gates * bounds[k], gates * bounds[k + 1])``, gate by gate (an LSTM's [i, f, g, o] or a
-    GRU's [r, z, n] of its units). A 1-D ``w`` (a bias) is reordered the same way.
+def gate_rows_by_part(w: np.ndarray, bounds: np.ndarray, gates: int, pad: int = 0) -> np.ndarray:
+    """``w`` (gates * H, ...) with each part's gate rows together, C-ordered float32: part k's
+    rows are ``[gates * bounds[k], gates * bounds[k + 1])``, gate by gate (an LSTM's [i, f, g,
+    o] or a GRU's [r, z, n] of its units). A 1-D ``w`` (a bias) is reordered the same way. A 2-D
+    ``w`` may take ``pad`` zero columns after its own (``unit_tiles.SPREAD``'s layout, in
+    the same one copy: a step's weights are packed at every call).
 
     Example:
         >>> w = np.arange(8.0).reshape(8, 1)
         >>> gate_rows_by_part(w, np.array([0, 1, 2]), 4)[:, 0].tolist()
         [0.0, 2.0, 4.0, 6.0, 1.0, 3.0, 5.0, 7.0]
+        >>> gate_rows_by_part(w, np.array([0, 1, 2]), 4, pad=2)[1].tolist()
+        [2.0, 0.0, 0.0]
     """
     hidden = w.shape[0] // gates
     blocks = w.reshape(gates, hidden, *w.shape[1:])
-    parts = [blocks[:, a:b].reshape(-1, *w.shape[1:]) for a, b in itertools.pairwise(bounds)]
-    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float32)
+    out = np.empty((w.shape[0], w.shape[1] + pad) if pad else w.shape, np.float32)
+    rows = out[:, : w.shape[1]] if pad else out
+    if pad:
+        out[:, w.shape[1] :] = 0.0
+    r = 0
+    for a, b in itertools.pairwise(bounds):
+        for g in range(gates):
+            rows[r : r + b - a] = blocks[g, a:b]
+            r += b - a
+    return out
 
 
 def run(loop: Any, args: tuple, steps: int) -> None:

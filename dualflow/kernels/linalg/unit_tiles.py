@@ -1,5 +1,5 @@
 """A recurrence part's per-step product by register tiles (``tile_ir``): ``c (rows, N) = a
-(rows, K) @ v (K, N)``, with ``a`` the part's weight rows (``spread_rows``) and ``v`` the step's
+(rows, K) @ v (K, N)``, with ``a`` the part's weight rows (spread: ``SPREAD``) and ``v`` the step's
 state feature-major, its N batch columns whole vectors.
 
 OpenBLAS packs a part's weight rows again at every step: at H = 256, N = 16 a part's 512 x 256
@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from typing import Any
 
 import numba
 import numpy as np
 
-from dualflow.kernels.linalg import tile_ir
+from dualflow.kernels.linalg import tile_ir, tiles
 from dualflow.kernels.linalg.tile_ir import LANES, rows_for
 from dualflow.kernels.linalg.tiles import to_fm
 
@@ -38,6 +39,11 @@ ROWS = tuple(_tile_rows(v) for v in range(1, MAX_VECTORS + 1))
 """Rows of a full tile, by its vectors (from 1): the most the accumulators hold, a power of 2."""
 _full = tile_ir.by_vectors(ROWS)  # a full tile of ROWS[vectors - 1] rows
 _one = tile_ir.by_vectors((1, 1, 1, 1))  # a tile of one row
+SPREAD = LANES
+"""The zero columns after each row of a part's weights (the spread layout, read ``a[:, :K]``
+with row stride ``K + SPREAD``): a tile reads ``ROWS`` rows at once, and rows a multiple of 4
+KiB apart (an LSTM's ``W^T`` at H = 256: 1024 floats) fall in one set of the L1 cache and evict
+each other (the carry's product ran slower than OpenBLAS's). One vector."""
 MIN_ROWS = 4
 """The fewest rows a full tile may have for the tiles to take a batch: a tile step loads its
 ``vectors`` vectors of the state for ``rows x vectors`` multiply-adds, so under 4 rows (a
@@ -66,19 +72,42 @@ def width(n: int) -> int:
     return n if whole and n // LANES <= MAX_VECTORS and ROWS[n // LANES - 1] >= MIN_ROWS else 0
 
 
-def spread_rows(a: np.ndarray) -> np.ndarray:
-    """A float32 copy of 2-D ``a`` whose rows lie one vector further apart than their length:
-    a tile reads ``ROWS`` rows at once, and rows a multiple of 4 KiB apart (an LSTM's ``W^T``
-    at H = 256: 1024 floats) fall in one set of the L1 cache and evict each other (the carry's
-    product ran slower than OpenBLAS's). Read ``out[:, :K]``, row stride ``out.shape[1]``.
+def _transpose_into(w, out):
+    to_fm(w, out)
+
+
+_TRANSPOSE: dict[str, Any] = {}
+
+
+def transposed_rows(w: np.ndarray, wide: int) -> np.ndarray:
+    """``w.T`` as a float32 copy for a recurrence's backward carry (``W^T[units] @ dg^T``), its
+    rows spread (``SPREAD``) where the tiles take the batch (``wide``), else C-ordered.
+    One transposing copy in tiles of 16 (``tiles.to_fm``): numpy's ``ascontiguousarray(w.T)``
+    and then the spread took ~330 us for an LSTM's 1024 x 256 ``weight_hh`` on a Zen 4, this
+    ~90. A copy, so the bits are the transposed array's.
 
     Example:
-        >>> spread_rows(np.ones((2, 3), np.float32)).shape == (2, 3 + LANES)
-        True
+        >>> w = np.arange(6, dtype=np.float32).reshape(3, 2)
+        >>> transposed_rows(w, 0).tolist(), transposed_rows(w, LANES).shape == (2, 3 + LANES)
+        ([[0.0, 2.0, 4.0], [1.0, 3.0, 5.0]], True)
     """
-    out = np.zeros((a.shape[0], a.shape[1] + LANES), np.float32)
-    out[:, : a.shape[1]] = a
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    rows, k = w.shape[1], w.shape[0]
+    out = np.empty((rows, k + (SPREAD if wide else 0)), np.float32)
+    out[:, k:] = 0.0  # the spread's columns, never read by the tiles: zeros, not leftovers
+    if w.size:
+        _transpose_kernel()(w, out[:, :k])
     return out
+
+
+def _transpose_kernel() -> Any:
+    from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
+
+    def build() -> tuple[Any, str]:
+        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(_transpose_into)
+        return kernel, f"k_transpose_rows_{FINGERPRINT}_{tiles.FINGERPRINT}"
+
+    return numba_cache.built_once(_TRANSPOSE, "transpose", build)
 
 
 @numba.njit(inline="always")
