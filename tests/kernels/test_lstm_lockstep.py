@@ -167,3 +167,15 @@ def test_the_tiles_bits_do_not_depend_on_what_runs_the_parts() -> None:
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
     reference = _forward_reference(*ins)  # the tiles' products, part by part
     assert all(np.array_equal(a, b) for a, b in zip(first, reference))
+
+
+@pytest.mark.parametrize(("n", "hidden"), [(LANES, 64), (2 * LANES, 256), (4 * LANES, 96)])
+def test_the_rows_form_gives_the_feature_major_tiles_bits(monkeypatch, n, hidden) -> None:
+    ins = _inputs(11, 5, n, hidden, 1.0)
+    assert unit_tiles.rows_fit(n, unit_bounds(hidden))
+    rows = forward_module.lstm_forward(*ins)
+    monkeypatch.setattr(unit_tiles, "rows_fit", lambda n, bounds: False)
+    tiles = forward_module.lstm_forward(*ins)  # the products feature-major, then transposed
+    assert all(np.array_equal(a, b) for a, b in zip(rows, tiles))
+    assert not unit_tiles.rows_fit(n, unit_bounds(100))  # parts of 64 and 36 units
+    assert not unit_tiles.rows_fit(LANES + 1, unit_bounds(hidden))  # no whole vectors

@@ -15,8 +15,13 @@ kernel that needs no packing (``unit_parts.row_block``: 80 -> 63 us a step at N 
 256). Where the batch is whole vectors, a part's product is register tiles reading its weight
 rows where they lie instead (``unit_tiles``: 64 steps at N = 16, H = 256 on a Zen 4, forward
 5.8-6.1 -> 3.9-4.7 ms, backward 5.6-6.0 -> 4.2-4.3), the backward's carry reading dg
-feature-major. Float32 numpy arrays only, with OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``);
-callers keep their one-GEMM loops otherwise.
+feature-major. Where every part is whole vectors of units too (``unit_tiles.rows_fit``), the
+forward takes the rows form instead: the tiles with the operands' roles swapped write each
+part's gate columns of ``h @ W_hh^T`` straight into the step's gates (N, 4H) and read h where
+the previous step wrote it, so no step transposes (the feature-major products' transposing add
+cost ~11 us a step where the tiles had just flushed the caches; 64 steps at N = 16, H = 256:
+4.25-5.09 -> 3.83-4.49 ms, alternated, the same bits). Float32 numpy arrays only, with
+OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``); callers keep their one-GEMM loops otherwise.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from dualflow.kernels.linalg import grad_steps, unit_parts, unit_tiles
 from dualflow.kernels.linalg.cblas import TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import lstm_grad_part
+from dualflow.kernels.linalg.tile_ir import LANES
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm
 from dualflow.kernels.linalg.unit_parts import (
     gate_rows_by_part,
@@ -44,7 +50,7 @@ from dualflow.kernels.linalg.unit_parts import (
     step_of,
     unit_bounds,
 )
-from dualflow.kernels.linalg.unit_tiles import gates_to_fm, tile_product
+from dualflow.kernels.linalg.unit_tiles import gates_to_fm, rows_product, tile_product
 
 
 @numba.njit(inline="always")
@@ -110,6 +116,58 @@ def forward_loop(gemm, block, wide, xw, w_parts, bounds, c0, h_fm, product, gate
             part_done(sync)
 
 
+@numba.njit(inline="always")
+def rows_forward_part(xw_t, blocks, a, b, h_prev, c_prev, gates_t, hs_t, cs_t):
+    """One part's forward step in the rows form (``unit_tiles.rows_fit``): its gate columns of
+    ``h_prev @ W_hh^T`` straight into ``gates_t`` (N, 4H) by ``rows_product``, a block of
+    ``LANES`` columns at a time from ``blocks`` (``unit_tiles.column_blocks`` of the part rows);
+    then, row by row, the step's input projections added (``xw + product``, as the cell of
+    ``lstm_cell_part`` adds them) and its units' cell, h written to ``hs_t``, which the next
+    step reads as it is: no transposes."""
+    units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
+    for block in range(4 * units // LANES):
+        gate, unit = divmod(block * LANES, units)
+        rows_product(n, hidden, h_prev.ctypes.data, hidden,
+                     blocks[4 * a // LANES + block].ctypes.data,
+                     gates_t[0, gate * hidden + a + unit :].ctypes.data, 4 * hidden)  # fmt: skip
+    for r in range(n):
+        gr, xr = gates_t[r], xw_t[r]
+        for gate in range(4):
+            lo = gate * hidden + a
+            seg, add = gr[lo : lo + units], xr[lo : lo + units]
+            for j in range(units):
+                seg[j] = add[j] + seg[j]
+        i, f = gr[a:b], gr[hidden + a : hidden + b]
+        g, o = gr[2 * hidden + a : 2 * hidden + b], gr[3 * hidden + a : 3 * hidden + b]
+        activate_sigmoid(i)
+        activate_sigmoid(f)
+        activate_tanh(g)
+        activate_sigmoid(o)
+        c_from, c_to, h_to = c_prev[r, a:b], cs_t[r, a:b], hs_t[r, a:b]
+        for j in range(units):
+            v = f[j] * c_from[j]
+            c_to[j] = v + i[j] * g[j]
+        for j in range(units):
+            h_to[j] = o[j] * tanh_f32(c_to[j])
+
+
+def rows_forward_loop(xw, blocks, bounds, h0, c0, gates, hs, cs, first, sync):
+    # one thread's run of the rows form: step t reads h from hs[t - 1] (h0 first)
+    steps, parts = xw.shape[0], bounds.shape[0] - 1
+    for t in range(steps):
+        wait_for_step(sync, t, parts)
+        c_prev = c0 if t == 0 else cs[t - 1]
+        h_prev = h0 if t == 0 else hs[t - 1]
+        for m in range(parts):
+            k = (first + m) % parts
+            if not claim_part(sync, t, parts, k):
+                continue
+            if bounds[k + 1] > bounds[k]:
+                rows_forward_part(xw[t], blocks, bounds[k], bounds[k + 1], h_prev, c_prev,
+                                  gates[t], hs[t], cs[t])  # fmt: skip
+            part_done(sync)
+
+
 def backward_loop(gemm, block, wide, acts, cs, c0, gh, gc, base, wt, bounds, carry_ht, carry_c,
                   dg_fm, outs, first, sync):  # fmt: skip
     # one thread's run of the backward, last step first: a part's carry rows carry_ht[a:b] =
@@ -148,7 +206,8 @@ def backward_loop(gemm, block, wide, acts, cs, c0, gh, gc, base, wt, bounds, car
 CELL = fingerprint(lstm_cell_part)
 """A digest of the cell, for the stems of the kernels inlining it (``lstm_forward``'s too)."""
 _INLINED = hashlib.sha256(
-    f"{fingerprint(forward_part)}{CELL}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}"
+    f"{fingerprint(forward_part)}{fingerprint(rows_forward_part)}{CELL}{unit_parts.FINGERPRINT}"
+    f"{grad_steps.FINGERPRINT}"
     f"{unit_tiles.FINGERPRINT}".encode()
 ).hexdigest()[:16]
 
@@ -167,14 +226,18 @@ def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
     steps, n, four_h = xw.shape
     hidden = four_h // 4
     bounds, wide = unit_bounds(hidden), unit_tiles.width(n)
+    gates, hs, cs = (np.empty((steps, n, f), np.float32) for f in (four_h, hidden, hidden))
+    xw, c0 = np.ascontiguousarray(xw, dtype=np.float32), np.ascontiguousarray(c0, np.float32)
+    if unit_tiles.rows_fit(n, bounds):
+        blocks = unit_tiles.column_blocks(gate_rows_by_part(w_hh, bounds, 4))
+        args = (xw, blocks, bounds, np.ascontiguousarray(h0, np.float32), c0, gates, hs, cs)
+        run(cell_kernel(rows_forward_loop, "lstm_rows_forward", _INLINED), args, steps)
+        return hs, cs, gates
     h_fm = np.empty((2, hidden, n), np.float32)
     h_fm[1] = h0.T
-    gates, hs, cs = (np.empty((steps, n, f), np.float32) for f in (four_h, hidden, hidden))
     w_parts = gate_rows_by_part(w_hh, bounds, 4, pad=unit_tiles.SPREAD if wide else 0)
-    args = (sgemm(), row_block(n, hidden, False), wide, np.ascontiguousarray(xw, dtype=np.float32),
-            w_parts, bounds,
-            np.ascontiguousarray(c0, np.float32), h_fm, np.empty((four_h, n), np.float32), gates,
-            hs, cs)  # fmt: skip
+    args = (sgemm(), row_block(n, hidden, False), wide, xw, w_parts, bounds, c0, h_fm,
+            np.empty((four_h, n), np.float32), gates, hs, cs)  # fmt: skip
     run(cell_kernel(forward_loop, "lstm_lockstep_forward", _INLINED), args, steps)
     return hs, cs, gates
 

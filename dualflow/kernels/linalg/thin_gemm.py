@@ -81,9 +81,9 @@ def tiles(w, xt, out, vectors, lo, hi):  # pragma: no cover - runs compiled
         if count < rows:  # the last tile, where N is no multiple of its rows: zeros pad it
             pad = np.zeros((rows, k), np.float32)
             pad[:count] = w[j0:n]
-            _tile(vectors, k, np.int64(pad.ctypes.data), k, at_xt, width, at_block)
+            _tile(vectors, k, np.int64(pad.ctypes.data), k, at_xt, width, at_block, width)
         else:
-            _tile(vectors, k, at_w + j0 * k * 4, k, at_xt, width, at_block)
+            _tile(vectors, k, at_w + j0 * k * 4, k, at_xt, width, at_block, width)
         for r in range(count):
             for i in range(m):
                 out[i, j0 + r] = block[r * width + i]

@@ -49,7 +49,7 @@ def _broadcast(builder: Any, scalar: Any, vector: ir.VectorType) -> Any:
 
 def _codegen(rows: int, vectors: int) -> Any:
     def codegen(context: Any, builder: Any, signature: Any, args: Any) -> Any:
-        k, s, s_rows, v, v_rows, c = args
+        k, s, s_rows, v, v_rows, c, c_rows = args
         vec = ir.VectorType(_F32, LANES)
         fma = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(vec, [vec] * 3), f"llvm.fma.v{LANES}f32"
@@ -82,8 +82,9 @@ def _codegen(rows: int, vectors: int) -> Any:
                     )
         c_base = builder.inttoptr(c, _F32.as_pointer())
         for r in range(rows):
+            row = builder.mul(ir.Constant(_I64, r), c_rows)
             for j in range(vectors):
-                place = builder.gep(c_base, [ir.Constant(_I64, (r * vectors + j) * LANES)])
+                place = builder.gep(c_base, [builder.add(row, ir.Constant(_I64, j * LANES))])
                 builder.store(
                     builder.load(acc[r][j]), builder.bitcast(place, vec.as_pointer()), align=4
                 )
@@ -94,42 +95,45 @@ def _codegen(rows: int, vectors: int) -> Any:
 
 @functools.cache
 def tile(rows: int, vectors: int) -> Any:
-    """The intrinsic ``tile(k, s, s_rows, v, v_rows, c)``: for r < rows and lanes l <
-    ``vectors * LANES``, ``c[r * width + l] = sum over i < k of s[r * s_rows + i] * v[i * v_rows
-    + l]`` (each a chain of FMAs from +0.0 in order of i), every argument an int64 (addresses of
-    float32 data, row strides in elements; ``c`` a contiguous rows x width block).
+    """The intrinsic ``tile(k, s, s_rows, v, v_rows, c, c_rows)``: for r < rows and lanes l <
+    ``vectors * LANES``, ``c[r * c_rows + l] = sum over i < k of s[r * s_rows + i] * v[i *
+    v_rows + l]`` (each a chain of FMAs from +0.0 in order of i), every argument an int64
+    (addresses of float32 data, row strides in elements).
 
     Example:
         >>> import numba, numpy as np
         >>> t = tile(2, 1)
         >>> @numba.njit
         ... def run(s, v, c):
-        ...     t(s.shape[1], s.ctypes.data, s.shape[1], v.ctypes.data, v.shape[1], c.ctypes.data)
+        ...     t(s.shape[1], s.ctypes.data, s.shape[1], v.ctypes.data, v.shape[1], c.ctypes.data,
+        ...       c.shape[1])
         >>> s, v = np.ones((2, 3), np.float32), np.ones((3, LANES), np.float32)
         >>> c = np.zeros((2, LANES), np.float32); run(s, v, c); float(c.sum()) == 3 * 2 * LANES
         True
     """
 
     @intrinsic
-    def gemm_tile(typingctx: Any, k: Any, s: Any, s_rows: Any, v: Any, v_rows: Any, c: Any) -> Any:
-        if not all(isinstance(a, types.Integer) for a in (k, s, s_rows, v, v_rows, c)):
+    def gemm_tile(
+        typingctx: Any, k: Any, s: Any, s_rows: Any, v: Any, v_rows: Any, c: Any, c_rows: Any
+    ) -> Any:
+        if not all(isinstance(a, types.Integer) for a in (k, s, s_rows, v, v_rows, c, c_rows)):
             return None
-        return types.void(*[types.int64] * 6), _codegen(rows, vectors)
+        return types.void(*[types.int64] * 7), _codegen(rows, vectors)
 
     return gemm_tile
 
 
 def by_vectors(rows: tuple[int, int, int, int]) -> Any:
-    """An inlined numba function ``call(vectors, k, s, s_rows, v, v_rows, c)`` running the tile
-    of ``vectors`` (1-4) vectors and ``rows[vectors - 1]`` rows (``tile``'s arguments after
-    ``vectors``): each tile is its own intrinsic, picked by a branch numba can compile.
+    """An inlined numba function ``call(vectors, k, s, s_rows, v, v_rows, c, c_rows)`` running
+    the tile of ``vectors`` (1-4) vectors and ``rows[vectors - 1]`` rows (``tile``'s arguments
+    after ``vectors``): each tile is its own intrinsic, picked by a branch numba can compile.
 
     Example:
         >>> import numba, numpy as np
         >>> call = by_vectors((2, 2, 1, 1))
         >>> @numba.njit
         ... def run(s, v, c):
-        ...     call(1, 3, s.ctypes.data, 3, v.ctypes.data, LANES, c.ctypes.data)
+        ...     call(1, 3, s.ctypes.data, 3, v.ctypes.data, LANES, c.ctypes.data, LANES)
         >>> s, v = np.ones((2, 3), np.float32), np.ones((3, LANES), np.float32)
         >>> c = np.zeros((2, LANES), np.float32); run(s, v, c); float(c.sum()) == 3 * 2 * LANES
         True
@@ -137,14 +141,14 @@ def by_vectors(rows: tuple[int, int, int, int]) -> Any:
     t1, t2, t3, t4 = (tile(r, v) for v, r in enumerate(rows, start=1))
 
     @numba.njit(inline="always")
-    def call(vectors, k, s, s_rows, v, v_rows, c):  # pragma: no cover - runs compiled
+    def call(vectors, k, s, s_rows, v, v_rows, c, c_rows):  # pragma: no cover - runs compiled
         if vectors == 1:
-            t1(k, s, s_rows, v, v_rows, c)
+            t1(k, s, s_rows, v, v_rows, c, c_rows)
         elif vectors == 2:
-            t2(k, s, s_rows, v, v_rows, c)
+            t2(k, s, s_rows, v, v_rows, c, c_rows)
         elif vectors == 3:
-            t3(k, s, s_rows, v, v_rows, c)
+            t3(k, s, s_rows, v, v_rows, c, c_rows)
         else:
-            t4(k, s, s_rows, v, v_rows, c)
+            t4(k, s, s_rows, v, v_rows, c, c_rows)
 
     return call

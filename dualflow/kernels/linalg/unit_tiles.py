@@ -96,18 +96,8 @@ def transposed_rows(w: np.ndarray, wide: int) -> np.ndarray:
     out = np.empty((rows, k + (SPREAD if wide else 0)), np.float32)
     out[:, k:] = 0.0  # the spread's columns, never read by the tiles: zeros, not leftovers
     if w.size:
-        _transpose_kernel()(w, out[:, :k])
+        _built(_TRANSPOSE, "transpose_rows", _transpose_into)(w, out[:, :k])
     return out
-
-
-def _transpose_kernel() -> Any:
-    from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
-
-    def build() -> tuple[Any, str]:
-        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(_transpose_into)
-        return kernel, f"k_transpose_rows_{FINGERPRINT}_{tiles.FINGERPRINT}"
-
-    return numba_cache.built_once(_TRANSPOSE, "transpose", build)
 
 
 @numba.njit(inline="always")
@@ -130,10 +120,87 @@ def tile_product(rows, k, a, lda, v, wide, c):
     a, v, c = np.int64(a), np.int64(v), np.int64(c)  # numba's addresses are unsigned
     r = 0
     while r + full <= rows:
-        _full(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide)
+        _full(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide, wide)
         r += full
     while r < rows:
-        _one(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide)
+        _one(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide, wide)
+        r += 1
+
+
+def rows_fit(n: int, bounds: np.ndarray) -> bool:
+    """Whether a layer's forward takes the rows form (``rows_product``): the batch ``n`` is a
+    ``width`` and every part's units are whole vectors (a block of gate columns then never
+    reaches into another gate's or part's columns).
+
+    Example:
+        >>> rows_fit(LANES, np.array([0, 128, 256])), rows_fit(LANES, np.array([0, 64, 100]))
+        (True, False)
+    """
+    return bool(width(n)) and all(int(u) % LANES == 0 for u in np.diff(bounds))
+
+
+def _blocks_into(w, out):
+    for b in range(out.shape[0]):
+        to_fm(w[b * LANES : (b + 1) * LANES], out[b])
+
+
+def column_blocks(w_parts: np.ndarray) -> np.ndarray:
+    """The part-ordered gate rows ``w_parts`` (G, K) as ``rows_product``'s operand: (G / LANES,
+    K, LANES), block ``b`` holding rows ``[b * LANES, (b + 1) * LANES)`` transposed, so a tile
+    reads one contiguous block. One transposing copy (``tiles.to_fm``), so the bits are the
+    rows'.
+
+    Example:
+        >>> w = np.arange(2 * LANES * 3, dtype=np.float32).reshape(2 * LANES, 3)
+        >>> blocks = column_blocks(w)
+        >>> blocks.shape == (2, 3, LANES), blocks[1, 2, 0] == w[LANES, 2]
+        (True, np.True_)
+    """
+    w_parts = np.ascontiguousarray(w_parts, dtype=np.float32)
+    out = np.empty((w_parts.shape[0] // LANES, w_parts.shape[1], LANES), np.float32)
+    if out.size:
+        _built(_BLOCKS, "blocks", _blocks_into)(w_parts, out)
+    return out
+
+
+def _built(table: dict[str, Any], key: str, py_func: Any) -> Any:
+    from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
+
+    def build() -> tuple[Any, str]:
+        kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(py_func)
+        return kernel, f"k_unit_{key}_{FINGERPRINT}_{tiles.FINGERPRINT}"
+
+    return numba_cache.built_once(table, key, build)
+
+
+_BLOCKS: dict[str, Any] = {}
+
+
+@numba.njit(inline="always")
+def rows_product(n, k, s, s_rows, v, c, c_rows):
+    """``c[:n, :LANES] = s[:n] @ v`` given by addresses (int64) of float32 data: ``s`` (n, k)
+    and ``c`` with row strides ``s_rows`` and ``c_rows`` elements, ``v`` a contiguous (k,
+    LANES) block (``column_blocks``). Tiles of ``ROWS[0]`` rows, then one row at a time; each
+    element the chain of FMAs ``tile_product`` computes for it with the operands' roles swapped
+    (the same products, in the same order: the same bits).
+
+    Example:
+        >>> s, v = np.ones((3, 2), np.float32), np.ones((2, LANES), np.float32)
+        >>> c = np.zeros((3, 2 * LANES), np.float32)
+        >>> @numba.njit
+        ... def run(s, v, c):
+        ...     rows_product(3, 2, s.ctypes.data, 2, v.ctypes.data, c.ctypes.data, c.shape[1])
+        >>> run(s, v, c); c[:, 0].tolist(), float(c[:, LANES:].sum())
+        ([2.0, 2.0, 2.0], 0.0)
+    """
+    full = ROWS[0]
+    s, v, c = np.int64(s), np.int64(v), np.int64(c)  # numba's addresses are unsigned
+    r = 0
+    while r + full <= n:
+        _full(1, k, s + 4 * r * s_rows, s_rows, v, LANES, c + 4 * r * c_rows, c_rows)
+        r += full
+    while r < n:
+        _one(1, k, s + 4 * r * s_rows, s_rows, v, LANES, c + 4 * r * c_rows, c_rows)
         r += 1
 
 
