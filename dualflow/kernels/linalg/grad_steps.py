@@ -83,20 +83,36 @@ def _piece(a, r, lo, hi):
 
 def rows_plus_carry(gh, carry_ht, dh, u0, u1):
     """``dh[:, u0:u1] = gh[:, u0:u1] + carry_ht[u0:u1]^T``, or the carry alone where ``gh`` is
-    None (``_rows_plus_carry`` picks the form when numba types a kernel).
+    None (``_rows_plus_carry`` picks the form when numba types a kernel). ``carry_ht`` None:
+    the carry is already in ``dh`` (the rows form's product), and ``gh`` is added to it.
 
     Example:
         >>> dh = np.zeros((1, 2))
         >>> rows_plus_carry(None, np.ones((2, 1)), dh, 1, 2)
         >>> dh.tolist()
         [[0.0, 1.0]]
+        >>> rows_plus_carry(np.ones((1, 2)), None, dh, 1, 2)
+        >>> dh.tolist()
+        [[0.0, 2.0]]
     """
-    part = carry_ht[u0:u1].T
+    part = dh[:, u0:u1] if carry_ht is None else carry_ht[u0:u1].T
     dh[:, u0:u1] = part if gh is None else gh[:, u0:u1] + part
+
+
+@numba.njit(inline="always")
+def _add_rows(gh, dh, u0, u1):
+    for r in range(dh.shape[0]):
+        add, out = gh[r, u0:u1], dh[r, u0:u1]  # pieces indexed from 0: they vectorize
+        for j in range(u1 - u0):
+            out[j] = add[j] + out[j]
 
 
 @overload(rows_plus_carry, inline="always")
 def _rows_plus_carry(gh, carry_ht, dh, u0, u1):
+    if isinstance(carry_ht, types.NoneType):
+        if isinstance(gh, types.NoneType):
+            return lambda gh, carry_ht, dh, u0, u1: None
+        return lambda gh, carry_ht, dh, u0, u1: _add_rows(gh, dh, u0, u1)
     if isinstance(gh, types.NoneType):
         return lambda gh, carry_ht, dh, u0, u1: to_rows(carry_ht[u0:u1], dh[:, u0:u1])
     return lambda gh, carry_ht, dh, u0, u1: sum_to_rows(gh[:, u0:u1], carry_ht[u0:u1], dh[:, u0:u1])
@@ -193,7 +209,7 @@ def _code(code: Any) -> tuple:
 def _digest() -> str:
     helpers = (add_or, _add_or, tanh_at, _tanh_at, piece, _piece, rows_plus_carry, _rows_plus_carry)
     codes = tuple(_code(f.__code__) for f in helpers)
-    steps = fingerprint(lstm_grad_part) + fingerprint(gru_grad_part)
+    steps = fingerprint(lstm_grad_part) + fingerprint(gru_grad_part) + fingerprint(_add_rows)
     inlined = f"{steps}{TANH_FINGERPRINT}{tiles.FINGERPRINT}"
     return hashlib.sha256(repr((codes, ONE, inlined)).encode()).hexdigest()[:16]
 

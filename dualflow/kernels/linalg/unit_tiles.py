@@ -163,6 +163,30 @@ def column_blocks(w_parts: np.ndarray) -> np.ndarray:
     return out
 
 
+def _slices_into(w, out):
+    for b in range(out.shape[0]):
+        for k in range(w.shape[0]):
+            out[b, k] = w[k, b * LANES : (b + 1) * LANES]
+
+
+def column_slices(w: np.ndarray) -> np.ndarray:
+    """``w`` (K, G) as ``rows_product``'s operand for ``s @ w``: (G / LANES, K, LANES), block
+    ``b`` holding columns ``[b * LANES, (b + 1) * LANES)`` (a backward carry's ``dg @ W_hh``
+    reads W's unit columns so). A copy.
+
+    Example:
+        >>> w = np.arange(3 * 2 * LANES, dtype=np.float32).reshape(3, 2 * LANES)
+        >>> blocks = column_slices(w)
+        >>> blocks.shape == (2, 3, LANES), blocks[1, 2, 0] == w[2, LANES]
+        (True, np.True_)
+    """
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    out = np.empty((w.shape[1] // LANES, w.shape[0], LANES), np.float32)
+    if out.size:
+        _built(_BLOCKS, "slices", _slices_into)(w, out)
+    return out
+
+
 def _built(table: dict[str, Any], key: str, py_func: Any) -> Any:
     from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
 
