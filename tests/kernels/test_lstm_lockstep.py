@@ -174,23 +174,24 @@ def test_the_rows_form_gives_the_feature_major_tiles_bits(monkeypatch, n, hidden
     ins = _inputs(11, 5, n, hidden, 1.0)
     assert unit_tiles.rows_fit(n, unit_bounds(hidden))
     rows = forward_module.lstm_forward(*ins)
-    monkeypatch.setattr(unit_tiles, "rows_fit", lambda n, bounds: False)
+    monkeypatch.setattr(unit_tiles, "rows_fit", lambda n, bounds, vectors=1: False)
     tiles = forward_module.lstm_forward(*ins)  # the products feature-major, then transposed
     assert all(np.array_equal(a, b) for a, b in zip(rows, tiles))
     assert not unit_tiles.rows_fit(n, unit_bounds(100))  # parts of 64 and 36 units
     assert not unit_tiles.rows_fit(LANES + 1, unit_bounds(hidden))  # no whole vectors
 
 
+@pytest.mark.parametrize("n", [LANES, 3 * LANES])
 @pytest.mark.parametrize("present", [(True, False, False), (False, True, True), (True, True, True)])
-def test_the_rows_forms_backward_gives_the_feature_major_bits(monkeypatch, present) -> None:
-    steps, n, hidden = 5, 2 * LANES, 64
+def test_the_rows_forms_backward_gives_the_feature_major_bits(monkeypatch, n, present) -> None:
+    steps, hidden = 5, 128
+    assert unit_tiles.rows_fit(n, unit_bounds(hidden), vectors=2)
     ins = _inputs(13, steps, n, hidden, 1.0)
     _, cs, acts = forward_module.lstm_forward(*ins)
     shapes = ((steps, n, hidden), (steps, n, hidden), (steps, n, 4 * hidden))
     grads = drawn_gradients(13, shapes, present)
     saved = (acts, cs, ins[2], ins[3])
     rows = _backward(saved, grads, True, monkeypatch)
-    monkeypatch.setattr(unit_tiles, "rows_fit", lambda n, bounds: False)
-    assert all(
-        np.array_equal(a, b) for a, b in zip(rows, _backward(saved, grads, True, monkeypatch))
-    )
+    monkeypatch.setattr(unit_tiles, "rows_fit", lambda n, bounds, vectors=1: False)
+    feature_major = _backward(saved, grads, True, monkeypatch)
+    assert all(np.array_equal(a, b) for a, b in zip(rows, feature_major))

@@ -21,9 +21,9 @@ part's gate columns of ``h @ W_hh^T`` straight into the step's gates (N, 4H) and
 the previous step wrote it, so no step transposes (the feature-major products' transposing add
 cost ~11 us a step where the tiles had just flushed the caches; 64 steps at N = 16, H = 256:
 4.25-5.09 -> 3.83-4.49 ms, alternated, the same bits). Its backward likewise: a part's carry
-``dg_{t+1} @ W_hh[:, units]`` straight into dh, read from a copy of dg's rows spread one vector
-apart (read where dg lies, 4 KiB apart, the 16 rows' lines evicted each other: 77 against 36
-us a step). Float32 numpy arrays only, with
+``dg_{t+1} @ W_hh[:, units]`` straight into dh, reading dg where the step before wrote it
+(``rows_product``'s tiles of two vectors), so no step transposes or copies dg for the next
+(the feature-major copy cost each thread ~0.4 ms of 64 steps). Float32 numpy arrays only, with
 OpenBLAS's ``cblas_sgemm`` (``cblas.sgemm``); callers keep their one-GEMM loops otherwise.
 """
 
@@ -130,7 +130,7 @@ def rows_forward_part(xw_t, blocks, a, b, h_prev, c_prev, gates_t, hs_t, cs_t):
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     for block in range(4 * units // LANES):
         gate, unit = divmod(block * LANES, units)
-        rows_product(n, hidden, h_prev.ctypes.data, hidden,
+        rows_product(1, n, hidden, h_prev.ctypes.data, hidden,
                      blocks[4 * a // LANES + block].ctypes.data,
                      gates_t[0, gate * hidden + a + unit :].ctypes.data, 4 * hidden)  # fmt: skip
     for r in range(n):
@@ -208,35 +208,29 @@ def backward_loop(gemm, block, wide, acts, cs, c0, gh, gc, base, wt, bounds, car
 
 @numba.njit(inline="always")
 def rows_backward_part(t, steps, acts_t, cs_t, c_prev, grads_t, blocks, a, b, carry_c, dg_next,
-                       dg_spread, outs_t):  # fmt: skip
+                       outs_t):  # fmt: skip
     """One part's backward step in the rows form: its units' carry ``dh_t[:, a:b] = dg_{t+1} @
-    W_hh[:, a:b]`` straight into ``dh_t`` by ``rows_product`` (zero at the last step), read from
-    ``dg_next`` (dg_{t+1}'s rows, spread apart: rows 4H floats apart fall in one set of the L1
-    cache); then its factors (``lstm_grad_part``, adding gh to the carry in place) and, for the
-    next step's carries, its gate columns of dg_t copied into ``dg_spread``."""
+    W_hh[:, a:b]`` straight into ``dh_t`` by ``rows_product`` (two vectors a tile, reading
+    ``dg_next`` where the step before wrote it; zero at the last step), then its factors
+    (``lstm_grad_part``, adding gh to the carry in place)."""
     dg_t, dh_t, dc_t = outs_t
     gh_t, gc_t, base_t = grads_t
     n, hidden = dh_t.shape
+    wide = 2 * LANES
     if t < steps - 1:
-        for block in range((b - a) // LANES):
-            rows_product(n, 4 * hidden, dg_next.ctypes.data, dg_next.shape[1],
-                         blocks[a // LANES + block].ctypes.data,
-                         dh_t[0, a + block * LANES :].ctypes.data, hidden)  # fmt: skip
+        for block in range((b - a) // wide):
+            rows_product(2, n, 4 * hidden, dg_next.ctypes.data, 4 * hidden,
+                         blocks[a // wide + block].ctypes.data,
+                         dh_t[0, a + block * wide :].ctypes.data, hidden)  # fmt: skip
     else:
         dh_t[:, a:b] = 0.0
     lstm_grad_part(acts_t, cs_t, c_prev, gh_t, gc_t, base_t, None, None, carry_c, dg_t, dh_t,
                    dc_t, a, b)  # fmt: skip
-    if t:
-        for r in range(n):
-            for gate in range(4):
-                lo = gate * hidden
-                dg_spread[r, lo + a : lo + b] = dg_t[r, lo + a : lo + b]
 
 
-def rows_backward_loop(acts, cs, c0, gh, gc, base, blocks, bounds, carry_c, dg_pads, outs,
-                       first, sync):  # fmt: skip
-    # one thread's run of the rows form's backward, last step first: step s reads the spread
-    # dg of step t + 1 from dg_pads[(s + 1) % 2] and writes its own into dg_pads[s % 2]
+def rows_backward_loop(acts, cs, c0, gh, gc, base, blocks, bounds, carry_c, outs, first, sync):
+    # one thread's run of the rows form's backward, last step first: step t's carries read
+    # dg[t + 1], every part of which is done
     dg, dh, dc = outs
     steps, parts = cs.shape[0], bounds.shape[0] - 1
     for s in range(steps):
@@ -250,8 +244,8 @@ def rows_backward_loop(acts, cs, c0, gh, gc, base, blocks, bounds, carry_c, dg_p
             if bounds[k + 1] > bounds[k]:
                 rows_backward_part(t, steps, acts[t], cs[t], c_prev,
                                    (step_of(gh, t), step_of(gc, t), step_of(base, t)), blocks,
-                                   bounds[k], bounds[k + 1], carry_c, dg_pads[(s + 1) % 2],
-                                   dg_pads[s % 2], (dg[t], dh[t], dc[t]))  # fmt: skip
+                                   bounds[k], bounds[k + 1], carry_c, dg[min(t + 1, steps - 1)],
+                                   (dg[t], dh[t], dc[t]))  # fmt: skip
             part_done(sync)
 
 
@@ -312,10 +306,9 @@ def lstm_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     acts, cs, c0, w = saved
     steps, n, hidden = cs.shape
     wide = unit_tiles.width(n)
-    if unit_tiles.rows_fit(n, unit_bounds(hidden)):
-        spread = np.zeros((2, n, 4 * hidden + unit_tiles.SPREAD), np.float32)
-        args = (acts, cs, c0, *grads, unit_tiles.column_slices(w), unit_bounds(hidden),
-                np.zeros((n, hidden), np.float32), spread, outs)  # fmt: skip
+    if unit_tiles.rows_fit(n, unit_bounds(hidden), vectors=2):
+        args = (acts, cs, c0, *grads, unit_tiles.column_slices(w, vectors=2), unit_bounds(hidden),
+                np.zeros((n, hidden), np.float32), outs)  # fmt: skip
         run(cell_kernel(rows_backward_loop, "lstm_rows_backward", _INLINED), args, steps)
         return
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
