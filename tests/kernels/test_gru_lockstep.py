@@ -13,7 +13,7 @@ from hypothesis import given, settings
 
 from dualflow.background.process import using_threads
 from dualflow.kernels.linalg import gru_forward as forward_module
-from dualflow.kernels.linalg import gru_lockstep, recurrence, unit_parts
+from dualflow.kernels.linalg import gru_lockstep, recurrence, unit_parts, unit_tiles
 from dualflow.kernels.linalg.tile_ir import LANES
 from dualflow.kernels.linalg.unit_parts import gate_rows_by_part, unit_bounds
 from tests.kernels.lockstep_reference import (
@@ -107,3 +107,20 @@ def test_a_gru_training_step_takes_it_compiled_and_eager_alike(monkeypatch, bloc
 
 def test_a_batch_of_whole_vectors_takes_the_tiles_compiled_and_eager_alike(monkeypatch) -> None:
     assert_train_steps_agree(gru_lockstep, "GRU", monkeypatch, False, batch=LANES)
+
+
+@pytest.mark.parametrize(("n", "hidden"), [(LANES, 64), (3 * LANES, 128)])
+def test_the_rows_form_gives_the_feature_major_bits_both_ways(monkeypatch, n, hidden) -> None:
+    bounds = unit_bounds(hidden)
+    assert unit_tiles.rows_fit(n, bounds) and unit_tiles.rows_fit(n, bounds, vectors=2)
+    xw, h0, w, bias = _inputs(17, 5, n, hidden, 1.0)
+    rows = forward_module.gru_forward(xw, h0, w, bias)
+    hs, gates, hn = rows
+    grads = drawn_gradients(17, ((5, n, hidden), (5, n, 3 * hidden)), (True, True))
+    saved = (gates, hn, hs, h0, w)
+    rows_grads = _backward(saved, grads, True, monkeypatch)
+    monkeypatch.setattr(unit_tiles, "rows_fit", lambda n, bounds, vectors=1: False)
+    feature_major = forward_module.gru_forward(xw, h0, w, bias)
+    assert all(np.array_equal(a, b) for a, b in zip(rows, feature_major))
+    again = _backward(saved, grads, True, monkeypatch)
+    assert all(np.array_equal(a, b) for a, b in zip(rows_grads, again))

@@ -2,6 +2,8 @@
 two threads run in lockstep, as ``lstm_lockstep`` does for the LSTM: each part's gate rows of
 ``W_hh`` (3 x its units) in one single-thread GEMM with its rows of ``b_hh``, and its share of
 the cell; in the backward its rows of the carry ``W^T[units] @ dg^T`` and its units' factors.
+Where the parts are whole vectors, both directions take the rows form (``lstm_lockstep``'s
+docstring says why), with the same bits.
 
 The split and which layers take it are ``unit_parts``'; the cell's arithmetic and order are
 ``gru_forward``'s, so with the same GEMM rows the bits are the one-GEMM loop's. A batch of whole
@@ -22,6 +24,7 @@ from dualflow.kernels.linalg import grad_steps, unit_parts, unit_tiles
 from dualflow.kernels.linalg.cblas import TRANS, sgemm
 from dualflow.kernels.linalg.cells import activate_sigmoid, activate_tanh, cell_kernel
 from dualflow.kernels.linalg.grad_steps import gru_grad_part
+from dualflow.kernels.linalg.tile_ir import LANES
 from dualflow.kernels.linalg.tiles import sum_to_rows, to_fm, to_rows
 from dualflow.kernels.linalg.unit_parts import (
     gate_rows_by_part,
@@ -32,7 +35,7 @@ from dualflow.kernels.linalg.unit_parts import (
     step_of,
     unit_bounds,
 )
-from dualflow.kernels.linalg.unit_tiles import gates_to_fm, tile_product
+from dualflow.kernels.linalg.unit_tiles import gates_to_fm, rows_product, tile_product
 
 
 @numba.njit(inline="always")
@@ -134,10 +137,93 @@ def backward_loop(gemm, block, wide, gates, hn, hs, h0, gh, base, wt, bounds, ca
             part_done(sync)
 
 
+@numba.njit(inline="always")
+def rows_forward_part(xw_t, blocks, b_hh, a, b, h_prev, gates_t, hs_t, hn_t):
+    """One part's forward step in the rows form (``lstm_lockstep.rows_forward_part``'s): its
+    gate columns of ``h_prev @ W_hh^T`` straight into ``gates_t`` ([r, z]) and ``hn_t`` ([n])
+    by ``rows_product``, then row by row ``b_hh`` added to them, ``xw`` to [r, z], and its
+    units' cell, h written to ``hs_t``; each operation in ``gru_cell_part``'s order."""
+    units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
+    for block in range(3 * units // LANES):
+        gate, unit = divmod(block * LANES, units)
+        at, stride = hn_t[0, a + unit :].ctypes.data, hidden  # [n]: W_hn h, saved as it is
+        if gate < 2:
+            at, stride = gates_t[0, gate * hidden + a + unit :].ctypes.data, 3 * hidden
+        rows_product(1, n, hidden, h_prev.ctypes.data, hidden,
+                     blocks[3 * a // LANES + block].ctypes.data, at, stride)  # fmt: skip
+    for r in range(n):
+        for gate in range(3):
+            lo = gate * hidden + a
+            seg = hn_t[r, a:b] if gate == 2 else gates_t[r, lo : lo + units]
+            shift = b_hh[lo : lo + units]
+            for j in range(units):
+                seg[j] = seg[j] + shift[j]
+        for gate in range(2):
+            lo = gate * hidden + a
+            seg, add = gates_t[r, lo : lo + units], xw_t[r, lo : lo + units]
+            for j in range(units):
+                seg[j] = add[j] + seg[j]
+        rr, z = gates_t[r, a:b], gates_t[r, hidden + a : hidden + b]
+        g, x = gates_t[r, 2 * hidden + a : 2 * hidden + b], xw_t[r, 2 * hidden + a : 2 * hidden + b]
+        hn, h_from, h_to = hn_t[r, a:b], h_prev[r, a:b], hs_t[r, a:b]
+        activate_sigmoid(rr)
+        activate_sigmoid(z)
+        for j in range(units):
+            g[j] = x[j] + rr[j] * hn[j]
+        activate_tanh(g)
+        for j in range(units):
+            new = g[j]
+            h_to[j] = new + z[j] * (h_from[j] - new)
+
+
+def rows_forward_loop(xw, blocks, b_hh, bounds, h0, gates, hs, hn, first, sync):
+    # one thread's run of the rows form: step t reads h from hs[t - 1] (h0 first)
+    steps, parts = xw.shape[0], bounds.shape[0] - 1
+    for t in range(steps):
+        wait_for_step(sync, t, parts)
+        h_prev = h0 if t == 0 else hs[t - 1]
+        for m in range(parts):
+            k = (first + m) % parts
+            if not claim_part(sync, t, parts, k):
+                continue
+            if bounds[k + 1] > bounds[k]:
+                rows_forward_part(xw[t], blocks, b_hh, bounds[k], bounds[k + 1], h_prev,
+                                  gates[t], hs[t], hn[t])  # fmt: skip
+            part_done(sync)
+
+
+def rows_backward_loop(gates, hn, hs, h0, gh, base, blocks, bounds, carry_z, outs, first, sync):
+    # the rows form's backward (``lstm_lockstep.rows_backward_loop``'s): a part's carry
+    # dg[t + 1] @ W_hh[:, units] straight into dh[t] (zero at the last step), then its factors
+    # (``gru_grad_part`` adding gh, then carry_z, to it)
+    dg, dh = outs
+    steps, n, hidden = hs.shape
+    parts, wide = bounds.shape[0] - 1, 2 * LANES
+    for s in range(steps):
+        t = steps - 1 - s
+        wait_for_step(sync, s, parts)
+        h_prev = h0 if t == 0 else hs[t - 1]
+        for m in range(parts):
+            k = (first + m) % parts
+            if not claim_part(sync, s, parts, k):
+                continue
+            a, b = bounds[k], bounds[k + 1]
+            for block in range((b - a) // wide if t < steps - 1 else 0):
+                rows_product(2, n, 3 * hidden, dg[t + 1].ctypes.data, 3 * hidden,
+                             blocks[a // wide + block].ctypes.data,
+                             dh[t, 0, a + block * wide :].ctypes.data, hidden)  # fmt: skip
+            if t == steps - 1:
+                dh[t, :, a:b] = 0.0
+            gru_grad_part(gates[t], hn[t], h_prev, step_of(gh, t), step_of(base, t), None,
+                          carry_z, dg[t], dh[t], a, b)  # fmt: skip
+            part_done(sync)
+
+
 CELL = fingerprint(gru_cell_part)
 """A digest of the cell, for the stems of the kernels inlining it (``gru_forward``'s too)."""
 _INLINED = hashlib.sha256(
-    f"{fingerprint(forward_part)}{CELL}{unit_parts.FINGERPRINT}{grad_steps.FINGERPRINT}"
+    f"{fingerprint(forward_part)}{fingerprint(rows_forward_part)}{CELL}{unit_parts.FINGERPRINT}"
+    f"{grad_steps.FINGERPRINT}"
     f"{unit_tiles.FINGERPRINT}".encode()
 ).hexdigest()[:16]
 
@@ -157,10 +243,17 @@ def gru_forward_lockstep(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple:
     steps, n, three_h = xw.shape
     hidden = three_h // 3
     bounds, wide = unit_bounds(hidden), unit_tiles.width(n)
-    h_fm = np.empty((2, hidden, n), np.float32)
-    h_fm[1] = h0.T
     gates = np.empty((steps, n, three_h), np.float32)
     hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
+    if unit_tiles.rows_fit(n, bounds):
+        blocks = unit_tiles.column_blocks(gate_rows_by_part(w_hh, bounds, 3))
+        args = (np.ascontiguousarray(xw, dtype=np.float32), blocks,
+                np.ascontiguousarray(b_hh, np.float32), bounds,
+                np.ascontiguousarray(h0, np.float32), gates, hs, hn)  # fmt: skip
+        run(cell_kernel(rows_forward_loop, "gru_rows_forward", _INLINED), args, steps)
+        return hs, gates, hn
+    h_fm = np.empty((2, hidden, n), np.float32)
+    h_fm[1] = h0.T
     w_parts = gate_rows_by_part(w_hh, bounds, 3, pad=unit_tiles.SPREAD if wide else 0)
     args = (sgemm(), row_block(n, hidden, False), wide, np.ascontiguousarray(xw, dtype=np.float32),
             w_parts, gate_rows_by_part(b_hh, bounds, 3), bounds,
@@ -185,6 +278,11 @@ def gru_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     """
     gates, hn, hs, h0, w = saved
     steps, n, hidden = hs.shape
+    if unit_tiles.rows_fit(n, unit_bounds(hidden), vectors=2):
+        args = (gates, hn, hs, h0, *grads, unit_tiles.column_slices(w, vectors=2),
+                unit_bounds(hidden), np.zeros((n, hidden), np.float32), outs)  # fmt: skip
+        run(cell_kernel(rows_backward_loop, "gru_rows_backward", _INLINED), args, steps)
+        return
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
     block, wide = row_block(n, 3 * hidden, True), unit_tiles.width(n)
     dg_fm = np.empty((2, 3 * hidden, n) if wide else (2, 0, 0), np.float32)
