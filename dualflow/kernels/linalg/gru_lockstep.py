@@ -39,6 +39,26 @@ from dualflow.kernels.linalg.unit_tiles import gates_to_fm, rows_product, tile_p
 
 
 @numba.njit(inline="always")
+def gru_row_cell(gr, xr, a, b, hn, h_from, h_to):
+    """One row's cell for units ``[a, b)``: ``gr`` (3H) holds ``xw + W h + b`` for [r, z] and
+    gets σ of them, and ``n = tanh(xw_n + r hn)`` in its [n] columns (``xr`` the row's input
+    projections); then ``h = n + z (h_from - n)`` into ``h_to``. Each operation rounded as the
+    numpy cell's."""
+    units, hidden = b - a, gr.shape[0] // 3
+    # row pieces indexed from 0 (whole-row indexing did not vectorize)
+    rr, z = gr[a:b], gr[hidden + a : hidden + b]
+    g, x = gr[2 * hidden + a : 2 * hidden + b], xr[2 * hidden + a : 2 * hidden + b]
+    activate_sigmoid(rr)
+    activate_sigmoid(z)
+    for j in range(units):
+        g[j] = x[j] + rr[j] * hn[j]
+    activate_tanh(g)
+    for j in range(units):
+        new = g[j]
+        h_to[j] = new + z[j] * (h_from[j] - new)
+
+
+@numba.njit(inline="always")
 def gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next):
     """The cell of one step for units ``[a, b)``: ``rows`` (3 x units, N) are their gates' rows
     of ``W_hh @ h`` ([r, z, n] blocks), which get their rows of ``b_hh`` (``bias[3a:3b]``, in
@@ -56,18 +76,7 @@ def gru_cell_part(xw_t, rows, bias, a, b, h_prev, gates_t, hs_t, hn_t, h_next):
         sum_to_rows(xw_t[:, lo : lo + units], rows[g * units : (g + 1) * units],
                     gates_t[:, lo : lo + units])  # fmt: skip
     for r in range(n):
-        # row pieces indexed from 0 (whole-row indexing did not vectorize)
-        rr, z = gates_t[r, a:b], gates_t[r, hidden + a : hidden + b]
-        g, x = gates_t[r, 2 * hidden + a : 2 * hidden + b], xw_t[r, 2 * hidden + a : 2 * hidden + b]
-        hn, h_from, h_to = hn_t[r, a:b], h_prev[r, a:b], hs_t[r, a:b]
-        activate_sigmoid(rr)
-        activate_sigmoid(z)
-        for j in range(units):
-            g[j] = x[j] + rr[j] * hn[j]
-        activate_tanh(g)
-        for j in range(units):
-            new = g[j]
-            h_to[j] = new + z[j] * (h_from[j] - new)
+        gru_row_cell(gates_t[r], xw_t[r], a, b, hn_t[r, a:b], h_prev[r, a:b], hs_t[r, a:b])
     to_fm(hs_t[:, a:b], h_next[a:b])
 
 
@@ -163,17 +172,7 @@ def rows_forward_part(xw_t, blocks, b_hh, a, b, h_prev, gates_t, hs_t, hn_t):
             seg, add = gates_t[r, lo : lo + units], xw_t[r, lo : lo + units]
             for j in range(units):
                 seg[j] = add[j] + seg[j]
-        rr, z = gates_t[r, a:b], gates_t[r, hidden + a : hidden + b]
-        g, x = gates_t[r, 2 * hidden + a : 2 * hidden + b], xw_t[r, 2 * hidden + a : 2 * hidden + b]
-        hn, h_from, h_to = hn_t[r, a:b], h_prev[r, a:b], hs_t[r, a:b]
-        activate_sigmoid(rr)
-        activate_sigmoid(z)
-        for j in range(units):
-            g[j] = x[j] + rr[j] * hn[j]
-        activate_tanh(g)
-        for j in range(units):
-            new = g[j]
-            h_to[j] = new + z[j] * (h_from[j] - new)
+        gru_row_cell(gates_t[r], xw_t[r], a, b, hn_t[r, a:b], h_prev[r, a:b], hs_t[r, a:b])
 
 
 def rows_forward_loop(xw, blocks, b_hh, bounds, h0, gates, hs, hn, first, sync):
@@ -219,7 +218,7 @@ def rows_backward_loop(gates, hn, hs, h0, gh, base, blocks, bounds, carry_z, out
             part_done(sync)
 
 
-CELL = fingerprint(gru_cell_part)
+CELL = fingerprint(gru_cell_part) + fingerprint(gru_row_cell)
 """A digest of the cell, for the stems of the kernels inlining it (``gru_forward``'s too)."""
 _INLINED = hashlib.sha256(
     f"{fingerprint(forward_part)}{fingerprint(rows_forward_part)}{CELL}{unit_parts.FINGERPRINT}"

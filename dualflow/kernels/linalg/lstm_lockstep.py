@@ -57,6 +57,27 @@ from dualflow.kernels.linalg.unit_tiles import gates_to_fm, rows_product, tile_p
 
 
 @numba.njit(inline="always")
+def lstm_row_cell(gr, a, b, c_from, c_to, h_to):
+    """One row's cell for units ``[a, b)``: its gate pre-activations in ``gr`` (4H) activated in
+    place [σ, σ, tanh, σ], then ``c = σf c_from + σi tanh g`` and ``h = σo tanh(c)`` into the
+    row pieces ``c_to`` and ``h_to``, each operation rounded as the numpy cell's."""
+    units, hidden = b - a, gr.shape[0] // 4
+    # the part's slices, indexed from 0: the loops then vectorize (indexing whole rows from a
+    # to b did not: ~8x slower)
+    i, f = gr[a:b], gr[hidden + a : hidden + b]
+    g, o = gr[2 * hidden + a : 2 * hidden + b], gr[3 * hidden + a : 3 * hidden + b]
+    activate_sigmoid(i)
+    activate_sigmoid(f)
+    activate_tanh(g)
+    activate_sigmoid(o)
+    for j in range(units):
+        v = f[j] * c_from[j]
+        c_to[j] = v + i[j] * g[j]
+    for j in range(units):
+        h_to[j] = o[j] * tanh_f32(c_to[j])
+
+
+@numba.njit(inline="always")
 def lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next):
     """The cell of one step for units ``[a, b)``: ``rows`` (4 x units, N) are their gates' rows
     of ``W_hh @ h`` ([i, f, g, o] blocks), added to the step's input projections ``xw_t`` (N,
@@ -69,21 +90,7 @@ def lstm_cell_part(xw_t, rows, a, b, c_prev, gates_t, hs_t, cs_t, h_next):
         sum_to_rows(xw_t[:, lo : lo + units], rows[g * units : (g + 1) * units],
                     gates_t[:, lo : lo + units])  # fmt: skip
     for r in range(n):
-        # the part's slices, indexed from 0: the loops then vectorize (indexing whole rows from
-        # a to b did not: ~8x slower)
-        gr = gates_t[r]
-        i, f = gr[a:b], gr[hidden + a : hidden + b]
-        g, o = gr[2 * hidden + a : 2 * hidden + b], gr[3 * hidden + a : 3 * hidden + b]
-        activate_sigmoid(i)
-        activate_sigmoid(f)
-        activate_tanh(g)
-        activate_sigmoid(o)
-        c_from, c_to, h_to = c_prev[r, a:b], cs_t[r, a:b], hs_t[r, a:b]
-        for j in range(units):
-            v = f[j] * c_from[j]
-            c_to[j] = v + i[j] * g[j]
-        for j in range(units):
-            h_to[j] = o[j] * tanh_f32(c_to[j])
+        lstm_row_cell(gates_t[r], a, b, c_prev[r, a:b], cs_t[r, a:b], hs_t[r, a:b])
     to_fm(hs_t[:, a:b], h_next[a:b])
 
 
@@ -140,18 +147,7 @@ def rows_forward_part(xw_t, blocks, a, b, h_prev, c_prev, gates_t, hs_t, cs_t):
             seg, add = gr[lo : lo + units], xr[lo : lo + units]
             for j in range(units):
                 seg[j] = add[j] + seg[j]
-        i, f = gr[a:b], gr[hidden + a : hidden + b]
-        g, o = gr[2 * hidden + a : 2 * hidden + b], gr[3 * hidden + a : 3 * hidden + b]
-        activate_sigmoid(i)
-        activate_sigmoid(f)
-        activate_tanh(g)
-        activate_sigmoid(o)
-        c_from, c_to, h_to = c_prev[r, a:b], cs_t[r, a:b], hs_t[r, a:b]
-        for j in range(units):
-            v = f[j] * c_from[j]
-            c_to[j] = v + i[j] * g[j]
-        for j in range(units):
-            h_to[j] = o[j] * tanh_f32(c_to[j])
+        lstm_row_cell(gr, a, b, c_prev[r, a:b], cs_t[r, a:b], hs_t[r, a:b])
 
 
 def rows_forward_loop(xw, blocks, bounds, h0, c0, gates, hs, cs, first, sync):
@@ -249,7 +245,7 @@ def rows_backward_loop(acts, cs, c0, gh, gc, base, blocks, bounds, carry_c, outs
             part_done(sync)
 
 
-CELL = fingerprint(lstm_cell_part)
+CELL = fingerprint(lstm_cell_part) + fingerprint(lstm_row_cell)
 """A digest of the cell, for the stems of the kernels inlining it (``lstm_forward``'s too)."""
 _INLINED = hashlib.sha256(
     f"{fingerprint(forward_part)}{fingerprint(rows_forward_part)}{fingerprint(rows_backward_part)}"

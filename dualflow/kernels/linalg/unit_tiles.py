@@ -115,16 +115,8 @@ def tile_product(rows, k, a, lda, v, wide, c):
         >>> run(a, v, c); c[:, 0].tolist()
         [3.0, 3.0, 3.0, 3.0, 3.0]
     """
-    vectors = wide // LANES
-    full = ROWS[vectors - 1]
-    a, v, c = np.int64(a), np.int64(v), np.int64(c)  # numba's addresses are unsigned
-    r = 0
-    while r + full <= rows:
-        _full(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide, wide)
-        r += full
-    while r < rows:
-        _one(vectors, k, a + 4 * r * lda, lda, v, wide, c + 4 * r * wide, wide)
-        r += 1
+    # the rows form's loop with a contiguous c (row stride wide): one tile loop for both
+    rows_product(wide // LANES, rows, k, a, lda, v, c, wide)
 
 
 def rows_fit(n: int, bounds: np.ndarray, vectors: int = 1) -> bool:
