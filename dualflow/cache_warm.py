@@ -19,7 +19,7 @@ import numpy as np
 
 from dualflow import ops
 from dualflow.kernels.fused_cpu import slice_pieces
-from dualflow.kernels.linalg import batched_native, thin_gemm
+from dualflow.kernels.linalg import batched_native, thin_gemm, unit_tiles
 from dualflow.kernels.numba import compile_worker
 from dualflow.kernels.optim import adam as adam_kernels
 from dualflow.tensor.core import Tensor
@@ -64,23 +64,30 @@ def _pooling(dtype: str, side: int, window: int, stride: int, pad: int) -> None:
 
 
 def _sequence_kernels(dtype: str) -> None:
-    """The LSTM and GRU forwards' cell steps (``lstm_scan``, ``gru_scan``; float32; the LSTM's
-    one-GEMM and lockstep loops), their backward recurrences' step kernels (``lstm_scan_grad``,
-    ``gru_scan_grad``; the LSTM's with gradients reaching h only, an LM's layer, and h and c, a
-    layer whose last c is used: numba types one kernel per set of gradients present) and the
-    embedding gradient's row scatter (int64 ids, a language model's inputs)."""
+    """The LSTM and GRU forwards' cell steps (``lstm_scan``, ``gru_scan``; float32: the one-GEMM
+    and lockstep loops, the latter's rows form too), their backward recurrences' step kernels
+    (``lstm_scan_grad``, ``gru_scan_grad``; the LSTM's with gradients reaching h only, an LM's
+    layer, and h and c, a layer whose last c is used: numba types one kernel per set of
+    gradients present) and the embedding gradient's row scatter (int64 ids, a language model's
+    inputs)."""
     _backward(ops.embedding(np.array([[1, 0, 1]]), _leaf((3, 4), dtype)))
-    # one GEMM a step; the float32 lockstep halves (32 units and more, a batch of 8 or more)
-    for batch, hidden in ((2, 2), (8, 32)):
+    # one GEMM a step; the float32 lockstep halves (32 units and more, a batch of 8 or more);
+    # their rows form (a batch of whole vectors, parts of whole pairs of vectors: an LM's)
+    rows = (unit_tiles.LANES, 4 * unit_tiles.LANES)
+    for batch, hidden in ((2, 2), (8, 32), rows):
         h0 = _leaf((batch, hidden), dtype)
         for used in (1, 2):  # hs; hs and cs
             xw, w = _leaf((3, batch, 4 * hidden), dtype), _leaf((4 * hidden, hidden), dtype)
             outs = ops.lstm_scan(xw, h0, h0, w)
             _backward(outs[0] if used == 1 else outs[0] + outs[1])
-    h0 = _leaf((2, 2), dtype)
-    _backward(
-        ops.gru_scan(_leaf((3, 2, 6), dtype), h0, _leaf((6, 2), dtype), _leaf((6,), dtype))[0]
-    )
+    for batch, hidden in ((2, 2), rows):
+        h0, three = _leaf((batch, hidden), dtype), 3 * hidden
+        xw, w, b = (
+            _leaf((3, batch, three), dtype),
+            _leaf((three, hidden), dtype),
+            _leaf((three,), dtype),
+        )
+        _backward(ops.gru_scan(xw, h0, w, b)[0])
 
 
 def _cross_entropy(dtype: str) -> None:

@@ -264,8 +264,8 @@ def gru_forward_lockstep(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple:
 
 def gru_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     """``recurrence.gru_grad_recurrence``'s loop with each part's carry GEMM on its own thread:
-    ``saved`` is ``(gates, hn, hs, h0, weight_hh)``, ``grads``
-    ``(gh, base)`` (None when absent), ``outs`` ``(dg, dh)`` written; all C-ordered float32.
+    ``saved`` is ``(gates, hn, hs, h0, weight_hh)``, ``grads`` ``(gh, base)`` (None when
+    absent), ``outs`` ``(dg, dh)`` written; all C-ordered float32.
 
     Example:
         >>> gates, hs = np.full((2, 1, 96), 0.5, np.float32), np.ones((2, 1, 32), np.float32)

@@ -287,9 +287,9 @@ def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
 
 def lstm_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     """``recurrence.lstm_grad_recurrence``'s loop with each part's carry GEMM on its own thread:
-    ``saved`` is ``(acts, cs, c0, weight_hh)``, ``grads``
-    ``(gh, gc, base)`` (None when absent), ``outs`` ``(dg, dh, dc)`` written; all C-ordered
-    float32 (``fits``).
+    ``saved`` is ``(acts, cs, c0, weight_hh)``, ``grads`` ``(gh, gc, base)`` (None when absent),
+    ``outs`` ``(dg, dh, dc)`` written; all C-ordered float32 (``fits``). The carries read
+    ``weight_hh`` by columns, copied once a call into the layout the form takes.
 
     Example:
         >>> acts, cs = np.full((2, 1, 128), 0.5, np.float32), np.zeros((2, 1, 32), np.float32)
