@@ -151,15 +151,17 @@ def rows_forward_part(xw_t, blocks, b_hh, a, b, h_prev, gates_t, hs_t, hn_t):
     """One part's forward step in the rows form (``lstm_lockstep.rows_forward_part``'s): its
     gate columns of ``h_prev @ W_hh^T`` straight into ``gates_t`` ([r, z]) and ``hn_t`` ([n])
     by ``rows_product``, then row by row ``b_hh`` added to them, ``xw`` to [r, z], and its
-    units' cell, h written to ``hs_t``; each operation in ``gru_cell_part``'s order."""
+    units' cell, h written to ``hs_t``; each operation in ``gru_cell_part``'s order. ``blocks``
+    is ``unit_tiles.column_blocks`` of ``W_hh``."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     for block in range(3 * units // LANES):
         gate, unit = divmod(block * LANES, units)
+        column = gate * hidden + a + unit
         at, stride = hn_t[0, a + unit :].ctypes.data, hidden  # [n]: W_hn h, saved as it is
         if gate < 2:
-            at, stride = gates_t[0, gate * hidden + a + unit :].ctypes.data, 3 * hidden
+            at, stride = gates_t[0, column:].ctypes.data, 3 * hidden
         rows_product(1, n, hidden, h_prev.ctypes.data, hidden,
-                     blocks[3 * a // LANES + block].ctypes.data, at, stride)  # fmt: skip
+                     blocks[column // LANES].ctypes.data, at, stride)  # fmt: skip
     for r in range(n):
         for gate in range(3):
             lo = gate * hidden + a
@@ -245,7 +247,7 @@ def gru_forward_lockstep(xw: Any, h0: Any, w_hh: Any, b_hh: Any) -> tuple:
     gates = np.empty((steps, n, three_h), np.float32)
     hs, hn = np.empty((steps, n, hidden), np.float32), np.empty((steps, n, hidden), np.float32)
     if unit_tiles.rows_fit(n, bounds):
-        blocks = unit_tiles.column_blocks(gate_rows_by_part(w_hh, bounds, 3))
+        blocks = unit_tiles.column_blocks(w_hh)
         args = (np.ascontiguousarray(xw, dtype=np.float32), blocks,
                 np.ascontiguousarray(b_hh, np.float32), bounds,
                 np.ascontiguousarray(h0, np.float32), gates, hs, hn)  # fmt: skip

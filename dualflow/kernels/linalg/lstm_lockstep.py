@@ -130,16 +130,18 @@ def forward_loop(gemm, block, wide, xw, w_parts, bounds, c0, h_fm, product, gate
 def rows_forward_part(xw_t, blocks, a, b, h_prev, c_prev, gates_t, hs_t, cs_t):
     """One part's forward step in the rows form (``unit_tiles.rows_fit``): its gate columns of
     ``h_prev @ W_hh^T`` straight into ``gates_t`` (N, 4H) by ``rows_product``, a block of
-    ``LANES`` columns at a time from ``blocks`` (``unit_tiles.column_blocks`` of the part rows);
+    ``LANES`` columns at a time from ``blocks`` (``unit_tiles.column_blocks`` of ``W_hh``: the
+    block of gate columns ``[c, c + LANES)`` is ``blocks[c // LANES]``);
     then, row by row, the step's input projections added (``xw + product``, as the cell of
     ``lstm_cell_part`` adds them) and its units' cell, h written to ``hs_t``, which the next
     step reads as it is: no transposes."""
     units, n, hidden = b - a, hs_t.shape[0], hs_t.shape[1]
     for block in range(4 * units // LANES):
         gate, unit = divmod(block * LANES, units)
+        column = gate * hidden + a + unit
         rows_product(1, n, hidden, h_prev.ctypes.data, hidden,
-                     blocks[4 * a // LANES + block].ctypes.data,
-                     gates_t[0, gate * hidden + a + unit :].ctypes.data, 4 * hidden)  # fmt: skip
+                     blocks[column // LANES].ctypes.data, gates_t[0, column:].ctypes.data,
+                     4 * hidden)  # fmt: skip
     for r in range(n):
         gr, xr = gates_t[r], xw_t[r]
         for gate in range(4):
@@ -272,7 +274,7 @@ def lstm_forward_lockstep(xw: Any, h0: Any, c0: Any, w_hh: Any) -> tuple:
     gates, hs, cs = (np.empty((steps, n, f), np.float32) for f in (four_h, hidden, hidden))
     xw, c0 = np.ascontiguousarray(xw, dtype=np.float32), np.ascontiguousarray(c0, np.float32)
     if unit_tiles.rows_fit(n, bounds):
-        blocks = unit_tiles.column_blocks(gate_rows_by_part(w_hh, bounds, 4))
+        blocks = unit_tiles.column_blocks(w_hh)
         args = (xw, blocks, bounds, np.ascontiguousarray(h0, np.float32), c0, gates, hs, cs)
         run(cell_kernel(rows_forward_loop, "lstm_rows_forward", _INLINED), args, steps)
         return hs, cs, gates

@@ -76,9 +76,6 @@ def _transpose_into(w, out):
     to_fm(w, out)
 
 
-_TRANSPOSE: dict[str, Any] = {}
-
-
 def transposed_rows(w: np.ndarray, wide: int) -> np.ndarray:
     """``w.T`` as a float32 copy for a recurrence's backward carry (``W^T[units] @ dg^T``), its
     rows spread (``SPREAD``) where the tiles take the batch (``wide``), else C-ordered.
@@ -96,7 +93,7 @@ def transposed_rows(w: np.ndarray, wide: int) -> np.ndarray:
     out = np.empty((rows, k + (SPREAD if wide else 0)), np.float32)
     out[:, k:] = 0.0  # the spread's columns, never read by the tiles: zeros, not leftovers
     if w.size:
-        _built(_TRANSPOSE, "transpose_rows", _transpose_into)(w, out[:, :k])
+        _built("transpose_rows", _transpose_into)(w, out[:, :k])
     return out
 
 
@@ -140,11 +137,11 @@ def _blocks_into(w, out):
         to_fm(w[b * LANES : (b + 1) * LANES], out[b])
 
 
-def column_blocks(w_parts: np.ndarray) -> np.ndarray:
-    """The part-ordered gate rows ``w_parts`` (G, K) as ``rows_product``'s operand: (G / LANES,
+def column_blocks(w: np.ndarray) -> np.ndarray:
+    """A weight's rows ``w`` (G, K) as ``rows_product``'s operand for ``s @ w.T``: (G / LANES,
     K, LANES), block ``b`` holding rows ``[b * LANES, (b + 1) * LANES)`` transposed, so a tile
-    reads one contiguous block. One transposing copy (``tiles.to_fm``), so the bits are the
-    rows'.
+    reads one contiguous block (a recurrence's part takes the blocks of its units' gate rows,
+    whole vectors each). One transposing copy (``tiles.to_fm``), so the bits are the rows'.
 
     Example:
         >>> w = np.arange(2 * LANES * 3, dtype=np.float32).reshape(2 * LANES, 3)
@@ -152,10 +149,10 @@ def column_blocks(w_parts: np.ndarray) -> np.ndarray:
         >>> blocks.shape == (2, 3, LANES), blocks[1, 2, 0] == w[LANES, 2]
         (True, np.True_)
     """
-    w_parts = np.ascontiguousarray(w_parts, dtype=np.float32)
-    out = np.empty((w_parts.shape[0] // LANES, w_parts.shape[1], LANES), np.float32)
+    w = np.ascontiguousarray(w, dtype=np.float32)
+    out = np.empty((w.shape[0] // LANES, w.shape[1], LANES), np.float32)
     if out.size:
-        _built(_BLOCKS, "blocks", _blocks_into)(w_parts, out)
+        _built("blocks", _blocks_into)(w, out)
     return out
 
 
@@ -184,21 +181,23 @@ def column_slices(w: np.ndarray, vectors: int = 1) -> np.ndarray:
     wide = vectors * LANES
     out = np.empty((w.shape[1] // wide, w.shape[0], wide), np.float32)
     if out.size:
-        _built(_BLOCKS, "slices", _slices_into)(w, out)
+        _built("slices", _slices_into)(w, out)
     return out
 
 
-def _built(table: dict[str, Any], key: str, py_func: Any) -> Any:
+def _built(key: str, py_func: Any) -> Any:
+    # the packing kernels, compiled at their first need (once: ``built_once``), machine code in
+    # the signed kernels store; the stem digests this module and the tiles they inline
     from dualflow.kernels.base import numba_cache  # noqa: PLC0415 - numba, when first used
 
     def build() -> tuple[Any, str]:
         kernel = numba.njit(nogil=True, cache=False, error_model="numpy")(py_func)
         return kernel, f"k_unit_{key}_{FINGERPRINT}_{tiles.FINGERPRINT}"
 
-    return numba_cache.built_once(table, key, build)
+    return numba_cache.built_once(_KERNELS, key, build)
 
 
-_BLOCKS: dict[str, Any] = {}
+_KERNELS: dict[str, Any] = {}
 
 
 @numba.njit(inline="always")
