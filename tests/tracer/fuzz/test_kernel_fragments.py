@@ -1,6 +1,7 @@
 """Fixed fuzzer programs whose fragments take a host kernel's path, compiled as eager: batch norm
 over (1, W, N) planes runs its numba kernels forward and backward (kernels/norm), and a batch of
-sequences runs the LSTM's lockstep halves (kernels/linalg/lstm_lockstep.py)."""
+sequences runs the LSTM's lockstep halves (kernels/linalg/lstm_lockstep.py), in the rows form
+where its parts are whole vectors."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def _counted(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list:
     """Calls of ``module.name`` from now on, one entry each (it still runs)."""
     calls: list[int] = []
     function = getattr(module, name)
-    monkeypatch.setattr(module, name, lambda *a: calls.append(1) or function(*a))
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(1) or function(*a, **k))
     return calls
 
 
@@ -72,6 +73,26 @@ def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
     )
     _assert_compiled_as_eager(spec)
     assert calls  # the lockstep ran
+
+
+def test_a_batched_lstm_takes_the_rows_form_and_back_compiled_as_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # 64 units (parts of 32: whole pairs of vectors) and 16 sequences a step: the rows form both
+    # ways; then 13 sequences (not whole vectors): the feature-major loops, in the same run
+    from dualflow.kernels.linalg import unit_tiles
+
+    forward = _counted(monkeypatch, unit_tiles, "column_blocks")
+    backward = _counted(monkeypatch, unit_tiles, "column_slices")
+    spec = Spec(
+        23,
+        width=64,
+        batches=(32, 32, 26, 32),
+        body=(Piece.of("recurrent", kind="LSTM-batch"), Piece.of("unary", kind="tanh")),
+        dtype="float32",
+    )
+    _assert_compiled_as_eager(spec)
+    assert forward and backward  # the rows form ran, forward and backward
 
 
 def test_drawn_programs_with_native_parts_compile_as_eager(monkeypatch: pytest.MonkeyPatch) -> None:
