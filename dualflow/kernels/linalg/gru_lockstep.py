@@ -279,15 +279,16 @@ def gru_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     """
     gates, hn, hs, h0, w = saved
     steps, n, hidden = hs.shape
-    if unit_tiles.rows_fit(n, unit_bounds(hidden), vectors=2):
+    bounds = unit_bounds(hidden)
+    if unit_tiles.rows_fit(n, bounds, vectors=2):
         args = (gates, hn, hs, h0, *grads, unit_tiles.column_slices(w, vectors=2),
-                unit_bounds(hidden), np.zeros((n, hidden), np.float32), outs)  # fmt: skip
+                bounds, np.zeros((n, hidden), np.float32), outs)  # fmt: skip
         run(cell_kernel(rows_backward_loop, "gru_rows_backward", _INLINED), args, steps)
         return
     carry = (np.zeros((hidden, n), np.float32), np.zeros((n, hidden), np.float32))
     block, wide = row_block(n, 3 * hidden, True), unit_tiles.width(n)
     dg_fm = np.empty((2, 3 * hidden, n) if wide else (2, 0, 0), np.float32)
     wt = unit_tiles.transposed_rows(w, wide)
-    args = (sgemm(), block, wide, gates, hn, hs, h0, *grads, wt, unit_bounds(hidden), *carry,
+    args = (sgemm(), block, wide, gates, hn, hs, h0, *grads, wt, bounds, *carry,
             dg_fm, outs)  # fmt: skip
     run(cell_kernel(backward_loop, "gru_lockstep_backward", _INLINED), args, steps)

@@ -303,9 +303,10 @@ def lstm_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     """
     acts, cs, c0, w = saved
     steps, n, hidden = cs.shape
+    bounds = unit_bounds(hidden)
     wide = unit_tiles.width(n)
-    if unit_tiles.rows_fit(n, unit_bounds(hidden), vectors=2):
-        args = (acts, cs, c0, *grads, unit_tiles.column_slices(w, vectors=2), unit_bounds(hidden),
+    if unit_tiles.rows_fit(n, bounds, vectors=2):
+        args = (acts, cs, c0, *grads, unit_tiles.column_slices(w, vectors=2), bounds,
                 np.zeros((n, hidden), np.float32), outs)  # fmt: skip
         run(cell_kernel(rows_backward_loop, "lstm_rows_backward", _INLINED), args, steps)
         return
@@ -313,6 +314,6 @@ def lstm_grad_lockstep(saved: tuple, grads: tuple, outs: tuple) -> None:
     dg_fm = np.empty((2, 4 * hidden, n) if wide else (2, 0, 0), np.float32)
     block = row_block(n, 4 * hidden, True)
     wt = unit_tiles.transposed_rows(w, wide)
-    args = (sgemm(), block, wide, acts, cs, c0, *grads, wt, unit_bounds(hidden), *carry, dg_fm,
+    args = (sgemm(), block, wide, acts, cs, c0, *grads, wt, bounds, *carry, dg_fm,
             outs)  # fmt: skip
     run(cell_kernel(backward_loop, "lstm_lockstep_backward", _INLINED), args, steps)

@@ -10,6 +10,13 @@ fused multiply-adds over K in order from +0.0, whatever the part, the tile or th
 the bits depend on the shapes only. Batches of 1 to ``MAX_VECTORS`` whole vectors take them (16,
 32, 48 or 64 rows with AVX-512; 8 to 32 with AVX2); others keep OpenBLAS
 (``unit_parts.gemm_rows``).
+
+The same tiles run the rows form (``rows_product``): the operands' roles swapped, ``s`` the
+state as the op's arrays hold it (N, K) and ``v`` a contiguous block of weight columns, each
+tile writing a block of columns of all N rows where they belong (an output row stride), with
+the packs it reads made once a call (``column_blocks``, ``column_slices``; ``transposed_rows``
+for the feature-major carries). Where a part's units are whole vectors the recurrences take it
+(``rows_fit``): no step transposes its state (``lstm_lockstep``).
 """
 
 from __future__ import annotations
