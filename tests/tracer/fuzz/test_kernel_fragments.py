@@ -56,6 +56,12 @@ def test_batch_norm_over_planes_runs_its_kernel_compiled_as_eager(
     assert grad_calls  # and their backward through batch_norm_grad's
 
 
+def _batched_lstm(seed: int, units: int, batches: tuple[int, ...]) -> Spec:
+    """A float32 LSTM over rows taken as two steps of ``batch // 2`` sequences, then tanh."""
+    body = (Piece.of("recurrent", kind="LSTM-batch"), Piece.of("unary", kind="tanh"))
+    return Spec(seed, width=units, batches=batches, body=body, dtype="float32")
+
+
 def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -64,14 +70,7 @@ def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
     from dualflow.kernels.linalg import lstm_lockstep
 
     calls = _counted(monkeypatch, lstm_lockstep, "run")
-    spec = Spec(
-        17,
-        width=40,
-        batches=(32, 32, 32, 26),
-        body=(Piece.of("recurrent", kind="LSTM-batch"), Piece.of("unary", kind="tanh")),
-        dtype="float32",
-    )
-    _assert_compiled_as_eager(spec)
+    _assert_compiled_as_eager(_batched_lstm(17, 40, (32, 32, 32, 26)))
     assert calls  # the lockstep ran
 
 
@@ -84,14 +83,7 @@ def test_a_batched_lstm_takes_the_rows_form_and_back_compiled_as_eager(
 
     forward = _counted(monkeypatch, unit_tiles, "column_blocks")
     backward = _counted(monkeypatch, unit_tiles, "column_slices")
-    spec = Spec(
-        23,
-        width=64,
-        batches=(32, 32, 26, 32),
-        body=(Piece.of("recurrent", kind="LSTM-batch"), Piece.of("unary", kind="tanh")),
-        dtype="float32",
-    )
-    _assert_compiled_as_eager(spec)
+    _assert_compiled_as_eager(_batched_lstm(23, 64, (32, 32, 26, 32)))
     assert forward and backward  # the rows form ran, forward and backward
 
 
