@@ -190,10 +190,12 @@ def build(spec: Spec) -> Program:
             g = _input_gradient(loss, x, scope.params if spec.every_leaf else [])
             loss = loss + ops.sum(g * g) * spec.penalty
         loss.backward()
+        scope.run_lates("backward", env)  # may raise, the gradients written
         if clip is not None:
             clip(scope.params)
         if opt is not None:
             opt.step()
+        scope.run_lates("step", env)  # may raise, the parameters updated
         return loss.detach(), h.detach()
 
     return Program(spec, scope, step, opt)

@@ -22,6 +22,7 @@ import dualflow
 from dualflow._pending import Pending
 from dualflow._undo import UndoLog
 from dualflow.debug import check_rules
+from dualflow.tracer.eager_call import run_undoably
 from dualflow.tracer.lazy_choice import EAGER, LAZY, LazyOrEager
 from tests.tracer.fuzz.bits import first_difference
 from tests.tracer.fuzz.build import Program, build
@@ -49,6 +50,7 @@ class Run:
     program: Program
     fallbacks: list[str] = field(default_factory=list)
     left: list[str] = field(default_factory=list)  # what calls left alive of themselves
+    unrestored: list[str] = field(default_factory=list)  # raised calls that kept a write
 
 
 FALLBACK_WARNING = "from now on"  # runs eagerly / by lazy re-execution from now on
@@ -64,6 +66,24 @@ def may_fall_back(spec: Spec) -> bool:
     """
     fragments = registry()
     return any(fragments[piece.name].falls_back for piece in spec.body)
+
+
+def raises_late(spec: Spec) -> bool:
+    """Whether a fragment of ``spec`` may raise after the step wrote state (``raises_late``):
+    the eager reference then runs every call all or nothing, as a compiled call does.
+
+    Example:
+        >>> from tests.tracer.fuzz.spec import Piece
+        >>> raises_late(Spec(1, body=(Piece.of("raise_late", kind="flag", at=1, where="step"),)))
+        True
+    """
+    fragments = registry()
+    return any(fragments[piece.name].raises_late for piece in spec.body)
+
+
+def _all_or_nothing(step: Callable[..., Any]) -> Callable[..., Any]:
+    # the eager step with a compiled call's promise: every write undone when it raises
+    return lambda *args: run_undoably(step, args, {}, lambda: None)
 
 
 def run(
@@ -100,20 +120,32 @@ def _run(
         )
         if switching:
             fn._lazy_reason, fn._lazy_choice = "the fuzzer's switching runs", Alternating()
-    records, fallbacks, left = [], [], []
+    late = raises_late(spec)
+    if late and passes is None:
+        fn = _all_or_nothing(fn)
+    records, fallbacks, left, unrestored = [], [], [], []
     for call in range(spec.calls):
         if between is not None:
             between(call)
         program.before(call)
         args = program.inputs(call)
+        before = program.snapshot() if late else {}
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", RuntimeWarning)
             records.append(Record(_outcome(spec, program, fn, args, keep_outputs), {}))
         if passes is not None:  # before the snapshot reads (and so computes) every .grad
             left += left_behind(program, fn)
         records[-1].state = program.snapshot()
+        if late and records[-1].outcome[0] == "raised":
+            kept = _kept(before, records[-1])
+            unrestored += [f"call {call} raised and kept {line}" for line in kept]
         fallbacks += [str(w.message) for w in caught if FALLBACK_WARNING in str(w.message)]
-    return Run(records, fn, program, fallbacks, left)
+    return Run(records, fn, program, fallbacks, left, unrestored)
+
+
+def _kept(before: dict[str, Any], record: Record) -> list[str]:
+    """Every piece of state a raised call left other than it found it."""
+    return diff_records(Record(record.outcome, before), record)
 
 
 def _outcome(spec: Spec, program: Program, fn: Any, args: tuple, keep_outputs: bool) -> tuple:
@@ -189,7 +221,7 @@ def differences(
     """
     eager = eager if eager is not None else run(spec)
     compiled = run(spec, passes, keep_outputs, between)
-    found = diff_runs(eager, compiled)
+    found = diff_runs(eager, compiled) + eager.unrestored + compiled.unrestored
     stats = compiled.fn.stats()
     if eager.program.scope.eager_reasons:  # eager took a path a trace cannot follow
         gave_up = compiled.fn._eager_reason or compiled.fn._lazy_reason
@@ -232,7 +264,8 @@ def lazy_differences(spec: Spec, passes: str, lazy: str = "always") -> tuple[lis
     """
     eager = run(spec)
     compiled = run(spec, passes, lazy=lazy)
-    return diff_runs(eager, compiled) + compiled.left, compiled.fn.stats().lazy_plan_segments
+    found = diff_runs(eager, compiled) + compiled.left + eager.unrestored + compiled.unrestored
+    return found, compiled.fn.stats().lazy_plan_segments
 
 
 def left_behind(*roots: Any) -> list[str]:

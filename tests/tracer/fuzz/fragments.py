@@ -33,6 +33,7 @@ MODULES = (
     "tests.tracer.fuzz.remaining_ops",
     "tests.tracer.fuzz.indexing_syntax",
     "tests.tracer.fuzz.modes",
+    "tests.tracer.fuzz.late_raise",
 )
 
 
@@ -55,7 +56,8 @@ class Fragment:
     may differentiate through it twice; ``weight`` how often the generator picks it;
     ``falls_back`` whether its statement may make a compiled step run eagerly from then on (with
     one RuntimeWarning): the comparison then expects that fallback exactly when eager reached it
-    (``Scope.eager_reasons``).
+    (``Scope.eager_reasons``); ``raises_late`` whether its statement may raise after the step
+    wrote state (the eager reference then runs each call all or nothing, as compiled calls do).
     """
 
     name: str
@@ -65,6 +67,7 @@ class Fragment:
     double_backward: bool = True
     weight: int = 1
     falls_back: bool = False
+    raises_late: bool = False
 
 
 _REGISTRY: dict[str, Fragment] = {}

@@ -44,6 +44,9 @@ class Scope:
     extras: dict[str, Callable[[], Any]] = field(default_factory=dict)
     hooks: list[Callable[[int], None]] = field(default_factory=list)
     preludes: list[Callable[[Env], None]] = field(default_factory=list)
+    # checks run after the step's backward or its optimizer step (``late``): they may raise
+    # after the step wrote its gradients or its parameters
+    lates: dict[str, list[Callable[[Env], None]]] = field(default_factory=dict)
     # why a statement ran a path a compiled step cannot trace (a boolean mask read): appended
     # when it runs, so the eager run tells whether the compiled one must have fallen back
     eager_reasons: list[str] = field(default_factory=list)
@@ -96,6 +99,16 @@ class Scope:
     def prelude(self, check: Callable[[Env], None]) -> None:
         """Run ``check(env)`` first in the step, before it writes anything (it may raise)."""
         self.preludes.append(check)
+
+    def late(self, where: str, check: Callable[[Env], None]) -> None:
+        """Run ``check(env)`` after the training step's ``backward`` or its optimizer ``step``
+        (``where``); it may raise with the step's writes made."""
+        self.lates.setdefault(where, []).append(check)
+
+    def run_lates(self, where: str, env: Env) -> None:
+        """The ``late`` checks registered for ``where``, in order."""
+        for check in self.lates.get(where, ()):
+            check(env)
 
     def between_calls(self, hook: Callable[[int], None]) -> None:
         """Run ``hook(call_index)`` before every call (outside the step): mutations of the

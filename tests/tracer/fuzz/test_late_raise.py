@@ -1,0 +1,65 @@
+"""The fuzzer's ``raise_late`` dimension: steps that raise after they wrote state (in the
+forward, after ``backward``, after the optimizer's step), compiled against the eager step run
+all or nothing: the same error, and every piece of state as before the call, on both sides."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.tracer.fuzz import compare
+from tests.tracer.fuzz.build import OPTIMIZERS
+from tests.tracer.fuzz.compare import differences, lazy_differences, raises_late, run
+from tests.tracer.fuzz.spec import Piece, Spec
+
+WRITES = (
+    Piece.of("dropout", ratio=0.3),
+    Piece.of("batchnorm"),
+    Piece.of("assign", kind="write_then_read", shape="row"),
+)
+
+
+def _spec(optimizer: str, where: str, kind: str = "flag", penalty: float = 0.0) -> Spec:
+    late = Piece.of("raise_late", kind=kind, at=2, where=where)
+    return Spec(
+        5,
+        width=16,
+        batches=(8, 8, 8, 8, 6),
+        body=(*WRITES, late, Piece.of("unary", kind="tanh")),
+        optimizer=optimizer,
+        loss="xent",
+        penalty=penalty,
+    )
+
+
+@pytest.mark.parametrize("where", ["statement", "backward", "step"])
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_a_step_raising_after_its_writes_leaves_the_state_it_found(
+    optimizer: str, where: str
+) -> None:
+    spec = _spec(optimizer, where)
+    eager = run(spec)
+    assert [r.outcome[0] for r in eager.records].count("raised") == 1  # call 2, flagged
+    assert eager.unrestored == []  # the reference's undo put everything back
+    for passes in ("O0", "exact"):
+        assert differences(spec, passes, eager=eager) == [], (optimizer, where, passes)
+
+
+@pytest.mark.parametrize("where", ["backward", "step"])
+def test_a_data_dependent_late_raise_with_double_backward_by_every_path(where: str) -> None:
+    spec = _spec("adam", where, kind="data", penalty=0.1)
+    assert differences(spec, "O0") == []
+    for lazy in ("always", "switching"):
+        found, _ = lazy_differences(spec, "O0", lazy)
+        assert found == [], lazy
+
+
+def test_the_check_names_what_a_raised_call_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the check itself: the eager step run plainly (PyTorch's behaviour, no undo) keeps the
+    # optimizer's updates of the call that raised after them, and ``unrestored`` names them
+    spec = _spec("sgd", "step")
+    assert raises_late(spec) and not raises_late(Spec(1))
+    monkeypatch.setattr(compare, "_all_or_nothing", lambda step: step)
+    kept = run(spec).unrestored
+    assert all(line.startswith("call 2 raised and kept ") for line in kept)
+    named = {line.split(" kept ")[1].split(":")[0] for line in kept}
+    assert {"param0", "param0.grad", "generator", "module0.running_mean"} <= named
