@@ -11,6 +11,7 @@ A compiled step must retrace, replay or re-run exactly as eager does.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -183,25 +184,32 @@ def _raise_draw(draw: Any, ctx: Context) -> dict[str, Any]:
     return {"kind": draw(st.sampled_from(["flag", "data"])), "at": draw(st.integers(1, 4))}
 
 
-def _raising(scope: Scope, piece: Piece) -> Statement:
-    """Raise before the step writes anything (a prelude): on a flagged call, or when the data
-    say so. Eagerly nothing was written either, so compiled and eager state must agree."""
+def raising_check(scope: Scope, piece: Piece, when: str = "") -> Callable[[Any], None]:
+    """A check that raises on the piece's call ``at`` (a Python flag set between calls) or,
+    for ``kind="data"``, when a value of the input is above 2.5 (read to the host); ``when``
+    ends its messages."""
     flag = types.SimpleNamespace(on=False)
-    at = piece.get("at")
+    at, suffix = piece.get("at"), f" ({when})" if when else ""
     scope.between_calls(lambda call: setattr(flag, "on", call == at))
     if piece.get("kind") == "flag":
 
         def check(env: Any) -> None:
             if flag.on:
-                raise ValueError(f"the batch of call {at} is refused")
+                raise ValueError(f"the batch of call {at} is refused{suffix}")
 
     else:
 
         def check(env: Any) -> None:
             if bool(ops.max(env.x) > 2.5):
-                raise ValueError("an input value above 2.5")
+                raise ValueError(f"an input value above 2.5{suffix}")
 
-    scope.prelude(check)
+    return check
+
+
+def _raising(scope: Scope, piece: Piece) -> Statement:
+    """Raise before the step writes anything (a prelude): on a flagged call, or when the data
+    say so. Eagerly nothing was written either, so compiled and eager state must agree."""
+    scope.prelude(raising_check(scope, piece))
     return lambda h, env: h
 
 

@@ -12,12 +12,11 @@ compiled call's, against the state before the call.
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 from hypothesis import strategies as st
 
-from dualflow import ops
+from tests.tracer.fuzz.environment import raising_check
 from tests.tracer.fuzz.fragments import Context, Fragment, Statement, register
 from tests.tracer.fuzz.scope import Env, Scope
 from tests.tracer.fuzz.spec import Piece
@@ -33,31 +32,10 @@ def _draw(draw: Any, ctx: Context) -> dict[str, Any]:
     }
 
 
-def _check(scope: Scope, piece: Piece) -> Any:
-    """The check raising on call ``at`` (a Python flag set between calls) or when the data
-    say so (a value of the input above 2.5, read to the host)."""
-    flag = types.SimpleNamespace(on=False)
-    at, where = piece.get("at"), piece.get("where")
-    scope.between_calls(lambda call: setattr(flag, "on", call == at))
-    if piece.get("kind") == "flag":
-
-        def check(env: Env) -> None:
-            if flag.on:
-                raise ValueError(f"call {at} refused after its writes ({where})")
-
-    else:
-
-        def check(env: Env) -> None:
-            if bool(ops.max(env.x) > 2.5):
-                raise ValueError(f"an input value above 2.5, seen after the writes ({where})")
-
-    return check
-
-
 def _raising(scope: Scope, piece: Piece) -> Statement:
     """The statement raises where it stands, or registers the check after ``backward`` or the
     optimizer's step (``Scope.late``) and passes the activation on."""
-    check = _check(scope, piece)
+    check = raising_check(scope, piece, f"after the step's writes, {piece.get('where')}")
     if piece.get("where") != "statement":
         scope.late(piece.get("where"), check)
         return lambda h, env: h
