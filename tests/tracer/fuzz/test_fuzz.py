@@ -219,7 +219,19 @@ def test_rule_checks_see_both_rules_and_hold() -> None:
     assert differences(spec, "exact") == []
 
 
-@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+# the default run keeps one optimizer of each kind of state (none, moments, a clip, a schedule,
+# a centred average); every optimizer runs with batch norm, dropout and assign in the default
+# run too (test_late_raise.py, without the penalty), and all of these with -m slow
+DEFAULT_RUN_OPTIMIZERS = ("sgd", "adam", "adam_clip_norm", "sgd_steplr", "rmsprop_centered")
+
+
+@pytest.mark.parametrize(
+    "optimizer",
+    [
+        name if name in DEFAULT_RUN_OPTIMIZERS else pytest.param(name, marks=pytest.mark.slow)
+        for name in sorted(OPTIMIZERS)
+    ],
+)
 def test_bn_dropout_assign_and_double_backward_with_every_optimizer(optimizer: str) -> None:
     spec = Spec(
         11,

@@ -73,7 +73,11 @@ def test_the_fragments_run_the_ops_they_were_written_for(monkeypatch: pytest.Mon
 
 @pytest.mark.parametrize(
     ("dtype", "mode", "penalty"),
-    [("float32", "train", 0.1), ("float64", "train", 0.0), ("float32", "eval", 0.0)],
+    [
+        ("float32", "train", 0.1),  # the default run: the penalty's double backward too
+        pytest.param("float64", "train", 0.0, marks=pytest.mark.slow),
+        pytest.param("float32", "eval", 0.0, marks=pytest.mark.slow),
+    ],
 )
 def test_indexing_and_mode_fragments_in_one_program_are_bit_identical(
     dtype: str, mode: str, penalty: float
