@@ -18,18 +18,19 @@ from tests.tracer.fuzz.spec import Piece
 
 def _recurrent(scope: Scope, piece: Piece) -> Statement:
     """The rows as one sequence through a one-layer RNN, GRU or LSTM (hidden size = width), or
-    ("LSTM-batch") as a batch of sequences: two steps of half the rows each (one step of all of
-    them for an odd count), which is how larger activations reach the LSTM's lockstep halves
-    (``kernels/linalg/lstm_lockstep.py``: 8 rows or more, 32 units or more)."""
+    ("LSTM-batch", "GRU-batch") as a batch of sequences: two steps of half the rows each (one
+    step of all of them for an odd count), which is how larger activations reach the lockstep
+    halves (``kernels/linalg/lstm_lockstep.py``, ``gru_lockstep.py``: 8 rows or more, 32 units
+    or more) and their rows form (whole vectors of sequences)."""
     kind, w = piece.get("kind"), scope.width
-    batched = kind == "LSTM-batch"
-    layer = scope.module(getattr(nn, "LSTM" if batched else kind)(w, w, batch_first=not batched))
+    batched = kind.endswith("-batch")
+    layer = scope.module(getattr(nn, kind.removesuffix("-batch"))(w, w, batch_first=not batched))
 
     def statement(h: Any, env: Any) -> Any:
         rows = h.shape[0]
         steps = 2 if batched and rows % 2 == 0 else 1
         shape = (steps, rows // steps, h.shape[1]) if batched else (1, *h.shape)
-        out, _ = layer(ops.reshape(h, shape))  # LSTM's state is a pair: dropped too
+        out, _ = layer(ops.reshape(h, shape))  # the last state (LSTM's a pair): dropped
         return h + ops.reshape(out, h.shape) * 0.5
 
     return statement
@@ -86,7 +87,9 @@ def _image(scope: Scope, piece: Piece) -> Statement:
 
 def _register_all() -> None:
     for fragment in (
-        Fragment("recurrent", draw_kind("RNN", "GRU", "LSTM", "LSTM-batch"), _recurrent),
+        Fragment(
+            "recurrent", draw_kind("RNN", "GRU", "LSTM", "LSTM-batch", "GRU-batch"), _recurrent
+        ),
         Fragment("attention", draw_kind("multihead", "encoder"), _attention),
         Fragment("norm", draw_kind("group", "instance"), _norm),
         Fragment("image", draw_kind("shuffle", "transpose"), _image),

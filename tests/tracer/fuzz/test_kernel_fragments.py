@@ -55,9 +55,10 @@ def test_batch_norm_over_planes_runs_its_kernel_compiled_as_eager(
     assert grad_calls  # and their backward through batch_norm_grad's
 
 
-def _batched_lstm(seed: int, units: int, batches: tuple[int, ...]) -> Spec:
-    """A float32 LSTM over rows taken as two steps of ``batch // 2`` sequences, then tanh."""
-    body = (Piece.of("recurrent", kind="LSTM-batch"), Piece.of("unary", kind="tanh"))
+def _batched_lstm(seed: int, units: int, batches: tuple[int, ...], kind: str = "LSTM") -> Spec:
+    """A float32 LSTM (or ``kind``) over rows taken as two steps of ``batch // 2`` sequences,
+    then tanh."""
+    body = (Piece.of("recurrent", kind=f"{kind}-batch"), Piece.of("unary", kind="tanh"))
     return Spec(seed, width=units, batches=batches, body=body, dtype="float32")
 
 
@@ -84,6 +85,21 @@ def test_a_batched_lstm_takes_the_rows_form_and_back_compiled_as_eager(
     backward = _counted(monkeypatch, unit_tiles, "column_slices")
     _assert_compiled_as_eager(_batched_lstm(23, 64, (32, 32, 26, 32)))
     assert forward and backward  # the rows form ran, forward and backward
+
+
+def test_a_batched_gru_takes_the_rows_form_and_back_compiled_as_eager(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # the GRU's lockstep (kernels/linalg/gru_lockstep.py) the same way: 64 units, 16 sequences a
+    # step in the rows form both ways, 13 in the feature-major loops
+    from dualflow.kernels.linalg import gru_lockstep, unit_tiles
+
+    runs = _counted(monkeypatch, gru_lockstep, "run")
+    forward = _counted(monkeypatch, unit_tiles, "column_blocks")
+    backward = _counted(monkeypatch, unit_tiles, "column_slices")
+    _assert_compiled_as_eager(_batched_lstm(29, 64, (32, 32, 26, 32), kind="GRU"))
+    assert forward and backward  # the rows form ran, forward and backward
+    assert len(runs) > len(forward) + len(backward)  # and the feature-major loops too
 
 
 def test_drawn_programs_with_native_parts_compile_as_eager(monkeypatch: pytest.MonkeyPatch) -> None:
