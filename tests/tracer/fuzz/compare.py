@@ -341,16 +341,18 @@ def rule_violations(spec: Spec, passes: str = "O2") -> tuple[list[str], set[str]
     return violations, rules
 
 
-def compiled_as_eager(spec: Spec, passes: tuple[str, ...] = ("O0", "exact")) -> list[str]:
-    """Every mismatch of ``spec`` compiled with each of ``passes`` against one eager run (each
-    line names its passes).
+def compiled_as_eager(
+    spec: Spec, passes: tuple[str, ...] = ("O0", "exact"), eager: Run | None = None
+) -> list[str]:
+    """Every mismatch of ``spec`` compiled with each of ``passes`` against one eager run (``eager``
+    when given; each line names its passes).
 
     Example:
         >>> from tests.tracer.fuzz.spec import Piece
         >>> compiled_as_eager(Spec(2, body=(Piece.of("unary", kind="tanh"),)))
         []
     """
-    eager = run(spec)
+    eager = eager if eager is not None else run(spec)
     return [f"{p}: {line}" for p in passes for line in differences(spec, p, eager=eager)]
 
 
@@ -361,9 +363,7 @@ def assert_matches_eager(spec: Spec) -> None:
         >>> from tests.tracer.fuzz.spec import Piece
         >>> assert_matches_eager(Spec(3, body=(Piece.of("unary", kind="tanh"),)))
     """
-    eager = run(spec)  # one eager run serves both comparisons
-    for passes in ("O0", "exact"):
-        found = differences(spec, passes, eager=eager)
-        assert found == [], f"{spec!r} at {passes}:\n" + "\n".join(found[:10])
+    found = compiled_as_eager(spec)
+    assert found == [], f"{spec!r}:\n" + "\n".join(found[:10])
     violations, _ = rule_violations(spec)
     assert violations == [], f"{spec!r}:\n" + "\n".join(violations[:10])
