@@ -92,7 +92,18 @@ class BroadcastTo:
         return sum_to(gy, ctx.in_shapes[0])
 
 
-@primitive("sum_to", check_eager=False)
+def _sum_to_aliasing(shapes: list[tuple[int, ...]], attrs: dict[str, Any]) -> str:
+    """``sum_to`` returns its input itself when there is nothing to sum (the shape is the
+    input's), else a new array: a sum (numpy's or ``channel_sums``') or a reshape of one.
+
+    Example:
+        >>> [_sum_to_aliasing([(2, 3)], {"shape": s}) for s in ((1, 3), (2, 3))]
+        ['fresh', 'view']
+    """
+    return "view" if tuple(attrs["shape"]) == tuple(shapes[0]) else "fresh"
+
+
+@primitive("sum_to", check_eager=False, aliasing_rule=_sum_to_aliasing)
 class SumTo:
     """Sum over broadcast dimensions so the result has ``shape`` (undoes ``broadcast_to``)."""
 

@@ -174,9 +174,12 @@ def _view(raw: Any, value: Value) -> Any:
 
 
 def _kind(node: Node) -> str:
-    """The op's ``aliasing`` fact: "fresh" (new memory), "view" (of an input) or "unknown"."""
+    """The op's aliasing for this node: "fresh" (new memory), "view" (of an input) or
+    "unknown" (``OpDef.aliasing_of``: its rule where the answer depends on the shapes)."""
     op = OPS.get(node.op)
-    return "unknown" if op is None else op.aliasing
+    if op is None:
+        return "unknown"
+    return op.aliasing_of([v.shape for v in node.value_inputs], node.attrs)
 
 
 def alias_roots(graph: Graph, with_state: bool = False) -> dict[Value, frozenset[Value]]:

@@ -3,8 +3,10 @@
 Lazy re-execution (issue 35) trusts two facts without data: ``aliasing="fresh"`` (the result
 never shares memory with an input, so it is a plan output, not re-made by the op's kernel after
 the plan) and a ``layout`` rule that says ``"C"`` (backward formulas choose by layout, and a
-recorded result answers ``flags`` from the fact). Every op call made by every op-table sample,
-forward and backward, is watched: a fact that is wrong for one call fails here.
+recorded result answers ``flags`` from the fact); the memory planner trusts an op's per-call
+``aliasing_rule`` too (a "fresh" result's buffer is the op's own, not an output's). Every op
+call made by every op-table sample, forward and backward, is watched: a fact that is wrong for
+one call fails here.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 import dualflow
 from dualflow.autograd.eager import EAGER
 from dualflow.graph_ir.layout import RULES, array_layout
+from dualflow.ops import OPS
 from dualflow.ops.dispatch import interpreting
 from dualflow.tensor.core import Tensor
 from tests.opinfo import OP_INFOS
@@ -31,6 +34,7 @@ class _Watch:
     def __init__(self) -> None:
         self.broken: dict[str, list[str]] = defaultdict(list)
         self.seen: set[str] = set()
+        self.ruled: dict[str, set[str]] = defaultdict(set)  # what each aliasing rule answered
 
     def apply(self, op, args, attrs):
         out = EAGER.apply(op, args, attrs)
@@ -39,8 +43,11 @@ class _Watch:
         ins = [a for a in arrays if isinstance(a, np.ndarray)]
         for o in out if isinstance(out, tuple) else (out,):
             result = o.raw_array
-            if op.aliasing == "fresh" and any(np.shares_memory(result, i) for i in ins):
-                self.broken[op.name].append(f"aliasing='fresh' but shares an input {attrs}")
+            kind = op.aliasing_of([i.shape for i in ins], attrs)  # the rule's, per call
+            if kind == "fresh" and any(np.shares_memory(result, i) for i in ins):
+                self.broken[op.name].append(f"aliasing 'fresh' but shares an input {attrs}")
+            if op.aliasing_rule is not None:
+                self.ruled[op.name].add(kind)
             layouts = [array_layout(a) if hasattr(a, "shape") else "C" for a in arrays]
             says_c = RULES[op.layout](layouts) == "C"
             if says_c and result.size > 1 and not result.flags.c_contiguous:
@@ -86,3 +93,10 @@ def test_memory_facts_hold_for_every_call(watched: _Watch) -> None:
 def test_the_watch_saw_the_ops_whose_facts_lazy_re_execution_trusts(watched: _Watch) -> None:
     for name in ("conv2d", "batch_norm", "softmax", "dropout_mask", "max_pool2d", "matmul"):
         assert name in watched.seen
+
+
+def test_every_aliasing_rule_answered_both_ways_over_the_op_table(watched: _Watch) -> None:
+    # a rule that said "fresh" and was checked above, and said otherwise for some call too:
+    # the op table reaches both of its answers (sum_to: a reduction and the identity)
+    ruled = [op.name for op in OPS.values() if op.aliasing_rule is not None]
+    assert ruled and all(len(watched.ruled[name]) == 2 for name in ruled), dict(watched.ruled)
