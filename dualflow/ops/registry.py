@@ -126,21 +126,6 @@ class OpDef:
             return tuple(self.inplace_rule(attrs, count)) if output == 0 else ()
         return tuple(j for i, j in self.inplace if i == output and j < count)
 
-    def aliasing_of(self, shapes: list[tuple[int, ...]], attrs: dict[str, Any]) -> str:
-        """Whether a call with inputs of ``shapes`` returns new memory (``"fresh"``), a view of
-        an input (``"view"``) or either (``"unknown"``): ``aliasing_rule``'s answer where the op
-        has one, else ``aliasing``.
-
-        Example:
-            >>> OPS["sum_to"].aliasing_of([(4, 3)], {"shape": (3,)})
-            'fresh'
-            >>> OPS["sum_to"].aliasing_of([(4, 3)], {"shape": (4, 3)})
-            'view'
-        """
-        if self.aliasing_rule is not None:
-            return self.aliasing_rule(shapes, attrs)
-        return self.aliasing
-
     def __repr__(self) -> str:
         return f"<op {self.name}>"
 
@@ -173,11 +158,7 @@ FACTS: dict[str, tuple[Any, str]] = {
     "inplace": ((), "(output, input) pairs that may share a buffer when the input dies"),
     "inplace_rule": (None, "inplace pairs that depend on attrs: f(attrs, count) -> inputs"),
     "aliasing": ("unknown", "'fresh': new memory; 'view': a view of an input; 'unknown': both"),
-    "aliasing_rule": (
-        None,
-        "aliasing that depends on the call: f(input shapes, attrs) -> 'fresh', 'view' or "
-        "'unknown' (``aliasing_of``); None: ``aliasing``",
-    ),
+    "aliasing_rule": (None, "aliasing per call: f(input shapes, attrs) -> one of aliasing's"),
     "layout": (
         "any",
         "result layout: 'C', 'operands' (C if all are), 'elementwise' (C if all are C or "

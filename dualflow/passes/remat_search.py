@@ -23,8 +23,8 @@ from dualflow.graph_ir.rewrite import rebuild, rewire
 from dualflow.ops.registry import OPS
 from dualflow.ops.value_errors import may_raise_on_values
 from dualflow.passes.remat_cost import node_cost
+from dualflow.runtime.aliasing import alias_roots
 from dualflow.runtime.donation import donations
-from dualflow.runtime.memory import alias_roots
 
 MAX_DEPTH = 6  # how far back a chain of copies may reach (a conv, its bias, BN, ReLU, a view)
 TRIES = 8  # candidates tried at one peak before giving up on it

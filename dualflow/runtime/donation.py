@@ -10,7 +10,7 @@ from __future__ import annotations
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.ops.registry import OPS
 from dualflow.ops.value_errors import may_raise_on_values
-from dualflow.runtime.memory import alias_roots
+from dualflow.runtime.aliasing import alias_roots
 from dualflow.runtime.out_forward import inplace_inputs, writes_out, writes_outs
 
 

@@ -16,6 +16,7 @@ import numpy as np
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.layout import surely_strided
 from dualflow.ops.registry import OPS
+from dualflow.runtime.aliasing import alias_roots
 from dualflow.runtime.out_forward import inplace_inputs, writes_out
 from dualflow.runtime.recycle import run_outputs
 
@@ -171,43 +172,6 @@ def _key(buffer: int, value: Value) -> tuple:
 
 def _view(raw: Any, value: Value) -> Any:
     return raw[: value.nbytes].view(value.dtype).reshape(value.shape)
-
-
-def _kind(node: Node) -> str:
-    """The op's aliasing for this node: "fresh" (new memory), "view" (of an input) or
-    "unknown" (``OpDef.aliasing_of``: its rule where the answer depends on the shapes)."""
-    op = OPS.get(node.op)
-    if op is None:
-        return "unknown"
-    return op.aliasing_of([v.shape for v in node.value_inputs], node.attrs)
-
-
-def alias_roots(graph: Graph, with_state: bool = False) -> dict[Value, frozenset[Value]]:
-    """Node output -> the node outputs owning memory it may share (itself if it owns some).
-
-    Ops of unknown ``aliasing`` are assumed to both allocate and alias their inputs (safe side).
-    ``with_state`` also counts each state value as the owner of its own memory (donation asks
-    which values may be views of a state array).
-
-    Example:
-        >>> from dualflow.graph_ir.builder import GraphBuilder
-        >>> b = GraphBuilder("f"); x = b.input((2, 3), "float32")
-        >>> (y,) = b.node("exp", [x]); (t,) = b.node("transpose", [y], {"axes": (1, 0)})
-        >>> alias_roots(b.build())[t] == {y}
-        True
-    """
-    roots: dict[Value, frozenset[Value]] = (
-        {s: frozenset({s}) for s in graph.state} if with_state else {}
-    )
-    for node in graph.nodes:
-        kind = _kind(node)
-        inherited = frozenset().union(*(roots.get(v, frozenset()) for v in node.value_inputs))
-        for out in node.outputs:
-            if kind == "fresh":
-                roots[out] = frozenset({out})
-            else:
-                roots[out] = inherited if kind == "view" else inherited | {out}
-    return roots
 
 
 def _release(graph: Graph, roots: dict[Value, frozenset[Value]]) -> dict[Value, int]:

@@ -22,6 +22,7 @@ from dualflow.autograd.eager import EAGER
 from dualflow.graph_ir.layout import RULES, array_layout
 from dualflow.ops import OPS
 from dualflow.ops.dispatch import interpreting
+from dualflow.runtime.aliasing import aliasing_of
 from dualflow.tensor.core import Tensor
 from tests.opinfo import OP_INFOS
 
@@ -43,7 +44,7 @@ class _Watch:
         ins = [a for a in arrays if isinstance(a, np.ndarray)]
         for o in out if isinstance(out, tuple) else (out,):
             result = o.raw_array
-            kind = op.aliasing_of([i.shape for i in ins], attrs)  # the rule's, per call
+            kind = aliasing_of(op, [i.shape for i in ins], attrs)  # the rule's, per call
             if kind == "fresh" and any(np.shares_memory(result, i) for i in ins):
                 self.broken[op.name].append(f"aliasing 'fresh' but shares an input {attrs}")
             if op.aliasing_rule is not None:

@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 
 from dualflow.bench.harness import peak_memory
 from dualflow.graph_ir import Graph, GraphBuilder, interpret, verify
-from dualflow.graph_ir.ir import Value
 from dualflow.passes.fuse import fuse
 from dualflow.runtime import lower
 from dualflow.runtime import memory as memory_module
-from dualflow.runtime.memory import alias_roots, plan_memory
+from dualflow.runtime.aliasing import alias_roots
+from dualflow.runtime.memory import plan_memory
 
 _UNARY = ("exp", "tanh", "negative", "relu", "sqrt", "abs", "sigmoid", "leaky_relu")
 _BINARY = ("add", "subtract", "multiply", "maximum")
@@ -179,48 +179,6 @@ def test_a_view_keeps_its_base_buffer_alive() -> None:
     _same(lower(graph).run([xs], []).outputs, interpret(graph, [xs]).outputs)
 
 
-def _bias_gradient(shape: tuple[int, ...], rows: int = 6) -> tuple[Graph, Value, Value]:
-    """A gradient ``g`` (``h * gy``) summed by ``sum_to`` into ``shape`` (a bias gradient when
-    it is smaller than g), returned: (graph, g, the sum)."""
-    b = GraphBuilder("bias_grad")
-    h, gy = b.input((rows, 5), "float32", "h"), b.input((rows, 5), "float32", "gy")
-    (g,) = b.node("multiply", [h, gy])
-    (summed,) = b.node("sum_to", [g], {"shape": shape})
-    b.output(summed)
-    return verify(b.build()), g, summed
-
-
-@pytest.mark.parametrize("shape", [(5,), (1, 5), (6, 1)])
-def test_a_sum_to_that_sums_returns_new_memory_so_its_input_is_pooled(shape) -> None:
-    # sum_to's aliasing rule: a reduction's result is its own array, so the value it sums
-    # (every bias gradient's producer) takes a pooled buffer, not the output's per-run one
-    graph, g, summed = _bias_gradient(shape)
-    assert alias_roots(graph)[summed] == {summed}
-    memory = plan_memory(graph)
-    assert g not in memory.fresh and [r.how for r in memory.rows if r.value == g.id] == ["new"]
-    rng = np.random.default_rng(0)
-    inputs = [rng.normal(size=(6, 5)).astype(np.float32) for _ in range(2)]
-    result = lower(graph).run(inputs, [])
-    _same(result.outputs, interpret(graph, inputs).outputs)
-    assert not np.shares_memory(result.outputs[0], lower(graph).run(inputs, []).outputs[0])
-
-
-@pytest.mark.parametrize("rows", [6, 4096])  # a small output, and one with a per-run buffer
-def test_a_sum_to_of_the_same_shape_is_its_input_so_that_input_is_the_output(rows) -> None:
-    graph, g, summed = _bias_gradient((rows, 5), rows)  # nothing to sum: sum_to returns g
-    assert alias_roots(graph)[summed] == {g}
-    memory = plan_memory(graph)  # g is the output: never a pooled buffer a later run reuses
-    assert all(r.how in ("output", "lent") for r in memory.rows if r.value == g.id)
-    assert (g in memory.fresh) == (g.nbytes >= memory_module.FRESH_MIN_BYTES)
-    rng = np.random.default_rng(1)
-    inputs = [rng.normal(size=(rows, 5)).astype(np.float32) for _ in range(2)]
-    plan = lower(graph)
-    first = plan.run(inputs, []).outputs[0]
-    kept = first.copy()
-    plan.run([-x for x in inputs], [])  # a later run never writes over a returned output
-    _same([first], [kept])
-
-
 def _mlp(layers: int = 8, batch: int = 256, width: int = 512) -> tuple[Graph, list, list]:
     rng = np.random.default_rng(0)
     b = GraphBuilder("mlp")
@@ -237,6 +195,10 @@ def _mlp(layers: int = 8, batch: int = 256, width: int = 512) -> tuple[Graph, li
 
 def test_measured_peak_matches_the_prediction_on_an_mlp() -> None:
     graph, inputs, state = _mlp()
+    # the process's own first-use work (a kernel loaded from the store at its first call, e.g.
+    # the native crew's wake-up after a GEMM once an earlier test started the crew) runs here,
+    # in another plan of the graph, so the peaks below are this plan's alone
+    lower(graph).run(inputs, state)
     plan = lower(graph)
     act = 256 * 512 * 4
     # matmul and add+relu in place, ping-pong between one pooled buffer and the returned

@@ -176,32 +176,6 @@ def test_results_do_not_alias_graph_constants() -> None:
     assert compiled(x)[1].tolist() == [1.0, 2.0]
 
 
-def test_sum_to_results_of_both_kinds_stay_as_returned_across_calls() -> None:
-    # sum_to's aliasing rule (the memory plan): a reduction is new memory, so the product it
-    # sums takes a pooled buffer; the identity returns that product itself, which therefore
-    # owns a per-run buffer (256 x 64 float32: above the per-run size) a later call never
-    # writes over. Both kinds returned, compiled at O0 and by default, equal eager's.
-    def step(x: Any, w: Any) -> Any:
-        g = x * w
-        h = ops.relu(x) * w
-        return ops.sum_to(g, (1, 64)), ops.sum_to(g, g.shape), ops.sum_to(h, (64,))
-
-    rng = np.random.default_rng(0)
-    calls = [[_t(rng.normal(size=s).astype(np.float32)) for s in ((256, 64), (64,))]]
-    calls.append([_t(rng.normal(size=s).astype(np.float32)) for s in ((256, 64), (64,))])
-    for passes in ("O0", None):
-        compiled = dualflow.compile(step, passes=passes) if passes else dualflow.compile(step)
-        firsts = [compiled(*args) for args in calls]  # the second call after the first's result
-        kept = [tuple(t.numpy().copy() for t in first) for first in firsts]
-        compiled(*calls[0])  # a third call: the first two results stay as they were returned
-        rows = compiled.history[-1].plan.memory.rows  # g the output's, h's products pooled
-        assert rows[0].how == "output" and "new" in [r.how for r in rows[1:]]
-        for args, first, copy in zip(calls, firsts, kept):
-            assert_same(first, step(*args))
-            assert_same(tuple(t.numpy() for t in first), copy)
-        check_all_traces(compiled)
-
-
 def test_view_of_state_read_after_assign_matches_eager() -> None:
     def make() -> Any:
         w = _t([1.0, 2.0])
