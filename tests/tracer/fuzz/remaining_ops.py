@@ -2,8 +2,8 @@
 padding, products, normal samples from the program's generator, ``arange``/``full`` constants,
 ``clone`` (and an in-place write of the copy), ``expm1``, ``atan``, ``log``, tanh-approximated GELU,
 ``stop_gradient``, ``flip``, ``argmin`` and ``<=`` (ops a sweep of eager fuzz runs never reached;
-issue 18, eleventh session). Each statement maps an activation (batch, width) to the same shape,
-like ``library``'s.
+issue 18, eleventh session), and ``sum_to`` called directly (its identity form too). Each
+statement maps an activation (batch, width) to the same shape, like ``library``'s.
 """
 
 from __future__ import annotations
@@ -114,6 +114,28 @@ def _order(scope: Scope, piece: Piece) -> Statement:
     return lambda h, env: ops.where(h <= 0.2, h * 0.5, ops.sigmoid(h))
 
 
+def _sum_to(scope: Scope, piece: Piece) -> Statement:
+    """``sum_to`` of an elementwise value: over the batch to (1, width) or over the row to
+    (batch, 1), added back; or to its own shape (``identity``: sum_to returns the value itself,
+    read again after new values were made, which a memory plan taking sum_to's result for new
+    memory would have written over the value's buffer)."""
+    kind = piece.get("kind")
+    if kind == "identity":
+
+        def identity(h: Any, env: Any) -> Any:
+            same = ops.sum_to(h * 0.5 + ops.tanh(h), tuple(h.shape))
+            later = ops.sigmoid(h) * 2.0 - ops.exp(h * -0.5)
+            return same * later + same
+
+        return identity
+
+    def statement(h: Any, env: Any) -> Any:
+        shape = (1, h.shape[1]) if kind == "batch" else (h.shape[0], 1)
+        return h + ops.sum_to(ops.tanh(h) * h, shape) * 0.1
+
+    return statement
+
+
 def _register_all() -> None:
     for fragment in (
         Fragment("index", draw_kind("columns", "rows"), _index),
@@ -125,6 +147,7 @@ def _register_all() -> None:
         Fragment("math", draw_kind(*sorted(MATH)), _math),
         Fragment("stop_gradient", lambda draw, ctx: {}, _stop_gradient),
         Fragment("order", draw_kind("flip", "min_dim", "less_equal"), _order),
+        Fragment("sum_to", draw_kind("batch", "row", "identity"), _sum_to),
     ):
         register(fragment)
 

@@ -1,8 +1,8 @@
 """remaining_ops' fragments (integer-tensor indexing, padding, products, ``randn`` from the
 program's generator, ``arange``/``full``, ``clone``, ``expm1``/``atan``/``log``/tanh GELU,
-``stop_gradient``, ``flip``, ``argmin``, ``<=``) in one program: eager runs the ops they were
-written for, and compiled at O0 and with the exact pipeline gives eager's bits while O2 keeps to
-its rules.
+``stop_gradient``, ``flip``, ``argmin``, ``<=``) in one program, and ``sum_to`` in its forms:
+eager runs the ops they were written for, and compiled at O0 and with the exact pipeline gives
+eager's bits while O2 keeps to its rules.
 """
 
 from __future__ import annotations
@@ -84,3 +84,15 @@ def test_remaining_ops_fragments_in_one_program_are_bit_identical(
     dtype: str, mode: str, penalty: float
 ) -> None:
     assert_matches_eager(_spec(dtype, mode, penalty))
+
+
+def test_sum_to_both_ways_and_its_identity_read_later_is_bit_identical() -> None:
+    # the memory plan's aliasing rule for sum_to: its sums are new memory (the summed values
+    # take pooled buffers), its identity is the value itself, read again after new values were
+    # made (a rule answering "fresh" for the identity fails here: the value's buffer is reused)
+    body = (
+        Piece.of("sum_to", kind="batch"),
+        Piece.of("sum_to", kind="row"),
+        Piece.of("sum_to", kind="identity"),
+    )
+    assert_matches_eager(Spec(8, width=64, batches=(256,) * 4, body=body, dtype="float32"))
