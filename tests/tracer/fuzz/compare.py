@@ -137,15 +137,18 @@ def _run(
             left += left_behind(program, fn)
         records[-1].state = program.snapshot()
         if late and records[-1].outcome[0] == "raised":
-            kept = _kept(before, records[-1])
+            kept = _kept(before, records[-1], program.scope.kept_on_raise)
             unrestored += [f"call {call} raised and kept {line}" for line in kept]
         fallbacks += [str(w.message) for w in caught if FALLBACK_WARNING in str(w.message)]
     return Run(records, fn, program, fallbacks, left, unrestored)
 
 
-def _kept(before: dict[str, Any], record: Record) -> list[str]:
-    """Every piece of state a raised call left other than it found it."""
-    return diff_records(Record(record.outcome, before), record)
+def _kept(before: dict[str, Any], record: Record, python_objects: set[str]) -> list[str]:
+    """Every piece of state a raised call left other than it found it, but the Python objects
+    the step mutates itself (``python_objects``: those keep what ran, eager or compiled; the
+    comparison with eager checks them)."""
+    found = diff_records(Record(record.outcome, before), record)
+    return [line for line in found if line.split(":")[0] not in python_objects]
 
 
 def _outcome(spec: Spec, program: Program, fn: Any, args: tuple, keep_outputs: bool) -> tuple:

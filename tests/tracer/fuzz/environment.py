@@ -128,8 +128,8 @@ def _side_effects(scope: Scope, piece: Piece) -> Statement:
         ("meter", lambda: meter.last),
     ):
         tag = f"{name}{len(scope.extras)}"
-        scope.track(tag + ".layout", lambda read=read: _layout(read()))
-        scope.track(tag + ".values", lambda read=read: _values(read()))
+        scope.track(tag + ".layout", lambda read=read: _layout(read()), undone=False)
+        scope.track(tag + ".values", lambda read=read: _values(read()), undone=False)
 
     def record(h: Any, env: Any) -> Any:
         if kind == "append":

@@ -47,6 +47,8 @@ class Scope:
     # checks run after the step's backward or its optimizer step (``late``): they may raise
     # after the step wrote its gradients or its parameters
     lates: dict[str, list[Callable[[Env], None]]] = field(default_factory=dict)
+    # snapshot keys of extras a raised call keeps as it ran (``track(undone=False)``)
+    kept_on_raise: set[str] = field(default_factory=set)
     # why a statement ran a path a compiled step cannot trace (a boolean mask read): appended
     # when it runs, so the eager run tells whether the compiled one must have fallen back
     eager_reasons: list[str] = field(default_factory=list)
@@ -92,9 +94,13 @@ class Scope:
         self.modules.append(module)
         return module
 
-    def track(self, name: str, read: Callable[[], Any]) -> None:
-        """Compare ``read()`` (an array or any Python value) after every call."""
+    def track(self, name: str, read: Callable[[], Any], undone: bool = True) -> None:
+        """Compare ``read()`` (an array or any Python value) after every call. ``undone=False``:
+        a Python object the step itself mutates (a list it appends to), which a call that
+        raises keeps as it ran, eager or compiled (atomicity covers dualflow's state only)."""
         self.extras[name] = read
+        if not undone:
+            self.kept_on_raise.add(f"extra.{name}")
 
     def prelude(self, check: Callable[[Env], None]) -> None:
         """Run ``check(env)`` first in the step, before it writes anything (it may raise)."""

@@ -77,3 +77,17 @@ def test_the_check_names_what_a_raised_call_kept(monkeypatch: pytest.MonkeyPatch
     assert all(line.startswith("call 2 raised and kept ") for line in kept)
     named = {line.split(" kept ")[1].split(":")[0] for line in kept}
     assert {"param0", "param0.grad", "generator", "module0.running_mean"} <= named
+
+
+@pytest.mark.parametrize("where", ["statement", "step"])
+def test_python_objects_the_step_mutates_keep_what_ran_as_in_eager(where: str) -> None:
+    # a list the step appends to before it raises is the user's Python, not dualflow's state:
+    # a raised call keeps the append, eager (even all or nothing) and compiled alike; the
+    # parameters and the rest are still put back on both sides
+    appends = Piece.of("side_effects", kind="append")
+    late = Piece.of("raise_late", kind="flag", at=1, where=where)
+    spec = Spec(0, width=16, batches=(8,) * 4, body=(appends, late), optimizer="sgd")
+    eager = run(spec)
+    assert eager.unrestored == [] and compiled_as_eager(spec, eager=eager) == []
+    logged = [r.state["extra.log0.values"].shape for r in eager.records]
+    assert [r.outcome[0] for r in eager.records][1] == "raised" and logged[1] == (2,)
