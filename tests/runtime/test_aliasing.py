@@ -18,15 +18,6 @@ from dualflow.tensor.core import Tensor
 from tests.tracer.helpers import assert_same, check_all_traces
 
 
-def _same(got: list, want: list) -> None:
-    for g, w in zip(got, want, strict=True):
-        np.testing.assert_array_equal(g, w)
-
-
-def _t(values: np.ndarray) -> Tensor:
-    return dualflow.tensor(values)
-
-
 def _bias_gradient(shape: tuple[int, ...], rows: int = 6) -> tuple[Graph, Value, Value]:
     """A gradient ``g`` (``h * gy``) summed by ``sum_to`` into ``shape`` (a bias gradient when
     it is smaller than g), returned: (graph, g, the sum)."""
@@ -49,7 +40,7 @@ def test_a_sum_to_that_sums_returns_new_memory_so_its_input_is_pooled(shape) -> 
     rng = np.random.default_rng(0)
     inputs = [rng.normal(size=(6, 5)).astype(np.float32) for _ in range(2)]
     result = lower(graph).run(inputs, [])
-    _same(result.outputs, interpret(graph, inputs).outputs)
+    assert_same(list(result.outputs), list(interpret(graph, inputs).outputs))
     assert not np.shares_memory(result.outputs[0], lower(graph).run(inputs, []).outputs[0])
 
 
@@ -66,7 +57,7 @@ def test_a_sum_to_of_the_same_shape_is_its_input_so_that_input_is_the_output(row
     first = plan.run(inputs, []).outputs[0]
     kept = first.copy()
     plan.run([-x for x in inputs], [])  # a later run never writes over a returned output
-    _same([first], [kept])
+    assert_same([first], [kept])
 
 
 def test_sum_to_results_of_both_kinds_stay_as_returned_across_calls() -> None:
@@ -80,8 +71,10 @@ def test_sum_to_results_of_both_kinds_stay_as_returned_across_calls() -> None:
         return ops.sum_to(g, (1, 64)), ops.sum_to(g, g.shape), ops.sum_to(h, (64,))
 
     rng = np.random.default_rng(0)
-    calls = [[_t(rng.normal(size=s).astype(np.float32)) for s in ((512, 64), (64,))]]
-    calls.append([_t(rng.normal(size=s).astype(np.float32)) for s in ((512, 64), (64,))])
+    calls = [[dualflow.tensor(rng.normal(size=s).astype(np.float32)) for s in ((512, 64), (64,))]]
+    calls.append(
+        [dualflow.tensor(rng.normal(size=s).astype(np.float32)) for s in ((512, 64), (64,))]
+    )
     for passes in ("O0", None):
         compiled = dualflow.compile(step, passes=passes) if passes else dualflow.compile(step)
         firsts = [compiled(*args) for args in calls]  # the second call after the first's result

@@ -22,10 +22,6 @@ def _counted(monkeypatch: pytest.MonkeyPatch, module: Any, name: str) -> list:
     return calls
 
 
-def _assert_compiled_as_eager(spec: Spec) -> None:
-    assert compiled_as_eager(spec) == []
-
-
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_batch_norm_over_planes_runs_its_kernel_compiled_as_eager(
     dtype: str, monkeypatch: pytest.MonkeyPatch
@@ -50,14 +46,14 @@ def test_batch_norm_over_planes_runs_its_kernel_compiled_as_eager(
         optimizer="adam",
         loss="xent",
     )
-    _assert_compiled_as_eager(spec)
+    assert compiled_as_eager(spec) == []
     assert calls  # the planes went through the kernel
     assert grad_calls  # and their backward through batch_norm_grad's
 
 
-def _batched_lstm(seed: int, units: int, batches: tuple[int, ...], kind: str = "LSTM") -> Spec:
-    """A float32 LSTM (or ``kind``) over rows taken as two steps of ``batch // 2`` sequences,
-    then tanh."""
+def _batched_recurrent(seed: int, units: int, batches: tuple[int, ...], kind: str = "LSTM") -> Spec:
+    """A float32 LSTM (or GRU: ``kind``) over rows taken as two steps of ``batch // 2``
+    sequences, then tanh."""
     body = (Piece.of("recurrent", kind=f"{kind}-batch"), Piece.of("unary", kind="tanh"))
     return Spec(seed, width=units, batches=batches, body=body, dtype="float32")
 
@@ -70,7 +66,7 @@ def test_a_batched_lstm_runs_its_lockstep_halves_compiled_as_eager(
     from dualflow.kernels.linalg import lstm_lockstep
 
     calls = _counted(monkeypatch, lstm_lockstep, "run")
-    _assert_compiled_as_eager(_batched_lstm(17, 40, (32, 32, 32, 26)))
+    assert compiled_as_eager(_batched_recurrent(17, 40, (32, 32, 32, 26))) == []
     assert calls  # the lockstep ran
 
 
@@ -83,7 +79,7 @@ def test_a_batched_lstm_takes_the_rows_form_and_back_compiled_as_eager(
 
     forward = _counted(monkeypatch, unit_tiles, "column_blocks")
     backward = _counted(monkeypatch, unit_tiles, "column_slices")
-    _assert_compiled_as_eager(_batched_lstm(23, 64, (32, 32, 26, 32)))
+    assert compiled_as_eager(_batched_recurrent(23, 64, (32, 32, 26, 32))) == []
     assert forward and backward  # the rows form ran, forward and backward
 
 
@@ -97,7 +93,7 @@ def test_a_batched_gru_takes_the_rows_form_and_back_compiled_as_eager(
     runs = _counted(monkeypatch, gru_lockstep, "run")
     forward = _counted(monkeypatch, unit_tiles, "column_blocks")
     backward = _counted(monkeypatch, unit_tiles, "column_slices")
-    _assert_compiled_as_eager(_batched_lstm(29, 64, (32, 32, 26, 32), kind="GRU"))
+    assert compiled_as_eager(_batched_recurrent(29, 64, (32, 32, 26, 32), kind="GRU")) == []
     assert forward and backward  # the rows form ran, forward and backward
     assert len(runs) > len(forward) + len(backward)  # and the feature-major loops too
 
@@ -152,7 +148,7 @@ def test_attention_with_its_products_on_the_native_crew_compiles_as_eager(
         dtype="float32",
         penalty=0.1,
     )
-    _assert_compiled_as_eager(spec)
+    assert compiled_as_eager(spec) == []
     products = crew_ranges.entry_at(batched_native.entry)
     assert products in entries, "no batch of products split over the native crew"
 
@@ -175,7 +171,7 @@ def test_few_row_products_on_the_register_tiles_compile_as_eager(
         penalty=0.1,
         tiles=True,
     )
-    _assert_compiled_as_eager(spec)
+    assert compiled_as_eager(spec) == []
     assert calls, "no product ran on the tiles"
 
 
@@ -199,7 +195,7 @@ def test_memory_bound_kernels_at_the_widest_vectors_compile_as_eager(
         dtype="float32",
         wide=True,
     )
-    _assert_compiled_as_eager(spec)
+    assert compiled_as_eager(spec) == []
     assert rendered and all(rendered), "no flat kernel rendered at the widest vectors"
 
 
@@ -226,7 +222,7 @@ def test_kernels_split_on_the_crew_whatever_their_size_compile_as_eager() -> Non
         crew=True,
     )
     before = int(crew.ctls[:, POSTED].sum())  # parts posted to the workers: no spy to trace
-    _assert_compiled_as_eager(spec)
+    assert compiled_as_eager(spec) == []
     assert int(crew.ctls[:, POSTED].sum()) > before, "no kernel split on the crew"
 
 
@@ -253,5 +249,5 @@ def test_small_steps_chained_from_the_first_call_compile_as_eager(
         loss="square",
         chain=True,
     )
-    _assert_compiled_as_eager(spec)
+    assert compiled_as_eager(spec) == []
     assert calls, "no chain ran as one call"
