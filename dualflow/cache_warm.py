@@ -91,9 +91,11 @@ def _sequence_kernels(dtype: str) -> None:
 
 
 def _cross_entropy(dtype: str) -> None:
-    """Softmax cross entropy's loss and gradient kernels (``kernels.loss``): one signature per
-    dtype (rows, int64 labels) whatever the shape."""
-    ops.softmax_cross_entropy(_leaf((4, 5), dtype), np.array([0, 4, -1, 2])).backward()
+    """Softmax cross entropy's loss, gradient and merged kernels (``kernels.loss``): one
+    signature per dtype (rows, int64 labels) whatever the shape."""
+    labels = np.array([0, 4, -1, 2])
+    ops.softmax_cross_entropy(_leaf((4, 5), dtype), labels).backward()
+    ops.softmax_cross_entropy_and_grad(_leaf((4, 5), dtype), labels, np.ones((), dtype))
 
 
 def _batch_norm(dtype: str) -> None:

@@ -98,6 +98,8 @@ NOT_BATCHED: dict[str, str] = {
     "allreduce_progress": "takes a split collective's handle only, never a batched tensor",
     "guard": "a compiler node (speculation check), never called eagerly",
     "fused": "a compiler node (fusion region), never called eagerly",
+    "softmax_cross_entropy_and_grad": "a compiler node (``loss_with_grad``: a loss and its "
+    "gradient merged in an optimized plan), after every transform",
 }
 
 

@@ -115,6 +115,7 @@ from dualflow.ops.loss import (
     softmax_cross_entropy,
     softmax_cross_entropy_grad,
 )
+from dualflow.ops.loss_with_grad import softmax_cross_entropy_and_grad
 from dualflow.ops.layer_norm import layer_norm, layer_norm_grad
 from dualflow.ops.adam_update import adam_update
 from dualflow.ops.normalization import batch_norm

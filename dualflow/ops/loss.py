@@ -93,16 +93,21 @@ class SoftmaxCrossEntropy:
         losses, count, bad = kernels.row_losses(_rows(x), t.reshape(-1), ignore_label)
         if bad:
             check_index_range("softmax_cross_entropy", xp, t, x.shape[1], "labels", ignore_label)
-        if reduce == "no":
-            return losses.astype(x.dtype).reshape(t.shape)
-        total = float(losses.sum())
-        if reduce == "mean":  # NaN over no labels (an empty batch, all ignored), as PyTorch
-            total = total / count if count else math.nan
-        return np.asarray(total, dtype=x.dtype)
+        return _reduced(losses, count, x, t, reduce)
 
     def backward(ctx, gy):
         attrs = ctx.attrs
         return softmax_cross_entropy_grad(ctx.x0, ctx.x1, gy, **attrs), None
+
+
+def _reduced(losses: Any, count: int, x: Any, t: Any, reduce: str) -> Any:
+    """The loss from the kernels' per-row float64 losses (``count`` rows counted)."""
+    if reduce == "no":
+        return losses.astype(x.dtype).reshape(t.shape)
+    total = float(losses.sum())
+    if reduce == "mean":  # NaN over no labels (an empty batch, all ignored), as PyTorch
+        total = total / count if count else math.nan
+    return np.asarray(total, dtype=x.dtype)
 
 
 def _numpy_loss(xp: Any, x: Any, t: Any, ignore_label: int, reduce: str) -> Any:
@@ -148,13 +153,7 @@ class SoftmaxCrossEntropyGrad:
         if kernels is None:
             return _numpy_grad(xp, x, t, gy, ignore_label, reduce)
         labels = t.reshape(-1)
-        if reduce == "no":
-            g = gy.reshape(-1)
-        else:  # the weight of every row in float64, rounded once with the rest
-            scale = np.float64(gy)
-            if reduce == "mean":
-                scale /= max(kernels.count_kept(labels, ignore_label), 1)
-            g = np.full(labels.shape, scale)
+        g = _grad_weights(kernels, labels, gy, ignore_label, reduce)
         gx, bad = kernels.row_grads(_rows(x), labels, ignore_label, g)
         if bad:
             check_index_range("softmax_cross_entropy", xp, t, x.shape[1], "labels", ignore_label)
@@ -171,6 +170,17 @@ class SoftmaxCrossEntropyGrad:
         weighted = g * expand_dims(_row_weights(x, t, gy, **attrs), 1)
         y = softmax(x, axis=1)
         return y * (weighted - reduce_sum(weighted * y, axis=1, keepdims=True)), None, ggy
+
+
+def _grad_weights(kernels: Any, labels: Any, gy: Any, ignore_label: int, reduce: str) -> Any:
+    """Each row's float64 weight in the gradient kernels: ``gy``'s, divided by the labels counted
+    for ``reduce="mean"`` (rounded once with the rest of the row)."""
+    if reduce == "no":
+        return gy.reshape(-1)
+    scale = np.float64(gy)
+    if reduce == "mean":
+        scale /= max(kernels.count_kept(labels, ignore_label), 1)
+    return np.full(labels.shape, scale)
 
 
 def _row_weights(x: Any, t: Any, gy: Any, *, ignore_label: int, reduce: str) -> Any:

@@ -69,6 +69,40 @@ def test_rows_split_over_threads_give_the_same_bits():
     assert results[0] == results[1]
 
 
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.integers(0, 9),
+    classes=st.integers(1, 40),
+    ignore=st.sampled_from([-1, 0]),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    seed=st.integers(0, 2**16),
+)
+def test_losses_with_gradients_are_the_two_kernels_bits(rows, classes, ignore, dtype, seed):
+    """``row_losses_and_grads`` (one exp per row, the merged op's kernel) gives ``row_losses``'
+    and ``row_grads``' very bits, ignored and out-of-range labels (reported, rows zero) too."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, classes)) * 8).astype(dtype)
+    t, g = rng.integers(-2, classes + 2, rows), rng.standard_normal(rows)
+    losses, count, gx, bad = cross_entropy.row_losses_and_grads(x, t, ignore, g)
+    want_losses, want_count, want_bad = cross_entropy.row_losses(x, t, ignore)
+    want_gx, want_bad_grad = cross_entropy.row_grads(x, t, ignore, g)
+    assert (count, bad) == (want_count, want_bad) and bad == want_bad_grad
+    assert losses.tobytes() == want_losses.tobytes() and gx.tobytes() == want_gx.tobytes()
+
+
+def test_losses_with_gradients_split_over_threads_give_the_same_bits():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((600, 1000)).astype(np.float32)  # above two parts' PART_MIN
+    t, g = rng.integers(-1, 1000, 600), rng.standard_normal(600)
+    results = []
+    for threads in (1, 2):
+        with using_threads(threads):
+            losses, count, gx, _ = cross_entropy.row_losses_and_grads(x, t, -1, g)
+        results.append((losses.tobytes(), count, gx.tobytes()))
+    assert results[0] == results[1]
+    assert results[0][2] == cross_entropy.row_grads(x, t, -1, g)[0].tobytes()
+
+
 def test_nan_rows_all_ignored_and_bad_labels():
     x = np.zeros((3, 4), np.float32)
     x[1, 2] = np.nan

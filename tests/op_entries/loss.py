@@ -1,4 +1,5 @@
-"""Op-table entries for softmax, log_softmax, one_hot and the losses."""
+"""Op-table entries for softmax, log_softmax, one_hot and the losses (with the merged loss and
+gradient of softmax cross entropy)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,14 @@ def _sce_grad_samples(rng: np.random.Generator) -> list[Sample]:
     ]
 
 
+def _sce_and_grad_ref(x, t, gy, ignore_label: int = -1, reduce: str = "mean") -> tuple:
+    attrs = {"ignore_label": ignore_label, "reduce": reduce}
+    loss = _sce_ref(x, t, **attrs)
+    if reduce == "mean" and not np.any(t != ignore_label):
+        loss = np.nan  # a mean over no labels, as PyTorch's (its gradient is 0)
+    return loss, _sce_grad_ref(x, t, gy, **attrs)
+
+
 def _one_hot_ref(t: np.ndarray, num_classes: int, axis: int = -1) -> np.ndarray:
     out = np.eye(num_classes)[t]  # classes on the last axis
     return np.moveaxis(out, -1, axis)
@@ -119,6 +128,14 @@ ENTRIES = [
         ops.softmax_cross_entropy_grad,
         _sce_grad_ref,
         _sce_grad_samples,
+        f32_tol=(1e-4, 1e-5),
+    ),
+    OpInfo(
+        "softmax_cross_entropy_and_grad",
+        ops.softmax_cross_entropy_and_grad,
+        _sce_and_grad_ref,
+        _sce_grad_samples,
+        differentiable=False,
         f32_tol=(1e-4, 1e-5),
     ),
     OpInfo(

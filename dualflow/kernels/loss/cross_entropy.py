@@ -127,10 +127,7 @@ def _row_exp(exp: Any) -> Any:
     return row_exp
 
 
-def _make(kind: str, exp: Any) -> Any:
-    """The numba kernel ``kind`` ("loss" or "grad") with ``exp`` inlined (its dtype's)."""
-    row_exp = _row_exp(exp)
-
+def _loss_body(row_exp: Any) -> Any:
     def loss(x, t, ignore, out, lo, hi):  # pragma: no cover - runs compiled
         # out[r]: the row's loss (0 when ignored); returns (rows counted, a bad label seen)
         count, bad = 0, False
@@ -148,6 +145,10 @@ def _make(kind: str, exp: Any) -> Any:
             count += 1
         return count, bad
 
+    return loss
+
+
+def _grad_body(row_exp: Any) -> Any:
     def grad(x, t, ignore, g, gx, lo, hi):  # pragma: no cover - runs compiled
         # gx[r] = (softmax(x[r]) - onehot(t[r])) * g[r], 0 for ignored rows; returns a bad label
         bad = False
@@ -166,7 +167,42 @@ def _make(kind: str, exp: Any) -> Any:
                 row[c] = np.float64(row[c]) * scale - (w if c == label else 0.0)
         return bad
 
-    body = loss if kind == "loss" else grad
+    return grad
+
+
+def _both_body(row_exp: Any) -> Any:
+    def both(x, t, ignore, g, out, gx, lo, hi):  # pragma: no cover - runs compiled
+        # ``loss``'s out[r] and ``grad``'s gx[r] from one exp of the row (the same operations on
+        # the same values: the same bits); returns (rows counted, a bad label seen)
+        count, bad = 0, False
+        for r in range(lo, hi):
+            out[r] = 0.0
+            label = t[r]
+            if label == ignore or label < 0 or label >= x.shape[1]:
+                bad = bad or label != ignore
+                for c in range(x.shape[1]):
+                    gx[r, c] = 0.0
+                continue
+            row = gx[r]
+            m = row_exp(x, r, row)
+            total = row_sum(row)
+            out[r] = math.log(total) - np.float64(x[r, label] - m)
+            count += 1
+            w = g[r]
+            scale = w / total
+            for c in range(x.shape[1]):
+                row[c] = np.float64(row[c]) * scale - (w if c == label else 0.0)
+        return count, bad
+
+    return both
+
+
+_BODIES = {"loss": _loss_body, "grad": _grad_body, "both": _both_body}
+
+
+def _make(kind: str, exp: Any) -> Any:
+    """The numba kernel ``kind`` ("loss", "grad" or "both") with ``exp`` inlined (its dtype's)."""
+    body = _BODIES[kind](_row_exp(exp))
     return numba.njit(nogil=True, cache=False, error_model="numpy")(body)
 
 
@@ -252,3 +288,32 @@ def row_grads(x: np.ndarray, t: np.ndarray, ignore: int, g: np.ndarray) -> tuple
     ]
     run_parts(jobs)
     return gx, any(bads)
+
+
+def row_losses_and_grads(
+    x: np.ndarray, t: np.ndarray, ignore: int, g: np.ndarray
+) -> tuple[np.ndarray, int, np.ndarray, bool]:
+    """``row_losses`` and ``row_grads`` of the same rows at once (each row's exponentials made
+    once): (per-row losses, rows counted, the gradient, whether a label was out of range), each
+    bit for bit what the two give (the same operations in the same order).
+
+    Example:
+        >>> losses, count, gx, bad = row_losses_and_grads(
+        ...     np.zeros((1, 2)), np.array([0]), -1, np.ones(1))
+        >>> losses.round(4).tolist(), count, gx.tolist(), bad
+        ([0.6931], 1, [[-0.5, 0.5]], False)
+    """
+    x, t = _c_order(x), _labels(t)
+    kernel = _kernel("both", x.dtype)
+    out, gx = np.empty(x.shape[0], np.float64), np.empty(x.shape, x.dtype)
+    g = np.ascontiguousarray(g, np.float64)
+    if x.size < 2 * PART_MIN:
+        count, bad = kernel(x, t, ignore, g, out, gx, 0, x.shape[0])
+        return out, count, gx, bad
+    counts: list[tuple[int, bool]] = []
+    jobs = [
+        lambda lo=lo, hi=hi: counts.append(kernel(x, t, ignore, g, out, gx, lo, hi))
+        for lo, hi in _parts(x.shape[0], x.size)
+    ]
+    run_parts(jobs)
+    return out, sum(c for c, _ in counts), gx, any(b for _, b in counts)
