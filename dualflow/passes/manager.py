@@ -32,10 +32,14 @@ Pass = Callable[[Graph], Graph]
 
 O0: tuple[str, ...] = ()
 O1: tuple[str, ...] = ("dce", "cse")
-O2: tuple[str, ...] = ("fold_bn", "fold", "slice_grads", "cse", "dce", "fuse", "bucket_allreduce")
+O2: tuple[str, ...] = (
+    "fold_bn", "fold", "slice_grads", "cse", "dce", "loss_with_grad", "fuse", "bucket_allreduce"
+)  # fmt: skip
 # Every pass that preserves bits and none that does not (docs/passes.md, "Value-changing rules"):
 # O2 without fold_bn, and fusion without float64 sums.
-EXACT: tuple[str, ...] = ("fold", "slice_grads", "cse", "dce", "fuse_exact", "bucket_allreduce")
+EXACT: tuple[str, ...] = (
+    "fold", "slice_grads", "cse", "dce", "loss_with_grad", "fuse_exact", "bucket_allreduce"
+)  # fmt: skip
 PIPELINES: dict[str, tuple[str, ...]] = {"O0": O0, "O1": O1, "O2": O2, "exact": EXACT}
 
 

@@ -111,13 +111,17 @@ def test_chained_fold_bn_is_within_its_bound(dtype: str) -> None:
 def test_only_fuse_and_fold_bn_have_rules() -> None:
     assert {p for rule in RULES.values() for p in rule.passes} == {"fuse", "fold_bn"}
     graph = _linear_bn(4, 3, "float32", True)
-    for name in ("fold", "slice_grads", "cse", "dce", "fuse_exact", "bucket_allreduce"):
+    for name in (
+        "fold", "slice_grads", "cse", "dce", "loss_with_grad", "fuse_exact", "bucket_allreduce"
+    ):  # fmt: skip
         after, _ = run_passes(graph, (name,))
         assert sites(name, graph, after) == {}
 
 
 def test_exact_is_o2_without_value_changing_rules() -> None:
-    exact = ("fold", "slice_grads", "cse", "dce", "fuse_exact", "bucket_allreduce")
+    exact = (
+        "fold", "slice_grads", "cse", "dce", "loss_with_grad", "fuse_exact", "bucket_allreduce"
+    )  # fmt: skip
     assert PIPELINES["exact"] == exact
     b = GraphBuilder("f")
     x = b.input((64, 64), "float32")
