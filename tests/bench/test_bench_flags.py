@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from dualflow.bench.cli import main
+from dualflow.passes.manager import PIPELINES
 
 
 def test_passes_adds_a_mode_and_compare_to_prints_ratios(tmp_path, capsys) -> None:
@@ -31,9 +32,5 @@ def test_passes_exact_is_a_bit_identical_mode(tmp_path) -> None:
     base = ["--workloads", "tiny-ops", "--repeats", "3", "--no-chart", "--out", str(tmp_path)]
     assert main([*base, "--passes", "exact"]) == 0
     rows = json.loads((tmp_path / "bench.json").read_text())["results"]
-    (exact,) = [
-        r
-        for r in rows
-        if r["mode"] == "compiled[fold,slice_grads,cse,dce,fuse_exact,bucket_allreduce]"
-    ]
+    (exact,) = [r for r in rows if r["mode"] == f"compiled[{','.join(PIPELINES['exact'])}]"]
     assert exact["max_diff"] == 0.0 and exact["steps"] > 0
