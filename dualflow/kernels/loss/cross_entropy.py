@@ -127,6 +127,14 @@ def _row_exp(exp: Any) -> Any:
     return row_exp
 
 
+@numba.njit(inline="always", error_model="numpy")
+def _gradient_row(row: Any, label: Any, w: Any, total: Any) -> None:  # pragma: no cover
+    # the row of exponentials (summing to ``total``) made (softmax - onehot) * w in place
+    scale = w / total
+    for c in range(row.shape[0]):
+        row[c] = np.float64(row[c]) * scale - (w if c == label else 0.0)
+
+
 def _loss_body(row_exp: Any) -> Any:
     def loss(x, t, ignore, out, lo, hi):  # pragma: no cover - runs compiled
         # out[r]: the row's loss (0 when ignored); returns (rows counted, a bad label seen)
@@ -156,15 +164,11 @@ def _grad_body(row_exp: Any) -> Any:
             label = t[r]
             if label == ignore or label < 0 or label >= x.shape[1]:
                 bad = bad or label != ignore
-                for c in range(x.shape[1]):
-                    gx[r, c] = 0.0
+                gx[r] = 0.0
                 continue
             row = gx[r]
             row_exp(x, r, row)
-            w = g[r]
-            scale = w / row_sum(row)
-            for c in range(x.shape[1]):
-                row[c] = np.float64(row[c]) * scale - (w if c == label else 0.0)
+            _gradient_row(row, label, g[r], row_sum(row))
         return bad
 
     return grad
@@ -180,18 +184,14 @@ def _both_body(row_exp: Any) -> Any:
             label = t[r]
             if label == ignore or label < 0 or label >= x.shape[1]:
                 bad = bad or label != ignore
-                for c in range(x.shape[1]):
-                    gx[r, c] = 0.0
+                gx[r] = 0.0
                 continue
             row = gx[r]
             m = row_exp(x, r, row)
             total = row_sum(row)
             out[r] = math.log(total) - np.float64(x[r, label] - m)
             count += 1
-            w = g[r]
-            scale = w / total
-            for c in range(x.shape[1]):
-                row[c] = np.float64(row[c]) * scale - (w if c == label else 0.0)
+            _gradient_row(row, label, g[r], total)
         return count, bad
 
     return both
