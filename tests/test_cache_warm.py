@@ -54,14 +54,14 @@ def test_warm_builds_every_fixed_kernel(monkeypatch: pytest.MonkeyPatch) -> None
     for dtype in warm.DTYPES:
         for name, count in (("relu", 1), ("relu_grad", 2)):
             assert (OPS[name].expr, (dtype,) * count, 1) in eager, (name, dtype)
-    # softmax cross entropy's loss and gradient, each with its one signature, per dtype
+    # softmax cross entropy's loss, gradient and both at once: one signature each, per dtype
     for kernel in cross_entropy._KERNELS.values():
         assert len(kernel.signatures) == 1
     # batch norm's forward, one signature per dtype
     assert {str(d) for d in batch_norm._KERNELS} == set(warm.DTYPES)
     assert all(len(k.signatures) == 1 for k in batch_norm._KERNELS.values())
     assert {(kind, str(dtype)) for kind, dtype in cross_entropy._KERNELS} == {
-        (kind, dtype) for kind in ("loss", "grad") for dtype in warm.DTYPES
+        (kind, dtype) for kind in ("loss", "grad", "both") for dtype in warm.DTYPES
     }
 
 
