@@ -103,12 +103,16 @@ class MemoryPlan:
         # the output itself is the new array, no view (and what was lent of it in its shape)
         views = {key: arrays[key[0]] for key in self._output_keys}
         bufs = list(pooled)
-        for i in self._lent_rows:  # a hot path: per call, only the outputs' buffers' rows
-            key = self._keys[i]
+        host = xp is np  # numpy: a view made by one constructor call over the output's bytes
+        for i, key, shape, dtype in self._lent:  # a hot path: per call, the outputs' rows only
             array = views.get(key)
             if array is None:
-                raw = arrays[key[0]].reshape(-1).view(np.uint8)
-                array = views[key] = _view(raw, self.planned[i])
+                output = arrays[key[0]]
+                array = views[key] = (
+                    np.ndarray(shape, dtype, buffer=output)
+                    if host
+                    else _view(output.reshape(-1).view(np.uint8), self.planned[i])
+                )
             bufs[i] = array
         return bufs
 
@@ -125,9 +129,14 @@ class MemoryPlan:
         return tuple(_key(b, value) for b, value in zip(self.fresh_buffers, self.fresh))
 
     @cached_property
-    def _lent_rows(self) -> tuple[int, ...]:
+    def _lent(self) -> tuple[tuple[int, tuple, tuple[int, ...], np.dtype], ...]:
+        """(row, key, shape, dtype) of each value in an output's per-run buffer: read once."""
         fresh = set(self.fresh_buffers)
-        return tuple(i for i, row in enumerate(self.rows) if row.buffer in fresh)
+        return tuple(
+            (i, self._keys[i], tuple(value.shape), np.dtype(value.dtype))
+            for i, (row, value) in enumerate(zip(self.rows, self.planned))
+            if row.buffer in fresh
+        )
 
     def _views(self, raw: dict[int, Any], views: dict[tuple, Any]) -> list[Any]:
         """One array per planned value over its buffer's ``raw`` bytes (None where a buffer has
