@@ -57,8 +57,8 @@ def _partner(
     made before ``loss`` (at index ``at``), with the nodes after the loss that make it."""
     x, t = loss.inputs
     for node in graph.users.get(x, ()) if isinstance(x, Value) else ():
-        if node.op != GRAD or node.recompute or node.attrs != loss.attrs:
-            continue
+        if node.op != GRAD or node.recompute or node.attrs != loss.attrs or index[id(node)] < at:
+            continue  # (a gradient before the loss: its users may come before the loss too)
         if node.inputs[0] is not x or node.inputs[1] is not t:
             continue
         cone = _cone(graph, node.inputs[2], at, index)

@@ -61,9 +61,20 @@ def test_gy_s_own_steps_move_before_the_loss() -> None:
     assert [n.op for n in after.nodes] == ["multiply", "softmax_cross_entropy_and_grad", "exp"]
 
 
+def _grad_first():
+    b = GraphBuilder("f")
+    x, t = b.input((4, 3), "float32"), b.input((4,), "int64")
+    (gx,) = b.node("softmax_cross_entropy_grad", [x, t, 1.0], ATTRS)
+    (used,) = b.node("exp", [gx])  # read before the loss runs
+    (loss,) = b.node("softmax_cross_entropy", [x, t], ATTRS)
+    b.output(loss, used)
+    return b.build()
+
+
 @pytest.mark.parametrize(
     "graph",
     [
+        _grad_first(),  # the gradient comes first: its readers may precede the loss
         _pair(gy_after=True),  # gy is made from the loss: it cannot move before it
         _pair(attrs={"ignore_label": 0, "reduce": "mean"}),  # another loss's gradient
         _pair(recompute=True),  # a checkpoint's re-run keeps its place
