@@ -63,32 +63,49 @@ def _loop() -> Any:
     return burn
 
 
-def _timed(burn: Any, x: np.ndarray, out: np.ndarray, seconds: list[float], cpu: int) -> None:
+def _timed(
+    burn: Any,
+    x: np.ndarray,
+    out: np.ndarray,
+    seconds: list[float],
+    cpu: int,
+    start_line: threading.Barrier | None = None,
+) -> None:
     # on ``cpu`` alone: the scheduler may start a new thread on its parent's CPU and leave it
     # there for the whole loop (two threads on one CPU read as a shared core), so each thread
-    # is pinned to a CPU of its own; the caller restores its mask
+    # is pinned to a CPU of its own; the caller restores its mask. ``start_line``: the threads
+    # of one probe start together and ``seconds`` gets each one's end (the barrier stamps the
+    # start once), so a thread that waits for its CPU counts the wait: with clocks of their
+    # own, one CPU named twice read 1.01 once in CI (each thread ran alone, one after the other)
     with contextlib.suppress(AttributeError, OSError):
         os.sched_setaffinity(0, {cpu})  # 0: the calling thread (Linux)
+    if start_line is not None:
+        start_line.wait()
+        burn(x, out, _SWEEPS)
+        seconds.append(time.perf_counter())
+        return
     start = time.perf_counter()
     burn(x, out, _SWEEPS)
     seconds.append(time.perf_counter() - start)
 
 
 def _at_once(burn: Any, cpus: list[int]) -> float:
-    """Seconds the slowest of one thread per CPU of ``cpus`` took for the loop, all started
-    together (this thread takes the first CPU)."""
+    """Seconds from the start, all threads together (one per CPU of ``cpus``, this thread on
+    the first), to the last thread's end of the loop."""
     seconds: list[float] = []
     arrays = [(np.ones(_ELEMENTS, np.float32), np.empty(_ELEMENTS, np.float32)) for _ in cpus]
+    started: list[float] = []
+    start_line = threading.Barrier(len(cpus), action=lambda: started.append(time.perf_counter()))
     workers = [
-        threading.Thread(target=_timed, args=(burn, x, out, seconds, cpu))
+        threading.Thread(target=_timed, args=(burn, x, out, seconds, cpu, start_line))
         for (x, out), cpu in zip(arrays[1:], cpus[1:])
     ]
     for worker in workers:
         worker.start()
-    _timed(burn, *arrays[0], seconds, cpus[0])
+    _timed(burn, *arrays[0], seconds, cpus[0], start_line)
     for worker in workers:
         worker.join()
-    return max(seconds)
+    return max(seconds) - started[0]
 
 
 def allowed_cpus() -> list[int]:
