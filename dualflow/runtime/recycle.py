@@ -52,7 +52,8 @@ def _take_unreferenced(kept: list[Any], slots: range) -> tuple[Any, Any]:
     Any view keeps its base alive and counts, and so does a Tensor wrapping it; memory nobody
     references is free to overwrite, as it would be after being freed and allocated again. A
     weak reference does not count in ``getrefcount`` but would see the new values, so an array
-    anyone holds one to is never taken (it only lives on until the plan lets it go).
+    anyone holds one to is never taken (it only lives on until the plan lets it go), nor one the
+    caller made read-only before dropping it (the steps' ``out=`` writes would fail).
     """
     taken, last = None, None
     for n, slot in enumerate(slots):
@@ -64,6 +65,7 @@ def _take_unreferenced(kept: list[Any], slots: range) -> tuple[Any, Any]:
             and array is not None
             and sys.getrefcount(array) == 2
             and not weakref.getweakrefcount(array)
+            and array.flags.writeable  # the caller may have locked it before dropping it
         ):
             taken = array
         elif n == 0:

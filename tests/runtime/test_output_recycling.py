@@ -5,6 +5,7 @@ compiled results stay equal to eager ones."""
 from __future__ import annotations
 
 import gc
+import warnings
 import weakref
 
 import numpy as np
@@ -58,6 +59,21 @@ def test_an_output_with_a_weak_reference_is_never_written_again() -> None:
         del latest
     if ref() is not None:  # still held by the plan's spares: unchanged
         np.testing.assert_array_equal(ref(), before)
+
+
+def test_an_output_made_read_only_then_dropped_is_not_written_again() -> None:
+    # the steps would write into it with out= and fail: the call fell back to eager with a
+    # "please report this" warning; now a new array takes its place, no warning, eager's values
+    step, _ = _step_and_state()
+    compiled = dualflow.compile(step)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _ in range(4):
+            result = compiled()
+            np.testing.assert_array_equal(result.numpy(), step().numpy())
+            result.numpy().flags.writeable = False
+            del result
+    assert compiled.stats().eager_fallbacks == 0
 
 
 def test_kept_outputs_views_and_tensors_are_never_overwritten() -> None:
