@@ -27,11 +27,9 @@ from __future__ import annotations
 from dualflow.graph_ir.ir import Graph, Node, Value
 from dualflow.graph_ir.rewrite import is_effectful
 
-LOSS, GRAD, MERGED = (
-    "softmax_cross_entropy",
-    "softmax_cross_entropy_grad",
-    ("softmax_cross_entropy_and_grad"),
-)
+LOSS = "softmax_cross_entropy"
+GRAD = "softmax_cross_entropy_grad"
+MERGED = "softmax_cross_entropy_and_grad"
 
 
 def _cone(graph: Graph, gy: object, at: int, index: dict[int, int]) -> list[Node] | None:
